@@ -1,0 +1,51 @@
+# deltaweb: `make run` starts everything, `make test` runs the whole suite.
+# Both install what is missing first (idempotent): a virtualenv with the pinned packages,
+# and, when root on Debian, a Java 17 runtime and redis-server through apt-get.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PORT ?= 8000
+REDIS_PORT ?= 6379
+STAMP := $(VENV)/.installed
+
+.PHONY: install system-deps run test lint bench clean
+
+install: system-deps $(STAMP)
+
+system-deps:
+	@missing=""; \
+	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing:$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; }; \
+	  else \
+	    echo "missing:$$missing -- run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	@$(PIP) install -q --upgrade pip setuptools wheel 2>&1 | grep -v '^WARNING' || true
+	@$(PIP) install -q -e '.[test]' 2>&1 | grep -v '^WARNING' || true
+	@$(PY) -c "import django, pyarrow, deltalake, pyspark" 
+	@touch $(STAMP)
+
+run: install
+	@bash scripts/run.sh $(PORT) $(REDIS_PORT)
+
+test: install
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+bench: install
+	@$(PY) benchmarks/snapshot_load.py
+	@$(PY) benchmarks/time_travel.py
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,179 @@
+"""Read classic, multi-part and v2 checkpoints (with sidecars) into an ActionBatch.
+
+File actions stay columnar (pyarrow, only the columns replay needs); the few non-file
+actions come back as dicts with maps turned into plain dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .actions import NON_FILE_ACTIONS, ActionBatch, file_batch_schema, read_json_actions
+from .errors import CorruptCheckpointError, CorruptLogError
+from .log import LOG_DIR, LogFile
+from .storage import LocalStorage
+
+_FILE_FIELDS = {
+    "add": ("path", "partitionValues", "size", "modificationTime", "dataChange", "deletionVector"),
+    "remove": ("path", "partitionValues", "size", "deletionTimestamp", "dataChange", "deletionVector"),
+}
+_MAP_FIELDS = {"configuration", "options", "tags", "partitionValues"}
+
+
+def _plain(value: Any, key: str | None = None) -> Any:
+    """pyarrow's to_pylist gives maps as lists of pairs; turn them into dicts."""
+    if isinstance(value, dict):
+        return {k: _plain(v, k) for k, v in value.items()}
+    if key in _MAP_FIELDS and isinstance(value, list):
+        return {k: v for k, v in value}
+    return value
+
+
+def _open_parquet(storage: LocalStorage, rel: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(storage.root / rel)
+    except FileNotFoundError as exc:
+        raise CorruptCheckpointError(f"{storage.root / rel}: checkpoint file is missing", file=rel) from exc
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
+
+
+def _parquet_others(storage: LocalStorage, rel: str) -> list[tuple[str, dict[str, Any]]]:
+    pf = _open_parquet(storage, rel)
+    names = [n for n in NON_FILE_ACTIONS if n in pf.schema_arrow.names]
+    if not names:
+        return []
+    try:
+        table = pf.read(columns=names)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
+    out = []
+    for name in names:
+        col = table.column(name)
+        valid = col.filter(col.is_valid())
+        out.extend((name, _plain(v)) for v in valid.to_pylist())
+    return out
+
+
+def _parquet_files(storage: LocalStorage, rel: str, version: int, keys: list[str]) -> pa.Table:
+    pf = _open_parquet(storage, rel)
+    schema = file_batch_schema(keys)
+    top = pf.schema_arrow
+    parts = []
+    for kind, wanted in _FILE_FIELDS.items():
+        if kind not in top.names:
+            continue
+        present = {f.name for f in top.field(kind).type}
+        cols = [f"{kind}.{f}" for f in wanted if f in present]
+        try:
+            t = pf.read(columns=cols)
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
+        # nested selection comes back as one struct column named after the action
+        struct = t.column(0).combine_chunks() if t.num_columns == 1 and t.column_names[0] == kind else None
+        get = (lambda f: struct.field(f)) if struct is not None else (lambda f: t.column(f).combine_chunks())
+        path = get("path")
+        valid = path.is_valid()
+        if struct is not None:
+            valid = pc.and_(valid, struct.is_valid())
+        idx = np.flatnonzero(valid.to_numpy(zero_copy_only=False))
+        if not len(idx):
+            continue
+        take = pa.array(idx)
+        n = len(idx)
+
+        def col(f: str, typ: pa.DataType, take=take, n=n) -> pa.Array:
+            if f not in present:
+                return pa.nulls(n, typ)
+            return get(f).take(take).cast(typ)
+
+        pv_raw = get("partitionValues").take(take) if "partitionValues" in present else None
+        if pv_raw is not None and keys:
+            pv = pa.StructArray.from_arrays(
+                [pc.map_lookup(pv_raw, pa.scalar(k), "first").cast(pa.string()) for k in keys], names=keys
+            )
+        else:
+            pv = pa.nulls(n, schema.field("partitionValues").type) if keys else pa.array([{}] * n, schema.field("partitionValues").type)
+        dv = col("deletionVector", schema.field("deletionVector").type) if "deletionVector" in present else pa.nulls(
+            n, schema.field("deletionVector").type
+        )
+        parts.append(
+            pa.table(
+                {
+                    "version": pa.array(np.full(n, version, dtype=np.int64)),
+                    "seq": pa.array(np.full(n, -1, dtype=np.int64)),
+                    "is_add": pa.array(np.full(n, kind == "add")),
+                    "path": path.take(take),
+                    "size": col("size", pa.int64()),
+                    "modificationTime": col("modificationTime", pa.int64()),
+                    "dataChange": col("dataChange", pa.bool_()),
+                    "deletionTimestamp": col("deletionTimestamp", pa.int64()),
+                    "partitionValues": pv,
+                    "deletionVector": dv,
+                },
+                schema=schema,
+            )
+        )
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _sidecar_rel(path: str) -> str:
+    if path.startswith("file:"):
+        from .storage import local_path
+
+        return str(local_path(path))
+    return f"{LOG_DIR}/_sidecars/{path}"
+
+
+def read_checkpoint_others(storage: LocalStorage, files: list[LogFile]) -> list[tuple[str, dict[str, Any]]]:
+    """Non-file actions of a checkpoint, sidecar references included."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for f in files:
+        if f.fmt == "json":
+            try:
+                data = storage.read(f.path)
+            except FileNotFoundError as exc:
+                raise CorruptCheckpointError(f"{storage.root / f.path}: checkpoint file is missing", file=f.path) from exc
+            for lineno, line in enumerate(data.split(b"\n"), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise CorruptCheckpointError(
+                        f"{storage.root / f.path}: line {lineno} is not valid JSON", file=f.path, line=lineno
+                    ) from exc
+                out.extend((name, obj[name]) for name in NON_FILE_ACTIONS if isinstance(obj.get(name), dict))
+        else:
+            out.extend(_parquet_others(storage, f.path))
+    return out
+
+
+def read_checkpoint_files(
+    storage: LocalStorage, files: list[LogFile], others: list[tuple[str, dict[str, Any]]], keys: list[str]
+) -> pa.Table:
+    """Add and remove actions of a checkpoint and its sidecars, columnar."""
+    version = files[0].version
+    tables = []
+    for f in files:
+        if f.fmt == "json":
+            try:
+                batch: ActionBatch = read_json_actions([(f.path, version, storage.read(f.path))], keys)
+            except CorruptLogError as exc:
+                raise CorruptCheckpointError(f"{storage.root / f.path}: unreadable checkpoint ({exc})", file=f.path) from exc
+            t = batch.files
+            tables.append(t.set_column(1, "seq", pa.array(np.full(t.num_rows, -1, dtype=np.int64))))
+        else:
+            tables.append(_parquet_files(storage, f.path, version, keys))
+    for name, body in others:
+        if name == "sidecar":
+            tables.append(_parquet_files(storage, _sidecar_rel(body["path"]), version, keys))
+    if not tables:
+        return file_batch_schema(keys).empty_table()
+    return pa.concat_tables(tables)

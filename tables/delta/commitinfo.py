@@ -1,0 +1,98 @@
+"""Reading a commit's commitInfo cheaply: the first line when it is there, else a search.
+
+With In-Commit Timestamps on, commitInfo must be the first action, so time travel and
+history read one line of each commit they need, never the whole log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .errors import CorruptLogError
+from .log import LogFile
+from .storage import LocalStorage
+
+MAX_STRING = 10_000  # a log is untrusted input: bound what we carry around
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfoRead:
+    version: int
+    info: dict[str, Any] | None
+    first: bool  # commitInfo was the first action of the commit
+
+    @property
+    def in_commit_timestamp(self) -> int | None:
+        ict = (self.info or {}).get("inCommitTimestamp")
+        return ict if isinstance(ict, int) and not isinstance(ict, bool) else None
+
+    @property
+    def timestamp(self) -> int | None:
+        ts = (self.info or {}).get("timestamp")
+        return ts if isinstance(ts, int) and not isinstance(ts, bool) else None
+
+
+def _loads(line: bytes, lf: LogFile, lineno: int) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptLogError(f"{lf.path}: line {lineno} is not valid JSON ({exc})", file=lf.path, line=lineno) from exc
+
+
+def read_commit_info(storage: LocalStorage, lf: LogFile) -> CommitInfoRead:
+    try:
+        data = storage.read(lf.path)
+    except FileNotFoundError as exc:
+        raise CorruptLogError(f"{storage.root / lf.path}: commit file disappeared", file=lf.path) from exc
+    end = data.find(b"\n")
+    first_line = data if end == -1 else data[:end]
+    lineno = 1
+    while not first_line.strip() and end != -1:  # leading blank lines
+        start = end + 1
+        end = data.find(b"\n", start)
+        first_line = data[start:] if end == -1 else data[start:end]
+        lineno += 1
+    obj = _loads(first_line, lf, lineno) if first_line.strip() else {}
+    if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
+        return CommitInfoRead(lf.version, obj["commitInfo"], True)
+    pos = data.find(b'"commitInfo"')
+    while pos != -1:
+        s = data.rfind(b"\n", 0, pos) + 1
+        e = data.find(b"\n", pos)
+        e = len(data) if e == -1 else e
+        obj = _loads(data[s:e], lf, data.count(b"\n", 0, s) + 1)
+        if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
+            return CommitInfoRead(lf.version, obj["commitInfo"], False)
+        pos = data.find(b'"commitInfo"', e)
+    return CommitInfoRead(lf.version, None, False)
+
+
+class CommitInfoReader:
+    """Reads commitInfo per version and counts the commit files it opened (benchmarks)."""
+
+    def __init__(self, storage: LocalStorage, commits: dict[int, LogFile]) -> None:
+        self.storage = storage
+        self.commits = commits
+        self.reads = 0
+        self._cache: dict[int, CommitInfoRead] = {}
+
+    def get(self, version: int) -> CommitInfoRead:
+        hit = self._cache.get(version)
+        if hit is None:
+            self.reads += 1
+            hit = self._cache[version] = read_commit_info(self.storage, self.commits[version])
+        return hit
+
+
+def bounded(value: Any, limit: int = MAX_STRING) -> Any:
+    """Truncate long strings anywhere inside a JSON value (log strings are untrusted)."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + "…"
+    if isinstance(value, dict):
+        return {bounded(k, 200): bounded(v, limit) for k, v in list(value.items())[:1000]}
+    if isinstance(value, list):
+        return [bounded(v, limit) for v in value[:1000]]
+    return value

@@ -1,0 +1,73 @@
+"""One exception hierarchy for the Delta core; every message names what and where."""
+
+from __future__ import annotations
+
+
+class DeltaError(Exception):
+    """Base of every error the core raises on purpose; `code` is a stable machine name."""
+
+    code = "delta_error"
+
+    def __init__(self, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotADeltaTableError(DeltaError):
+    code = "not_a_delta_table"
+
+
+class VersionNotFoundError(DeltaError):
+    code = "version_not_found"
+
+
+class LogGapError(DeltaError):
+    code = "log_gap"
+
+
+class StateReconstructionError(DeltaError):
+    """The log holds no protocol or no metadata for the requested version."""
+
+    code = "state_reconstruction"
+
+
+class UnsupportedFeatureError(DeltaError):
+    code = "unsupported_feature"
+
+
+class CorruptLogError(DeltaError):
+    """A commit, compaction or checkpoint file that cannot be parsed."""
+
+    code = "corrupt_log"
+
+
+class CorruptCheckpointError(CorruptLogError):
+    code = "corrupt_checkpoint"
+
+
+class InvalidTimestampError(DeltaError):
+    code = "invalid_timestamp"
+
+
+class TimestampOutOfRangeError(DeltaError):
+    """Timestamp before the earliest available version or after the latest commit."""
+
+    code = "timestamp_out_of_range"
+
+
+class CommitConflictError(DeltaError):
+    """The version a writer tried to create exists already."""
+
+    code = "commit_conflict"
+
+    def __init__(self, message: str, version: int, **details: object) -> None:
+        super().__init__(message, version=version, **details)
+        self.version = version
+
+
+class StorageError(DeltaError):
+    code = "storage_error"

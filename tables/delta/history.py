@@ -1,0 +1,141 @@
+"""History rows (as DESCRIBE HISTORY) and the commit-timestamp timeline with its anomalies.
+
+A page of history reads only the commits on that page: file times come with the listing,
+commitInfo from each commit's first line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .commitinfo import bounded
+from .timestamps import CommitTimes
+
+HISTORY_FIELDS = (
+    "userId",
+    "userName",
+    "operation",
+    "operationParameters",
+    "job",
+    "notebook",
+    "clusterId",
+    "readVersion",
+    "isolationLevel",
+    "isBlindAppend",
+    "operationMetrics",
+    "userMetadata",
+    "engineInfo",
+)
+
+
+def history_rows(times: CommitTimes, offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows newest first; `offset`/`limit` page through them without reading other commits."""
+    versions = times.versions[::-1]
+    page = versions[offset : None if limit is None else offset + limit]
+    rows = []
+    for v in page:
+        read = times.reader.get(v)
+        info = read.info or {}
+        ts, source = times.timestamp(v)
+        i = times.index(v)
+        row: dict[str, Any] = {"version": v, "timestamp": ts}
+        for name in HISTORY_FIELDS:
+            row[name] = bounded(info.get(name))
+        row["inCommitTimestamp"] = read.in_commit_timestamp
+        row["commitInfoTimestamp"] = read.timestamp
+        row["fileModificationTime"] = times.file_times[i]
+        row["timestampSource"] = source
+        rows.append(row)
+    return rows
+
+
+def timeline(times: CommitTimes) -> dict[str, Any]:
+    """Every version's timestamps, the ICT boundary, and the anomalies found (reads every commit)."""
+    ict = times.ict
+    rows, anomalies = [], []
+
+    def flag(version: int | None, kind: str, detail: str) -> None:
+        anomalies.append({"version": version, "kind": kind, "detail": detail})
+
+    for problem in ict.problems:
+        flag(None, "enablement_properties_inconsistent", problem)
+    prev_ict: int | None = None
+    for i, v in enumerate(times.versions):
+        read = times.reader.get(v)
+        ts, source = times.timestamp(v)
+        raw, adj = times.file_times[i], times.adjusted[i]
+        rows.append(
+            {
+                "version": v,
+                "fileModificationTime": raw,
+                "commitInfoTimestamp": read.timestamp,
+                "inCommitTimestamp": read.in_commit_timestamp,
+                "timestamp": ts,
+                "source": source,
+                "adjusted": source == "file" and adj != raw,
+            }
+        )
+        if i > 0 and raw <= times.file_times[i - 1]:
+            flag(
+                v,
+                "file_time_not_increasing",
+                f"commit file time {raw} is not after version {times.versions[i - 1]}'s {times.file_times[i - 1]}"
+                " (was the table copied or moved?)",
+            )
+        if not ict.applies(v):
+            continue
+        if read.info is None:
+            flag(v, "ict_missing", "ICT is on for this version but the commit has no commitInfo")
+        elif read.in_commit_timestamp is None:
+            flag(v, "ict_missing", "ICT is on for this version but commitInfo has no inCommitTimestamp")
+        elif not read.first:
+            flag(v, "commitinfo_not_first", "ICT is on but commitInfo is not the first action of the commit")
+        cur = read.in_commit_timestamp
+        if cur is not None and prev_ict is not None and cur <= prev_ict:
+            flag(v, "ict_not_increasing", f"inCommitTimestamp {cur} is not after the previous commit's {prev_ict}")
+        if cur is not None:
+            prev_ict = cur
+    anomalies.extend(_enablement_anomalies(times))
+    return {"ict": ict.to_dict(), "versions": rows, "anomalies": anomalies}
+
+
+def _enablement_anomalies(times: CommitTimes) -> list[dict[str, Any]]:
+    ict, out = times.ict, []
+    if not ict.enabled:
+        return out
+    ev, et = ict.enablement_version, ict.enablement_timestamp
+    if ev is None:
+        first = times.versions[0] if times.versions else None
+        if first is not None and times.reader.get(first).in_commit_timestamp is None:
+            out.append(
+                {
+                    "version": first,
+                    "kind": "enablement_properties_inconsistent",
+                    "detail": "ICT is on without delta.inCommitTimestampEnablementVersion, yet older commits "
+                    "have no inCommitTimestamp",
+                }
+            )
+        return out
+    if ev not in times.versions:
+        return out
+    enabling = times.reader.get(ev).in_commit_timestamp
+    if enabling is not None and enabling != et:
+        out.append(
+            {
+                "version": ev,
+                "kind": "enablement_properties_inconsistent",
+                "detail": f"delta.inCommitTimestampEnablementTimestamp is {et} but the enabling commit's "
+                f"inCommitTimestamp is {enabling}",
+            }
+        )
+    i = times.index(ev)
+    if i > 0 and enabling is not None and times.versions[i - 1] == ev - 1 and enabling <= times.file_times[i - 1]:
+        out.append(
+            {
+                "version": ev,
+                "kind": "enablement_not_after_previous",
+                "detail": f"the enabling commit's inCommitTimestamp {enabling} is not after the previous "
+                f"commit's file time {times.file_times[i - 1]}",
+            }
+        )
+    return out

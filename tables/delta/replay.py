@@ -1,0 +1,95 @@
+"""State reconstruction (the seed's in-memory log replay), columnar.
+
+Rules: the latest protocol and metaData win; txn by appId; domainMetadata by domain
+(removed=true deletes it); for file actions the last action per identity wins, where a
+file's identity is its canonical path plus its deletion vector's unique id: an add makes it
+active, a remove leaves a tombstone. commitInfo and cdc do not change state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .actions import Metadata, Protocol
+
+
+@dataclass(slots=True)
+class NonFileState:
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    txns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    domains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    protocol_version: int | None = None
+    metadata_version: int | None = None
+
+    def apply(self, version: int, name: str, body: dict[str, Any]) -> None:
+        if name == "protocol":
+            self.protocol, self.protocol_version = Protocol.from_dict(body), version
+        elif name == "metaData":
+            self.metadata, self.metadata_version = Metadata.from_dict(body), version
+        elif name == "txn":
+            self.txns[str(body.get("appId"))] = body
+        elif name == "domainMetadata":
+            domain = str(body.get("domain"))
+            if body.get("removed"):
+                self.domains.pop(domain, None)
+            else:
+                self.domains[domain] = body
+
+
+def dv_id_column(dv: pa.Array) -> pa.Array:
+    """storageType || pathOrInlineDv || ('@' || offset), null without a deletion vector."""
+    base = pc.binary_join_element_wise(dv.field("storageType"), dv.field("pathOrInlineDv"), "")
+    offset = dv.field("offset")
+    with_offset = pc.binary_join_element_wise(base, pc.cast(offset, pa.string()), "@")
+    out = pc.if_else(pc.is_valid(offset), with_offset, base)
+    return pc.if_else(pc.is_valid(dv), out, pa.scalar(None, pa.string()))
+
+
+def canonical_paths(path: pa.Array) -> pa.Array:
+    """`file:/x`, `file:///x` and `/x` name the same file (Delta Lake canonicalizes them)."""
+    if not pc.any(pc.starts_with(path, "file:")).as_py():
+        return path
+    return pc.replace_substring_regex(path, r"^file:(?://(?:localhost)?)?/", "/")
+
+
+def identity_keys(files: pa.Table) -> pa.Array:
+    path = canonical_paths(files.column("path").combine_chunks())
+    dv = files.column("deletionVector").combine_chunks()
+    if dv.null_count == len(dv):
+        return path
+    dv_id = pc.fill_null(dv_id_column(dv), "")
+    return pc.binary_join_element_wise(path, dv_id, "\x00")
+
+
+def reconcile_files(files: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(active adds, tombstones) from file actions in any order (sorted here by version, seq)."""
+    if files.num_rows == 0:
+        return files, files
+    if not _in_order(files):
+        files = files.take(pc.sort_indices(files, sort_keys=[("version", "ascending"), ("seq", "ascending")]))
+    keys = identity_keys(files)
+    if files.column("is_add").combine_chunks().false_count == 0 and _all_unique(keys):
+        return files, files.schema.empty_table()
+    last = pa.table({"k": keys, "i": pa.array(np.arange(files.num_rows))}).group_by("k", use_threads=False).aggregate(
+        [("i", "max")]
+    )
+    winners = np.sort(last.column("i_max").to_numpy())
+    latest = files.take(pa.array(winners))
+    is_add = latest.column("is_add")
+    return latest.filter(is_add), latest.filter(pc.invert(is_add))
+
+
+def _in_order(files: pa.Table) -> bool:
+    v = files.column("version").to_numpy()
+    s = files.column("seq").to_numpy()
+    return bool(np.all((v[1:] > v[:-1]) | ((v[1:] == v[:-1]) & (s[1:] > s[:-1]))))
+
+
+def _all_unique(keys: pa.Array) -> bool:
+    return len(pc.unique(keys)) == len(keys)

@@ -1,0 +1,223 @@
+"""Snapshot of a table at a version: protocol, metadata, active files, txns, domains.
+
+Loading checks the reader side of the protocol first and refuses, naming the feature, any
+table this reader does not implement: it never returns state it may have got wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .actions import Metadata, Protocol, dv_unique_id, read_json_actions
+from .checkpoint import read_checkpoint_files, read_checkpoint_others
+from .errors import CorruptLogError, StateReconstructionError, UnsupportedFeatureError
+from .log import LogListing, LogSegment, build_segment, list_log
+from .replay import NonFileState, reconcile_files
+from .storage import LocalStorage, open_storage
+
+MAX_READER_VERSION = 3
+# Reader features whose log semantics this reader implements (data reading is Spark's job).
+SUPPORTED_READER_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding-preview",
+    }
+)
+
+
+@dataclass(slots=True)
+class Snapshot:
+    location: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: pa.Table  # active adds, file batch schema
+    tombstones: pa.Table
+    txns: dict[str, dict[str, Any]]
+    domains: dict[str, dict[str, Any]]
+    segment: LogSegment
+    listing: LogListing = field(repr=False)
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_bytes(self) -> int:
+        return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+
+    def file_paths(self) -> list[str]:
+        """Active file paths, URL-decoded (decoding only the ones that need it)."""
+        paths = self.files.column("path").combine_chunks()
+        out = paths.to_pylist()
+        if pc.any(pc.match_substring(paths, "%")).as_py():
+            out = [unquote(p) if "%" in p else p for p in out]
+        return out
+
+    def file_dicts(self, offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """Active files as JSON-ready dicts (path decoded, deletion vector with its id)."""
+        t = self.files.slice(offset, limit) if (offset or limit is not None) else self.files
+        out = []
+        for row in t.select(["path", "size", "partitionValues", "modificationTime", "deletionVector"]).to_pylist():
+            row["path"] = unquote(row["path"]) if "%" in row["path"] else row["path"]
+            if row["deletionVector"] is not None:
+                row["deletionVector"] = {**row["deletionVector"], "uniqueId": dv_unique_id(row["deletionVector"])}
+            out.append(row)
+        return out
+
+
+def check_reader_protocol(protocol: Protocol, where: str) -> None:
+    if protocol.min_reader_version > MAX_READER_VERSION:
+        raise UnsupportedFeatureError(
+            f"{where}: reader version {protocol.min_reader_version} is not supported "
+            f"(this reader implements up to {MAX_READER_VERSION})",
+            feature=f"readerVersion{protocol.min_reader_version}",
+        )
+    if protocol.min_reader_version == 3:
+        unknown = sorted(set(protocol.reader_features or ()) - SUPPORTED_READER_FEATURES)
+        if unknown:
+            raise UnsupportedFeatureError(
+                f"{where}: unsupported reader feature{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
+                feature=unknown[0],
+            )
+
+
+_HEAD_BYTES = 1 << 16
+
+
+def _actions_in(data: bytes, name: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """`name` actions of a commit found by their marker, within the first `limit` bytes."""
+    out = []
+    marker = f'"{name}"'.encode()
+    pos = data.find(marker, 0, limit)
+    while pos != -1:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        end = len(data) if end == -1 else end
+        try:
+            obj = orjson.loads(data[start:end])
+        except orjson.JSONDecodeError:
+            obj = None  # the full parse reports it with file and line
+        if isinstance(obj, dict) and isinstance(obj.get(name), dict):
+            out.append(obj[name])
+        pos = data.find(marker, end, limit)
+    return out
+
+
+def _metadata_in(data: bytes, limit: int | None = _HEAD_BYTES) -> list[dict[str, Any]]:
+    """metaData actions starting in the first `limit` bytes of a commit (writers put them
+    first; load_snapshot checks against the full parse and re-reads when one was missed)."""
+    return _actions_in(data, "metaData", limit)
+
+
+def _partition_keys(known: list[Metadata], found: list[dict[str, Any]]) -> list[str]:
+    """Every partitionValues key the segment's metadata versions use, in first-seen order."""
+    keys: list[str] = []
+    for m in known + [Metadata.from_dict(d) for d in found]:
+        keys.extend(k for k in m.partition_keys() if k not in keys)
+    return keys
+
+
+def read_commit_bytes(storage: LocalStorage, path: str) -> bytes:
+    try:
+        return storage.read(path)
+    except FileNotFoundError as exc:
+        raise CorruptLogError(f"{storage.root / path}: commit file disappeared while reading", file=path) from exc
+
+
+def load_snapshot(
+    location: str | os.PathLike[str] | LocalStorage,
+    version: int | None = None,
+    listing: LogListing | None = None,
+) -> Snapshot:
+    """The table's snapshot at `version` (the latest when None)."""
+    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    listing = listing or list_log(storage)
+    segment = build_segment(storage, listing, version)
+    state = NonFileState()
+    cp_others: list[tuple[str, dict[str, Any]]] = []
+    if segment.checkpoint:
+        cp_others = read_checkpoint_others(storage, segment.checkpoint)
+        for name, body in cp_others:
+            state.apply(segment.checkpoint[0].version, name, body)
+    commit_data = [(c.path, c.version, read_commit_bytes(storage, c.path)) for c in segment.commits]
+    head_metas = [m for _p, _v, data in commit_data for m in _metadata_in(data)]
+    keys = _partition_keys([state.metadata] if state.metadata else [], head_metas)
+    batch = read_json_actions(commit_data, keys)
+    metas = [body for _v, name, body in batch.others if name == "metaData"]
+    if len(metas) != len(head_metas):
+        # a metaData action beyond the head of its commit: parse again with all its keys
+        full_keys = _partition_keys([state.metadata] if state.metadata else [], metas)
+        if full_keys != keys:
+            keys = full_keys
+            batch = read_json_actions(commit_data, keys)
+    where = f"{storage.root} at version {segment.version}"
+    for v, name, body in batch.others:
+        state.apply(v, name, body)
+    if state.protocol is None:
+        raise StateReconstructionError(f"{where}: the log holds no protocol action", missing="protocol")
+    if state.metadata is None:
+        raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
+    check_reader_protocol(state.protocol, where)
+    tables = [batch.files]
+    if segment.checkpoint:
+        tables.insert(0, read_checkpoint_files(storage, segment.checkpoint, cp_others, keys))
+    files = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    active, tombstones = reconcile_files(files)
+    return Snapshot(
+        location=str(storage.location),
+        version=segment.version,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        files=active,
+        tombstones=tombstones,
+        txns=state.txns,
+        domains=state.domains,
+        segment=segment,
+        listing=listing,
+    )
+
+
+@dataclass(slots=True)
+class TableConfig:
+    """Protocol and metadata at a version, without the file list (cheap on big tables)."""
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    segment: LogSegment
+
+
+def load_table_config(storage: LocalStorage, listing: LogListing, version: int | None = None) -> TableConfig:
+    segment = build_segment(storage, listing, version)
+    state = NonFileState()
+    if segment.checkpoint:
+        for name, body in read_checkpoint_others(storage, segment.checkpoint):
+            state.apply(segment.checkpoint[0].version, name, body)
+    for c in segment.commits:
+        data = read_commit_bytes(storage, c.path)
+        for name in ("protocol", "metaData"):
+            for body in _actions_in(data, name):
+                state.apply(c.version, name, body)
+    where = f"{storage.root} at version {segment.version}"
+    if state.protocol is None:
+        raise StateReconstructionError(f"{where}: the log holds no protocol action", missing="protocol")
+    if state.metadata is None:
+        raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
+    check_reader_protocol(state.protocol, where)
+    return TableConfig(segment.version, state.protocol, state.metadata, segment)

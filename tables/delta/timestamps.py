@@ -1,0 +1,266 @@
+"""Commit timestamps: In-Commit Timestamps, monotonized file times, timestamp -> version.
+
+Rules (SPEC section 2, seed in-commit-timestamps.md, Delta Lake's DeltaHistoryManager):
+- ICT is on when the table is on writer version 7 with the `inCommitTimestamp` writer
+  feature and `delta.enableInCommitTimestamps=true` (in the latest metadata).
+- Version v's commit timestamp is its commitInfo.inCommitTimestamp when ICT applies to v
+  (v >= delta.inCommitTimestampEnablementVersion, or every version without the property),
+  else its commit file's modification time, monotonized: a time not greater than the
+  previous commit's becomes previous + 1 ms.
+- TIMESTAMP AS OF t: the latest version with commit timestamp <= t, searching only versions
+  >= the enablement version when t >= the enablement timestamp, only versions below it
+  otherwise. ICT ranges are searched by bisection; file times come with the listing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .commitinfo import CommitInfoReader
+from .errors import InvalidTimestampError, TimestampOutOfRangeError
+from .log import LogFile, LogListing, available_versions, list_log
+from .snapshot import TableConfig, load_table_config
+from .storage import LocalStorage, open_storage
+
+ICT_FEATURES = ("inCommitTimestamp", "inCommitTimestamp-preview")
+ENABLE_KEYS = ("delta.enableInCommitTimestamps", "delta.enableInCommitTimestamps-preview")
+VERSION_KEYS = ("delta.inCommitTimestampEnablementVersion", "delta.inCommitTimestampEnablementVersion-preview")
+TIMESTAMP_KEYS = ("delta.inCommitTimestampEnablementTimestamp", "delta.inCommitTimestampEnablementTimestamp-preview")
+
+
+@dataclass(frozen=True, slots=True)
+class IctConfig:
+    enabled: bool
+    enablement_version: int | None
+    enablement_timestamp: int | None
+    problems: tuple[str, ...] = ()
+
+    def applies(self, version: int) -> bool:
+        return self.enabled and (self.enablement_version is None or version >= self.enablement_version)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "enablementVersion": self.enablement_version,
+            "enablementTimestamp": self.enablement_timestamp,
+        }
+
+
+def _first(config: dict[str, str], keys: tuple[str, ...]) -> str | None:
+    for k in keys:
+        if k in config:
+            return config[k]
+    return None
+
+
+def ict_config(cfg: TableConfig) -> IctConfig:
+    conf = cfg.metadata.configuration
+    feature = any(cfg.protocol.has_writer_feature(f) for f in ICT_FEATURES)
+    flag = (_first(conf, ENABLE_KEYS) or "false").strip().lower() == "true"
+    problems: list[str] = []
+    ev_raw, et_raw = _first(conf, VERSION_KEYS), _first(conf, TIMESTAMP_KEYS)
+    ev = et = None
+    try:
+        ev = int(ev_raw) if ev_raw is not None else None
+    except ValueError:
+        problems.append(f"enablement version '{ev_raw[:50]}' is not a number")
+    try:
+        et = int(et_raw) if et_raw is not None else None
+    except ValueError:
+        problems.append(f"enablement timestamp '{et_raw[:50]}' is not a number")
+    if (ev is None) != (et is None):
+        problems.append("only one of the enablement version and timestamp properties is set")
+        ev = et = None
+    if flag and not feature:
+        problems.append("delta.enableInCommitTimestamps is true but the protocol lacks the inCommitTimestamp feature")
+    return IctConfig(feature and flag, ev, et, tuple(problems))
+
+
+def monotonize(times: list[int]) -> list[int]:
+    """Delta Lake's monotonizeCommitTimestamps: each time > the previous (adjusted) one."""
+    out = list(times)
+    for i in range(1, len(out)):
+        if out[i] <= out[i - 1]:
+            out[i] = out[i - 1] + 1
+    return out
+
+
+_ISO_SPACE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?")
+
+
+def parse_timestamp(text: str | int) -> int:
+    """Milliseconds since the epoch from ISO-8601 (with or without zone; UTC when none),
+    `yyyy-MM-dd`, `yyyy-MM-dd HH:mm:ss[.SSS]`, or epoch milliseconds."""
+    if isinstance(text, int):
+        return text
+    s = str(text).strip()
+    if re.fullmatch(r"-?\d{10,}", s):
+        return int(s)
+    if len(s) > 64 or not s:
+        raise InvalidTimestampError(f"'{s[:64]}' is not a timestamp; use ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms")
+    iso = s.replace("Z", "+00:00").replace("z", "+00:00")
+    frac = re.search(r"\.(\d+)", iso)
+    if frac and len(frac[1]) > 6:  # Python takes at most microseconds
+        iso = iso.replace(frac[0], "." + frac[1][:6])
+    try:
+        dt = datetime.fromisoformat(iso)
+    except ValueError as exc:
+        raise InvalidTimestampError(
+            f"'{s}' is not a timestamp; use ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch milliseconds"
+        ) from exc
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000) if dt.microsecond % 1000 == 0 else int(dt.timestamp() * 1_000_000) // 1000
+
+
+def format_ms(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class CommitTimes:
+    """What the listing and the latest metadata say about every commit's timestamp."""
+
+    storage: LocalStorage
+    listing: LogListing
+    config: TableConfig
+    ict: IctConfig
+    versions: list[int]  # versions with a commit file, ascending
+    file_times: list[int]  # raw modification times
+    adjusted: list[int]  # monotonized
+    earliest: int  # earliest version whose state can be rebuilt
+    latest: int
+    reader: CommitInfoReader = field(repr=False)
+
+    def index(self, version: int) -> int:
+        i = bisect.bisect_left(self.versions, version)
+        if i == len(self.versions) or self.versions[i] != version:
+            raise KeyError(version)
+        return i
+
+    def file_time(self, version: int) -> int:
+        return self.adjusted[self.index(version)]
+
+    def timestamp(self, version: int) -> tuple[int | None, str]:
+        """(effective commit timestamp, source) of a version."""
+        if self.ict.applies(version):
+            return self.reader.get(version).in_commit_timestamp, "ict"
+        return self.file_time(version), "file"
+
+
+def commit_times(location: str | LocalStorage, listing: LogListing | None = None) -> CommitTimes:
+    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    listing = listing or list_log(storage)
+    config = load_table_config(storage, listing)
+    rng = available_versions(listing)
+    earliest, latest = rng if rng else (config.version, config.version)
+    commits = {c.version: c for c in listing.commits}
+    versions = sorted(commits)
+    raw = [commits[v].modification_time for v in versions]
+    return CommitTimes(
+        storage=storage,
+        listing=listing,
+        config=config,
+        ict=ict_config(config),
+        versions=versions,
+        file_times=raw,
+        adjusted=monotonize(raw),
+        earliest=earliest,
+        latest=latest,
+        reader=CommitInfoReader(storage, commits),
+    )
+
+
+def _last_at_or_before(lo: int, hi: int, ts_of, t: int) -> int | None:
+    """Largest v in [lo, hi) with ts_of(v) <= t, by bisection (ts_of must be sorted)."""
+    if hi <= lo:
+        return None
+    a, b = lo, hi  # invariant: answer in [a-1, b-1]
+    while a < b:
+        mid = (a + b) // 2
+        ts = ts_of(mid)
+        if ts is not None and ts <= t:
+            a = mid + 1
+        else:
+            b = mid
+    return a - 1 if a - 1 >= lo else None
+
+
+def _ict_or_none(times: CommitTimes, v: int) -> int | None:
+    return times.reader.get(v).in_commit_timestamp
+
+
+def resolve_timestamp(
+    times: CommitTimes, t: int, allow_latest: bool = False, allow_earliest: bool = False, alternatives: bool = True
+) -> dict[str, Any]:
+    """TIMESTAMP AS OF t, as Delta Lake's history manager; the answer explains itself."""
+    ict, earliest, latest = times.ict, times.earliest, times.latest
+    ev, et = ict.enablement_version, ict.enablement_timestamp
+    if ict.enabled and (ev is None or t >= et):
+        lo, hi, source = max(ev or 0, earliest), latest + 1, "ict"
+        found = _last_at_or_before(lo, hi, lambda v: _ict_or_none(times, v), t)
+        if ev is None:
+            rule = (
+                f"In-Commit Timestamps are on for every version, so versions {lo}..{latest} were searched "
+                f"by inCommitTimestamp (bisection)"
+            )
+        else:
+            rule = (
+                f"{format_ms(t)} is at or after the ICT enablement timestamp {format_ms(et)} (version {ev}), "
+                f"so only versions {lo}..{latest} were searched, by inCommitTimestamp (bisection)"
+            )
+    else:
+        hi = min(ev, latest + 1) if (ict.enabled and ev is not None) else latest + 1
+        lo, source = earliest, "file"
+        found = _last_at_or_before(lo, hi, lambda v: times.file_time(v), t)
+        if ict.enabled and ev is not None:
+            rule = (
+                f"{format_ms(t)} is before the ICT enablement timestamp {format_ms(et)} (version {ev}), so only "
+                f"versions {lo}..{hi - 1} were searched, by file modification time (monotonized)"
+            )
+        else:
+            rule = (
+                f"In-Commit Timestamps are off, so versions {lo}..{latest} were searched by commit file "
+                f"modification time (monotonized)"
+            )
+    earliest_ts = times.timestamp(earliest)[0]
+    latest_ts, latest_src = times.timestamp(latest)
+    base = {"searchRange": [lo, hi], "rule": rule, "requestedTimestamp": t}
+    if found is None:
+        if not allow_earliest or hi <= lo:
+            raise TimestampOutOfRangeError(
+                f"The provided timestamp ({format_ms(t)}) is before the earliest version available to this table "
+                f"(version {earliest} at {format_ms(earliest_ts)}). Please use a timestamp after {format_ms(earliest_ts)}.",
+                reason="before_earliest",
+                earliestVersion=earliest,
+                earliestTimestamp=earliest_ts,
+                **base,
+            )
+        found = lo
+    ts, src = times.timestamp(found)
+    if found == latest and ts is not None and t > ts and not allow_latest:
+        raise TimestampOutOfRangeError(
+            f"The provided timestamp ({format_ms(t)}) is after the latest commit (version {latest} at "
+            f"{format_ms(latest_ts)}). Please use a timestamp before or at {format_ms(latest_ts)}.",
+            reason="after_latest",
+            latestVersion=latest,
+            latestTimestamp=latest_ts,
+            **base,
+        )
+    out = {"version": found, "commitTimestamp": ts, "commitTimestampIso": format_ms(ts), "source": src, **base}
+    if alternatives:
+        out["alternatives"] = _alternatives(times, t)
+    return out
+
+
+def _alternatives(times: CommitTimes, t: int) -> dict[str, int | None]:
+    """What a reader using a single timestamp source would answer (None: before its first)."""
+    by_info = _last_at_or_before(times.earliest, times.latest + 1, lambda v: times.reader.get(v).timestamp, t)
+    by_file = _last_at_or_before(times.earliest, times.latest + 1, times.file_time, t)
+    return {"commitInfoTimestamp": by_info, "fileModificationTime": by_file}
