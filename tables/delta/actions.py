@@ -85,7 +85,10 @@ def _json_schema(keys: list[str]) -> pa.Schema:
             ("deletionVector", DV_TYPE),
         ]
     )
-    probes = [(name, pa.struct([(f, pa.int64() if f in ("minReaderVersion", "version") else pa.string())])) for name, f in _PROBES.items()]
+    probes = [
+        (name, pa.struct([(f, pa.int64() if f in ("minReaderVersion", "version") else pa.string())]))
+        for name, f in _PROBES.items()
+    ]
     return pa.schema([("add", add), ("remove", remove), *probes])
 
 

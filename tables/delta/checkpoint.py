@@ -63,64 +63,66 @@ def _parquet_others(storage: LocalStorage, rel: str) -> list[tuple[str, dict[str
 
 def _parquet_files(storage: LocalStorage, rel: str, version: int, keys: list[str]) -> pa.Table:
     pf = _open_parquet(storage, rel)
-    schema = file_batch_schema(keys)
     top = pf.schema_arrow
     parts = []
     for kind, wanted in _FILE_FIELDS.items():
         if kind not in top.names:
             continue
-        present = {f.name for f in top.field(kind).type}
-        cols = [f"{kind}.{f}" for f in wanted if f in present]
+        present = [f for f in wanted if f in {c.name for c in top.field(kind).type}]
         try:
-            t = pf.read(columns=cols)
+            table = pf.read(columns=[f"{kind}.{f}" for f in present])
         except (pa.ArrowException, OSError) as exc:
             raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
-        # nested selection comes back as one struct column named after the action
-        struct = t.column(0).combine_chunks() if t.num_columns == 1 and t.column_names[0] == kind else None
-        get = (lambda f: struct.field(f)) if struct is not None else (lambda f: t.column(f).combine_chunks())
-        path = get("path")
-        valid = path.is_valid()
-        if struct is not None:
-            valid = pc.and_(valid, struct.is_valid())
-        idx = np.flatnonzero(valid.to_numpy(zero_copy_only=False))
-        if not len(idx):
-            continue
-        take = pa.array(idx)
-        n = len(idx)
-
-        def col(f: str, typ: pa.DataType, take=take, n=n) -> pa.Array:
-            if f not in present:
-                return pa.nulls(n, typ)
-            return get(f).take(take).cast(typ)
-
-        pv_raw = get("partitionValues").take(take) if "partitionValues" in present else None
-        if pv_raw is not None and keys:
-            pv = pa.StructArray.from_arrays(
-                [pc.map_lookup(pv_raw, pa.scalar(k), "first").cast(pa.string()) for k in keys], names=keys
-            )
-        else:
-            pv = pa.nulls(n, schema.field("partitionValues").type) if keys else pa.array([{}] * n, schema.field("partitionValues").type)
-        dv = col("deletionVector", schema.field("deletionVector").type) if "deletionVector" in present else pa.nulls(
-            n, schema.field("deletionVector").type
-        )
-        parts.append(
-            pa.table(
-                {
-                    "version": pa.array(np.full(n, version, dtype=np.int64)),
-                    "seq": pa.array(np.full(n, -1, dtype=np.int64)),
-                    "is_add": pa.array(np.full(n, kind == "add")),
-                    "path": path.take(take),
-                    "size": col("size", pa.int64()),
-                    "modificationTime": col("modificationTime", pa.int64()),
-                    "dataChange": col("dataChange", pa.bool_()),
-                    "deletionTimestamp": col("deletionTimestamp", pa.int64()),
-                    "partitionValues": pv,
-                    "deletionVector": dv,
-                },
-                schema=schema,
-            )
-        )
+        part = _action_rows(kind, table, present, version, keys)
+        if part is not None:
+            parts.append(part)
+    schema = file_batch_schema(keys)
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, keys: list[str]) -> pa.Table | None:
+    """The rows of one action column (add or remove) in the file batch schema."""
+    schema = file_batch_schema(keys)
+    if table.num_columns == 1 and table.column_names[0] == kind:
+        # nested selection may come back as one struct column named after the action
+        struct = table.column(0).combine_chunks()
+        cols = {f: struct.field(f) for f in present}
+        valid = pc.and_(struct.is_valid(), cols["path"].is_valid())
+    else:
+        cols = {f: table.column(f).combine_chunks() for f in present}
+        valid = cols["path"].is_valid()
+    idx = np.flatnonzero(valid.to_numpy(zero_copy_only=False))
+    if not len(idx):
+        return None
+    take, n = pa.array(idx), len(idx)
+
+    def column(name: str) -> pa.Array:
+        typ = schema.field(name).type
+        return cols[name].take(take).cast(typ) if name in cols else pa.nulls(n, typ)
+
+    pv_type = schema.field("partitionValues").type
+    if "partitionValues" in cols and keys:
+        raw = cols["partitionValues"].take(take)
+        pv = pa.StructArray.from_arrays(
+            [pc.map_lookup(raw, pa.scalar(k), "first").cast(pa.string()) for k in keys], names=keys
+        )
+    else:
+        pv = pa.array([{}] * n, pv_type) if not keys else pa.nulls(n, pv_type)
+    return pa.table(
+        {
+            "version": pa.array(np.full(n, version, dtype=np.int64)),
+            "seq": pa.array(np.full(n, -1, dtype=np.int64)),
+            "is_add": pa.array(np.full(n, kind == "add")),
+            "path": column("path"),
+            "size": column("size"),
+            "modificationTime": column("modificationTime"),
+            "dataChange": column("dataChange"),
+            "deletionTimestamp": column("deletionTimestamp"),
+            "partitionValues": pv,
+            "deletionVector": column("deletionVector"),
+        },
+        schema=schema,
+    )
 
 
 def _sidecar_rel(path: str) -> str:
@@ -139,7 +141,9 @@ def read_checkpoint_others(storage: LocalStorage, files: list[LogFile]) -> list[
             try:
                 data = storage.read(f.path)
             except FileNotFoundError as exc:
-                raise CorruptCheckpointError(f"{storage.root / f.path}: checkpoint file is missing", file=f.path) from exc
+                raise CorruptCheckpointError(
+                    f"{storage.root / f.path}: checkpoint file is missing", file=f.path
+                ) from exc
             for lineno, line in enumerate(data.split(b"\n"), start=1):
                 if not line.strip():
                     continue
@@ -166,7 +170,9 @@ def read_checkpoint_files(
             try:
                 batch: ActionBatch = read_json_actions([(f.path, version, storage.read(f.path))], keys)
             except CorruptLogError as exc:
-                raise CorruptCheckpointError(f"{storage.root / f.path}: unreadable checkpoint ({exc})", file=f.path) from exc
+                raise CorruptCheckpointError(
+                    f"{storage.root / f.path}: unreadable checkpoint ({exc})", file=f.path
+                ) from exc
             t = batch.files
             tables.append(t.set_column(1, "seq", pa.array(np.full(t.num_rows, -1, dtype=np.int64))))
         else:

@@ -130,7 +130,7 @@ def read_last_checkpoint(storage: LocalStorage) -> dict | None:
         hint = orjson.loads(storage.read(f"{LOG_DIR}/_last_checkpoint"))
     except (FileNotFoundError, orjson.JSONDecodeError, OSError):
         return None
-    except Exception:  # noqa: BLE001 - a hint must never break a read
+    except Exception:
         return None
     if not isinstance(hint, dict) or not isinstance(hint.get("version"), int):
         return None
@@ -232,7 +232,7 @@ def _ranges(values: list[int]) -> str:
     """[1,2,3,7] -> '1-3, 7' so a long gap stays one readable line."""
     out: list[str] = []
     start = prev = values[0]
-    for v in values[1:] + [None]:  # type: ignore[list-item]
+    for v in [*values[1:], None]:  # type: ignore[list-item]
         if v is not None and v == prev + 1:
             prev = v
             continue

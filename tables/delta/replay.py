@@ -76,8 +76,10 @@ def reconcile_files(files: pa.Table) -> tuple[pa.Table, pa.Table]:
     keys = identity_keys(files)
     if files.column("is_add").combine_chunks().false_count == 0 and _all_unique(keys):
         return files, files.schema.empty_table()
-    last = pa.table({"k": keys, "i": pa.array(np.arange(files.num_rows))}).group_by("k", use_threads=False).aggregate(
-        [("i", "max")]
+    last = (
+        pa.table({"k": keys, "i": pa.array(np.arange(files.num_rows))})
+        .group_by("k", use_threads=False)
+        .aggregate([("i", "max")])
     )
     winners = np.sort(last.column("i_max").to_numpy())
     latest = files.take(pa.array(winners))

@@ -47,7 +47,10 @@ def run(sub: str, opts: dict[str, Any]) -> Any:
     if sub == "resolve":
         t = parse_timestamp(opts["timestamp"])
         return resolve_timestamp(
-            commit_times(path), t, allow_latest=opts.get("allow_latest", False), allow_earliest=opts.get("allow_earliest", False)
+            commit_times(path),
+            t,
+            allow_latest=opts.get("allow_latest", False),
+            allow_earliest=opts.get("allow_earliest", False),
         )
     if sub == "timeline":
         return timeline(commit_times(path))
@@ -77,8 +80,11 @@ def as_text(sub: str, p: Any) -> str:
         head = [
             f"version      {p['version']}",
             f"protocol     reader {proto['minReaderVersion']}, writer {proto['minWriterVersion']}"
-            + (f", features {', '.join(proto.get('readerFeatures') or [])} / {', '.join(proto.get('writerFeatures') or [])}"
-               if proto.get("writerFeatures") is not None else ""),
+            + (
+                f", features {', '.join(proto.get('readerFeatures') or [])} / {', '.join(proto.get('writerFeatures') or [])}"
+                if proto.get("writerFeatures") is not None
+                else ""
+            ),
             f"table id     {p['metadata']['id']}",
             f"partitions   {', '.join(p['metadata']['partitionColumns']) or '(none)'}",
             f"files        {p['numFiles']} ({p['sizeBytes']} bytes)",
@@ -87,33 +93,77 @@ def as_text(sub: str, p: Any) -> str:
         if "files" in p:
             text += "\n" + _table(
                 ["path", "size", "partitionValues", "deletionVector"],
-                [[f["path"], f["size"], _compact(f["partitionValues"]), (f["deletionVector"] or {}).get("uniqueId")] for f in p["files"]],
+                [
+                    [f["path"], f["size"], _compact(f["partitionValues"]), (f["deletionVector"] or {}).get("uniqueId")]
+                    for f in p["files"]
+                ],
             )
         return text
     if sub == "history":
         return _table(
-            ["version", "timestamp", "source", "operation", "userName", "readVersion", "isBlindAppend", "operationParameters"],
-            [[r["version"], format_ms(r["timestamp"]), r["timestampSource"], r["operation"], r["userName"], r["readVersion"],
-              r["isBlindAppend"], _compact(r["operationParameters"])] for r in p],
+            [
+                "version",
+                "timestamp",
+                "source",
+                "operation",
+                "userName",
+                "readVersion",
+                "isBlindAppend",
+                "operationParameters",
+            ],
+            [
+                [
+                    r["version"],
+                    format_ms(r["timestamp"]),
+                    r["timestampSource"],
+                    r["operation"],
+                    r["userName"],
+                    r["readVersion"],
+                    r["isBlindAppend"],
+                    _compact(r["operationParameters"]),
+                ]
+                for r in p
+            ],
         )
     if sub == "resolve":
         return (
             f"version {p['version']} (committed {p['commitTimestampIso']}, timestamp from {p['source']})\n"
             f"rule: {p['rule']}\n"
-            + (f"alternatives: commitInfo.timestamp only -> {p['alternatives']['commitInfoTimestamp']}, "
-               f"file times only -> {p['alternatives']['fileModificationTime']}\n" if "alternatives" in p else "")
+            + (
+                f"alternatives: commitInfo.timestamp only -> {p['alternatives']['commitInfoTimestamp']}, "
+                f"file times only -> {p['alternatives']['fileModificationTime']}\n"
+                if "alternatives" in p
+                else ""
+            )
         )
     if sub == "timeline":
         ict = p["ict"]
-        text = (f"ICT {'on' if ict['enabled'] else 'off'}"
-                + (f", enabled at version {ict['enablementVersion']} ({format_ms(ict['enablementTimestamp'])})"
-                   if ict["enablementVersion"] is not None else "") + "\n\n")
+        text = (
+            f"ICT {'on' if ict['enabled'] else 'off'}"
+            + (
+                f", enabled at version {ict['enablementVersion']} ({format_ms(ict['enablementTimestamp'])})"
+                if ict["enablementVersion"] is not None
+                else ""
+            )
+            + "\n\n"
+        )
         text += _table(
             ["version", "timestamp", "source", "fileModificationTime", "inCommitTimestamp", "adjusted"],
-            [[r["version"], format_ms(r["timestamp"]), r["source"], r["fileModificationTime"], r["inCommitTimestamp"], r["adjusted"]]
-             for r in p["versions"]],
+            [
+                [
+                    r["version"],
+                    format_ms(r["timestamp"]),
+                    r["source"],
+                    r["fileModificationTime"],
+                    r["inCommitTimestamp"],
+                    r["adjusted"],
+                ]
+                for r in p["versions"]
+            ],
         )
         if p["anomalies"]:
-            text += "\nanomalies\n" + _table(["version", "kind", "detail"], [[a["version"], a["kind"], a["detail"]] for a in p["anomalies"]])
+            text += "\nanomalies\n" + _table(
+                ["version", "kind", "detail"], [[a["version"], a["kind"], a["detail"]] for a in p["anomalies"]]
+            )
         return text
     return orjson.dumps(p, option=orjson.OPT_INDENT_2).decode() + "\n"

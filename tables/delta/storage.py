@@ -59,9 +59,7 @@ class LocalStorage:
                 for entry in it:
                     if entry.is_file():
                         st = entry.stat()
-                        out.append(
-                            FileInfo(f"{rel_dir}/{entry.name}", st.st_size, st.st_mtime_ns // 1_000_000)
-                        )
+                        out.append(FileInfo(f"{rel_dir}/{entry.name}", st.st_size, st.st_mtime_ns // 1_000_000))
         except FileNotFoundError:
             raise
         except OSError as exc:

@@ -22,7 +22,7 @@ from typing import Any
 
 from .commitinfo import CommitInfoReader
 from .errors import InvalidTimestampError, TimestampOutOfRangeError
-from .log import LogFile, LogListing, available_versions, list_log
+from .log import LogListing, available_versions, list_log
 from .snapshot import TableConfig, load_table_config
 from .storage import LocalStorage, open_storage
 
@@ -101,7 +101,9 @@ def parse_timestamp(text: str | int) -> int:
     if re.fullmatch(r"-?\d{10,}", s):
         return int(s)
     if len(s) > 64 or not s:
-        raise InvalidTimestampError(f"'{s[:64]}' is not a timestamp; use ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms")
+        raise InvalidTimestampError(
+            f"'{s[:64]}' is not a timestamp; use ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms"
+        )
     iso = s.replace("Z", "+00:00").replace("z", "+00:00")
     frac = re.search(r"\.(\d+)", iso)
     if frac and len(frac[1]) > 6:  # Python takes at most microseconds
@@ -203,7 +205,7 @@ def resolve_timestamp(
     ict, earliest, latest = times.ict, times.earliest, times.latest
     ev, et = ict.enablement_version, ict.enablement_timestamp
     if ict.enabled and (ev is None or t >= et):
-        lo, hi, source = max(ev or 0, earliest), latest + 1, "ict"
+        lo, hi, _source = max(ev or 0, earliest), latest + 1, "ict"
         found = _last_at_or_before(lo, hi, lambda v: _ict_or_none(times, v), t)
         if ev is None:
             rule = (
@@ -217,7 +219,7 @@ def resolve_timestamp(
             )
     else:
         hi = min(ev, latest + 1) if (ict.enabled and ev is not None) else latest + 1
-        lo, source = earliest, "file"
+        lo, _source = earliest, "file"
         found = _last_at_or_before(lo, hi, lambda v: times.file_time(v), t)
         if ict.enabled and ev is not None:
             rule = (
@@ -230,7 +232,7 @@ def resolve_timestamp(
                 f"modification time (monotonized)"
             )
     earliest_ts = times.timestamp(earliest)[0]
-    latest_ts, latest_src = times.timestamp(latest)
+    latest_ts, _latest_src = times.timestamp(latest)
     base = {"searchRange": [lo, hi], "rule": rule, "requestedTimestamp": t}
     if found is None:
         if not allow_earliest or hi <= lo:
