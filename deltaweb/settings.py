@@ -35,6 +35,10 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "tables",
 ]
 
@@ -93,3 +97,29 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 SPARK_MASTER = env("SPARK_MASTER", "local[*]")
+
+CELERY_BEAT_SCHEDULE = {
+    "sync-all-tables": {"task": "tables.sync_all", "schedule": float(DELTAWEB_SYNC_INTERVAL_SECONDS)},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "tables.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "deltaweb API",
+    "DESCRIPTION": "History, time travel, diffs and restores of Delta Lake tables.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # served from the drf-spectacular-sidecar package: the machines have no internet
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}

@@ -51,16 +51,39 @@ def history_rows(times: CommitTimes, offset: int = 0, limit: int | None = None) 
 
 def timeline(times: CommitTimes) -> dict[str, Any]:
     """Every version's timestamps, the ICT boundary, and the anomalies found (reads every commit)."""
+    rows, anomalies = scan_versions(times, times.versions, None)
+    return {"ict": times.ict.to_dict(), "versions": rows, "anomalies": table_anomalies(times) + anomalies}
+
+
+def table_anomalies(times: CommitTimes) -> list[dict[str, Any]]:
+    """Anomalies of the ICT configuration itself (cheap: reads at most two commits)."""
+    out = [{"version": None, "kind": "enablement_properties_inconsistent", "detail": p} for p in times.ict.problems]
+    return out + _enablement_anomalies(times)
+
+
+def scan_versions(
+    times: CommitTimes, versions: list[int], prev: tuple[int, int | None] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Timeline rows and per-version anomalies for `versions` (ascending).
+
+    `prev` is (file time, ICT) of the version before the first one, when known, so that a
+    sync can scan only the new commits and still compare with what came before.
+    """
     ict = times.ict
     rows, anomalies = [], []
 
     def flag(version: int | None, kind: str, detail: str) -> None:
         anomalies.append({"version": version, "kind": kind, "detail": detail})
 
-    for problem in ict.problems:
-        flag(None, "enablement_properties_inconsistent", problem)
-    prev_ict: int | None = None
-    for i, v in enumerate(times.versions):
+    if prev is None and versions and times.index(versions[0]) > 0:
+        before = times.versions[times.index(versions[0]) - 1]
+        prev = (
+            times.file_times[times.index(before)],
+            times.reader.get(before).in_commit_timestamp if ict.applies(before) else None,
+        )
+    prev_file, prev_ict = prev if prev is not None else (None, None)
+    for v in versions:
+        i = times.index(v)
         read = times.reader.get(v)
         ts, source = times.timestamp(v)
         raw, adj = times.file_times[i], times.adjusted[i]
@@ -75,13 +98,13 @@ def timeline(times: CommitTimes) -> dict[str, Any]:
                 "adjusted": source == "file" and adj != raw,
             }
         )
-        if i > 0 and raw <= times.file_times[i - 1]:
+        if prev_file is not None and raw <= prev_file:
             flag(
                 v,
                 "file_time_not_increasing",
-                f"commit file time {raw} is not after version {times.versions[i - 1]}'s {times.file_times[i - 1]}"
-                " (was the table copied or moved?)",
+                f"commit file time {raw} is not after the previous commit's {prev_file} (was the table copied or moved?)",
             )
+        prev_file = raw
         if not ict.applies(v):
             continue
         if read.info is None:
@@ -95,8 +118,7 @@ def timeline(times: CommitTimes) -> dict[str, Any]:
             flag(v, "ict_not_increasing", f"inCommitTimestamp {cur} is not after the previous commit's {prev_ict}")
         if cur is not None:
             prev_ict = cur
-    anomalies.extend(_enablement_anomalies(times))
-    return {"ict": ict.to_dict(), "versions": rows, "anomalies": anomalies}
+    return rows, anomalies
 
 
 def _enablement_anomalies(times: CommitTimes) -> list[dict[str, Any]]:

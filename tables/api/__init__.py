@@ -1,0 +1,1 @@
+"""The REST API (DRF): serializers, views, permissions, urls; OpenAPI schema at /api/schema/."""

@@ -1,0 +1,126 @@
+"""Registered tables, their cached history (a cache of the log, rebuildable), background jobs."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class SyncState(models.TextChoices):
+    NEVER = "never", "never synced"
+    QUEUED = "queued", "queued"
+    SYNCING = "syncing", "syncing"
+    OK = "ok", "in sync"
+    ERROR = "error", "error"
+
+
+class Table(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    slug = models.SlugField(max_length=200, unique=True)
+    location = models.CharField(max_length=2000, help_text="absolute path of the table root")
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    sync_state = models.CharField(max_length=16, choices=SyncState.choices, default=SyncState.NEVER)
+    sync_lease_until = models.DateTimeField(null=True, blank=True)
+    last_synced_version = models.BigIntegerField(null=True, blank=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+
+    # what the latest sync saw of the ICT configuration and the table's size
+    ict_enabled = models.BooleanField(default=False)
+    ict_enablement_version = models.BigIntegerField(null=True, blank=True)
+    ict_enablement_timestamp = models.BigIntegerField(null=True, blank=True)
+    earliest_version = models.BigIntegerField(null=True, blank=True)
+    num_files = models.BigIntegerField(null=True, blank=True)
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Commit(models.Model):
+    """One history row (as DESCRIBE HISTORY) cached from the log."""
+
+    table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="commits")
+    version = models.BigIntegerField()
+    timestamp = models.BigIntegerField(null=True, help_text="effective commit timestamp, ms since epoch")
+    timestamp_source = models.CharField(max_length=8)  # ict | file
+    in_commit_timestamp = models.BigIntegerField(null=True, blank=True)
+    commit_info_timestamp = models.BigIntegerField(null=True, blank=True)
+    file_modification_time = models.BigIntegerField()
+    adjusted = models.BooleanField(default=False)
+    operation = models.CharField(max_length=200, blank=True, db_index=True)
+    operation_parameters = models.JSONField(null=True, blank=True)
+    operation_metrics = models.JSONField(null=True, blank=True)
+    engine_info = models.CharField(max_length=500, blank=True)
+    user_id = models.CharField(max_length=500, blank=True)
+    user_name = models.CharField(max_length=500, blank=True)
+    read_version = models.BigIntegerField(null=True, blank=True)
+    isolation_level = models.CharField(max_length=100, blank=True)
+    is_blind_append = models.BooleanField(null=True, blank=True)
+    user_metadata = models.TextField(blank=True)
+    job = models.JSONField(null=True, blank=True)
+    notebook = models.JSONField(null=True, blank=True)
+    cluster_id = models.CharField(max_length=500, blank=True)
+    commit_info = models.JSONField(null=True, blank=True)
+    num_files = models.BigIntegerField(null=True, blank=True, help_text="active files after the commit")
+    size_bytes = models.BigIntegerField(null=True, blank=True, help_text="bytes of active files after the commit")
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [models.UniqueConstraint(fields=["table", "version"], name="unique_commit_version")]
+        indexes = [models.Index(fields=["table", "timestamp"])]
+
+    def __str__(self) -> str:
+        return f"{self.table_id}@{self.version}"
+
+
+class Anomaly(models.Model):
+    table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="anomalies")
+    version = models.BigIntegerField(null=True, blank=True)
+    kind = models.CharField(max_length=64)
+    detail = models.TextField()
+
+    class Meta:
+        ordering = ["version", "kind"]
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    SKIPPED = "skipped", "skipped"
+
+    @classmethod
+    def terminal(cls) -> set[str]:
+        return {cls.SUCCEEDED, cls.FAILED, cls.SKIPPED}
+
+
+class Job(models.Model):
+    """A background job is a row first: created, then enqueued on commit; progress lives here."""
+
+    kind = models.CharField(max_length=32)  # sync, ...
+    table = models.ForeignKey(Table, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    stage = models.CharField(max_length=200, blank=True)
+    done = models.BigIntegerField(default=0)
+    total = models.BigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in JobStatus.terminal()

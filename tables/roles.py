@@ -1,0 +1,28 @@
+"""Roles: the groups and what they may do, checked on the server by views and the API."""
+
+from __future__ import annotations
+
+ANALYST = "analyst"
+APPROVER = "approver"
+ROLES = (ANALYST, APPROVER)
+
+
+def in_group(user, name: str) -> bool:
+    return bool(user and user.is_authenticated and user.groups.filter(name=name).exists())
+
+
+def can_browse(user) -> bool:
+    return bool(user and user.is_authenticated and user.is_active)
+
+
+def can_register(user) -> bool:
+    """Register tables and trigger syncs: analysts, approvers and staff."""
+    return bool(user and user.is_authenticated and (user.is_staff or in_group(user, ANALYST) or in_group(user, APPROVER)))
+
+
+def can_delete_table(user) -> bool:
+    return bool(user and user.is_authenticated and user.is_staff)
+
+
+def can_approve(user) -> bool:
+    return bool(user and user.is_authenticated and (user.is_staff or in_group(user, APPROVER)))
