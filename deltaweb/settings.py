@@ -8,6 +8,7 @@ from pathlib import Path
 import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+(BASE_DIR / "var").mkdir(exist_ok=True)
 
 
 def env(name: str, default: str = "") -> str:
@@ -74,6 +75,10 @@ DATABASES = {
         env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'var' / 'deltaweb.sqlite3'}"), conn_max_age=60
     )
 }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # a file, not memory, so that a real Celery worker process sees the test database
+    DATABASES["default"]["TEST"] = {"NAME": env("DELTAWEB_TEST_DB", str(BASE_DIR / "var" / "test.sqlite3"))}
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"

@@ -35,3 +35,92 @@ def golden_copy(tmp_path):
         return dst
 
     return copy
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """A real redis-server on a free loopback port for the whole test session."""
+    import subprocess
+    import time
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed (make test installs it)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import redis
+
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def celery_worker_process(redis_url, transactional_db, settings, tmp_path):
+    """A real Celery worker process on the real broker, sharing the test database file."""
+    import subprocess
+    import sys
+    import time
+
+    from django.db import connection
+
+    from deltaweb.celery import app
+
+    db_name = connection.settings_dict["NAME"]
+    app.conf.broker_url = redis_url
+    app.conf.result_backend = redis_url
+    env = {
+        **os.environ,
+        "CELERY_BROKER_URL": redis_url,
+        "DATABASE_URL": f"sqlite:///{db_name}",
+        "DELTAWEB_ALLOWED_ROOTS": ",".join(settings.DELTAWEB_ALLOWED_ROOTS),
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "deltaweb", "worker", "--concurrency=2", "--loglevel=info",
+         "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if "ready" in (tmp_path / "worker.log").read_text():
+            break
+        if proc.poll() is not None:
+            pytest.fail("celery worker exited:\n" + (tmp_path / "worker.log").read_text()[-2000:])
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("celery worker did not become ready:\n" + (tmp_path / "worker.log").read_text()[-2000:])
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()

@@ -183,3 +183,131 @@ def read_checkpoint_files(
     if not tables:
         return file_batch_schema(keys).empty_table()
     return pa.concat_tables(tables)
+
+
+_MAP = pa.map_(pa.string(), pa.string())
+_CHECKPOINT_SCHEMA = pa.schema(
+    [
+        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
+        (
+            "add",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("partitionValues", _MAP),
+                    ("size", pa.int64()),
+                    ("modificationTime", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("tags", _MAP),
+                    (
+                        "deletionVector",
+                        pa.struct(
+                            [
+                                ("storageType", pa.string()),
+                                ("pathOrInlineDv", pa.string()),
+                                ("offset", pa.int32()),
+                                ("sizeInBytes", pa.int32()),
+                                ("cardinality", pa.int64()),
+                            ]
+                        ),
+                    ),
+                    ("stats", pa.string()),
+                ]
+            ),
+        ),
+        (
+            "metaData",
+            pa.struct(
+                [
+                    ("id", pa.string()),
+                    ("name", pa.string()),
+                    ("description", pa.string()),
+                    ("format", pa.struct([("provider", pa.string()), ("options", _MAP)])),
+                    ("schemaString", pa.string()),
+                    ("partitionColumns", pa.list_(pa.string())),
+                    ("configuration", _MAP),
+                    ("createdTime", pa.int64()),
+                ]
+            ),
+        ),
+        (
+            "protocol",
+            pa.struct(
+                [
+                    ("minReaderVersion", pa.int32()),
+                    ("minWriterVersion", pa.int32()),
+                    ("readerFeatures", pa.list_(pa.string())),
+                    ("writerFeatures", pa.list_(pa.string())),
+                ]
+            ),
+        ),
+        (
+            "domainMetadata",
+            pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]),
+        ),
+    ]
+)
+
+
+def write_checkpoint(storage: LocalStorage, snapshot: Any) -> str:
+    """Write a classic single-file checkpoint of `snapshot` and point `_last_checkpoint` at it.
+
+    Tombstones are left out (allowed: they only serve VACUUM's retention), so the file holds
+    protocol, metadata, txns, domain metadata and every active add.
+    """
+    import io
+
+    def row(**cols: Any) -> dict[str, Any]:
+        return {name: cols.get(name) for name in _CHECKPOINT_SCHEMA.names}
+
+    md = snapshot.metadata.to_dict()
+    md["format"] = {
+        "provider": md["format"].get("provider", "parquet"),
+        "options": list((md["format"].get("options") or {}).items()),
+    }
+    md["configuration"] = list(md["configuration"].items())
+    rows = [row(protocol=snapshot.protocol.to_dict()), row(metaData=md)]
+    rows += [row(txn=t) for t in snapshot.txns.values()]
+    rows += [row(domainMetadata=d) for d in snapshot.domains.values()]
+    head = pa.Table.from_pylist(rows, schema=_CHECKPOINT_SCHEMA)
+    files = snapshot.files
+    n = files.num_rows
+    if n:
+        pv = files.column("partitionValues").combine_chunks()
+        keys = [f.name for f in pv.type]
+        pairs = (
+            [
+                [(k, v) for k, v in zip(keys, vals, strict=True)]
+                for vals in zip(*(pv.field(k).to_pylist() for k in keys), strict=True)
+            ]
+            if keys
+            else [[] for _ in range(n)]
+        )
+        add = pa.StructArray.from_arrays(
+            [
+                files.column("path").combine_chunks(),
+                pa.array(pairs, type=_MAP),
+                files.column("size").combine_chunks(),
+                files.column("modificationTime").combine_chunks(),
+                pa.array(np.zeros(n, dtype=bool)),
+                pa.nulls(n, _MAP),
+                files.column("deletionVector").combine_chunks(),
+                pa.nulls(n, pa.string()),
+            ],
+            fields=list(_CHECKPOINT_SCHEMA.field("add").type),
+        )
+        body = pa.table(
+            {
+                name: (add if name == "add" else pa.nulls(n, _CHECKPOINT_SCHEMA.field(name).type))
+                for name in _CHECKPOINT_SCHEMA.names
+            },
+            schema=_CHECKPOINT_SCHEMA,
+        )
+        head = pa.concat_tables([head, body])
+    buf = io.BytesIO()
+    pq.write_table(head, buf)
+    rel = f"{LOG_DIR}/{snapshot.version:020d}.checkpoint.parquet"
+    storage.put(rel, buf.getvalue())
+    hint = {"version": snapshot.version, "size": head.num_rows, "sizeInBytes": len(buf.getvalue()), "numOfAddFiles": n}
+    storage.put(f"{LOG_DIR}/_last_checkpoint", orjson.dumps(hint))
+    return rel

@@ -59,12 +59,12 @@ def canonical_paths(path: pa.Array) -> pa.Array:
 
 
 def identity_keys(files: pa.Table) -> pa.Array:
+    """path, or path NUL dv-id for files with a deletion vector: the same key in any batch."""
     path = canonical_paths(files.column("path").combine_chunks())
     dv = files.column("deletionVector").combine_chunks()
     if dv.null_count == len(dv):
         return path
-    dv_id = pc.fill_null(dv_id_column(dv), "")
-    return pc.binary_join_element_wise(path, dv_id, "\x00")
+    return pc.if_else(pc.is_valid(dv), pc.binary_join_element_wise(path, dv_id_column(dv), "\x00"), path)
 
 
 def reconcile_files(files: pa.Table) -> tuple[pa.Table, pa.Table]:
