@@ -18,6 +18,7 @@ from tables.delta.errors import DeltaError
 
 
 class Command(BaseCommand):
+    requires_system_checks: list[str] = []  # a reader of logs needs no URL or model checks
     help = "Read Delta tables: snapshot, history, resolve, timeline; enable-ict writes one commit."
 
     def add_arguments(self, parser: CommandParser) -> None:
