@@ -8,13 +8,13 @@ lines with orjson, because their maps (configuration, options) do not fit that r
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from .errors import CorruptLogError
@@ -30,15 +30,6 @@ DV_TYPE = pa.struct(
 )
 
 NON_FILE_ACTIONS = ("metaData", "protocol", "txn", "domainMetadata", "sidecar", "checkpointMetadata")
-# one field of each non-file action, enough for the JSON reader to say which rows hold one
-_PROBES = {
-    "metaData": "id",
-    "protocol": "minReaderVersion",
-    "txn": "appId",
-    "domainMetadata": "domain",
-    "sidecar": "path",
-    "checkpointMetadata": "version",
-}
 
 
 def partition_type(keys: list[str]) -> pa.DataType:
@@ -85,11 +76,7 @@ def _json_schema(keys: list[str]) -> pa.Schema:
             ("deletionVector", DV_TYPE),
         ]
     )
-    probes = [
-        (name, pa.struct([(f, pa.int64() if f in ("minReaderVersion", "version") else pa.string())]))
-        for name, f in _PROBES.items()
-    ]
-    return pa.schema([("add", add), ("remove", remove), *probes])
+    return pa.schema([("add", add), ("remove", remove)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,8 +176,17 @@ class ActionBatch:
     others: list[tuple[int, str, dict[str, Any]]]  # (version, action name, body)
 
 
-def _nonblank_lines(data: bytes) -> list[bytes]:
-    return [line for line in data.split(b"\n") if line.strip()]
+# Sources are (file name, version, content); content is bytes, or a read-only memory map for
+# big files (anything with find/rfind/slicing/len and the buffer protocol).
+Source = tuple[str, int, Any]
+
+
+def _nonblank_lines(data: Any) -> list[bytes]:
+    return [line for line in bytes(data).split(b"\n") if line.strip()]
+
+
+def _blank(data: Any) -> bool:
+    return len(data) < (1 << 16) and not bytes(data).strip()
 
 
 def _line_counts(datas: list[bytes], rows: int) -> list[int]:
@@ -205,11 +201,10 @@ def _line_counts(datas: list[bytes], rows: int) -> list[int]:
     return counts
 
 
-def _locate_error(sources: list[tuple[str, int, bytes]], fallback: str) -> CorruptLogError:
+def _locate_error(sources: list[Source], fallback: str) -> CorruptLogError:
     """Find the first line that is not a JSON object, to name its file and line."""
     for name, _version, data in sources:
-        lineno = 0
-        for lineno, line in enumerate(data.split(b"\n"), start=1):
+        for lineno, line in enumerate(bytes(data).split(b"\n"), start=1):
             if not line.strip():
                 continue
             try:
@@ -228,11 +223,13 @@ def _locate_error(sources: list[tuple[str, int, bytes]], fallback: str) -> Corru
 _CHUNK_BYTES = 16 << 20
 
 
-def _parse(buf: bytes, keys: list[str], sources: list[tuple[str, int, bytes]]) -> pa.Table:
+def _parse(buf: Any, keys: list[str], sources: list[Source]) -> pa.Table:
     opts = pj.ParseOptions(explicit_schema=_json_schema(keys), unexpected_field_behavior="ignore")
     for block in (8 << 20, len(buf) + 1):
         try:
-            return pj.read_json(io.BytesIO(buf), read_options=pj.ReadOptions(block_size=block), parse_options=opts)
+            return pj.read_json(
+                pa.BufferReader(pa.py_buffer(buf)), read_options=pj.ReadOptions(block_size=block), parse_options=opts
+            )
         except pa.ArrowInvalid as exc:
             if "straddling" in str(exc) or "block size" in str(exc).lower():
                 continue
@@ -240,122 +237,167 @@ def _parse(buf: bytes, keys: list[str], sources: list[tuple[str, int, bytes]]) -
     raise _locate_error(sources, "a line larger than the whole input")
 
 
-def _chunks(sources: list[tuple[str, int, bytes]]) -> list[list[tuple[str, int, bytes]]]:
-    """Group small consecutive files so that a log of many small commits costs few parses."""
-    out: list[list[tuple[str, int, bytes]]] = []
-    size = _CHUNK_BYTES
+def _chunks(sources: list[Source]) -> list[list[Source]]:
+    """Group small consecutive files so that a log of many small commits costs few parses;
+    a big file is a chunk of its own (parsed in place, never copied)."""
+    out: list[list[Source]] = []
+    size = 0
     for src in sources:
-        if size + len(src[2]) > _CHUNK_BYTES:
+        n = len(src[2])
+        if not out or size + n > _CHUNK_BYTES or not isinstance(src[2], bytes):
             out.append([])
             size = 0
         out[-1].append(src)
-        size += len(src[2])
+        size += n
     return out
 
 
-def read_json_actions(sources: list[tuple[str, int, bytes]], keys: list[str]) -> ActionBatch:
-    """Parse JSON log files given as (name, version, bytes) into one ActionBatch.
+def read_json_actions(sources: list[Source], keys: list[str]) -> ActionBatch:
+    """Parse JSON log files given as (name, version, content) into one ActionBatch.
 
-    Files are parsed in chunks by pyarrow; each row's version comes from the per-file row
-    counts of its chunk.
+    Files are parsed in chunks by pyarrow against a schema of add and remove only; each
+    row's version comes from the per-file row counts of its chunk. Rows that are neither
+    (commitInfo, metaData, protocol, txn, ...) are few and re-read from their lines.
     """
     schema = file_batch_schema(keys)
     tables, others = [], []
     for chunk in _chunks(sources):
-        datas = [d if not d or d.endswith(b"\n") else d + b"\n" for _n, _v, d in chunk]
-        table = _parse(datas[0] if len(datas) == 1 else b"".join(datas), keys, chunk)
-        counts = [table.num_rows] if len(chunk) == 1 else _line_counts(datas, table.num_rows)
+        if all(_blank(d) for _n, _v, d in chunk):
+            continue  # empty commit files hold no actions
+        if len(chunk) == 1:
+            table = _parse(chunk[0][2], keys, chunk)
+            counts = [table.num_rows]
+        else:
+            datas = [d if not d or d.endswith(b"\n") else d + b"\n" for _n, _v, d in chunk]
+            table = _parse(b"".join(datas), keys, chunk)
+            counts = _line_counts(datas, table.num_rows)
         if sum(counts) != table.num_rows:
             raise _locate_error(chunk, "line count mismatch")
         versions = np.repeat(np.array([v for _n, v, _d in chunk], dtype=np.int64), counts)
-        tables.append(_file_rows(table, versions, schema))
-        others.extend(_other_actions(table, chunk, counts))
+        add_valid = table.column("add").is_valid()
+        remove_valid = table.column("remove").is_valid()
+        tables.append(_file_rows(table, versions, schema, add_valid, remove_valid))
+        neither = pc.invert(pc.or_(add_valid, remove_valid))
+        others.extend(_other_actions(np.flatnonzero(neither.to_numpy(zero_copy_only=False)), chunk, counts))
     if not tables:
         return ActionBatch(schema.empty_table(), [])
     return ActionBatch(pa.concat_tables(tables) if len(tables) > 1 else tables[0], others)
 
 
-def _other_actions(
-    table: pa.Table, chunk: list[tuple[str, int, bytes]], counts: list[int]
-) -> list[tuple[int, str, dict[str, Any]]]:
-    """Re-read, with orjson, the few lines that hold non-file actions.
+_SKIP_PREFIXES = (b'{"commitInfo"', b'{"cdc"', b'{"add"', b'{"remove"')
+_WALK_LIMIT = 64  # rows per file located by walking from an end; more and the file is split
 
-    The lines are found by their action's marker, and the finds are checked against the
-    reader's own count per file; a file where they disagree is split line by line.
-    """
-    starts = np.concatenate([[0], np.cumsum(counts)])
-    per_file: dict[int, dict[str, int]] = {}
-    for name in NON_FILE_ACTIONS:
-        rows = np.flatnonzero(table.column(name).is_valid().to_numpy(zero_copy_only=False))
-        for fi in np.searchsorted(starts, rows, side="right") - 1:
-            want = per_file.setdefault(int(fi), {})
-            want[name] = want.get(name, 0) + 1
+
+def _nth_line(data: Any, k: int, total: int) -> bytes | None:
+    """The k-th non-blank line (0-based) of `total`, walking from the nearer end."""
+    if k < total - k:
+        pos, seen = 0, -1
+        while pos <= len(data):
+            end = data.find(b"\n", pos)
+            end = len(data) if end == -1 else end
+            line = data[pos:end]
+            if line.strip():
+                seen += 1
+                if seen == k:
+                    return line
+            pos = end + 1
+        return None
+    end, seen = len(data), -1
+    target = total - 1 - k
+    while end >= 0:
+        start = data.rfind(b"\n", 0, end) + 1
+        line = data[start:end]
+        if line.strip():
+            seen += 1
+            if seen == target:
+                return line
+        end = start - 1
+    return None
+
+
+def _other_actions(rows: np.ndarray, chunk: list[Source], counts: list[int]) -> list[tuple[int, str, dict[str, Any]]]:
+    """Non-file actions of the rows that hold neither an add nor a remove, in file order."""
     out: list[tuple[int, str, dict[str, Any]]] = []
-    for fi, want in sorted(per_file.items()):
+    if not len(rows):
+        return out
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    files = np.searchsorted(starts, rows, side="right") - 1
+    for fi in np.unique(files):
         _name, version, data = chunk[fi]
-        found = _find_actions(data, want)
-        if found is None:
-            found = []
-            for line in _nonblank_lines(data):
-                obj = orjson.loads(line)
-                found.extend((n, obj[n]) for n in NON_FILE_ACTIONS if n in want and obj.get(n) is not None)
-        out.extend((version, n, body) for n, body in found)
+        local = rows[files == fi] - starts[fi]
+        if len(local) > _WALK_LIMIT or len(data) < (1 << 20):
+            lines = _nonblank_lines(data)
+            picked = [lines[k] for k in local]
+        else:
+            picked = [_nth_line(data, int(k), counts[fi]) for k in local]
+        for line in picked:
+            if line is None or line.lstrip()[:16].startswith(_SKIP_PREFIXES):
+                continue
+            obj = orjson.loads(line)
+            if isinstance(obj, dict):
+                out.extend((version, n, obj[n]) for n in NON_FILE_ACTIONS if isinstance(obj.get(n), dict))
     return out
 
 
-def _find_actions(data: bytes, want: dict[str, int]) -> list[tuple[str, dict[str, Any]]] | None:
-    found: list[tuple[int, str, dict[str, Any]]] = []
-    for name, expected in want.items():
-        marker = f'"{name}"'.encode()
-        hits = 0
-        pos = data.find(marker)
-        while pos != -1:
-            start = data.rfind(b"\n", 0, pos) + 1
-            end = data.find(b"\n", pos)
-            end = len(data) if end == -1 else end
-            obj = orjson.loads(data[start:end])
-            if isinstance(obj, dict) and obj.get(name) is not None:
-                found.append((start, name, obj[name]))
-                hits += 1
-                if hits == expected:
-                    break  # the reader counted them: no need to scan the rest of a big file
-            pos = data.find(marker, end)
-        if hits != expected:
-            return None
-    found.sort(key=lambda t: t[0])
-    return [(n, body) for _s, n, body in found]
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) runs of True in a boolean mask."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
-def _file_rows(table: pa.Table, versions: np.ndarray, schema: pa.Schema) -> pa.Table:
-    """Stack the add and remove structs of a parsed table into the file batch schema."""
+def _slices(col: pa.ChunkedArray, runs: list[tuple[int, int]]) -> list[tuple[pa.Array, np.ndarray]]:
+    """Zero-copy slices of the chunks of `col` covering `runs`, with their row numbers."""
+    out = []
+    offset = 0
+    for chunk in col.chunks:
+        lo, hi = offset, offset + len(chunk)
+        for a, b in runs:
+            s, e = max(a, lo), min(b, hi)
+            if s < e:
+                out.append((chunk.slice(s - lo, e - s), np.arange(s, e)))
+        offset = hi
+    return out
+
+
+def _file_rows(
+    table: pa.Table, versions: np.ndarray, schema: pa.Schema, add_valid: pa.Array, remove_valid: pa.Array
+) -> pa.Table:
+    """Stack the add and remove structs of a parsed table into the file batch schema.
+
+    Actions of one kind usually come in a few long runs, taken as zero-copy slices.
+    """
     parts = []
-    for kind in ("add", "remove"):
-        col = table.column(kind).combine_chunks()
-        valid = col.is_valid()
-        if not pa.compute.any(valid).as_py():
+    for kind, valid in (("add", add_valid), ("remove", remove_valid)):
+        mask = valid.to_numpy(zero_copy_only=False)
+        runs = _runs(mask)
+        if not runs:
             continue
-        idx = np.flatnonzero(valid.to_numpy(zero_copy_only=False))
-        sub = col.filter(valid)
-        n = len(sub)
-        fields = {f.name: sub.field(f.name) for f in sub.type}
-        null_i64 = pa.nulls(n, pa.int64())
-        parts.append(
-            pa.table(
-                {
-                    "version": pa.array(versions[idx]),
-                    "seq": pa.array(idx.astype(np.int64)),  # row within the chunk
-                    "is_add": pa.array(np.full(n, kind == "add")),
-                    "path": fields["path"],
-                    "size": fields["size"],
-                    "modificationTime": fields.get("modificationTime", null_i64),
-                    "dataChange": fields["dataChange"],
-                    "deletionTimestamp": fields.get("deletionTimestamp", null_i64),
-                    "partitionValues": fields["partitionValues"],
-                    "deletionVector": fields["deletionVector"],
-                },
-                schema=schema,
+        col = table.column(kind)
+        if len(runs) <= 16:
+            pieces = _slices(col, runs)
+        else:
+            pieces = [(col.filter(valid).combine_chunks(), np.flatnonzero(mask))]
+        for sub, idx in pieces:
+            n = len(sub)
+            fields = {f.name: sub.field(f.name) for f in sub.type}
+            null_i64 = pa.nulls(n, pa.int64())
+            parts.append(
+                pa.table(
+                    {
+                        "version": pa.array(versions[idx]),
+                        "seq": pa.array(idx.astype(np.int64)),  # row within the chunk
+                        "is_add": pa.array(np.full(n, kind == "add")),
+                        "path": fields["path"],
+                        "size": fields["size"],
+                        "modificationTime": fields.get("modificationTime", null_i64),
+                        "dataChange": fields["dataChange"],
+                        "deletionTimestamp": fields.get("deletionTimestamp", null_i64),
+                        "partitionValues": fields["partitionValues"],
+                        "deletionVector": fields["deletionVector"],
+                    },
+                    schema=schema,
+                )
             )
-        )
     if not parts:
         return schema.empty_table()
-    return pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]

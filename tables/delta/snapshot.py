@@ -133,9 +133,13 @@ def _partition_keys(known: list[Metadata], found: list[dict[str, Any]]) -> list[
     return keys
 
 
-def read_commit_bytes(storage: LocalStorage, path: str) -> bytes:
+_MAP_ABOVE = 4 << 20
+
+
+def read_commit_bytes(storage: LocalStorage, path: str, size: int = 0) -> Any:
+    """A commit's content: bytes, or a memory map for big files (see read_json_actions)."""
     try:
-        return storage.read(path)
+        return storage.read_mapped(path) if size > _MAP_ABOVE else storage.read(path)
     except FileNotFoundError as exc:
         raise CorruptLogError(f"{storage.root / path}: commit file disappeared while reading", file=path) from exc
 
@@ -155,7 +159,7 @@ def load_snapshot(
         cp_others = read_checkpoint_others(storage, segment.checkpoint)
         for name, body in cp_others:
             state.apply(segment.checkpoint[0].version, name, body)
-    commit_data = [(c.path, c.version, read_commit_bytes(storage, c.path)) for c in segment.commits]
+    commit_data = [(c.path, c.version, read_commit_bytes(storage, c.path, c.size)) for c in segment.commits]
     head_metas = [m for _p, _v, data in commit_data for m in _metadata_in(data)]
     keys = _partition_keys([state.metadata] if state.metadata else [], head_metas)
     batch = read_json_actions(commit_data, keys)

@@ -6,6 +6,7 @@ stat, put with or without overwrite), so an S3 or ABFS implementation can follow
 
 from __future__ import annotations
 
+import mmap
 import os
 import tempfile
 from dataclasses import dataclass
@@ -70,6 +71,19 @@ class LocalStorage:
     def read(self, rel: str) -> bytes:
         try:
             return self._full(rel).read_bytes()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"{self._full(rel)}: cannot read ({exc.strerror})") from exc
+
+    def read_mapped(self, rel: str) -> bytes | mmap.mmap:
+        """The file's content as a read-only memory map (bytes when empty): big commits are
+        parsed in place instead of being copied into memory first."""
+        try:
+            with open(self._full(rel), "rb") as fh:
+                if os.fstat(fh.fileno()).st_size == 0:
+                    return b""
+                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except FileNotFoundError:
             raise
         except OSError as exc:
