@@ -24,7 +24,12 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = env_bool("DELTAWEB_DEBUG", False)
-# Development runs get a throwaway key; a deployment must set DELTAWEB_SECRET_KEY.
+# Development runs (variable unset) get a throwaway key; a deployment passes the variable,
+# and an empty one is refused rather than silently replaced.
+if "DELTAWEB_SECRET_KEY" in os.environ and not os.environ["DELTAWEB_SECRET_KEY"].strip():
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("DELTAWEB_SECRET_KEY is empty: set it to a long random string")
 SECRET_KEY = env("DELTAWEB_SECRET_KEY") or "dev-only-" + (BASE_DIR / "manage.py").as_posix()
 ALLOWED_HOSTS = env_list("DELTAWEB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("DELTAWEB_CSRF_TRUSTED_ORIGINS")
