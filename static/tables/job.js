@@ -1,0 +1,36 @@
+// Polls a job's JSON (/jobs/<id>.json) every second and updates the progress fragment
+// until the job reaches a terminal state. Plain DOM, textContent only.
+(function () {
+  "use strict";
+  var box = document.getElementById("job-progress");
+  if (!box) { return; }
+  var url = box.getAttribute("data-url");
+  var TERMINAL = { succeeded: true, failed: true, skipped: true };
+  function field(name) { return box.querySelector('[data-field="' + name + '"]'); }
+  function show(job) {
+    var status = field("status");
+    status.textContent = job.status;
+    status.className = "badge state-" + job.status;
+    field("stage").textContent = job.stage || "";
+    field("count").textContent = job.total ? job.done + "/" + job.total : "";
+    var bar = field("bar");
+    if (job.total) { bar.max = job.total; bar.value = job.done; }
+    else if (TERMINAL[job.status]) { bar.max = 1; bar.value = 1; }
+    else { bar.removeAttribute("value"); }
+    var err = field("error");
+    err.textContent = job.error || "";
+    err.hidden = !job.error;
+    field("done").hidden = job.status !== "succeeded";
+    box.setAttribute("data-status", job.status);
+  }
+  function poll() {
+    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+      .then(function (job) {
+        show(job);
+        if (!job.terminal) { setTimeout(poll, 1000); }
+      })
+      .catch(function () { setTimeout(poll, 3000); });
+  }
+  if (!TERMINAL[box.getAttribute("data-status")]) { setTimeout(poll, 1000); }
+})();

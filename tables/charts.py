@@ -1,0 +1,228 @@
+"""Plotly figures for the table page, built from the cached Commit and Anomaly rows.
+
+Figures are plain dicts ({"data": [...], "layout": {...}}) handed to the page with
+`json_script` and drawn by static/tables/charts.js. Text from a table's log (operations,
+anomaly details) is HTML-escaped here because plotly renders a subset of HTML in hover text.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+from typing import Any
+
+from .models import Anomaly, Commit, Table
+
+# The charts draw at most this many of the newest versions.
+MAX_POINTS = 20_000
+
+_EFFECTIVE = "#2563eb"
+_ICT = "#16a34a"
+_FILE = "#9ca3af"
+_ANOMALY = "#dc2626"
+
+
+def plot_time(ms: int | None) -> str | None:
+    """A plotly date string (UTC, millisecond precision); plotly ignores zone suffixes."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _layout(title: str | None, ytitle: str, ytype: str | None = None) -> dict[str, Any]:
+    yaxis: dict[str, Any] = {"title": {"text": ytitle}, "automargin": True}
+    if ytype:
+        yaxis["type"] = ytype
+    layout: dict[str, Any] = {
+        "xaxis": {"title": {"text": "version"}, "tickformat": "d", "automargin": True},
+        "yaxis": yaxis,
+        "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+        "height": 360,
+        "hovermode": "closest",
+        "legend": {"orientation": "h", "y": -0.22},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "#fafafa",
+    }
+    if title:
+        layout["title"] = {"text": title, "x": 0, "font": {"size": 15}}
+    else:
+        layout["margin"]["t"] = 30
+    return layout
+
+
+def _rows(table: Table) -> tuple[list[dict[str, Any]], bool]:
+    qs = Commit.objects.filter(table=table).order_by("-version")
+    rows = list(
+        qs.values(
+            "version",
+            "timestamp",
+            "timestamp_source",
+            "in_commit_timestamp",
+            "file_modification_time",
+            "adjusted",
+            "operation",
+            "num_files",
+            "size_bytes",
+        )[: MAX_POINTS + 1]
+    )
+    truncated = len(rows) > MAX_POINTS
+    rows = rows[:MAX_POINTS]
+    rows.reverse()
+    return rows, truncated
+
+
+def timeline_figure(table: Table, rows: list[dict[str, Any]], anomalies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Effective commit timestamp per version, ICT and file-time traces, the ICT boundary
+    as a labelled vertical line, and anomalies as red crosses."""
+    versions = [r["version"] for r in rows]
+    effective = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": "commit timestamp (effective)",
+        "x": versions,
+        "y": [plot_time(r["timestamp"]) for r in rows],
+        "customdata": [
+            [
+                "ICT" if r["timestamp_source"] == "ict" else "file" + (", monotonized" if r["adjusted"] else ""),
+                html.escape(r["operation"] or ""),
+            ]
+            for r in rows
+        ],
+        "hovertemplate": "v%{x}<br>%{y}<br>source: %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+        "line": {"color": _EFFECTIVE, "width": 2},
+        "marker": {"size": 6},
+    }
+    data: list[dict[str, Any]] = [effective]
+    both = [r for r in rows if r["in_commit_timestamp"] is not None]
+    if both:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "inCommitTimestamp",
+                "x": [r["version"] for r in both],
+                "y": [plot_time(r["in_commit_timestamp"]) for r in both],
+                "hovertemplate": "v%{x}<br>ICT %{y}<extra></extra>",
+                "marker": {"color": _ICT, "symbol": "diamond-open", "size": 9},
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "file modification time",
+                "x": [r["version"] for r in both],
+                "y": [plot_time(r["file_modification_time"]) for r in both],
+                "hovertemplate": "v%{x}<br>file time %{y}<extra></extra>",
+                "marker": {"color": _FILE, "symbol": "circle-open", "size": 8},
+            }
+        )
+    by_version = {r["version"]: r for r in rows}
+    marked = [a for a in anomalies if a["version"] in by_version]
+    if marked:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "anomaly",
+                "x": [a["version"] for a in marked],
+                "y": [plot_time(by_version[a["version"]]["timestamp"]) for a in marked],
+                "hovertext": [html.escape(f"{a['kind']}: {a['detail']}")[:300] for a in marked],
+                "hovertemplate": "v%{x}<br>%{hovertext}<extra></extra>",
+                "marker": {"color": _ANOMALY, "symbol": "x", "size": 13, "line": {"width": 1}},
+            }
+        )
+    layout = _layout(None, "commit timestamp (UTC)", "date")  # the page's heading names it
+    boundary = ict_boundary(table)
+    if boundary is not None and versions and versions[0] <= boundary <= versions[-1]:
+        layout["shapes"] = [
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": boundary,
+                "x1": boundary,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": _ICT, "width": 2, "dash": "dash"},
+            }
+        ]
+        layout["annotations"] = [
+            {
+                "x": boundary,
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "text": f"ICT enabled at v{boundary}",
+                "showarrow": False,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "font": {"color": _ICT},
+            }
+        ]
+    return {"data": data, "layout": layout}
+
+
+def ict_boundary(table: Table) -> int | None:
+    """The version from which In-Commit Timestamps apply (None when ICT is off)."""
+    if not table.ict_enabled:
+        return None
+    if table.ict_enablement_version is not None:
+        return table.ict_enablement_version
+    return table.earliest_version if table.earliest_version is not None else 0
+
+
+def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Active files and bytes after each version (versions whose size is known)."""
+    known = [r for r in rows if r["num_files"] is not None]
+    if not known:
+        return None, None
+    x = [r["version"] for r in known]
+    files = {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "files",
+                "x": x,
+                "y": [r["num_files"] for r in known],
+                "hovertemplate": "v%{x}<br>%{y} files<extra></extra>",
+                "line": {"shape": "hv", "color": _EFFECTIVE},
+            }
+        ],
+        "layout": {**_layout("Active files per version", "files"), "height": 280, "showlegend": False},
+    }
+    size = {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "size",
+                "x": x,
+                "y": [r["size_bytes"] for r in known],
+                "hovertemplate": "v%{x}<br>%{y:,} bytes<extra></extra>",
+                "line": {"shape": "hv", "color": _ICT},
+            }
+        ],
+        "layout": {**_layout("Table size per version", "bytes"), "height": 280, "showlegend": False},
+    }
+    return files, size
+
+
+def table_charts(table: Table) -> dict[str, Any]:
+    """Every figure of the table page, and whether the newest MAX_POINTS versions were cut."""
+    rows, truncated = _rows(table)
+    if not rows:
+        return {"timeline": None, "files": None, "size": None, "truncated": False, "max_points": MAX_POINTS}
+    anomalies = list(Anomaly.objects.filter(table=table).values("version", "kind", "detail"))
+    files, size = growth_figures(rows)
+    return {
+        "timeline": timeline_figure(table, rows, anomalies),
+        "files": files,
+        "size": size,
+        "truncated": truncated,
+        "max_points": MAX_POINTS,
+    }
+
+
+CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["sendDataToCloud", "lasso2d"]}

@@ -1,0 +1,70 @@
+"""Browser forms: registering a table, filtering history, time travel, choosing a diff.
+
+Forms only check shapes (numbers, dates, lengths); the services decide what is valid for a
+table and word the errors.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+
+from django import forms
+
+
+class RegisterTableForm(forms.Form):
+    name = forms.CharField(
+        max_length=200,
+        help_text="A unique name; the table's address is derived from it.",
+        widget=forms.TextInput(attrs={"autofocus": True, "autocomplete": "off", "spellcheck": "false"}),
+    )
+    location = forms.CharField(
+        max_length=2000,
+        help_text="Absolute path of the table root (the directory holding _delta_log/), or a file:// URI.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "placeholder": "/data/tables/…"}),
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class HistoryFilterForm(forms.Form):
+    """GET filters of the history table; every field is optional."""
+
+    operation = forms.CharField(
+        required=False, max_length=200, widget=forms.TextInput(attrs={"list": "operations", "placeholder": "any"})
+    )
+    version_from = forms.IntegerField(required=False, min_value=0, label="Version from")
+    version_to = forms.IntegerField(required=False, min_value=0, label="to")
+    date_from = forms.DateField(required=False, label="Date from (UTC)", widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        vf, vt = data.get("version_from"), data.get("version_to")
+        if vf is not None and vt is not None and vf > vt:
+            raise forms.ValidationError("The first version of the range is after the last one.")
+        df, dt = data.get("date_from"), data.get("date_to")
+        if df is not None and dt is not None and df > dt:
+            raise forms.ValidationError("The first date of the range is after the last one.")
+        return data
+
+    def timestamp_range(self) -> tuple[int | None, int | None]:
+        """[start, end) in epoch milliseconds for the date range (whole UTC days)."""
+        data = self.cleaned_data
+        start = end = None
+        if data.get("date_from"):
+            start = int(datetime.combine(data["date_from"], time.min, tzinfo=UTC).timestamp() * 1000)
+        if data.get("date_to"):
+            end = int(datetime.combine(data["date_to"] + timedelta(days=1), time.min, tzinfo=UTC).timestamp() * 1000)
+        return start, end
+
+    @property
+    def active(self) -> bool:
+        return self.is_bound and self.is_valid() and any(v not in (None, "") for v in self.cleaned_data.values())
+
+
+class TimeTravelForm(forms.Form):
+    as_of = forms.CharField(
+        label="As of",
+        max_length=64,
+        help_text="ISO-8601 (UTC unless a zone is given), yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch milliseconds.",
+        widget=forms.TextInput(attrs={"placeholder": "2024-05-01 12:00:00", "spellcheck": "false"}),
+    )

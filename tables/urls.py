@@ -1,0 +1,18 @@
+"""Browser UI routes (mounted at / by deltaweb.urls)."""
+
+from django.urls import path
+
+from . import views
+
+app_name = "tables"
+
+urlpatterns = [
+    path("", views.table_list, name="table_list"),
+    path("tables/register/", views.register, name="register"),
+    path("t/<slug:slug>/", views.table_detail, name="table_detail"),
+    path("t/<slug:slug>/sync/", views.sync_now, name="sync_now"),
+    path("t/<slug:slug>/v/<int:version>/", views.version_detail, name="version_detail"),
+    path("t/<slug:slug>/diff/", views.diff_view, name="diff"),
+    path("jobs/<int:pk>.json", views.job_status, name="job_status"),
+    path("vendor/plotly.min.js", views.plotly_js, name="plotly_js"),
+]

@@ -1,0 +1,418 @@
+"""Browser UI: server-rendered pages over the services.
+
+Every view requires a signed-in user and calls the services for anything about a table's
+log; errors a user can meet (ServiceError, DeltaError) are shown on a page with a status
+code, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import etag, require_GET, require_http_methods, require_POST
+
+from tables.delta import errors as delta_errors
+from tables.delta.timestamps import format_ms
+
+from . import charts, pages, roles, services
+from .forms import HistoryFilterForm, RegisterTableForm, TimeTravelForm
+from .models import Anomaly, Commit, Job, SyncState, Table
+
+log = logging.getLogger(__name__)
+
+HISTORY_PAGE_SIZE = 50
+FILES_PAGE_SIZE = 100
+
+
+class PageError(Exception):
+    """A page that cannot be shown; rendered as the error page with `status`."""
+
+    def __init__(self, message: str, status: int = 400, table: Table | None = None) -> None:
+        super().__init__(message)
+        self.message, self.status, self.table = message, status, table
+
+
+def error_page(request: HttpRequest, message: str, status: int, table: Table | None = None) -> HttpResponse:
+    return render(
+        request,
+        "tables/error.html",
+        {"message": message, "status": status, "table": table, "can_register": roles.can_register(request.user)},
+        status=status,
+    )
+
+
+def page(view):
+    """Sign-in required; PageError, ServiceError and DeltaError become an error page."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except PageError as exc:
+            return error_page(request, exc.message, exc.status, exc.table)
+        except services.ServiceError as exc:
+            return error_page(request, exc.message, exc.status)
+        except delta_errors.DeltaError as exc:
+            return error_page(request, str(exc), pages.delta_error_status(exc))
+
+    return login_required(wrapper)
+
+
+def _table(slug: str) -> Table:
+    table = Table.objects.filter(slug=slug).first()
+    if table is None:
+        raise PageError(f"There is no table '{slug}'. It may have been removed or renamed.", 404)
+    return table
+
+
+def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    return {"can_register": roles.can_register(request.user), **extra}
+
+
+def _job_for(request: HttpRequest, table: Table | None = None) -> Job | None:
+    raw = request.GET.get("job", "")
+    if not raw.isdigit():
+        return None
+    qs = Job.objects.filter(pk=int(raw))
+    if table is not None:
+        qs = qs.filter(table=table)
+    return qs.first()
+
+
+def _query(request: HttpRequest, drop: tuple[str, ...] = ("page",)) -> str:
+    """The current query string without `drop`, for pagination links."""
+    q = request.GET.copy()
+    for key in drop:
+        q.pop(key, None)
+    return q.urlencode()
+
+
+# --- table list and registration -------------------------------------------------------
+
+
+@page
+@require_GET
+def table_list(request: HttpRequest) -> HttpResponse:
+    tables = list(Table.objects.all())
+    job = _job_for(request)
+    return render(request, "tables/table_list.html", _context(request, tables=tables, job=job))
+
+
+@page
+@require_http_methods(["GET", "POST"])
+def register(request: HttpRequest) -> HttpResponse:
+    if not roles.can_register(request.user):
+        raise PageError(
+            "Registering tables needs the analyst or approver role; ask an administrator to add you to one.", 403
+        )
+    form = RegisterTableForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                table = services.register_table(
+                    data["name"], data["location"], data.get("description", ""), user=request.user
+                )
+            except services.ServiceError as exc:
+                field = "name" if exc.code in ("invalid_name", "duplicate") else "location"
+                form.add_error(field, exc.message)
+            else:
+                return _start_sync_and_redirect(request, table, reverse("tables:table_detail", args=[table.slug]))
+        status = 400
+        _focus_first_error(form)
+    return render(request, "tables/register.html", _context(request, form=form), status=status)
+
+
+def _focus_first_error(form) -> None:
+    """Move autofocus to the first field with an error, so the keyboard lands there."""
+    invalid = [name for name in form.fields if name in form.errors]
+    if not invalid:
+        return
+    for name, field in form.fields.items():
+        field.widget.attrs.pop("autofocus", None)
+        if name == invalid[0]:
+            field.widget.attrs["autofocus"] = True
+
+
+def _start_sync_and_redirect(request: HttpRequest, table: Table, target: str) -> HttpResponse:
+    try:
+        job = services.start_sync(table, user=request.user)
+    except Exception as exc:  # the broker may be down; the table itself is fine
+        log.exception("could not queue a sync of %s", table.name)
+        messages.warning(
+            request, f"The sync of {table.name} could not be queued ({type(exc).__name__}); try “Sync now” later."
+        )
+        return redirect(target)
+    messages.success(request, f"Sync of {table.name} queued.")
+    sep = "&" if "?" in target else "?"
+    return redirect(f"{target}{sep}{urlencode({'job': job.pk})}")
+
+
+@page
+@require_POST
+def sync_now(request: HttpRequest, slug: str) -> HttpResponse:
+    table = _table(slug)
+    if not roles.can_register(request.user):
+        raise PageError("Starting a sync needs the analyst or approver role.", 403, table)
+    target = request.POST.get("next") or reverse("tables:table_detail", args=[table.slug])
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=False):
+        target = reverse("tables:table_detail", args=[table.slug])
+    target = target.split("#")[0]
+    return _start_sync_and_redirect(request, table, target)
+
+
+@login_required
+@require_GET
+def job_status(request: HttpRequest, pk: int) -> JsonResponse:
+    job = Job.objects.select_related("table").filter(pk=pk).first()
+    if job is None:
+        resp = JsonResponse({"error": f"There is no job {pk}."}, status=404)
+    else:
+        resp = JsonResponse(pages.job_payload(job))
+    resp["Cache-Control"] = "no-store"
+    return resp
+
+
+# --- the table page: history, time travel, charts --------------------------------------
+
+
+def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
+    form = HistoryFilterForm(request.GET or None)
+    qs = Commit.objects.filter(table=table).order_by("-version")
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        if data.get("operation"):
+            qs = qs.filter(operation__iexact=data["operation"].strip())
+        if data.get("version_from") is not None:
+            qs = qs.filter(version__gte=data["version_from"])
+        if data.get("version_to") is not None:
+            qs = qs.filter(version__lte=data["version_to"])
+        start, end = form.timestamp_range()
+        if start is not None:
+            qs = qs.filter(timestamp__gte=start)
+        if end is not None:
+            qs = qs.filter(timestamp__lt=end)
+    paginator = Paginator(qs, HISTORY_PAGE_SIZE)
+    page_obj = paginator.get_page(request.GET.get("page"))
+    operations = (
+        Commit.objects.filter(table=table).order_by("operation").values_list("operation", flat=True).distinct()[:200]
+    )
+    return {
+        "filter_form": form,
+        "filtered": form.active if form.is_bound else False,
+        "page_obj": page_obj,
+        "rows": [pages.history_row(c) for c in page_obj.object_list],
+        "operations": [o for o in operations if o],
+        "query": _query(request, ("page", "as_of", "job")),
+    }
+
+
+def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
+    if "as_of" not in request.GET:
+        return {"tt_form": TimeTravelForm(), "tt_result": None, "tt_error": None}
+    form = TimeTravelForm({"as_of": request.GET.get("as_of", "")})
+    result = error = None
+    if form.is_valid():
+        try:
+            result = services.resolve(table, form.cleaned_data["as_of"])
+        except services.ServiceError as exc:
+            error = exc.message
+        except delta_errors.DeltaError as exc:
+            error = str(exc)
+    else:
+        error = "Give a timestamp, e.g. 2024-05-01 12:00:00 (UTC) or 2024-05-01T12:00:00+02:00."
+    if result is not None:
+        alts = result.get("alternatives") or {}
+        result = {
+            **result,
+            "source_label": pages.source_label(result["source"]),
+            "requested_iso": format_ms(result["requestedTimestamp"]),
+            "by_info": alts.get("commitInfoTimestamp"),
+            "by_file": alts.get("fileModificationTime"),
+        }
+    return {"tt_form": form, "tt_result": result, "tt_error": error}
+
+
+@page
+@require_GET
+def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    table = _table(slug)
+    ctx = _context(request, table=table, job=_job_for(request, table))
+    ctx.update(_history(request, table))
+    ctx.update(_time_travel(request, table))
+    ctx["charts"] = charts.table_charts(table)
+    ctx["chart_config"] = charts.CONFIG
+    ctx["plotly_version"] = plotly_version()
+    ctx["anomalies"] = list(Anomaly.objects.filter(table=table)[:200])
+    ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
+    ctx["ict_boundary"] = charts.ict_boundary(table)
+    ctx["ict_enablement_time"] = format_ms(table.ict_enablement_timestamp)
+    ctx["synced"] = table.last_synced_version is not None
+    ctx["syncing"] = table.sync_state in (SyncState.QUEUED, SyncState.SYNCING)
+    latest = table.last_synced_version
+    ctx["diff_default"] = (max((table.earliest_version or 0), latest - 1), latest) if latest is not None else None
+    status = 400 if ctx["tt_error"] else 200
+    return render(request, "tables/table_detail.html", ctx, status=status)
+
+
+# --- a version -------------------------------------------------------------------------
+
+
+class _VersionFiles:
+    """The files of a version as a lazy sequence, so Paginator asks only for its page."""
+
+    def __init__(self, table: Table, version: int, count: int) -> None:
+        self.table, self.version, self._count = table, version, count
+
+    def count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, item: slice) -> list[dict[str, Any]]:
+        start = item.start or 0
+        stop = self._count if item.stop is None else min(item.stop, self._count)
+        if stop <= start:
+            return []
+        _total, files = services.version_files(self.table, self.version, start, stop - start)
+        return pages.file_rows(files)
+
+
+@page
+@require_GET
+def version_detail(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    table = _table(slug)
+    try:
+        summary = services.version_summary(table, version)
+    except delta_errors.VersionNotFoundError as exc:
+        raise PageError(str(exc), 404, table) from exc
+    md = summary["metadata"]
+    protocol = summary["protocol"]
+    files = _VersionFiles(table, version, summary["numFiles"])
+    page_obj = Paginator(files, FILES_PAGE_SIZE).get_page(request.GET.get("page"))
+    commit = Commit.objects.filter(table=table, version=version).first()
+    ctx = _context(
+        request,
+        table=table,
+        version=version,
+        summary=summary,
+        commit=pages.history_row(commit) if commit else None,
+        timestamp=format_ms(summary.get("timestamp")),
+        timestamp_source=pages.source_label(summary["timestampSource"]) if summary.get("timestampSource") else None,
+        schema=pages.schema_rows(md.get("schema"), md.get("partitionColumns") or []),
+        partition_columns=md.get("partitionColumns") or [],
+        properties=sorted((md.get("configuration") or {}).items()),
+        protocol=protocol,
+        reader_features=protocol.get("readerFeatures"),
+        writer_features=protocol.get("writerFeatures"),
+        created_time=format_ms(md.get("createdTime")),
+        commit_info=pages.pretty_json(summary["commitInfo"]) if summary.get("commitInfo") is not None else None,
+        set_transactions=[pages.compact_json(t) for t in summary.get("setTransactions") or []],
+        domain_metadata=[pages.compact_json(d) for d in summary.get("domainMetadata") or []],
+        page_obj=page_obj,
+        previous_version=version - 1 if version > (table.earliest_version or 0) else None,
+        next_version=version + 1
+        if table.last_synced_version is not None and version < table.last_synced_version
+        else None,
+    )
+    return render(request, "tables/version_detail.html", ctx)
+
+
+# --- diff ------------------------------------------------------------------------------
+
+
+def _version_param(request: HttpRequest, name: str) -> int | None:
+    raw = request.GET.get(name, "").strip()
+    if raw == "":
+        return None
+    if not raw.isdigit():
+        raise PageError(f"'{name}' must be a version number (0 or more), not '{raw[:40]}'.", 400)
+    return int(raw)
+
+
+@page
+@require_GET
+def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
+    table = _table(slug)
+    try:
+        v_from, v_to = _version_param(request, "from"), _version_param(request, "to")
+    except PageError as exc:
+        exc.table = table
+        raise
+    latest = table.last_synced_version
+    if v_to is None and latest is not None:
+        v_to = latest if v_from is None or v_from <= latest else v_from
+    if v_from is None and v_to is not None:
+        v_from = max(table.earliest_version or 0, v_to - 1)
+    ctx = _context(request, table=table, v_from=v_from, v_to=v_to, result=None)
+    if v_from is None or v_to is None:
+        ctx["notice"] = "The table has not been synced yet: enter two versions to compare."
+        return render(request, "tables/diff.html", ctx)
+    try:
+        result = services.diff(table, v_from, v_to)
+    except services.ServiceError as exc:
+        raise PageError(exc.message, exc.status, table) from exc
+    except delta_errors.DeltaError as exc:
+        raise PageError(str(exc), pages.delta_error_status(exc), table) from exc
+    added, removed = result["filesAdded"], result["filesRemoved"]
+    ctx.update(
+        result=result,
+        schema_changes=pages.schema_change_rows(result["schema"]),
+        property_changes=pages.change_rows(result["properties"]),
+        protocol_changes=pages.change_rows(result["protocol"]),
+        partitioning_changed=result["partitionColumns"]["from"] != result["partitionColumns"]["to"],
+        added=added,
+        removed=removed,
+        added_partitions=[pages.compact_json(p) for p in added["partitions"]],
+        removed_partitions=[pages.compact_json(p) for p in removed["partitions"]],
+        commits=pages.diff_commit_rows(result["commits"]),
+        commits_expected=max(0, v_to - v_from),
+    )
+    return render(request, "tables/diff.html", ctx)
+
+
+# --- plotly.js, served from the installed plotly package (no CDN, not committed) ----------
+
+
+def _plotly_file() -> Path | None:
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
+    return path if path.is_file() else None
+
+
+def plotly_version() -> str:
+    try:
+        return importlib.metadata.version("plotly")
+    except importlib.metadata.PackageNotFoundError:
+        return "missing"
+
+
+@login_required
+@require_GET
+@etag(lambda request: f'"plotly-{plotly_version()}"')
+def plotly_js(request: HttpRequest) -> HttpResponse:
+    path = _plotly_file()
+    if path is None:
+        return HttpResponse(
+            "// plotly.js is not installed (pip install plotly)\n", status=404, content_type="text/javascript"
+        )
+    resp = FileResponse(path.open("rb"), content_type="text/javascript; charset=utf-8")
+    resp["Cache-Control"] = "private, max-age=2592000, immutable"
+    return resp
