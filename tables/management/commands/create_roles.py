@@ -1,0 +1,61 @@
+"""`manage.py create_roles [--demo-users]`: create the analyst and approver groups.
+
+With --demo-users, also create users analyst, approver and admin (staff and superuser) with
+the password from DELTAWEB_DEMO_PASSWORD, or a random one that is printed once. Existing
+users keep their passwords. Demo users only when asked: never in a real deployment.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+
+from tables import roles
+
+
+class Command(BaseCommand):
+    help = "Create the analyst and approver groups; --demo-users adds demo accounts."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--demo-users",
+            action="store_true",
+            help="also create users analyst, approver and admin (password from DELTAWEB_DEMO_PASSWORD or random)",
+        )
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        groups = {}
+        for name in roles.ROLES:
+            groups[name], created = Group.objects.get_or_create(name=name)
+            self.stdout.write(f"group {name}: {'created' if created else 'exists'}")
+        if not options["demo_users"]:
+            return
+        password = os.environ.get("DELTAWEB_DEMO_PASSWORD", "")
+        generated = not password
+        if generated:
+            password = secrets.token_urlsafe(12)
+        User = get_user_model()
+        made = []
+        for username, group, admin in (
+            ("analyst", roles.ANALYST, False),
+            ("approver", roles.APPROVER, False),
+            ("admin", None, True),
+        ):
+            user, created = User.objects.get_or_create(username=username)
+            if created:
+                user.set_password(password)
+                user.is_staff = user.is_superuser = admin
+                user.save()
+                made.append(username)
+            if group:
+                user.groups.add(groups[group])
+            self.stdout.write(f"user {username}: {'created' if created else 'exists (password unchanged)'}")
+        if made and generated:
+            self.stdout.write(f"password for {', '.join(made)}: {password}")
