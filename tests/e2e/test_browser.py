@@ -1,0 +1,178 @@
+"""End to end in a real browser (Debian's Chromium via Playwright) against pytest-django's
+live server: sign in, register a table, see its history and timeline chart, compare versions,
+time-travel, watch a job's progress. Screenshots go to test-output/screenshots/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group
+
+from tables import roles
+from tables.delta.timestamps import format_ms
+from tables.models import Commit, Job, JobStatus, Table
+from tests.web.ui_tables import ict_table
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (install Debian's chromium package)"),
+    pytest.mark.slow,
+]
+playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+pytest.importorskip("deltalake")
+
+
+@pytest.fixture
+def eager_celery(settings):
+    """Run the sync the register form queues inside the request (the real worker is tested elsewhere)."""
+    from deltaweb.celery import app
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = before
+
+
+@pytest.fixture
+def browser_page(monkeypatch):
+    # Playwright's sync API keeps an event loop on this thread; the test's own ORM calls are plain sync.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield page, errors
+        context.close()
+        browser.close()
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_sign_in_register_history_chart_diff_time_travel(
+    live_server, transactional_db, settings, tmp_path, django_user_model, eager_celery, browser_page
+) -> None:
+    expect = playwright_sync.expect
+    page, js_errors = browser_page
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    path = ict_table(tmp_path / "clock")  # v0..v2 delta-rs, ICT enabled at v3, v4..v5 by the core's writer
+    user = django_user_model.objects.create_user("ana", password="e2e-secret-pass")
+    user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
+    base = live_server.url
+
+    # sign in
+    page.goto(base + "/")
+    expect(page).to_have_url(f"{base}/accounts/login/?next=/")
+    expect(page.get_by_label("Username")).to_be_focused()
+    shot(page, "01-sign-in")
+    page.get_by_label("Username").fill("ana")
+    page.get_by_label("Password").fill("e2e-secret-pass")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Tables")).to_be_visible()
+    expect(page.get_by_text("No tables are registered yet.")).to_be_visible()
+
+    # register through the form; the sync runs (eagerly) and the job fragment reports it
+    page.get_by_role("link", name="Register a table").first.click()
+    page.get_by_label("Name").fill("Clock")
+    page.get_by_label("Location").fill(str(path))
+    page.get_by_label("Description").fill("ICT enabled part-way")
+    shot(page, "02-register")
+    page.get_by_role("button", name="Register and sync").click()
+    expect(page).to_have_url(f"{base}/t/clock/?job={Job.objects.get().pk}")
+    expect(page.locator("#job-progress")).to_have_attribute("data-status", "succeeded")
+    table = Table.objects.get()
+    assert table.last_synced_version == 5 and table.ict_enablement_version == 3
+
+    # history and the timeline chart with its ICT boundary
+    page.goto(f"{base}/t/clock/")
+    rows = page.locator("table.history tbody tr")
+    expect(rows).to_have_count(6)
+    expect(rows.first.locator("td").nth(1)).to_contain_text("ICT")
+    expect(rows.last.locator("td").nth(1)).to_contain_text("file")
+    expect(page.locator("#chart-timeline.js-plotly-plot")).to_be_visible()
+    expect(page.locator("#chart-timeline .annotation-text", has_text="ICT enabled at v3")).to_be_visible()
+    expect(page.locator("#chart-files.js-plotly-plot")).to_be_visible()
+    expect(page.locator("#chart-size.js-plotly-plot")).to_be_visible()
+    shot(page, "03-table-history")
+
+    # history filter
+    page.get_by_label("Operation").fill("SET TBLPROPERTIES")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    expect(page.locator("#history-count")).to_contain_text("1 matching the filters")
+
+    # time travel: an answer, then an error worded as the service words it
+    v4 = Commit.objects.get(table=table, version=4)
+    page.goto(f"{base}/t/clock/")
+    page.get_by_label("As of").fill(format_ms(v4.timestamp))
+    page.get_by_role("button", name="Find version").click()
+    answer = page.locator("#tt-answer")
+    expect(answer).to_contain_text("version 4")
+    expect(answer).to_contain_text("searched")
+    shot(page, "04-time-travel")
+    page.get_by_label("As of").fill("1970-01-01")
+    page.get_by_role("button", name="Find version").click()
+    expect(page.locator("#tt-error")).to_contain_text("before the earliest version available")
+    page.get_by_label("As of").fill(format_ms(v4.timestamp))
+    page.get_by_role("button", name="Find version").click()
+    page.locator("#tt-answer").get_by_role("link", name="Open version 4").click()
+
+    # the version page
+    expect(page.get_by_role("heading", name="Clock at version 4")).to_be_visible()
+    expect(page.locator("#schema")).to_contain_text("x")
+    expect(page.locator("#partitioning")).to_contain_text("p")
+    expect(page.locator("#commit-info")).to_contain_text('"inCommitTimestamp"')
+    shot(page, "05-version")
+
+    # a diff from the table page's form
+    page.goto(f"{base}/t/clock/")
+    page.locator("#diff-from").fill("2")
+    page.locator("#diff-to").fill("5")
+    page.get_by_role("button", name="Compare").click()
+    expect(page).to_have_url(f"{base}/t/clock/diff/?from=2&to=5")
+    expect(page.locator("#file-stats")).to_contain_text("Files added")
+    expect(page.locator(".stat.added .value")).to_have_text("2")
+    expect(page.locator("#property-changes")).to_contain_text("delta.enableInCommitTimestamps")
+    expect(page.locator("#protocol-changes")).to_contain_text("minWriterVersion")
+    expect(page.locator("#diff-commits tbody tr")).to_have_count(3)
+    shot(page, "06-diff")
+
+    # the job fragment polls /jobs/<id>.json and follows a running job to its end
+    job = Job.objects.create(kind="sync", table=table, stage="queued")
+    page.goto(f"{base}/t/clock/?job={job.pk}")
+    box = page.locator("#job-progress")
+    expect(box).to_have_attribute("data-status", "queued")
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, stage="storing history rows", done=2, total=5)
+    expect(box.locator('[data-field="count"]')).to_have_text("2/5")
+    expect(box.locator('[data-field="stage"]')).to_have_text("storing history rows")
+    shot(page, "07-job-progress")
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED, stage="done", done=5)
+    expect(box).to_have_attribute("data-status", "succeeded")
+    expect(box.locator('[data-field="done"]')).to_be_visible()
+
+    # the list shows the sync status
+    page.goto(base + "/")
+    expect(page.locator("table.grid")).to_contain_text("in sync")
+    shot(page, "08-table-list")
+    assert js_errors == []
+    assert os.path.exists(SHOTS / "03-table-history.png")
