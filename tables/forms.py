@@ -10,6 +10,8 @@ from datetime import UTC, datetime, time, timedelta
 
 from django import forms
 
+MAX_VERSION = 2**63 - 1
+
 
 class RegisterTableForm(forms.Form):
     name = forms.CharField(
@@ -31,8 +33,8 @@ class HistoryFilterForm(forms.Form):
     operation = forms.CharField(
         required=False, max_length=200, widget=forms.TextInput(attrs={"list": "operations", "placeholder": "any"})
     )
-    version_from = forms.IntegerField(required=False, min_value=0, label="Version from")
-    version_to = forms.IntegerField(required=False, min_value=0, label="to")
+    version_from = forms.IntegerField(required=False, min_value=0, max_value=MAX_VERSION, label="Version from")
+    version_to = forms.IntegerField(required=False, min_value=0, max_value=MAX_VERSION, label="to")
     date_from = forms.DateField(required=False, label="Date from (UTC)", widget=forms.DateInput(attrs={"type": "date"}))
     date_to = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
 

@@ -33,6 +33,7 @@ from .models import Anomaly, Commit, Job, SyncState, Table
 
 log = logging.getLogger(__name__)
 
+MAX_ID = 2**63 - 1  # the largest version or id the database can hold
 HISTORY_PAGE_SIZE = 50
 FILES_PAGE_SIZE = 100
 
@@ -84,7 +85,7 @@ def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
 
 def _job_for(request: HttpRequest, table: Table | None = None) -> Job | None:
     raw = request.GET.get("job", "")
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_ID:
         return None
     qs = Job.objects.filter(pk=int(raw))
     if table is not None:
@@ -118,7 +119,7 @@ def register(request: HttpRequest) -> HttpResponse:
         raise PageError(
             "Registering tables needs the analyst or approver role; ask an administrator to add you to one.", 403
         )
-    form = RegisterTableForm(request.POST or None)
+    form = RegisterTableForm(request.POST if request.method == "POST" else None)
     status = 200
     if request.method == "POST":
         if form.is_valid():
@@ -178,7 +179,7 @@ def sync_now(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def job_status(request: HttpRequest, pk: int) -> JsonResponse:
-    job = Job.objects.select_related("table").filter(pk=pk).first()
+    job = Job.objects.select_related("table").filter(pk=pk).first() if pk <= MAX_ID else None
     if job is None:
         resp = JsonResponse({"error": f"There is no job {pk}."}, status=404)
     else:
@@ -225,6 +226,7 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
     if "as_of" not in request.GET:
         return {"tt_form": TimeTravelForm(), "tt_result": None, "tt_error": None}
     form = TimeTravelForm({"as_of": request.GET.get("as_of", "")})
+    form.fields["as_of"].widget.attrs["autofocus"] = True  # to refine the answer from the keyboard
     result = error = None
     if form.is_valid():
         try:
@@ -297,6 +299,8 @@ class _VersionFiles:
 @require_GET
 def version_detail(request: HttpRequest, slug: str, version: int) -> HttpResponse:
     table = _table(slug)
+    if version > MAX_ID:
+        raise PageError(f"Version {version} does not exist.", 404, table)
     try:
         summary = services.version_summary(table, version)
     except delta_errors.VersionNotFoundError as exc:
@@ -340,7 +344,7 @@ def _version_param(request: HttpRequest, name: str) -> int | None:
     raw = request.GET.get(name, "").strip()
     if raw == "":
         return None
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_ID:
         raise PageError(f"'{name}' must be a version number (0 or more), not '{raw[:40]}'.", 400)
     return int(raw)
 

@@ -428,3 +428,21 @@ def test_plotly_is_served_from_the_package_with_caching(browser) -> None:
     assert b"plotly" in head.lower()
     again = browser.get("/vendor/plotly.min.js", HTTP_IF_NONE_MATCH=r["ETag"])
     assert again.status_code == 304
+
+
+def test_out_of_range_numbers_are_errors_not_crashes(browser, table) -> None:
+    huge = str(2**70)
+    r = browser.get("/t/sales/", {"version_from": huge})
+    assert r.status_code == 200 and "Ensure this value is less than or equal to" in text(r)
+    r = browser.get("/t/sales/diff/", {"from": "0", "to": huge})
+    assert r.status_code == 400 and "must be a version number" in text(r)
+    r = browser.get("/t/sales/diff/", {"from": "²", "to": "3"})
+    assert r.status_code == 400
+    assert browser.get(f"/t/sales/v/{huge}/").status_code == 404
+    assert browser.get(f"/jobs/{huge}.json").status_code == 404
+    assert browser.get("/t/sales/", {"job": huge}).status_code == 200
+
+
+def test_empty_register_post_shows_required_fields(browser, roots) -> None:
+    r = browser.post("/tables/register/", {})
+    assert r.status_code == 400 and text(r).count("This field is required.") == 2
