@@ -9,7 +9,7 @@ PORT ?= 8000
 REDIS_PORT ?= 6379
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps run test lint bench clean
+.PHONY: install system-deps test-deps run test lint bench clean
 
 install: system-deps $(STAMP)
 
@@ -37,7 +37,23 @@ $(STAMP): pyproject.toml
 run: install
 	@bash scripts/run.sh $(PORT) $(REDIS_PORT)
 
-test: install
+# the browser tests drive Debian's Chromium; docker-compose validates the deployment file
+test-deps:
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing:$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; } || \
+	    echo "could not install$$missing: the tests that need them will skip"; \
+	  else \
+	    echo "optional:$$missing -- sudo apt-get install -y$$missing (tests that need them skip)"; \
+	  fi; \
+	fi
+
+test: install test-deps
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install

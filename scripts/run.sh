@@ -24,6 +24,8 @@ if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   pids+=($!)
 fi
 $PY manage.py migrate --noinput >/dev/null
+$PY manage.py create_roles --demo-users | grep -v '^group'
+$PY manage.py bootstrap_demo || echo "the demo table was not created (see the message above)"
 $PY -m celery -A deltaweb worker --loglevel=info --concurrency=2 >var/log/worker.log 2>&1 &
 pids+=($!)
 $PY -m celery -A deltaweb beat --loglevel=info --schedule var/celerybeat-schedule >var/log/beat.log 2>&1 &
