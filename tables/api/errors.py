@@ -1,0 +1,133 @@
+"""Every API error as {"error": {"code", "message"}} with a fitting HTTP status.
+
+Mapping (the contract the API documents):
+
+- ServiceError: its own `.status` and `.code` (e.g. 400 invalid_location, 403
+  location_not_allowed, 400 not_a_delta_table, 409 duplicate, 400 invalid_range,
+  400 invalid_timestamp, 400 timestamp_out_of_range).
+- DeltaError (raised by the core while reading a registered table), by `.code`:
+  404 version_not_found (the message lists the available versions); 400 invalid_timestamp
+  and timestamp_out_of_range; 409 commit_conflict; 422 for a table whose log cannot be read
+  (not_a_delta_table, log_gap, state_reconstruction, unsupported_feature, corrupt_log,
+  corrupt_checkpoint, storage_error); 400 for any other core error.
+- DRF ValidationError: 400 "invalid", the messages joined into one sentence ("field: message;
+  ..."), with the per-field messages also under "fields".
+- NotAuthenticated / AuthenticationFailed: 401 (with WWW-Authenticate: Token).
+- PermissionDenied (DRF or Django): 403 "permission_denied".
+- NotFound / Http404: 404 "not_found".  MethodNotAllowed: 405 "method_not_allowed".
+- Other DRF APIExceptions (parse error, unsupported media type, throttled...): their status and
+  default code.
+- Anything else: 500 "internal"; the traceback goes to the log, never into the response.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from tables.delta.errors import DeltaError
+from tables.services import ServiceError
+
+logger = logging.getLogger("tables.api")
+
+DELTA_STATUS = {
+    "version_not_found": status.HTTP_404_NOT_FOUND,
+    "invalid_timestamp": status.HTTP_400_BAD_REQUEST,
+    "timestamp_out_of_range": status.HTTP_400_BAD_REQUEST,
+    "commit_conflict": status.HTTP_409_CONFLICT,
+    "not_a_delta_table": status.HTTP_422_UNPROCESSABLE_ENTITY,
+    "log_gap": status.HTTP_422_UNPROCESSABLE_ENTITY,
+    "state_reconstruction": status.HTTP_422_UNPROCESSABLE_ENTITY,
+    "unsupported_feature": status.HTTP_422_UNPROCESSABLE_ENTITY,
+    "corrupt_log": status.HTTP_422_UNPROCESSABLE_ENTITY,
+    "corrupt_checkpoint": status.HTTP_422_UNPROCESSABLE_ENTITY,
+    "storage_error": status.HTTP_422_UNPROCESSABLE_ENTITY,
+}
+
+DRF_CODES = {
+    exceptions.NotAuthenticated: "not_authenticated",
+    exceptions.AuthenticationFailed: "authentication_failed",
+    exceptions.PermissionDenied: "permission_denied",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+}
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def _messages(detail: Any, prefix: str = "") -> list[str]:
+    """Flatten a ValidationError detail (dict / list / string) into "field: message" lines."""
+    if isinstance(detail, dict):
+        out: list[str] = []
+        for key, value in detail.items():
+            name = "" if key in ("non_field_errors", "__all__") else str(key)
+            out += _messages(value, f"{prefix}.{name}" if prefix and name else (name or prefix))
+        return out
+    if isinstance(detail, list):
+        return [m for item in detail for m in _messages(item, prefix)]
+    text = str(detail)
+    return [f"{prefix}: {text}" if prefix else text]
+
+
+def validation_message(detail: Any) -> str:
+    return "; ".join(_messages(detail)) or "The request is not valid."
+
+
+def _response(code: str, message: str, http_status: int, headers: dict[str, str] | None = None, **extra) -> Response:
+    return Response(error_body(code, message, **extra), status=http_status, headers=headers)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's EXCEPTION_HANDLER: always answers (never lets an exception escape as HTML)."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) if str(exc) else None)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) if str(exc) else None)
+
+    if isinstance(exc, ServiceError):
+        set_rollback()
+        return _response(exc.code, exc.message, exc.status)
+    if isinstance(exc, DeltaError):
+        set_rollback()
+        return _response(exc.code, exc.message, DELTA_STATUS.get(exc.code, status.HTTP_400_BAD_REQUEST))
+    if isinstance(exc, exceptions.ValidationError):
+        set_rollback()
+        fields = exc.detail if isinstance(exc.detail, dict) else None
+        extra = {"fields": fields} if fields else {}
+        return _response("invalid", validation_message(exc.detail), status.HTTP_400_BAD_REQUEST, **extra)
+    if isinstance(exc, exceptions.APIException):
+        set_rollback()
+        headers: dict[str, str] = {}
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = f"{int(exc.wait)}"
+        code = next((c for cls, c in DRF_CODES.items() if isinstance(exc, cls)), None) or exc.default_code
+        detail = exc.detail
+        message = validation_message(detail) if isinstance(detail, (dict, list)) else str(detail)
+        return _response(str(code), message, exc.status_code, headers or None)
+
+    set_rollback()
+    view = context.get("view")
+    logger.exception("unexpected error in %s", type(view).__name__ if view else "the API", exc_info=exc)
+    return _response(
+        "internal",
+        "The server hit an unexpected error; it has been logged. Please try again or contact an administrator.",
+        status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )
+
+
+def not_found_view(request, *args, **kwargs) -> JsonResponse:
+    """Catch-all under /api/: unknown paths answer in the API's error format, not HTML."""
+    message = f"There is no API endpoint at {request.path}; see /api/docs/ for the list."
+    if not request.path.endswith("/"):
+        message = f"There is no API endpoint at {request.path} (API paths end with '/'); see /api/docs/."
+    return JsonResponse(error_body("not_found", message), status=404)

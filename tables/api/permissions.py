@@ -1,0 +1,28 @@
+"""API permissions: thin adapters over tables.roles, so the UI and the API agree."""
+
+from __future__ import annotations
+
+from rest_framework.permissions import BasePermission
+
+from tables import roles
+
+
+class CanBrowse(BasePermission):
+    message = "Your account cannot read tables."
+
+    def has_permission(self, request, view) -> bool:
+        return roles.can_browse(request.user)
+
+
+class CanRegister(BasePermission):
+    message = "Registering and syncing tables needs the analyst or approver role (or staff)."
+
+    def has_permission(self, request, view) -> bool:
+        return roles.can_register(request.user)
+
+
+class CanDeleteTable(BasePermission):
+    message = "Only staff can delete tables."
+
+    def has_permission(self, request, view) -> bool:
+        return roles.can_delete_table(request.user)
