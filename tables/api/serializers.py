@@ -1,0 +1,435 @@
+"""API shapes: model serializers, query-parameter validators and (for the OpenAPI schema) the
+shapes of the payloads the services return as dicts.
+
+Response bodies use camelCase (as the Delta log and DESCRIBE HISTORY do); query parameters use
+snake_case. Timestamps of commits are milliseconds since the epoch (UTC).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from tables.models import Anomaly, Commit, Job, Table
+
+MAX_VERSION = 2**63 - 1
+
+# --- helpers -------------------------------------------------------------------------
+
+
+class BlankAsNullCharField(serializers.CharField):
+    """A text column stored as '' when absent, shown as null (as DESCRIBE HISTORY does)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        kwargs.setdefault("read_only", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> str | None:
+        return None if value in ("", None) else str(value)
+
+
+def _add_field(serializer_cls: type[serializers.Serializer], name: str, field: serializers.Field, before: str) -> None:
+    """Declare a field whose name cannot be a class attribute ('from', 'fields'), before another."""
+    out: dict[str, serializers.Field] = {}
+    for key, value in serializer_cls._declared_fields.items():
+        if key == before:
+            out[name] = field
+        out[key] = value
+    out.setdefault(name, field)
+    serializer_cls._declared_fields = out
+
+
+# --- tables and jobs -----------------------------------------------------------------
+
+
+class IctSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    enablementVersion = serializers.IntegerField(allow_null=True)
+    enablementTimestamp = serializers.IntegerField(allow_null=True, help_text="ms since the epoch")
+
+
+class TableSerializer(serializers.ModelSerializer):
+    createdBy = serializers.SlugRelatedField(source="created_by", slug_field="username", read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    syncState = serializers.CharField(source="sync_state", read_only=True)
+    lastSyncedVersion = serializers.IntegerField(source="last_synced_version", read_only=True, allow_null=True)
+    lastSyncedAt = serializers.DateTimeField(source="last_synced_at", read_only=True, allow_null=True)
+    lastError = serializers.CharField(source="last_error", read_only=True)
+    ict = serializers.SerializerMethodField()
+    earliestVersion = serializers.IntegerField(source="earliest_version", read_only=True, allow_null=True)
+    numFiles = serializers.IntegerField(source="num_files", read_only=True, allow_null=True)
+    sizeBytes = serializers.IntegerField(source="size_bytes", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Table
+        fields = [
+            "id",
+            "name",
+            "slug",
+            "location",
+            "description",
+            "createdBy",
+            "createdAt",
+            "syncState",
+            "lastSyncedVersion",
+            "lastSyncedAt",
+            "lastError",
+            "ict",
+            "earliestVersion",
+            "numFiles",
+            "sizeBytes",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(IctSerializer)
+    def get_ict(self, table: Table) -> dict[str, Any]:
+        return ict_payload(table)
+
+
+def ict_payload(table: Table) -> dict[str, Any]:
+    return {
+        "enabled": table.ict_enabled,
+        "enablementVersion": table.ict_enablement_version,
+        "enablementTimestamp": table.ict_enablement_timestamp,
+    }
+
+
+class TableCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, help_text="Display name; must be unique.")
+    location = serializers.CharField(
+        max_length=2000, help_text="Absolute path or file:// URI of the table root, under an allowed root."
+    )
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class JobSerializer(serializers.ModelSerializer):
+    table = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    isTerminal = serializers.BooleanField(source="is_terminal", read_only=True)
+    createdBy = serializers.SlugRelatedField(source="created_by", slug_field="username", read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
+    result = serializers.JSONField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "kind",
+            "table",
+            "status",
+            "stage",
+            "done",
+            "total",
+            "error",
+            "result",
+            "isTerminal",
+            "createdBy",
+            "createdAt",
+            "startedAt",
+            "finishedAt",
+        ]
+        read_only_fields = fields
+
+
+class TableCreatedSerializer(TableSerializer):
+    syncJob = serializers.SerializerMethodField()
+
+    class Meta(TableSerializer.Meta):
+        fields = [*TableSerializer.Meta.fields, "syncJob"]
+        read_only_fields = fields
+
+    @extend_schema_field(JobSerializer)
+    def get_syncJob(self, table: Table) -> dict[str, Any]:
+        return JobSerializer(self.context["job"]).data
+
+
+# --- history -------------------------------------------------------------------------
+
+
+class CommitSerializer(serializers.ModelSerializer):
+    """One history row, with DESCRIBE HISTORY's column names."""
+
+    timestamp = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="effective commit timestamp (ms since the epoch)"
+    )
+    timestampSource = serializers.CharField(
+        source="timestamp_source", read_only=True, help_text="'ict' (inCommitTimestamp) or 'file' (file time)"
+    )
+    inCommitTimestamp = serializers.IntegerField(source="in_commit_timestamp", read_only=True, allow_null=True)
+    fileModificationTime = serializers.IntegerField(source="file_modification_time", read_only=True)
+    userId = BlankAsNullCharField(source="user_id")
+    userName = BlankAsNullCharField(source="user_name")
+    operation = BlankAsNullCharField()
+    operationParameters = serializers.JSONField(source="operation_parameters", read_only=True, allow_null=True)
+    job = serializers.JSONField(read_only=True, allow_null=True)
+    notebook = serializers.JSONField(read_only=True, allow_null=True)
+    clusterId = BlankAsNullCharField(source="cluster_id")
+    readVersion = serializers.IntegerField(source="read_version", read_only=True, allow_null=True)
+    isolationLevel = BlankAsNullCharField(source="isolation_level")
+    isBlindAppend = serializers.BooleanField(source="is_blind_append", read_only=True, allow_null=True)
+    operationMetrics = serializers.JSONField(source="operation_metrics", read_only=True, allow_null=True)
+    userMetadata = BlankAsNullCharField(source="user_metadata")
+    engineInfo = BlankAsNullCharField(source="engine_info")
+    numFiles = serializers.IntegerField(
+        source="num_files", read_only=True, allow_null=True, help_text="active files after the commit"
+    )
+    sizeBytes = serializers.IntegerField(
+        source="size_bytes", read_only=True, allow_null=True, help_text="bytes of active files after the commit"
+    )
+
+    class Meta:
+        model = Commit
+        fields = [
+            "version",
+            "timestamp",
+            "timestampSource",
+            "inCommitTimestamp",
+            "fileModificationTime",
+            "userId",
+            "userName",
+            "operation",
+            "operationParameters",
+            "job",
+            "notebook",
+            "clusterId",
+            "readVersion",
+            "isolationLevel",
+            "isBlindAppend",
+            "operationMetrics",
+            "userMetadata",
+            "engineInfo",
+            "numFiles",
+            "sizeBytes",
+        ]
+        read_only_fields = fields
+
+
+class HistoryQuerySerializer(serializers.Serializer):
+    operation = serializers.CharField(
+        required=False, max_length=200, help_text="Only commits with this operation (case-insensitive), e.g. WRITE."
+    )
+    version_min = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_VERSION, help_text="Lowest version (inclusive)."
+    )
+    version_max = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_VERSION, help_text="Highest version (inclusive)."
+    )
+    since = serializers.CharField(
+        required=False,
+        help_text="Commits at or after this time: ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms (UTC when no zone).",
+    )
+    until = serializers.CharField(required=False, help_text="Commits at or before this time (formats as 'since').")
+
+
+# --- versions ------------------------------------------------------------------------
+
+
+class ProtocolSerializer(serializers.Serializer):
+    minReaderVersion = serializers.IntegerField()
+    minWriterVersion = serializers.IntegerField()
+    readerFeatures = serializers.ListField(child=serializers.CharField(), required=False)
+    writerFeatures = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class MetadataSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField(allow_null=True)
+    description = serializers.CharField(allow_null=True)
+    schema = serializers.JSONField(help_text="The table schema (Delta's struct type as JSON).")
+    partitionColumns = serializers.ListField(child=serializers.CharField())
+    configuration = serializers.DictField(child=serializers.CharField())
+    createdTime = serializers.IntegerField(allow_null=True)
+
+
+class VersionSummarySerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    protocol = ProtocolSerializer()
+    metadata = MetadataSerializer()
+    numFiles = serializers.IntegerField()
+    sizeBytes = serializers.IntegerField()
+    setTransactions = serializers.ListField(child=serializers.DictField())
+    domainMetadata = serializers.ListField(child=serializers.DictField())
+    commitInfo = serializers.JSONField(allow_null=True, help_text="The version's commitInfo (from the cache)")
+    timestamp = serializers.IntegerField(allow_null=True, help_text="commit timestamp, ms (null before a sync)")
+    timestampSource = serializers.CharField(allow_null=True)
+
+
+class DeletionVectorSerializer(serializers.Serializer):
+    storageType = serializers.CharField()
+    pathOrInlineDv = serializers.CharField()
+    offset = serializers.IntegerField(allow_null=True)
+    sizeInBytes = serializers.IntegerField()
+    cardinality = serializers.IntegerField()
+    uniqueId = serializers.CharField()
+
+
+class FileSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="relative to the table root, URL-decoded")
+    size = serializers.IntegerField()
+    partitionValues = serializers.DictField(child=serializers.CharField(allow_null=True), allow_null=True)
+    modificationTime = serializers.IntegerField()
+    deletionVector = DeletionVectorSerializer(allow_null=True)
+
+
+# --- resolve -------------------------------------------------------------------------
+
+
+class ResolveQuerySerializer(serializers.Serializer):
+    timestamp = serializers.CharField(
+        help_text="The time to resolve: ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms (UTC when no zone)."
+    )
+    allow_latest = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Answer the latest version for a time after the latest commit (as RESTORE does).",
+    )
+
+
+class AlternativesSerializer(serializers.Serializer):
+    commitInfoTimestamp = serializers.IntegerField(allow_null=True)
+    fileModificationTime = serializers.IntegerField(allow_null=True)
+
+
+class ResolveSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    commitTimestamp = serializers.IntegerField(allow_null=True)
+    commitTimestampIso = serializers.CharField(allow_null=True)
+    source = serializers.CharField(help_text="'ict' or 'file'")
+    searchRange = serializers.ListField(child=serializers.IntegerField(), help_text="[lo, hi) versions searched")
+    rule = serializers.CharField(help_text="How the answer was found, in words.")
+    requestedTimestamp = serializers.IntegerField()
+    alternatives = AlternativesSerializer(
+        help_text="What a reader using only commitInfo.timestamp or only file times would answer."
+    )
+
+
+# --- timeline ------------------------------------------------------------------------
+
+
+class TimelineVersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    fileModificationTime = serializers.IntegerField()
+    commitInfoTimestamp = serializers.IntegerField(allow_null=True)
+    inCommitTimestamp = serializers.IntegerField(allow_null=True)
+    timestamp = serializers.IntegerField(allow_null=True)
+    source = serializers.CharField(help_text="'ict' or 'file'")
+    adjusted = serializers.BooleanField(help_text="the file time was monotonized")
+
+
+class AnomalySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Anomaly
+        fields = ["version", "kind", "detail"]
+
+
+class TimelineSerializer(serializers.Serializer):
+    ict = IctSerializer()
+    versions = TimelineVersionSerializer(many=True)
+    anomalies = AnomalySerializer(many=True)
+
+
+# --- diff ----------------------------------------------------------------------------
+
+
+class DiffQuerySerializer(serializers.Serializer):
+    to = serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The later version.")
+    sample = serializers.IntegerField(
+        required=False, default=50, min_value=0, max_value=1000, help_text="How many added/removed paths to list."
+    )
+
+
+_add_field(
+    DiffQuerySerializer,
+    "from",
+    serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The earlier version."),
+    before="to",
+)
+
+
+class FromToIntSerializer(serializers.Serializer):
+    to = serializers.IntegerField()
+
+
+_add_field(FromToIntSerializer, "from", serializers.IntegerField(), before="to")
+
+
+class FromToListSerializer(serializers.Serializer):
+    to = serializers.ListField(child=serializers.CharField())
+
+
+_add_field(FromToListSerializer, "from", serializers.ListField(child=serializers.CharField()), before="to")
+
+
+class ChangeSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    change = serializers.ChoiceField(choices=["added", "removed", "changed"])
+    to = serializers.JSONField(allow_null=True)
+
+
+_add_field(ChangeSerializer, "from", serializers.JSONField(allow_null=True), before="to")
+
+
+class SchemaChangeSerializer(serializers.Serializer):
+    column = serializers.CharField()
+    change = serializers.ChoiceField(choices=["added", "removed", "changed"])
+    to = serializers.JSONField(allow_null=True)
+
+
+_add_field(SchemaChangeSerializer, "from", serializers.JSONField(allow_null=True), before="to")
+
+
+class FilesChangeSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+    partitions = serializers.ListField(child=serializers.DictField(), help_text="at most 200")
+    partitionCount = serializers.IntegerField()
+    sample = serializers.ListField(child=serializers.CharField())
+
+
+class DiffCommitSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    timestamp = serializers.IntegerField(allow_null=True)
+    timestampSource = serializers.CharField()
+    operation = serializers.CharField()
+    userName = serializers.CharField()
+    operationMetrics = serializers.JSONField(allow_null=True)
+
+
+class DiffSerializer(serializers.Serializer):
+    to = serializers.IntegerField()
+    schema = SchemaChangeSerializer(many=True)
+    partitionColumns = FromToListSerializer()
+    properties = ChangeSerializer(many=True)
+    protocol = ChangeSerializer(many=True)
+    filesAdded = FilesChangeSerializer()
+    filesRemoved = FilesChangeSerializer()
+    numFiles = FromToIntSerializer()
+    sizeBytes = FromToIntSerializer()
+    commits = DiffCommitSerializer(many=True, help_text="commits after 'from' up to 'to' (at most 500)")
+
+
+_add_field(DiffSerializer, "from", serializers.IntegerField(), before="to")
+
+
+# --- errors --------------------------------------------------------------------------
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="stable machine name, e.g. not_found, invalid, version_not_found")
+    message = serializers.CharField(help_text="what went wrong, in words that can be shown as is")
+
+
+_add_field(
+    ErrorDetailSerializer,
+    "fields",
+    serializers.DictField(required=False, help_text="per-field messages (validation errors only)"),
+    before="",
+)
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()

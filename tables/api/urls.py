@@ -1,0 +1,25 @@
+"""Routes under /api/ (namespace "api"): tables, jobs, token, OpenAPI schema and Swagger UI."""
+
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import SimpleRouter
+
+from .errors import not_found_view
+from .views import ApiRootView, JobViewSet, TableViewSet
+
+app_name = "api"
+
+router = SimpleRouter()
+router.register("tables", TableViewSet, basename="table")
+router.register("jobs", JobViewSet, basename="job")
+
+urlpatterns = [
+    path("", ApiRootView.as_view(), name="root"),
+    path("auth/token/", obtain_auth_token, name="token"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    *router.urls,
+    # anything else under /api/ answers in the API's error format
+    re_path(r"^.*$", not_found_view),
+]

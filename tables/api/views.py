@@ -1,0 +1,365 @@
+"""REST API views: each checks permissions (tables.roles) and calls one service function.
+
+Reads of history, the timeline and jobs come from the database cache (Commit, Anomaly, Job
+rows); reads of a version's state, resolve and diff go through tables.services. No view
+parses a log. Errors are rendered by tables.api.errors.exception_handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tables import services
+from tables.delta.errors import InvalidTimestampError
+from tables.delta.timestamps import parse_timestamp
+from tables.models import Anomaly, Commit, Job, Table
+
+from . import serializers as s
+from .permissions import CanBrowse, CanDeleteTable, CanRegister
+
+INT64_MAX = 2**63 - 1
+
+
+class Pagination(LimitOffsetPagination):
+    """limit/offset paging that rejects a bad limit or offset instead of ignoring it."""
+
+    default_limit = 50
+    max_limit = 1000
+
+    def _int_param(self, request, name: str, minimum: int) -> int | None:
+        raw = request.query_params.get(name)
+        if raw is None or raw == "":
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or value > INT64_MAX:
+            raise ValidationError({name: [f"must be an integer >= {minimum}, got '{raw[:40]}'."]})
+        return value
+
+    def get_limit(self, request) -> int:
+        value = self._int_param(request, self.limit_query_param, 1)
+        return self.default_limit if value is None else min(value, self.max_limit)
+
+    def get_offset(self, request) -> int:
+        return self._int_param(request, self.offset_query_param, 0) or 0
+
+
+def _errors(*codes: int) -> dict[int, OpenApiResponse]:
+    text = {
+        400: "Bad request (invalid parameters); body {error: {code, message}}",
+        401: "Not authenticated",
+        403: "Not allowed for this user",
+        404: "Table (or version) not found",
+        409: "Conflict",
+        422: "The table's log cannot be read",
+    }
+    return {c: OpenApiResponse(s.ErrorSerializer, description=text[c]) for c in codes}
+
+
+TABLE_ID = OpenApiParameter(
+    "id", OpenApiTypes.STR, OpenApiParameter.PATH, description="The table's numeric id (or its slug)."
+)
+VERSION = OpenApiParameter("version", OpenApiTypes.INT, OpenApiParameter.PATH, description="A table version (>= 0).")
+READ_ERRORS = (400, 401, 403, 404, 422)
+
+
+def _query(serializer_cls: type[serializers.Serializer], request) -> dict[str, Any]:
+    ser = serializer_cls(data=request.query_params)
+    ser.is_valid(raise_exception=True)
+    return ser.validated_data
+
+
+def _version(raw: str) -> int:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > INT64_MAX:
+        raise ValidationError({"version": [f"must be a non-negative integer, got '{raw[:40]}'."]})
+    return int(raw)
+
+
+def _timestamp(name: str, text: str) -> int:
+    try:
+        t = parse_timestamp(text)
+    except InvalidTimestampError as exc:
+        raise services.ServiceError(f"{name}: {exc.message}", "invalid_timestamp") from exc
+    if abs(t) > INT64_MAX:
+        raise services.ServiceError(f"{name}: '{text[:40]}' is out of range.", "invalid_timestamp")
+    return t
+
+
+def _job_location(request, job: Job) -> str:
+    return request.build_absolute_uri(reverse("api:job-detail", args=[job.pk]))
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List registered tables", responses={200: s.TableSerializer(many=True)}),
+)
+class TableViewSet(viewsets.GenericViewSet):
+    """Registered Delta tables, their cached history and their versions."""
+
+    queryset = Table.objects.select_related("created_by")
+    serializer_class = s.TableSerializer
+    pagination_class = Pagination
+    lookup_url_kwarg = "id"
+    lookup_value_regex = "[^/]+"
+
+    def get_permissions(self):
+        if self.action in ("create", "sync"):
+            return [IsAuthenticated(), CanRegister()]
+        if self.action == "destroy":
+            return [IsAuthenticated(), CanDeleteTable()]
+        return [IsAuthenticated(), CanBrowse()]
+
+    def get_object(self) -> Table:
+        key = str(self.kwargs[self.lookup_url_kwarg])
+        qs = self.get_queryset()
+        table = None
+        if key.isascii() and key.isdigit() and len(key) <= 18:
+            table = qs.filter(pk=int(key)).first()
+        if table is None:
+            table = qs.filter(slug=key).first()
+        if table is None:
+            raise NotFound(f"No table with id or slug '{key[:100]}'.")
+        self.check_object_permissions(self.request, table)
+        return table
+
+    # --- the collection and one table -------------------------------------------------
+
+    def list(self, request):
+        """Registered tables by name, with their sync state and latest size (paged with limit/offset)."""
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.TableSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Register a table and start its first sync",
+        request=s.TableCreateSerializer,
+        responses={
+            201: OpenApiResponse(s.TableCreatedSerializer, description="The table, with the queued sync job"),
+            **_errors(400, 401, 403, 409),
+        },
+    )
+    def create(self, request):
+        """Validate the location (under DELTAWEB_ALLOWED_ROOTS, a readable Delta table), register it and
+        queue its first sync. Needs the analyst or approver role (or staff). Errors: 400
+        invalid / invalid_name / invalid_location / not_a_delta_table, 403 location_not_allowed or
+        permission_denied, 409 duplicate."""
+        ser = s.TableCreateSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        with transaction.atomic():
+            table = services.register_table(data["name"], data["location"], data["description"], user=request.user)
+            job = services.start_sync(table, user=request.user)
+        table.refresh_from_db()
+        body = s.TableCreatedSerializer(table, context={"job": job, "request": request}).data
+        location = request.build_absolute_uri(reverse("api:table-detail", args=[table.pk]))
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+    @extend_schema(
+        summary="One table", parameters=[TABLE_ID], responses={200: s.TableSerializer, **_errors(401, 403, 404)}
+    )
+    def retrieve(self, request, id=None):
+        """One table: location, sync state, ICT configuration and size, as the latest sync saw them."""
+        return Response(s.TableSerializer(self.get_object()).data)
+
+    @extend_schema(
+        summary="Unregister a table (staff only); its cached history goes with it, the files stay",
+        parameters=[TABLE_ID],
+        responses={204: None, **_errors(401, 403, 404)},
+    )
+    def destroy(self, request, id=None):
+        """Remove the table and its cached rows from deltaweb; nothing in the table's storage is touched."""
+        self.get_object().delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Start a sync of the table's history",
+        parameters=[TABLE_ID],
+        request=None,
+        responses={202: OpenApiResponse(s.JobSerializer, description="The queued job"), **_errors(401, 403, 404)},
+    )
+    @action(detail=True, methods=["post"])
+    def sync(self, request, id=None):
+        """Queue a sync (incremental replay of new commits into the cache); poll /api/jobs/{id}/."""
+        table = self.get_object()
+        with transaction.atomic():
+            job = services.start_sync(table, user=request.user)
+        return Response(
+            s.JobSerializer(job).data,
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": _job_location(request, job)},
+        )
+
+    # --- history and timeline (from the cache) ------------------------------------------
+
+    @extend_schema(
+        summary="History (as DESCRIBE HISTORY), newest first, from the synced cache",
+        parameters=[TABLE_ID, s.HistoryQuerySerializer],
+        responses={200: s.CommitSerializer(many=True), **_errors(*READ_ERRORS)},
+    )
+    @action(detail=True, methods=["get"])
+    def history(self, request, id=None):
+        """Cached history rows with DESCRIBE HISTORY's column names, newest first; timestamps are ms since
+        the epoch (UTC). Empty until the table has been synced. Bad filters answer 400 (invalid,
+        invalid_timestamp, invalid_range)."""
+        table = self.get_object()
+        q = _query(s.HistoryQuerySerializer, request)
+        lo, hi = q.get("version_min"), q.get("version_max")
+        if lo is not None and hi is not None and lo > hi:
+            raise services.ServiceError(
+                f"version_min ({lo}) must not be greater than version_max ({hi}).", "invalid_range"
+            )
+        since = _timestamp("since", q["since"]) if "since" in q else None
+        until = _timestamp("until", q["until"]) if "until" in q else None
+        if since is not None and until is not None and since > until:
+            raise services.ServiceError(
+                f"'since' ({q['since']}) must not be after 'until' ({q['until']}).", "invalid_range"
+            )
+        rows = Commit.objects.filter(table=table).order_by("-version")
+        if q.get("operation"):
+            rows = rows.filter(operation__iexact=q["operation"])
+        if lo is not None:
+            rows = rows.filter(version__gte=lo)
+        if hi is not None:
+            rows = rows.filter(version__lte=hi)
+        if since is not None:
+            rows = rows.filter(timestamp__gte=since)
+        if until is not None:
+            rows = rows.filter(timestamp__lte=until)
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(s.CommitSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Commit-timestamp timeline: every version's timestamps, the ICT boundary, anomalies",
+        parameters=[TABLE_ID],
+        responses={200: s.TimelineSerializer, **_errors(401, 403, 404)},
+    )
+    @action(detail=True, methods=["get"])
+    def timeline(self, request, id=None):
+        """Every cached version's file time, commitInfo timestamp, ICT and effective timestamp (ascending),
+        the ICT enablement boundary and the anomalies found by the sync."""
+        table = self.get_object()
+        names = ("version", "fileModificationTime", "commitInfoTimestamp", "inCommitTimestamp", "timestamp")
+        columns = ("version", "file_modification_time", "commit_info_timestamp", "in_commit_timestamp", "timestamp")
+        versions = []
+        for *values, source, adjusted in (
+            Commit.objects.filter(table=table).order_by("version").values_list(*columns, "timestamp_source", "adjusted")
+        ):
+            versions.append({**dict(zip(names, values, strict=True)), "source": source, "adjusted": adjusted})
+        anomalies = list(Anomaly.objects.filter(table=table).values("version", "kind", "detail"))
+        return Response({"ict": s.ict_payload(table), "versions": versions, "anomalies": anomalies})
+
+    # --- versions (from the log, through the services) -----------------------------------
+
+    @extend_schema(
+        summary="A version's protocol, metadata, size and commitInfo",
+        parameters=[TABLE_ID, VERSION],
+        responses={200: s.VersionSummarySerializer, **_errors(*READ_ERRORS)},
+    )
+    @action(detail=True, methods=["get"], url_path=r"versions/(?P<version>[^/]+)", url_name="version")
+    def version(self, request, id=None, version=None):
+        """Replays the log to the version (cached per version). 404 version_not_found names the versions
+        that are available; 422 when the log cannot be read."""
+        table = self.get_object()
+        return Response(services.version_summary(table, _version(version)))
+
+    @extend_schema(
+        summary="The active files of a version (paged with limit/offset)",
+        parameters=[TABLE_ID, VERSION],
+        responses={200: s.FileSerializer(many=True), **_errors(*READ_ERRORS)},
+    )
+    @action(detail=True, methods=["get"], url_path=r"versions/(?P<version>[^/]+)/files", url_name="version-files")
+    def version_files(self, request, id=None, version=None):
+        """Active files of the version with size, partition values and deletion vector, in log order."""
+        table = self.get_object()
+        v = _version(version)
+        paginator = self.paginator
+        limit, offset = paginator.get_limit(request), paginator.get_offset(request)
+        count, rows = services.version_files(table, v, offset, limit)
+        paginator.count, paginator.limit, paginator.offset, paginator.request = count, limit, offset, request
+        return paginator.get_paginated_response(rows)
+
+    @extend_schema(
+        summary="TIMESTAMP AS OF: the version that was current at a time",
+        parameters=[TABLE_ID, s.ResolveQuerySerializer],
+        responses={200: s.ResolveSerializer, **_errors(*READ_ERRORS)},
+    )
+    @action(detail=True, methods=["get"])
+    def resolve(self, request, id=None):
+        """The latest version whose commit timestamp is at or before `timestamp` (ICT where it applies,
+        file times otherwise), with the rule that was applied. 400 timestamp_out_of_range before the
+        earliest available version, or after the latest commit unless allow_latest=true."""
+        table = self.get_object()
+        q = _query(s.ResolveQuerySerializer, request)
+        return Response(services.resolve(table, q["timestamp"], allow_latest=q["allow_latest"]))
+
+    @extend_schema(
+        summary="What changed between two versions (schema, properties, protocol, files, commits)",
+        parameters=[TABLE_ID, s.DiffQuerySerializer],
+        responses={200: s.DiffSerializer, **_errors(*READ_ERRORS)},
+    )
+    @action(detail=True, methods=["get"])
+    def diff(self, request, id=None):
+        """Schema, partitioning, properties and protocol changes, files added and removed, and the commits
+        in between. 400 invalid_range when from > to; 404 version_not_found for a missing version."""
+        table = self.get_object()
+        q = _query(s.DiffQuerySerializer, request)
+        out = services.diff(table, q["from"], q["to"], sample=q["sample"])
+        out["commits"] = [
+            {
+                "version": c["version"],
+                "timestamp": c["timestamp"],
+                "timestampSource": c["timestamp_source"],
+                "operation": c["operation"],
+                "userName": c["user_name"],
+                "operationMetrics": c["operation_metrics"],
+            }
+            for c in out.get("commits", [])
+        ]
+        return Response(out)
+
+
+@extend_schema_view(
+    retrieve=extend_schema(
+        summary="A background job: status, stage, progress (done/total), error, result",
+        responses={200: s.JobSerializer, **_errors(401, 403, 404)},
+    )
+)
+class JobViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Background jobs (syncs): poll until isTerminal."""
+
+    queryset = Job.objects.select_related("created_by")
+    serializer_class = s.JobSerializer
+    permission_classes = [IsAuthenticated, CanBrowse]
+    lookup_value_regex = "[0-9]{1,18}"
+
+
+class ApiRootView(APIView):
+    """The API's entry point: where the endpoints and the documentation are."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(exclude=True)
+    def get(self, request):
+        def url(name: str) -> str:
+            return request.build_absolute_uri(reverse(name))
+
+        return Response(
+            {
+                "tables": url("api:table-list"),
+                "token": url("api:token"),
+                "schema": url("api:schema"),
+                "docs": url("api:docs"),
+            }
+        )
