@@ -82,7 +82,10 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # a file, not memory, so that a real Celery worker process sees the test database
-    DATABASES["default"]["TEST"] = {"NAME": env("DELTAWEB_TEST_DB", str(BASE_DIR / "var" / "test.sqlite3"))}
+    # (one file per test process, so parallel runs on one checkout do not collide)
+    DATABASES["default"]["TEST"] = {
+        "NAME": env("DELTAWEB_TEST_DB", str(BASE_DIR / "var" / f"test-{os.getpid()}.sqlite3"))
+    }
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -120,8 +120,25 @@ def start_sync(table: Table, user=None) -> Job:
     job = Job.objects.create(kind="sync", table=table, created_by=user, stage="queued")
     if table.sync_state in (SyncState.NEVER, SyncState.OK, SyncState.ERROR):
         Table.objects.filter(pk=table.pk, sync_state=table.sync_state).update(sync_state=SyncState.QUEUED)
-    transaction.on_commit(lambda: tasks.sync_table.delay(job.pk))
+    transaction.on_commit(lambda: _enqueue(tasks.sync_table, job))
     return job
+
+
+def _enqueue(task, job: Job) -> None:
+    """Send the job to the broker; if it is unreachable, say so on the job instead of failing
+    the request that already saved its rows."""
+    try:
+        task.delay(job.pk)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        message = f"the task queue is unreachable ({type(exc).__name__}); is the worker's Redis running?"
+        Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED, error=message, finished_at=timezone.now())
+        if job.table_id:
+            Table.objects.filter(pk=job.table_id, sync_state=SyncState.QUEUED).update(sync_state=SyncState.NEVER)
+
+
+def delete_table(table: Table) -> None:
+    """Forget a table: its cached history and jobs go; the table's files are never touched."""
+    table.delete()
 
 
 def _progress(job: Job | None, stage: str, done: int = 0, total: int | None = None) -> None:

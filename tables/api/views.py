@@ -180,7 +180,7 @@ class TableViewSet(viewsets.GenericViewSet):
     )
     def destroy(self, request, id=None):
         """Remove the table and its cached rows from deltaweb; nothing in the table's storage is touched."""
-        self.get_object().delete()
+        services.delete_table(self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
