@@ -71,3 +71,21 @@ class CommitConflictError(DeltaError):
 
 class StorageError(DeltaError):
     code = "storage_error"
+
+
+class RestoreError(DeltaError):
+    """A RESTORE that cannot be planned or committed as asked (target not before latest,
+    a table feature this writer cannot honour, an append-only table, ...)."""
+
+    code = "restore_invalid"
+
+
+class MissingFilesError(RestoreError):
+    """Files of the version to restore are gone from storage (vacuumed or deleted)."""
+
+    code = "restore_missing_files"
+
+    def __init__(self, message: str, files: list[str], version: int, **details: object) -> None:
+        super().__init__(message, files=files, version=version, **details)
+        self.files = files
+        self.version = version

@@ -35,6 +35,23 @@ def snapshot_payload(snap: Snapshot, files: bool = True) -> dict[str, Any]:
     return out
 
 
+def restore_payload(path: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """Plan a RESTORE; with dry_run, the plan; otherwise commit it and return the result."""
+    from .restore import commit_restore, plan_restore
+
+    plan = plan_restore(
+        path,
+        version=opts.get("version"),
+        timestamp=opts.get("timestamp"),
+        ignore_missing_files=bool(opts.get("ignore_missing_files")),
+        allow_protocol_downgrade=bool(opts.get("allow_protocol_downgrade")),
+    )
+    if opts.get("dry_run"):
+        return {"dryRun": True, **plan.to_dict()}
+    result = commit_restore(path, plan)
+    return {"dryRun": False, **result, "plan": plan.to_dict(files=False)}
+
+
 def run(sub: str, opts: dict[str, Any]) -> Any:
     path = opts["path"]
     if sub == "snapshot":
@@ -58,6 +75,8 @@ def run(sub: str, opts: dict[str, Any]) -> Any:
         from .commit import enable_ict
 
         return enable_ict(path)
+    if sub == "restore":
+        return restore_payload(path, opts)
     raise ValueError(f"unknown subcommand {sub}")
 
 
@@ -166,4 +185,38 @@ def as_text(sub: str, p: Any) -> str:
                 ["version", "kind", "detail"], [[a["version"], a["kind"], a["detail"]] for a in p["anomalies"]]
             )
         return text
+    if sub == "restore":
+        return _restore_text(p)
     return orjson.dumps(p, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _restore_text(p: dict[str, Any]) -> str:
+    plan = p if p["dryRun"] else p["plan"]
+    res = plan.get("resolution")
+    lines = []
+    if p["dryRun"]:
+        lines.append(f"dry run: nothing written; restoring would create version {plan['readVersion'] + 1}")
+    else:
+        lines.append(
+            f"restored version {plan['targetVersion']} as version {p['version']}"
+            + (" (committed before with this txnId)" if p.get("alreadyCommitted") else "")
+            + (f", on top of versions {', '.join(map(str, p['rebasedOver']))}" if p.get("rebasedOver") else "")
+            + f"; verified: {'yes' if p['verified'] else 'NO'}"
+        )
+    lines.append(f"target       version {plan['targetVersion']} (planned on version {plan['readVersion']})")
+    if res:
+        lines.append(f"timestamp    {plan['requested']['timestamp']} -> version {res['version']}: {res['rule']}")
+    lines.append(f"protocol     {plan['protocolOutcome']}: {plan['protocolNote']}")
+    for n in plan["notes"]:
+        lines.append(f"note         {n}")
+    metrics = p["metrics"] if not p["dryRun"] else plan["metrics"]
+    text = "\n".join(lines) + "\n\n" + _table(["metric", "value"], [[k, v] for k, v in metrics.items()])
+    if p["dryRun"]:
+        rows = [["add", a["path"], a.get("size")] for a in plan["adds"][:50]]
+        rows += [["remove", r["path"], r.get("size")] for r in plan["removes"][:50]]
+        if rows:
+            text += "\n" + _table(["action", "path", "size"], rows)
+        more = max(0, len(plan["adds"]) - 50) + max(0, len(plan["removes"]) - 50)
+        if more:
+            text += f"... and {more} more file actions (--json lists them all)\n"
+    return text

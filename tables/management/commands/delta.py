@@ -1,7 +1,8 @@
 """`manage.py delta SUBCOMMAND`: the core's stable JSON contract for scripts and tests.
 
 Every subcommand prints JSON with --json and a readable table without it. Errors exit with
-status 2 and one line on stderr, never a traceback; only `enable-ict` writes to a table.
+status 2 and one line on stderr, never a traceback; only `enable-ict` and `restore` (without
+--dry-run) write to a table.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tables.delta.errors import DeltaError
 
 class Command(BaseCommand):
     requires_system_checks: list[str] = []  # a reader of logs needs no URL or model checks
-    help = "Read Delta tables: snapshot, history, resolve, timeline; enable-ict writes one commit."
+    help = "Read Delta tables: snapshot, history, resolve, timeline; enable-ict and restore write one commit."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", required=True, parser_class=argparse.ArgumentParser)
@@ -42,6 +43,13 @@ class Command(BaseCommand):
         p.add_argument("--allow-earliest", action="store_true")
         cmd("timeline", "every version's commit timestamps, the ICT boundary and anomalies")
         cmd("enable-ict", "turn In-Commit Timestamps on (writes one commit)")
+        p = cmd("restore", "RESTORE TO VERSION / TIMESTAMP AS OF (writes one commit unless --dry-run)")
+        target = p.add_mutually_exclusive_group(required=True)
+        target.add_argument("--version", type=int, default=None)
+        target.add_argument("--timestamp", default=None, help="ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms")
+        p.add_argument("--ignore-missing-files", action="store_true", help="restore without files that are gone")
+        p.add_argument("--allow-protocol-downgrade", action="store_true", help="write the target's lower protocol")
+        p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
 
     def execute(self, *args: Any, **options: Any) -> None:
         # argparse errors already exit with 2 and one usage line; keep that behaviour
