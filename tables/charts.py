@@ -15,6 +15,8 @@ from .models import Anomaly, Commit, Table
 
 # The charts draw at most this many of the newest versions.
 MAX_POINTS = 20_000
+# Above this many versions the lines carry no per-version markers (they would merge).
+DENSE = 1_000
 
 _EFFECTIVE = "#2563eb"
 _ICT = "#16a34a"
@@ -77,7 +79,7 @@ def timeline_figure(table: Table, rows: list[dict[str, Any]], anomalies: list[di
     versions = [r["version"] for r in rows]
     effective = {
         "type": "scatter",
-        "mode": "lines+markers",
+        "mode": "lines+markers" if len(rows) <= DENSE else "lines",
         "name": "commit timestamp (effective)",
         "x": versions,
         "y": [plot_time(r["timestamp"]) for r in rows],
@@ -182,7 +184,7 @@ def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
         "data": [
             {
                 "type": "scatter",
-                "mode": "lines+markers",
+                "mode": "lines+markers" if len(known) <= DENSE else "lines",
                 "name": "files",
                 "x": x,
                 "y": [r["num_files"] for r in known],
@@ -196,7 +198,7 @@ def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
         "data": [
             {
                 "type": "scatter",
-                "mode": "lines+markers",
+                "mode": "lines+markers" if len(known) <= DENSE else "lines",
                 "name": "size",
                 "x": x,
                 "y": [r["size_bytes"] for r in known],
