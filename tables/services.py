@@ -244,7 +244,8 @@ class _FileState:
         self.keys = snap.metadata.partition_keys()
 
     def apply(self, storage, lf) -> tuple[int, int]:
-        batch = read_json_actions([(lf.path, lf.version, read_commit_bytes(storage, lf.path))], self.keys)
+        data = read_commit_bytes(storage, lf.path, lf.size)
+        batch = read_json_actions([(str(storage.root / lf.path), lf.version, data)], self.keys)
         for _v, name, body in batch.others:
             if name == "metaData":
                 self.keys = Metadata.from_dict(body).partition_keys()

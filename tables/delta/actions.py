@@ -243,12 +243,12 @@ def _chunks(sources: list[Source]) -> list[list[Source]]:
     out: list[list[Source]] = []
     size = 0
     for src in sources:
-        n = len(src[2])
-        if not out or size + n > _CHUNK_BYTES or not isinstance(src[2], bytes):
+        n, mapped = len(src[2]), not isinstance(src[2], bytes)
+        if not out or mapped or size + n > _CHUNK_BYTES:
             out.append([])
             size = 0
         out[-1].append(src)
-        size += n
+        size = _CHUNK_BYTES if mapped else size + n  # nothing joins a mapped file's chunk
     return out
 
 

@@ -159,7 +159,9 @@ def load_snapshot(
         cp_others = read_checkpoint_others(storage, segment.checkpoint)
         for name, body in cp_others:
             state.apply(segment.checkpoint[0].version, name, body)
-    commit_data = [(c.path, c.version, read_commit_bytes(storage, c.path, c.size)) for c in segment.commits]
+    commit_data = [
+        (str(storage.root / c.path), c.version, read_commit_bytes(storage, c.path, c.size)) for c in segment.commits
+    ]
     head_metas = [m for _p, _v, data in commit_data for m in _metadata_in(data)]
     keys = _partition_keys([state.metadata] if state.metadata else [], head_metas)
     batch = read_json_actions(commit_data, keys)

@@ -63,6 +63,8 @@ class Command(BaseCommand):
             self._fail(str(exc))
         except (OSError, ValueError) as exc:
             self._fail(f"{options.get('path')}: {exc}")
+        except Exception as exc:  # a bug must still not print a traceback at the user
+            self._fail(f"{options.get('path')}: unexpected {type(exc).__name__}: {exc}")
         if options.get("json"):
             sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
             sys.stdout.write("\n")

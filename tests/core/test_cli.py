@@ -1,0 +1,466 @@
+"""`python manage.py delta ...` as a script sees it: the JSON contract, the text output, and
+errors that exit 2 with one `error:` line on stderr, no traceback, and no write to the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tables.delta.snapshot import load_snapshot
+
+REPO = Path(__file__).resolve().parents[2]
+LOG = "_delta_log"
+BASE_MS = 1_700_000_000_000
+
+SNAPSHOT_KEYS = {
+    "version",
+    "protocol",
+    "metadata",
+    "numFiles",
+    "sizeBytes",
+    "files",
+    "setTransactions",
+    "domainMetadata",
+}
+METADATA_KEYS = {"id", "name", "description", "schema", "partitionColumns", "configuration", "createdTime"}
+FILE_KEYS = {"path", "size", "partitionValues", "modificationTime", "deletionVector"}
+HISTORY_KEYS = {
+    "version",
+    "timestamp",
+    "userId",
+    "userName",
+    "operation",
+    "operationParameters",
+    "job",
+    "notebook",
+    "clusterId",
+    "readVersion",
+    "isolationLevel",
+    "isBlindAppend",
+    "operationMetrics",
+    "userMetadata",
+    "engineInfo",
+    "fileModificationTime",
+}
+
+
+def launch(*args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "delta", *map(str, args)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def delta(*args: object) -> subprocess.CompletedProcess[str]:
+    return finish(launch(*args))
+
+
+def parsed(proc: subprocess.CompletedProcess[str]) -> Any:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def delta_json(*args: object) -> Any:
+    return parsed(delta(*args, "--json"))
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every directory and file under root, files with a hash of their bytes."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), root) + "/"] = "dir"
+        for f in filenames:
+            full = os.path.join(dirpath, f)
+            out[os.path.relpath(full, root)] = hashlib.sha256(Path(full).read_bytes()).hexdigest()
+    return out
+
+
+def make_writable(root: Path) -> Path:
+    """Golden tables are read-only; a copy is made writable so that a stray write would land."""
+    for dirpath, _dirs, files in os.walk(root):
+        os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
+        for f in files:
+            full = os.path.join(dirpath, f)
+            os.chmod(full, os.stat(full).st_mode | stat.S_IWUSR)
+    return root
+
+
+def assert_fails(table: Path, *args: object, words: tuple[str, ...]) -> str:
+    """The command exits 2 with exactly one `error:` line naming `words`, and writes nothing."""
+    before = tree_digest(table) if table.exists() else None
+    proc = delta(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error:")
+    assert proc.stdout == ""
+    for w in words:
+        assert w in lines[0], lines[0]
+    if before is not None:
+        assert tree_digest(table) == before, "a failing command changed the table"
+    return lines[0]
+
+
+def write_commit(table: Path, version: int, actions: list[dict[str, Any]], mtime_ms: int | None = None) -> Path:
+    path = table / LOG / f"{version:020d}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    if mtime_ms is not None:
+        os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+    return path
+
+
+def add(path: str, p: str | None, size: int, dv: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = {"path": path, "partitionValues": {"p": p}, "size": size, "modificationTime": BASE_MS, "dataChange": True}
+    if dv:
+        body["deletionVector"] = dv
+    return {"add": body}
+
+
+DV = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k", "offset": 1, "sizeInBytes": 34, "cardinality": 2}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three commits: create with three files, a deletion-vector delete, an append."""
+    t = tmp_path_factory.mktemp("cli") / "events"
+    write_commit(
+        t,
+        0,
+        [
+            {
+                "commitInfo": {
+                    "timestamp": BASE_MS,
+                    "operation": "CREATE TABLE AS SELECT",
+                    "operationParameters": {"partitionBy": '["p"]'},
+                    "userName": "alice",
+                    "isBlindAppend": True,
+                    "engineInfo": "test-writer/1.0",
+                }
+            },
+            {
+                "protocol": {
+                    "minReaderVersion": 3,
+                    "minWriterVersion": 7,
+                    "readerFeatures": ["deletionVectors"],
+                    "writerFeatures": ["deletionVectors", "domainMetadata"],
+                }
+            },
+            {
+                "metaData": {
+                    "id": "0b7c6c1e-1111-4e5e-9a66-7e1f0e3c2a10",
+                    "name": "events",
+                    "description": "a test table",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(SCHEMA),
+                    "partitionColumns": ["p"],
+                    "configuration": {"delta.enableDeletionVectors": "true", "owner": "qa"},
+                    "createdTime": BASE_MS - 5,
+                }
+            },
+            add("p=a%20b/f1.parquet", "a b", 100),
+            add("p=x%25y/f2.parquet", "x%y", 200),
+            add("p=__HIVE_DEFAULT_PARTITION__/f3.parquet", None, 300),
+        ],
+        BASE_MS + 1000,
+    )
+    write_commit(
+        t,
+        1,
+        [
+            {
+                "commitInfo": {
+                    "timestamp": BASE_MS + 2000,
+                    "operation": "DELETE",
+                    "operationParameters": {"predicate": '["(id = 1)"]'},
+                    "readVersion": 0,
+                    "isolationLevel": "WriteSerializable",
+                    "isBlindAppend": False,
+                    "userMetadata": "cleanup",
+                    "operationMetrics": {"numDeletedRows": "2"},
+                }
+            },
+            {"remove": {"path": "p=a%20b/f1.parquet", "deletionTimestamp": BASE_MS + 2000, "dataChange": True}},
+            add("p=a%20b/f1.parquet", "a b", 100, DV),
+            {"remove": {"path": "p=x%25y/f2.parquet", "deletionTimestamp": BASE_MS + 2000, "dataChange": True}},
+            {"txn": {"appId": "job-1", "version": 3, "lastUpdated": BASE_MS + 2000}},
+            {"domainMetadata": {"domain": "d1", "configuration": '{"k":1}', "removed": False}},
+        ],
+        BASE_MS + 2000,
+    )
+    write_commit(
+        t,
+        2,
+        [
+            {
+                "commitInfo": {
+                    "timestamp": BASE_MS + 3000,
+                    "operation": "WRITE",
+                    "readVersion": 1,
+                    "isBlindAppend": True,
+                }
+            },
+            add("p=a%20b/f4.parquet", "a b", 50),
+        ],
+        BASE_MS + 3000,
+    )
+    return t
+
+
+# Reads: the commands run at once (each pays Django's start-up), the tests check their output.
+READS = {
+    "snapshot": ("snapshot", "--json"),
+    "snapshot_v0": ("snapshot", "--version", 0, "--json"),
+    "snapshot_no_files": ("snapshot", "--no-files", "--json"),
+    "snapshot_text": ("snapshot",),
+    "history": ("history", "--json"),
+    "history_limit_2": ("history", "--limit", 2, "--json"),
+    "history_limit_0": ("history", "--limit", 0, "--json"),
+    "history_text": ("history",),
+}
+
+
+@pytest.fixture(scope="module")
+def reads(table: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+    before = tree_digest(table)
+    procs = {name: launch(args[0], table, *args[1:]) for name, args in READS.items()}
+    out = {name: finish(p) for name, p in procs.items()}
+    assert tree_digest(table) == before, "reading wrote to the table"
+    for name, proc in out.items():
+        assert proc.returncode == 0 and proc.stderr == "", (name, proc.stderr)
+    return out
+
+
+# --- snapshot ---------------------------------------------------------------------------
+
+
+def test_snapshot_json_contract(reads) -> None:
+    snap = parsed(reads["snapshot"])
+    assert set(snap) == SNAPSHOT_KEYS
+    assert snap["version"] == 2
+    assert snap["protocol"] == {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": ["deletionVectors", "domainMetadata"],
+    }
+    md = snap["metadata"]
+    assert set(md) == METADATA_KEYS
+    assert md["id"] == "0b7c6c1e-1111-4e5e-9a66-7e1f0e3c2a10"
+    assert (md["name"], md["description"]) == ("events", "a test table")
+    assert md["schema"] == SCHEMA, "the schema comes parsed, not as a string"
+    assert md["partitionColumns"] == ["p"]
+    assert md["configuration"] == {"delta.enableDeletionVectors": "true", "owner": "qa"}
+    assert md["createdTime"] == BASE_MS - 5
+
+    files = {f["path"]: f for f in snap["files"]}
+    assert all(set(f) == FILE_KEYS for f in snap["files"])
+    # paths come URL-decoded: they name the files on disk
+    assert sorted(files) == ["p=__HIVE_DEFAULT_PARTITION__/f3.parquet", "p=a b/f1.parquet", "p=a b/f4.parquet"]
+    assert snap["numFiles"] == 3 == len(snap["files"])
+    assert snap["sizeBytes"] == 450 == sum(f["size"] for f in snap["files"])
+    assert files["p=a b/f1.parquet"]["partitionValues"] == {"p": "a b"}
+    assert files["p=__HIVE_DEFAULT_PARTITION__/f3.parquet"]["partitionValues"] == {"p": None}
+    assert files["p=a b/f4.parquet"]["modificationTime"] == BASE_MS
+    dv = files["p=a b/f1.parquet"]["deletionVector"]
+    assert {k: dv[k] for k in DV} == DV
+    assert dv["uniqueId"] == f"u{DV['pathOrInlineDv']}@1"
+    assert files["p=a b/f4.parquet"]["deletionVector"] is None
+
+    assert [(t["appId"], t["version"]) for t in snap["setTransactions"]] == [("job-1", 3)]
+    assert [(d["domain"], d["configuration"]) for d in snap["domainMetadata"]] == [("d1", '{"k":1}')]
+
+
+def test_snapshot_at_a_version_and_without_files(reads) -> None:
+    v0 = parsed(reads["snapshot_v0"])
+    assert v0["version"] == 0
+    assert (v0["numFiles"], v0["sizeBytes"]) == (3, 600)
+    assert sorted(f["path"] for f in v0["files"]) == [
+        "p=__HIVE_DEFAULT_PARTITION__/f3.parquet",
+        "p=a b/f1.parquet",
+        "p=x%y/f2.parquet",
+    ]
+    assert all(f["deletionVector"] is None for f in v0["files"])
+    assert v0["setTransactions"] == [] and v0["domainMetadata"] == []
+
+    brief = parsed(reads["snapshot_no_files"])
+    assert "files" not in brief
+    assert set(brief) == SNAPSHOT_KEYS - {"files"}
+    assert (brief["numFiles"], brief["sizeBytes"]) == (3, 450)
+
+
+def test_snapshot_text(reads) -> None:
+    out = reads["snapshot_text"].stdout
+    assert not out.lstrip().startswith("{"), "without --json the output is not JSON"
+    assert "version      2" in out
+    assert "reader 3, writer 7" in out
+    assert "partitions   p" in out
+    assert "files        3 (450 bytes)" in out
+    header = next(line for line in out.splitlines() if line.startswith("path"))
+    assert header.split() == ["path", "size", "partitionValues", "deletionVector"]
+    for path in ("p=a b/f1.parquet", "p=a b/f4.parquet", "p=__HIVE_DEFAULT_PARTITION__/f3.parquet"):
+        assert any(line.startswith(path) for line in out.splitlines()), path
+    assert f"u{DV['pathOrInlineDv']}@1" in out
+
+
+# --- history ----------------------------------------------------------------------------
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def test_history_json_newest_first(reads) -> None:
+    rows = parsed(reads["history"])
+    assert [r["version"] for r in rows] == [2, 1, 0]
+    for r in rows:
+        assert HISTORY_KEYS <= set(r), HISTORY_KEYS - set(r)
+    assert [r["operation"] for r in rows] == ["WRITE", "DELETE", "CREATE TABLE AS SELECT"]
+    # no In-Commit Timestamps: the commit time is the commit file's modification time
+    assert [r["timestamp"] for r in rows] == [BASE_MS + 3000, BASE_MS + 2000, BASE_MS + 1000]
+    assert [r["fileModificationTime"] for r in rows] == [BASE_MS + 3000, BASE_MS + 2000, BASE_MS + 1000]
+    v2, v1, v0 = rows
+    assert (v0["userName"], v0["engineInfo"], v0["isBlindAppend"]) == ("alice", "test-writer/1.0", True)
+    assert v0["operationParameters"] == {"partitionBy": '["p"]'}
+    assert v0["readVersion"] is None
+    assert (v1["readVersion"], v1["isolationLevel"], v1["userMetadata"]) == (0, "WriteSerializable", "cleanup")
+    assert v1["operationMetrics"] == {"numDeletedRows": "2"}
+    assert (v2["readVersion"], v2["isBlindAppend"], v2["userName"]) == (1, True, None)
+
+
+def test_history_limit(reads) -> None:
+    assert [r["version"] for r in parsed(reads["history_limit_2"])] == [2, 1]
+    assert parsed(reads["history_limit_0"]) == []
+
+
+def test_history_text(reads) -> None:
+    lines = reads["history_text"].stdout.splitlines()
+    assert lines[0].split()[:2] == ["version", "timestamp"]
+    assert "operation" in lines[0].split()
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    body = lines[2:]
+    assert [line.split()[0] for line in body] == ["2", "1", "0"]
+    assert "DELETE" in body[1] and "alice" in body[2]
+    assert iso(BASE_MS + 1000) in body[2], "timestamps are shown as readable UTC times"
+
+
+def test_history_limit_must_not_be_negative(table: Path) -> None:
+    assert_fails(table, "history", table, "--limit", -1, words=("--limit",))
+
+
+def test_golden_table_matches_the_core(golden_copy) -> None:
+    path = golden_copy("dv-partitioned-with-checkpoint")
+    snap_p, hist_p = launch("snapshot", path, "--json"), launch("history", path, "--limit", 3, "--json")
+    snap, rows = parsed(finish(snap_p)), parsed(finish(hist_p))
+    core = load_snapshot(path)
+    assert snap["version"] == core.version
+    assert snap["numFiles"] == core.num_files > 0
+    assert sorted(f["path"] for f in snap["files"]) == sorted(core.file_paths())
+    assert sum(f["deletionVector"] is not None for f in snap["files"]) > 0
+    assert [r["version"] for r in rows] == [core.version, core.version - 1, core.version - 2]
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+def test_not_a_delta_table(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_fails(empty, "snapshot", empty, words=(str(empty), "not a Delta table"))
+
+
+def test_version_not_found(table: Path) -> None:
+    msg = assert_fails(table, "snapshot", table, "--version", 7, words=("version 7",))
+    assert "available versions are 0 to 2" in msg
+
+
+def test_gap_in_the_log(golden_copy) -> None:
+    path = make_writable(golden_copy("checkpoint"))
+    (path / LOG / f"{12:020d}.json").unlink()
+    assert_fails(path, "snapshot", path, words=("gap", "missing commit versions 12"))
+    # versions before the gap are still readable
+    assert delta_json("snapshot", path, "--version", 11, "--no-files")["version"] == 11
+
+
+def test_missing_protocol(golden_copy) -> None:
+    path = make_writable(golden_copy("deltalog-state-reconstruction-without-protocol"))
+    assert_fails(path, "snapshot", path, words=("no protocol",))
+
+
+def test_unsupported_reader_feature(tmp_path: Path) -> None:
+    path = tmp_path / "fancy"
+    write_commit(
+        path,
+        0,
+        [
+            {
+                "protocol": {
+                    "minReaderVersion": 3,
+                    "minWriterVersion": 7,
+                    "readerFeatures": ["fancyFeature"],
+                    "writerFeatures": ["fancyFeature"],
+                }
+            },
+            {
+                "metaData": {
+                    "id": "fancy",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(SCHEMA),
+                    "partitionColumns": [],
+                    "configuration": {},
+                }
+            },
+        ],
+    )
+    for sub in ("snapshot", "history"):
+        assert_fails(path, sub, path, words=("fancyFeature",))
+
+
+def test_corrupt_json_names_file_and_line(golden_copy) -> None:
+    path = make_writable(golden_copy("checkpoint"))
+    commit = path / LOG / f"{13:020d}.json"
+    data = commit.read_bytes()
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    bad_line = data.count(b"\n") + 1
+    commit.write_bytes(data + b'{"add": {"path": garbage\n')
+    assert_fails(path, "snapshot", path, words=(commit.name, f"line {bad_line}"))
+    # the versions before it do not read that commit
+    assert delta_json("snapshot", path, "--version", 12, "--no-files")["version"] == 12
+
+
+def test_unreadable_checkpoint_names_the_file(golden_copy) -> None:
+    path = make_writable(golden_copy("checkpoint"))
+    cp = path / LOG / f"{10:020d}.checkpoint.parquet"
+    assert cp.is_file()
+    cp.write_bytes(b"this is not parquet" * 20)
+    assert_fails(path, "snapshot", path, words=(cp.name, "checkpoint"))
+    # before the checkpoint the commits alone rebuild the state
+    assert delta_json("snapshot", path, "--version", 9, "--no-files")["version"] == 9
