@@ -17,7 +17,9 @@ def can_browse(user) -> bool:
 
 def can_register(user) -> bool:
     """Register tables and trigger syncs: analysts, approvers and staff."""
-    return bool(user and user.is_authenticated and (user.is_staff or in_group(user, ANALYST) or in_group(user, APPROVER)))
+    return bool(
+        user and user.is_authenticated and (user.is_staff or in_group(user, ANALYST) or in_group(user, APPROVER))
+    )
 
 
 def can_delete_table(user) -> bool:
