@@ -98,7 +98,7 @@ def celery_worker_process(redis_url, transactional_db, settings, tmp_path):
         "DELTAWEB_ALLOWED_ROOTS": ",".join(settings.DELTAWEB_ALLOWED_ROOTS),
         "PYTHONUNBUFFERED": "1",
     }
-    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed below
+    log = open(tmp_path / "worker.log", "w")  # closed below, after the worker stops
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "deltaweb", "worker", "--concurrency=2", "--loglevel=info",
          "--without-gossip", "--without-mingle", "--without-heartbeat"],
