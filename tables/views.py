@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
-import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -29,9 +28,7 @@ from tables.delta.timestamps import format_ms
 
 from . import charts, pages, roles, services
 from .forms import HistoryFilterForm, RegisterTableForm, TimeTravelForm
-from .models import Anomaly, Commit, Job, SyncState, Table
-
-log = logging.getLogger(__name__)
+from .models import Anomaly, Commit, Job, JobStatus, SyncState, Table
 
 MAX_ID = 2**63 - 1  # the largest version or id the database can hold
 HISTORY_PAGE_SIZE = 50
@@ -150,15 +147,14 @@ def _focus_first_error(form) -> None:
 
 
 def _start_sync_and_redirect(request: HttpRequest, table: Table, target: str) -> HttpResponse:
-    try:
-        job = services.start_sync(table, user=request.user)
-    except Exception as exc:  # the broker may be down; the table itself is fine
-        log.exception("could not queue a sync of %s", table.name)
-        messages.warning(
-            request, f"The sync of {table.name} could not be queued ({type(exc).__name__}); try “Sync now” later."
-        )
-        return redirect(target)
-    messages.success(request, f"Sync of {table.name} queued.")
+    job = services.start_sync(table, user=request.user)
+    job.refresh_from_db()  # outside a transaction the job was enqueued (or run, when eager) already
+    if job.status == JobStatus.FAILED:
+        messages.error(request, f"The sync of {table.name} could not start: {job.error}")
+    elif job.status == JobStatus.SUCCEEDED:
+        messages.success(request, f"{table.name} synced.")
+    else:
+        messages.success(request, f"Sync of {table.name} queued.")
     sep = "&" if "?" in target else "?"
     return redirect(f"{target}{sep}{urlencode({'job': job.pk})}")
 

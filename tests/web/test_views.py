@@ -446,3 +446,19 @@ def test_out_of_range_numbers_are_errors_not_crashes(browser, table) -> None:
 def test_empty_register_post_shows_required_fields(browser, roots) -> None:
     r = browser.post("/tables/register/", {})
     assert r.status_code == 400 and text(r).count("This field is required.") == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sync_now_with_the_broker_down_says_so(browser, table, monkeypatch) -> None:
+    """Outside a transaction (as in production) the job is enqueued during the request."""
+    from tables import tasks
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionRefusedError("no broker")
+
+    monkeypatch.setattr(tasks.sync_table, "delay", unreachable)
+    r = browser.post("/t/sales/sync/")
+    page = text(browser.get(r["Location"]))
+    assert "The sync of Sales could not start: the task queue is unreachable" in page
+    assert 'data-status="failed"' in page
+    assert Job.objects.get().status == "failed"
