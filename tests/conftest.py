@@ -90,7 +90,9 @@ def celery_worker_process(redis_url, transactional_db, settings, tmp_path):
 
     db_name = connection.settings_dict["NAME"]
     app.conf.broker_url = redis_url
-    app.conf.result_backend = redis_url
+    app.conf.task_always_eager = False
+    app._pool = None  # connections made before (to another broker) must not be reused
+    app.amqp._producer_pool = None
     env = {
         **os.environ,
         "CELERY_BROKER_URL": redis_url,
