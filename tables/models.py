@@ -124,3 +124,83 @@ class Job(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in JobStatus.terminal()
+
+
+class RestoreStatus(models.TextChoices):
+    PENDING = "pending", "pending approval"
+    STALE = "stale", "stale: the table moved on, approve the new plan"
+    APPROVED = "approved", "approved"
+    REJECTED = "rejected", "rejected"
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    CONFLICT = "conflict", "conflict"
+
+    @classmethod
+    def terminal(cls) -> set[str]:
+        return {cls.REJECTED, cls.SUCCEEDED, cls.FAILED, cls.CONFLICT}
+
+    @classmethod
+    def awaiting_approval(cls) -> set[str]:
+        return {cls.PENDING, cls.STALE}
+
+
+class RestoreRequest(models.Model):
+    """An analyst's request to put a table back to an earlier version; the database's own
+    record (not a cache): the plan that was approved, who did what, and what landed."""
+
+    table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="restores")
+    target_version = models.BigIntegerField(null=True, blank=True, help_text="as requested")
+    target_timestamp = models.CharField(max_length=64, blank=True, help_text="as requested")
+    resolved_version = models.BigIntegerField(null=True, blank=True)
+    resolution_rule = models.TextField(blank=True)
+    reason = models.TextField()
+    ignore_missing_files = models.BooleanField(default=False)
+    allow_protocol_downgrade = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=RestoreStatus.choices, default=RestoreStatus.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="restore_requests"
+    )
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="restore_decisions"
+    )
+    approver_comment = models.TextField(blank=True)
+    plan = models.JSONField(null=True, blank=True, help_text="the dry-run plan (RestorePlan.to_dict)")
+    plan_head_version = models.BigIntegerField(null=True, blank=True, help_text="head version the plan was computed on")
+    plan_fingerprint = models.CharField(max_length=128, blank=True)
+    stage = models.CharField(max_length=200, blank=True)
+    done = models.BigIntegerField(default=0)
+    total = models.BigIntegerField(null=True, blank=True)
+    result_version = models.BigIntegerField(null=True, blank=True)
+    verification = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"restore {self.table} to {self.resolved_version} ({self.status})"
+
+    @property
+    def txn_id(self) -> str:
+        """The id written into the RESTORE commit's commitInfo.txnId (retries look for it)."""
+        return f"deltaweb-restore-{self.pk}"
+
+
+class RestoreEvent(models.Model):
+    """The audit trail: every transition of a restore request, with who and when."""
+
+    request = models.ForeignKey(RestoreRequest, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    from_status = models.CharField(max_length=16, blank=True)
+    to_status = models.CharField(max_length=16)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
