@@ -8,7 +8,7 @@ COPY tables ./tables
 COPY templates ./templates
 COPY static ./static
 COPY manage.py ./
-RUN pip install --no-cache-dir . gunicorn==23.0.0
+RUN pip install --no-cache-dir . gunicorn==23.0.0 && DELTAWEB_SECRET_KEY=build python manage.py collectstatic --noinput
 ENV DELTAWEB_ALLOWED_ROOTS=/data
 EXPOSE 8000
 CMD ["gunicorn", "deltaweb.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
