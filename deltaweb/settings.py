@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-(BASE_DIR / "var").mkdir(exist_ok=True)
+(BASE_DIR / "var" / "static").mkdir(parents=True, exist_ok=True)
 
 
 def env(name: str, default: str = "") -> str:
