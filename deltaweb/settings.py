@@ -115,8 +115,22 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 SPARK_MASTER = env("SPARK_MASTER", "local[*]")
 
+# Approved restores re-plan and commit on Spark ("spark"); "local" runs the pure planner in the
+# worker instead (no JVM: small deployments and most tests). Both make the same plan.
+DELTAWEB_RESTORE_ENGINE = env("DELTAWEB_RESTORE_ENGINE", "spark").strip().lower()
+if DELTAWEB_RESTORE_ENGINE not in ("spark", "local"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"DELTAWEB_RESTORE_ENGINE must be 'spark' or 'local', not {DELTAWEB_RESTORE_ENGINE!r}")
+# A running restore touches its row this often; one silent for DELTAWEB_RESTORE_STUCK_MINUTES
+# is taken for a dead worker and queued again (the beat task below; its txnId prevents a
+# second commit).
+DELTAWEB_RESTORE_HEARTBEAT_SECONDS = float(env("DELTAWEB_RESTORE_HEARTBEAT_SECONDS", "30"))
+DELTAWEB_RESTORE_STUCK_MINUTES = float(env("DELTAWEB_RESTORE_STUCK_MINUTES", "10"))
+
 CELERY_BEAT_SCHEDULE = {
     "sync-all-tables": {"task": "tables.sync_all", "schedule": float(DELTAWEB_SYNC_INTERVAL_SECONDS)},
+    "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
 }
 
 REST_FRAMEWORK = {

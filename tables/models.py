@@ -145,6 +145,11 @@ class RestoreStatus(models.TextChoices):
     def awaiting_approval(cls) -> set[str]:
         return {cls.PENDING, cls.STALE}
 
+    @classmethod
+    def in_flight(cls) -> set[str]:
+        """Approved and not finished: a worker has it or will."""
+        return {cls.APPROVED, cls.QUEUED, cls.RUNNING}
+
 
 class RestoreRequest(models.Model):
     """An analyst's request to put a table back to an earlier version; the database's own
@@ -174,7 +179,12 @@ class RestoreRequest(models.Model):
     total = models.BigIntegerField(null=True, blank=True)
     result_version = models.BigIntegerField(null=True, blank=True)
     verification = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True, help_text="what the run reported (commit, metrics, rebase)")
     error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="how many times a worker claimed the run")
+    progress_at = models.DateTimeField(
+        null=True, blank=True, help_text="last sign of life: queued, claimed, progress or a worker's heartbeat"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -185,6 +195,14 @@ class RestoreRequest(models.Model):
 
     def __str__(self) -> str:
         return f"restore {self.table} to {self.resolved_version} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in RestoreStatus.terminal()
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.status in RestoreStatus.awaiting_approval()
 
     @property
     def txn_id(self) -> str:

@@ -26,5 +26,11 @@ def can_delete_table(user) -> bool:
     return bool(user and user.is_authenticated and user.is_staff)
 
 
+def can_request_restore(user) -> bool:
+    """Ask for a restore (it still needs an approver): analysts, approvers and staff."""
+    return can_register(user)
+
+
 def can_approve(user) -> bool:
+    """Approve or reject restores (never one's own request: the services check that)."""
     return bool(user and user.is_authenticated and (user.is_staff or in_group(user, APPROVER)))

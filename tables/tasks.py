@@ -1,8 +1,13 @@
-"""Celery tasks: thin wrappers over services."""
+"""Celery tasks: thin wrappers over services and Spark jobs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
+from django.conf import settings
+
+from tables.delta.restore import RestorePlan
 
 from . import services
 from .models import Table
@@ -29,3 +34,34 @@ def sync_all() -> int:
             services.start_sync(table)
         count += 1
     return count
+
+
+def spark_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan:
+    """The Spark engine: the session for settings.SPARK_MASTER (started on first use in this
+    worker process), then the planning job (file diff, existence check, metrics on Spark)."""
+    from tables.spark.restore import spark_plan_restore
+    from tables.spark.session import get_spark
+
+    report = progress or (lambda *args: None)
+    report("starting the Spark session", 0, None)
+    spark = get_spark(settings.SPARK_MASTER)
+    report("Spark job started", 0, None)
+    return spark_plan_restore(spark, location, progress=progress, **kwargs)
+
+
+def restore_planner() -> services.Planner:
+    if settings.DELTAWEB_RESTORE_ENGINE == "local":
+        return services.local_planner
+    return spark_planner
+
+
+@shared_task(name="tables.run_restore", acks_late=True)
+def run_restore(request_id: int) -> dict:
+    """Run an approved restore; the claim inside makes a redelivered message a no-op."""
+    return services.run_restore(request_id, restore_planner())
+
+
+@shared_task(name="tables.requeue_stuck_restores")
+def requeue_stuck_restores() -> list[int]:
+    """Beat: restores whose worker went silent are queued again (see the service)."""
+    return services.requeue_stuck_restores()

@@ -4,7 +4,8 @@ Mapping (the contract the API documents):
 
 - ServiceError: its own `.status` and `.code` (e.g. 400 invalid_location, 403
   location_not_allowed, 400 not_a_delta_table, 409 duplicate, 400 invalid_range,
-  400 invalid_timestamp, 400 timestamp_out_of_range).
+  400 invalid_timestamp, 400 timestamp_out_of_range, 400 restore_missing_files with
+  "files", 403 own_request, 409 invalid_state), plus its `.extra` fields.
 - DeltaError (raised by the core while reading a registered table), by `.code`:
   404 version_not_found (the message lists the available versions); 400 invalid_timestamp
   and timestamp_out_of_range; 409 commit_conflict; 422 for a table whose log cannot be read
@@ -94,7 +95,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
     if isinstance(exc, ServiceError):
         set_rollback()
-        return _response(exc.code, exc.message, exc.status)
+        return _response(exc.code, exc.message, exc.status, **exc.extra)
     if isinstance(exc, DeltaError):
         set_rollback()
         return _response(exc.code, exc.message, DELTA_STATUS.get(exc.code, status.HTTP_400_BAD_REQUEST))

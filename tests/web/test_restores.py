@@ -1,0 +1,355 @@
+"""RESTORE with approvals: the services, the REST API, the browser UI and the admin console.
+
+Tables are written by delta-rs in each test; runs use the pure planner (the Spark engine makes
+the same plan and is exercised by test_restore_worker.py and the e2e test)."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from tables import services
+from tables.delta.restore import plan_restore
+from tables.models import Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
+from tests.web.restore_tables import log_versions, people, restore_table, rows, rs_ids, rs_paths
+
+deltalake = pytest.importorskip("deltalake")
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+S = RestoreStatus
+
+
+@pytest.fixture
+def users() -> dict:
+    return people()
+
+
+@pytest.fixture
+def table_path(settings, tmp_path) -> Path:
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    return restore_table(tmp_path / "events")
+
+
+@pytest.fixture
+def table(table_path) -> Table:
+    t = services.register_table("events", str(table_path))
+    services.sync_table(t.pk)
+    t.refresh_from_db()
+    return t
+
+
+def request(table: Table, user, version: int = 2, **kw) -> RestoreRequest:
+    return services.request_restore(table, user, version=version, reason=kw.pop("reason", "bad overwrite"), **kw)
+
+
+def approved(table: Table, users: dict, version: int = 2, **kw) -> RestoreRequest:
+    req = request(table, users["analyst"], version, **kw)
+    return services.approve_restore(req, users["approver"], "ok")
+
+
+def run(req: RestoreRequest, planner=services.local_planner) -> RestoreRequest:
+    services.run_restore(req.pk, planner)
+    req.refresh_from_db()
+    return req
+
+
+def transitions(req: RestoreRequest) -> list[tuple[str, str]]:
+    return list(RestoreEvent.objects.filter(request=req).values_list("from_status", "to_status"))
+
+
+# --- requesting: the dry run --------------------------------------------------------------
+
+
+def test_request_stores_the_dry_run_plan(table, table_path, users) -> None:
+    req = request(table, users["analyst"])
+    plan = plan_restore(str(table_path), version=2)
+    assert req.status == S.PENDING and req.requested_by == users["analyst"]
+    assert req.resolved_version == 2 and req.plan_head_version == 5
+    assert req.plan_fingerprint == plan.fingerprint
+    p = req.plan
+    assert "adds" not in p and "removes" not in p  # bounded: counts, sample and fingerprint only
+    assert p["numFilesToAdd"] == len(plan.adds) == 3
+    assert p["numFilesToRemove"] == len(plan.removes) == 2
+    assert p["metrics"] == plan.metrics
+    assert int(p["metrics"]["restoredFilesSize"]) == sum(a["size"] for a in plan.adds) > 0
+    assert p["protocolOutcome"] == plan.protocol_outcome
+    assert len(p["sample"]["add"]) == 3 and {f["path"] for f in p["sample"]["add"]} == {a["path"] for a in plan.adds}
+    compare = p["compare"]
+    assert compare["head"]["version"] == 5 and compare["target"]["version"] == 2
+    assert compare["head"]["numFiles"] == len(rs_paths(table_path, 5))
+    assert compare["after"]["numFiles"] == compare["target"]["numFiles"] == len(rs_paths(table_path, 2))
+    assert compare["after"]["sizeBytes"] == compare["target"]["sizeBytes"]
+    assert "dataChange=true" in p["warning"]
+    assert transitions(req) == [("", S.PENDING)]
+    assert "bad overwrite" in req.events.get().note
+
+
+def test_request_by_timestamp_records_the_resolution(table, users) -> None:
+    req = services.request_restore(table, users["analyst"], timestamp="2023-11-14T22:13:22.500Z", reason="r")
+    assert req.resolved_version == 2 and req.target_timestamp == "2023-11-14T22:13:22.500Z"
+    assert req.target_version is None
+    assert "version" in req.resolution_rule and req.plan["resolution"]["version"] == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"version": 5}, "restore_invalid"),  # not lower than the latest
+        ({"version": 9}, "restore_invalid"),
+        ({"version": 2, "timestamp": "2024-01-01"}, "invalid_target"),
+        ({}, "invalid_target"),
+        ({"version": -1}, "invalid_target"),
+        ({"timestamp": "not a time"}, "invalid_timestamp"),
+        ({"timestamp": "1999-01-01"}, "timestamp_out_of_range"),
+        ({"version": 2, "reason": "  "}, "invalid_reason"),
+    ],
+)
+def test_request_refusals_save_nothing(table, users, kwargs, code) -> None:
+    kwargs.setdefault("reason", "because")
+    with pytest.raises(services.ServiceError) as exc:
+        services.request_restore(table, users["analyst"], **kwargs)
+    assert exc.value.code == code and exc.value.status == 400, exc.value.message
+    assert "Traceback" not in exc.value.message
+    assert not RestoreRequest.objects.exists() and not RestoreEvent.objects.exists()
+
+
+def test_readers_cannot_request(table, users) -> None:
+    with pytest.raises(services.ServiceError) as exc:
+        request(table, users["reader"])
+    assert exc.value.status == 403 and not RestoreRequest.objects.exists()
+
+
+def test_missing_file_refuses_the_request_and_ignoring_it_restores_without_it(table, table_path, users) -> None:
+    gone = sorted(rs_paths(table_path, 2) - rs_paths(table_path, 5))[0]
+    (table_path / gone).unlink()
+    with pytest.raises(services.ServiceError) as exc:
+        request(table, users["analyst"])
+    assert exc.value.code == "restore_missing_files" and exc.value.extra["files"] == [gone]
+    assert gone in exc.value.message and not RestoreRequest.objects.exists()
+
+    req = approved(table, users, ignore_missing_files=True)
+    assert req.plan["missingFiles"] == [gone] and req.plan["numFilesToAdd"] == 2
+    req = run(req)
+    assert req.status == S.SUCCEEDED, req.error
+    assert gone not in rs_paths(table_path) and rs_paths(table_path) == rs_paths(table_path, 2) - {gone}
+    assert req.verification["target"]["onlyInTarget"] == 1 and req.verification["verified"]
+
+
+# --- deciding -----------------------------------------------------------------------------
+
+
+def test_analysts_cannot_approve_or_reject(table, users) -> None:
+    req = request(table, users["approver"])
+    for decide in (services.approve_restore, services.reject_restore):
+        with pytest.raises(services.ServiceError) as exc:
+            decide(req, users["analyst"], "sure")
+        assert exc.value.status == 403 and exc.value.code == "permission_denied"
+    req.refresh_from_db()
+    assert req.status == S.PENDING and req.approver is None
+
+
+@pytest.mark.parametrize("who", ["approver", "staff"])
+def test_requesters_cannot_approve_their_own_request(table, users, who) -> None:
+    req = request(table, users[who])
+    with pytest.raises(services.ServiceError) as exc:
+        services.approve_restore(req, users[who], "mine")
+    assert exc.value.status == 403 and exc.value.code == "own_request"
+    with pytest.raises(services.ServiceError):
+        services.reject_restore(req, users[who], "mine")
+    req.refresh_from_db()
+    assert req.status == S.PENDING
+
+
+def test_approve_queues_the_run_on_commit(table, users, django_capture_on_commit_callbacks) -> None:
+    req = request(table, users["analyst"])
+    with django_capture_on_commit_callbacks() as callbacks:
+        req = services.approve_restore(req, users["approver"], "go ahead")
+    assert len(callbacks) == 1  # the task is enqueued only once the approval is committed
+    assert req.status == S.QUEUED and req.approver == users["approver"] and req.approver_comment == "go ahead"
+    assert transitions(req) == [("", S.PENDING), (S.PENDING, S.APPROVED), (S.APPROVED, S.QUEUED)]
+    assert req.events.get(to_status=S.APPROVED).actor == users["approver"]
+
+
+def test_decisions_only_from_pending_or_stale(table, users) -> None:
+    req = request(table, users["analyst"])
+    with pytest.raises(services.ServiceError) as exc:
+        services.reject_restore(req, users["approver"], "")
+    assert exc.value.code == "invalid_comment"  # a rejection says why
+    req = services.reject_restore(req, users["approver"], "not this one")
+    assert req.status == S.REJECTED and req.finished_at is not None
+    with pytest.raises(services.ServiceError) as exc:
+        services.approve_restore(req, users["approver2"], "")
+    assert exc.value.status == 409 and exc.value.code == "invalid_state"
+    other = request(table, users["analyst"])
+    with pytest.raises(services.ServiceError) as exc:
+        services.approve_restore(other, users["approver"], "", fingerprint="0" * 64)
+    assert exc.value.code == "plan_changed"
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+def test_run_commits_the_restore_and_starts_a_sync(table, table_path, users) -> None:
+    req = run(approved(table, users))
+    assert req.status == S.SUCCEEDED, req.error
+    assert req.result_version == 6 and log_versions(table_path)[-1] == 6
+    assert rs_ids(table_path) == rs_ids(table_path, 2) and rs_paths(table_path) == rs_paths(table_path, 2)
+    assert req.verification["verified"] and req.verification["target"]["filesEqualTarget"]
+    assert req.verification["commit"]["verified"]
+    assert req.result["metrics"] == req.plan["metrics"] and req.result["txnId"] == req.txn_id
+    assert req.stage == "done" and req.finished_at and req.attempts == 1 and req.error == ""
+    assert transitions(req)[-2:] == [(S.QUEUED, S.RUNNING), (S.RUNNING, S.SUCCEEDED)]
+    sync = Job.objects.get(pk=req.result["syncJob"])
+    services.sync_table(table.pk, sync.pk)
+    restore = Commit.objects.get(table=table, version=6)
+    assert restore.operation == "RESTORE" and restore.operation_parameters == {"version": 2, "timestamp": None}
+    assert restore.commit_info["txnId"] == req.txn_id
+
+
+def test_a_second_run_of_the_same_request_is_a_no_op(table, table_path, users) -> None:
+    req = run(approved(table, users))
+    out = services.run_restore(req.pk, services.local_planner)
+    assert out["skipped"] and "succeeded" in out["reason"]
+    assert log_versions(table_path)[-1] == 6
+
+
+def test_a_retry_after_a_commit_finds_it_instead_of_committing_twice(table, table_path, users) -> None:
+    """The worker committed, then died before it could say so; requeued, the run finds its txnId."""
+    req = approved(table, users)
+    services._claim_restore(req)
+    services.apply_approved_plan(str(table_path), req.plan, req.txn_id, services.local_planner, lambda *a: None)
+    assert log_versions(table_path)[-1] == 6
+    RestoreRequest.objects.filter(pk=req.pk).update(progress_at=timezone.now() - timedelta(hours=1))
+    assert services.requeue_stuck_restores() == [req.pk]
+    req = run(req)
+    assert req.status == S.SUCCEEDED and req.result_version == 6 and req.result["alreadyCommitted"]
+    assert req.attempts == 2 and log_versions(table_path)[-1] == 6
+    assert req.verification["target"]["filesEqualTarget"]
+    assert (S.RUNNING, S.QUEUED) in transitions(req)
+
+
+def test_stale_when_another_writer_changes_the_plans_files_before_the_run(table, table_path, users) -> None:
+    req = approved(table, users)
+    old_fingerprint = req.plan_fingerprint
+    DeltaTable(str(table_path)).delete("id = 104")  # rewrites a file the plan removes: version 6
+    req = run(req)
+    assert req.status == S.STALE, req.error
+    assert log_versions(table_path)[-1] == 6  # nothing committed
+    assert req.plan_head_version == 6 and req.plan["readVersion"] == 6 and req.plan_fingerprint != old_fingerprint
+    assert req.plan["firstReadVersion"] == 5 and req.plan["compare"]["head"]["version"] == 6
+    assert req.approver is None and req.approver_comment == ""  # it needs an approval again
+    assert (S.RUNNING, S.STALE) in transitions(req)
+    # the same approver may approve the new plan; then it runs
+    req = services.approve_restore(req, users["approver"], "new plan ok", fingerprint=req.plan_fingerprint)
+    req = run(req)
+    assert req.status == S.SUCCEEDED and req.result_version == 7
+    assert rs_ids(table_path) == rs_ids(table_path, 2)
+
+
+def test_an_append_before_the_run_is_kept_and_the_restore_rebases(table, table_path, users) -> None:
+    req = approved(table, users)
+    write_deltalake(str(table_path), rows([999]), mode="append")  # version 6, elsewhere
+    appended = rs_paths(table_path) - rs_paths(table_path, 5)
+    req = run(req)
+    assert req.status == S.SUCCEEDED, req.error
+    assert req.result_version == 7 and req.result["rebasedOver"] == [6] and req.result["readVersion"] == 6
+    assert rs_paths(table_path) == rs_paths(table_path, 2) | appended
+    assert rs_ids(table_path) == sorted([*rs_ids(table_path, 2), 999])
+    assert req.verification["verified"] and req.verification["target"]["onlyInResult"] == 1
+    assert log_versions(table_path) == list(range(8))
+
+
+@pytest.fixture
+def writer_during_commit(monkeypatch):
+    """Let another writer commit after the run planned, just before the restore commits."""
+
+    def install(action):
+        real = services.commit_restore
+
+        def commit_after_a_competitor(*args, **kwargs):
+            action()
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(services, "commit_restore", commit_after_a_competitor)
+
+    return install
+
+
+def test_an_append_during_the_run_is_rebased_over(table, table_path, users, writer_during_commit) -> None:
+    req = approved(table, users)
+    writer_during_commit(lambda: write_deltalake(str(table_path), rows([7]), mode="append"))
+    req = run(req)
+    assert req.status == S.SUCCEEDED, req.error
+    assert req.result_version == 7 and req.result["rebasedOver"] == [6]
+    assert 7 in rs_ids(table_path) and log_versions(table_path) == list(range(8))
+
+
+def test_a_delete_of_the_same_files_during_the_run_is_a_conflict(
+    table, table_path, users, writer_during_commit
+) -> None:
+    req = approved(table, users)
+    writer_during_commit(lambda: DeltaTable(str(table_path)).delete("id = 104"))
+    req = run(req)
+    assert req.status == S.CONFLICT
+    assert "version 6" in req.error and req.result == {"competingVersions": [6]}
+    assert log_versions(table_path) == list(range(7))  # no restore commit, nothing lost
+    assert transitions(req)[-1] == (S.RUNNING, S.CONFLICT)
+
+
+def test_files_gone_since_approval_fail_the_run_listing_them(table, table_path, users) -> None:
+    req = approved(table, users)
+    gone = sorted(rs_paths(table_path, 2) - rs_paths(table_path, 5))
+    for f in gone:
+        (table_path / f).unlink()
+    req = run(req)
+    assert req.status == S.FAILED
+    assert all(f in req.error for f in gone) and sorted(req.result["missingFiles"]) == gone
+    assert log_versions(table_path)[-1] == 5
+
+
+def test_an_unexpected_error_is_one_line(table, users) -> None:
+    def broken(location, **kw):
+        raise RuntimeError("py4j said no\nTraceback (most recent call last):\n  at org.apache.spark...")
+
+    req = run(approved(table, users), broken)
+    assert req.status == S.FAILED
+    assert req.error == "the restore failed unexpectedly (RuntimeError: py4j said no)"
+
+
+def test_requeue_stuck_restores(table, users, django_capture_on_commit_callbacks) -> None:
+    old = timezone.now() - timedelta(minutes=30)
+    silent = approved(table, users)
+    services._claim_restore(silent)
+    alive = approved(table, users)
+    services._claim_restore(alive)
+    worn = approved(table, users)
+    services._claim_restore(worn)
+    lost = approved(table, users)
+    RestoreRequest.objects.filter(pk__in=[silent.pk, lost.pk]).update(progress_at=old)
+    RestoreRequest.objects.filter(pk=worn.pk).update(progress_at=old, attempts=services.MAX_RESTORE_ATTEMPTS)
+    with django_capture_on_commit_callbacks() as callbacks:
+        acted = services.requeue_stuck_restores()
+    assert sorted(acted) == sorted([silent.pk, worn.pk, lost.pk]) and len(callbacks) == 2  # silent and lost sent
+    statuses = dict(RestoreRequest.objects.values_list("pk", "status"))
+    assert statuses[silent.pk] == S.QUEUED and statuses[alive.pk] == S.RUNNING
+    assert statuses[worn.pk] == S.FAILED and statuses[lost.pk] == S.QUEUED
+    assert "stopped 3 times" in RestoreRequest.objects.get(pk=worn.pk).error
+    assert services.requeue_stuck_restores() == []  # they showed life just now
+
+
+def test_a_worker_that_lost_its_claim_stops_without_writing(table, table_path, users) -> None:
+    req = approved(table, users)
+
+    def planner(location, *, progress, **kw):
+        # meanwhile this run was taken for dead and requeued: its next progress report stops it
+        RestoreRequest.objects.filter(pk=req.pk).update(status=S.QUEUED)
+        return services.local_planner(location, progress=progress, **kw)
+
+    out = services.run_restore(req.pk, planner)
+    assert out["skipped"] and log_versions(table_path)[-1] == 5
+    assert os.path.isdir(table_path)
