@@ -89,3 +89,21 @@ class MissingFilesError(RestoreError):
         super().__init__(message, files=files, version=version, **details)
         self.files = files
         self.version = version
+
+
+class CorruptDeletionVectorError(DeltaError):
+    """A deletion vector that cannot be decoded, or whose content contradicts its descriptor."""
+
+    code = "corrupt_deletion_vector"
+
+
+class MissingDeletionVectorError(CorruptDeletionVectorError):
+    """The file an on-disk deletion vector points to is not there."""
+
+    code = "missing_deletion_vector"
+
+
+class InvalidColumnsError(DeltaError):
+    """Columns asked for that a version does not have, or diff keys that are not unique in it."""
+
+    code = "invalid_columns"

@@ -46,6 +46,7 @@ from .actions import Metadata, Protocol, dv_unique_id
 from .checkpoint import _open_parquet, _plain, _sidecar_rel, read_checkpoint_others
 from .commit import ENGINE_INFO, commit, now_ms
 from .commitinfo import read_commit_info
+from .dv import deletion_vector_file
 from .errors import CommitConflictError, CorruptLogError, MissingFilesError, RestoreError, UnsupportedFeatureError
 from .log import commit_name, list_log
 from .replay import identity_keys
@@ -121,8 +122,6 @@ RETAINED_DOMAINS = frozenset({"delta.rowTracking"})
 
 _ICT_KEYS = (*ENABLE_KEYS, *VERSION_KEYS, *TIMESTAMP_KEYS)
 _FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?/")
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
 
 
 # --- the plan ------------------------------------------------------------------------------
@@ -409,33 +408,6 @@ def restore_remove(add: dict[str, Any], deletion_timestamp: int) -> dict[str, An
 
 
 # --- existence of the files to add -------------------------------------------------------------
-
-
-def _z85_uuid(text: str) -> uuid.UUID:
-    raw = b""
-    for i in range(0, 20, 5):
-        value = 0
-        for c in text[i : i + 5]:
-            value = value * 85 + _Z85_INDEX[c]
-        raw += value.to_bytes(4, "big")
-    return uuid.UUID(bytes=raw)
-
-
-def deletion_vector_file(dv: dict[str, Any] | None) -> str | None:
-    """The DV file of an on-disk deletion vector, relative to the table root (or absolute)."""
-    if not dv or dv.get("storageType") == "i":
-        return None
-    where = str(dv.get("pathOrInlineDv") or "")
-    if dv.get("storageType") == "p":
-        return where  # a URI, encoded like an add's path
-    if dv.get("storageType") == "u" and len(where) >= 20:
-        prefix, encoded = where[:-20], where[-20:]
-        try:
-            name = f"deletion_vector_{_z85_uuid(encoded)}.bin"
-        except (KeyError, ValueError):
-            return where  # not Z85: reported as missing rather than guessed
-        return f"{prefix}/{name}" if prefix else name
-    return where
 
 
 def _exists(storage: LocalStorage, path: str) -> bool:
