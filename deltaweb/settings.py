@@ -153,4 +153,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "tables.models.JobStatus",
+        "RestoreStatusEnum": "tables.models.RestoreStatus",
+    },
 }

@@ -26,3 +26,17 @@ class CanDeleteTable(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return roles.can_delete_table(request.user)
+
+
+class CanRequestRestore(BasePermission):
+    message = "Requesting a restore needs the analyst or approver role (or staff)."
+
+    def has_permission(self, request, view) -> bool:
+        return roles.can_request_restore(request.user)
+
+
+class CanApprove(BasePermission):
+    message = "Approving or rejecting restores needs the approver role (or staff)."
+
+    def has_permission(self, request, view) -> bool:
+        return roles.can_approve(request.user)

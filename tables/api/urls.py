@@ -1,4 +1,4 @@
-"""Routes under /api/ (namespace "api"): tables, jobs, token, OpenAPI schema and Swagger UI."""
+"""Routes under /api/ (namespace "api"): tables, jobs, restores, token, OpenAPI schema and Swagger UI."""
 
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -6,13 +6,14 @@ from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import SimpleRouter
 
 from .errors import not_found_view
-from .views import ApiRootView, JobViewSet, TableViewSet
+from .views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
 
 app_name = "api"
 
 router = SimpleRouter()
 router.register("tables", TableViewSet, basename="table")
 router.register("jobs", JobViewSet, basename="job")
+router.register("restores", RestoreViewSet, basename="restore")
 
 urlpatterns = [
     path("", ApiRootView.as_view(), name="root"),

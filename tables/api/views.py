@@ -24,10 +24,10 @@ from rest_framework.views import APIView
 from tables import services
 from tables.delta.errors import InvalidTimestampError
 from tables.delta.timestamps import parse_timestamp
-from tables.models import Anomaly, Commit, Job, Table
+from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
 
 from . import serializers as s
-from .permissions import CanBrowse, CanDeleteTable, CanRegister
+from .permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 
 INT64_MAX = 2**63 - 1
 
@@ -63,7 +63,7 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
         400: "Bad request (invalid parameters); body {error: {code, message}}",
         401: "Not authenticated",
         403: "Not allowed for this user",
-        404: "Table (or version) not found",
+        404: "Table (or version, or restore request) not found",
         409: "Conflict",
         422: "The table's log cannot be read",
     }
@@ -103,6 +103,13 @@ def _job_location(request, job: Job) -> str:
     return request.build_absolute_uri(reverse("api:job-detail", args=[job.pk]))
 
 
+def _restore_location(request, req: RestoreRequest) -> str:
+    return request.build_absolute_uri(reverse("api:restore-detail", args=[req.pk]))
+
+
+RESTORES = RestoreRequest.objects.select_related("table", "requested_by", "approver")
+
+
 @extend_schema_view(
     list=extend_schema(summary="List registered tables", responses={200: s.TableSerializer(many=True)}),
 )
@@ -118,6 +125,8 @@ class TableViewSet(viewsets.GenericViewSet):
     def get_permissions(self):
         if self.action in ("create", "sync"):
             return [IsAuthenticated(), CanRegister()]
+        if self.action == "restores" and self.request is not None and self.request.method == "POST":
+            return [IsAuthenticated(), CanRequestRestore()]
         if self.action == "destroy":
             return [IsAuthenticated(), CanDeleteTable()]
         return [IsAuthenticated(), CanBrowse()]
@@ -329,6 +338,57 @@ class TableViewSet(viewsets.GenericViewSet):
         ]
         return Response(out)
 
+    # --- restores ----------------------------------------------------------------------------
+
+    @extend_schema(
+        methods=["GET"],
+        summary="The table's restore requests, newest first (paged with limit/offset)",
+        parameters=[TABLE_ID, s.RestoreQuerySerializer],
+        responses={200: s.RestoreSummarySerializer(many=True), **_errors(400, 401, 403, 404)},
+    )
+    @extend_schema(
+        methods=["POST"],
+        summary="Request a restore: dry-run plan now, commit after an approver approves",
+        parameters=[TABLE_ID],
+        request=s.RestoreCreateSerializer,
+        responses={
+            201: OpenApiResponse(s.RestoreRequestSerializer, description="The pending request with its plan"),
+            **_errors(400, 401, 403, 404, 422),
+        },
+    )
+    @action(detail=True, methods=["get", "post"])
+    def restores(self, request, id=None):
+        """GET lists the table's restore requests (?status=pending,stale filters). POST plans a RESTORE
+        TO VERSION (or TIMESTAMP, latest version at or before it) on the latest version and saves a
+        pending request with the plan: files to add and remove with counts and bytes, operationMetrics,
+        the protocol outcome and the side-by-side comparison. Needs the analyst or approver role (or
+        staff); another approver must approve it. Refusals save nothing: 400 invalid_target,
+        invalid_reason, invalid_timestamp, timestamp_out_of_range, restore_invalid (e.g. the version
+        is not lower than the latest), restore_missing_files (with `files`, up to 100; set
+        ignoreMissingFiles to restore without them); 422 when the log cannot be read."""
+        table = self.get_object()
+        if request.method == "GET":
+            q = _query(s.RestoreQuerySerializer, request)
+            rows = RESTORES.filter(table=table)
+            if q.get("status"):
+                rows = rows.filter(status__in=q["status"])
+            page = self.paginate_queryset(rows.defer("plan", "verification", "result"))
+            return self.get_paginated_response(s.RestoreSummarySerializer(page, many=True).data)
+        ser = s.RestoreCreateSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        req = services.request_restore(
+            table,
+            request.user,
+            reason=data["reason"],
+            version=data.get("version"),
+            timestamp=data.get("timestamp"),
+            ignore_missing_files=data["ignoreMissingFiles"],
+            allow_protocol_downgrade=data["allowProtocolDowngrade"],
+        )
+        body = s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": _restore_location(request, req)})
+
 
 @extend_schema_view(
     retrieve=extend_schema(
@@ -345,6 +405,75 @@ class JobViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     lookup_value_regex = "[0-9]{1,18}"
 
 
+@extend_schema_view(
+    list=extend_schema(
+        summary="Restore requests of every table, newest first (paged with limit/offset)",
+        parameters=[s.RestoreQuerySerializer],
+        responses={200: s.RestoreSummarySerializer(many=True), **_errors(400, 401, 403)},
+    ),
+    retrieve=extend_schema(
+        summary="A restore request: status, plan, progress (stage, done/total), result, error, events",
+        responses={200: s.RestoreRequestSerializer, **_errors(401, 403, 404)},
+    ),
+)
+class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Restore requests: poll one until isTerminal (or awaitingApproval, when it went stale)."""
+
+    queryset = RESTORES
+    serializer_class = s.RestoreRequestSerializer
+    pagination_class = Pagination
+    lookup_value_regex = "[0-9]{1,18}"
+
+    def get_permissions(self):
+        if self.action in ("approve", "reject"):
+            return [IsAuthenticated(), CanApprove()]
+        return [IsAuthenticated(), CanBrowse()]
+
+    def list(self, request):
+        q = _query(s.RestoreQuerySerializer, request)
+        rows = self.get_queryset()
+        if q.get("status"):
+            rows = rows.filter(status__in=q["status"])
+        page = self.paginate_queryset(rows.defer("plan", "verification", "result"))
+        return self.get_paginated_response(s.RestoreSummarySerializer(page, many=True).data)
+
+    def _decision(self) -> dict[str, Any]:
+        ser = s.RestoreDecisionSerializer(data=self.request.data)
+        ser.is_valid(raise_exception=True)
+        return ser.validated_data
+
+    @extend_schema(
+        summary="Approve the plan: the restore is queued for a worker",
+        request=s.RestoreDecisionSerializer,
+        responses={
+            202: OpenApiResponse(s.RestoreRequestSerializer, description="Approved and queued"),
+            **_errors(400, 401, 403, 404, 409),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        """Approvers (or staff) only, and never the requester (403 own_request). Only pending or stale
+        requests (409 invalid_state); with `fingerprint`, only if the plan is still that one (409
+        plan_changed). The run re-plans on the current head: it commits the approved change (also on top
+        of appends made meanwhile), or goes back to stale with a new plan."""
+        data = self._decision()
+        req = services.approve_restore(self.get_object(), request.user, data["comment"], data.get("fingerprint"))
+        body = s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": _restore_location(request, req)})
+
+    @extend_schema(
+        summary="Reject the request (a comment saying why is required)",
+        request=s.RestoreDecisionSerializer,
+        responses={200: s.RestoreRequestSerializer, **_errors(400, 401, 403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        """Approvers (or staff) only, never the requester; only pending or stale requests."""
+        data = self._decision()
+        req = services.reject_restore(self.get_object(), request.user, data["comment"])
+        return Response(s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data)
+
+
 class ApiRootView(APIView):
     """The API's entry point: where the endpoints and the documentation are."""
 
@@ -358,6 +487,7 @@ class ApiRootView(APIView):
         return Response(
             {
                 "tables": url("api:table-list"),
+                "restores": url("api:restore-list"),
                 "token": url("api:token"),
                 "schema": url("api:schema"),
                 "docs": url("api:docs"),

@@ -353,3 +353,106 @@ def test_a_worker_that_lost_its_claim_stops_without_writing(table, table_path, u
     out = services.run_restore(req.pk, planner)
     assert out["skipped"] and log_versions(table_path)[-1] == 5
     assert os.path.isdir(table_path)
+
+
+# --- the REST API -----------------------------------------------------------------------------
+
+
+def api_client(user=None):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=user).key)
+    return client
+
+
+@pytest.fixture
+def clients(users) -> dict:
+    return {name: api_client(user) for name, user in users.items()} | {"anonymous": api_client()}
+
+
+def assert_error(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code, body
+    assert body["error"]["message"] and "Traceback" not in body["error"]["message"]
+    return body["error"]
+
+
+def test_api_request_get_approve_and_follow(table, table_path, clients, users) -> None:
+    url = f"/api/tables/{table.pk}/restores/"
+    r = clients["analyst"].post(url, {"version": 2, "reason": "undo the overwrite"}, format="json")
+    assert r.status_code == 201, r.content
+    body = r.json()
+    assert r["Location"].endswith(f"/api/restores/{body['id']}/")
+    assert body["status"] == "pending" and body["awaitingApproval"] and body["requestedBy"] == "ana"
+    assert body["resolvedVersion"] == 2 and body["planHeadVersion"] == 5
+    assert body["plan"]["numFilesToAdd"] == 3 and body["plan"]["numFilesToRemove"] == 2
+    assert body["plan"]["metrics"]["numOfFilesAfterRestore"] == str(len(rs_paths(table_path, 2)))
+    assert "dataChange=true" in body["plan"]["warning"]
+    assert [e["toStatus"] for e in body["events"]] == ["pending"]
+
+    listed = clients["reader"].get(url).json()
+    assert listed["count"] == 1 and "plan" not in listed["results"][0]
+    assert clients["reader"].get(url + "?status=stale").json()["count"] == 0
+    assert_error(clients["reader"].get(url + "?status=bogus"), 400, "invalid")
+    assert clients["reader"].get("/api/restores/?status=pending,stale").json()["count"] == 1
+
+    detail = f"/api/restores/{body['id']}/"
+    r = clients["approver"].post(detail + "approve/", {"comment": "ok", "fingerprint": body["planFingerprint"]})
+    assert r.status_code == 202, r.content
+    assert r.json()["status"] == "queued" and r.json()["approver"] == "appro"
+    run(RestoreRequest.objects.get(pk=body["id"]))
+    got = clients["reader"].get(detail).json()
+    assert got["status"] == "succeeded" and got["resultVersion"] == 6 and got["isTerminal"]
+    assert got["verification"]["verified"] and got["result"]["metrics"] == body["plan"]["metrics"]
+    assert [e["toStatus"] for e in got["events"]] == ["pending", "approved", "queued", "running", "succeeded"]
+    assert got["events"][3]["actor"] is None and got["events"][1]["actor"] == "appro"
+
+
+def test_api_permissions(table, clients, users) -> None:
+    url = f"/api/tables/{table.pk}/restores/"
+    for method in ("get", "post"):
+        assert_error(getattr(clients["anonymous"], method)(url), 401, "not_authenticated")
+    assert_error(clients["reader"].post(url, {"version": 2, "reason": "x"}, format="json"), 403, "permission_denied")
+    req = request(table, users["approver"])
+    detail = f"/api/restores/{req.pk}/"
+    assert_error(clients["anonymous"].get(detail), 401, "not_authenticated")
+    assert_error(clients["anonymous"].post(detail + "approve/"), 401, "not_authenticated")
+    assert_error(clients["analyst"].post(detail + "approve/", {"comment": "me"}), 403, "permission_denied")
+    assert_error(clients["analyst"].post(detail + "reject/", {"comment": "me"}), 403, "permission_denied")
+    assert_error(clients["approver"].post(detail + "approve/"), 403, "own_request")
+    own = request(table, users["staff"])
+    assert_error(clients["staff"].post(f"/api/restores/{own.pk}/approve/"), 403, "own_request")
+    assert_error(clients["staff"].post(detail + "reject/", {"comment": ""}), 400, "invalid_comment")
+    r = clients["staff"].post(detail + "reject/", {"comment": "wrong version"})
+    assert r.status_code == 200 and r.json()["status"] == "rejected"
+    assert_error(clients["approver2"].post(detail + "approve/"), 409, "invalid_state")
+    assert_error(clients["approver2"].post(f"/api/restores/{own.pk}/approve/", {"fingerprint": "x"}), 400, "invalid")
+    assert_error(clients["reader"].get("/api/restores/999999/"), 404, "not_found")
+    assert_error(clients["reader"].get("/api/restores/abc/"), 404, "not_found")
+    req.refresh_from_db()
+    assert req.status == S.REJECTED
+
+
+def test_api_refusals(table, table_path, clients) -> None:
+    url = f"/api/tables/{table.pk}/restores/"
+    post = clients["analyst"].post
+    assert_error(post(url, {"version": 5, "reason": "x"}, format="json"), 400, "restore_invalid")
+    assert_error(post(url, {"reason": "x"}, format="json"), 400, "invalid_target")
+    assert_error(
+        post(url, {"version": 1, "timestamp": "2024-01-01", "reason": "x"}, format="json"), 400, "invalid_target"
+    )
+    assert_error(post(url, {"version": 2}, format="json"), 400, "invalid")
+    assert_error(post(url, {"version": -3, "reason": "x"}, format="json"), 400, "invalid")
+    assert_error(post("/api/tables/nope/restores/", {"version": 2, "reason": "x"}, format="json"), 404, "not_found")
+    gone = sorted(rs_paths(table_path, 2) - rs_paths(table_path, 5))
+    for f in gone:
+        (table_path / f).unlink()
+    err = assert_error(post(url, {"version": 2, "reason": "x"}, format="json"), 400, "restore_missing_files")
+    assert sorted(err["files"]) == gone and err["missingCount"] == len(gone)
+    assert not RestoreRequest.objects.exists()
+    r = post(url, {"version": 2, "reason": "x", "ignoreMissingFiles": True}, format="json")
+    assert r.status_code == 201 and r.json()["plan"]["numMissingFiles"] == len(gone)
