@@ -70,3 +70,45 @@ class TimeTravelForm(forms.Form):
         help_text="ISO-8601 (UTC unless a zone is given), yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch milliseconds.",
         widget=forms.TextInput(attrs={"placeholder": "2024-05-01 12:00:00", "spellcheck": "false"}),
     )
+
+
+class RestoreRequestForm(forms.Form):
+    """A restore request: a version or a timestamp (the services check there is exactly one)."""
+
+    version = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_VERSION,
+        label="Version",
+        widget=forms.NumberInput(attrs={"inputmode": "numeric", "placeholder": "e.g. 12"}),
+    )
+    timestamp = forms.CharField(
+        required=False,
+        max_length=64,
+        label="or timestamp",
+        help_text="The latest version at or before this time (UTC unless a zone is given).",
+        widget=forms.TextInput(attrs={"placeholder": "2024-05-01 12:00:00", "spellcheck": "false"}),
+    )
+    reason = forms.CharField(
+        max_length=5000,
+        label="Reason",
+        help_text="Why the table should go back; the approver reads it.",
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+    ignore_missing_files = forms.BooleanField(
+        required=False, label="Ignore missing files (restore without the files of the version that are gone)"
+    )
+    allow_protocol_downgrade = forms.BooleanField(
+        required=False, label="Allow a protocol downgrade (write the version's lower protocol)"
+    )
+
+
+class RestoreDecisionForm(forms.Form):
+    comment = forms.CharField(
+        required=False,
+        max_length=5000,
+        label="Comment",
+        help_text="Shown to the requester; required to reject.",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    fingerprint = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)

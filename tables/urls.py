@@ -13,6 +13,12 @@ urlpatterns = [
     path("t/<slug:slug>/sync/", views.sync_now, name="sync_now"),
     path("t/<slug:slug>/v/<int:version>/", views.version_detail, name="version_detail"),
     path("t/<slug:slug>/diff/", views.diff_view, name="diff"),
+    path("t/<slug:slug>/restore/", views.restore_new, name="restore_new"),
+    path("restores/", views.restore_list, name="restore_list"),
+    path("restores/<int:pk>/", views.restore_detail, name="restore_detail"),
+    path("restores/<int:pk>/approve/", views.restore_approve, name="restore_approve"),
+    path("restores/<int:pk>/reject/", views.restore_reject, name="restore_reject"),
+    path("restores/<int:pk>.json", views.restore_status, name="restore_status"),
     path("jobs/<int:pk>.json", views.job_status, name="job_status"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly_js"),
 ]

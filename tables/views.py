@@ -27,8 +27,8 @@ from tables.delta import errors as delta_errors
 from tables.delta.timestamps import format_ms
 
 from . import charts, pages, roles, services
-from .forms import HistoryFilterForm, RegisterTableForm, TimeTravelForm
-from .models import Anomaly, Commit, Job, JobStatus, SyncState, Table
+from .forms import HistoryFilterForm, RegisterTableForm, RestoreDecisionForm, RestoreRequestForm, TimeTravelForm
+from .models import Anomaly, Commit, Job, JobStatus, RestoreRequest, RestoreStatus, SyncState, Table
 
 MAX_ID = 2**63 - 1  # the largest version or id the database can hold
 HISTORY_PAGE_SIZE = 50
@@ -77,7 +77,11 @@ def _table(slug: str) -> Table:
 
 
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
-    return {"can_register": roles.can_register(request.user), **extra}
+    return {
+        "can_register": roles.can_register(request.user),
+        "can_request_restore": roles.can_request_restore(request.user),
+        **extra,
+    }
 
 
 def _job_for(request: HttpRequest, table: Table | None = None) -> Job | None:
@@ -263,6 +267,10 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx["syncing"] = table.sync_state in (SyncState.QUEUED, SyncState.SYNCING)
     latest = table.last_synced_version
     ctx["diff_default"] = (max((table.earliest_version or 0), latest - 1), latest) if latest is not None else None
+    ctx["restore_form"] = RestoreRequestForm(auto_id="restore_%s")
+    ctx["restores"] = list(
+        RestoreRequest.objects.filter(table=table).select_related("requested_by").defer("plan", "result")[:10]
+    )
     status = 400 if ctx["tt_error"] else 200
     return render(request, "tables/table_detail.html", ctx, status=status)
 
@@ -415,4 +423,143 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
         )
     resp = FileResponse(path.open("rb"), content_type="text/javascript; charset=utf-8")
     resp["Cache-Control"] = "private, max-age=2592000, immutable"
+    return resp
+
+
+# --- restores ----------------------------------------------------------------------------
+
+RESTORES_PAGE_SIZE = 50
+_RESTORE_FIELDS = {"invalid_reason": "reason", "invalid_timestamp": "timestamp", "timestamp_out_of_range": "timestamp"}
+
+
+def _restore(pk: int) -> RestoreRequest:
+    qs = RestoreRequest.objects.select_related("table", "requested_by", "approver")
+    req = qs.filter(pk=pk).first() if pk <= MAX_ID else None
+    if req is None:
+        raise PageError(f"There is no restore request #{pk}.", 404)
+    return req
+
+
+@page
+@require_GET
+def restore_list(request: HttpRequest) -> HttpResponse:
+    qs = RestoreRequest.objects.select_related("table", "requested_by", "approver").defer("plan", "result")
+    waiting = request.GET.get("waiting") == "1"
+    if waiting:
+        qs = qs.filter(status__in=RestoreStatus.awaiting_approval())
+    page_obj = Paginator(qs, RESTORES_PAGE_SIZE).get_page(request.GET.get("page"))
+    ctx = _context(request, page_obj=page_obj, waiting=waiting, query=_query(request))
+    return render(request, "tables/restore_list.html", ctx)
+
+
+@page
+@require_http_methods(["GET", "POST"])
+def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
+    table = _table(slug)
+    if not roles.can_request_restore(request.user):
+        raise PageError(
+            "Requesting a restore needs the analyst or approver role; ask an administrator to add you to one.",
+            403,
+            table,
+        )
+    initial = {"version": request.GET["version"]} if request.GET.get("version", "").isdigit() else {}
+    form = RestoreRequestForm(request.POST if request.method == "POST" else None, initial=initial)
+    status, missing = 200, None
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                req = services.request_restore(
+                    table,
+                    request.user,
+                    reason=data["reason"],
+                    version=data["version"],
+                    timestamp=data["timestamp"] or None,
+                    ignore_missing_files=data["ignore_missing_files"],
+                    allow_protocol_downgrade=data["allow_protocol_downgrade"],
+                )
+            except services.ServiceError as exc:
+                if exc.status == 403:
+                    raise
+                status = exc.status
+                missing = exc.extra.get("files")
+                if missing:
+                    form.add_error(
+                        None,
+                        f"{exc.extra.get('missingCount', len(missing))} file(s) of the version to restore are "
+                        "missing from storage (vacuumed or deleted). Restore a more recent version, or tick "
+                        "“Ignore missing files” to restore without them.",
+                    )
+                else:
+                    form.add_error(_RESTORE_FIELDS.get(exc.code), exc.message)
+            else:
+                messages.success(request, f"Restore #{req.pk} requested; an approver must approve it.")
+                return redirect("tables:restore_detail", req.pk)
+        _focus_first_error(form)
+    ctx = _context(request, table=table, form=form, missing_files=missing)
+    return render(request, "tables/restore_form.html", ctx, status=status)
+
+
+@page
+@require_GET
+def restore_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    req = _restore(pk)
+    own = req.requested_by_id is not None and req.requested_by_id == request.user.pk
+    ctx = _context(
+        request,
+        req=req,
+        table=req.table,
+        plan=pages.restore_view(req.plan),
+        events=list(req.events.select_related("actor")),
+        can_decide=req.awaiting_approval and roles.can_approve(request.user) and not own,
+        own_request=own and roles.can_approve(request.user) and req.awaiting_approval,
+        decision_form=RestoreDecisionForm(initial={"fingerprint": req.plan_fingerprint}),
+        verification=req.verification or {},
+        result=req.result or {},
+    )
+    return render(request, "tables/restore_detail.html", ctx)
+
+
+def _decide(request: HttpRequest, pk: int, approve: bool) -> HttpResponse:
+    req = _restore(pk)
+    form = RestoreDecisionForm(request.POST)
+    if not form.is_valid():
+        raise PageError("The comment is too long (at most 5000 characters).", 400, req.table)
+    data = form.cleaned_data
+    try:
+        if approve:
+            services.approve_restore(req, request.user, data["comment"], data["fingerprint"] or None)
+            messages.success(request, f"Restore #{req.pk} approved; it is queued for a worker.")
+        else:
+            services.reject_restore(req, request.user, data["comment"])
+            messages.success(request, f"Restore #{req.pk} rejected.")
+    except services.ServiceError as exc:
+        if exc.status in (401, 403, 404):
+            raise
+        messages.error(request, exc.message)  # a missing comment, a decision made meanwhile
+    return redirect("tables:restore_detail", req.pk)
+
+
+@page
+@require_POST
+def restore_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, approve=True)
+
+
+@page
+@require_POST
+def restore_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, approve=False)
+
+
+@login_required
+@require_GET
+def restore_status(request: HttpRequest, pk: int) -> JsonResponse:
+    req = RestoreRequest.objects.defer("plan", "result").filter(pk=pk).first() if pk <= MAX_ID else None
+    if req is None:
+        resp = JsonResponse({"error": f"There is no restore request {pk}."}, status=404)
+    else:
+        resp = JsonResponse(pages.restore_payload(req))
+    resp["Cache-Control"] = "no-store"
     return resp

@@ -456,3 +456,89 @@ def test_api_refusals(table, table_path, clients) -> None:
     assert not RestoreRequest.objects.exists()
     r = post(url, {"version": 2, "reason": "x", "ignoreMissingFiles": True}, format="json")
     assert r.status_code == 201 and r.json()["plan"]["numMissingFiles"] == len(gone)
+
+
+# --- the browser UI ---------------------------------------------------------------------------
+
+
+def browser(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_ui_request_form_on_the_table_page_and_the_request_page(table, table_path, users) -> None:
+    ana = browser(users["analyst"])
+    page = ana.get(f"/t/{table.slug}/").content.decode()
+    assert 'id="request-restore"' in page and f'action="/t/{table.slug}/restore/"' in page
+    assert 'id="request-restore"' not in browser(users["reader"]).get(f"/t/{table.slug}/").content.decode()
+
+    evil = "<script>alert(1)</script>"
+    r = ana.post(f"/t/{table.slug}/restore/", {"version": "2", "reason": f"undo {evil}"})
+    req = RestoreRequest.objects.get()
+    assert r.status_code == 302 and r["Location"] == f"/restores/{req.pk}/"
+    page = ana.get(r["Location"]).content.decode()
+    assert evil not in page and "undo &lt;script&gt;" in page
+    assert 'id="files-to-add">3<' in page and 'id="files-to-remove">2<' in page
+    assert "re-emits its files with dataChange=true" in page
+    assert "Now (version 5)" in page and "After the restore" in page and "Version 2" in page
+    assert "numOfFilesAfterRestore" in page and 'id="decision"' not in page
+    listed = ana.get(f"/t/{table.slug}/").content.decode()
+    assert f'href="/restores/{req.pk}/"' in listed
+    assert f"/restores/{req.pk}/" in ana.get("/restores/?waiting=1").content.decode()
+    status = ana.get(f"/restores/{req.pk}.json").json()
+    assert status["status"] == "pending" and status["awaitingApproval"] and not status["terminal"]
+    assert ana.get("/restores/987654.json").status_code == 404
+    assert ana.get("/restores/987654/").status_code == 404
+
+
+def test_ui_refusals_show_on_the_form(table, table_path, users) -> None:
+    ana = browser(users["analyst"])
+    r = ana.post(f"/t/{table.slug}/restore/", {"version": "5", "reason": "x"})
+    assert r.status_code == 400 and "not lower than the latest version 5" in r.content.decode()
+    r = ana.post(f"/t/{table.slug}/restore/", {"version": "2", "reason": ""})
+    assert r.status_code == 400 and 'class="field invalid"' in r.content.decode()
+    gone = sorted(rs_paths(table_path, 2) - rs_paths(table_path, 5))[0]
+    (table_path / gone).unlink()
+    r = ana.post(f"/t/{table.slug}/restore/", {"version": "2", "reason": "x"})
+    page = r.content.decode()
+    assert r.status_code == 400 and 'id="missing-files"' in page and gone in page and "Ignore missing files" in page
+    assert not RestoreRequest.objects.exists()
+    r = ana.post(f"/t/{table.slug}/restore/", {"version": "2", "reason": "x", "ignore_missing_files": "on"})
+    assert r.status_code == 302
+    assert (
+        browser(users["reader"]).post(f"/t/{table.slug}/restore/", {"version": "2", "reason": "x"}).status_code == 403
+    )
+    assert ana.get(f"/t/{table.slug}/v/2/").content.decode().count(f"/t/{table.slug}/restore/?version=2") == 1
+
+
+def test_ui_decisions_follow_the_server_rules(table, users) -> None:
+    req = request(table, users["approver"])
+    url = f"/restores/{req.pk}/"
+    ana, own, other = browser(users["analyst"]), browser(users["approver"]), browser(users["approver2"])
+    assert ana.post(url + "approve/", {"comment": "ok"}).status_code == 403
+    assert ana.post(url + "reject/", {"comment": "no"}).status_code == 403
+    page = own.get(url).content.decode()
+    assert 'id="decision"' not in page and 'id="own-request"' in page
+    r = own.post(url + "approve/", {"comment": "mine"})
+    assert r.status_code == 403 and "another approver" in r.content.decode()
+    page = other.get(url).content.decode()
+    assert 'id="decision"' in page and req.plan_fingerprint in page
+    r = other.post(url + "reject/", {"comment": ""}, follow=True)  # a rejection needs a comment
+    assert "Give a comment" in r.content.decode()
+    req.refresh_from_db()
+    assert req.status == S.PENDING
+    r = other.post(url + "approve/", {"comment": "fine", "fingerprint": req.plan_fingerprint})
+    assert r.status_code == 302
+    req.refresh_from_db()
+    assert req.status == S.QUEUED and req.approver == users["approver2"]
+    page = other.get(url).content.decode()
+    assert 'id="decision"' not in page and "fine" in page
+    r = other.post(url + "approve/", {"comment": "again"}, follow=True)
+    assert "only pending or stale requests can be approved" in r.content.decode()
+    run(req)
+    page = ana.get(url).content.decode()
+    assert "committed as" in page and f"/t/{table.slug}/v/6/" in page
+    assert "equal version 2" in page
