@@ -73,6 +73,43 @@ class StorageError(DeltaError):
     code = "storage_error"
 
 
+class InvalidManagedTableError(DeltaError):
+    """A table whose commit-owner properties and table features disagree (the owner property
+    without the feature, the feature without the property, an unreadable owner conf)."""
+
+    code = "invalid_managed_table"
+
+
+class ManagedTableError(DeltaError):
+    """An operation that does not fit how the table's commits are owned: a filesystem commit on
+    a managed table, an owner commit on a filesystem table, a table owned by someone else."""
+
+    code = "managed_table"
+
+
+class CommitRefusedError(DeltaError):
+    """The commit-owner refused a commit (policy, a frozen table, a version gap); `reason` is
+    the owner's own words."""
+
+    code = "commit_refused"
+
+    def __init__(self, message: str, version: int, reason: str, refusal: str = "commit_refused", **details: object):
+        super().__init__(message, version=version, reason=reason, refusal=refusal, **details)
+        self.version = version
+        self.reason = reason
+        self.refusal = refusal
+
+
+class CommitOwnerError(DeltaError):
+    """The commit-owner could not answer, or answered something that breaks its contract."""
+
+    code = "commit_owner_error"
+
+
+class OwnerUnavailableError(CommitOwnerError):
+    code = "owner_unavailable"
+
+
 class RestoreError(DeltaError):
     """A RESTORE that cannot be planned or committed as asked (target not before latest,
     a table feature this writer cannot honour, an append-only table, ...)."""

@@ -4,19 +4,29 @@ Contract of a segment: the newest complete checkpoint at or before the version (
 a multi-part checkpoint present) plus every commit after it up to the version, with no gap.
 `_last_checkpoint` is only a hint: missing, corrupt or pointing at a missing file, the
 listing decides. Each version is taken from its file's name, never by counting.
+
+Managed (commit-owner) tables: `_delta_log/_commits/<v>.<uuid>.json` (managedCommit,
+coordinatedCommits) and `_delta_log/_staged_commits/<v>.<uuid>.json` (catalogManaged) hold
+proposed commits. A file there proves nothing: only the owner knows which one, if any, is
+version v. They are listed only on request (`include_staged`), as kind "staged", and enter a
+segment only through `merge_ratified`, with what the owner reported.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
-from .errors import LogGapError, NotADeltaTableError, VersionNotFoundError
+from .errors import CommitOwnerError, LogGapError, NotADeltaTableError, VersionNotFoundError
 from .storage import FileInfo, LocalStorage
 
 LOG_DIR = "_delta_log"
+COMMITS_DIR = f"{LOG_DIR}/_commits"  # managedCommit / coordinatedCommits-preview
+STAGED_COMMITS_DIR = f"{LOG_DIR}/_staged_commits"  # catalogManaged
+STAGED_DIRS = (COMMITS_DIR, STAGED_COMMITS_DIR)
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC_CP = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
@@ -24,13 +34,15 @@ _MULTI_CP = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2_CP = re.compile(r"^(\d{20})\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)$")
 _COMPACTION = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 _CRC = re.compile(r"^(\d{20})\.crc$")
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_STAGED = re.compile(rf"^(\d{{20}})\.({_UUID})\.json$")
 
 
 @dataclass(frozen=True, slots=True)
 class LogFile:
     """One file of `_delta_log/`, classified by its name."""
 
-    kind: str  # commit | checkpoint | compaction | crc
+    kind: str  # commit | checkpoint | compaction | crc | staged (proposed, not ratified by itself)
     version: int
     path: str
     size: int
@@ -40,6 +52,7 @@ class LogFile:
     end_version: int | None = None  # compaction files
     v2: bool = False
     fmt: str = "parquet"
+    backfilled: bool = True  # False: a commit the owner ratified that is not in _delta_log/ yet
 
     @property
     def name(self) -> str:
@@ -50,10 +63,37 @@ def commit_name(version: int) -> str:
     return f"{LOG_DIR}/{version:020d}.json"
 
 
+def staged_commit_name(version: int, uuid: str, directory: str = COMMITS_DIR) -> str:
+    """`_delta_log/_commits/<v>.<uuid>.json` (or the `_staged_commits` directory)."""
+    return f"{directory}/{version:020d}.{uuid}.json"
+
+
+def ratified_commit_path(path: str, version: int) -> bool:
+    """Whether an owner may name `path` as the file of `version`: a staged file of that version
+    in one of the two staging directories, or the backfilled `_delta_log/<v>.json`. Owners are
+    remote and untrusted: nothing else (no `..`, no absolute path) is ever opened."""
+    directory, _, name = path.rpartition("/")
+    if directory == LOG_DIR:
+        return name == f"{version:020d}.json"
+    m = _STAGED.match(name)
+    return directory in STAGED_DIRS and m is not None and int(m[1]) == version
+
+
+def backfilled_path(path: str) -> str | None:
+    """`_delta_log/<v>.json` for a staged commit's path (where it lands once backfilled)."""
+    directory, _, name = path.rpartition("/")
+    m = _STAGED.match(name)
+    return commit_name(int(m[1])) if directory in STAGED_DIRS and m else None
+
+
 def classify(info: FileInfo) -> LogFile | None:
     """The LogFile a listed file is, or None for anything else (temp files, dot files)."""
-    name = info.path.rsplit("/", 1)[-1]
+    directory, _, name = info.path.rpartition("/")
     size, mtime = info.size, info.modification_time
+    if directory in STAGED_DIRS:
+        if m := _STAGED.match(name):
+            return LogFile("staged", int(m[1]), info.path, size, mtime, fmt="json", backfilled=False)
+        return None
     if m := _COMMIT.match(name):
         return LogFile("commit", int(m[1]), info.path, size, mtime, fmt="json")
     if m := _CLASSIC_CP.match(name):
@@ -71,19 +111,35 @@ def classify(info: FileInfo) -> LogFile | None:
 
 @dataclass(slots=True)
 class LogListing:
-    """Everything `_delta_log/` holds, classified and sorted by version."""
+    """Everything `_delta_log/` holds, classified and sorted by version.
+
+    `commits` are the backfilled commits, plus, after `merge_ratified`, the un-backfilled ones
+    the owner ratified (`backfilled=False`). `staged` are the files of the staging directories
+    (listed only on request): proposals, whatever the owner made of them.
+    """
 
     commits: list[LogFile] = field(default_factory=list)
     checkpoints: dict[int, list[LogFile]] = field(default_factory=dict)
     compactions: list[LogFile] = field(default_factory=list)
+    staged: list[LogFile] = field(default_factory=list)
+    owner_merged: bool = False  # the owner's ratified commits are in `commits` already
+    owner_view: Any = None  # owner.OwnerView of the merge, when there was one
 
     @property
     def latest_commit(self) -> int | None:
         return self.commits[-1].version if self.commits else None
 
+    @property
+    def latest_backfilled(self) -> int | None:
+        return next((c.version for c in reversed(self.commits) if c.backfilled), None)
 
-def list_log(storage: LocalStorage) -> LogListing:
-    """List and classify the log; raises NotADeltaTableError without a `_delta_log/`."""
+
+def list_log(storage: LocalStorage, include_staged: bool = False) -> LogListing:
+    """List and classify the log; raises NotADeltaTableError without a `_delta_log/`.
+
+    `include_staged` lists `_delta_log/_commits/` and `_delta_log/_staged_commits/` too (two
+    more listings): only callers that look at proposed commits ask for it.
+    """
     if not storage.is_dir(LOG_DIR):
         raise NotADeltaTableError(f"{storage.root}: not a Delta table (no {LOG_DIR}/ directory)")
     listing = LogListing()
@@ -98,9 +154,104 @@ def list_log(storage: LocalStorage) -> LogListing:
         elif lf.kind == "compaction":
             listing.compactions.append(lf)
     listing.commits.sort(key=lambda f: f.version)
+    if include_staged:
+        listing.staged = list_staged(storage)
     if not listing.commits and not listing.checkpoints:
         raise NotADeltaTableError(f"{storage.root}: not a Delta table ({LOG_DIR}/ holds no commits)")
     return listing
+
+
+def list_staged(storage: LocalStorage) -> list[LogFile]:
+    """Proposed commit files of both staging directories, by version then name."""
+    out: list[LogFile] = []
+    for directory in STAGED_DIRS:
+        try:
+            infos = storage.list_dir(directory)
+        except FileNotFoundError:
+            continue
+        out.extend(lf for info in infos if (lf := classify(info)) is not None)
+    out.sort(key=lambda f: (f.version, f.path))
+    return out
+
+
+def merge_ratified(
+    storage: LocalStorage,
+    listing: LogListing,
+    ratified: list[LogFile],
+    latest_ratified: int,
+    *,
+    owner_is_authoritative: bool = False,
+    owner: str = "the commit-owner",
+) -> tuple[LogListing, bool]:
+    """The listing with the owner's ratified commits merged in; (listing, relisted).
+
+    `listing` was taken before the owner was asked (list, then ask). Versions after the
+    listed latest up to the owner's `latest_ratified` come from `ratified`; any the owner no
+    longer reports were backfilled between the listing and the question, so `_delta_log/` is
+    listed once more for them (`relisted`). A version in neither place is a gap.
+
+    When the owner's latest is below the listed latest: a managedCommit owner is trusted
+    less than the log (a backfilled `<v>.json` proves v is committed), so the log's latest
+    stands; a catalog (`owner_is_authoritative`, catalogManaged) is the final word: published
+    files above its latest are ignored, and for a version it reports that is published too,
+    its file is the one read. `latest_ratified` -1 means the owner never ratified anything.
+    """
+    base = listing.latest_backfilled
+    base = -1 if base is None else base
+    backfilled = [c for c in listing.commits if c.backfilled]
+    if latest_ratified < 0 or (latest_ratified <= base and not owner_is_authoritative):
+        return _with_commits(listing, backfilled, None), False
+    target = latest_ratified if owner_is_authoritative else max(base, latest_ratified)
+    by_version = {lf.version: lf for lf in ratified if lf.version <= target}
+    keep = [c for c in backfilled if c.version <= target and not (owner_is_authoritative and c.version in by_version)]
+    extra = [lf for v, lf in by_version.items() if v > base or owner_is_authoritative]
+    missing = [v for v in range(base + 1, target + 1) if v not in by_version]
+    relisted = False
+    if missing:
+        relisted = True
+        fresh = {c.version: c for c in list_log(storage).commits}
+        found = [fresh[v] for v in missing if v in fresh]
+        still = [v for v in missing if v not in fresh]
+        if still:
+            raise LogGapError(
+                f"{storage.root}: commit versions {_ranges(still)} are neither in {LOG_DIR}/ nor among the "
+                f"commits {owner} reported (its latest ratified version is {latest_ratified})",
+                missing=still,
+            )
+        extra += found
+    commits = sorted(keep + extra, key=lambda c: c.version)
+    return _with_commits(listing, commits, target if owner_is_authoritative else None), relisted
+
+
+def _with_commits(listing: LogListing, commits: list[LogFile], cap: int | None) -> LogListing:
+    checkpoints = listing.checkpoints
+    compactions = listing.compactions
+    if cap is not None:
+        checkpoints = {v: f for v, f in checkpoints.items() if v <= cap}
+        compactions = [c for c in compactions if c.end_version is not None and c.end_version <= cap]
+    return LogListing(commits, checkpoints, compactions, listing.staged, owner_merged=True)
+
+
+def ratified_log_file(version: int, path: str, size: int, modification_time: int, latest: int, owner: str) -> LogFile:
+    """The LogFile of a commit an owner reported, after checking what it said."""
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0 or version > latest:
+        raise CommitOwnerError(
+            f"{owner} reported commit version {version!r} outside 0..{latest} (its latest ratified version)"
+        )
+    if not isinstance(path, str) or not ratified_commit_path(path, version):
+        raise CommitOwnerError(
+            f"{owner} reported {str(path)[:200]!r} as the file of version {version}; expected "
+            f"{COMMITS_DIR}/ or {STAGED_COMMITS_DIR}/{version:020d}.<uuid>.json"
+        )
+    return LogFile(
+        "commit",
+        version,
+        path,
+        int(size or 0),
+        int(modification_time or 0),
+        fmt="json",
+        backfilled=path == commit_name(version),
+    )
 
 
 def complete_checkpoint(files: list[LogFile]) -> list[LogFile] | None:
