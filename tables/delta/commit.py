@@ -16,8 +16,8 @@ import orjson
 
 from .actions import Metadata, Protocol
 from .commitinfo import read_commit_info
-from .errors import CommitConflictError, DeltaError
-from .log import commit_name, list_log
+from .errors import CommitConflictError, DeltaError, ManagedTableError
+from .log import LOG_DIR, commit_name, list_log
 from .snapshot import TableConfig, load_table_config
 from .storage import LocalStorage, open_storage
 from .timestamps import ICT_FEATURES, ict_config
@@ -58,6 +58,26 @@ def next_in_commit_timestamp(storage: LocalStorage, cfg: TableConfig, now: int, 
     return max(now, (prev_ict if prev_ict is not None else prev.modification_time) + 1)
 
 
+def commit_bytes(actions: list[dict[str, Any]], commit_info: dict[str, Any], in_commit_timestamp: int | None) -> bytes:
+    """A commit file's content: commitInfo first (with the ICT first in it), then the actions."""
+    info = dict(commit_info)
+    if in_commit_timestamp is not None:
+        info = {"inCommitTimestamp": in_commit_timestamp, **info}
+    lines = [orjson.dumps({"commitInfo": info})]
+    lines += [orjson.dumps(a) for a in actions if "commitInfo" not in a]
+    return b"\n".join(lines) + b"\n"
+
+
+def refuse_managed(cfg: TableConfig, where: str) -> None:
+    """A managed table's writers must commit through its owner, never to `_delta_log/`."""
+    if cfg.managed is not None:
+        raise ManagedTableError(
+            f"{where}: {cfg.managed.describe()}; commits go through the owner (managed.commit_via_owner), "
+            f"not to {LOG_DIR}/",
+            owner=cfg.managed.owner_name,
+        )
+
+
 def write_commit(
     storage: LocalStorage,
     version: int,
@@ -66,14 +86,9 @@ def write_commit(
     in_commit_timestamp: int | None,
 ) -> CommitResult:
     """Write `version` with commitInfo first; CommitConflictError if it exists already."""
-    info = dict(commit_info)
-    if in_commit_timestamp is not None:
-        info = {"inCommitTimestamp": in_commit_timestamp, **info}
-    lines = [orjson.dumps({"commitInfo": info})]
-    lines += [orjson.dumps(a) for a in actions if "commitInfo" not in a]
     rel = commit_name(version)
     try:
-        storage.put_if_absent(rel, b"\n".join(lines) + b"\n")
+        storage.put_if_absent(rel, commit_bytes(actions, commit_info, in_commit_timestamp))
     except CommitConflictError as exc:
         raise CommitConflictError(
             f"{storage.root}: version {version} was committed by another writer first", version=version
@@ -96,6 +111,7 @@ def commit(
     """Commit `actions` as version latest+1 of the table (ICT when the result has it on)."""
     storage = location if isinstance(location, LocalStorage) else open_storage(location)
     cfg = load_table_config(storage, list_log(storage))
+    refuse_managed(cfg, str(storage.root))
     if read_version is not None and read_version != cfg.version:
         raise CommitConflictError(
             f"{storage.root}: the table is at version {cfg.version}, not {read_version} as planned",
@@ -149,6 +165,7 @@ def enable_ict(location: str | LocalStorage, clock: Callable[[], int] = now_ms) 
     state = ict_config(cfg)
     if state.enabled:
         return {"changed": False, "version": cfg.version, "ict": state.to_dict()}
+    refuse_managed(cfg, str(storage.root))
     if cfg.protocol.min_writer_version > 7:
         raise DeltaError(f"{storage.root}: writer version {cfg.protocol.min_writer_version} is not supported")
     protocol = upgraded_protocol(cfg.protocol, (ICT_FEATURES[0],))

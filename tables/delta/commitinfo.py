@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from .errors import CorruptLogError
-from .log import LogFile
+from .log import LogFile, backfilled_path
 from .storage import LocalStorage
 
 MAX_STRING = 10_000  # a log is untrusted input: bound what we carry around
@@ -46,7 +46,13 @@ def read_commit_info(storage: LocalStorage, lf: LogFile) -> CommitInfoRead:
     try:
         data = storage.read(lf.path)
     except FileNotFoundError as exc:
-        raise CorruptLogError(f"{storage.root / lf.path}: commit file disappeared", file=lf.path) from exc
+        alt = backfilled_path(lf.path)  # a ratified commit backfilled since, its staged copy gone
+        try:
+            data = storage.read(alt) if alt is not None else None
+        except FileNotFoundError:
+            data = None
+        if data is None:
+            raise CorruptLogError(f"{storage.root / lf.path}: commit file disappeared", file=lf.path) from exc
     end = data.find(b"\n")
     first_line = data if end == -1 else data[:end]
     lineno = 1

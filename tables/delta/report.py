@@ -32,6 +32,10 @@ def snapshot_payload(snap: Snapshot, files: bool = True) -> dict[str, Any]:
         out["files"] = snap.file_dicts()
     out["setTransactions"] = list(snap.txns.values())
     out["domainMetadata"] = list(snap.domains.values())
+    if snap.managed is not None:  # only on managed tables: the contract of others is unchanged
+        out["managed"] = snap.managed.to_dict()
+        out["stalenessWarning"] = snap.staleness_warning
+        out["owner"] = snap.owner_view.to_dict() if snap.owner_view is not None else None
     return out
 
 

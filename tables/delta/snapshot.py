@@ -2,6 +2,11 @@
 
 Loading checks the reader side of the protocol first and refuses, naming the feature, any
 table this reader does not implement: it never returns state it may have got wrong.
+
+Managed tables (owner.py): with an owner client the segment is built on `ratified_listing`
+(the backfilled log merged with what the owner ratified); without one the snapshot holds the
+backfilled commits only and says so in `staleness_warning`. Filesystem tables pay nothing for
+this: the owner is asked only when one is given and the table names one.
 """
 
 from __future__ import annotations
@@ -17,8 +22,25 @@ import pyarrow.compute as pc
 
 from .actions import Metadata, Protocol, dv_unique_id, read_json_actions
 from .checkpoint import read_checkpoint_files, read_checkpoint_others
-from .errors import CorruptLogError, StateReconstructionError, UnsupportedFeatureError
-from .log import LogListing, LogSegment, build_segment, list_log
+from .errors import (
+    CorruptLogError,
+    DeltaError,
+    ManagedTableError,
+    StateReconstructionError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+from .log import (
+    LogListing,
+    LogSegment,
+    backfilled_path,
+    build_segment,
+    list_log,
+    list_staged,
+    merge_ratified,
+    ratified_log_file,
+)
+from .owner import CommitOwner, ManagedConfig, OwnerView, managed_config
 from .replay import NonFileState, reconcile_files
 from .storage import LocalStorage, open_storage
 
@@ -36,6 +58,9 @@ SUPPORTED_READER_FEATURES = frozenset(
         "variantType",
         "variantType-preview",
         "variantShredding-preview",
+        # read through the catalog when one is given, else with a staleness warning
+        "catalogManaged",
+        "catalogOwned-preview",
     }
 )
 
@@ -52,6 +77,13 @@ class Snapshot:
     domains: dict[str, dict[str, Any]]
     segment: LogSegment
     listing: LogListing = field(repr=False)
+    managed: ManagedConfig | None = None  # the commit-owner the table names at this version
+    staleness_warning: str | None = None  # set when un-backfilled commits may be missing
+
+    @property
+    def owner_view(self) -> OwnerView | None:
+        """What the owner added (None when it was not asked)."""
+        return self.listing.owner_view
 
     @property
     def num_files(self) -> int:
@@ -137,22 +169,126 @@ _MAP_ABOVE = 4 << 20
 
 
 def read_commit_bytes(storage: LocalStorage, path: str, size: int = 0) -> Any:
-    """A commit's content: bytes, or a memory map for big files (see read_json_actions)."""
+    """A commit's content: bytes, or a memory map for big files (see read_json_actions).
+
+    A ratified commit whose staged file is gone was backfilled meanwhile (and its staged copy
+    cleaned up): it is read from `_delta_log/<v>.json`, the same content."""
     try:
         return storage.read_mapped(path) if size > _MAP_ABOVE else storage.read(path)
     except FileNotFoundError as exc:
+        alt = backfilled_path(path)
+        if alt is not None:
+            try:
+                return storage.read(alt)
+            except FileNotFoundError:
+                pass
         raise CorruptLogError(f"{storage.root / path}: commit file disappeared while reading", file=path) from exc
+
+
+def ratified_listing(storage: LocalStorage, owner: CommitOwner, listing: LogListing | None = None) -> LogListing:
+    """The log listing with the owner's ratified, un-backfilled commits merged in.
+
+    List first, then ask (the seed's order): the backfilled log says whether the table is
+    managed and by whom; the owner is asked for commits after the listed latest; see
+    log.merge_ratified for the race and the trust rules. A filesystem table comes back
+    unchanged (the owner is not asked); so does a listing that was merged already.
+    """
+    listing = listing if listing is not None else list_log(storage)
+    if listing.owner_merged:
+        return listing
+    cfg = load_table_config(storage, listing)
+    managed = cfg.managed
+    if managed is None:
+        return listing
+    owner_name = getattr(owner, "name", None) or "commit-owner"
+    if managed.owner_name and owner_name != managed.owner_name:
+        raise ManagedTableError(
+            f"{storage.root}: the table names commit-owner '{managed.owner_name}', not '{owner_name}'",
+            owner=managed.owner_name,
+        )
+    base = listing.latest_backfilled
+    start = 0 if base is None else base + 1
+    answer = owner.get_commits(managed.table_conf(storage.location), start, None)
+    who = f"commit-owner '{owner_name}'"
+    ratified = [
+        ratified_log_file(c.version, c.path, c.size, c.modification_time, answer.latest_table_version, who)
+        for c in answer.commits
+    ]
+    merged, relisted = merge_ratified(
+        storage,
+        listing,
+        ratified,
+        answer.latest_table_version,
+        owner_is_authoritative=managed.flavor.catalog,
+        owner=who,
+    )
+    merged.owner_view = OwnerView(
+        owner=owner_name,
+        latest_ratified=answer.latest_table_version,
+        backfilled_version=merged.latest_backfilled,
+        unbackfilled=tuple(c.version for c in merged.commits if not c.backfilled),
+        relisted=relisted,
+    )
+    return merged
+
+
+def _with_owner_hint(exc: VersionNotFoundError, storage: LocalStorage, listing: LogListing) -> VersionNotFoundError:
+    """A version missing from a managed table read without its owner may just be un-backfilled."""
+    if listing.owner_merged:
+        return exc
+    try:
+        managed = load_table_config(storage, listing).managed
+    except DeltaError:
+        return exc
+    if managed is None:
+        return exc
+    who = f"commit-owner '{managed.owner_name}'" if managed.owner_name else "its catalog"
+    return VersionNotFoundError(
+        f"{exc.message}; the table is managed by {who}, which alone knows the versions not yet backfilled",
+        **exc.details,
+    )
+
+
+def staleness_warning(storage: LocalStorage, managed: ManagedConfig | None, version: int) -> str | None:
+    """Why the latest snapshot of a managed table read without its owner may be stale (one
+    listing of the staging directory, for managed tables only)."""
+    if managed is None:
+        return None
+    pending = [f.version for f in list_staged(storage) if f.version > version]
+    who = f"commit-owner '{managed.owner_name}'" if managed.owner_name else "its catalog"
+    text = (
+        f"{storage.root}: {managed.feature} table; without asking {who} this snapshot holds only the commits "
+        f"backfilled to _delta_log/ (up to version {version}) and may be stale"
+    )
+    if pending:
+        lo, hi = min(pending), max(pending)
+        span = f"version {lo}" if lo == hi else f"versions {lo}-{hi}"
+        text += (
+            f"; {len(pending)} proposed commit file(s) for {span} wait in {managed.flavor.staged_dir}/ "
+            f"(only the owner knows which are ratified)"
+        )
+    return text
 
 
 def load_snapshot(
     location: str | os.PathLike[str] | LocalStorage,
     version: int | None = None,
     listing: LogListing | None = None,
+    owner: CommitOwner | None = None,
 ) -> Snapshot:
-    """The table's snapshot at `version` (the latest when None)."""
+    """The table's snapshot at `version` (the latest when None).
+
+    With `owner`, a managed table's un-backfilled commits are read too (ratified_listing);
+    without it, the latest snapshot of a managed table carries a `staleness_warning`.
+    """
     storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    if owner is not None:
+        listing = ratified_listing(storage, owner, listing)
     listing = listing or list_log(storage)
-    segment = build_segment(storage, listing, version)
+    try:
+        segment = build_segment(storage, listing, version)
+    except VersionNotFoundError as exc:
+        raise _with_owner_hint(exc, storage, listing) from exc
     state = NonFileState()
     cp_others: list[tuple[str, dict[str, Any]]] = []
     if segment.checkpoint:
@@ -180,6 +316,10 @@ def load_snapshot(
     if state.metadata is None:
         raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
     check_reader_protocol(state.protocol, where)
+    managed = managed_config(state.protocol, state.metadata, where)
+    warning = None
+    if managed is not None and version is None and listing.owner_view is None:
+        warning = staleness_warning(storage, managed, segment.version)
     tables = [batch.files]
     if segment.checkpoint:
         tables.insert(0, read_checkpoint_files(storage, segment.checkpoint, cp_others, keys))
@@ -196,6 +336,8 @@ def load_snapshot(
         domains=state.domains,
         segment=segment,
         listing=listing,
+        managed=managed,
+        staleness_warning=warning,
     )
 
 
@@ -207,9 +349,16 @@ class TableConfig:
     protocol: Protocol
     metadata: Metadata
     segment: LogSegment
+    managed: ManagedConfig | None = None
 
 
-def load_table_config(storage: LocalStorage, listing: LogListing, version: int | None = None) -> TableConfig:
+def load_table_config(
+    storage: LocalStorage, listing: LogListing, version: int | None = None, owner: CommitOwner | None = None
+) -> TableConfig:
+    """Protocol and metadata at `version` (latest when None); with `owner`, a managed table's
+    un-backfilled commits count (ratified_listing)."""
+    if owner is not None:
+        listing = ratified_listing(storage, owner, listing)
     segment = build_segment(storage, listing, version)
     state = NonFileState()
     if segment.checkpoint:
@@ -226,4 +375,5 @@ def load_table_config(storage: LocalStorage, listing: LogListing, version: int |
     if state.metadata is None:
         raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
     check_reader_protocol(state.protocol, where)
-    return TableConfig(segment.version, state.protocol, state.metadata, segment)
+    managed = managed_config(state.protocol, state.metadata, where)
+    return TableConfig(segment.version, state.protocol, state.metadata, segment, managed)

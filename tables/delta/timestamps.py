@@ -23,7 +23,8 @@ from typing import Any
 from .commitinfo import CommitInfoReader
 from .errors import InvalidTimestampError, TimestampOutOfRangeError
 from .log import LogListing, available_versions, list_log
-from .snapshot import TableConfig, load_table_config
+from .owner import CommitOwner
+from .snapshot import TableConfig, load_table_config, ratified_listing
 from .storage import LocalStorage, open_storage
 
 ICT_FEATURES = ("inCommitTimestamp", "inCommitTimestamp-preview")
@@ -156,9 +157,15 @@ class CommitTimes:
         return self.file_time(version), "file"
 
 
-def commit_times(location: str | LocalStorage, listing: LogListing | None = None) -> CommitTimes:
+def commit_times(
+    location: str | LocalStorage, listing: LogListing | None = None, owner: CommitOwner | None = None
+) -> CommitTimes:
+    """Timestamps of every listed commit; with `owner`, a managed table's un-backfilled
+    commits are listed too (their file times are those of the staged files)."""
     storage = location if isinstance(location, LocalStorage) else open_storage(location)
     listing = listing or list_log(storage)
+    if owner is not None:
+        listing = ratified_listing(storage, owner, listing)
     config = load_table_config(storage, listing)
     rng = available_versions(listing)
     earliest, latest = rng if rng else (config.version, config.version)
