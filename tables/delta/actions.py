@@ -339,13 +339,13 @@ def _other_actions(rows: np.ndarray, chunk: list[Source], counts: list[int]) -> 
     return out
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) runs of True in a boolean mask."""
     edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
     return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
-def _slices(col: pa.ChunkedArray, runs: list[tuple[int, int]]) -> list[tuple[pa.Array, np.ndarray]]:
+def chunk_slices(col: pa.ChunkedArray, runs: list[tuple[int, int]]) -> list[tuple[pa.Array, np.ndarray]]:
     """Zero-copy slices of the chunks of `col` covering `runs`, with their row numbers."""
     out = []
     offset = 0
@@ -369,12 +369,12 @@ def _file_rows(
     parts = []
     for kind, valid in (("add", add_valid), ("remove", remove_valid)):
         mask = valid.to_numpy(zero_copy_only=False)
-        runs = _runs(mask)
+        runs = true_runs(mask)
         if not runs:
             continue
         col = table.column(kind)
         if len(runs) <= 16:
-            pieces = _slices(col, runs)
+            pieces = chunk_slices(col, runs)
         else:
             pieces = [(col.filter(valid).combine_chunks(), np.flatnonzero(mask))]
         for sub, idx in pieces:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .actions import NON_FILE_ACTIONS, ActionBatch, file_batch_schema, read_json_actions
+from .actions import NON_FILE_ACTIONS, ActionBatch, chunk_slices, file_batch_schema, read_json_actions, true_runs
 from .errors import CorruptCheckpointError, CorruptLogError
 from .log import LOG_DIR, LogFile
 from .storage import LocalStorage
@@ -81,33 +81,51 @@ def _parquet_files(storage: LocalStorage, rel: str, version: int, keys: list[str
 
 
 def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, keys: list[str]) -> pa.Table | None:
-    """The rows of one action column (add or remove) in the file batch schema."""
+    """The rows of one action column (add or remove) in the file batch schema.
+
+    Checkpoint rows of one kind come in long runs: they are taken as zero-copy slices.
+    """
     schema = file_batch_schema(keys)
     if table.num_columns == 1 and table.column_names[0] == kind:
         # nested selection may come back as one struct column named after the action
-        struct = table.column(0).combine_chunks()
-        cols = {f: struct.field(f) for f in present}
+        struct = table.column(0)
+        cols = {f: pa.chunked_array([c.field(f) for c in struct.chunks], struct.type.field(f).type) for f in present}
         valid = pc.and_(struct.is_valid(), cols["path"].is_valid())
     else:
-        cols = {f: table.column(f).combine_chunks() for f in present}
+        cols = {f: table.column(f) for f in present}
         valid = cols["path"].is_valid()
-    idx = np.flatnonzero(valid.to_numpy(zero_copy_only=False))
-    if not len(idx):
+    runs = true_runs(
+        valid.to_numpy(zero_copy_only=False)
+        if isinstance(valid, pa.Array)
+        else np.concatenate([c.to_numpy(zero_copy_only=False) for c in valid.chunks])
+        if valid.num_chunks
+        else np.zeros(0, bool)
+    )
+    if not runs:
         return None
-    take, n = pa.array(idx), len(idx)
+    n = sum(b - a for a, b in runs)
 
-    def column(name: str) -> pa.Array:
+    def column(name: str, cast: bool = True) -> pa.ChunkedArray:
         typ = schema.field(name).type
-        return cols[name].take(take).cast(typ) if name in cols else pa.nulls(n, typ)
+        if name not in cols:
+            return pa.chunked_array([pa.nulls(n, typ)])
+        pieces = pa.chunked_array([piece for piece, _rows in chunk_slices(cols[name], runs)], cols[name].type)
+        return pieces.cast(typ) if cast else pieces
 
     pv_type = schema.field("partitionValues").type
     if "partitionValues" in cols and keys:
-        raw = cols["partitionValues"].take(take)
-        pv = pa.StructArray.from_arrays(
-            [pc.map_lookup(raw, pa.scalar(k), "first").cast(pa.string()) for k in keys], names=keys
+        raw = column("partitionValues", cast=False)
+        pv = pa.chunked_array(
+            [
+                pa.StructArray.from_arrays(
+                    [pc.map_lookup(chunk, pa.scalar(k), "first").cast(pa.string()) for k in keys], names=keys
+                )
+                for chunk in raw.chunks
+            ],
+            pv_type,
         )
     else:
-        pv = pa.array([{}] * n, pv_type) if not keys else pa.nulls(n, pv_type)
+        pv = pa.chunked_array([pa.array([{}] * n, pv_type) if not keys else pa.nulls(n, pv_type)])
     return pa.table(
         {
             "version": pa.array(np.full(n, version, dtype=np.int64)),

@@ -60,21 +60,50 @@ def canonical_paths(path: pa.Array) -> pa.Array:
 
 def identity_keys(files: pa.Table) -> pa.Array:
     """path, or path NUL dv-id for files with a deletion vector: the same key in any batch."""
-    path = canonical_paths(files.column("path").combine_chunks())
+    path = canonical_paths(files.column("path"))
     dv = files.column("deletionVector").combine_chunks()
     if dv.null_count == len(dv):
         return path
+    path = path.combine_chunks() if isinstance(path, pa.ChunkedArray) else path
     return pc.if_else(pc.is_valid(dv), pc.binary_join_element_wise(path, dv_id_column(dv), "\x00"), path)
 
 
 def reconcile_files(files: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """(active adds, tombstones) from file actions in any order (sorted here by version, seq)."""
+    """(active adds, tombstones) from file actions: checkpoint rows (seq -1) first, then
+    commit rows in any order (sorted here by version, seq).
+
+    A checkpoint holds one action per file, so its rows need no reconciliation among
+    themselves: only the identities the later commits touch are looked up in it.
+    """
     if files.num_rows == 0:
         return files, files
+    seq = files.column("seq").to_numpy()
+    cp_rows = int(np.argmax(seq != -1)) if (seq != -1).any() else len(seq)
+    if cp_rows:
+        base, rest = files.slice(0, cp_rows), files.slice(cp_rows)
+        if rest.num_rows == 0:
+            return _split_by_kind(base)
+        rest_adds, rest_tombs = _reconcile_commits(rest)
+        touched = pc.is_in(identity_keys(base), value_set=pa.chunked_array([identity_keys(rest)]).combine_chunks())
+        kept = base.filter(pc.invert(touched)) if pc.any(touched).as_py() else base
+        kept_adds, kept_tombs = _split_by_kind(kept)
+        return pa.concat_tables([kept_adds, rest_adds]), pa.concat_tables([kept_tombs, rest_tombs])
+    return _reconcile_commits(files)
+
+
+def _split_by_kind(files: pa.Table) -> tuple[pa.Table, pa.Table]:
+    is_add = files.column("is_add")
+    if pc.all(is_add).as_py():
+        return files, files.schema.empty_table()
+    return files.filter(is_add), files.filter(pc.invert(is_add))
+
+
+def _reconcile_commits(files: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The last action per identity wins; ties cannot happen within one version."""
     if not _in_order(files):
         files = files.take(pc.sort_indices(files, sort_keys=[("version", "ascending"), ("seq", "ascending")]))
     keys = identity_keys(files)
-    if files.column("is_add").combine_chunks().false_count == 0 and _all_unique(keys):
+    if pc.all(files.column("is_add")).as_py() and _all_unique(keys):
         return files, files.schema.empty_table()
     last = (
         pa.table({"k": keys, "i": pa.array(np.arange(files.num_rows))})
@@ -82,12 +111,12 @@ def reconcile_files(files: pa.Table) -> tuple[pa.Table, pa.Table]:
         .aggregate([("i", "max")])
     )
     winners = np.sort(last.column("i_max").to_numpy())
-    latest = files.take(pa.array(winners))
-    is_add = latest.column("is_add")
-    return latest.filter(is_add), latest.filter(pc.invert(is_add))
+    return _split_by_kind(files.take(pa.array(winners)))
 
 
 def _in_order(files: pa.Table) -> bool:
+    if files.num_rows < 2:
+        return True
     v = files.column("version").to_numpy()
     s = files.column("seq").to_numpy()
     return bool(np.all((v[1:] > v[:-1]) | ((v[1:] == v[:-1]) & (s[1:] > s[:-1]))))
