@@ -80,6 +80,30 @@ def _parquet_files(storage: LocalStorage, rel: str, version: int, keys: list[str
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
+def _map_values(m: pa.MapArray, keys: list[str]) -> list[pa.Array]:
+    """The value of each key in every row of a map<string,string> column.
+
+    Writers put the same keys in the same order in every row, so the values are usually a
+    strided (for one key: contiguous, zero-copy) view of the map's items; map_lookup is the
+    general fallback.
+    """
+    k, n = len(keys), len(m)
+    off = m.offsets.to_numpy()
+    if n and m.null_count == 0 and np.all(np.diff(off) == k):
+        flat_keys = m.keys.slice(off[0], n * k)
+        flat_items = m.items.slice(off[0], n * k)
+        out = []
+        for j, key in enumerate(keys):
+            idx = None if k == 1 else pa.array(np.arange(j, n * k, k))
+            ks = flat_keys if idx is None else flat_keys.take(idx)
+            if not pc.all(pc.equal(ks, key)).as_py():
+                break
+            out.append((flat_items if idx is None else flat_items.take(idx)).cast(pa.string()))
+        else:
+            return out
+    return [pc.map_lookup(m, pa.scalar(key), "first").cast(pa.string()) for key in keys]
+
+
 def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, keys: list[str]) -> pa.Table | None:
     """The rows of one action column (add or remove) in the file batch schema.
 
@@ -116,13 +140,7 @@ def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, k
     if "partitionValues" in cols and keys:
         raw = column("partitionValues", cast=False)
         pv = pa.chunked_array(
-            [
-                pa.StructArray.from_arrays(
-                    [pc.map_lookup(chunk, pa.scalar(k), "first").cast(pa.string()) for k in keys], names=keys
-                )
-                for chunk in raw.chunks
-            ],
-            pv_type,
+            [pa.StructArray.from_arrays(_map_values(chunk, keys), names=keys) for chunk in raw.chunks], pv_type
         )
     else:
         pv = pa.chunked_array([pa.array([{}] * n, pv_type) if not keys else pa.nulls(n, pv_type)])
