@@ -1,0 +1,319 @@
+"""Reading a table version on Spark: the core decides which files, Spark reads the Parquet.
+
+No Delta Lake jars are involved. The core replays the log (`load_snapshot`) and gives the
+active files with their partition values and deletion vectors; this module hands Spark the
+plain file list and rebuilds what a Delta reader returns:
+
+- partition values come from the log (never from directory names), typed from the schema
+  (`tables.delta.partitions`: dates, UTC timestamps, timestamp_ntz, decimals, booleans,
+  numbers, strings; empty or missing is null);
+- column mapping (`tables.delta.columnmapping`): name mode reads the physical column names,
+  id mode matches Parquet field ids (Spark's `spark.sql.parquet.fieldId.read.enabled`,
+  switched on for the session when an id-mode table is read); columns are then renamed, and
+  nested structs cast, to the logical names;
+- deletion vectors (`tables.delta.dv`, decoded on the driver with pyroaring) are applied with
+  Spark's hidden `_metadata.row_index`: a broadcast table of (entry, deleted row index) is
+  anti-joined on the rows of each file;
+- timestamp_ntz columns are read as TIMESTAMP_NTZ (never shifted by a time zone);
+- a reader feature this module does not implement raises UnsupportedFeatureError naming it.
+
+Public API (plain arguments, plain results; no Django):
+- `read_version(spark, location, version=None, columns=None, with_position=False)` -> DataFrame
+  of the table at `version` (latest when None) with the logical columns in schema order (or
+  `columns`, in that order). `with_position=True` adds `_dw_file` (the data file's URI) and
+  `_dw_row_index` (the row's index in it), the table's natural, deterministic order.
+- `preview_rows(spark, location, version, offset=0, limit=100)` -> {"version", "columns":
+  [{name, type}], "rows": [{column: json-safe value}], "total", "offset", "limit"}: a page of
+  the version in (file, row index) order; `total` is the version's row count.
+- `scan(...)`: the shared engine used by change data and diffs (file entries with extra
+  columns and row selections).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import pyarrow as pa
+
+from tables.delta.actions import Metadata, Protocol
+from tables.delta.columnmapping import logical_schema, mapping_mode, physical_name, read_schema
+from tables.delta.dv import read_deletion_vector
+from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError
+from tables.delta.partitions import PartitionColumn, partition_columns, typed_partition_values
+from tables.delta.snapshot import MAX_READER_VERSION, load_snapshot
+from tables.delta.storage import LocalStorage, local_path, open_storage
+
+from .results import table_to_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# Reader features whose data semantics this reader applies (the log replay may know more).
+DATA_READER_FEATURES = frozenset(
+    {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+)
+
+FILE_COL = "_dw_file"
+ROW_COL = "_dw_row_index"
+FIELD_ID_CONF = "spark.sql.parquet.fieldId.read.enabled"
+BROADCAST_SELECTION_ROWS = 2_000_000
+
+_GLOB = re.compile(r"([\\{}\[\]*?])")
+
+
+def check_readable(protocol: Protocol, where: str) -> None:
+    """Refuse, naming the feature, a table whose data this reader cannot return correctly."""
+    if protocol.min_reader_version > MAX_READER_VERSION:
+        raise UnsupportedFeatureError(
+            f"{where}: reader version {protocol.min_reader_version} is not supported",
+            feature=f"readerVersion{protocol.min_reader_version}",
+        )
+    if protocol.min_reader_version >= 3:
+        unknown = sorted(set(protocol.reader_features or ()) - DATA_READER_FEATURES)
+        if unknown:
+            raise UnsupportedFeatureError(
+                f"{where}: reading data with reader feature{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(unknown)} is not supported",
+                feature=unknown[0],
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What reading data files needs from a version's metadata and protocol."""
+
+    schema: dict[str, Any]
+    mode: str
+    partitions: list[PartitionColumn]
+
+    @classmethod
+    def of(cls, metadata: Metadata, protocol: Protocol) -> Layout:
+        mode = mapping_mode(metadata, protocol)
+        return cls(metadata.schema, mode, partition_columns(metadata, mode))
+
+    @property
+    def names(self) -> list[str]:
+        return [f["name"] for f in self.schema.get("fields", [])]
+
+
+@dataclass(slots=True)
+class ScanEntry:
+    """One logical file to read: its log path and partition values, values of the extra
+    columns for its rows, and a row selection (`rows` dropped, or only `rows` kept)."""
+
+    path: str
+    partition_values: dict[str, str | None] | None
+    extra: tuple[Any, ...] = ()
+    rows: np.ndarray | None = None
+    only: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def spark_type(delta_type: Any):
+    """The Spark DataType of a Delta type (a type name or a nested type dict)."""
+    from pyspark.sql.types import StructType
+
+    return (
+        StructType.fromJson(
+            {"type": "struct", "fields": [{"name": "x", "type": delta_type, "nullable": True, "metadata": {}}]}
+        )
+        .fields[0]
+        .dataType
+    )
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def local_file(storage: LocalStorage, path: str) -> Path:
+    """The local file of a log path (URL-encoded; relative to the root, absolute, or file URI)."""
+    if path.startswith("file:"):
+        return Path(os.path.normpath(local_path(path)))
+    decoded = unquote(path)
+    if "://" in decoded:
+        raise StorageError(f"{storage.root}: data file {decoded} is on a storage this reader cannot open")
+    p = Path(decoded)
+    return Path(os.path.normpath(p if p.is_absolute() else storage.root / decoded))
+
+
+def _spark_uri(uri: str) -> str:
+    """Spark's `_metadata.file_path` form of a local file URI (`file:/x`, not `file:///x`)."""
+    return re.sub(r"^file:/+", "file:/", uri)
+
+
+def _read_files(spark: SparkSession, paths: list[Path], schema: dict[str, Any]) -> tuple[DataFrame, dict[Path, str]]:
+    """Parquet files read with an explicit schema, and each file's `_metadata.file_path`."""
+    from pyspark.sql.types import StructType
+
+    globbed = [_GLOB.sub(r"\\\1", str(p)) for p in paths]
+    df = spark.read.schema(StructType.fromJson(schema)).parquet(*globbed)
+    uris = {}
+    for u in df.inputFiles():
+        uris[Path(os.path.normpath(unquote(urlparse(u).path)))] = _spark_uri(u)
+    missing = [str(p) for p in paths if p not in uris]
+    if missing:
+        raise StorageError(f"Spark did not list {len(missing)} data file(s), e.g. {missing[0]}", files=missing[:100])
+    return df, uris
+
+
+def scan(
+    spark: SparkSession,
+    storage: LocalStorage,
+    layout: Layout,
+    entries: list[ScanEntry],
+    *,
+    columns: list[str] | None = None,
+    extra: list[tuple[str, Any]] = (),  # type: ignore[assignment]
+    file_columns: list[tuple[str, Any]] = (),  # type: ignore[assignment]
+    with_position: bool = False,
+) -> DataFrame:
+    """Rows of `entries` as a DataFrame: logical columns (all, or `columns` in that order),
+    then `extra` columns (name, Delta type; values from each entry's `extra`), then
+    `file_columns` (read from the files as they are, e.g. `_change_type` of CDC files), then
+    the position columns when asked. An entry's rows are filtered by its selection; a file
+    listed in several entries yields its rows once per entry."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+    names = layout.names
+    wanted = list(columns) if columns is not None else names
+    unknown = [c for c in wanted if c not in names]
+    if unknown:
+        raise InvalidColumnsError(f"{storage.root}: no column {', '.join(map(repr, unknown))} in this version")
+    fields = {f["name"]: f for f in layout.schema.get("fields", [])}
+    part_by_name = {p.name: p for p in layout.partitions}
+    void = {n for n in wanted if fields[n]["type"] == "void"}
+    data_cols = [n for n in wanted if n not in part_by_name and n not in void]
+    parts = [part_by_name[n] for n in wanted if n in part_by_name]
+
+    phys_schema = read_schema(layout.schema, layout.mode)
+    keep = set(data_cols)
+    phys_schema["fields"] = [
+        pf for pf, lf in zip(phys_schema["fields"], layout.schema["fields"], strict=True) if lf["name"] in keep
+    ]
+    phys_schema["fields"] += [{"name": n, "type": t, "nullable": True, "metadata": {}} for n, t in file_columns]
+    logical = {f["name"]: f for f in logical_schema(layout.schema)["fields"]}
+    out_schema = StructType(
+        [StructField(n, spark_type(logical[n]["type"]), True) for n in wanted]
+        + [StructField(n, spark_type(t), True) for n, t in (*extra, *file_columns)]
+        + ([StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())] if with_position else [])
+    )
+    entries = [e for e in entries if not (e.only and (e.rows is None or len(e.rows) == 0))]
+    if not entries:
+        return spark.createDataFrame([], out_schema)
+    if layout.mode == "id":
+        spark.conf.set(FIELD_ID_CONF, "true")
+
+    files = sorted({local_file(storage, e.path) for e in entries})
+    df, uris = _read_files(spark, files, phys_schema)
+    data = df.select(
+        *[F.col(_quote(pf["name"])) for pf in phys_schema["fields"]],
+        F.col("_metadata.file_path").alias("__dw_file"),
+        F.col("_metadata.row_index").alias("__dw_row"),
+    )
+
+    selections = [e for e in entries if e.rows is not None and len(e.rows)]
+    join_needed = bool(parts or extra or selections or len(entries) != len(files))
+    if join_needed:
+        entry_schema = StructType(
+            [
+                StructField("__dw_key", StringType(), False),
+                StructField("__dw_entry", IntegerType(), False),
+                StructField("__dw_only", BooleanType(), False),
+            ]
+            + [StructField(f"__dw_p{i}", spark_type(p.type), True) for i, p in enumerate(parts)]
+            + [StructField(f"__dw_x{i}", spark_type(t), True) for i, (_n, t) in enumerate(extra)]
+        )
+        rows = [
+            (uris[local_file(storage, e.path)], i, e.only, *typed_partition_values(e.partition_values, parts), *e.extra)
+            for i, e in enumerate(entries)
+        ]
+        table = spark.createDataFrame(rows, entry_schema)
+        data = data.join(F.broadcast(table), data["__dw_file"] == table["__dw_key"], "inner")
+        if selections:
+            ids = np.concatenate(
+                [
+                    np.full(len(e.rows), i, dtype=np.int32)
+                    for i, e in enumerate(entries)
+                    if e.rows is not None and len(e.rows)
+                ]
+            )
+            idx = np.concatenate([e.rows.astype(np.int64) for e in entries if e.rows is not None and len(e.rows)])
+            sel = spark.createDataFrame(
+                pa.table({"__dw_sel_entry": pa.array(ids, pa.int32()), "__dw_sel_row": pa.array(idx, pa.int64())})
+            ).withColumn("__dw_hit", F.lit(True))
+            if len(idx) <= BROADCAST_SELECTION_ROWS:
+                sel = F.broadcast(sel)
+            data = data.join(
+                sel,
+                (data["__dw_entry"] == sel["__dw_sel_entry"]) & (data["__dw_row"] == sel["__dw_sel_row"]),
+                "left",
+            )
+            hit = F.col("__dw_hit").isNotNull()
+            data = data.where(F.when(F.col("__dw_only"), hit).otherwise(~hit))
+
+    out = []
+    for n in wanted:
+        if n in void:
+            out.append(F.lit(None).alias(n))
+        elif n in part_by_name:
+            out.append(F.col(f"__dw_p{parts.index(part_by_name[n])}").alias(n))
+        else:
+            col = F.col(_quote(physical_name(fields[n], layout.mode)))
+            target = spark_type(logical[n]["type"])
+            if layout.mode != "none" and isinstance(logical[n]["type"], dict):
+                col = col.cast(target)  # nested physical names -> logical (positional)
+            out.append(col.alias(n))
+    out += [F.col(f"__dw_x{i}").alias(n) for i, (n, _t) in enumerate(extra)]
+    out += [F.col(_quote(n)) for n, _t in file_columns]
+    if with_position:
+        out += [F.col("__dw_file").alias(FILE_COL), F.col("__dw_row").alias(ROW_COL)]
+    return data.select(*out)
+
+
+def version_entries(storage: LocalStorage, snapshot: Any) -> list[ScanEntry]:
+    """Scan entries of a snapshot's active files, their deletion vectors decoded."""
+    cache: dict[str, bytes] = {}
+    entries = []
+    for row in snapshot.files.select(["path", "partitionValues", "deletionVector"]).to_pylist():
+        dv = row["deletionVector"]
+        rows = read_deletion_vector(storage, dv, f"{storage.root}/{unquote(row['path'])}", cache) if dv else None
+        entries.append(ScanEntry(row["path"], row["partitionValues"], rows=rows))
+    return entries
+
+
+def read_version(
+    spark: SparkSession,
+    location: str | LocalStorage,
+    version: int | None = None,
+    columns: list[str] | None = None,
+    with_position: bool = False,
+) -> DataFrame:
+    """The table at `version` (latest when None) as a Spark DataFrame (module contract)."""
+    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    snap = load_snapshot(storage, version)
+    check_readable(snap.protocol, f"{storage.root} at version {snap.version}")
+    layout = Layout.of(snap.metadata, snap.protocol)
+    return scan(spark, storage, layout, version_entries(storage, snap), columns=columns, with_position=with_position)
+
+
+def preview_rows(
+    spark: SparkSession, location: str | LocalStorage, version: int | None, offset: int = 0, limit: int = 100
+) -> dict[str, Any]:
+    """A page of rows of a version, in (file, row index) order (module contract)."""
+    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    snap = load_snapshot(storage, version)
+    check_readable(snap.protocol, f"{storage.root} at version {snap.version}")
+    layout = Layout.of(snap.metadata, snap.protocol)
+    df = scan(spark, storage, layout, version_entries(storage, snap), with_position=True)
+    offset, limit = max(0, int(offset)), max(0, int(limit))
+    page = df.orderBy(FILE_COL, ROW_COL).offset(offset).limit(limit).drop(FILE_COL, ROW_COL)
+    out = table_to_json(page.toArrow())
+    return {"version": snap.version, **out, "total": df.count(), "offset": offset, "limit": limit}
