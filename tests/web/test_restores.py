@@ -5,6 +5,7 @@ the same plan and is exercised by test_restore_worker.py and the e2e test)."""
 
 from __future__ import annotations
 
+import io
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -542,3 +543,74 @@ def test_ui_decisions_follow_the_server_rules(table, users) -> None:
     page = ana.get(url).content.decode()
     assert "committed as" in page and f"/t/{table.slug}/v/6/" in page
     assert "equal version 2" in page
+
+
+# --- the admin console ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def console(users):
+    """Approvers as the deployment sets them up: the group's permissions, plus staff status."""
+    from django.core.management import call_command
+
+    call_command("create_roles", stdout=io.StringIO())
+    for name in ("approver", "approver2"):
+        users[name].is_staff = True
+        users[name].save()
+    return {name: browser(users[name]) for name in ("approver", "approver2", "analyst")}
+
+
+def test_admin_lists_requests_awaiting_a_decision(table, users, console) -> None:
+    waiting = request(table, users["analyst"])
+    done = services.reject_restore(request(table, users["analyst"]), users["approver"], "no")
+    page = console["approver"].get("/admin/tables/restorerequest/").content.decode()
+    assert f"/admin/tables/restorerequest/{waiting.pk}/change/" in page
+    assert f"/admin/tables/restorerequest/{done.pk}/change/" not in page
+    assert "version 2" in page and "+3 (" in page and "ana" in page
+    page = console["approver"].get("/admin/tables/restorerequest/?status=all").content.decode()
+    assert f"/admin/tables/restorerequest/{done.pk}/change/" in page
+    assert console["analyst"].get("/admin/tables/restorerequest/").status_code == 302  # no console for analysts
+
+
+def test_admin_change_page_approves_through_the_service(table, table_path, users, console) -> None:
+    req = request(table, users["approver"])
+    url = f"/admin/tables/restorerequest/{req.pk}/change/"
+    page = console["approver"].get(url).content.decode()
+    assert 'id="own-request"' in page and "Approve and run" not in page
+    assert "dataChange=true; streaming and change-data readers will see them again" in page
+    assert "Files to add:</strong> 3" in page and "numOfFilesAfterRestore" in page
+    # the requester posts anyway: the service refuses, the request stays pending
+    r = console["approver"].post(f"/admin/tables/restorerequest/{req.pk}/approve/", {"comment": "mine"}, follow=True)
+    assert "another approver must approve or reject it" in r.content.decode()
+    req.refresh_from_db()
+    assert req.status == S.PENDING
+    assert console["approver2"].get(f"/admin/tables/restorerequest/{req.pk}/approve/").status_code == 405
+    page = console["approver2"].get(url).content.decode()
+    assert "Approve and run" in page and 'name="_save"' not in page
+    r = console["approver2"].post(
+        f"/admin/tables/restorerequest/{req.pk}/approve/", {"comment": "checked", "fingerprint": req.plan_fingerprint}
+    )
+    assert r.status_code == 302 and r["Location"] == url
+    req.refresh_from_db()
+    assert req.status == S.QUEUED and req.approver == users["approver2"] and req.approver_comment == "checked"
+    page = console["approver2"].get(url).content.decode()
+    assert "Approve and run" not in page and "audit trail" in page.lower() and "queued for a worker" in page
+
+
+def test_admin_bulk_decisions_ask_for_a_comment_and_apply_the_rules(table, users, console) -> None:
+    mine = request(table, users["approver"])
+    theirs = request(table, users["analyst"])
+    data = {"action": "reject_selected", "_selected_action": [mine.pk, theirs.pk]}
+    r = console["approver"].post("/admin/tables/restorerequest/", data)
+    page = r.content.decode()
+    assert r.status_code == 200 and "Reject these restore requests?" in page and 'name="apply"' in page
+    r = console["approver"].post(
+        "/admin/tables/restorerequest/", {**data, "apply": "1", "comment": "duplicate"}, follow=True
+    )
+    page = r.content.decode()
+    assert f"#{theirs.pk} rejected" in page and "another approver must approve or reject it" in page
+    assert RestoreRequest.objects.get(pk=theirs.pk).status == S.REJECTED
+    assert RestoreRequest.objects.get(pk=mine.pk).status == S.PENDING
+    data = {"action": "approve_selected", "_selected_action": [mine.pk], "apply": "1", "comment": ""}
+    console["approver2"].post("/admin/tables/restorerequest/", data)
+    assert RestoreRequest.objects.get(pk=mine.pk).status == S.QUEUED
