@@ -59,7 +59,10 @@ class LocalStorage:
             with os.scandir(base) as it:
                 for entry in it:
                     if entry.is_file():
-                        st = entry.stat()
+                        try:
+                            st = entry.stat()
+                        except FileNotFoundError:
+                            continue  # gone since the scan (a writer's temporary file)
                         out.append(FileInfo(f"{rel_dir}/{entry.name}", st.st_size, st.st_mtime_ns // 1_000_000))
         except FileNotFoundError:
             raise
