@@ -621,13 +621,20 @@ def restore_metrics(
     the removes, plus the adds (the target's files unless some were skipped or rebased)."""
     add_size = sum(int(a.get("size") or 0) for a in adds)
     rem_size = sum(int(r.get("size") or 0) for r in removes)
+    return metrics_from_totals(len(adds), add_size, len(removes), rem_size, head_files, head_size)
+
+
+def metrics_from_totals(
+    num_added: int, added_size: int, num_removed: int, removed_size: int, head_files: int, head_size: int
+) -> dict[str, str]:
+    """restore_metrics from counts and sizes already summed (e.g. by a Spark aggregation)."""
     values = {
-        "numRestoredFiles": len(adds),
-        "removedFilesSize": rem_size,
-        "numRemovedFiles": len(removes),
-        "restoredFilesSize": add_size,
-        "numOfFilesAfterRestore": head_files - len(removes) + len(adds),
-        "tableSizeAfterRestore": head_size - rem_size + add_size,
+        "numRestoredFiles": num_added,
+        "removedFilesSize": removed_size,
+        "numRemovedFiles": num_removed,
+        "restoredFilesSize": added_size,
+        "numOfFilesAfterRestore": head_files - num_removed + num_added,
+        "tableSizeAfterRestore": head_size - removed_size + added_size,
     }
     return {k: str(values[k]) for k in METRIC_NAMES}
 
@@ -653,16 +660,39 @@ def _timestamp_text(timestamp: str | int) -> str:
     return str(timestamp).strip()
 
 
-def plan_restore(
+@dataclass(slots=True)
+class RestoreSetup:
+    """Everything a plan needs besides the file diff: both snapshots and the checked
+    metadata, protocol and domains to write. Shared by plan_restore and the Spark planner,
+    which only does the file work (diff, existence check, metrics) elsewhere."""
+
+    storage: LocalStorage
+    latest: Snapshot
+    target: Snapshot
+    target_version: int
+    requested_version: int | None
+    requested_timestamp: str | None
+    resolution: dict[str, Any] | None
+    metadata: dict[str, Any]
+    protocol: Protocol
+    protocol_outcome: str
+    protocol_note: str
+    domains: list[dict[str, Any]]
+    notes: list[str]
+
+    @property
+    def where(self) -> str:
+        return str(self.storage.root)
+
+
+def prepare_restore(
     location: str | LocalStorage,
     version: int | None = None,
     timestamp: str | int | None = None,
-    ignore_missing_files: bool = False,
     allow_protocol_downgrade: bool = False,
-    check_files: bool = True,
-    clock: Callable[[], int] = now_ms,
-) -> RestorePlan:
-    """Plan RESTORE TO VERSION `version` or TIMESTAMP `timestamp` on the table's latest version."""
+) -> RestoreSetup:
+    """Check the request, load the latest and target snapshots, and work out the metadata,
+    protocol and domain metadata the restore writes."""
     storage = location if isinstance(location, LocalStorage) else open_storage(location)
     where = str(storage.root)
     if (version is None) == (timestamp is None):
@@ -709,13 +739,49 @@ def plan_restore(
             f"{where}: the restore must write domain metadata ({', '.join(d['domain'] for d in domains)}) "
             f"but the restored protocol lacks the domainMetadata feature; do not allow a protocol downgrade",
         )
+    return RestoreSetup(
+        storage=storage,
+        latest=latest,
+        target=target,
+        target_version=target_version,
+        requested_version=version,
+        requested_timestamp=ts_text,
+        resolution=resolution,
+        metadata=metadata,
+        protocol=protocol,
+        protocol_outcome=outcome,
+        protocol_note=note,
+        domains=domains,
+        notes=notes,
+    )
 
-    add_rows, remove_rows = diff_files(latest.files, target.files)
-    if remove_rows.num_rows and latest.metadata.configuration.get("delta.appendOnly", "").strip().lower() == "true":
+
+def check_removals(setup: RestoreSetup, num_removes: int) -> None:
+    """An append-only table refuses a restore that removes files."""
+    if num_removes and setup.latest.metadata.configuration.get("delta.appendOnly", "").strip().lower() == "true":
         raise RestoreError(
-            f"{where}: the table is append-only (delta.appendOnly=true) and the restore would remove "
-            f"{remove_rows.num_rows} file(s)",
+            f"{setup.where}: the table is append-only (delta.appendOnly=true) and the restore would remove "
+            f"{num_removes} file(s)",
         )
+
+
+def build_plan(
+    setup: RestoreSetup,
+    add_rows: pa.Table,
+    remove_rows: pa.Table,
+    ignore_missing_files: bool = False,
+    allow_protocol_downgrade: bool = False,
+    check_files: bool = True,
+    clock: Callable[[], int] = now_ms,
+    find_missing: Callable[[list[dict[str, Any]]], tuple[list[str], set[int]]] | None = None,
+    metrics: dict[str, str] | None = None,
+) -> RestorePlan:
+    """The plan from the file diff: `add_rows` (rows of the target's files) and `remove_rows`
+    (rows of the latest's). `find_missing(adds)` returns what missing_files() would (missing
+    files, indexes of their adds); `metrics`, when given, must be what restore_metrics() would
+    count on the adds left after the missing ones."""
+    storage, where, latest, target = setup.storage, setup.where, setup.latest, setup.target
+    notes = list(setup.notes)
     target_adds, rec_a = log_add_actions(storage, target, add_rows)
     latest_adds, rec_r = log_add_actions(storage, latest, remove_rows)
     adds = [restore_add(a) for a in target_adds]
@@ -730,30 +796,30 @@ def plan_restore(
 
     missing: list[str] = []
     if check_files:
-        missing, bad = missing_files(storage, adds)
+        missing, bad = find_missing(adds) if find_missing is not None else missing_files(storage, adds)
         if missing and not ignore_missing_files:
-            raise _missing_error(where, target_version, missing)
+            raise _missing_error(where, setup.target_version, missing)
         if bad:
             adds = [a for i, a in enumerate(adds) if i not in bad]
-            notes.append(f"files: {len(bad)} missing file(s) of version {target_version} are left out")
+            notes.append(f"files: {len(bad)} missing file(s) of version {setup.target_version} are left out")
     else:
         notes.append("files: the existence of the files to restore was not checked")
 
     plan = RestorePlan(
         location=storage.location,
-        target_version=target_version,
+        target_version=setup.target_version,
         read_version=latest.version,
-        requested_version=version,
-        requested_timestamp=ts_text,
-        resolution=resolution,
+        requested_version=setup.requested_version,
+        requested_timestamp=setup.requested_timestamp,
+        resolution=setup.resolution,
         adds=adds,
         removes=removes,
-        metadata=metadata,
-        protocol=protocol.to_dict(),
-        protocol_outcome=outcome,
-        protocol_note=note,
-        domains=domains,
-        metrics=restore_metrics(adds, removes, latest.num_files, latest.size_bytes),
+        metadata=setup.metadata,
+        protocol=setup.protocol.to_dict(),
+        protocol_outcome=setup.protocol_outcome,
+        protocol_note=setup.protocol_note,
+        domains=setup.domains,
+        metrics=metrics if metrics is not None else restore_metrics(adds, removes, latest.num_files, latest.size_bytes),
         missing_files=missing,
         ignore_missing_files=ignore_missing_files,
         allow_protocol_downgrade=allow_protocol_downgrade,
@@ -766,6 +832,30 @@ def plan_restore(
     )
     plan.fingerprint = plan_fingerprint(plan)
     return plan
+
+
+def plan_restore(
+    location: str | LocalStorage,
+    version: int | None = None,
+    timestamp: str | int | None = None,
+    ignore_missing_files: bool = False,
+    allow_protocol_downgrade: bool = False,
+    check_files: bool = True,
+    clock: Callable[[], int] = now_ms,
+) -> RestorePlan:
+    """Plan RESTORE TO VERSION `version` or TIMESTAMP `timestamp` on the table's latest version."""
+    setup = prepare_restore(location, version, timestamp, allow_protocol_downgrade)
+    add_rows, remove_rows = diff_files(setup.latest.files, setup.target.files)
+    check_removals(setup, remove_rows.num_rows)
+    return build_plan(
+        setup,
+        add_rows,
+        remove_rows,
+        ignore_missing_files=ignore_missing_files,
+        allow_protocol_downgrade=allow_protocol_downgrade,
+        check_files=check_files,
+        clock=clock,
+    )
 
 
 # --- committing ----------------------------------------------------------------------------------
@@ -816,6 +906,32 @@ def _find_txn(storage: LocalStorage, listing: Any, after: int, txn_id: str) -> i
             if info.get("txnId") == txn_id and info.get("operation") == "RESTORE":
                 return lf.version
     return None
+
+
+def find_restore_commit(location: str | LocalStorage, after: int, txn_id: str) -> int | None:
+    """The version of the RESTORE commit with `txn_id` after version `after`, if any (a
+    retried job finds its own earlier commit instead of planning on top of it)."""
+    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    return _find_txn(storage, list_log(storage), after, txn_id)
+
+
+def approved_change(current: RestorePlan, approved: RestorePlan) -> RestorePlan | None:
+    """The plan to commit for an approved restore, given the plan made again on the current
+    head: that plan when it makes the same change (same fingerprint); when the head only
+    gained files since the approved plan, the approved change on top of them (the current
+    plan without removing them: a file active now that the approved plan does not remove was
+    not active at its head, or the approved plan would remove it too); else None (stale)."""
+    if current.fingerprint == approved.fingerprint:
+        return current
+    if current.read_version <= approved.read_version:
+        return None
+    keep = {action_identity(r) for r in approved.removes}
+    removes = [r for r in current.removes if action_identity(r) in keep]
+    if len(removes) == len(current.removes):
+        return None
+    plan = current.replace(removes=removes, read_version=approved.read_version)
+    plan.fingerprint = plan_fingerprint(plan)
+    return plan if plan.fingerprint == approved.fingerprint else None
 
 
 def _rebase(plan: RestorePlan, head: Snapshot) -> RestorePlan:

@@ -1,0 +1,350 @@
+"""RESTORE at scale: the file work of a restore plan on Spark, then the core's commit writer.
+
+Contract: spark_plan_restore() returns the same RestorePlan (same fingerprint, same actions,
+same metrics) as tables.delta.restore.plan_restore(); only where the file work runs differs.
+- The core loads both snapshots and decides metadata, protocol and domain metadata
+  (prepare_restore); it stays the single source of truth for those.
+- Spark gets both file lists as DataFrames (row index, canonical path, deletion-vector unique
+  id, size; for the target also the file and deletion-vector file to check) and anti-joins
+  them both ways on path and null-safe deletion-vector id, as Delta Lake's
+  RestoreTableCommand does: target rows not at latest are added, latest rows not in the
+  target are removed.
+- The existence of every file to add (data file and on-disk deletion vector) is checked by a
+  Spark job; its workers resolve paths with the standard library only, so a spark:// cluster
+  needs the table mounted at the same path, not this project's code.
+- The metrics are a Spark aggregation over the diff, less the missing files when those are
+  ignored.
+- The core builds the actions from the log (log_add_actions) and the plan (build_plan).
+Progress is reported as (stage, done, total): "loading snapshots", "comparing file lists",
+"checking files exist" (files), "computing metrics", and in run_restore "committing".
+
+Jobs take plain arguments and return plain results; nothing here touches the Django ORM.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tables.delta.commit import now_ms
+from tables.delta.dv import deletion_vector_file
+from tables.delta.errors import RestoreError
+from tables.delta.replay import canonical_paths, dv_id_column
+from tables.delta.restore import (
+    RestorePlan,
+    approved_change,
+    build_plan,
+    check_removals,
+    commit_restore,
+    find_restore_commit,
+    metrics_from_totals,
+    prepare_restore,
+)
+from tables.delta.storage import LocalStorage, open_storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Progress = Callable[[str, int, int | None], None]
+
+# Above this many rows the smaller file list is not broadcast: both sides are shuffled.
+BROADCAST_MAX_ROWS = 2_000_000
+ROWS_PER_PARTITION = 250_000
+POLL_SECONDS = 0.5
+
+_ADD, _REMOVE = 1, 0
+
+
+def _report(progress: Progress | None, stage: str, done: int, total: int | None) -> None:
+    if progress is not None:
+        progress(stage, done, total)
+
+
+# --- the file lists as Spark sees them ----------------------------------------------------------
+
+
+def _dv_files(dv: pa.Array) -> pa.Array:
+    """The on-disk deletion-vector file of each row (null without one), named by the core's
+    deletion_vector_file; computed once per distinct vector file, not per row."""
+    out = pa.nulls(len(dv), pa.string())
+    if len(dv) == 0 or dv.null_count == len(dv):
+        return out
+    kind, where = dv.field("storageType"), dv.field("pathOrInlineDv")
+    key = pc.binary_join_element_wise(kind, where, "\x00")
+    on_disk = pc.and_(pc.is_valid(dv), pc.fill_null(pc.not_equal(kind, "i"), False))
+    key = pc.if_else(on_disk, key, pa.scalar(None, pa.string()))
+    uniq = pc.unique(key.drop_null())
+    if len(uniq) == 0:
+        return out
+    names = []
+    for k in uniq.to_pylist():
+        storage_type, _, path_or_inline = k.partition("\x00")
+        names.append(deletion_vector_file({"storageType": storage_type, "pathOrInlineDv": path_or_inline}))
+    return pc.take(pa.array(names, pa.string()), pc.index_in(key, value_set=uniq))
+
+
+def file_list(files: pa.Table, checks: bool = False) -> pa.Table:
+    """A snapshot's files as the join needs them: row index, canonical path, deletion-vector
+    unique id (the identity replay uses) and size; with `checks`, the log's path and the
+    deletion-vector file whose existence a restore checks."""
+    path = files.column("path").combine_chunks()
+    dv = files.column("deletionVector").combine_chunks()
+    cols: dict[str, pa.Array] = {
+        "idx": pa.array(np.arange(files.num_rows, dtype=np.int64)),
+        "path": canonical_paths(path),
+        "dvId": dv_id_column(dv),
+        "size": files.column("size").combine_chunks(),
+    }
+    if checks:
+        cols["file"] = path
+        cols["dvFile"] = _dv_files(dv)
+    return pa.table(cols)
+
+
+def _existence_checker(root: str) -> Callable[[Iterable[Any]], Iterator[tuple[int, list[str]]]]:
+    """A partition function yielding (row index, missing files) for rows with a missing data
+    or deletion-vector file. It runs on Spark's workers and uses the standard library only
+    (pickled by value), resolving a log path as the core's storage does: URL-encoded and
+    relative to the table root, absolute, or a local file URI; another scheme is missing."""
+
+    def check(rows: Iterable[Any]) -> Iterator[tuple[int, list[str]]]:
+        import os
+        from urllib.parse import unquote, urlparse
+
+        def exists(log_path: str) -> bool:
+            if log_path.startswith("file:"):
+                uri = urlparse(log_path)
+                return uri.netloc in ("", "localhost") and os.path.exists(unquote(uri.path))
+            decoded = unquote(log_path)
+            return "://" not in decoded and os.path.exists(os.path.join(root, decoded))
+
+        for idx, file, dv_file in rows:
+            gone = [unquote(f) for f in (file, dv_file) if f is not None and not exists(f)]
+            if gone:
+                yield idx, gone
+
+    return check
+
+
+# --- running a job with progress ----------------------------------------------------------------
+
+
+def _run_job(spark: SparkSession, description: str, action: Callable[[], Any], tick: Callable[[float], None]) -> Any:
+    """Run `action` (Spark jobs) in a helper thread; meanwhile call `tick(fraction of tasks
+    done)` from this thread, so that progress callbacks run where the caller runs."""
+    from pyspark import InheritableThread
+
+    sc = spark.sparkContext
+    group = f"deltaweb-{uuid.uuid4().hex}"
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        sc.setJobGroup(group, description, interruptOnCancel=True)
+        try:
+            box["value"] = action()
+        except BaseException as exc:
+            box["error"] = exc
+
+    worker = InheritableThread(target=run, daemon=True)
+    worker.start()
+    try:
+        while True:
+            worker.join(POLL_SECONDS)
+            if not worker.is_alive():
+                break
+            tracker = sc.statusTracker()
+            done = total = 0
+            for job_id in tracker.getJobIdsForGroup(group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job else ():
+                    info = tracker.getStageInfo(stage_id)
+                    if info is not None:
+                        done, total = done + info.numCompletedTasks, total + info.numTasks
+            if total:
+                tick(done / total)
+    except BaseException:
+        sc.cancelJobGroup(group)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+# --- planning ----------------------------------------------------------------------------------
+
+
+def _coalesced(spark: SparkSession, df: DataFrame, rows: int) -> DataFrame:
+    """`df` in as few partitions as keep every core busy: createDataFrame makes one per
+    Arrow batch (10,000 rows), and each task, above all a Python one, has a fixed cost."""
+    return df.coalesce(max(spark.sparkContext.defaultParallelism, -(-rows // ROWS_PER_PARTITION)))
+
+
+def _anti_joins(spark: SparkSession, latest: pa.Table, target: pa.Table) -> DataFrame:
+    """Rows of both lists not in the other one (kind 1: target rows to add, kind 0: latest
+    rows to remove), matched on path and null-safe deletion-vector id."""
+    from pyspark.sql import functions as F
+
+    src = _coalesced(spark, spark.createDataFrame(target), target.num_rows).alias("s")  # the version to restore
+    tgt = _coalesced(spark, spark.createDataFrame(latest), latest.num_rows).alias("l")  # the latest version
+
+    def keys(df: DataFrame, alias: str, rows: int) -> DataFrame:
+        out = df.select("path", "dvId").alias(alias)
+        return F.broadcast(out) if rows <= BROADCAST_MAX_ROWS else out
+
+    def on(left: str, right: str) -> Any:
+        return (F.col(f"{left}.path") == F.col(f"{right}.path")) & F.col(f"{left}.dvId").eqNullSafe(
+            F.col(f"{right}.dvId")
+        )
+
+    to_add = src.join(keys(tgt, "lk", latest.num_rows), on("s", "lk"), "left_anti").select(
+        F.lit(_ADD).alias("kind"), "idx", "size", "file", "dvFile"
+    )
+    to_remove = tgt.join(keys(src, "sk", target.num_rows), on("l", "sk"), "left_anti").select(
+        F.lit(_REMOVE).alias("kind"),
+        "idx",
+        "size",
+        F.lit(None).cast("string").alias("file"),
+        F.lit(None).cast("string").alias("dvFile"),
+    )
+    return to_add.unionByName(to_remove)
+
+
+def spark_plan_restore(
+    spark: SparkSession,
+    location: str | LocalStorage,
+    version: int | None = None,
+    timestamp: str | int | None = None,
+    ignore_missing_files: bool = False,
+    allow_protocol_downgrade: bool = False,
+    progress: Progress | None = None,
+    check_files: bool = True,
+    clock: Callable[[], int] = now_ms,
+) -> RestorePlan:
+    """plan_restore() with the file diff, existence check and metrics done on Spark."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    sc = spark.sparkContext
+    _report(progress, "loading snapshots", 0, 2)
+    setup = prepare_restore(storage, version, timestamp, allow_protocol_downgrade)
+    _report(progress, "loading snapshots", 2, 2)
+
+    latest, target = setup.latest, setup.target
+    _report(progress, "comparing file lists", 0, latest.num_files + target.num_files)
+    sc.setJobDescription(f"deltaweb restore {setup.where} to version {setup.target_version}")
+    diff = _anti_joins(spark, file_list(latest.files), file_list(target.files, checks=True))
+    diff = diff.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        found = diff.select("kind", "idx").toArrow()
+        kinds = found.column("kind").to_numpy()
+        idxs = found.column("idx").to_numpy()
+        add_idx = np.sort(idxs[kinds == _ADD])
+        remove_idx = np.sort(idxs[kinds == _REMOVE])
+        _report(progress, "comparing file lists", latest.num_files + target.num_files, None)
+        check_removals(setup, len(remove_idx))
+
+        missing: list[str] = []
+        bad_idx: list[int] = []
+        if check_files and len(add_idx):
+            total = len(add_idx)
+            _report(progress, "checking files exist", 0, total)
+            rows = _coalesced(spark, diff.where(F.col("kind") == _ADD).select("idx", "file", "dvFile"), total).rdd
+            checker = _existence_checker(str(storage.root))
+            gone = _run_job(
+                spark,
+                "deltaweb restore: checking files exist",
+                lambda: rows.mapPartitions(checker).collect(),
+                lambda fraction: _report(progress, "checking files exist", int(total * fraction), total),
+            )
+            for idx, files in sorted(gone):
+                bad_idx.append(idx)
+                missing.extend(files)
+            _report(progress, "checking files exist", total, total)
+
+        metrics = None
+        if not missing or ignore_missing_files:
+            _report(progress, "computing metrics", 0, 1)
+            kept = diff
+            if bad_idx:  # the missing files are left out of the plan, and so of its metrics
+                left_out = spark.createDataFrame(
+                    pa.table({"kind": pa.array([_ADD] * len(bad_idx), pa.int32()), "idx": bad_idx})
+                )
+                kept = diff.join(F.broadcast(left_out), ["kind", "idx"], "left_anti")
+            sums = {
+                r["kind"]: (int(r["n"]), int(r["bytes"] or 0))
+                for r in kept.groupBy("kind").agg(F.count("*").alias("n"), F.sum("size").alias("bytes")).collect()
+            }
+            (n_add, add_size), (n_rem, rem_size) = sums.get(_ADD, (0, 0)), sums.get(_REMOVE, (0, 0))
+            metrics = metrics_from_totals(n_add, add_size, n_rem, rem_size, latest.num_files, latest.size_bytes)
+            _report(progress, "computing metrics", 1, 1)
+    finally:
+        diff.unpersist()
+
+    # positions in the adds list (the target's rows in row order) of the files found missing
+    bad = set(np.searchsorted(add_idx, np.array(bad_idx, dtype=np.int64)).tolist()) if bad_idx else set()
+    return build_plan(
+        setup,
+        target.files.take(pa.array(add_idx)),
+        latest.files.take(pa.array(remove_idx)),
+        ignore_missing_files=ignore_missing_files,
+        allow_protocol_downgrade=allow_protocol_downgrade,
+        check_files=check_files,
+        clock=clock,
+        find_missing=lambda adds: (missing, bad),
+        metrics=metrics,
+    )
+
+
+# --- running an approved restore ---------------------------------------------------------------
+
+
+def run_restore(
+    spark: SparkSession,
+    location: str | LocalStorage,
+    plan_dict: dict[str, Any],
+    txn_id: str,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Plan the approved restore again on Spark, on the current head, and commit it when it
+    still makes the approved change (tables.delta.restore.approved_change: the same
+    fingerprint, or the head only gained files, which the approved change leaves alone).
+
+    Returns commit_restore()'s result (version, verified, metrics, ...) with stale=False; or,
+    without committing, {"stale": True, "plan": <the new plan, to_dict()>, ...} when the
+    restore would now change something else (other files, metadata, protocol or domains).
+    A txn id committed already (a retried job) returns that commit.
+    """
+    approved = RestorePlan.from_dict(plan_dict)
+    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    if open_storage(approved.location).root != storage.root:
+        raise RestoreError(f"{storage.root}: the restore plan is for another table ({approved.location})")
+    if find_restore_commit(storage, approved.read_version, txn_id) is not None:
+        return {**commit_restore(storage, approved, txn_id=txn_id), "stale": False}
+    current = spark_plan_restore(
+        spark,
+        storage,
+        version=approved.requested_version,
+        timestamp=approved.requested_timestamp if approved.requested_version is None else None,
+        ignore_missing_files=approved.ignore_missing_files,
+        allow_protocol_downgrade=approved.allow_protocol_downgrade,
+        progress=progress,
+        check_files=approved.files_checked,
+    )
+    plan = approved_change(current, approved)
+    if plan is None:
+        return {
+            "stale": True,
+            "plan": current.to_dict(),
+            "fingerprint": current.fingerprint,
+            "approvedFingerprint": approved.fingerprint,
+        }
+    _report(progress, "committing", 0, 1)
+    result = commit_restore(storage, plan, txn_id=txn_id)
+    _report(progress, "committing", 1, 1)
+    return {**result, "stale": False}
