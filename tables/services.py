@@ -905,7 +905,7 @@ def run_restore(request_id: int, planner: Planner) -> dict[str, Any]:
         return {"status": RestoreStatus.FAILED}
     if outcome.get("stale"):
         return _finish_stale(run, outcome["plan"])
-    return _finish_succeeded(run, outcome)
+    return _finish_succeeded(run, {**outcome, "engine": getattr(planner, "engine", "custom")})
 
 
 def _missing(exc: delta_errors.MissingFilesError) -> dict[str, Any]:
@@ -1021,6 +1021,9 @@ def local_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan
     if progress is not None:
         progress("planning on the current head (local engine)", 0, None)
     return plan_restore(location, **kwargs)
+
+
+local_planner.engine = "local"  # recorded with the result
 
 
 def apply_approved_plan(

@@ -49,6 +49,9 @@ def spark_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan
     return spark_plan_restore(spark, location, progress=progress, **kwargs)
 
 
+spark_planner.engine = "spark"  # recorded with the result
+
+
 def restore_planner() -> services.Planner:
     if settings.DELTAWEB_RESTORE_ENGINE == "local":
         return services.local_planner

@@ -78,8 +78,11 @@ def redis_url():
 
 
 @pytest.fixture
-def celery_worker_process(redis_url, transactional_db, settings, tmp_path):
-    """A real Celery worker process on the real broker, sharing the test database file."""
+def celery_worker_factory(redis_url, transactional_db, settings, tmp_path):
+    """Start real Celery worker processes on the real broker, sharing the test database file:
+    start(name, env) -> Popen. Each runs in its own process group (its pool children and a
+    Spark JVM with it), so a test can SIGKILL a whole worker; all are stopped afterwards."""
+    import signal
     import subprocess
     import sys
     import time
@@ -93,36 +96,55 @@ def celery_worker_process(redis_url, transactional_db, settings, tmp_path):
     app.conf.task_always_eager = False
     app._pool = None  # connections made before (to another broker) must not be reused
     app.amqp._producer_pool = None
-    env = {
-        **os.environ,
-        "CELERY_BROKER_URL": redis_url,
-        "DATABASE_URL": f"sqlite:///{db_name}",
-        "DELTAWEB_ALLOWED_ROOTS": ",".join(settings.DELTAWEB_ALLOWED_ROOTS),
-        "PYTHONUNBUFFERED": "1",
-    }
-    log = open(tmp_path / "worker.log", "w")  # closed below, after the worker stops
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "deltaweb", "worker", "--concurrency=2", "--loglevel=info",
-         "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if "ready" in (tmp_path / "worker.log").read_text():
-            break
-        if proc.poll() is not None:
-            pytest.fail("celery worker exited:\n" + (tmp_path / "worker.log").read_text()[-2000:])
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("celery worker did not become ready:\n" + (tmp_path / "worker.log").read_text()[-2000:])
-    yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    started: list[tuple[subprocess.Popen, object]] = []
+
+    def start(name: str = "worker", env: dict[str, str] | None = None, concurrency: int = 2) -> subprocess.Popen:
+        full_env = {
+            **os.environ,
+            "CELERY_BROKER_URL": redis_url,
+            "DATABASE_URL": f"sqlite:///{db_name}",
+            "DELTAWEB_ALLOWED_ROOTS": ",".join(settings.DELTAWEB_ALLOWED_ROOTS),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        path = tmp_path / f"{name}.log"
+        log = open(path, "w")  # closed below, after the worker stops
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "deltaweb", "worker", f"--concurrency={concurrency}",
+             "--loglevel=info", "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}@%h"],
+            cwd=REPO,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        started.append((proc, log))
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if "ready" in path.read_text():
+                return proc
+            if proc.poll() is not None:
+                pytest.fail(f"celery worker {name} exited:\n" + path.read_text()[-2000:])
+            time.sleep(0.2)
+        pytest.fail(f"celery worker {name} did not become ready:\n" + path.read_text()[-2000:])
+
+    yield start
+    for proc, log in started:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever the worker left in its group
+        except (ProcessLookupError, PermissionError):
+            pass
+        log.close()
+
+
+@pytest.fixture
+def celery_worker_process(celery_worker_factory):
+    """A real Celery worker process on the real broker, sharing the test database file."""
+    return celery_worker_factory()
