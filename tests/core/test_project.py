@@ -14,7 +14,8 @@ from tests.conftest import REPO
 def test_core_imports_neither_django_nor_spark() -> None:
     code = (
         "import sys, tables.delta.snapshot, tables.delta.timestamps, tables.delta.history, "
-        "tables.delta.commit, tables.delta.report, tables.delta.checkpoint\n"
+        "tables.delta.commit, tables.delta.report, tables.delta.checkpoint, tables.delta.owner, "
+        "tables.delta.fs_owner, tables.delta.managed\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'pyspark', 'py4j', 'celery'))\n"
         "print(','.join(bad))"
     )
