@@ -1,0 +1,129 @@
+"""Change data between versions on Spark: rows with _change_type, _commit_version, _commit_timestamp.
+
+The core (`tables.delta.changes.plan_changes`) decides per version which files and rows
+changed (cdc files where a commit has them, else add/remove with dataChange=true, deletion
+vector differences for a path removed and re-added) and each version's commit timestamp
+(In-Commit Timestamp from the enablement version on, file time before). Spark reads the
+rows (`tables.spark.read.scan`) and writes them, sorted, to Parquet.
+
+Public API (plain arguments, plain results; no Django):
+- `change_data(spark, location, start, end, out_dir)` -> {"path", "start", "end", "total",
+  "counts": [{"version", "changeType", "rows"}] (every version of the range and change type
+  present, ascending), "versions": [{"version", "timestamp", "timestampMs",
+  "timestampSource", "operation", "source"}], "columns": [{name, type}]}. The rows are
+  written under `<out_dir>/changes/` (replaced if present), ordered by version, then file and
+  row position within the version; columns are the table's (end version's schema) followed by
+  `_change_type` (string), `_commit_version` (long) and `_commit_timestamp` (timestamp, UTC).
+- `change_data_frame(spark, location, start, end=None)` -> (DataFrame, ChangePlan), unsorted,
+  with the position columns `_dw_file` / `_dw_row_index` (for callers that aggregate).
+- `read_page(path, offset, limit)`: a page of the written result, with pyarrow only (also
+  `tables.spark.results.read_page`, which the web process should import: no pyspark there).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tables.delta.changes import ChangePlan, plan_changes
+from tables.delta.storage import LocalStorage, open_storage
+
+from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, scan
+from .results import read_page, type_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["CHANGE_COLUMNS", "change_data", "change_data_frame", "read_page", "write_sorted"]
+
+CHANGE_COLUMNS = (("_change_type", "string"), ("_commit_version", "long"), ("_commit_timestamp", "timestamp"))
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def ms_to_datetime(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def change_data_frame(
+    spark: SparkSession, location: str | LocalStorage, start: int, end: int | None = None
+) -> tuple[DataFrame, ChangePlan]:
+    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    plan = plan_changes(storage, start, end)
+    for protocol in [*plan.protocols, plan.protocol]:
+        check_readable(protocol, f"{storage.root} between versions {plan.start} and {plan.end}")
+    layout = Layout.of(plan.metadata, plan.protocol)
+    data, cdc = [], []
+    for e in plan.entries:
+        when = ms_to_datetime(plan.timestamp(e.version))
+        if e.cdc:
+            cdc.append(ScanEntry(e.path, e.partition_values, extra=(e.version, when)))
+        else:
+            data.append(ScanEntry(e.path, e.partition_values, (e.change_type, e.version, when), e.rows, e.only))
+    frames = []
+    if data or not cdc:
+        frames.append(scan(spark, storage, layout, data, extra=list(CHANGE_COLUMNS), with_position=True))
+    if cdc:
+        frames.append(
+            scan(
+                spark,
+                storage,
+                layout,
+                cdc,
+                extra=list(CHANGE_COLUMNS[1:]),
+                file_columns=[CHANGE_COLUMNS[0]],
+                with_position=True,
+            )
+        )
+    df = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    names = [f["name"] for f in plan.metadata.schema.get("fields", [])]
+    return df.select(*names, *(n for n, _t in CHANGE_COLUMNS), FILE_COL, ROW_COL), plan
+
+
+def write_sorted(df: DataFrame, path: Path, order: list[Any], drop: tuple[str, ...] = ()) -> None:
+    """Sort, drop the sort-only columns, and write a result as Parquet: part files in
+    partition order hold the rows in sort order. Timestamps are written as TIMESTAMP_MICROS
+    (pyarrow reads them back as UTC instants, timestamp_ntz as local times)."""
+    spark = df.sparkSession
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    df.orderBy(*order).drop(*drop).write.mode("overwrite").parquet(str(path))
+
+
+def change_data(
+    spark: SparkSession, location: str | LocalStorage, start: int, end: int | None, out_dir: str | Path
+) -> dict[str, Any]:
+    """Write the changes of versions start..end under out_dir (module contract)."""
+    from pyspark.sql import functions as F
+
+    df, plan = change_data_frame(spark, location, start, end)
+    path = Path(out_dir) / "changes"
+    write_sorted(df, path, ["_commit_version", FILE_COL, ROW_COL, "_change_type"], drop=(FILE_COL, ROW_COL))
+    written = spark.read.parquet(str(path))
+    counts = written.groupBy("_commit_version", "_change_type").agg(F.count(F.lit(1)).alias("n")).collect()
+    rows = sorted(({"version": r[0], "changeType": r[1], "rows": r[2]} for r in counts), key=_count_order)
+    return {
+        "path": str(path),
+        "start": plan.start,
+        "end": plan.end,
+        "total": sum(r["rows"] for r in rows),
+        "counts": rows,
+        "versions": [v.to_dict() for v in plan.versions],
+        "columns": _columns(path),
+    }
+
+
+def _count_order(row: dict[str, Any]) -> tuple[int, int]:
+    types = ("delete", "update_preimage", "update_postimage", "insert")
+    kind = row["changeType"]
+    return row["version"], types.index(kind) if kind in types else len(types)
+
+
+def _columns(path: Path) -> list[dict[str, str]]:
+    import pyarrow.parquet as pq
+
+    from .results import part_files
+
+    files = part_files(path)
+    if not files:
+        return []
+    return [{"name": f.name, "type": type_name(f.type)} for f in pq.ParquetFile(files[0]).schema_arrow]
