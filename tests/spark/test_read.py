@@ -27,8 +27,10 @@ from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tables.delta.commit import commit
@@ -256,3 +258,43 @@ def test_empty_version_and_missing_table(spark, tmp_path) -> None:
     with pytest.raises(Exception, match="not a Delta table"):
         read_version(spark, str(root))
     assert norm(float("nan")) == "NaN"
+
+
+def test_file_names_with_glob_and_escaped_characters(spark, tmp_path) -> None:
+    """Spark takes paths as glob patterns and reports them URL-encoded: names with [ ] { } * ?
+    \\ % + spaces and non-ASCII letters must still be read, and matched to their deletion vectors."""
+    root = tmp_path / "names"
+    (root / "_delta_log").mkdir(parents=True)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": ["deletionVectors"],
+    }
+    meta = {
+        "id": "names",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema),
+        "partitionColumns": [],
+        "configuration": {},
+        "createdTime": 0,
+    }
+    actions: list[dict] = [{"protocol": protocol}, {"metaData": meta}]
+    names = ["a [1]/x{y}*?.parquet", "b%25 c+d/é ü.parquet", "back\\slash.parquet", "plain.parquet"]
+    for i, name in enumerate(names):
+        full = root / name
+        full.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"id": pa.array([10 * i, 10 * i + 1, 10 * i + 2], pa.int64())}), full)
+        add = {
+            "path": quote(name),
+            "partitionValues": {},
+            "size": full.stat().st_size,
+            "modificationTime": 0,
+            "dataChange": True,
+            "deletionVector": inline_descriptor([1]),
+        }
+        actions.append({"add": add})
+    (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    got = sorted(r["id"] for r in read_version(spark, str(root)).collect())
+    assert got == sorted(10 * i + k for i in range(len(names)) for k in (0, 2))
