@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str, int, int | None], None]
 
-# Above this many rows the smaller file list is not broadcast: both sides are shuffled.
+# A file list above this many rows is not broadcast to the anti-join (both sides are shuffled).
 BROADCAST_MAX_ROWS = 2_000_000
 ROWS_PER_PARTITION = 250_000
 POLL_SECONDS = 0.5
@@ -214,6 +214,17 @@ def _anti_joins(spark: SparkSession, latest: pa.Table, target: pa.Table) -> Data
     return to_add.unionByName(to_remove)
 
 
+def _sums(F: Any) -> list[Any]:
+    """Aggregates over the diff: files and bytes to add and to remove."""
+    add, rem = F.col("kind") == _ADD, F.col("kind") == _REMOVE
+    return [
+        F.count(F.when(add, 1)).alias("nAdd"),
+        F.sum(F.when(add, F.col("size"))).alias("addSize"),
+        F.count(F.when(rem, 1)).alias("nRemove"),
+        F.sum(F.when(rem, F.col("size"))).alias("removeSize"),
+    ]
+
+
 def spark_plan_restore(
     spark: SparkSession,
     location: str | LocalStorage,
@@ -227,6 +238,7 @@ def spark_plan_restore(
 ) -> RestorePlan:
     """plan_restore() with the file diff, existence check and metrics done on Spark."""
     from pyspark import StorageLevel
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     storage = location if isinstance(location, LocalStorage) else open_storage(location)
@@ -236,17 +248,20 @@ def spark_plan_restore(
     _report(progress, "loading snapshots", 2, 2)
 
     latest, target = setup.latest, setup.target
-    _report(progress, "comparing file lists", 0, latest.num_files + target.num_files)
+    n_files = latest.num_files + target.num_files
+    _report(progress, "comparing file lists", 0, n_files)
     sc.setJobDescription(f"deltaweb restore {setup.where} to version {setup.target_version}")
     diff = _anti_joins(spark, file_list(latest.files), file_list(target.files, checks=True))
     diff = diff.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        found = diff.select("kind", "idx").toArrow()
+        # the metrics' sums are observed while the diff is collected (no job of their own)
+        totals = Observation(f"restore-{uuid.uuid4().hex}")
+        found = diff.observe(totals, *_sums(F)).select("kind", "idx").toArrow()
         kinds = found.column("kind").to_numpy()
         idxs = found.column("idx").to_numpy()
         add_idx = np.sort(idxs[kinds == _ADD])
         remove_idx = np.sort(idxs[kinds == _REMOVE])
-        _report(progress, "comparing file lists", latest.num_files + target.num_files, None)
+        _report(progress, "comparing file lists", n_files, n_files)
         check_removals(setup, len(remove_idx))
 
         missing: list[str] = []
@@ -270,21 +285,23 @@ def spark_plan_restore(
         metrics = None
         if not missing or ignore_missing_files:
             _report(progress, "computing metrics", 0, 1)
-            kept = diff
             if bad_idx:  # the missing files are left out of the plan, and so of its metrics
                 left_out = spark.createDataFrame(
                     pa.table({"kind": pa.array([_ADD] * len(bad_idx), pa.int32()), "idx": bad_idx})
                 )
                 kept = diff.join(F.broadcast(left_out), ["kind", "idx"], "left_anti")
-            sums = {
-                r["kind"]: (int(r["n"]), int(r["bytes"] or 0))
-                for r in kept.groupBy("kind").agg(F.count("*").alias("n"), F.sum("size").alias("bytes")).collect()
-            }
-            (n_add, add_size), (n_rem, rem_size) = sums.get(_ADD, (0, 0)), sums.get(_REMOVE, (0, 0))
-            metrics = metrics_from_totals(n_add, add_size, n_rem, rem_size, latest.num_files, latest.size_bytes)
+                sums = kept.agg(*_sums(F)).first().asDict()
+            else:
+                sums = totals.get
+            metrics = metrics_from_totals(
+                *(int(sums[k] or 0) for k in ("nAdd", "addSize", "nRemove", "removeSize")),
+                latest.num_files,
+                latest.size_bytes,
+            )
             _report(progress, "computing metrics", 1, 1)
     finally:
         diff.unpersist()
+        sc.setJobDescription(None)  # type: ignore[arg-type]
 
     # positions in the adds list (the target's rows in row order) of the files found missing
     bad = set(np.searchsorted(add_idx, np.array(bad_idx, dtype=np.int64)).tolist()) if bad_idx else set()

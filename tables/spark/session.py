@@ -94,6 +94,9 @@ def get_spark(
 
         if is_local(wanted):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            # PySpark starts its Python workers with PYSPARK_PYTHON (default: `python3` on
+            # PATH), not with spark.pyspark.python: locally, this interpreter and its packages
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder: Any = SparkSession.builder
         for key, value in session_conf(wanted, app_name, extra_conf).items():
             builder = builder.config(key, value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -206,19 +207,24 @@ def test_absolute_and_file_uri_paths_resolve_as_in_the_core(spark, tmp_path: Pat
     assert {a["path"] for a in ours.adds} == {a_path, b_path}
 
 
-@pytest.mark.parametrize("empty", ["target", "latest"])
-def test_an_empty_side(spark, tmp_path: Path, empty: str) -> None:
+@pytest.mark.parametrize("empty", ["target", "latest", "diff"])
+def test_empty_file_lists(spark, tmp_path: Path, empty: str) -> None:
     t = tmp_path / "t"
     first = [builders.protocol(False), builders.metadata()]
     if empty == "target":  # restoring to before the first file: everything is removed
         builders.write_commit(t, 0, 1000, actions=first)
         builders.write_commit(t, 1, 2000, actions=[builders.add("a.parquet")])
-    else:  # every file was removed since: everything comes back
+    elif empty == "latest":  # every file was removed since: everything comes back
         builders.write_commit(t, 0, 1000, actions=[*first, builders.add("a.parquet")])
         builders.write_commit(t, 1, 2000, actions=[{"remove": {"path": "a.parquet", "dataChange": True}}])
         (t / "a.parquet").write_bytes(b"x")
-    ours, _pure, _ = same_plan(spark, t, version=0)
-    assert (len(ours.adds), len(ours.removes)) == ((0, 1) if empty == "target" else (1, 0))
+    else:  # only the metadata changed since: no file to add or remove
+        builders.write_commit(t, 0, 1000, actions=[*first, builders.add("a.parquet")])
+        builders.write_commit(t, 1, 2000, actions=[builders.metadata({"delta.appendOnly": "true"})])
+    ours, _pure, stages = same_plan(spark, t, version=0)
+    counts = {"target": (0, 1), "latest": (1, 0), "diff": (0, 0)}[empty]
+    assert (len(ours.adds), len(ours.removes)) == counts
+    assert ("checking files exist" in [s[0] for s in stages]) == bool(counts[0])
 
 
 # --- missing files -------------------------------------------------------------------------------
@@ -306,6 +312,8 @@ def test_session_is_cached_and_configured(spark) -> None:
     from tables.spark.session import get_spark, session_conf
 
     assert get_spark() is spark
+    if spark.sparkContext.master.startswith("local"):  # Python workers run this interpreter
+        assert spark.sparkContext.parallelize([0], 1).map(lambda _: sys.executable).collect() == [sys.executable]
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.ui.enabled") == "false"
     assert conf.get("spark.sql.shuffle.partitions") == "4"
