@@ -222,3 +222,6 @@ class RestoreEvent(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.from_status or 'new'} → {self.to_status}"

@@ -176,3 +176,89 @@ def test_sign_in_register_history_chart_diff_time_travel(
     shot(page, "08-table-list")
     assert js_errors == []
     assert os.path.exists(SHOTS / "03-table-history.png")
+
+
+def test_restore_requested_in_the_ui_approved_in_the_admin_console_committed_on_spark(
+    live_server, settings, tmp_path, django_user_model, celery_worker_factory, browser_page
+) -> None:
+    """An analyst asks for a restore in the UI, an approver approves it in the admin console, a
+    real worker runs it on Spark while the analyst's page follows, and the history shows it."""
+    import io
+    import re
+    import time
+
+    from django.core.management import call_command
+
+    from tables import services
+    from tables.models import RestoreRequest
+    from tests.web.restore_tables import restore_table
+
+    expect = playwright_sync.expect
+    page, js_errors = browser_page
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    table = services.register_table("Events", str(restore_table(tmp_path / "events")))
+    services.sync_table(table.pk)
+    call_command("create_roles", stdout=io.StringIO())
+    ana = django_user_model.objects.create_user("ana", password="e2e-secret-pass")
+    ana.groups.add(Group.objects.get(name=roles.ANALYST))
+    rita = django_user_model.objects.create_user("rita", password="e2e-secret-pass", is_staff=True)
+    rita.groups.add(Group.objects.get(name=roles.APPROVER))
+    celery_worker_factory("spark", {"DELTAWEB_RESTORE_ENGINE": "spark", "SPARK_MASTER": "local[2]"})
+    base = live_server.url
+
+    # the analyst plans a restore from the table page
+    page.goto(f"{base}/t/events/")
+    page.get_by_label("Username").fill("ana")
+    page.get_by_label("Password").fill("e2e-secret-pass")
+    page.get_by_role("button", name="Sign in").click()
+    form = page.locator("#request-restore")
+    form.get_by_label("Version", exact=True).fill("2")
+    form.get_by_label("Reason").fill("The overwrite at version 3 was a mistake")
+    shot(page, "09-restore-form")
+    form.get_by_role("button", name="Plan the restore").click()
+    req = RestoreRequest.objects.get()
+    expect(page).to_have_url(f"{base}/restores/{req.pk}/")
+    expect(page.locator("#files-to-add")).to_have_text("3")
+    expect(page.locator("#files-to-remove")).to_have_text("2")
+    expect(page.locator("#datachange-warning")).to_contain_text("dataChange=true")
+    expect(page.locator("#side-by-side")).to_contain_text("Now (version 5)")
+    expect(page.locator("#restore-progress")).to_have_attribute("data-status", "pending")
+    assert page.locator("#decision").count() == 0  # analysts do not decide
+    shot(page, "10-restore-request")
+
+    # the approver approves in the admin console
+    console = page.context.browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    console.set_default_timeout(20_000)
+    console.goto(f"{base}/admin/tables/restorerequest/")
+    console.locator("#id_username").fill("rita")
+    console.locator("#id_password").fill("e2e-secret-pass")
+    console.get_by_role("button", name="Log in").click()
+    expect(console.locator("#result_list")).to_contain_text("version 2")
+    shot(console, "11-admin-restores")
+    console.locator("#result_list").get_by_role("link", name=str(req.pk), exact=True).click()
+    expect(console.locator(".restore-plan")).to_contain_text("numOfFilesAfterRestore")
+    console.locator("#id_comment").fill("Checked with the data owners")
+    shot(console, "12-admin-approve")
+    console.get_by_role("button", name="Approve and run").click()
+    expect(console.locator(".messagelist")).to_contain_text(f"Restore #{req.pk} approved")
+    console.context.close()
+
+    # the analyst's page follows the run on Spark, then shows the new version
+    box = page.locator("#restore-progress")
+    expect(box).to_have_attribute("data-status", re.compile("queued|running"), timeout=30_000)
+    expect(box).to_have_attribute("data-status", "running", timeout=60_000)
+    shot(page, "13-restore-running")
+    expect(page.locator("#restore-result")).to_contain_text("version 6", timeout=240_000)
+    expect(page.locator("#restore-check")).to_contain_text("equal version 2")
+    expect(page.locator("#events")).to_contain_text("rita")
+    shot(page, "14-restore-succeeded")
+
+    deadline = time.time() + 60  # the worker syncs the table after the commit
+    while not table.commits.filter(version=6).exists() and time.time() < deadline:
+        time.sleep(0.2)
+    page.locator("#restore-result").get_by_role("link", name="history").click()
+    first = page.locator("table.history tbody tr").first
+    expect(first.locator("td").first).to_have_text("6")
+    expect(first).to_contain_text("RESTORE")
+    shot(page, "15-history-restore")
+    assert js_errors == []
