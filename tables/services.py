@@ -1062,7 +1062,8 @@ def apply_approved_plan(
 def _over_appends(location: str, current: RestorePlan, approved: dict[str, Any]) -> RestorePlan | None:
     """The approved change on a head that moved on by appends elsewhere: the current plan
     less the removal of the files added since the approved head, if that is exactly the
-    approved change (same fingerprint); else None."""
+    approved change (same fingerprint); else None. The rule of the core's approved_change,
+    found from the commits since the approved head, as a request keeps no file actions."""
     head = approved.get("readVersion")
     if head is None or current.read_version <= head:
         return None
@@ -1074,7 +1075,8 @@ def _over_appends(location: str, current: RestorePlan, approved: dict[str, Any])
     if not added or len(kept) == len(current.removes):
         return None
     plan = current.replace(removes=kept, read_version=int(head))
-    return plan if plan_fingerprint(plan) == approved.get("fingerprint") else None
+    plan.fingerprint = plan_fingerprint(plan)
+    return plan if plan.fingerprint == approved.get("fingerprint") else None
 
 
 def _added_since(location: str, after: int, upto: int) -> set[str]:

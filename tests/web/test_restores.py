@@ -262,6 +262,7 @@ def test_an_append_before_the_run_is_kept_and_the_restore_rebases(table, table_p
     assert rs_paths(table_path) == rs_paths(table_path, 2) | appended
     assert rs_ids(table_path) == sorted([*rs_ids(table_path, 2), 999])
     assert req.verification["verified"] and req.verification["target"]["onlyInResult"] == 1
+    assert req.result["fingerprint"] == req.plan_fingerprint  # the approved change, rebased
     assert log_versions(table_path) == list(range(8))
 
 
