@@ -156,6 +156,10 @@ class RestoreRequestAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # the audit trail stays
 
+    def save_model(self, request, obj, form, change) -> None:
+        """Nothing is edited here ("change" permission is for the decisions): never write a
+        whole row loaded earlier over what a worker wrote meanwhile."""
+
     # --- columns and read-only fields ---------------------------------------------------
 
     @admin.display(description="target", ordering="resolved_version")

@@ -588,6 +588,9 @@ def test_admin_change_page_approves_through_the_service(table, table_path, users
     assert console["approver2"].get(f"/admin/tables/restorerequest/{req.pk}/approve/").status_code == 405
     page = console["approver2"].get(url).content.decode()
     assert "Approve and run" in page and 'name="_save"' not in page
+    RestoreRequest.objects.filter(pk=req.pk).update(stage="written meanwhile")
+    console["approver2"].post(url, {"_save": "Save", "events-TOTAL_FORMS": "0", "events-INITIAL_FORMS": "0"})
+    assert RestoreRequest.objects.get(pk=req.pk).stage == "written meanwhile"  # the change page saves nothing
     r = console["approver2"].post(
         f"/admin/tables/restorerequest/{req.pk}/approve/", {"comment": "checked", "fingerprint": req.plan_fingerprint}
     )
