@@ -303,6 +303,9 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
         prev_row = Commit.objects.filter(table=table, version=start_after).first()
         if prev_row is not None:
             prev = (prev_row.file_modification_time, prev_row.in_commit_timestamp if ict.applies(start_after) else None)
+            if prev_row.timestamp_source == "file" and prev_row.timestamp is not None and not ict_changed:
+                # the stored monotonized time carries the chain on: no stat of older commits
+                times.adjusted.seed(times.index(start_after), prev_row.timestamp)
     total = len(new_versions)
     stored = 0
     for i in range(0, total, BATCH):

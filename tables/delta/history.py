@@ -86,7 +86,7 @@ def scan_versions(
         i = times.index(v)
         read = times.reader.get(v)
         ts, source = times.timestamp(v)
-        raw, adj = times.file_times[i], times.adjusted[i]
+        raw = times.file_times[i]
         rows.append(
             {
                 "version": v,
@@ -95,7 +95,7 @@ def scan_versions(
                 "inCommitTimestamp": read.in_commit_timestamp,
                 "timestamp": ts,
                 "source": source,
-                "adjusted": source == "file" and adj != raw,
+                "adjusted": source == "file" and ts != raw,
             }
         )
         if prev_file is not None and raw <= prev_file:

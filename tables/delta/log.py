@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from .errors import CommitOwnerError, LogGapError, NotADeltaTableError, VersionNotFoundError
+from .errors import CommitOwnerError, CorruptLogError, LogGapError, NotADeltaTableError, VersionNotFoundError
 from .storage import FileInfo, LocalStorage
 
 LOG_DIR = "_delta_log"
@@ -28,7 +28,6 @@ COMMITS_DIR = f"{LOG_DIR}/_commits"  # managedCommit / coordinatedCommits-previe
 STAGED_COMMITS_DIR = f"{LOG_DIR}/_staged_commits"  # catalogManaged
 STAGED_DIRS = (COMMITS_DIR, STAGED_COMMITS_DIR)
 
-_COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC_CP = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _MULTI_CP = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2_CP = re.compile(r"^(\d{20})\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)$")
@@ -38,25 +37,85 @@ _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 _STAGED = re.compile(rf"^(\d{{20}})\.({_UUID})\.json$")
 
 
-@dataclass(frozen=True, slots=True)
 class LogFile:
-    """One file of `_delta_log/`, classified by its name."""
+    """One file of `_delta_log/`, classified by its name.
 
-    kind: str  # commit | checkpoint | compaction | crc | staged (proposed, not ratified by itself)
-    version: int
-    path: str
-    size: int
-    modification_time: int
-    part: int = 1
-    num_parts: int = 1
-    end_version: int | None = None  # compaction files
-    v2: bool = False
-    fmt: str = "parquet"
-    backfilled: bool = True  # False: a commit the owner ratified that is not in _delta_log/ yet
+    Size and modification time come from a stat made only when first asked for: a log of
+    100,000 commits is listed by name, and only the files whose times matter are stat'ed.
+    """
+
+    __slots__ = (
+        "_mtime", "_size", "_storage", "backfilled", "end_version", "fmt", "kind", "num_parts", "part", "path",
+        "v2", "version",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        kind: str,  # commit | checkpoint | compaction | crc | staged (proposed, not ratified by itself)
+        version: int,
+        path: str,
+        size: int | None = None,
+        modification_time: int | None = None,
+        part: int = 1,
+        num_parts: int = 1,
+        end_version: int | None = None,  # compaction files
+        v2: bool = False,
+        fmt: str = "parquet",
+        backfilled: bool = True,  # False: a commit the owner ratified that is not in _delta_log/ yet
+        storage: LocalStorage | None = None,
+    ) -> None:
+        self.kind, self.version, self.path = kind, version, path
+        self._size, self._mtime, self._storage = size, modification_time, storage
+        self.part, self.num_parts, self.end_version = part, num_parts, end_version
+        self.v2, self.fmt, self.backfilled = v2, fmt, backfilled
+
+    def _stat(self) -> None:
+        if self._storage is None:
+            raise CorruptLogError(f"{self.path}: size and time unknown", file=self.path)
+        try:
+            info = self._storage.stat(self.path)
+        except FileNotFoundError as exc:
+            raise CorruptLogError(
+                f"{self._storage.root / self.path}: the file disappeared (log cleanup while reading?)", file=self.path
+            ) from exc
+        self._size, self._mtime = info.size, info.modification_time
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._stat()
+        return self._size  # type: ignore[return-value]
+
+    @property
+    def modification_time(self) -> int:
+        if self._mtime is None:
+            self._stat()
+        return self._mtime  # type: ignore[return-value]
 
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
+
+    def _key(self) -> tuple:
+        return (
+            self.kind,
+            self.version,
+            self.path,
+            self.part,
+            self.num_parts,
+            self.end_version,
+            self.v2,
+            self.backfilled,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LogFile) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"LogFile({self.kind!r}, {self.version}, {self.path!r})"
 
 
 def commit_name(version: int) -> str:
@@ -87,25 +146,32 @@ def backfilled_path(path: str) -> str | None:
 
 
 def classify(info: FileInfo) -> LogFile | None:
-    """The LogFile a listed file is, or None for anything else (temp files, dot files)."""
-    directory, _, name = info.path.rpartition("/")
-    size, mtime = info.size, info.modification_time
+    """The LogFile a listed (and stat'ed) file is, or None for anything else."""
+    lf = classify_name(info.path)
+    if lf is not None:
+        lf._size, lf._mtime = info.size, info.modification_time
+    return lf
+
+
+def classify_name(path: str, storage: LocalStorage | None = None) -> LogFile | None:
+    """The LogFile a file of the log is by its name alone (temp files, dot files: None)."""
+    directory, _, name = path.rpartition("/")
     if directory in STAGED_DIRS:
         if m := _STAGED.match(name):
-            return LogFile("staged", int(m[1]), info.path, size, mtime, fmt="json", backfilled=False)
+            return LogFile("staged", int(m[1]), path, fmt="json", backfilled=False, storage=storage)
         return None
-    if m := _COMMIT.match(name):
-        return LogFile("commit", int(m[1]), info.path, size, mtime, fmt="json")
+    if len(name) == 25 and name.endswith(".json") and name[:20].isdigit():  # the common case, no regex
+        return LogFile("commit", int(name[:20]), path, fmt="json", storage=storage)
     if m := _CLASSIC_CP.match(name):
-        return LogFile("checkpoint", int(m[1]), info.path, size, mtime)
+        return LogFile("checkpoint", int(m[1]), path, storage=storage)
     if m := _MULTI_CP.match(name):
-        return LogFile("checkpoint", int(m[1]), info.path, size, mtime, part=int(m[2]), num_parts=int(m[3]))
+        return LogFile("checkpoint", int(m[1]), path, part=int(m[2]), num_parts=int(m[3]), storage=storage)
     if m := _V2_CP.match(name):
-        return LogFile("checkpoint", int(m[1]), info.path, size, mtime, v2=True, fmt=m[3])
+        return LogFile("checkpoint", int(m[1]), path, v2=True, fmt=m[3], storage=storage)
     if m := _COMPACTION.match(name):
-        return LogFile("compaction", int(m[1]), info.path, size, mtime, end_version=int(m[2]), fmt="json")
+        return LogFile("compaction", int(m[1]), path, end_version=int(m[2]), fmt="json", storage=storage)
     if m := _CRC.match(name):
-        return LogFile("crc", int(m[1]), info.path, size, mtime, fmt="json")
+        return LogFile("crc", int(m[1]), path, fmt="json", storage=storage)
     return None
 
 
@@ -143,8 +209,8 @@ def list_log(storage: LocalStorage, include_staged: bool = False) -> LogListing:
     if not storage.is_dir(LOG_DIR):
         raise NotADeltaTableError(f"{storage.root}: not a Delta table (no {LOG_DIR}/ directory)")
     listing = LogListing()
-    for info in storage.list_dir(LOG_DIR):
-        lf = classify(info)
+    for name in storage.list_names(LOG_DIR):
+        lf = classify_name(f"{LOG_DIR}/{name}", storage)
         if lf is None:
             continue
         if lf.kind == "commit":

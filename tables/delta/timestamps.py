@@ -22,7 +22,7 @@ from typing import Any
 
 from .commitinfo import CommitInfoReader
 from .errors import InvalidTimestampError, TimestampOutOfRangeError
-from .log import LogListing, available_versions, list_log
+from .log import LogFile, LogListing, available_versions, list_log
 from .owner import CommitOwner
 from .snapshot import TableConfig, load_table_config, ratified_listing
 from .storage import LocalStorage, open_storage
@@ -126,6 +126,59 @@ def format_ms(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class FileTimes:
+    """Commit file modification times by index, stat'ed only when asked for: an ICT table
+    never needs most of them, and a page of history needs only its own."""
+
+    __slots__ = ("_files",)
+
+    def __init__(self, files: list[LogFile]) -> None:
+        self._files = files
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __getitem__(self, i: int) -> int:
+        return self._files[i].modification_time
+
+
+class MonotonizedTimes:
+    """Delta Lake's monotonized file times by index, computed forward on demand.
+
+    `seed(i, value)` gives the adjusted time of index i when it is known already (a sync
+    stored it), so times after it need no stat of anything before it.
+    """
+
+    __slots__ = ("_done", "_raw", "_values")
+
+    def __init__(self, raw: FileTimes) -> None:
+        self._raw = raw
+        self._values: dict[int, int] = {}
+        self._done = -1  # every index <= _done is in _values
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def seed(self, i: int, value: int) -> None:
+        self._values = {i: value}
+        self._done = i
+
+    def __getitem__(self, i: int) -> int:
+        if i < 0:
+            i += len(self._raw)
+        if i in self._values:
+            return self._values[i]
+        if i < self._done:  # before a seed: recompute from the start
+            self._values, self._done = {}, -1
+        prev = self._values.get(self._done)
+        for j in range(self._done + 1, i + 1):
+            t = self._raw[j]
+            prev = t if prev is None or t > prev else prev + 1
+            self._values[j] = prev
+        self._done = i
+        return prev  # type: ignore[return-value]
+
+
 @dataclass(slots=True)
 class CommitTimes:
     """What the listing and the latest metadata say about every commit's timestamp."""
@@ -135,8 +188,8 @@ class CommitTimes:
     config: TableConfig
     ict: IctConfig
     versions: list[int]  # versions with a commit file, ascending
-    file_times: list[int]  # raw modification times
-    adjusted: list[int]  # monotonized
+    file_times: FileTimes  # raw modification times, by index into `versions` (stat'ed lazily)
+    adjusted: MonotonizedTimes  # monotonized file times, by index
     earliest: int  # earliest version whose state can be rebuilt
     latest: int
     reader: CommitInfoReader = field(repr=False)
@@ -171,7 +224,7 @@ def commit_times(
     earliest, latest = rng if rng else (config.version, config.version)
     commits = {c.version: c for c in listing.commits}
     versions = sorted(commits)
-    raw = [commits[v].modification_time for v in versions]
+    raw = FileTimes([commits[v] for v in versions])
     return CommitTimes(
         storage=storage,
         listing=listing,
@@ -179,7 +232,7 @@ def commit_times(
         ict=ict_config(config),
         versions=versions,
         file_times=raw,
-        adjusted=monotonize(raw),
+        adjusted=MonotonizedTimes(raw),
         earliest=earliest,
         latest=latest,
         reader=CommitInfoReader(storage, commits),

@@ -338,6 +338,10 @@ class _CountingStorage(LocalStorage):
         self.listed.append(rel_dir)
         return super().list_dir(rel_dir)
 
+    def list_names(self, rel_dir: str):
+        self.listed.append(rel_dir)
+        return super().list_names(rel_dir)
+
 
 class _Untouchable:
     name = "fs"

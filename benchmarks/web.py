@@ -1,0 +1,194 @@
+"""The web application on a 100,000-commit table: sync times and page latency under load.
+
+Usage: .venv/bin/python benchmarks/web.py [--workdir DIR] [--duration S] [--connections N]
+
+Needs the 100,000-commit ICT log that benchmarks/time_travel.py generates (it is generated
+here the same way when missing). Measured:
+  a) cold sync of the registered table (services.sync_table, as the Celery worker runs it)
+  b) incremental sync of 100 new commits, three times
+  c) latency of the history page (HTML) and the history API (JSON), first and a deep page,
+     served by gunicorn (4 workers) on loopback, with wrk at 20 concurrent connections:
+     median and p95 (wrk's HdrHistogram)
+Prints a table and, last, one JSON line. Targets: p95 < 150 ms; incremental sync < 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.cookiejar
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+VENV_BIN = Path(sys.executable).parent
+LUA = """
+done = function(summary, latency, requests)
+  io.write(string.format("JSON {\\"p50\\": %.3f, \\"p95\\": %.3f, \\"p99\\": %.3f, \\"requests\\": %d, \\"errors\\": %d, \\"non2xx\\": %d}\\n",
+    latency:percentile(50) / 1000, latency:percentile(95) / 1000, latency:percentile(99) / 1000,
+    summary.requests, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    summary.errors.status))
+end
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def source_log(workdir: Path) -> Path:
+    src = workdir.parent / "time_travel" / "ict"
+    if not (src / "gen.json").exists():
+        subprocess.run([sys.executable, str(HERE / "time_travel.py"), "--workdir", str(workdir.parent / "time_travel"),
+                        "--samples", "10", "--quick"], check=True)  # fmt: skip
+    return src
+
+
+def append_commits(path: Path, n: int) -> None:
+    """n more small ICT commits after the latest (commitInfo first, increasing ICT)."""
+    log = path / "_delta_log"
+    latest = max(int(p.name[:20]) for p in log.glob("*.json") if p.name[:20].isdigit())
+    last = json.loads((log / f"{latest:020d}.json").read_text().splitlines()[0])["commitInfo"]["inCommitTimestamp"]
+    for i in range(1, n + 1):
+        v = latest + i
+        ict = last + i * 1000
+        lines = [
+            {"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict, "operation": "WRITE",
+                            "operationParameters": {"mode": "Append"}, "isBlindAppend": True, "readVersion": v - 1}},
+            {"add": {"path": f"part-bench-{v:07d}.parquet", "partitionValues": {}, "size": 1000 + v % 97,
+                     "modificationTime": ict, "dataChange": True}},
+        ]  # fmt: skip
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def wrk(url: str, headers: dict[str, str], duration: int, connections: int, lua: Path) -> dict:
+    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--timeout", "10s", "-s", str(lua)]
+    for k, v in headers.items():
+        cmd += ["-H", f"{k}: {v}"]
+    out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("JSON "))
+    return json.loads(line[5:])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", default="/tmp/deltaweb-bench/web")
+    ap.add_argument("--duration", type=int, default=15)
+    ap.add_argument("--connections", type=int, default=20)
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed: apt-get install -y wrk")
+    workdir = Path(args.workdir)
+    src = source_log(workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    table_dir = workdir / "table"
+    subprocess.run(["cp", "-al", str(src), str(table_dir)], check=True)  # hard links: cheap, never written
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{workdir / 'web.sqlite3'}",
+        "DELTAWEB_ALLOWED_ROOTS": str(workdir),
+        "DJANGO_SETTINGS_MODULE": "deltaweb.settings",
+        "DELTAWEB_SECRET_KEY": "benchmark-only-secret-key-0123456789",
+    }
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from rest_framework.authtoken.models import Token
+
+    from tables import services
+
+    call_command("migrate", verbosity=0)
+    call_command("create_roles", verbosity=0)
+    user = get_user_model().objects.create_superuser("bench", password="bench-password-1")
+    token = Token.objects.create(user=user).key
+    table = services.register_table("bench", str(table_dir))
+
+    t0 = time.perf_counter()
+    cold = services.sync_table(table.pk)
+    cold_s = time.perf_counter() - t0
+    incremental = []
+    for _ in range(3):
+        append_commits(table_dir, 100)
+        t0 = time.perf_counter()
+        out = services.sync_table(table.pk)
+        incremental.append(time.perf_counter() - t0)
+        assert out["newCommits"] == 100, out
+    table.refresh_from_db()
+
+    port = free_port()
+    server = subprocess.Popen(
+        [str(VENV_BIN / "gunicorn"), "deltaweb.wsgi", "-w", "4", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+        cwd=ROOT, env=env, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/accounts/login/", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.2)
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        page = opener.open(base + "/accounts/login/").read().decode()
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)[1]
+        data = urllib.parse.urlencode(
+            {"username": "bench", "password": "bench-password-1", "csrfmiddlewaretoken": csrf}
+        )
+        opener.open(urllib.request.Request(base + "/accounts/login/", data.encode(), headers={"Referer": base + "/"}))
+        cookies = "; ".join(f"{c.name}={c.value}" for c in jar)
+        assert "sessionid" in cookies, "sign-in failed"
+        lua = workdir / "p95.lua"
+        lua.write_text(LUA)
+        total = table.last_synced_version + 1
+        cases = [
+            ("history page (HTML), first page", f"/t/{table.slug}/", {"Cookie": cookies}),
+            ("history page (HTML), page 1000", f"/t/{table.slug}/?page=1000", {"Cookie": cookies}),
+            ("history API, first 50", f"/api/tables/{table.pk}/history/", {"Authorization": f"Token {token}"}),
+            ("history API, offset 50,000", f"/api/tables/{table.pk}/history/?offset=50000",
+             {"Authorization": f"Token {token}"}),
+        ]  # fmt: skip
+        results = {}
+        for name, path, headers in cases:
+            req = urllib.request.Request(base + path, headers=headers)
+            with urllib.request.urlopen(req) as resp:  # warm and check it answers
+                assert resp.status == 200, (path, resp.status)
+            results[name] = wrk(base + path, headers, args.duration, args.connections, lua)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+    print(f"\nWeb benchmark: a registered table with {total:,} commits, {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    print(f"a) cold sync:                  {cold_s:8.2f} s   ({cold['newCommits']:,} commits)")
+    print(f"b) incremental sync, 100 new:  {statistics.median(incremental):8.3f} s median "
+          f"({', '.join(f'{x:.3f}' for x in incremental)})   target < 1 s: {'MET' if max(incremental) < 1 else 'MISSED'}")  # fmt: skip
+    print(f"c) wrk, {args.connections} connections, {args.duration} s each, gunicorn 4 workers:")
+    print(f"   {'endpoint':38} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'requests':>9} {'errors':>7}  p95 < 150 ms")
+    for name, r in results.items():
+        ok = "MET" if r["p95"] < 150 and not r["errors"] and not r["non2xx"] else "MISSED"
+        print(f"   {name:38} {r['p50']:8.1f} {r['p95']:8.1f} {r['p99']:8.1f} {r['requests']:9d} "
+              f"{r['errors'] + r['non2xx']:7d}  {ok}")  # fmt: skip
+    print(json.dumps({"benchmark": "web", "commits": total, "cold_sync_s": cold_s, "incremental_sync_s": incremental,
+                      "latency": results, "loadavg": os.getloadavg()}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
