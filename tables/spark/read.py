@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -112,7 +113,6 @@ class ScanEntry:
     extra: tuple[Any, ...] = ()
     rows: np.ndarray | None = None
     only: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def spark_type(delta_type: Any):
@@ -148,18 +148,26 @@ def _spark_uri(uri: str) -> str:
     return re.sub(r"^file:/+", "file:/", uri)
 
 
-def _read_files(spark: SparkSession, paths: list[Path], schema: dict[str, Any]) -> tuple[DataFrame, dict[Path, str]]:
+def _read_files(
+    spark: SparkSession, paths: list[Path], schema: dict[str, Any], where: str
+) -> tuple[DataFrame, dict[Path, str]]:
     """Parquet files read with an explicit schema, and each file's `_metadata.file_path`."""
     from pyspark.sql.types import StructType
 
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise StorageError(f"{where}: {len(missing)} data file(s) are missing: {shown}", files=missing[:100])
     globbed = [_GLOB.sub(r"\\\1", str(p)) for p in paths]
     df = spark.read.schema(StructType.fromJson(schema)).parquet(*globbed)
     uris = {}
     for u in df.inputFiles():
         uris[Path(os.path.normpath(unquote(urlparse(u).path)))] = _spark_uri(u)
-    missing = [str(p) for p in paths if p not in uris]
-    if missing:
-        raise StorageError(f"Spark did not list {len(missing)} data file(s), e.g. {missing[0]}", files=missing[:100])
+    unlisted = [str(p) for p in paths if p not in uris]
+    if unlisted:
+        raise StorageError(
+            f"{where}: Spark did not list {len(unlisted)} data file(s), e.g. {unlisted[0]}", files=unlisted[:100]
+        )
     return df, uris
 
 
@@ -170,8 +178,8 @@ def scan(
     entries: list[ScanEntry],
     *,
     columns: list[str] | None = None,
-    extra: list[tuple[str, Any]] = (),  # type: ignore[assignment]
-    file_columns: list[tuple[str, Any]] = (),  # type: ignore[assignment]
+    extra: Sequence[tuple[str, Any]] = (),
+    file_columns: Sequence[tuple[str, Any]] = (),
     with_position: bool = False,
 ) -> DataFrame:
     """Rows of `entries` as a DataFrame: logical columns (all, or `columns` in that order),
@@ -212,7 +220,7 @@ def scan(
         spark.conf.set(FIELD_ID_CONF, "true")
 
     files = sorted({local_file(storage, e.path) for e in entries})
-    df, uris = _read_files(spark, files, phys_schema)
+    df, uris = _read_files(spark, files, phys_schema, str(storage.root))
     data = df.select(
         *[F.col(_quote(pf["name"])) for pf in phys_schema["fields"]],
         F.col("_metadata.file_path").alias("__dw_file"),

@@ -35,7 +35,7 @@ import pytest
 
 from tables.delta.commit import commit
 from tables.delta.dv import inline_descriptor
-from tables.delta.errors import InvalidColumnsError, UnsupportedFeatureError
+from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError
 from tables.delta.snapshot import load_snapshot
 from tests.conftest import golden_path
 from tests.spark.compare import multiset, norm, rows_of
@@ -298,3 +298,12 @@ def test_file_names_with_glob_and_escaped_characters(spark, tmp_path) -> None:
     (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     got = sorted(r["id"] for r in read_version(spark, str(root)).collect())
     assert got == sorted(10 * i + k for i in range(len(names)) for k in (0, 2))
+
+
+def test_missing_data_file_is_a_clear_error(spark, golden_copy) -> None:
+    root = golden_copy("basic-with-inserts-updates")
+    victim = root / load_snapshot(root).file_paths()[0]
+    root.chmod(0o755)  # golden copies keep the originals' read-only modes
+    victim.unlink()
+    with pytest.raises(StorageError, match=f"1 data file\\(s\\) are missing: .*{victim.name}"):
+        read_version(spark, str(root))
