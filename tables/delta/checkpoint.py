@@ -44,20 +44,25 @@ def _open_parquet(storage: LocalStorage, rel: str) -> pq.ParquetFile:
         raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
 
 
-def _parquet_others(storage: LocalStorage, rel: str) -> list[tuple[str, dict[str, Any]]]:
+def _parquet_others(
+    storage: LocalStorage, rel: str, only: tuple[str, ...] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """Non-file actions of a parquet checkpoint; with `only` (one of each: protocol,
+    metaData), reading stops at the batch where all were found."""
     pf = _open_parquet(storage, rel)
-    names = [n for n in NON_FILE_ACTIONS if n in pf.schema_arrow.names]
+    names = [n for n in (only or NON_FILE_ACTIONS) if n in pf.schema_arrow.names]
     if not names:
         return []
+    out = []
     try:
-        table = pf.read(columns=names)
+        for batch in pf.iter_batches(batch_size=8192, columns=names):
+            for name in names:
+                col = batch.column(name)
+                out.extend((name, _plain(v)) for v in col.filter(col.is_valid()).to_pylist())
+            if only and {n for n, _b in out} >= set(names):
+                break
     except (pa.ArrowException, OSError) as exc:
         raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
-    out = []
-    for name in names:
-        col = table.column(name)
-        valid = col.filter(col.is_valid())
-        out.extend((name, _plain(v)) for v in valid.to_pylist())
     return out
 
 
@@ -169,8 +174,10 @@ def _sidecar_rel(path: str) -> str:
     return f"{LOG_DIR}/_sidecars/{path}"
 
 
-def read_checkpoint_others(storage: LocalStorage, files: list[LogFile]) -> list[tuple[str, dict[str, Any]]]:
-    """Non-file actions of a checkpoint, sidecar references included."""
+def read_checkpoint_others(
+    storage: LocalStorage, files: list[LogFile], only: tuple[str, ...] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """Non-file actions of a checkpoint, sidecar references included (or just `only`)."""
     out: list[tuple[str, dict[str, Any]]] = []
     for f in files:
         if f.fmt == "json":
@@ -189,9 +196,9 @@ def read_checkpoint_others(storage: LocalStorage, files: list[LogFile]) -> list[
                     raise CorruptCheckpointError(
                         f"{storage.root / f.path}: line {lineno} is not valid JSON", file=f.path, line=lineno
                     ) from exc
-                out.extend((name, obj[name]) for name in NON_FILE_ACTIONS if isinstance(obj.get(name), dict))
+                out.extend((name, obj[name]) for name in (only or NON_FILE_ACTIONS) if isinstance(obj.get(name), dict))
         else:
-            out.extend(_parquet_others(storage, f.path))
+            out.extend(_parquet_others(storage, f.path, only))
     return out
 
 

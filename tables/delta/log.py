@@ -209,7 +209,11 @@ def list_log(storage: LocalStorage, include_staged: bool = False) -> LogListing:
     if not storage.is_dir(LOG_DIR):
         raise NotADeltaTableError(f"{storage.root}: not a Delta table (no {LOG_DIR}/ directory)")
     listing = LogListing()
+    commits = listing.commits
     for name in storage.list_names(LOG_DIR):
+        if len(name) == 25 and name[20:] == ".json" and name[:20].isdigit():  # most entries: inline
+            commits.append(LogFile("commit", int(name[:20]), f"{LOG_DIR}/{name}", fmt="json", storage=storage))
+            continue
         lf = classify_name(f"{LOG_DIR}/{name}", storage)
         if lf is None:
             continue

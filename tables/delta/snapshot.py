@@ -362,7 +362,7 @@ def load_table_config(
     segment = build_segment(storage, listing, version)
     state = NonFileState()
     if segment.checkpoint:
-        for name, body in read_checkpoint_others(storage, segment.checkpoint):
+        for name, body in read_checkpoint_others(storage, segment.checkpoint, only=("protocol", "metaData")):
             state.apply(segment.checkpoint[0].version, name, body)
     for c in segment.commits:
         data = read_commit_bytes(storage, c.path)
