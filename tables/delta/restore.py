@@ -982,8 +982,11 @@ def commit_restore(
     plan: RestorePlan,
     txn_id: str | None = None,
     clock: Callable[[], int] = now_ms,
+    recheck_files: bool = True,
 ) -> dict[str, Any]:
-    """Commit `plan` as the next version; see the module's contract for conflicts and txnId."""
+    """Commit `plan` as the next version; see the module's contract for conflicts and txnId.
+    The files to add are checked again (they may have gone while the plan waited), unless
+    `recheck_files` is False: for a plan that was made, and checked, just now."""
     storage = location if isinstance(location, LocalStorage) else open_storage(location)
     where = str(storage.root)
     txn = txn_id or str(uuid.uuid4())
@@ -1027,7 +1030,7 @@ def commit_restore(
                 )
         head = load_snapshot(storage, head_version, listing)
         current = _rebase(plan, head)
-        if current.files_checked:
+        if current.files_checked and recheck_files:
             # files may have gone since the plan (a vacuum while it waited for approval)
             missing, bad = missing_files(storage, current.adds)
             if missing and not current.ignore_missing_files:

@@ -54,7 +54,8 @@ Progress = Callable[[str, int, int | None], None]
 
 # A file list above this many rows is not broadcast to the anti-join (both sides are shuffled).
 BROADCAST_MAX_ROWS = 2_000_000
-ROWS_PER_PARTITION = 250_000
+ROWS_PER_PARTITION = 250_000  # file-list rows per partition of the anti-joins
+CHECK_ROWS_PER_TASK = 50_000  # files per existence-check task (progress moves per task)
 POLL_SECONDS = 0.5
 
 _ADD, _REMOVE = 1, 0
@@ -178,10 +179,10 @@ def _run_job(spark: SparkSession, description: str, action: Callable[[], Any], t
 # --- planning ----------------------------------------------------------------------------------
 
 
-def _coalesced(spark: SparkSession, df: DataFrame, rows: int) -> DataFrame:
+def _coalesced(spark: SparkSession, df: DataFrame, rows: int, per_partition: int = ROWS_PER_PARTITION) -> DataFrame:
     """`df` in as few partitions as keep every core busy: createDataFrame makes one per
     Arrow batch (10,000 rows), and each task, above all a Python one, has a fixed cost."""
-    return df.coalesce(max(spark.sparkContext.defaultParallelism, -(-rows // ROWS_PER_PARTITION)))
+    return df.coalesce(max(spark.sparkContext.defaultParallelism, -(-rows // per_partition)))
 
 
 def _anti_joins(spark: SparkSession, latest: pa.Table, target: pa.Table) -> DataFrame:
@@ -269,7 +270,8 @@ def spark_plan_restore(
         if check_files and len(add_idx):
             total = len(add_idx)
             _report(progress, "checking files exist", 0, total)
-            rows = _coalesced(spark, diff.where(F.col("kind") == _ADD).select("idx", "file", "dvFile"), total).rdd
+            to_check = diff.where(F.col("kind") == _ADD).select("idx", "file", "dvFile")
+            rows = _coalesced(spark, to_check, total, CHECK_ROWS_PER_TASK).rdd
             checker = _existence_checker(str(storage.root))
             gone = _run_job(
                 spark,
@@ -362,6 +364,7 @@ def run_restore(
             "approvedFingerprint": approved.fingerprint,
         }
     _report(progress, "committing", 0, 1)
-    result = commit_restore(storage, plan, txn_id=txn_id)
+    # the files were checked on Spark just now: the commit does not stat them again
+    result = commit_restore(storage, plan, txn_id=txn_id, recheck_files=False)
     _report(progress, "committing", 1, 1)
     return {**result, "stale": False}
