@@ -11,6 +11,7 @@ urlpatterns = [
     path("tables/register/", views.register, name="register"),
     path("t/<slug:slug>/", views.table_detail, name="table_detail"),
     path("t/<slug:slug>/sync/", views.sync_now, name="sync_now"),
+    path("t/<slug:slug>/charts.json", views.table_charts_json, name="table_charts"),
     path("t/<slug:slug>/v/<int:version>/", views.version_detail, name="version_detail"),
     path("t/<slug:slug>/diff/", views.diff_view, name="diff"),
     path("t/<slug:slug>/restore/", views.restore_new, name="restore_new"),

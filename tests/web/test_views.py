@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -162,9 +161,13 @@ def test_table_page_shows_history_as_describe_history(browser, table) -> None:
     assert '<span class="badge src-file"' in page  # no ICT on this table: file times
     v1 = Commit.objects.get(table=table, version=1)
     assert format_ms(v1.timestamp) in page
-    # charts: the timeline and growth figures travel as JSON, plotly comes from our own server
-    assert 'id="fig-timeline" type="application/json"' in page and 'id="fig-files"' in page
+    # charts: the page fetches its figures as JSON, plotly comes from our own server
+    assert 'data-chart-src="/t/sales/charts.json"' in page and 'data-figure="timeline"' in page
     assert "/vendor/plotly.min.js?v=" in page and "cdn" not in page.lower()
+    figures = browser.get("/t/sales/charts.json").json()
+    assert figures["files"]["data"][0]["y"] == [
+        r.num_files for r in Commit.objects.filter(table=table).order_by("version")
+    ]
 
 
 def test_history_filters(browser, table) -> None:
@@ -223,10 +226,10 @@ def test_log_strings_are_escaped_everywhere(browser, table) -> None:
     assert f"mallory{escaped}" in text(pages["table"])
     assert f"evil-engine{escaped}" in text(pages["table"])
     assert versions_listed(pages["filtered"], table) == {4}
-    # the chart JSON escapes markup for the script element and for plotly's HTML-ish labels
-    timeline = text(pages["table"]).split('id="fig-timeline" type="application/json">')[1].split("</script>")[0]
-    assert "<" not in timeline and "\\u0026lt;script\\u0026gt;" in timeline
-    figure = json.loads(timeline)
+    # the chart JSON is served as JSON (never HTML) and escapes plotly's HTML-ish labels
+    r = browser.get(f"/t/{table.slug}/charts.json")
+    assert r["Content-Type"] == "application/json" and r["X-Content-Type-Options"] == "nosniff"
+    figure = r.json()["timeline"]
     assert any("&lt;script&gt;" in c[1] for c in figure["data"][0]["customdata"])
 
 
@@ -262,16 +265,16 @@ def test_timeline_chart_marks_the_ict_boundary(browser, roots) -> None:
     r = browser.get("/t/clock/")
     page = text(r)
     assert "In-Commit Timestamps" in page and "on since version 3" in page
-    figure = r.context["charts"]["timeline"]
+    figures = browser.get("/t/clock/charts.json").json()
+    figure = figures["timeline"]
     assert figure["layout"]["annotations"][0]["text"] == "ICT enabled at v3"
     assert figure["layout"]["shapes"][0]["x0"] == 3
     names = [trace["name"] for trace in figure["data"]]
     assert names[:3] == ["commit timestamp (effective)", "inCommitTimestamp", "file modification time"]
     assert figure["data"][1]["x"] == [3, 4, 5]
-    assert "ICT enabled at v3" in page  # in the figure's JSON on the page
     history = r.context["rows"]
     assert [row["source"] for row in history] == ["ICT", "ICT", "ICT", "file", "file", "file"]
-    assert r.context["charts"]["files"]["data"][0]["y"] == [1, 2, 3, 3, 4, 5]
+    assert figures["files"]["data"][0]["y"] == [1, 2, 3, 3, 4, 5]
 
 
 # --- version page ----------------------------------------------------------------------
@@ -462,3 +465,12 @@ def test_sync_now_with_the_broker_down_says_so(browser, table, monkeypatch) -> N
     assert "The sync of Sales could not start: the task queue is unreachable" in page
     assert 'data-status="failed"' in page
     assert Job.objects.get().status == "failed"
+
+
+def test_chart_data_needs_sign_in_and_a_known_table(browser, table) -> None:
+    from django.test import Client
+
+    r = Client().get("/t/sales/charts.json")
+    assert r.status_code == 302 and "/accounts/login/" in r["Location"]
+    r = browser.get("/t/nope/charts.json")
+    assert r.status_code == 404 and "no table" in r.json()["error"]
