@@ -23,7 +23,9 @@ def can_register(user) -> bool:
 
 
 def can_delete_table(user) -> bool:
-    return bool(user and user.is_authenticated and user.is_staff)
+    """Unregistering a table drops its cached history and requests: superusers only (approvers
+    are staff to reach the admin console, which must not make them able to delete)."""
+    return bool(user and user.is_authenticated and user.is_superuser)
 
 
 def can_request_restore(user) -> bool:

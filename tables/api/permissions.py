@@ -22,7 +22,7 @@ class CanRegister(BasePermission):
 
 
 class CanDeleteTable(BasePermission):
-    message = "Only staff can delete tables."
+    message = "Only an administrator (superuser) can delete tables."
 
     def has_permission(self, request, view) -> bool:
         return roles.can_delete_table(request.user)

@@ -76,8 +76,8 @@ def table(table_path) -> Table:
     return t
 
 
-def make_user(username: str, *, staff: bool = False, group: str | None = None) -> User:
-    user = User.objects.create_user(username, password="pw-" + username, is_staff=staff)
+def make_user(username: str, *, staff: bool = False, group: str | None = None, superuser: bool = False) -> User:
+    user = User.objects.create_user(username, password="pw-" + username, is_staff=staff, is_superuser=superuser)
     if group:
         user.groups.add(Group.objects.get_or_create(name=group)[0])
     return user
@@ -106,7 +106,7 @@ def reader_api() -> APIClient:
 
 @pytest.fixture
 def staff_api() -> APIClient:
-    return token_client(make_user("boss", staff=True))
+    return token_client(make_user("boss", staff=True, superuser=True))
 
 
 def assert_error(response, status: int, code: str | None = None) -> str:
@@ -270,8 +270,10 @@ def test_list_and_retrieve_by_id_or_slug(api, table, roots) -> None:
     assert_error(api.get("/api/tables/999999/history/"), 404, "not_found")
 
 
-def test_delete_is_for_staff_only(api, staff_api, table, table_path) -> None:
-    assert "staff" in assert_error(api.delete(url(table)), 403, "permission_denied")
+def test_delete_is_for_superusers_only(api, staff_api, table, table_path) -> None:
+    assert "administrator" in assert_error(api.delete(url(table)), 403, "permission_denied")
+    approver_staff = token_client(make_user("console", staff=True, group="approver"))
+    assert_error(approver_staff.delete(url(table)), 403, "permission_denied")
     assert Table.objects.filter(pk=table.pk).exists()
     assert staff_api.delete(url(table)).status_code == 204
     assert not Table.objects.filter(pk=table.pk).exists()
