@@ -128,9 +128,19 @@ if DELTAWEB_RESTORE_ENGINE not in ("spark", "local"):
 DELTAWEB_RESTORE_HEARTBEAT_SECONDS = float(env("DELTAWEB_RESTORE_HEARTBEAT_SECONDS", "30"))
 DELTAWEB_RESTORE_STUCK_MINUTES = float(env("DELTAWEB_RESTORE_STUCK_MINUTES", "10"))
 
+# deltaweb as a commit-owner (managed commits): the name tables record in their metadata,
+# whether each ratified commit queues its backfill, and how often the beat backfills them all.
+DELTAWEB_OWNER_NAME = env("DELTAWEB_OWNER_NAME", "deltaweb")
+DELTAWEB_OWNER_AUTO_BACKFILL = env_bool("DELTAWEB_OWNER_AUTO_BACKFILL", True)
+DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS = float(env("DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS", "30"))
+
 CELERY_BEAT_SCHEDULE = {
     "sync-all-tables": {"task": "tables.sync_all", "schedule": float(DELTAWEB_SYNC_INTERVAL_SECONDS)},
     "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
+    "backfill-managed-tables": {
+        "task": "tables.backfill_managed_tables",
+        "schedule": float(DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS),
+    },
 }
 
 REST_FRAMEWORK = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 ANALYST = "analyst"
 APPROVER = "approver"
-ROLES = (ANALYST, APPROVER)
+WRITER = "writer"
+ROLES = (ANALYST, APPROVER, WRITER)
 
 
 def in_group(user, name: str) -> bool:
@@ -36,3 +37,8 @@ def can_request_restore(user) -> bool:
 def can_approve(user) -> bool:
     """Approve or reject restores (never one's own request: the services check that)."""
     return bool(user and user.is_authenticated and (user.is_staff or in_group(user, APPROVER)))
+
+
+def can_write_managed(user) -> bool:
+    """Commit to tables deltaweb owns through /api/owner/ (writers' service accounts, staff)."""
+    return bool(user and user.is_authenticated and user.is_active and (user.is_staff or in_group(user, WRITER)))

@@ -294,10 +294,27 @@ class _FileState:
         return out
 
 
+# --- managed tables: read through deltaweb's own commit-owner --------------------------------
+
+
+def owner_of(table: Table):
+    """The DatabaseOwner when deltaweb is the table's commit-owner (its ratified, un-backfilled
+    commits are then read too), else None (filesystem tables, tables managed elsewhere)."""
+    from .models import ManagedTable, OwnerState
+    from .owner_db import DatabaseOwner
+
+    if ManagedTable.objects.filter(table=table, state__in=(OwnerState.ACTIVE, OwnerState.RELEASING)).exists():
+        return DatabaseOwner()
+    return None
+
+
+# --- end of managed tables ------------------------------------------------------------------
+
+
 def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     storage = open_storage(table.location)
     _progress(job, "listing the log")
-    times = commit_times(storage)
+    times = commit_times(storage, owner=owner_of(table))
     ict = times.ict
     ict_changed = (ict.enabled, ict.enablement_version, ict.enablement_timestamp) != (
         table.ict_enabled,
@@ -413,14 +430,14 @@ _SNAPSHOT_CACHE_SIZE = 8
 def snapshot_at(table: Table, version: int | None = None) -> Snapshot:
     """A snapshot of a version, cached (a version's state never changes)."""
     if version is None:
-        return load_snapshot(table.location)
+        return load_snapshot(table.location, owner=owner_of(table))
     key = (table.location, version)
     with _SNAPSHOT_LOCK:
         snap = _SNAPSHOTS.get(key)
         if snap is not None:
             _SNAPSHOTS.move_to_end(key)
             return snap
-    snap = load_snapshot(table.location, version)
+    snap = load_snapshot(table.location, version, owner=owner_of(table))
     with _SNAPSHOT_LOCK:
         _SNAPSHOTS[key] = snap
         while len(_SNAPSHOTS) > _SNAPSHOT_CACHE_SIZE:
@@ -449,7 +466,7 @@ def resolve(table: Table, timestamp_text: str, allow_latest: bool = False) -> di
     except delta_errors.InvalidTimestampError as exc:
         raise ServiceError(str(exc), "invalid_timestamp") from exc
     try:
-        return resolve_timestamp(commit_times(table.location), t, allow_latest=allow_latest)
+        return resolve_timestamp(commit_times(table.location, owner=owner_of(table)), t, allow_latest=allow_latest)
     except delta_errors.TimestampOutOfRangeError as exc:
         raise ServiceError(str(exc), "timestamp_out_of_range", 400) from exc
 

@@ -68,3 +68,19 @@ def run_restore(request_id: int) -> dict:
 def requeue_stuck_restores() -> list[int]:
     """Beat: restores whose worker went silent are queued again (see the service)."""
     return services.requeue_stuck_restores()
+
+
+@shared_task(name="tables.backfill_managed_table", acks_late=True)
+def backfill_managed_table(table_id: int) -> int | None:
+    """After a ratified commit: copy the table's ratified commits to `_delta_log/` in order."""
+    from . import owner_services
+
+    return owner_services.backfill(table_id)
+
+
+@shared_task(name="tables.backfill_managed_tables")
+def backfill_managed_tables() -> dict[int, int | None]:
+    """Beat: backfill every managed table (catches up after lost messages and crashes)."""
+    from . import owner_services
+
+    return owner_services.backfill_all()

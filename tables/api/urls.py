@@ -6,6 +6,7 @@ from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import SimpleRouter
 
 from .errors import not_found_view
+from .owner_views import OwnerBackfillView, OwnerCommitsView
 from .views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
 
 app_name = "api"
@@ -21,6 +22,9 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     *router.urls,
+    # the commit-owner API (RestOwnerClient's paths, without a trailing slash)
+    re_path(r"^owner/tables/(?P<table_id>[^/]+)/commits$", OwnerCommitsView.as_view(), name="owner-commits"),
+    re_path(r"^owner/tables/(?P<table_id>[^/]+)/backfill$", OwnerBackfillView.as_view(), name="owner-backfill"),
     # anything else under /api/ answers in the API's error format
     re_path(r"^.*$", not_found_view),
 ]

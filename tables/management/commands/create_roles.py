@@ -1,4 +1,5 @@
-"""`manage.py create_roles [--demo-users]`: create the analyst and approver groups.
+"""`manage.py create_roles [--demo-users]`: create the analyst, approver and writer groups
+(writer: service accounts that commit to managed tables through /api/owner/).
 
 Approvers decide on restores in the admin console: the approver group may view and change
 restore requests (approve/reject; nothing else about them is editable there) and view their

@@ -1,0 +1,363 @@
+"""deltaweb as a commit-owner: the database-backed owner (SPEC section 5, issue 7).
+
+It follows tables.delta.fs_owner.FileSystemOwner step for step, with the owner state in the
+database (ManagedTable, RatifiedCommit, OwnerRefusal) instead of a JSON file:
+- commit v, in one database transaction that first takes the table's row for writing (an
+  UPDATE, so SQLite takes its write lock and PostgreSQL the row lock before anything is
+  read): v-1 is the latest ratified version, v is neither ratified nor in `_delta_log/`; the
+  writer requirements (owner.check_commit) and deltaweb's policy (no commit while frozen; a
+  RESTORE only with the txnId of an approved restore request) hold; the staged file
+  `_delta_log/_commits/<v>.<uuid>.json` is written put-if-absent and the RatifiedCommit row
+  inserted. The unique (table, version) constraint makes two winners impossible even if the
+  lock were not there: the loser's IntegrityError is a CommitConflict naming the winner. A
+  crash before the transaction commits leaves an orphan staged file that readers never see.
+  A refusal is a CommitRefused and an OwnerRefusal row.
+- backfill to v: for each ratified u <= v in order, put-if-absent `_delta_log/<u>.json` with
+  the staged content (an identical file there already is success: a crash after the put),
+  then mark the row and the table (a conditional UPDATE from u-1 to u). Any step may crash;
+  running again completes it; two backfills at once are harmless.
+- take-over: `register_table` records a proposal (fresh tableId, version K); the client's
+  put-if-absent of `_delta_log/<K>.json` is the commit point; the owner activates when it
+  sees that file install it (on its next call of any kind) and forgets the proposal when
+  `<K>.json` is someone else's.
+- hand-back: a commit that removes the owner is ratified as "releasing" first (no commit is
+  accepted after it), then everything is backfilled and that commit is written directly as
+  `_delta_log/<v>.json`; any later call completes an interrupted hand-back.
+
+`fault(step)` is called after each durable step (tests raise there to simulate a crash).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
+from tables.delta.log import commit_name, staged_commit_name
+from tables.delta.owner import (
+    Commit,
+    CommitConflict,
+    CommitOutcome,
+    CommitRefused,
+    CommitResponse,
+    GetCommitsResponse,
+    ParsedCommit,
+    TableConf,
+    check_commit,
+    hands_back,
+    installs_owner,
+    parse_commit,
+)
+from tables.delta.storage import LocalStorage, open_storage
+
+from .models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
+
+RESTORE_TXN_PREFIX = "deltaweb-restore-"  # RestoreRequest.txn_id
+
+
+def owner_name() -> str:
+    return getattr(settings, "DELTAWEB_OWNER_NAME", "deltaweb")
+
+
+def table_conf(managed: ManagedTable) -> TableConf:
+    """The TableConf a client would build from the table's metadata."""
+    return TableConf(managed.table.location, owner_name(), {"tableId": managed.owner_table_id}, managed.feature)
+
+
+class DatabaseOwner:
+    """The commit-owner whose state is in deltaweb's database (see the module doc)."""
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        on_ratified: Callable[[ManagedTable, int], None] | None = None,
+        fault: Callable[[str], None] | None = None,
+    ) -> None:
+        self.name = name or owner_name()
+        self.on_ratified = on_ratified  # called inside the transaction (e.g. on_commit(backfill task))
+        self.fault = fault or (lambda step: None)
+
+    def __repr__(self) -> str:
+        return f"DatabaseOwner(name={self.name!r})"
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def _find(self, tc: TableConf) -> ManagedTable | None:
+        qs = ManagedTable.objects.select_related("table")
+        if tc.table_id:
+            return qs.filter(owner_table_id=tc.table_id).first()
+        root = str(open_storage(tc.location).root)
+        return qs.filter(table__location=root).first()
+
+    def managed(self, tc: TableConf) -> ManagedTable | None:
+        """The table's owner state, after finishing what a crash or a lost call left."""
+        mt = self._find(tc)
+        if mt is not None:
+            self._resolve(mt)
+            mt = self._find(tc)
+        return mt
+
+    def _resolve(self, mt: ManagedTable) -> None:
+        storage = open_storage(mt.table.location)
+        if mt.state == OwnerState.PROPOSED and mt.proposed_version is not None:
+            try:
+                data = storage.read(commit_name(mt.proposed_version))
+            except FileNotFoundError:
+                return  # the ownership commit is not written (yet)
+            if installs_owner(data, table_conf(mt), self.name, mt.owner_table_id):
+                ict = parse_commit(data).in_commit_timestamp
+                ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.PROPOSED).update(
+                    state=OwnerState.ACTIVE,
+                    latest_version=mt.proposed_version,
+                    backfilled_version=mt.proposed_version,
+                    latest_ict=ict,
+                    releasing_version=None,
+                    releasing_path="",
+                    updated_at=timezone.now(),
+                )
+            elif mt.released_version is None:
+                ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.PROPOSED).delete()  # somebody else won
+            else:
+                ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.PROPOSED).update(
+                    state=OwnerState.RELEASED, proposed_version=None
+                )
+        elif mt.state == OwnerState.RELEASING:
+            self._finish_release(storage, mt)
+
+    # --- the interface -------------------------------------------------------------------------
+
+    def register_table(self, tc: TableConf, current_version: int) -> dict[str, str]:
+        root = str(open_storage(tc.location).root)
+        table = Table.objects.filter(location=root).first()
+        if table is None:
+            raise ManagedTableError(f"{root}: register the table in deltaweb before it can own it", owner=self.name)
+        new_id = str(uuid.uuid4())
+        with transaction.atomic():
+            mt = ManagedTable.objects.select_for_update().filter(table=table).first()
+            if mt is not None and mt.state in (OwnerState.ACTIVE, OwnerState.RELEASING):
+                raise ManagedTableError(f"{root}: commit-owner '{self.name}' owns this table already", owner=self.name)
+            if mt is None:
+                mt = ManagedTable(table=table)
+            mt.owner_table_id, mt.feature = new_id, tc.feature
+            mt.state, mt.proposed_version = OwnerState.PROPOSED, current_version + 1
+            mt.save()
+        self.fault("register:recorded")
+        return {**tc.conf, "tableId": new_id}
+
+    def commit(self, tc: TableConf, version: int, actions: bytes) -> CommitOutcome:
+        mt = self.managed(tc)
+        if mt is None:
+            return CommitRefused(version, f"commit-owner '{self.name}' does not own {tc.location}", "not_owned")
+        try:
+            parsed = parse_commit(actions)
+        except ValueError as exc:
+            return self._refuse(mt, version, None, f"the commit is not a valid commit file: {exc}", "invalid_commit")
+        try:
+            with transaction.atomic():
+                outcome = self._ratify(mt, tc, version, parsed, actions)
+        except IntegrityError:
+            latest = ManagedTable.objects.filter(pk=mt.pk).values_list("latest_version", flat=True).first()
+            return CommitConflict(version, max(version, latest if latest is not None else version))
+        if isinstance(outcome, CommitResponse) and mt.state == OwnerState.ACTIVE and self._releasing(mt):
+            mt.refresh_from_db()
+            return CommitResponse(self._finish_release(open_storage(mt.table.location), mt))
+        return outcome
+
+    def _releasing(self, mt: ManagedTable) -> bool:
+        return ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.RELEASING).exists()
+
+    def _refuse(self, mt: ManagedTable, version: int, parsed: ParsedCommit | None, reason: str, code: str):
+        OwnerRefusal.objects.create(
+            table_id=mt.table_id,
+            version=version,
+            code=code,
+            reason=reason[:5000],
+            operation=((parsed.operation if parsed else None) or "")[:200],
+            txn_id=((parsed.txn_id if parsed else None) or "")[:200],
+        )
+        return CommitRefused(version, reason, code)
+
+    def _policy(self, mt: ManagedTable, parsed: ParsedCommit) -> str | None:
+        """deltaweb's own rules, as a refusal reason (code "policy")."""
+        if mt.frozen:
+            who = mt.frozen_by.get_username() if mt.frozen_by else "an approver"
+            return f"the table is frozen by {who}" + (f": {mt.frozen_reason}" if mt.frozen_reason else "")
+        if parsed.operation == "RESTORE":
+            txn = parsed.txn_id or ""
+            pk = txn[len(RESTORE_TXN_PREFIX) :] if txn.startswith(RESTORE_TXN_PREFIX) else ""
+            approved = (
+                pk.isdigit()
+                and RestoreRequest.objects.filter(
+                    pk=int(pk), table_id=mt.table_id, status__in=RestoreStatus.in_flight()
+                ).exists()
+            )
+            if not approved:
+                return (
+                    f"a RESTORE commit needs the txnId of an approved restore request of this table; "
+                    f"{txn or 'no txnId'} is not one (request the restore in deltaweb and have it approved)"
+                )
+        return None
+
+    def _ratify(
+        self, mt: ManagedTable, tc: TableConf, version: int, parsed: ParsedCommit, actions: bytes
+    ) -> CommitOutcome:
+        # take the row for writing before reading it (SQLite: the write lock; PostgreSQL: the row lock)
+        ManagedTable.objects.filter(pk=mt.pk).update(updated_at=timezone.now())
+        mt = ManagedTable.objects.select_related("table", "frozen_by").get(pk=mt.pk)
+        if mt.state != OwnerState.ACTIVE:
+            code = "handing_back" if mt.state == OwnerState.RELEASING else "not_owned"
+            return self._refuse(mt, version, parsed, f"commit-owner '{self.name}' does not own {tc.location}", code)
+        if tc.table_id and tc.table_id != mt.owner_table_id:
+            return self._refuse(
+                mt, version, parsed, f"table id {tc.table_id} is not the one this owner took over", "not_owned"
+            )
+        latest = mt.latest_version
+        if version <= latest:
+            return CommitConflict(version, latest)
+        if version > latest + 1:
+            return self._refuse(
+                mt,
+                version,
+                parsed,
+                f"version {version - 1} does not exist; the latest ratified version is {latest}",
+                "version_gap",
+            )
+        storage = open_storage(mt.table.location)
+        if storage.exists(commit_name(version)):  # a filesystem writer broke the protocol
+            return CommitConflict(version, version, f"{commit_name(version)} exists already")
+        problem = check_commit(tc, self.name, parsed, mt.latest_ict)
+        if problem is not None:
+            return self._refuse(mt, version, parsed, problem[1], problem[0])
+        reason = self._policy(mt, parsed)
+        if reason:
+            return self._refuse(mt, version, parsed, reason, "policy")
+        staged = staged_commit_name(version, str(uuid.uuid4()), tc.staged_dir)
+        storage.put_if_absent(staged, actions)
+        self.fault("commit:staged")
+        info = storage.stat(staged)
+        RatifiedCommit.objects.create(
+            table_id=mt.table_id,
+            version=version,
+            path=staged,
+            size=info.size,
+            modification_time=info.modification_time,
+            in_commit_timestamp=parsed.in_commit_timestamp,
+            txn_id=(parsed.txn_id or "")[:200],
+            operation=(parsed.operation or "")[:200],
+        )
+        commit = Commit(version, staged, info.size, info.modification_time, parsed.in_commit_timestamp)
+        if hands_back(tc, parsed):
+            ManagedTable.objects.filter(pk=mt.pk).update(
+                state=OwnerState.RELEASING, releasing_version=version, releasing_path=staged
+            )
+            transaction.on_commit(lambda: self.fault("handback:releasing"))
+            return CommitResponse(commit)
+        ManagedTable.objects.filter(pk=mt.pk).update(latest_version=version, latest_ict=parsed.in_commit_timestamp)
+        if self.on_ratified is not None:
+            self.on_ratified(mt, version)
+        transaction.on_commit(lambda: self.fault("commit:ratified"))
+        return CommitResponse(commit)
+
+    def get_commits(self, tc: TableConf, start: int = 0, end: int | None = None) -> GetCommitsResponse:
+        mt = self.managed(tc)
+        if mt is None or mt.state == OwnerState.PROPOSED:
+            return GetCommitsResponse([], -1)
+        latest = mt.latest_version
+        hi = latest if end is None or end < 0 else min(end, latest)
+        rows = RatifiedCommit.objects.filter(
+            table_id=mt.table_id, backfilled=False, version__gte=start, version__lte=hi
+        ).order_by("version")
+        return GetCommitsResponse(
+            [Commit(r.version, r.path, r.size, r.modification_time, r.in_commit_timestamp) for r in rows], latest
+        )
+
+    def backfill_to_version(self, tc: TableConf, version: int) -> int | None:
+        mt = self.managed(tc)
+        if mt is None or mt.state == OwnerState.PROPOSED:
+            return None
+        self._backfill(open_storage(mt.table.location), mt, version)
+        return ManagedTable.objects.filter(pk=mt.pk).values_list("backfilled_version", flat=True).first()
+
+    # --- backfill and hand-back ----------------------------------------------------------------
+
+    def _put_same(self, storage: LocalStorage, rel: str, data: bytes) -> None:
+        """put-if-absent; an identical file there already is success (a re-run after a crash)."""
+        try:
+            storage.put_if_absent(rel, data)
+        except CommitConflictError:
+            if storage.read(rel) != data:
+                raise CommitOwnerError(
+                    f"{storage.root / rel} exists with other content than the ratified commit; the log was "
+                    f"written around commit-owner '{self.name}'",
+                    file=rel,
+                ) from None
+
+    def _backfill(self, storage: LocalStorage, mt: ManagedTable, upto: int) -> None:
+        mt.refresh_from_db(fields=["latest_version", "backfilled_version"])
+        for u in range(mt.backfilled_version + 1, min(upto, mt.latest_version) + 1):
+            row = RatifiedCommit.objects.filter(table_id=mt.table_id, version=u).first()
+            if row is None:  # never skip a version
+                raise CommitOwnerError(f"{storage.root}: the owner has no ratified commit {u} to backfill")
+            self._put_same(storage, commit_name(u), storage.read(row.path))
+            self.fault("backfill:written")
+            with transaction.atomic():
+                RatifiedCommit.objects.filter(pk=row.pk).update(backfilled=True)
+                ManagedTable.objects.filter(pk=mt.pk, backfilled_version__lt=u).update(backfilled_version=u)
+            self.fault("backfill:marked")
+
+    def _finish_release(self, storage: LocalStorage, mt: ManagedTable) -> Commit:
+        version, staged = mt.releasing_version, mt.releasing_path
+        assert version is not None
+        self._backfill(storage, mt, version - 1)
+        data = storage.read(staged)
+        self._put_same(storage, commit_name(version), data)
+        self.fault("handback:written")
+        info = storage.stat(commit_name(version))
+        ict = parse_commit(data).in_commit_timestamp
+        with transaction.atomic():
+            RatifiedCommit.objects.filter(table_id=mt.table_id, version=version).update(backfilled=True)
+            ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.RELEASING).update(
+                state=OwnerState.RELEASED,
+                latest_version=version,
+                backfilled_version=version,
+                released_version=version,
+                releasing_version=None,
+                releasing_path="",
+                latest_ict=ict,
+                frozen=False,
+            )
+        return Commit(version, commit_name(version), info.size, info.modification_time, ict)
+
+
+def summary(mt: ManagedTable, refusals: int = 10, versions: int = 50) -> dict[str, Any]:
+    """What the table page and the API show of a managed table's owner state."""
+    ratified = list(
+        RatifiedCommit.objects.filter(table_id=mt.table_id, backfilled=False)
+        .order_by("version")
+        .values_list("version", flat=True)[:versions]
+    )
+    return {
+        "tableId": mt.owner_table_id,
+        "state": mt.state,
+        "stateLabel": OwnerState(mt.state).label,
+        "feature": mt.feature,
+        "latestRatifiedVersion": mt.latest_version,
+        "backfilledVersion": mt.backfilled_version,
+        "unbackfilledVersions": ratified,
+        "backfillLag": mt.backfill_lag,
+        "frozen": mt.frozen,
+        "frozenBy": mt.frozen_by.get_username() if mt.frozen_by else None,
+        "frozenReason": mt.frozen_reason,
+        "frozenAt": mt.frozen_at,
+        "refusals": list(
+            OwnerRefusal.objects.filter(table_id=mt.table_id).values("version", "code", "reason", "operation", "at")[
+                :refusals
+            ]
+        ),
+    }

@@ -1,0 +1,154 @@
+"""Use cases of deltaweb as a commit-owner: take over, hand back, create, freeze, backfill.
+
+Views, the API, the management command and tasks call these; each checks the role and
+calls the core (tables.delta.managed) with the DatabaseOwner.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from tables.delta import errors as delta_errors
+from tables.delta import managed as core
+
+from . import roles
+from .models import ManagedTable, OwnerState, Table
+from .owner_db import DatabaseOwner, table_conf
+from .services import ServiceError, register_table, start_sync
+
+logger = logging.getLogger("tables.owner")
+
+
+def _schedule_backfill(mt: ManagedTable, version: int) -> None:
+    """After a ratified commit: backfill once the transaction commits (the beat catches up too)."""
+    if getattr(settings, "DELTAWEB_OWNER_AUTO_BACKFILL", True):
+        transaction.on_commit(lambda: send_backfill(mt.table_id))
+
+
+def send_backfill(table_pk: int) -> None:
+    from . import tasks
+
+    try:
+        tasks.backfill_managed_table.delay(table_pk)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        logger.warning("backfill of table %s not queued (%s); the beat schedule will do it", table_pk, exc)
+
+
+def database_owner() -> DatabaseOwner:
+    return DatabaseOwner(on_ratified=_schedule_backfill)
+
+
+def managed_of(table: Table) -> ManagedTable | None:
+    return ManagedTable.objects.filter(table=table).select_related("table", "frozen_by").first()
+
+
+def _check(user, what: str) -> None:
+    if user is not None and not roles.can_approve(user):
+        raise ServiceError(f"{what} needs the approver role (or staff).", "permission_denied", 403)
+
+
+def _core(call, *args, **kwargs) -> dict[str, Any]:
+    try:
+        return call(*args, **kwargs)
+    except delta_errors.DeltaError as exc:
+        raise ServiceError(
+            str(exc), exc.code, 409 if exc.code in ("commit_conflict", "managed_table") else 400
+        ) from exc
+
+
+def take_over(table: Table, user=None) -> dict[str, Any]:
+    """Make deltaweb the table's commit-owner (two-phase: proposal, then the ownership commit
+    with In-Commit Timestamps on, put-if-absent in `_delta_log/`)."""
+    _check(user, "Taking a table over")
+    out = _core(core.take_over, table.location, database_owner())
+    with transaction.atomic():
+        start_sync(table, user)
+    return out
+
+
+def hand_back(table: Table, user=None) -> dict[str, Any]:
+    """Make the table a filesystem table again: everything backfilled, the removing commit written."""
+    _check(user, "Handing a table back")
+    out = _core(core.hand_back, table.location, database_owner())
+    with transaction.atomic():
+        start_sync(table, user)
+    return out
+
+
+def create_managed_table(name: str, location: str, schema: dict[str, Any], user=None, **kwargs: Any) -> Table:
+    """Create an empty managed table at `location` (version 0 put-if-absent) and register it."""
+    _check(user, "Creating a managed table")
+    from pathlib import Path
+
+    from .services import validate_location
+
+    root = Path(location)
+    parent = validate_location_parent(root)
+    (parent / root.name / "_delta_log").mkdir(parents=True, exist_ok=True)
+    path = validate_location(str(parent / root.name))
+    table = register_table(name, path, kwargs.pop("description", ""), user=user)
+    try:
+        _core(core.create_managed_table, path, database_owner(), schema, name=name, **kwargs)
+    except ServiceError:
+        table.delete()
+        raise
+    with transaction.atomic():
+        start_sync(table, user)
+    return table
+
+
+def validate_location_parent(root) -> Any:
+    from .services import allowed_roots
+
+    parent = root.parent.resolve()
+    if not any(parent == r or r in parent.parents for r in allowed_roots()):
+        raise ServiceError(f"{root} is not under an allowed root.", "location_not_allowed", 403)
+    return parent
+
+
+def freeze(table: Table, user, reason: str) -> ManagedTable:
+    """Refuse every commit until unfrozen (approvers and staff)."""
+    _check(user, "Freezing a table")
+    reason = (reason or "").strip()
+    if not reason:
+        raise ServiceError("Say why the table is frozen.", "invalid_reason")
+    n = ManagedTable.objects.filter(table=table, state=OwnerState.ACTIVE).update(
+        frozen=True, frozen_by=user, frozen_reason=reason[:2000], frozen_at=timezone.now()
+    )
+    if n != 1:
+        raise ServiceError(f"deltaweb is not the commit-owner of {table}.", "not_managed", 409)
+    return managed_of(table)
+
+
+def unfreeze(table: Table, user) -> ManagedTable:
+    _check(user, "Unfreezing a table")
+    n = ManagedTable.objects.filter(table=table).update(frozen=False, frozen_reason="", frozen_by=None, frozen_at=None)
+    if n != 1:
+        raise ServiceError(f"deltaweb is not the commit-owner of {table}.", "not_managed", 409)
+    return managed_of(table)
+
+
+def backfill(table_pk: int, version: int | None = None) -> int | None:
+    """Backfill the table's ratified commits (all, or up to `version`); idempotent."""
+    mt = ManagedTable.objects.filter(table_id=table_pk).select_related("table").first()
+    if mt is None:
+        return None
+    owner = database_owner()
+    return owner.backfill_to_version(table_conf(mt), mt.latest_version if version is None else version)
+
+
+def backfill_all() -> dict[int, int | None]:
+    """Beat: every managed table with a lag (and any interrupted take-over or hand-back)."""
+    out = {}
+    for pk in ManagedTable.objects.exclude(state=OwnerState.RELEASED).values_list("table_id", flat=True):
+        try:
+            out[pk] = backfill(pk)
+        except delta_errors.DeltaError as exc:
+            logger.warning("backfill of table %s failed: %s", pk, exc)
+            out[pk] = None
+    return out
