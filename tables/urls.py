@@ -14,6 +14,7 @@ urlpatterns = [
     path("t/<slug:slug>/charts.json", views.table_charts_json, name="table_charts"),
     path("t/<slug:slug>/v/<int:version>/", views.version_detail, name="version_detail"),
     path("t/<slug:slug>/diff/", views.diff_view, name="diff"),
+    path("t/<slug:slug>/freeze/", views.managed_freeze, name="managed_freeze"),
     path("t/<slug:slug>/restore/", views.restore_new, name="restore_new"),
     path("restores/", views.restore_list, name="restore_list"),
     path("restores/<int:pk>/", views.restore_detail, name="restore_detail"),

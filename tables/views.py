@@ -289,8 +289,41 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx["restores"] = list(
         RestoreRequest.objects.filter(table=table).select_related("requested_by").defer("plan", "result")[:10]
     )
+    ctx.update(_owner_card(request, table))
     status = 400 if ctx["tt_error"] else 200
     return render(request, "tables/table_detail.html", ctx, status=status)
+
+
+def _owner_card(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """The commit-owner card of a table deltaweb manages (None for any other table)."""
+    from .owner_db import summary
+    from .owner_services import managed_of
+
+    mt = managed_of(table)
+    if mt is None or mt.state == "proposed":
+        return {"owner": None}
+    return {"owner": summary(mt), "can_freeze": roles.can_approve(request.user)}
+
+
+@page
+@require_POST
+def managed_freeze(request: HttpRequest, slug: str) -> HttpResponse:
+    """Approvers freeze (every commit refused, with the reason) or unfreeze a managed table."""
+    from . import owner_services
+
+    table = _table(slug)
+    if not roles.can_approve(request.user):
+        raise PageError("Freezing a table needs the approver role.", 403, table)
+    try:
+        if request.POST.get("action") == "unfreeze":
+            owner_services.unfreeze(table, request.user)
+            messages.success(request, f"{table.name} unfrozen: commits are accepted again.")
+        else:
+            owner_services.freeze(table, request.user, request.POST.get("reason", ""))
+            messages.success(request, f"{table.name} frozen: every commit is refused until it is unfrozen.")
+    except services.ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect(reverse("tables:table_detail", args=[table.slug]) + "#owner")
 
 
 # --- a version -------------------------------------------------------------------------
