@@ -19,7 +19,7 @@ from tables.delta import managed as core
 from . import roles
 from .models import ManagedTable, OwnerState, Table
 from .owner_db import DatabaseOwner, table_conf
-from .services import ServiceError, register_table, start_sync
+from .services import ServiceError, start_sync
 
 logger = logging.getLogger("tables.owner")
 
@@ -82,16 +82,20 @@ def hand_back(table: Table, user=None) -> dict[str, Any]:
 
 def create_managed_table(name: str, location: str, schema: dict[str, Any], user=None, **kwargs: Any) -> Table:
     """Create an empty managed table at `location` (version 0 put-if-absent) and register it."""
-    _check(user, "Creating a managed table")
     from pathlib import Path
+
+    from django.utils.text import slugify
 
     from .services import validate_location
 
+    _check(user, "Creating a managed table")
     root = Path(location)
-    parent = validate_location_parent(root)
-    (parent / root.name / "_delta_log").mkdir(parents=True, exist_ok=True)
-    path = validate_location(str(parent / root.name))
-    table = register_table(name, path, kwargs.pop("description", ""), user=user)
+    (root / "_delta_log").mkdir(parents=True, exist_ok=True)
+    path = validate_location(str(root))  # under an allowed root, readable
+    slug = slugify(name)[:200]
+    if not name.strip() or not slug or Table.objects.filter(slug=slug).exists():
+        raise ServiceError(f"Give the table a new name ('{name}' is empty or registered already).", "invalid_name")
+    table = Table.objects.create(name=name.strip(), slug=slug, location=path, created_by=user)
     try:
         _core(core.create_managed_table, path, database_owner(), schema, name=name, **kwargs)
     except ServiceError:
@@ -100,15 +104,6 @@ def create_managed_table(name: str, location: str, schema: dict[str, Any], user=
     with transaction.atomic():
         start_sync(table, user)
     return table
-
-
-def validate_location_parent(root) -> Any:
-    from .services import allowed_roots
-
-    parent = root.parent.resolve()
-    if not any(parent == r or r in parent.parents for r in allowed_roots()):
-        raise ServiceError(f"{root} is not under an allowed root.", "location_not_allowed", 403)
-    return parent
 
 
 def freeze(table: Table, user, reason: str) -> ManagedTable:

@@ -54,10 +54,10 @@ def test_register_table_errors_exit_2_with_one_line(roots, tmp_path_factory, cap
 
 def test_create_roles_makes_groups_only(capsys) -> None:
     call_command("create_roles")
-    assert set(Group.objects.values_list("name", flat=True)) == {"analyst", "approver"}
+    assert set(Group.objects.values_list("name", flat=True)) == {"analyst", "approver", "writer"}
     assert get_user_model().objects.count() == 0
     call_command("create_roles")  # idempotent
-    assert Group.objects.count() == 2
+    assert Group.objects.count() == 3
 
 
 def test_create_roles_demo_users_with_password_from_env(monkeypatch, capsys) -> None:

@@ -214,3 +214,26 @@ def test_table_page_shows_the_owner_card_and_approvers_freeze(managed, client) -
         commit_via_owner(path, client, [], "WRITE")
     page = web.get(f"/t/{table.slug}/").content.decode()
     assert "incident 42" in page and "Unfreeze" in page
+
+
+def test_management_command_creates_a_managed_table_and_a_restarted_owner_sees_it(roots, client) -> None:
+    import json as _json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("managed_table", "create", "fresh", str(roots / "fresh"), stdout=out)
+    info = _json.loads(out.getvalue())
+    assert info["state"] == "active" and info["latestRatifiedVersion"] == 0
+    path = roots / "fresh"
+    assert commit_via_owner(path, client, [], "WRITE").version == 1
+    tc = table_conf(ManagedTable.objects.get(owner_table_id=info["tableId"]))
+    # a new owner instance (a restarted process) answers from the database alone
+    assert DatabaseOwner().get_commits(tc, 0) == client.get_commits(tc, 0)
+    assert [c.version for c in DatabaseOwner().get_commits(tc, 0).commits] == [1]
+    out = StringIO()
+    call_command("managed_table", "freeze", "fresh", "--reason", "maintenance", stdout=out)
+    assert _json.loads(out.getvalue())["frozen"] is True
+    with pytest.raises(CommitRefusedError, match="maintenance"):
+        commit_via_owner(path, client, [], "WRITE")
