@@ -114,6 +114,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 SPARK_MASTER = env("SPARK_MASTER", "local[*]")
+# Spark jobs for previews, change data and row diffs write their results (Parquet) under
+# <DELTAWEB_RESULTS_DIR>/job-<id>/; the web process pages them with pyarrow.
+DELTAWEB_RESULTS_DIR = env("DELTAWEB_RESULTS_DIR", str(BASE_DIR / "var" / "results"))
 
 # Approved restores re-plan and commit on Spark ("spark"); "local" runs the pure planner in the
 # worker instead (no JVM: small deployments and most tests). Both make the same plan.

@@ -84,3 +84,40 @@ def backfill_managed_tables() -> dict[int, int | None]:
     from . import owner_services
 
     return owner_services.backfill_all()
+
+
+def spark_data_job(location: str, params: dict[str, Any], out_dir, progress) -> dict[str, Any]:
+    """The Spark side of a data job (tables.data_jobs): the worker's long-lived session for
+    settings.SPARK_MASTER, then the preview, change data or keyed row diff job."""
+    from tables.spark.session import get_spark
+
+    progress("starting the Spark session", 0, 3)
+    spark = get_spark(settings.SPARK_MASTER)
+    kind = params["kind"]
+    if kind == "preview":
+        from tables.spark.preview import write_preview
+
+        progress(f"reading version {params['version']}", 1, 3)
+        out = write_preview(spark, location, params["version"], out_dir)
+    elif kind == "changes":
+        from tables.spark.changes import change_data
+
+        progress(f"reading the changes of versions {params['from']}..{params['to']}", 1, 3)
+        out = change_data(spark, location, params["from"], params["to"], out_dir)
+    elif kind == "rowdiff":
+        from tables.spark.rowdiff import keyed_diff
+
+        progress(f"joining versions {params['from']} and {params['to']} on {', '.join(params['keys'])}", 1, 3)
+        out = keyed_diff(spark, location, params["from"], params["to"], params["keys"], out_dir)
+    else:
+        raise ValueError(f"unknown data job kind {kind!r}")
+    progress("written", 3, 3)
+    return out
+
+
+@shared_task(name="tables.run_data_job", acks_late=True)
+def run_data_job(job_id: int) -> dict:
+    """Preview / change data / row diff on Spark; the claim makes a redelivered message a no-op."""
+    from . import data_jobs
+
+    return data_jobs.run_job(job_id, spark_data_job)
