@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import SimpleRouter
 
+from .data_views import ChangesView, JobResultsView, RowDiffView, VersionRowsView
 from .errors import not_found_view
 from .owner_views import OwnerBackfillView, OwnerCommitsView
 from .views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
@@ -22,6 +23,13 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     *router.urls,
+    # data on Spark: previews, change data, keyed row diffs and the pages of their results
+    re_path(
+        r"^tables/(?P<id>[^/]+)/versions/(?P<version>[^/]+)/rows/$", VersionRowsView.as_view(), name="version-rows"
+    ),
+    re_path(r"^tables/(?P<id>[^/]+)/changes/$", ChangesView.as_view(), name="table-changes"),
+    re_path(r"^tables/(?P<id>[^/]+)/diff/rows/$", RowDiffView.as_view(), name="table-diff-rows"),
+    re_path(r"^jobs/(?P<id>[0-9]{1,18})/results/$", JobResultsView.as_view(), name="job-results"),
     # the commit-owner API (RestOwnerClient's paths, without a trailing slash)
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/commits$", OwnerCommitsView.as_view(), name="owner-commits"),
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/backfill$", OwnerBackfillView.as_view(), name="owner-backfill"),

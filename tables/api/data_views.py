@@ -1,0 +1,207 @@
+"""REST API for data on Spark: version previews, change data, keyed row diffs and job results.
+
+Each view checks permissions (signed in, CanBrowse) and calls one function of
+tables.data_jobs. Starting a job answers 202 with the job (poll /api/jobs/{id}/); a finished
+job's rows are paged from its Parquet result with pyarrow (`/api/jobs/{id}/results/`), never
+loaded whole. Errors are rendered by tables.api.errors.exception_handler.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tables import data_jobs
+from tables.models import Job, JobStatus, Table
+from tables.spark.results import MAX_PAGE
+
+from . import serializers as s
+from .permissions import CanBrowse
+from .views import TABLE_ID, VERSION, _errors, _job_location, _query, _version
+
+MAX_VERSION = 2**63 - 1
+
+
+class PageQuerySerializer(serializers.Serializer):
+    offset = serializers.IntegerField(required=False, default=0, min_value=0, help_text="Rows to skip.")
+    limit = serializers.IntegerField(
+        required=False, default=100, min_value=1, max_value=MAX_PAGE, help_text=f"Rows per page (at most {MAX_PAGE})."
+    )
+
+
+class RangeQuerySerializer(serializers.Serializer):
+    to = serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The later version.")
+
+
+s._add_field(
+    RangeQuerySerializer,
+    "from",
+    serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The earlier version."),
+    before="to",
+)
+
+
+class RowDiffQuerySerializer(RangeQuerySerializer):
+    keys = serializers.CharField(
+        max_length=2000, help_text="Key columns, comma-separated (unique in both versions), e.g. keys=id or keys=a,b."
+    )
+
+
+class ColumnSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField(help_text="Delta's type name (long, string, decimal(10,2), struct<...>...).")
+
+
+class RowsPageSerializer(serializers.Serializer):
+    columns = ColumnSerializer(many=True)
+    rows = serializers.ListField(child=serializers.DictField(), help_text="Rows as {column: JSON-safe value}.")
+    total = serializers.IntegerField(help_text="Rows in the result (for a preview: rows in the version).")
+    offset = serializers.IntegerField()
+    limit = serializers.IntegerField()
+
+
+class PreviewPageSerializer(RowsPageSerializer):
+    job = serializers.IntegerField(help_text="The preview job whose cached result this is.")
+    version = serializers.IntegerField()
+    cached = serializers.IntegerField(help_text="Rows kept in the cached preview (the version's first rows).")
+
+
+class ResultsPageSerializer(RowsPageSerializer):
+    job = serializers.IntegerField()
+    kind = serializers.CharField(help_text="preview, changes or rowdiff")
+    counts = serializers.JSONField(
+        required=False,
+        help_text="changes: [{version, changeType, rows}]; rowdiff: {added, removed, changed}.",
+    )
+    versions = serializers.JSONField(
+        required=False, help_text="changes: each version's commit timestamp, its source and operation."
+    )
+    keys = serializers.ListField(child=serializers.CharField(), required=False)
+    compared = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+def _table(request, view, key: str) -> Table:
+    qs = Table.objects.all()
+    table = qs.filter(pk=int(key)).first() if key.isascii() and key.isdigit() and len(key) <= 18 else None
+    table = table or qs.filter(slug=key).first()
+    if table is None:
+        raise NotFound(f"No table with id or slug '{key[:100]}'.")
+    return table
+
+
+def _accepted(request, job: Job) -> Response:
+    return Response(
+        s.JobSerializer(job).data, status=status.HTTP_202_ACCEPTED, headers={"Location": _job_location(request, job)}
+    )
+
+
+class _DataView(APIView):
+    permission_classes = [IsAuthenticated, CanBrowse]
+
+
+JOB_202 = OpenApiResponse(s.JobSerializer, description="The job computing it (poll /api/jobs/{id}/)")
+
+
+class VersionRowsView(_DataView):
+    @extend_schema(
+        summary="Preview a version's rows: 202 with the job while Spark computes, 200 with a page once cached",
+        parameters=[TABLE_ID, VERSION, PageQuerySerializer],
+        responses={200: PreviewPageSerializer, 202: JOB_202, **_errors(400, 401, 403, 404)},
+    )
+    def get(self, request, id: str, version: str):
+        """The first 100 rows of the version (in file and row order) are computed once per (table,
+        version) by a Spark job and cached. While the job is queued or running this answers 202 with
+        it; then 200 with {columns, rows, total (rows in the version), offset, limit, cached}. A failed
+        preview is started again on the next request. 404 version_not_found for a missing version."""
+        table = _table(request, self, id)
+        v = _version(version)
+        q = _query(PageQuerySerializer, request)
+        job = data_jobs.cached_preview(table, v)
+        if job is None:
+            with transaction.atomic():
+                job = data_jobs.start_preview(table, v, user=request.user)
+            job.refresh_from_db()
+            if job.status != JobStatus.SUCCEEDED:
+                return _accepted(request, job)
+        page = data_jobs.result_page(job, q["offset"], q["limit"])
+        body = {k: page[k] for k in ("job", "columns", "rows", "total", "offset", "limit", "cached")}
+        return Response({**body, "version": v})
+
+
+class ChangesView(_DataView):
+    @extend_schema(
+        summary="Start a change-data job for versions from..to",
+        parameters=[TABLE_ID, RangeQuerySerializer],
+        request=None,
+        responses={202: JOB_202, **_errors(400, 401, 403, 404)},
+        methods=["GET", "POST"],
+    )
+    def post(self, request, id: str):
+        """Rows inserted, deleted and updated (pre- and post-images) in versions from..to, with
+        _change_type, _commit_version and _commit_timestamp (ICT from its enablement on), from cdc
+        files where a commit has them, else from added and removed files. Answers 202 with the job;
+        page its rows and counts per version and change type at /api/jobs/{id}/results/.
+        400 invalid_range when from > to; 404 version_not_found. No job is created on an error."""
+        table = _table(request, self, id)
+        q = _query(RangeQuerySerializer, request)
+        with transaction.atomic():
+            job = data_jobs.start_changes(table, q["from"], q["to"], user=request.user)
+        job.refresh_from_db()
+        return _accepted(request, job)
+
+    get = post
+
+
+class RowDiffView(_DataView):
+    @extend_schema(
+        summary="Start a keyed row diff of two versions",
+        parameters=[TABLE_ID, RowDiffQuerySerializer],
+        request=None,
+        responses={202: JOB_202, **_errors(400, 401, 403, 404)},
+        methods=["GET", "POST"],
+    )
+    def post(self, request, id: str):
+        """Rows added, removed and changed between versions `from` and `to`, matched on the key
+        columns (which must be unique in both versions); changed rows list the columns that differ
+        with the before and after values. Works without change data feed. Answers 202 with the job;
+        page its rows and counts at /api/jobs/{id}/results/. 400 invalid_range, invalid_keys (a key
+        not in a version); 404 version_not_found. No job is created on an error. Duplicate keys fail
+        the job (its error says which version)."""
+        table = _table(request, self, id)
+        q = _query(RowDiffQuerySerializer, request)
+        with transaction.atomic():
+            job = data_jobs.start_row_diff(table, q["from"], q["to"], q["keys"], user=request.user)
+        job.refresh_from_db()
+        return _accepted(request, job)
+
+    get = post
+
+
+class JobResultsView(_DataView):
+    @extend_schema(
+        summary="A page of a finished data job's rows (preview, changes, rowdiff), with its counts",
+        parameters=[
+            OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The job's id."),
+            PageQuerySerializer,
+        ],
+        responses={
+            200: ResultsPageSerializer,
+            **_errors(400, 401, 403, 404, 409),
+            410: OpenApiResponse(s.ErrorSerializer, description="The result files were removed"),
+        },
+    )
+    def get(self, request, id: str):
+        """Rows offset..offset+limit of the job's Parquet result (only the row groups of the page are
+        read) with columns, total and the job's counts. 409 not_ready while the job is queued or
+        running, job_failed when it failed; 404 for a job without rows (e.g. a sync)."""
+        job = Job.objects.filter(pk=int(id)).first() if id.isdigit() and len(id) <= 18 else None
+        if job is None:
+            raise NotFound(f"There is no job {id[:40]}.")
+        q = _query(PageQuerySerializer, request)
+        return Response(data_jobs.result_page(job, q["offset"], q["limit"]))
