@@ -19,7 +19,18 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from . import pages, roles, services
-from .models import Anomaly, Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
+from .models import (
+    Anomaly,
+    Commit,
+    Job,
+    ManagedTable,
+    OwnerRefusal,
+    RatifiedCommit,
+    RestoreEvent,
+    RestoreRequest,
+    RestoreStatus,
+    Table,
+)
 
 
 class TableAdminForm(forms.ModelForm):
@@ -73,6 +84,38 @@ class JobAdmin(admin.ModelAdmin):
 class AnomalyAdmin(admin.ModelAdmin):
     list_display = ["table", "version", "kind", "detail"]
     list_filter = ["kind"]
+
+
+# --- managed commits: read-only views of the owner state (changes go through the services) ---
+
+
+class _ReadOnly(admin.ModelAdmin):
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ManagedTable)
+class ManagedTableAdmin(_ReadOnly):
+    list_display = ["table", "state", "latest_version", "backfilled_version", "frozen", "owner_table_id"]
+    list_filter = ["state", "frozen"]
+
+
+@admin.register(RatifiedCommit)
+class RatifiedCommitAdmin(_ReadOnly):
+    list_display = ["table", "version", "backfilled", "operation", "txn_id", "created_at"]
+    list_filter = ["table", "backfilled"]
+
+
+@admin.register(OwnerRefusal)
+class OwnerRefusalAdmin(_ReadOnly):
+    list_display = ["table", "version", "code", "operation", "reason", "at"]
+    list_filter = ["table", "code"]
 
 
 # --- restore approvals -------------------------------------------------------------------
