@@ -5,15 +5,13 @@ same metrics) as tables.delta.restore.plan_restore(); only where the file work r
 - The core loads both snapshots and decides metadata, protocol and domain metadata
   (prepare_restore); it stays the single source of truth for those.
 - Spark gets both file lists as DataFrames (row index, canonical path, deletion-vector unique
-  id, size; for the target also the file and deletion-vector file to check) and anti-joins
-  them both ways on path and null-safe deletion-vector id, as Delta Lake's
-  RestoreTableCommand does: target rows not at latest are added, latest rows not in the
-  target are removed.
+  id, size) and anti-joins them both ways on path and null-safe deletion-vector id, as Delta
+  Lake's RestoreTableCommand does: target rows not at latest are added, latest rows not in
+  the target are removed. The sums for the metrics are observed in the same job.
 - The existence of every file to add (data file and on-disk deletion vector) is checked by a
-  Spark job; its workers resolve paths with the standard library only, so a spark:// cluster
-  needs the table mounted at the same path, not this project's code.
-- The metrics are a Spark aggregation over the diff, less the missing files when those are
-  ignored.
+  second Spark job (a Python UDF); its workers resolve paths with the standard library only,
+  so a spark:// cluster needs the table mounted at the same path, not this project's code.
+- The metrics are those sums, less the missing files when those are ignored (left out).
 - The core builds the actions from the log (log_add_actions) and the plan (build_plan).
 Progress is reported as (stage, done, total): "loading snapshots", "comparing file lists",
 "checking files exist" (files), "computing metrics", and in run_restore "committing".
@@ -24,7 +22,7 @@ Jobs take plain arguments and return plain results; nothing here touches the Dja
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -89,31 +87,39 @@ def _dv_files(dv: pa.Array) -> pa.Array:
     return pc.take(pa.array(names, pa.string()), pc.index_in(key, value_set=uniq))
 
 
-def file_list(files: pa.Table, checks: bool = False) -> pa.Table:
-    """A snapshot's files as the join needs them: row index, canonical path, deletion-vector
-    unique id (the identity replay uses) and size; with `checks`, the log's path and the
-    deletion-vector file whose existence a restore checks."""
-    path = files.column("path").combine_chunks()
-    dv = files.column("deletionVector").combine_chunks()
-    cols: dict[str, pa.Array] = {
-        "idx": pa.array(np.arange(files.num_rows, dtype=np.int64)),
-        "path": canonical_paths(path),
-        "dvId": dv_id_column(dv),
-        "size": files.column("size").combine_chunks(),
-    }
-    if checks:
-        cols["file"] = path
-        cols["dvFile"] = _dv_files(dv)
-    return pa.table(cols)
+def file_list(files: pa.Table) -> pa.Table:
+    """A snapshot's files as the anti-joins need them: row index, canonical path and
+    deletion-vector unique id (the identity replay uses), and size."""
+    return pa.table(
+        {
+            "idx": pa.array(np.arange(files.num_rows, dtype=np.int64)),
+            "path": canonical_paths(files.column("path").combine_chunks()),
+            "dvId": dv_id_column(files.column("deletionVector").combine_chunks()),
+            "size": files.column("size").combine_chunks(),
+        }
+    )
 
 
-def _existence_checker(root: str) -> Callable[[Iterable[Any]], Iterator[tuple[int, list[str]]]]:
-    """A partition function yielding (row index, missing files) for rows with a missing data
-    or deletion-vector file. It runs on Spark's workers and uses the standard library only
+def check_list(rows: pa.Table, idx: np.ndarray) -> pa.Table:
+    """The files to add as the existence check needs them: row index, the log's path, the
+    on-disk deletion-vector file, and size (for the metrics of files left out)."""
+    return pa.table(
+        {
+            "idx": pa.array(idx, pa.int64()),
+            "file": rows.column("path").combine_chunks(),
+            "dvFile": _dv_files(rows.column("deletionVector").combine_chunks()),
+            "size": rows.column("size").combine_chunks(),
+        }
+    )
+
+
+def _missing_files_function(root: str) -> Callable[[str, str | None], list[str] | None]:
+    """missing(file, dv_file): the missing ones of a file to add and its deletion-vector file
+    (None when both exist). It runs on Spark's workers and uses the standard library only
     (pickled by value), resolving a log path as the core's storage does: URL-encoded and
     relative to the table root, absolute, or a local file URI; another scheme is missing."""
 
-    def check(rows: Iterable[Any]) -> Iterator[tuple[int, list[str]]]:
+    def missing(file: str, dv_file: str | None) -> list[str] | None:
         import os
         from urllib.parse import unquote, urlparse
 
@@ -124,12 +130,10 @@ def _existence_checker(root: str) -> Callable[[Iterable[Any]], Iterator[tuple[in
             decoded = unquote(log_path)
             return "://" not in decoded and os.path.exists(os.path.join(root, decoded))
 
-        for idx, file, dv_file in rows:
-            gone = [unquote(f) for f in (file, dv_file) if f is not None and not exists(f)]
-            if gone:
-                yield idx, gone
+        gone = [unquote(f) for f in (file, dv_file) if f is not None and not exists(f)]
+        return gone or None
 
-    return check
+    return missing
 
 
 # --- running a job with progress ----------------------------------------------------------------
@@ -202,17 +206,11 @@ def _anti_joins(spark: SparkSession, latest: pa.Table, target: pa.Table) -> Data
             F.col(f"{right}.dvId")
         )
 
-    to_add = src.join(keys(tgt, "lk", latest.num_rows), on("s", "lk"), "left_anti").select(
-        F.lit(_ADD).alias("kind"), "idx", "size", "file", "dvFile"
+    to_add = src.join(keys(tgt, "lk", latest.num_rows), on("s", "lk"), "left_anti")
+    to_remove = tgt.join(keys(src, "sk", target.num_rows), on("l", "sk"), "left_anti")
+    return to_add.select(F.lit(_ADD).alias("kind"), "idx", "size").unionByName(
+        to_remove.select(F.lit(_REMOVE).alias("kind"), "idx", "size")
     )
-    to_remove = tgt.join(keys(src, "sk", target.num_rows), on("l", "sk"), "left_anti").select(
-        F.lit(_REMOVE).alias("kind"),
-        "idx",
-        "size",
-        F.lit(None).cast("string").alias("file"),
-        F.lit(None).cast("string").alias("dvFile"),
-    )
-    return to_add.unionByName(to_remove)
 
 
 def _sums(F: Any) -> list[Any]:
@@ -238,7 +236,6 @@ def spark_plan_restore(
     clock: Callable[[], int] = now_ms,
 ) -> RestorePlan:
     """plan_restore() with the file diff, existence check and metrics done on Spark."""
-    from pyspark import StorageLevel
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -252,11 +249,11 @@ def spark_plan_restore(
     n_files = latest.num_files + target.num_files
     _report(progress, "comparing file lists", 0, n_files)
     sc.setJobDescription(f"deltaweb restore {setup.where} to version {setup.target_version}")
-    diff = _anti_joins(spark, file_list(latest.files), file_list(target.files, checks=True))
-    diff = diff.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        # the metrics' sums are observed while the diff is collected (no job of their own)
+        # one Spark job: both anti-joins, collected; the sums for the metrics are observed
+        # while it runs (Observation: aggregated by Spark, no job of their own)
         totals = Observation(f"restore-{uuid.uuid4().hex}")
+        diff = _anti_joins(spark, file_list(latest.files), file_list(target.files))
         found = diff.observe(totals, *_sums(F)).select("kind", "idx").toArrow()
         kinds = found.column("kind").to_numpy()
         idxs = found.column("idx").to_numpy()
@@ -264,52 +261,63 @@ def spark_plan_restore(
         remove_idx = np.sort(idxs[kinds == _REMOVE])
         _report(progress, "comparing file lists", n_files, n_files)
         check_removals(setup, len(remove_idx))
+        add_rows = target.files.take(pa.array(add_idx))
 
         missing: list[str] = []
         bad_idx: list[int] = []
+        left_out = {"n": 0, "bytes": 0}
         if check_files and len(add_idx):
             total = len(add_idx)
             _report(progress, "checking files exist", 0, total)
-            to_check = diff.where(F.col("kind") == _ADD).select("idx", "file", "dvFile")
-            rows = _coalesced(spark, to_check, total, CHECK_ROWS_PER_TASK).rdd
-            checker = _existence_checker(str(storage.root))
+            gone_sums = Observation(f"restore-missing-{uuid.uuid4().hex}")
+            missing_of = F.udf(_missing_files_function(str(storage.root)), "array<string>").asNondeterministic()
+            checked = (
+                _coalesced(spark, spark.createDataFrame(check_list(add_rows, add_idx)), total, CHECK_ROWS_PER_TASK)
+                .select("idx", "size", missing_of("file", "dvFile").alias("missing"))
+                .observe(
+                    gone_sums,
+                    F.count(F.col("missing")).alias("n"),
+                    F.sum(F.when(F.col("missing").isNotNull(), F.col("size"))).alias("bytes"),
+                )
+                .where(F.col("missing").isNotNull())
+                .select("idx", "missing")
+            )
             gone = _run_job(
                 spark,
                 "deltaweb restore: checking files exist",
-                lambda: rows.mapPartitions(checker).collect(),
+                checked.toArrow,
                 lambda fraction: _report(progress, "checking files exist", int(total * fraction), total),
             )
-            for idx, files in sorted(gone):
+            for idx, files in sorted(
+                zip(gone.column("idx").to_pylist(), gone.column("missing").to_pylist(), strict=True)
+            ):
                 bad_idx.append(idx)
                 missing.extend(files)
+            if bad_idx:
+                left_out = gone_sums.get
             _report(progress, "checking files exist", total, total)
 
         metrics = None
         if not missing or ignore_missing_files:
             _report(progress, "computing metrics", 0, 1)
-            if bad_idx:  # the missing files are left out of the plan, and so of its metrics
-                left_out = spark.createDataFrame(
-                    pa.table({"kind": pa.array([_ADD] * len(bad_idx), pa.int32()), "idx": bad_idx})
-                )
-                kept = diff.join(F.broadcast(left_out), ["kind", "idx"], "left_anti")
-                sums = kept.agg(*_sums(F)).first().asDict()
-            else:
-                sums = totals.get
+            sums = totals.get  # less the missing files, which the plan leaves out
             metrics = metrics_from_totals(
-                *(int(sums[k] or 0) for k in ("nAdd", "addSize", "nRemove", "removeSize")),
+                int(sums["nAdd"] or 0) - int(left_out["n"] or 0),
+                int(sums["addSize"] or 0) - int(left_out["bytes"] or 0),
+                int(sums["nRemove"] or 0),
+                int(sums["removeSize"] or 0),
                 latest.num_files,
                 latest.size_bytes,
             )
             _report(progress, "computing metrics", 1, 1)
     finally:
-        diff.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]
 
     # positions in the adds list (the target's rows in row order) of the files found missing
     bad = set(np.searchsorted(add_idx, np.array(bad_idx, dtype=np.int64)).tolist()) if bad_idx else set()
     return build_plan(
         setup,
-        target.files.take(pa.array(add_idx)),
+        add_rows,
         latest.files.take(pa.array(remove_idx)),
         ignore_missing_files=ignore_missing_files,
         allow_protocol_downgrade=allow_protocol_downgrade,
