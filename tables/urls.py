@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views
+from . import rows_views, views
 
 app_name = "tables"
 
@@ -14,6 +14,8 @@ urlpatterns = [
     path("t/<slug:slug>/charts.json", views.table_charts_json, name="table_charts"),
     path("t/<slug:slug>/v/<int:version>/", views.version_detail, name="version_detail"),
     path("t/<slug:slug>/diff/", views.diff_view, name="diff"),
+    path("t/<slug:slug>/diff/rows/", rows_views.diff_rows_start, name="diff_rows"),
+    path("t/<slug:slug>/v/<int:version>/preview/", rows_views.preview_start, name="version_preview"),
     path("t/<slug:slug>/freeze/", views.managed_freeze, name="managed_freeze"),
     path("t/<slug:slug>/restore/", views.restore_new, name="restore_new"),
     path("restores/", views.restore_list, name="restore_list"),

@@ -389,6 +389,9 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         if table.last_synced_version is not None and version < table.last_synced_version
         else None,
     )
+    from .rows_views import version_rows_context
+
+    ctx.update(version_rows_context(request, table, version))
     return render(request, "tables/version_detail.html", ctx)
 
 
@@ -442,6 +445,9 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         commits=pages.diff_commit_rows(result["commits"]),
         commits_expected=max(0, v_to - v_from),
     )
+    from .rows_views import diff_rows_context
+
+    ctx.update(diff_rows_context(request, table, v_from, v_to))
     return render(request, "tables/diff.html", ctx)
 
 

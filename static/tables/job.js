@@ -29,6 +29,9 @@
       .then(function (job) {
         show(job);
         if (!job.terminal) { setTimeout(poll, 1000); }
+        else if (job.status === "succeeded" && box.getAttribute("data-reload")) {
+          window.location.assign(box.getAttribute("data-reload"));  // show the finished job's rows
+        }
       })
       .catch(function () { setTimeout(poll, 3000); });
   }
