@@ -251,6 +251,20 @@ def test_missing_files_fail_or_are_left_out(spark, tmp_path: Path) -> None:
     assert ours.metrics["numOfFilesAfterRestore"] == str(len(rs_paths(t, 1)) - 2)
 
 
+def test_missing_files_listed_up_to_100(spark, tmp_path: Path) -> None:
+    t = tmp_path / "many"
+    names = [f"part-{i:03d}.parquet" for i in range(120)]  # never written
+    builders.write_commit(
+        t, 0, 1000, actions=[builders.protocol(False), builders.metadata(), *map(builders.add, names)]
+    )
+    removes = [{"remove": {"path": n, "deletionTimestamp": 1, "dataChange": True}} for n in names]
+    builders.write_commit(t, 1, 2000, actions=[*removes, builders.add("new.parquet")])
+    with pytest.raises(MissingFilesError) as exc:
+        spark_plan_restore(spark, t, version=0)
+    assert exc.value.files == names[:100] and exc.value.details["count"] == 120
+    assert "showing 100 of 120" in str(exc.value)
+
+
 # --- run_restore -------------------------------------------------------------------------------
 
 
