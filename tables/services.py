@@ -6,6 +6,7 @@ DeltaError) with a message that can be shown as is.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections import OrderedDict
@@ -717,6 +718,7 @@ def request_restore(
             timestamp=timestamp,
             ignore_missing_files=bool(ignore_missing_files),
             allow_protocol_downgrade=bool(allow_protocol_downgrade),
+            owner=owner_of(table),  # a managed table: as its owner knows it
         )
         payload = plan_payload(table, plan.to_dict())
     except delta_errors.DeltaError as exc:
@@ -951,7 +953,8 @@ def _execute(req: RestoreRequest, run: _RestoreRun, planner: Planner) -> dict[st
     run.progress("looking for an earlier attempt's commit")
     done = restore_commit_version(req)
     if done is None:
-        out = apply_approved_plan(req.table.location, req.plan or {}, req.txn_id, planner, run.progress)
+        owner = _restore_owner(req.table, run)
+        out = apply_approved_plan(req.table.location, req.plan or {}, req.txn_id, planner, run.progress, owner=owner)
         if not out.get("stale"):
             return out
         done = restore_commit_version(req)  # a silent earlier attempt may have committed meanwhile
@@ -964,7 +967,25 @@ def restore_commit_version(req: RestoreRequest) -> int | None:
     """The version an earlier attempt committed with this request's txnId, if any: looked
     for after the head of the request's first plan (txn ids are per request)."""
     after = (req.plan or {}).get("firstReadVersion", req.plan_head_version)
-    return find_restore_commit(req.table.location, -1 if after is None else int(after), req.txn_id)
+    return find_restore_commit(
+        req.table.location, -1 if after is None else int(after), req.txn_id, owner=owner_of(req.table)
+    )
+
+
+def _restore_owner(table: Table, run: _RestoreRun):
+    """A managed table's restore goes through deltaweb's commit-owner (its policy checks the
+    request's txnId); its ratified commits are backfilled first, so that the plan's reads of
+    commit files find them in `_delta_log/`. None for a filesystem table."""
+    owner = owner_of(table)
+    if owner is not None:
+        from .owner_services import backfill
+
+        run.progress("backfilling the managed table's ratified commits")
+        try:
+            backfill(table.pk)
+        except delta_errors.DeltaError as exc:  # the plan reads through the owner regardless
+            logger.warning("backfill before the restore of %s failed: %s", table, exc)
+    return owner
 
 
 def restore_check(table: Table, version: int, target_version: int) -> dict[str, Any]:
@@ -1062,7 +1083,7 @@ local_planner.engine = "local"  # recorded with the result
 
 
 def apply_approved_plan(
-    location: str, approved: dict[str, Any], txn_id: str, planner: Planner, progress
+    location: str, approved: dict[str, Any], txn_id: str, planner: Planner, progress, owner=None
 ) -> dict[str, Any]:
     """Commit the approved change, or report that it no longer applies.
 
@@ -1076,6 +1097,8 @@ def apply_approved_plan(
     """
     requested = approved.get("requested") or {}
     timestamp = requested.get("timestamp")
+    if owner is not None:  # a managed table: planned as its owner knows it (the local engine reads through it)
+        planner = functools.partial(local_planner, owner=owner)
     current = planner(
         location,
         version=requested.get("version") if timestamp is None else None,
@@ -1089,7 +1112,7 @@ def apply_approved_plan(
     if plan is None:
         return {"stale": True, "plan": current.to_dict()}
     progress("committing", 0, 1)
-    result = commit_restore(location, plan, txn_id=txn_id)
+    result = commit_restore(location, plan, txn_id=txn_id, owner=owner)
     progress("committing", 1, 1)
     return result
 

@@ -48,9 +48,9 @@ from .commit import ENGINE_INFO, commit, now_ms
 from .commitinfo import read_commit_info
 from .dv import deletion_vector_file
 from .errors import CommitConflictError, CorruptLogError, MissingFilesError, RestoreError, UnsupportedFeatureError
-from .log import commit_name, list_log
+from .log import LogListing, commit_name, list_log
 from .replay import identity_keys
-from .snapshot import Snapshot, load_snapshot
+from .snapshot import Snapshot, load_snapshot, ratified_listing
 from .storage import LocalStorage, local_path, open_storage
 from .timestamps import (
     ENABLE_KEYS,
@@ -529,14 +529,44 @@ def restore_protocol(latest: Protocol, target: Protocol, allow_downgrade: bool) 
     )
 
 
-def check_writable(protocol: Protocol, where: str) -> None:
-    """Refuse a protocol whose writer requirements a RESTORE commit cannot honour."""
+# --- managed tables: a RESTORE through the table's commit-owner (issue 7) ----------------------
+# With `owner` (the table's commit-owner client) the restore reads the log with the owner's
+# ratified, un-backfilled commits merged in and commits through managed.commit_via_owner, so
+# the owner's policy sees the commit (and its txnId) before it lands. Without one, a managed
+# table is refused: a RESTORE written around its owner would break the table.
+
+
+def _listing(storage: LocalStorage, owner: Any = None) -> LogListing:
+    return ratified_listing(storage, owner) if owner is not None else list_log(storage)
+
+
+def _owner_keys() -> frozenset[str]:
+    from .owner import FLAVORS
+
+    return frozenset(k for fl in FLAVORS for k in fl.keys)
+
+
+# --- end of managed tables ----------------------------------------------------------------------
+
+
+def check_writable(protocol: Protocol, where: str, owner: Any = None) -> None:
+    """Refuse a protocol whose writer requirements a RESTORE commit cannot honour (a managed
+    table's only with its commit-owner: `owner`)."""
+    from .owner import MANAGED_FEATURES
+
     if protocol.min_writer_version > 7:
         raise UnsupportedFeatureError(
             f"{where}: writer version {protocol.min_writer_version} is not supported by RESTORE",
             feature=f"writerVersion{protocol.min_writer_version}",
         )
-    unknown = sorted(feature_names(protocol) - RESTORE_WRITER_FEATURES)
+    managed = sorted(feature_names(protocol) & MANAGED_FEATURES)
+    if managed and owner is None:
+        raise UnsupportedFeatureError(
+            f"{where}: the table is managed by a commit-owner ({', '.join(managed)}); a RESTORE must be "
+            f"committed through its owner",
+            feature=managed[0],
+        )
+    unknown = sorted(feature_names(protocol) - RESTORE_WRITER_FEATURES - MANAGED_FEATURES)
     if unknown:
         raise UnsupportedFeatureError(
             f"{where}: RESTORE cannot write a table with writer feature{'s' if len(unknown) > 1 else ''} "
@@ -568,6 +598,9 @@ def restore_metadata(latest: Metadata, target: Metadata, protocol: Protocol) -> 
         kept = {}
     if {k: v for k, v in target.configuration.items() if k in _ICT_KEYS} != kept:
         notes.append("metadata: In-Commit Timestamp properties kept from the latest version")
+    owner_keys = _owner_keys()  # who owns the table's commits is not history: the latest's stand
+    conf = {k: v for k, v in conf.items() if k not in owner_keys}
+    conf.update({k: v for k, v in latest.configuration.items() if k in owner_keys})
     md["configuration"] = conf
     # identity columns: keep the higher high-water mark so generated values never repeat
     try:
@@ -690,6 +723,7 @@ def prepare_restore(
     version: int | None = None,
     timestamp: str | int | None = None,
     allow_protocol_downgrade: bool = False,
+    owner: Any = None,
 ) -> RestoreSetup:
     """Check the request, load the latest and target snapshots, and work out the metadata,
     protocol and domain metadata the restore writes."""
@@ -699,7 +733,7 @@ def prepare_restore(
         raise RestoreError(f"{where}: give exactly one of a version or a timestamp to restore")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
         raise RestoreError(f"{where}: the version to restore must be a non-negative integer, not {version!r}")
-    listing = list_log(storage)
+    listing = _listing(storage, owner)
     latest = load_snapshot(storage, None, listing)
     resolution = None
     ts_text = None
@@ -726,10 +760,10 @@ def prepare_restore(
             latestVersion=latest.version,
         )
     target = load_snapshot(storage, target_version, listing)
-    check_writable(latest.protocol, f"{where} at version {latest.version}")
+    check_writable(latest.protocol, f"{where} at version {latest.version}", owner)
 
     protocol, outcome, note = restore_protocol(latest.protocol, target.protocol, allow_protocol_downgrade)
-    check_writable(protocol, f"{where}: the restored protocol")
+    check_writable(protocol, f"{where}: the restored protocol", owner)
     metadata, notes = restore_metadata(latest.metadata, target.metadata, protocol)
     if Metadata.from_dict(metadata) != latest.metadata:
         notes.insert(0, f"metadata: the metadata of version {target_version} is restored")
@@ -842,9 +876,11 @@ def plan_restore(
     allow_protocol_downgrade: bool = False,
     check_files: bool = True,
     clock: Callable[[], int] = now_ms,
+    owner: Any = None,
 ) -> RestorePlan:
-    """Plan RESTORE TO VERSION `version` or TIMESTAMP `timestamp` on the table's latest version."""
-    setup = prepare_restore(location, version, timestamp, allow_protocol_downgrade)
+    """Plan RESTORE TO VERSION `version` or TIMESTAMP `timestamp` on the table's latest version
+    (a managed table's as its commit-owner `owner` knows it)."""
+    setup = prepare_restore(location, version, timestamp, allow_protocol_downgrade, owner)
     add_rows, remove_rows = diff_files(setup.latest.files, setup.target.files)
     check_removals(setup, remove_rows.num_rows)
     return build_plan(
@@ -861,9 +897,12 @@ def plan_restore(
 # --- committing ----------------------------------------------------------------------------------
 
 
-def _commit_actions(storage: LocalStorage, version: int) -> list[tuple[str, dict[str, Any]]]:
+def _commit_actions(
+    storage: LocalStorage, version: int, listing: LogListing | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    rel = next((c.path for c in listing.commits if c.version == version), None) if listing else None
     try:
-        data = storage.read(commit_name(version))
+        data = storage.read(rel or commit_name(version))
     except FileNotFoundError as exc:
         raise CorruptLogError(f"{storage.root}: commit {version} disappeared while checking for conflicts") from exc
     out = []
@@ -879,7 +918,9 @@ def _commit_actions(storage: LocalStorage, version: int) -> list[tuple[str, dict
     return out
 
 
-def find_conflicts(storage: LocalStorage, plan: RestorePlan, versions: range) -> dict[int, list[str]]:
+def find_conflicts(
+    storage: LocalStorage, plan: RestorePlan, versions: range, listing: LogListing | None = None
+) -> dict[int, list[str]]:
     """Commits in `versions` that overlap the plan, with why: a file action on a path the plan
     adds or removes, a metaData or protocol action, or a domain the plan writes."""
     paths = {_canonical_path(a["path"]) for a in plan.adds} | {_canonical_path(r["path"]) for r in plan.removes}
@@ -887,7 +928,7 @@ def find_conflicts(storage: LocalStorage, plan: RestorePlan, versions: range) ->
     out: dict[int, list[str]] = {}
     for v in versions:
         why: list[str] = []
-        for name, body in _commit_actions(storage, v):
+        for name, body in _commit_actions(storage, v, listing):
             if name in ("metaData", "protocol"):
                 why.append(f"changes the {name}")
             elif name in ("add", "remove") and _canonical_path(str(body.get("path"))) in paths:
@@ -908,11 +949,11 @@ def _find_txn(storage: LocalStorage, listing: Any, after: int, txn_id: str) -> i
     return None
 
 
-def find_restore_commit(location: str | LocalStorage, after: int, txn_id: str) -> int | None:
+def find_restore_commit(location: str | LocalStorage, after: int, txn_id: str, owner: Any = None) -> int | None:
     """The version of the RESTORE commit with `txn_id` after version `after`, if any (a
     retried job finds its own earlier commit instead of planning on top of it)."""
     storage = location if isinstance(location, LocalStorage) else open_storage(location)
-    return _find_txn(storage, list_log(storage), after, txn_id)
+    return _find_txn(storage, _listing(storage, owner), after, txn_id)
 
 
 def approved_change(current: RestorePlan, approved: RestorePlan) -> RestorePlan | None:
@@ -954,10 +995,12 @@ def _rebase(plan: RestorePlan, head: Snapshot) -> RestorePlan:
     )
 
 
-def verify_restore(storage: LocalStorage, plan: RestorePlan, version: int, head: Snapshot | None = None) -> dict:
+def verify_restore(
+    storage: LocalStorage, plan: RestorePlan, version: int, head: Snapshot | None = None, owner: Any = None
+) -> dict:
     """Read `version` back: its files must be the head's less the removes plus the adds, its
     metadata and protocol the plan's."""
-    listing = list_log(storage)
+    listing = _listing(storage, owner)
     new = load_snapshot(storage, version, listing)
     head = head if head is not None else load_snapshot(storage, version - 1, listing)
     expected = set(identity_keys(head.files).to_pylist()) if head.num_files else set()
@@ -983,6 +1026,7 @@ def commit_restore(
     txn_id: str | None = None,
     clock: Callable[[], int] = now_ms,
     recheck_files: bool = True,
+    owner: Any = None,
 ) -> dict[str, Any]:
     """Commit `plan` as the next version; see the module's contract for conflicts and txnId.
     The files to add are checked again (they may have gone while the plan waited), unless
@@ -992,7 +1036,7 @@ def commit_restore(
     txn = txn_id or str(uuid.uuid4())
     last_error: CommitConflictError | None = None
     for _attempt in range(MAX_COMMIT_ATTEMPTS):
-        listing = list_log(storage)
+        listing = _listing(storage, owner)
         head_version = listing.latest_commit
         if head_version is None or head_version < plan.read_version:
             raise RestoreError(
@@ -1001,7 +1045,7 @@ def commit_restore(
         done = _find_txn(storage, listing, plan.read_version, txn) if txn_id else None
         if done is not None:
             info = read_commit_info(storage, next(c for c in listing.commits if c.version == done)).info or {}
-            check = verify_restore(storage, plan, done)
+            check = verify_restore(storage, plan, done, owner=owner)
             return {
                 "version": done,
                 "alreadyCommitted": True,
@@ -1018,7 +1062,7 @@ def commit_restore(
             }
         newer = range(plan.read_version + 1, head_version + 1)
         if len(newer):
-            conflicts = find_conflicts(storage, plan, newer)
+            conflicts = find_conflicts(storage, plan, newer, listing)
             if conflicts:
                 first = min(conflicts)
                 detail = "; ".join(f"version {v} {', '.join(w)}" for v, w in sorted(conflicts.items())[:5])
@@ -1048,7 +1092,7 @@ def commit_restore(
         actions += [{"add": a} for a in current.adds]
         actions += [{"remove": {**r, "deletionTimestamp": now}} for r in current.removes]
         try:
-            result = commit(
+            result = (commit if owner is None else _owner_commit(owner))(
                 storage,
                 actions,
                 "RESTORE",
@@ -1062,7 +1106,7 @@ def commit_restore(
         except CommitConflictError as exc:
             last_error = exc  # another writer won the version: check again on the new head
             continue
-        check = verify_restore(storage, current, result.version, head)
+        check = verify_restore(storage, current, result.version, head, owner)
         return {
             "version": result.version,
             "alreadyCommitted": False,
@@ -1085,3 +1129,13 @@ def commit_restore(
         f"committing first",
         version=last_error.version if last_error else plan.read_version,
     )
+
+
+def _owner_commit(owner: Any) -> Callable[..., Any]:
+    """commit.commit's signature, committing through the managed table's commit-owner."""
+    from .managed import commit_via_owner
+
+    def commit_managed(storage: LocalStorage, actions: list[dict[str, Any]], operation: str, params, **kw: Any):
+        return commit_via_owner(storage, owner, actions, operation, params, **kw)
+
+    return commit_managed
