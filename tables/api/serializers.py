@@ -12,6 +12,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from tables.delta.history import HISTORY_FIELDS
 from tables.models import Anomaly, Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
 
 MAX_VERSION = 2**63 - 1
@@ -183,25 +184,14 @@ class CommitSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Commit
+        # DESCRIBE HISTORY's columns, in its order, around the timestamp and growth fields
         fields = [
             "version",
             "timestamp",
             "timestampSource",
             "inCommitTimestamp",
             "fileModificationTime",
-            "userId",
-            "userName",
-            "operation",
-            "operationParameters",
-            "job",
-            "notebook",
-            "clusterId",
-            "readVersion",
-            "isolationLevel",
-            "isBlindAppend",
-            "operationMetrics",
-            "userMetadata",
-            "engineInfo",
+            *HISTORY_FIELDS,
             "numFiles",
             "sizeBytes",
         ]

@@ -96,6 +96,17 @@ def write_commit(
     return CommitResult(version, in_commit_timestamp, rel)
 
 
+def after_actions(cfg: TableConfig, actions: list[dict[str, Any]]) -> tuple[Protocol, Metadata]:
+    """The protocol and metadata the table has once `actions` are committed on top of `cfg`."""
+    protocol, metadata = cfg.protocol, cfg.metadata
+    for a in actions:
+        if "protocol" in a:
+            protocol = Protocol.from_dict(a["protocol"])
+        if "metaData" in a:
+            metadata = Metadata.from_dict(a["metaData"])
+    return protocol, metadata
+
+
 def commit(
     location: str | LocalStorage,
     actions: list[dict[str, Any]],
@@ -117,12 +128,7 @@ def commit(
             f"{storage.root}: the table is at version {cfg.version}, not {read_version} as planned",
             version=cfg.version,
         )
-    protocol, metadata = cfg.protocol, cfg.metadata
-    for a in actions:
-        if "protocol" in a:
-            protocol = Protocol.from_dict(a["protocol"])
-        if "metaData" in a:
-            metadata = Metadata.from_dict(a["metaData"])
+    protocol, metadata = after_actions(cfg, actions)
     before = ict_config(cfg)
     after = ict_config(TableConfig(cfg.version + 1, protocol, metadata, cfg.segment))
     now = clock()

@@ -23,10 +23,11 @@ from typing import Any
 
 import orjson
 
-from .actions import Metadata, Protocol
+from .actions import Protocol
 from .commit import (
     ENGINE_INFO,
     CommitResult,
+    after_actions,
     commit_bytes,
     next_in_commit_timestamp,
     now_ms,
@@ -94,16 +95,6 @@ def outcome_result(outcome: CommitOutcome, where: str, ict: int | None) -> Commi
     raise DeltaError(f"{where}: the commit-owner answered {type(outcome).__name__}, not a commit outcome")
 
 
-def _apply(cfg: TableConfig, actions: list[dict[str, Any]]) -> tuple[Protocol, Metadata]:
-    protocol, metadata = cfg.protocol, cfg.metadata
-    for a in actions:
-        if "protocol" in a:
-            protocol = Protocol.from_dict(a["protocol"])
-        if "metaData" in a:
-            metadata = Metadata.from_dict(a["metaData"])
-    return protocol, metadata
-
-
 def commit_via_owner(
     location: str | LocalStorage,
     owner: CommitOwner,
@@ -136,7 +127,7 @@ def commit_via_owner(
             f"{where}: the table is at version {cfg.version}, not {read_version} as planned",
             version=cfg.version,
         )
-    protocol, metadata = _apply(cfg, actions)
+    protocol, metadata = after_actions(cfg, actions)
     after = managed_config(protocol, metadata, f"{where} at version {cfg.version + 1}")
     if after is None or after.owner_name != managed.owner_name or after.feature != managed.feature:
         raise ManagedTableError(
