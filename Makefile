@@ -59,9 +59,15 @@ test: install test-deps
 lint: install
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
+# side-by-side benchmarks (minutes each; generated data under /tmp/deltaweb-bench and var/)
 bench: install
 	@$(PY) benchmarks/snapshot_load.py
 	@$(PY) benchmarks/time_travel.py
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = "0" ] && apt-get install -y -q wrk >/dev/null; }
+	@$(PY) benchmarks/web.py
+	@$(PY) benchmarks/restore.py
+	@$(PY) benchmarks/spark_rows.py --quick
+	@$(PY) benchmarks/owner.py
 
 clean:
 	rm -rf $(VENV) var
