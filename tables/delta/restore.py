@@ -808,12 +808,14 @@ def build_plan(
     check_files: bool = True,
     clock: Callable[[], int] = now_ms,
     find_missing: Callable[[list[dict[str, Any]]], tuple[list[str], set[int]]] | None = None,
-    metrics: dict[str, str] | None = None,
+    metrics: dict[str, str] | Callable[[], dict[str, str]] | None = None,
 ) -> RestorePlan:
     """The plan from the file diff: `add_rows` (rows of the target's files) and `remove_rows`
     (rows of the latest's). `find_missing(adds)` returns what missing_files() would (missing
-    files, indexes of their adds); `metrics`, when given, must be what restore_metrics() would
-    count on the adds left after the missing ones."""
+    files, indexes of their adds); it is called after the actions are read from the log, so
+    a check started earlier can run meanwhile. `metrics` (or `metrics()`, called after
+    find_missing), when given, must be what restore_metrics() would count on the adds left
+    after the missing ones."""
     storage, where, latest, target = setup.storage, setup.where, setup.latest, setup.target
     notes = list(setup.notes)
     target_adds, rec_a = log_add_actions(storage, target, add_rows)
@@ -839,6 +841,10 @@ def build_plan(
     else:
         notes.append("files: the existence of the files to restore was not checked")
 
+    if metrics is None:
+        plan_metrics = restore_metrics(adds, removes, latest.num_files, latest.size_bytes)
+    else:
+        plan_metrics = metrics() if callable(metrics) else metrics
     plan = RestorePlan(
         location=storage.location,
         target_version=setup.target_version,
@@ -853,7 +859,7 @@ def build_plan(
         protocol_outcome=setup.protocol_outcome,
         protocol_note=setup.protocol_note,
         domains=setup.domains,
-        metrics=metrics if metrics is not None else restore_metrics(adds, removes, latest.num_files, latest.size_bytes),
+        metrics=plan_metrics,
         missing_files=missing,
         ignore_missing_files=ignore_missing_files,
         allow_protocol_downgrade=allow_protocol_downgrade,

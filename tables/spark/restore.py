@@ -139,45 +139,54 @@ def _missing_files_function(root: str) -> Callable[[str, str | None], list[str] 
 # --- running a job with progress ----------------------------------------------------------------
 
 
-def _run_job(spark: SparkSession, description: str, action: Callable[[], Any], tick: Callable[[float], None]) -> Any:
-    """Run `action` (Spark jobs) in a helper thread; meanwhile call `tick(fraction of tasks
-    done)` from this thread, so that progress callbacks run where the caller runs."""
-    from pyspark import InheritableThread
+class _Job:
+    """Spark jobs run by `action` in a helper thread (started at once); wait() calls
+    `tick(fraction of tasks done)` from the waiting thread, so that progress callbacks run
+    where the caller runs, and returns the action's result (or raises its error)."""
 
-    sc = spark.sparkContext
-    group = f"deltaweb-{uuid.uuid4().hex}"
-    box: dict[str, Any] = {}
+    def __init__(self, spark: SparkSession, description: str, action: Callable[[], Any]) -> None:
+        from pyspark import InheritableThread
 
-    def run() -> None:
-        sc.setJobGroup(group, description, interruptOnCancel=True)
+        self.sc = spark.sparkContext
+        self.group = f"deltaweb-{uuid.uuid4().hex}"
+        self.box: dict[str, Any] = {}
+
+        def run() -> None:
+            self.sc.setJobGroup(self.group, description, interruptOnCancel=True)
+            try:
+                self.box["value"] = action()
+            except BaseException as exc:
+                self.box["error"] = exc
+
+        self.thread = InheritableThread(target=run, daemon=True)
+        self.thread.start()
+
+    def wait(self, tick: Callable[[float], None]) -> Any:
         try:
-            box["value"] = action()
-        except BaseException as exc:
-            box["error"] = exc
+            while True:
+                self.thread.join(POLL_SECONDS)
+                if not self.thread.is_alive():
+                    break
+                tracker = self.sc.statusTracker()
+                done = total = 0
+                for job_id in tracker.getJobIdsForGroup(self.group):
+                    job = tracker.getJobInfo(job_id)
+                    for stage_id in job.stageIds if job else ():
+                        info = tracker.getStageInfo(stage_id)
+                        if info is not None:
+                            done, total = done + info.numCompletedTasks, total + info.numTasks
+                if total:
+                    tick(done / total)
+        except BaseException:
+            self.cancel()
+            raise
+        if "error" in self.box:
+            raise self.box["error"]
+        return self.box["value"]
 
-    worker = InheritableThread(target=run, daemon=True)
-    worker.start()
-    try:
-        while True:
-            worker.join(POLL_SECONDS)
-            if not worker.is_alive():
-                break
-            tracker = sc.statusTracker()
-            done = total = 0
-            for job_id in tracker.getJobIdsForGroup(group):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in job.stageIds if job else ():
-                    info = tracker.getStageInfo(stage_id)
-                    if info is not None:
-                        done, total = done + info.numCompletedTasks, total + info.numTasks
-            if total:
-                tick(done / total)
-    except BaseException:
-        sc.cancelJobGroup(group)
-        raise
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    def cancel(self) -> None:
+        if self.thread.is_alive():
+            self.sc.cancelJobGroup(self.group)
 
 
 # --- planning ----------------------------------------------------------------------------------
@@ -249,6 +258,7 @@ def spark_plan_restore(
     n_files = latest.num_files + target.num_files
     _report(progress, "comparing file lists", 0, n_files)
     sc.setJobDescription(f"deltaweb restore {setup.where} to version {setup.target_version}")
+    job: _Job | None = None
     try:
         # one Spark job: both anti-joins, collected; the sums for the metrics are observed
         # while it runs (Observation: aggregated by Spark, no job of their own)
@@ -263,11 +273,11 @@ def spark_plan_restore(
         check_removals(setup, len(remove_idx))
         add_rows = target.files.take(pa.array(add_idx))
 
-        missing: list[str] = []
-        bad_idx: list[int] = []
+        # the existence check runs on Spark while the core reads the actions from the log
+        # (build_plan calls find_missing after that, and metrics after find_missing)
+        total = len(add_idx)
         left_out = {"n": 0, "bytes": 0}
-        if check_files and len(add_idx):
-            total = len(add_idx)
+        if check_files and total:
             _report(progress, "checking files exist", 0, total)
             gone_sums = Observation(f"restore-missing-{uuid.uuid4().hex}")
             missing_of = F.udf(_missing_files_function(str(storage.root)), "array<string>").asNondeterministic()
@@ -282,26 +292,29 @@ def spark_plan_restore(
                 .where(F.col("missing").isNotNull())
                 .select("idx", "missing")
             )
-            gone = _run_job(
-                spark,
-                "deltaweb restore: checking files exist",
-                checked.toArrow,
-                lambda fraction: _report(progress, "checking files exist", int(total * fraction), total),
-            )
+            job = _Job(spark, "deltaweb restore: checking files exist", checked.toArrow)
+
+        def find_missing(adds: list[dict[str, Any]]) -> tuple[list[str], set[int]]:
+            if job is None:
+                return [], set()
+            gone = job.wait(lambda fraction: _report(progress, "checking files exist", int(total * fraction), total))
+            missing: list[str] = []
+            bad_idx: list[int] = []
             for idx, files in sorted(
                 zip(gone.column("idx").to_pylist(), gone.column("missing").to_pylist(), strict=True)
             ):
                 bad_idx.append(idx)
                 missing.extend(files)
             if bad_idx:
-                left_out = gone_sums.get
+                left_out.update(gone_sums.get)
             _report(progress, "checking files exist", total, total)
+            # positions in `adds` (the target's rows in row order) of the files found missing
+            return missing, set(np.searchsorted(add_idx, np.array(bad_idx, dtype=np.int64)).tolist())
 
-        metrics = None
-        if not missing or ignore_missing_files:
+        def metrics() -> dict[str, str]:
             _report(progress, "computing metrics", 0, 1)
             sums = totals.get  # less the missing files, which the plan leaves out
-            metrics = metrics_from_totals(
+            out = metrics_from_totals(
                 int(sums["nAdd"] or 0) - int(left_out["n"] or 0),
                 int(sums["addSize"] or 0) - int(left_out["bytes"] or 0),
                 int(sums["nRemove"] or 0),
@@ -310,22 +323,23 @@ def spark_plan_restore(
                 latest.size_bytes,
             )
             _report(progress, "computing metrics", 1, 1)
-    finally:
-        sc.setJobDescription(None)  # type: ignore[arg-type]
+            return out
 
-    # positions in the adds list (the target's rows in row order) of the files found missing
-    bad = set(np.searchsorted(add_idx, np.array(bad_idx, dtype=np.int64)).tolist()) if bad_idx else set()
-    return build_plan(
-        setup,
-        add_rows,
-        latest.files.take(pa.array(remove_idx)),
-        ignore_missing_files=ignore_missing_files,
-        allow_protocol_downgrade=allow_protocol_downgrade,
-        check_files=check_files,
-        clock=clock,
-        find_missing=lambda adds: (missing, bad),
-        metrics=metrics,
-    )
+        return build_plan(
+            setup,
+            add_rows,
+            latest.files.take(pa.array(remove_idx)),
+            ignore_missing_files=ignore_missing_files,
+            allow_protocol_downgrade=allow_protocol_downgrade,
+            check_files=check_files,
+            clock=clock,
+            find_missing=find_missing,
+            metrics=metrics,
+        )
+    finally:
+        if job is not None:
+            job.cancel()  # when the core failed before it waited for the check
+        sc.setJobDescription(None)  # type: ignore[arg-type]
 
 
 # --- running an approved restore ---------------------------------------------------------------
