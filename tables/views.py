@@ -20,8 +20,10 @@ from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import etag, require_GET, require_http_methods, require_POST
 
 from tables.delta import errors as delta_errors
@@ -212,33 +214,53 @@ def table_charts_json(request: HttpRequest, slug: str) -> JsonResponse:
 
 
 def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """The filter form and the rendered history table; the table is cached until the next
+    sync (the same page of the same query is the same for every reader)."""
     form = HistoryFilterForm(request.GET or None)
-    qs = Commit.objects.filter(table=table).order_by("-version")
-    if form.is_bound and form.is_valid():
-        data = form.cleaned_data
-        if data.get("operation"):
-            qs = qs.filter(operation__iexact=data["operation"].strip())
-        if data.get("version_from") is not None:
-            qs = qs.filter(version__gte=data["version_from"])
-        if data.get("version_to") is not None:
-            qs = qs.filter(version__lte=data["version_to"])
-        start, end = form.timestamp_range()
-        if start is not None:
-            qs = qs.filter(timestamp__gte=start)
-        if end is not None:
-            qs = qs.filter(timestamp__lt=end)
-    paginator = Paginator(qs, HISTORY_PAGE_SIZE)
-    page_obj = paginator.get_page(request.GET.get("page"))
-    operations = (
-        Commit.objects.filter(table=table).order_by("operation").values_list("operation", flat=True).distinct()[:200]
-    )
+    filtered = form.active if form.is_bound and form.is_valid() else False
+    version_key = f"{table.pk}:{table.last_synced_version}:{table.last_synced_at and table.last_synced_at.timestamp()}"
+    operations = cache.get(f"ops:{version_key}")
+    if operations is None:
+        operations = [
+            o
+            for o in Commit.objects.filter(table=table)
+            .order_by("operation")
+            .values_list("operation", flat=True)
+            .distinct()[:200]
+            if o
+        ]
+        cache.set(f"ops:{version_key}", operations, 3600)
+    query = _query(request, ("page", "as_of", "job"))
+    html_key = f"hist:{version_key}:{query}:{request.GET.get('page', '')}"
+    html = cache.get(html_key)
+    if html is None:
+        qs = Commit.objects.filter(table=table).order_by("-version").defer("commit_info")
+        if form.is_bound and form.is_valid():
+            data = form.cleaned_data
+            if data.get("operation"):
+                qs = qs.filter(operation__iexact=data["operation"].strip())
+            if data.get("version_from") is not None:
+                qs = qs.filter(version__gte=data["version_from"])
+            if data.get("version_to") is not None:
+                qs = qs.filter(version__lte=data["version_to"])
+            start, end = form.timestamp_range()
+            if start is not None:
+                qs = qs.filter(timestamp__gte=start)
+            if end is not None:
+                qs = qs.filter(timestamp__lt=end)
+        page_obj = Paginator(qs, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+        rows = [pages.history_row(c) for c in page_obj.object_list]
+        html = render_to_string(
+            "tables/_history_rows.html",
+            {"table": table, "page_obj": page_obj, "rows": rows, "filtered": filtered, "query": query},
+        )
+        cache.set(html_key, html, 3600)
     return {
         "filter_form": form,
-        "filtered": form.active if form.is_bound else False,
-        "page_obj": page_obj,
-        "rows": [pages.history_row(c) for c in page_obj.object_list],
-        "operations": [o for o in operations if o],
-        "query": _query(request, ("page", "as_of", "job")),
+        "filtered": filtered,
+        "history_html": mark_safe(html),  # rendered above by our own template, autoescaped
+        "operations": operations,
+        "query": query,
     }
 
 

@@ -148,3 +148,15 @@ def celery_worker_factory(redis_url, transactional_db, settings, tmp_path):
 def celery_worker_process(celery_worker_factory):
     """A real Celery worker process on the real broker, sharing the test database file."""
     return celery_worker_factory()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Cached pages and charts are keyed by table and sync; tests reuse ids, so start empty."""
+    try:
+        from django.core.cache import cache
+
+        cache.clear()
+    except Exception:
+        pass
+    yield

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -235,19 +236,26 @@ class TableViewSet(viewsets.GenericViewSet):
             raise services.ServiceError(
                 f"'since' ({q['since']}) must not be after 'until' ({q['until']}).", "invalid_range"
             )
-        rows = Commit.objects.filter(table=table).order_by("-version")
-        if q.get("operation"):
-            rows = rows.filter(operation__iexact=q["operation"])
-        if lo is not None:
-            rows = rows.filter(version__gte=lo)
-        if hi is not None:
-            rows = rows.filter(version__lte=hi)
-        if since is not None:
-            rows = rows.filter(timestamp__gte=since)
-        if until is not None:
-            rows = rows.filter(timestamp__lte=until)
-        page = self.paginate_queryset(rows)
-        return self.get_paginated_response(s.CommitSerializer(page, many=True).data)
+        # the rows change only with a sync: cache each page of each query until the next one
+        synced = table.last_synced_at.timestamp() if table.last_synced_at else None
+        key = f"api-hist:{table.pk}:{table.last_synced_version}:{synced}:{request.get_full_path()}"
+        data = cache.get(key)
+        if data is None:
+            rows = Commit.objects.filter(table=table).order_by("-version").defer("commit_info")
+            if q.get("operation"):
+                rows = rows.filter(operation__iexact=q["operation"])
+            if lo is not None:
+                rows = rows.filter(version__gte=lo)
+            if hi is not None:
+                rows = rows.filter(version__lte=hi)
+            if since is not None:
+                rows = rows.filter(timestamp__gte=since)
+            if until is not None:
+                rows = rows.filter(timestamp__lte=until)
+            page = self.paginate_queryset(rows)
+            data = self.get_paginated_response(s.CommitSerializer(page, many=True).data).data
+            cache.set(key, data, 3600)
+        return Response(data)
 
     @extend_schema(
         summary="Commit-timestamp timeline: every version's timestamps, the ICT boundary, anomalies",
