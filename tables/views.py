@@ -299,8 +299,10 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx.update(_history(request, table))
     ctx.update(_time_travel(request, table))
     ctx["plotly_version"] = plotly_version()
-    ctx["anomalies"] = list(Anomaly.objects.filter(table=table)[:200])
+    # the first anomalies on the page; all of them in the API's timeline
+    ctx["anomalies"] = list(Anomaly.objects.filter(table=table)[:ANOMALIES_SHOWN])
     ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
+    ctx["anomalies_shown"] = ANOMALIES_SHOWN
     ctx["ict_boundary"] = charts.ict_boundary(table)
     ctx["ict_enablement_time"] = format_ms(table.ict_enablement_timestamp)
     ctx["synced"] = table.last_synced_version is not None
@@ -484,6 +486,10 @@ def _plotly_file() -> Path | None:
     return path if path.is_file() else None
 
 
+ANOMALIES_SHOWN = 50
+
+
+@functools.cache
 def plotly_version() -> str:
     try:
         return importlib.metadata.version("plotly")
