@@ -83,30 +83,9 @@ def hand_back(table: Table, user=None) -> dict[str, Any]:
 def check_new_location(location: str) -> str:
     """A location for a table that may not exist yet, resolved (symlinks, '..' of its nearest
     existing ancestor), if it is absolute and under DELTAWEB_ALLOWED_ROOTS; nothing is created."""
-    import os
-    from pathlib import Path
+    from .services import allowed_path
 
-    from .services import allowed_roots, local_path
-
-    text = (location or "").strip()
-    if not text or len(text) > 2000 or "\x00" in text:
-        raise ServiceError("Give the new table's location (an absolute directory or file:// URI).", "invalid_location")
-    try:
-        raw = local_path(text)
-    except delta_errors.DeltaError as exc:
-        raise ServiceError(str(exc), "invalid_location") from exc
-    if not raw.is_absolute():
-        raise ServiceError("Give an absolute path (or a file:// URI).", "invalid_location")
-    # realpath resolves the existing part (symlinks included) and normalises the rest ('..')
-    real = Path(os.path.realpath(raw))
-    roots = allowed_roots()
-    if not any(real == root or root in real.parents for root in roots):
-        raise ServiceError(
-            f"{real} is outside the allowed roots ({', '.join(str(r) for r in roots)}); "
-            "ask an administrator to add it to DELTAWEB_ALLOWED_ROOTS.",
-            "location_not_allowed",
-            403,
-        )
+    real = allowed_path(location)
     if real.exists() and not real.is_dir():
         raise ServiceError(f"{real} exists and is not a directory.", "invalid_location")
     return str(real)

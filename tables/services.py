@@ -73,8 +73,9 @@ def allowed_roots() -> list[Path]:
     return [Path(os.path.realpath(r)) for r in settings.DELTAWEB_ALLOWED_ROOTS]
 
 
-def validate_location(location: str) -> str:
-    """The table root, resolved (symlinks, '..'), if it is allowed and a readable Delta table."""
+def allowed_path(location: str) -> Path:
+    """An absolute location resolved (symlinks and '..' of its existing part) and checked to
+    lie under DELTAWEB_ALLOWED_ROOTS; it need not exist yet."""
     text = (location or "").strip()
     if not text:
         raise ServiceError("Give the table's location (a directory or file:// URI).", "invalid_location")
@@ -95,6 +96,12 @@ def validate_location(location: str) -> str:
             "location_not_allowed",
             403,
         )
+    return real
+
+
+def validate_location(location: str) -> str:
+    """The table root, resolved (symlinks, '..'), if it is allowed and a readable Delta table."""
+    real = allowed_path(location)
     if not real.is_dir():
         raise ServiceError(f"{real} does not exist or is not a directory.", "invalid_location")
     if not (real / "_delta_log").is_dir():
