@@ -18,7 +18,6 @@ from threading import Event, Lock, Thread
 from typing import Any
 from urllib.parse import unquote
 
-import orjson
 import pyarrow.compute as pc
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -28,9 +27,10 @@ from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
 from tables.delta.actions import Metadata, dv_unique_id, read_json_actions
+from tables.delta.changes import commit_actions
 from tables.delta.commitinfo import bounded
 from tables.delta.history import HISTORY_FIELDS, scan_versions, table_anomalies
-from tables.delta.log import commit_name, list_log
+from tables.delta.log import list_log
 from tables.delta.replay import identity_keys
 from tables.delta.report import snapshot_payload
 from tables.delta.restore import (
@@ -1147,15 +1147,12 @@ def _over_appends(location: str, current: RestorePlan, approved: dict[str, Any])
 def _added_since(location: str, after: int, upto: int) -> set[str]:
     """Identities of the files added by commits after..upto (from the commit files)."""
     storage = open_storage(location)
-    out: set[str] = set()
-    for v in range(after + 1, upto + 1):
-        for line in storage.read(commit_name(v)).split(b"\n"):
-            if b'"add"' not in line:
-                continue
-            body = orjson.loads(line).get("add")
-            if isinstance(body, dict) and isinstance(body.get("path"), str):
-                out.add(action_identity(body))
-    return out
+    return {
+        action_identity(body)
+        for v in range(after + 1, upto + 1)
+        for name, body in commit_actions(storage, v)
+        if name == "add" and isinstance(body.get("path"), str)
+    }
 
 
 def requeue_stuck_restores(older_than: timedelta | None = None) -> list[int]:

@@ -181,6 +181,22 @@ class ActionBatch:
 Source = tuple[str, int, Any]
 
 
+def parse_actions(data: bytes, name: str) -> list[tuple[str, dict[str, Any]]]:
+    """(action name, body) of every action of one log file, in file order, one line at a time
+    (for the few files read whole, not for replay); `name` goes into the error."""
+    out = []
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CorruptLogError(f"{name}: line {lineno} is not valid JSON", file=name, line=lineno) from exc
+        if isinstance(obj, dict):
+            out.extend((k, v) for k, v in obj.items() if isinstance(v, dict))
+    return out
+
+
 def _nonblank_lines(data: Any) -> list[bytes]:
     return [line for line in bytes(data).split(b"\n") if line.strip()]
 

@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import orjson
 
-from .actions import Metadata, Protocol
+from .actions import Metadata, Protocol, parse_actions
 from .dv import read_deletion_vector
 from .errors import CorruptLogError, VersionNotFoundError
 from .log import commit_name, list_log
@@ -104,19 +103,7 @@ def commit_actions(storage: LocalStorage, version: int) -> list[tuple[str, dict[
         data = storage.read(rel)
     except FileNotFoundError as exc:
         raise VersionNotFoundError(f"{storage.root}: commit file {rel} is gone", version=version) from exc
-    out = []
-    for lineno, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise CorruptLogError(
-                f"{storage.root / rel}: line {lineno} is not valid JSON", file=rel, line=lineno
-            ) from exc
-        if isinstance(obj, dict):
-            out.extend((k, v) for k, v in obj.items() if isinstance(v, dict))
-    return out
+    return parse_actions(data, str(storage.root / rel))
 
 
 class _Rows:

@@ -42,7 +42,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import Metadata, Protocol, dv_unique_id
+from .actions import Metadata, Protocol, dv_unique_id, parse_actions
 from .checkpoint import _open_parquet, _plain, _sidecar_rel, read_checkpoint_others
 from .commit import ENGINE_INFO, commit, now_ms
 from .commitinfo import read_commit_info
@@ -911,17 +911,7 @@ def _commit_actions(
         data = storage.read(rel or commit_name(version))
     except FileNotFoundError as exc:
         raise CorruptLogError(f"{storage.root}: commit {version} disappeared while checking for conflicts") from exc
-    out = []
-    for lineno, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise CorruptLogError(f"{commit_name(version)}: line {lineno} is not valid JSON", line=lineno) from exc
-        if isinstance(obj, dict):
-            out.extend((k, v) for k, v in obj.items() if isinstance(v, dict))
-    return out
+    return parse_actions(data, str(storage.root / (rel or commit_name(version))))
 
 
 def find_conflicts(
