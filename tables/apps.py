@@ -6,3 +6,11 @@ from django.apps import AppConfig
 class TablesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "tables"
+
+    def ready(self) -> None:
+        from django.conf import settings
+
+        from tables.delta.storage import set_roots_provider
+
+        # every storage the app opens (pages, API, workers, Spark jobs) is confined to these
+        set_roots_provider(lambda: settings.DELTAWEB_ALLOWED_ROOTS)

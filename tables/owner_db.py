@@ -53,7 +53,7 @@ from tables.delta.owner import (
     installs_owner,
     parse_commit,
 )
-from tables.delta.storage import LocalStorage, open_storage
+from tables.delta.storage import Storage, as_storage, open_storage
 
 from .models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
 
@@ -92,7 +92,7 @@ class DatabaseOwner:
         qs = ManagedTable.objects.select_related("table")
         if tc.table_id:
             return qs.filter(owner_table_id=tc.table_id).first()
-        root = str(open_storage(tc.location).root)
+        root = as_storage(tc.location).display()
         return qs.filter(table__location=root).first()
 
     def managed(self, tc: TableConf) -> ManagedTable | None:
@@ -133,7 +133,7 @@ class DatabaseOwner:
     # --- the interface -------------------------------------------------------------------------
 
     def register_table(self, tc: TableConf, current_version: int) -> dict[str, str]:
-        root = str(open_storage(tc.location).root)
+        root = as_storage(tc.location).display()
         table = Table.objects.filter(location=root).first()
         if table is None:
             raise ManagedTableError(f"{root}: register the table in deltaweb before it can own it", owner=self.name)
@@ -286,24 +286,24 @@ class DatabaseOwner:
 
     # --- backfill and hand-back ----------------------------------------------------------------
 
-    def _put_same(self, storage: LocalStorage, rel: str, data: bytes) -> None:
+    def _put_same(self, storage: Storage, rel: str, data: bytes) -> None:
         """put-if-absent; an identical file there already is success (a re-run after a crash)."""
         try:
             storage.put_if_absent(rel, data)
         except CommitConflictError:
             if storage.read(rel) != data:
                 raise CommitOwnerError(
-                    f"{storage.root / rel} exists with other content than the ratified commit; the log was "
+                    f"{storage.display(rel)} exists with other content than the ratified commit; the log was "
                     f"written around commit-owner '{self.name}'",
                     file=rel,
                 ) from None
 
-    def _backfill(self, storage: LocalStorage, mt: ManagedTable, upto: int) -> None:
+    def _backfill(self, storage: Storage, mt: ManagedTable, upto: int) -> None:
         mt.refresh_from_db(fields=["latest_version", "backfilled_version"])
         for u in range(mt.backfilled_version + 1, min(upto, mt.latest_version) + 1):
             row = RatifiedCommit.objects.filter(table_id=mt.table_id, version=u).first()
             if row is None:  # never skip a version
-                raise CommitOwnerError(f"{storage.root}: the owner has no ratified commit {u} to backfill")
+                raise CommitOwnerError(f"{storage.display()}: the owner has no ratified commit {u} to backfill")
             self._put_same(storage, commit_name(u), storage.read(row.path))
             self.fault("backfill:written")
             with transaction.atomic():
@@ -311,7 +311,7 @@ class DatabaseOwner:
                 ManagedTable.objects.filter(pk=mt.pk, backfilled_version__lt=u).update(backfilled_version=u)
             self.fault("backfill:marked")
 
-    def _finish_release(self, storage: LocalStorage, mt: ManagedTable) -> Commit:
+    def _finish_release(self, storage: Storage, mt: ManagedTable) -> Commit:
         version, staged = mt.releasing_version, mt.releasing_path
         assert version is not None
         self._backfill(storage, mt, version - 1)

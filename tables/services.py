@@ -272,7 +272,7 @@ class _FileState:
         Partition values play no part in a file's identity, so they are not even parsed.
         """
         sources = [
-            (str(storage.root / lf.path), lf.version, read_commit_bytes(storage, lf.path, lf.size)) for lf in lfs
+            (storage.display(lf.path), lf.version, read_commit_bytes(storage, lf.path, lf.size)) for lf in lfs
         ]
         f = read_json_actions(sources, []).files
         f = f.take(pc.sort_indices(f, sort_keys=[("version", "ascending"), ("seq", "ascending")])) if f.num_rows else f

@@ -160,3 +160,18 @@ def _fresh_cache():
     except Exception:
         pass
     yield
+
+
+@pytest.fixture(autouse=True)
+def _table_root_confinement(request):
+    """Core and Spark tests read tables they build under tmp paths: each is confined to its own
+    root (as the `delta` command is), not to the web app's allowed roots."""
+    from tables.delta import storage
+
+    if not {"core", "spark"} & set(Path(str(request.node.fspath)).parts):
+        yield
+        return
+    saved = storage._roots_provider
+    storage.set_roots_provider(None)
+    yield
+    storage.set_roots_provider(saved)

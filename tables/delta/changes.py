@@ -35,7 +35,7 @@ from .dv import read_deletion_vector
 from .errors import CorruptLogError, VersionNotFoundError
 from .log import commit_name, list_log
 from .snapshot import load_snapshot, load_table_config
-from .storage import LocalStorage, open_storage
+from .storage import Storage, as_storage
 from .timestamps import commit_times, format_ms
 
 CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")
@@ -96,20 +96,20 @@ def canonical_path(path: str) -> str:
     return _FILE_URI.sub("/", path)
 
 
-def commit_actions(storage: LocalStorage, version: int) -> list[tuple[str, dict[str, Any]]]:
+def commit_actions(storage: Storage, version: int) -> list[tuple[str, dict[str, Any]]]:
     """(action name, body) of every action of a commit file, in file order."""
     rel = commit_name(version)
     try:
         data = storage.read(rel)
     except FileNotFoundError as exc:
-        raise VersionNotFoundError(f"{storage.root}: commit file {rel} is gone", version=version) from exc
-    return parse_actions(data, str(storage.root / rel))
+        raise VersionNotFoundError(f"{storage.display()}: commit file {rel} is gone", version=version) from exc
+    return parse_actions(data, storage.display(rel))
 
 
 class _Rows:
     """Deletion vectors read once per descriptor; DV files read once per plan."""
 
-    def __init__(self, storage: LocalStorage) -> None:
+    def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.cache: dict[str, bytes] = {}
 
@@ -117,36 +117,36 @@ class _Rows:
         dv = action.get("deletionVector")
         if not dv:
             return np.empty(0, dtype=np.uint64)
-        return read_deletion_vector(self.storage, dv, f"{self.storage.root}/{action.get('path')}", self.cache)
+        return read_deletion_vector(self.storage, dv, f"{self.storage.display()}/{action.get('path')}", self.cache)
 
 
 def _data_change(action: dict[str, Any] | None) -> bool:
     return bool(action) and action.get("dataChange", True) is not False  # type: ignore[union-attr]
 
 
-def plan_changes(location: str | LocalStorage, start: int, end: int | None = None) -> ChangePlan:
+def plan_changes(location: str | Storage, start: int, end: int | None = None) -> ChangePlan:
     """What changed in versions start..end (end: latest when None); see the module's rules."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     listing = list_log(storage)
     times = commit_times(storage, listing)
     latest = times.latest
     end = latest if end is None else end
     if start < 0 or end < start or end > latest:
         raise VersionNotFoundError(
-            f"{storage.root}: change data needs 0 <= start <= end <= {latest} (the latest version); got {start}..{end}",
+            f"{storage.display()}: change data needs 0 <= start <= end <= {latest} (the latest version); got {start}..{end}",
             version=end if end > latest else start,
         )
     present = {c.version for c in listing.commits}
     missing = [v for v in range(start, end + 1) if v not in present]
     if missing:
         raise VersionNotFoundError(
-            f"{storage.root}: change data from {start} to {end} needs every commit file, but versions "
+            f"{storage.display()}: change data from {start} to {end} needs every commit file, but versions "
             f"{', '.join(map(str, missing[:20]))}{' ...' if len(missing) > 20 else ''} are gone",
             version=missing[0],
         )
     config = load_table_config(storage, listing, end)
     first = load_table_config(storage, listing, start)
-    plan = ChangePlan(str(storage.root), start, end, config.metadata, config.protocol, [first.protocol])
+    plan = ChangePlan(storage.display(), start, end, config.metadata, config.protocol, [first.protocol])
     rows_of = _Rows(storage)
     known: dict[str, dict[str, str | None] | None] | None = None  # path -> partitionValues
 
@@ -166,7 +166,7 @@ def plan_changes(location: str | LocalStorage, start: int, end: int | None = Non
         ts, source = times.timestamp(v)
         if ts is None:
             raise CorruptLogError(
-                f"{storage.root}: version {v} has no inCommitTimestamp although In-Commit Timestamps apply to it",
+                f"{storage.display()}: version {v} has no inCommitTimestamp although In-Commit Timestamps apply to it",
                 version=v,
             )
         actions = commit_actions(storage, v)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from .actions import NON_FILE_ACTIONS, ActionBatch, chunk_slices, file_batch_schema, read_json_actions, true_runs
 from .errors import CorruptCheckpointError, CorruptLogError
 from .log import LOG_DIR, LogFile
-from .storage import LocalStorage
+from .storage import Storage
 
 _FILE_FIELDS = {
     "add": ("path", "partitionValues", "size", "modificationTime", "dataChange", "deletionVector"),
@@ -35,17 +35,17 @@ def _plain(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def _open_parquet(storage: LocalStorage, rel: str) -> pq.ParquetFile:
+def _open_parquet(storage: Storage, rel: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(storage.root / rel)
+        return pq.ParquetFile(storage.open_input(rel))
     except FileNotFoundError as exc:
-        raise CorruptCheckpointError(f"{storage.root / rel}: checkpoint file is missing", file=rel) from exc
+        raise CorruptCheckpointError(f"{storage.display(rel)}: checkpoint file is missing", file=rel) from exc
     except (pa.ArrowException, OSError) as exc:
-        raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
+        raise CorruptCheckpointError(f"{storage.display(rel)}: unreadable checkpoint ({exc})", file=rel) from exc
 
 
 def _parquet_others(
-    storage: LocalStorage, rel: str, only: tuple[str, ...] | None = None
+    storage: Storage, rel: str, only: tuple[str, ...] | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """Non-file actions of a parquet checkpoint; with `only` (one of each: protocol,
     metaData), reading stops at the batch where all were found."""
@@ -62,11 +62,11 @@ def _parquet_others(
             if only and {n for n, _b in out} >= set(names):
                 break
     except (pa.ArrowException, OSError) as exc:
-        raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
+        raise CorruptCheckpointError(f"{storage.display(rel)}: unreadable checkpoint ({exc})", file=rel) from exc
     return out
 
 
-def _parquet_files(storage: LocalStorage, rel: str, version: int, keys: list[str]) -> pa.Table:
+def _parquet_files(storage: Storage, rel: str, version: int, keys: list[str]) -> pa.Table:
     pf = _open_parquet(storage, rel)
     top = pf.schema_arrow
     parts = []
@@ -77,7 +77,7 @@ def _parquet_files(storage: LocalStorage, rel: str, version: int, keys: list[str
         try:
             table = pf.read(columns=[f"{kind}.{f}" for f in present])
         except (pa.ArrowException, OSError) as exc:
-            raise CorruptCheckpointError(f"{storage.root / rel}: unreadable checkpoint ({exc})", file=rel) from exc
+            raise CorruptCheckpointError(f"{storage.display(rel)}: unreadable checkpoint ({exc})", file=rel) from exc
         part = _action_rows(kind, table, present, version, keys)
         if part is not None:
             parts.append(part)
@@ -166,16 +166,15 @@ def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, k
     )
 
 
-def _sidecar_rel(path: str) -> str:
-    if path.startswith("file:"):
-        from .storage import local_path
-
-        return str(local_path(path))
-    return f"{LOG_DIR}/_sidecars/{path}"
+def _sidecar_rel(storage: Storage, path: str) -> str:
+    """A sidecar's key: relative to `_delta_log/_sidecars/` unless absolute (checked)."""
+    if "://" in path or path.startswith(("file:", "/")):
+        return storage.resolve(path)
+    return storage.resolve(f"{LOG_DIR}/_sidecars/{path}")
 
 
 def read_checkpoint_others(
-    storage: LocalStorage, files: list[LogFile], only: tuple[str, ...] | None = None
+    storage: Storage, files: list[LogFile], only: tuple[str, ...] | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """Non-file actions of a checkpoint, sidecar references included (or just `only`)."""
     out: list[tuple[str, dict[str, Any]]] = []
@@ -185,7 +184,7 @@ def read_checkpoint_others(
                 data = storage.read(f.path)
             except FileNotFoundError as exc:
                 raise CorruptCheckpointError(
-                    f"{storage.root / f.path}: checkpoint file is missing", file=f.path
+                    f"{storage.display(f.path)}: checkpoint file is missing", file=f.path
                 ) from exc
             for lineno, line in enumerate(data.split(b"\n"), start=1):
                 if not line.strip():
@@ -194,7 +193,7 @@ def read_checkpoint_others(
                     obj = orjson.loads(line)
                 except orjson.JSONDecodeError as exc:
                     raise CorruptCheckpointError(
-                        f"{storage.root / f.path}: line {lineno} is not valid JSON", file=f.path, line=lineno
+                        f"{storage.display(f.path)}: line {lineno} is not valid JSON", file=f.path, line=lineno
                     ) from exc
                 out.extend((name, obj[name]) for name in (only or NON_FILE_ACTIONS) if isinstance(obj.get(name), dict))
         else:
@@ -203,7 +202,7 @@ def read_checkpoint_others(
 
 
 def read_checkpoint_files(
-    storage: LocalStorage, files: list[LogFile], others: list[tuple[str, dict[str, Any]]], keys: list[str]
+    storage: Storage, files: list[LogFile], others: list[tuple[str, dict[str, Any]]], keys: list[str]
 ) -> pa.Table:
     """Add and remove actions of a checkpoint and its sidecars, columnar."""
     version = files[0].version
@@ -214,7 +213,7 @@ def read_checkpoint_files(
                 batch: ActionBatch = read_json_actions([(f.path, version, storage.read(f.path))], keys)
             except CorruptLogError as exc:
                 raise CorruptCheckpointError(
-                    f"{storage.root / f.path}: unreadable checkpoint ({exc})", file=f.path
+                    f"{storage.display(f.path)}: unreadable checkpoint ({exc})", file=f.path
                 ) from exc
             t = batch.files
             tables.append(t.set_column(1, "seq", pa.array(np.full(t.num_rows, -1, dtype=np.int64))))
@@ -222,7 +221,7 @@ def read_checkpoint_files(
             tables.append(_parquet_files(storage, f.path, version, keys))
     for name, body in others:
         if name == "sidecar":
-            tables.append(_parquet_files(storage, _sidecar_rel(body["path"]), version, keys))
+            tables.append(_parquet_files(storage, _sidecar_rel(storage, body["path"]), version, keys))
     if not tables:
         return file_batch_schema(keys).empty_table()
     return pa.concat_tables(tables)
@@ -292,7 +291,7 @@ _CHECKPOINT_SCHEMA = pa.schema(
 )
 
 
-def write_checkpoint(storage: LocalStorage, snapshot: Any) -> str:
+def write_checkpoint(storage: Storage, snapshot: Any) -> str:
     """Write a classic single-file checkpoint of `snapshot` and point `_last_checkpoint` at it.
 
     Tombstones are left out (allowed: they only serve VACUUM's retention), so the file holds

@@ -19,7 +19,7 @@ from .commitinfo import read_commit_info
 from .errors import CommitConflictError, DeltaError, ManagedTableError
 from .log import LOG_DIR, commit_name, list_log
 from .snapshot import TableConfig, load_table_config
-from .storage import LocalStorage, open_storage
+from .storage import Storage, as_storage
 from .timestamps import ICT_FEATURES, ict_config
 
 ENGINE_INFO = "deltaweb/0.1.0"
@@ -46,7 +46,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def next_in_commit_timestamp(storage: LocalStorage, cfg: TableConfig, now: int, enabling: bool) -> int:
+def next_in_commit_timestamp(storage: Storage, cfg: TableConfig, now: int, enabling: bool) -> int:
     """max(now, previous ICT + 1); for the enabling commit, after the previous file time."""
     listing = list_log(storage)
     prev = next((c for c in reversed(listing.commits) if c.version == cfg.version), None)
@@ -79,7 +79,7 @@ def refuse_managed(cfg: TableConfig, where: str) -> None:
 
 
 def write_commit(
-    storage: LocalStorage,
+    storage: Storage,
     version: int,
     actions: list[dict[str, Any]],
     commit_info: dict[str, Any],
@@ -91,7 +91,7 @@ def write_commit(
         storage.put_if_absent(rel, commit_bytes(actions, commit_info, in_commit_timestamp))
     except CommitConflictError as exc:
         raise CommitConflictError(
-            f"{storage.root}: version {version} was committed by another writer first", version=version
+            f"{storage.display()}: version {version} was committed by another writer first", version=version
         ) from exc
     return CommitResult(version, in_commit_timestamp, rel)
 
@@ -108,7 +108,7 @@ def after_actions(cfg: TableConfig, actions: list[dict[str, Any]]) -> tuple[Prot
 
 
 def commit(
-    location: str | LocalStorage,
+    location: str | Storage,
     actions: list[dict[str, Any]],
     operation: str,
     operation_parameters: dict[str, Any] | None = None,
@@ -120,12 +120,12 @@ def commit(
     clock: Callable[[], int] = now_ms,
 ) -> CommitResult:
     """Commit `actions` as version latest+1 of the table (ICT when the result has it on)."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     cfg = load_table_config(storage, list_log(storage))
-    refuse_managed(cfg, str(storage.root))
+    refuse_managed(cfg, storage.display())
     if read_version is not None and read_version != cfg.version:
         raise CommitConflictError(
-            f"{storage.root}: the table is at version {cfg.version}, not {read_version} as planned",
+            f"{storage.display()}: the table is at version {cfg.version}, not {read_version} as planned",
             version=cfg.version,
         )
     protocol, metadata = after_actions(cfg, actions)
@@ -163,17 +163,17 @@ def upgraded_protocol(protocol: Protocol, add_writer: tuple[str, ...]) -> Protoc
     return Protocol(protocol.min_reader_version, 7, reader_features, tuple(sorted(writer)))
 
 
-def enable_ict(location: str | LocalStorage, clock: Callable[[], int] = now_ms) -> dict[str, Any]:
+def enable_ict(location: str | Storage, clock: Callable[[], int] = now_ms) -> dict[str, Any]:
     """Turn In-Commit Timestamps on (one commit), recording the enablement properties when
     the table has history; a no-op when they are on already."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     cfg = load_table_config(storage, list_log(storage))
     state = ict_config(cfg)
     if state.enabled:
         return {"changed": False, "version": cfg.version, "ict": state.to_dict()}
-    refuse_managed(cfg, str(storage.root))
+    refuse_managed(cfg, storage.display())
     if cfg.protocol.min_writer_version > 7:
-        raise DeltaError(f"{storage.root}: writer version {cfg.protocol.min_writer_version} is not supported")
+        raise DeltaError(f"{storage.display()}: writer version {cfg.protocol.min_writer_version} is not supported")
     protocol = upgraded_protocol(cfg.protocol, (ICT_FEATURES[0],))
     version = cfg.version + 1
     now = clock()

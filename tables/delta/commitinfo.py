@@ -13,7 +13,7 @@ import orjson
 
 from .errors import CorruptLogError
 from .log import LogFile, backfilled_path
-from .storage import LocalStorage
+from .storage import Storage
 
 MAX_STRING = 10_000  # a log is untrusted input: bound what we carry around
 
@@ -42,7 +42,7 @@ def _loads(line: bytes, lf: LogFile, lineno: int) -> Any:
         raise CorruptLogError(f"{lf.path}: line {lineno} is not valid JSON ({exc})", file=lf.path, line=lineno) from exc
 
 
-def read_commit_info(storage: LocalStorage, lf: LogFile) -> CommitInfoRead:
+def read_commit_info(storage: Storage, lf: LogFile) -> CommitInfoRead:
     try:
         data = storage.read(lf.path)
     except FileNotFoundError as exc:
@@ -52,7 +52,7 @@ def read_commit_info(storage: LocalStorage, lf: LogFile) -> CommitInfoRead:
         except FileNotFoundError:
             data = None
         if data is None:
-            raise CorruptLogError(f"{storage.root / lf.path}: commit file disappeared", file=lf.path) from exc
+            raise CorruptLogError(f"{storage.display(lf.path)}: commit file disappeared", file=lf.path) from exc
     end = data.find(b"\n")
     first_line = data if end == -1 else data[:end]
     lineno = 1
@@ -79,7 +79,7 @@ def read_commit_info(storage: LocalStorage, lf: LogFile) -> CommitInfoRead:
 class CommitInfoReader:
     """Reads commitInfo per version and counts the commit files it opened (benchmarks)."""
 
-    def __init__(self, storage: LocalStorage, commits: dict[int, LogFile]) -> None:
+    def __init__(self, storage: Storage, commits: dict[int, LogFile]) -> None:
         self.storage = storage
         self.commits = commits
         self.reads = 0

@@ -37,8 +37,8 @@ from urllib.parse import unquote
 import numpy as np
 from pyroaring import BitMap, BitMap64
 
-from .errors import CorruptDeletionVectorError, MissingDeletionVectorError, StorageError
-from .storage import LocalStorage, local_path
+from .errors import CorruptDeletionVectorError, MissingDeletionVectorError
+from .storage import Storage
 
 PORTABLE_MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376
@@ -197,13 +197,11 @@ def dv_file_bytes(bitmaps: list[bytes]) -> tuple[bytes, list[int]]:
 # --- reading a descriptor ---------------------------------------------------------------------------
 
 
-def _read_file(storage: LocalStorage, where: str) -> bytes:
-    """Bytes of a DV file given relative to the root (already decoded) or as a file URI."""
-    if where.startswith("file:"):
-        where = str(local_path(where))
-    elif "://" in where:
-        raise StorageError(f"{storage.root}: deletion vector {where} is on a storage this reader cannot open")
-    return storage.read(where)  # an absolute path stays absolute under the root
+def _read_file(storage: Storage, where: str) -> bytes:
+    """Bytes of a DV file given relative to the root (already decoded) or as a file URI;
+    the storage refuses one outside the allowed roots."""
+    key = storage.resolve(where) if where.startswith("file:") or "://" in where else where
+    return storage.read(key)
 
 
 def dv_location(dv: dict[str, Any]) -> str:
@@ -215,14 +213,14 @@ def dv_location(dv: dict[str, Any]) -> str:
 
 
 def read_bitmap_bytes(
-    storage: LocalStorage, dv: dict[str, Any], where: str = "", cache: dict[str, bytes] | None = None
+    storage: Storage, dv: dict[str, Any], where: str = "", cache: dict[str, bytes] | None = None
 ) -> bytes:
     """The serialized bitmap of a descriptor (the data, without file framing), verified
     against the descriptor's size and the file's checksum. `cache` keeps DV files read
     (one file holds the DVs of many data files)."""
     kind = dv.get("storageType")
     size = dv.get("sizeInBytes")
-    label = where or str(storage.root)
+    label = where or storage.display()
     if kind == "i":
         try:
             data = z85_decode(str(dv.get("pathOrInlineDv") or ""))
@@ -248,10 +246,10 @@ def read_bitmap_bytes(
     try:
         blob = cache[rel] if cache is not None and rel in cache else _read_file(storage, rel)
     except FileNotFoundError as exc:
-        raise MissingDeletionVectorError(f"{storage.root}: deletion vector file {rel} is missing", file=rel) from exc
+        raise MissingDeletionVectorError(f"{storage.display()}: deletion vector file {rel} is missing", file=rel) from exc
     if cache is not None:
         cache[rel] = blob
-    name = f"{storage.root}/{rel}" if not rel.startswith("file:") else rel
+    name = f"{storage.display()}/{rel}" if not rel.startswith("file:") else rel
     if not blob or blob[0] != FILE_FORMAT_VERSION:
         got = blob[0] if blob else "nothing"
         raise CorruptDeletionVectorError(f"{name}: deletion vector file format version {got}, expected 1", file=rel)
@@ -276,7 +274,7 @@ def read_bitmap_bytes(
 
 
 def read_deletion_vector(
-    storage: LocalStorage, dv: dict[str, Any] | None, where: str = "", cache: dict[str, bytes] | None = None
+    storage: Storage, dv: dict[str, Any] | None, where: str = "", cache: dict[str, bytes] | None = None
 ) -> np.ndarray:
     """Sorted uint64 row indexes a descriptor deletes (empty without a DV).
 
@@ -285,7 +283,7 @@ def read_deletion_vector(
     """
     if not dv:
         return np.empty(0, dtype=np.uint64)
-    label = where or str(storage.root)
+    label = where or storage.display()
     data = read_bitmap_bytes(storage, dv, label, cache)
     try:
         rows = decode_bitmap(data)

@@ -73,6 +73,12 @@ class StorageError(DeltaError):
     code = "storage_error"
 
 
+class PathOutsideRootsError(StorageError):
+    """A path the log names (or the log itself) that resolves outside the allowed roots."""
+
+    code = "path_outside_roots"
+
+
 class InvalidManagedTableError(DeltaError):
     """A table whose commit-owner properties and table features disagree (the owner property
     without the feature, the feature without the property, an unreadable owner conf)."""

@@ -50,7 +50,7 @@ from .owner import (
     installs_owner,
     parse_commit,
 )
-from .storage import LocalStorage, open_storage
+from .storage import Storage, open_storage
 
 Policy = Callable[[TableConf, int, ParsedCommit], str | None]  # a refusal reason, or None
 
@@ -95,18 +95,18 @@ class FileSystemOwner:
 
     # --- state ---------------------------------------------------------------------------------
 
-    def _key(self, storage: LocalStorage) -> str:
-        return hashlib.sha256(str(storage.root).encode()).hexdigest()[:32]
+    def _key(self, storage: Storage) -> str:
+        return hashlib.sha256(storage.display().encode()).hexdigest()[:32]
 
     @contextmanager
-    def _locked(self, table_conf: TableConf) -> Iterator[tuple[LocalStorage, dict[str, Any], Callable[[], None]]]:
+    def _locked(self, table_conf: TableConf) -> Iterator[tuple[Storage, dict[str, Any], Callable[[], None]]]:
         storage = open_storage(table_conf.location)
         key = self._key(storage)
         path = self.state_dir / f"{key}.json"
         with open(self.state_dir / f"{key}.lock", "a+b") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
-                state = orjson.loads(path.read_bytes()) if path.exists() else _fresh_state(str(storage.root))
+                state = orjson.loads(path.read_bytes()) if path.exists() else _fresh_state(storage.display())
 
                 def save() -> None:
                     fd, tmp = tempfile.mkstemp(dir=self.state_dir, prefix=f".{key}.", suffix=".tmp")
@@ -126,7 +126,7 @@ class FileSystemOwner:
         with self._locked(table_conf) as (_storage, state, _save):
             return orjson.loads(orjson.dumps(state))
 
-    def _resolve(self, storage: LocalStorage, state: dict[str, Any], save: Callable[[], None]) -> None:
+    def _resolve(self, storage: Storage, state: dict[str, Any], save: Callable[[], None]) -> None:
         """Finish what a crash or a lost notification left: take-overs whose commit is (or is
         not) in `_delta_log/`, and an interrupted hand-back."""
         if state["proposals"]:
@@ -138,7 +138,7 @@ class FileSystemOwner:
                 except FileNotFoundError:
                     keep.append(p)
                     continue
-                conf = TableConf(str(storage.root), self.name, {"tableId": p["tableId"]}, p["feature"])
+                conf = TableConf(storage.display(), self.name, {"tableId": p["tableId"]}, p["feature"])
                 if installs_owner(data, conf, self.name, p["tableId"]):
                     info = parse_commit(data)
                     state.update(
@@ -194,7 +194,7 @@ class FileSystemOwner:
 
     def _ratify(
         self,
-        storage: LocalStorage,
+        storage: Storage,
         state: dict[str, Any],
         save: Callable[[], None],
         table_conf: TableConf,
@@ -258,23 +258,23 @@ class FileSystemOwner:
 
     # --- backfill and hand-back ----------------------------------------------------------------
 
-    def _put_same(self, storage: LocalStorage, rel: str, data: bytes) -> None:
+    def _put_same(self, storage: Storage, rel: str, data: bytes) -> None:
         """put-if-absent; an identical file there already is success (a re-run after a crash)."""
         try:
             storage.put_if_absent(rel, data)
         except CommitConflictError:
             if storage.read(rel) != data:
                 raise CommitOwnerError(
-                    f"{storage.root / rel} exists with other content than the ratified commit; the log was "
+                    f"{storage.display(rel)} exists with other content than the ratified commit; the log was "
                     f"written around commit-owner '{self.name}'",
                     file=rel,
                 ) from None
 
-    def _backfill(self, storage: LocalStorage, state: dict[str, Any], save: Callable[[], None], upto: int) -> None:
+    def _backfill(self, storage: Storage, state: dict[str, Any], save: Callable[[], None], upto: int) -> None:
         for u in range(state["backfilled"] + 1, min(upto, state["latest"]) + 1):
             commit = state["commits"].get(str(u))
             if commit is None:  # cannot happen with this state file; never skip a version
-                raise CommitOwnerError(f"{storage.root}: owner state has no ratified commit {u} to backfill")
+                raise CommitOwnerError(f"{storage.display()}: owner state has no ratified commit {u} to backfill")
             self._put_same(storage, commit_name(u), storage.read(commit["path"]))
             self.fault("backfill:written")
             state["backfilled"] = u
@@ -282,7 +282,7 @@ class FileSystemOwner:
             save()
             self.fault("backfill:marked")
 
-    def _finish_release(self, storage: LocalStorage, state: dict[str, Any], save: Callable[[], None]) -> Commit:
+    def _finish_release(self, storage: Storage, state: dict[str, Any], save: Callable[[], None]) -> Commit:
         rel = state["releasing"]
         version, staged = rel["version"], rel["path"]
         self._backfill(storage, state, save, version - 1)

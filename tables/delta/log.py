@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from .errors import CommitOwnerError, CorruptLogError, LogGapError, NotADeltaTableError, VersionNotFoundError
-from .storage import FileInfo, LocalStorage
+from .storage import FileInfo, Storage
 
 LOG_DIR = "_delta_log"
 COMMITS_DIR = f"{LOG_DIR}/_commits"  # managedCommit / coordinatedCommits-preview
@@ -62,7 +62,7 @@ class LogFile:
         v2: bool = False,
         fmt: str = "parquet",
         backfilled: bool = True,  # False: a commit the owner ratified that is not in _delta_log/ yet
-        storage: LocalStorage | None = None,
+        storage: Storage | None = None,
     ) -> None:
         self.kind, self.version, self.path = kind, version, path
         self._size, self._mtime, self._storage = size, modification_time, storage
@@ -76,7 +76,7 @@ class LogFile:
             info = self._storage.stat(self.path)
         except FileNotFoundError as exc:
             raise CorruptLogError(
-                f"{self._storage.root / self.path}: the file disappeared (log cleanup while reading?)", file=self.path
+                f"{self._storage.display(self.path)}: the file disappeared (log cleanup while reading?)", file=self.path
             ) from exc
         self._size, self._mtime = info.size, info.modification_time
 
@@ -153,7 +153,7 @@ def classify(info: FileInfo) -> LogFile | None:
     return lf
 
 
-def classify_name(path: str, storage: LocalStorage | None = None) -> LogFile | None:
+def classify_name(path: str, storage: Storage | None = None) -> LogFile | None:
     """The LogFile a file of the log is by its name alone (temp files, dot files: None)."""
     directory, _, name = path.rpartition("/")
     if directory in STAGED_DIRS:
@@ -200,14 +200,14 @@ class LogListing:
         return next((c.version for c in reversed(self.commits) if c.backfilled), None)
 
 
-def list_log(storage: LocalStorage, include_staged: bool = False) -> LogListing:
+def list_log(storage: Storage, include_staged: bool = False) -> LogListing:
     """List and classify the log; raises NotADeltaTableError without a `_delta_log/`.
 
     `include_staged` lists `_delta_log/_commits/` and `_delta_log/_staged_commits/` too (two
     more listings): only callers that look at proposed commits ask for it.
     """
     if not storage.is_dir(LOG_DIR):
-        raise NotADeltaTableError(f"{storage.root}: not a Delta table (no {LOG_DIR}/ directory)")
+        raise NotADeltaTableError(f"{storage.display()}: not a Delta table (no {LOG_DIR}/ directory)")
     listing = LogListing()
     commits = listing.commits
     for name in storage.list_names(LOG_DIR):
@@ -227,11 +227,11 @@ def list_log(storage: LocalStorage, include_staged: bool = False) -> LogListing:
     if include_staged:
         listing.staged = list_staged(storage)
     if not listing.commits and not listing.checkpoints:
-        raise NotADeltaTableError(f"{storage.root}: not a Delta table ({LOG_DIR}/ holds no commits)")
+        raise NotADeltaTableError(f"{storage.display()}: not a Delta table ({LOG_DIR}/ holds no commits)")
     return listing
 
 
-def list_staged(storage: LocalStorage) -> list[LogFile]:
+def list_staged(storage: Storage) -> list[LogFile]:
     """Proposed commit files of both staging directories, by version then name."""
     out: list[LogFile] = []
     for directory in STAGED_DIRS:
@@ -245,7 +245,7 @@ def list_staged(storage: LocalStorage) -> list[LogFile]:
 
 
 def merge_ratified(
-    storage: LocalStorage,
+    storage: Storage,
     listing: LogListing,
     ratified: list[LogFile],
     latest_ratified: int,
@@ -284,7 +284,7 @@ def merge_ratified(
         still = [v for v in missing if v not in fresh]
         if still:
             raise LogGapError(
-                f"{storage.root}: commit versions {_ranges(still)} are neither in {LOG_DIR}/ nor among the "
+                f"{storage.display()}: commit versions {_ranges(still)} are neither in {LOG_DIR}/ nor among the "
                 f"commits {owner} reported (its latest ratified version is {latest_ratified})",
                 missing=still,
             )
@@ -345,7 +345,7 @@ def complete_checkpoint(files: list[LogFile]) -> list[LogFile] | None:
     return None
 
 
-def read_last_checkpoint(storage: LocalStorage) -> dict | None:
+def read_last_checkpoint(storage: Storage) -> dict | None:
     """The `_last_checkpoint` hint, or None when missing or unreadable (never fatal)."""
     try:
         hint = orjson.loads(storage.read(f"{LOG_DIR}/_last_checkpoint"))
@@ -395,16 +395,16 @@ def latest_version(listing: LogListing) -> int | None:
 
 
 def build_segment(
-    storage: LocalStorage, listing: LogListing, version: int | None = None, use_hint: bool = True
+    storage: Storage, listing: LogListing, version: int | None = None, use_hint: bool = True
 ) -> LogSegment:
     """The log segment for `version` (latest when None)."""
     latest = latest_version(listing)
     if latest is None:
-        raise NotADeltaTableError(f"{storage.root}: {LOG_DIR}/ holds no complete checkpoint or commit")
+        raise NotADeltaTableError(f"{storage.display()}: {LOG_DIR}/ holds no complete checkpoint or commit")
     target = latest if version is None else version
     if target < 0 or target > latest:
         raise VersionNotFoundError(
-            f"{storage.root}: version {target} not found; {_describe_available(listing)}",
+            f"{storage.display()}: version {target} not found; {_describe_available(listing)}",
             version=target,
         )
     hint = read_last_checkpoint(storage) if use_hint and version is None else None
@@ -427,12 +427,12 @@ def build_segment(
         if cp_files is None and missing == list(range(0, missing[-1] + 1)):
             # no checkpoint and the oldest commits were cleaned up: nothing to start from
             raise VersionNotFoundError(
-                f"{storage.root}: version {target} cannot be rebuilt (no checkpoint at or before it and "
+                f"{storage.display()}: version {target} cannot be rebuilt (no checkpoint at or before it and "
                 f"commits {_ranges(missing)} are gone); {_describe_available(listing)}",
                 version=target,
             )
         raise LogGapError(
-            f"{storage.root}: the log has a gap; missing commit versions {_ranges(missing)}"
+            f"{storage.display()}: the log has a gap; missing commit versions {_ranges(missing)}"
             f" between {start} and {target}",
             missing=missing,
         )

@@ -48,7 +48,7 @@ from .owner import (
     managed_config,
 )
 from .snapshot import TableConfig, load_table_config, ratified_listing
-from .storage import LocalStorage, open_storage
+from .storage import Storage, as_storage
 from .timestamps import ICT_FEATURES, ict_config
 
 _ICT_ON = "delta.enableInCommitTimestamps"
@@ -56,15 +56,15 @@ _ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
 _ICT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
 
-def _storage(location: str | LocalStorage) -> LocalStorage:
-    return location if isinstance(location, LocalStorage) else open_storage(location)
+def _storage(location: str | Storage) -> Storage:
+    return as_storage(location)
 
 
 def _owner_name(owner: CommitOwner) -> str:
     return getattr(owner, "name", None) or "commit-owner"
 
 
-def next_managed_ict(storage: LocalStorage, listing: LogListing, cfg: TableConfig, now: int) -> int:
+def next_managed_ict(storage: Storage, listing: LogListing, cfg: TableConfig, now: int) -> int:
     """max(now, previous commit's ICT + 1), the previous commit being the latest ratified one
     (possibly not backfilled); its file time stands in when it has no ICT."""
     prev = next((c for c in reversed(listing.commits) if c.version == cfg.version), None)
@@ -96,7 +96,7 @@ def outcome_result(outcome: CommitOutcome, where: str, ict: int | None) -> Commi
 
 
 def commit_via_owner(
-    location: str | LocalStorage,
+    location: str | Storage,
     owner: CommitOwner,
     actions: list[dict[str, Any]],
     operation: str,
@@ -116,7 +116,7 @@ def commit_via_owner(
     owner's answer can look for it.
     """
     storage = _storage(location)
-    where = str(storage.root)
+    where = storage.display()
     listing = ratified_listing(storage, owner)
     cfg = load_table_config(storage, listing)
     managed = cfg.managed
@@ -173,7 +173,7 @@ def _owner_properties(owner: CommitOwner, conf: dict[str, str]) -> dict[str, str
 
 
 def take_over(
-    location: str | LocalStorage,
+    location: str | Storage,
     owner: CommitOwner,
     *,
     owner_conf: dict[str, str] | None = None,
@@ -188,7 +188,7 @@ def take_over(
     (CommitConflictError) and the owner forgets it. A no-op when `owner` owns the table.
     """
     storage = _storage(location)
-    where = str(storage.root)
+    where = storage.display()
     cfg = load_table_config(storage, list_log(storage))
     if cfg.managed is not None:
         if cfg.managed.owner_name == _owner_name(owner):
@@ -248,7 +248,7 @@ def take_over(
     }
 
 
-def hand_back(location: str | LocalStorage, owner: CommitOwner, *, clock: Callable[[], int] = now_ms) -> dict[str, Any]:
+def hand_back(location: str | Storage, owner: CommitOwner, *, clock: Callable[[], int] = now_ms) -> dict[str, Any]:
     """Make a managed table a filesystem table again (seed: converting to a filesystem table).
 
     The commit that removes the feature and the owner properties goes to the owner, which
@@ -258,7 +258,7 @@ def hand_back(location: str | LocalStorage, owner: CommitOwner, *, clock: Callab
     table.
     """
     storage = _storage(location)
-    where = str(storage.root)
+    where = storage.display()
     listing = ratified_listing(storage, owner)
     cfg = load_table_config(storage, listing)
     managed = cfg.managed
@@ -311,7 +311,7 @@ def hand_back(location: str | LocalStorage, owner: CommitOwner, *, clock: Callab
 
 
 def create_managed_table(
-    location: str | LocalStorage,
+    location: str | Storage,
     owner: CommitOwner,
     schema: dict[str, Any] | str,
     *,
@@ -328,7 +328,7 @@ def create_managed_table(
     (managed or not) makes this fail with CommitConflictError, and the owner forgets it.
     """
     storage = _storage(location)
-    where = str(storage.root)
+    where = storage.display()
     if storage.is_dir(LOG_DIR) and any(
         f.path.endswith(".json") or ".checkpoint." in f.path for f in storage.list_dir(LOG_DIR)
     ):

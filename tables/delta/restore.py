@@ -51,7 +51,7 @@ from .errors import CommitConflictError, CorruptLogError, MissingFilesError, Res
 from .log import LogListing, commit_name, list_log
 from .replay import identity_keys
 from .snapshot import Snapshot, load_snapshot, ratified_listing
-from .storage import LocalStorage, local_path, open_storage
+from .storage import Storage, as_storage
 from .timestamps import (
     ENABLE_KEYS,
     ICT_FEATURES,
@@ -269,7 +269,7 @@ def _clean_add(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _commit_adds(storage: LocalStorage, version: int, wanted: set[str]) -> dict[str, dict[str, Any]]:
+def _commit_adds(storage: Storage, version: int, wanted: set[str]) -> dict[str, dict[str, Any]]:
     try:
         data = storage.read(commit_name(version))
     except FileNotFoundError:
@@ -290,7 +290,7 @@ def _commit_adds(storage: LocalStorage, version: int, wanted: set[str]) -> dict[
     return found
 
 
-def _parquet_adds(storage: LocalStorage, rel: str, paths: pa.Array) -> list[dict[str, Any]]:
+def _parquet_adds(storage: Storage, rel: str, paths: pa.Array) -> list[dict[str, Any]]:
     pf = _open_parquet(storage, rel)
     if "add" not in pf.schema_arrow.names:
         return []
@@ -299,7 +299,7 @@ def _parquet_adds(storage: LocalStorage, rel: str, paths: pa.Array) -> list[dict
     return [_plain(v) for v in col.filter(hit).to_pylist() if v is not None]
 
 
-def _json_adds(storage: LocalStorage, rel: str) -> list[dict[str, Any]]:
+def _json_adds(storage: Storage, rel: str) -> list[dict[str, Any]]:
     out = []
     for line in storage.read(rel).split(b"\n"):
         if b'"add"' in line:
@@ -309,7 +309,7 @@ def _json_adds(storage: LocalStorage, rel: str) -> list[dict[str, Any]]:
     return out
 
 
-def _checkpoint_adds(storage: LocalStorage, snap: Snapshot, wanted: set[str], paths: list[str]) -> dict[str, dict]:
+def _checkpoint_adds(storage: Storage, snap: Snapshot, wanted: set[str], paths: list[str]) -> dict[str, dict]:
     files = snap.segment.checkpoint or []
     value_set = pa.array(sorted(set(paths)), pa.string())
     bodies: list[dict[str, Any]] = []
@@ -342,7 +342,7 @@ def _rebuilt_add(row: dict[str, Any], partition_keys: list[str]) -> dict[str, An
     return _clean_add(body)
 
 
-def log_add_actions(storage: LocalStorage, snap: Snapshot, rows: pa.Table) -> tuple[list[dict[str, Any]], int]:
+def log_add_actions(storage: Storage, snap: Snapshot, rows: pa.Table) -> tuple[list[dict[str, Any]], int]:
     """The add actions the log holds for `rows` (a slice of snap.files), in row order, and
     how many were found there. The snapshot keeps only replay's columns; the commit (or
     checkpoint) that added a file also has its stats, tags and row-tracking fields, which a
@@ -410,17 +410,12 @@ def restore_remove(add: dict[str, Any], deletion_timestamp: int) -> dict[str, An
 # --- existence of the files to add -------------------------------------------------------------
 
 
-def _exists(storage: LocalStorage, path: str) -> bool:
-    """Whether a log path (URL-encoded, relative to the root, absolute, or a file URI) exists."""
-    if path.startswith("file:"):
-        return local_path(path).exists()
-    decoded = unquote(path)
-    if "://" in decoded:
-        return False  # another scheme: this local writer cannot see it
-    return storage.exists(decoded)
+def _exists(storage: Storage, path: str) -> bool:
+    """Whether a log path exists; one outside the allowed roots is refused, never probed."""
+    return storage.exists(storage.resolve(path))
 
 
-def missing_files(storage: LocalStorage, adds: list[dict[str, Any]]) -> tuple[list[str], set[int]]:
+def missing_files(storage: Storage, adds: list[dict[str, Any]]) -> tuple[list[str], set[int]]:
     """(missing data and deletion-vector files, indexes of the adds they belong to)."""
     missing: list[str] = []
     bad: set[int] = set()
@@ -536,7 +531,7 @@ def restore_protocol(latest: Protocol, target: Protocol, allow_downgrade: bool) 
 # table is refused: a RESTORE written around its owner would break the table.
 
 
-def _listing(storage: LocalStorage, owner: Any = None) -> LogListing:
+def _listing(storage: Storage, owner: Any = None) -> LogListing:
     return ratified_listing(storage, owner) if owner is not None else list_log(storage)
 
 
@@ -699,7 +694,7 @@ class RestoreSetup:
     metadata, protocol and domains to write. Shared by plan_restore and the Spark planner,
     which only does the file work (diff, existence check, metrics) elsewhere."""
 
-    storage: LocalStorage
+    storage: Storage
     latest: Snapshot
     target: Snapshot
     target_version: int
@@ -715,11 +710,11 @@ class RestoreSetup:
 
     @property
     def where(self) -> str:
-        return str(self.storage.root)
+        return self.storage.display()
 
 
 def prepare_restore(
-    location: str | LocalStorage,
+    location: str | Storage,
     version: int | None = None,
     timestamp: str | int | None = None,
     allow_protocol_downgrade: bool = False,
@@ -727,8 +722,8 @@ def prepare_restore(
 ) -> RestoreSetup:
     """Check the request, load the latest and target snapshots, and work out the metadata,
     protocol and domain metadata the restore writes."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
-    where = str(storage.root)
+    storage = as_storage(location)
+    where = storage.display()
     if (version is None) == (timestamp is None):
         raise RestoreError(f"{where}: give exactly one of a version or a timestamp to restore")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
@@ -875,7 +870,7 @@ def build_plan(
 
 
 def plan_restore(
-    location: str | LocalStorage,
+    location: str | Storage,
     version: int | None = None,
     timestamp: str | int | None = None,
     ignore_missing_files: bool = False,
@@ -904,18 +899,18 @@ def plan_restore(
 
 
 def _commit_actions(
-    storage: LocalStorage, version: int, listing: LogListing | None = None
+    storage: Storage, version: int, listing: LogListing | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     rel = next((c.path for c in listing.commits if c.version == version), None) if listing else None
     try:
         data = storage.read(rel or commit_name(version))
     except FileNotFoundError as exc:
-        raise CorruptLogError(f"{storage.root}: commit {version} disappeared while checking for conflicts") from exc
-    return parse_actions(data, str(storage.root / (rel or commit_name(version))))
+        raise CorruptLogError(f"{storage.display()}: commit {version} disappeared while checking for conflicts") from exc
+    return parse_actions(data, storage.display(rel or commit_name(version)))
 
 
 def find_conflicts(
-    storage: LocalStorage, plan: RestorePlan, versions: range, listing: LogListing | None = None
+    storage: Storage, plan: RestorePlan, versions: range, listing: LogListing | None = None
 ) -> dict[int, list[str]]:
     """Commits in `versions` that overlap the plan, with why: a file action on a path the plan
     adds or removes, a metaData or protocol action, or a domain the plan writes."""
@@ -936,7 +931,7 @@ def find_conflicts(
     return out
 
 
-def _find_txn(storage: LocalStorage, listing: Any, after: int, txn_id: str) -> int | None:
+def _find_txn(storage: Storage, listing: Any, after: int, txn_id: str) -> int | None:
     for lf in listing.commits:
         if lf.version > after:
             info = read_commit_info(storage, lf).info or {}
@@ -945,10 +940,10 @@ def _find_txn(storage: LocalStorage, listing: Any, after: int, txn_id: str) -> i
     return None
 
 
-def find_restore_commit(location: str | LocalStorage, after: int, txn_id: str, owner: Any = None) -> int | None:
+def find_restore_commit(location: str | Storage, after: int, txn_id: str, owner: Any = None) -> int | None:
     """The version of the RESTORE commit with `txn_id` after version `after`, if any (a
     retried job finds its own earlier commit instead of planning on top of it)."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     return _find_txn(storage, _listing(storage, owner), after, txn_id)
 
 
@@ -992,7 +987,7 @@ def _rebase(plan: RestorePlan, head: Snapshot) -> RestorePlan:
 
 
 def verify_restore(
-    storage: LocalStorage, plan: RestorePlan, version: int, head: Snapshot | None = None, owner: Any = None
+    storage: Storage, plan: RestorePlan, version: int, head: Snapshot | None = None, owner: Any = None
 ) -> dict:
     """Read `version` back: its files must be the head's less the removes plus the adds, its
     metadata and protocol the plan's."""
@@ -1017,7 +1012,7 @@ def verify_restore(
 
 
 def commit_restore(
-    location: str | LocalStorage,
+    location: str | Storage,
     plan: RestorePlan,
     txn_id: str | None = None,
     clock: Callable[[], int] = now_ms,
@@ -1027,8 +1022,8 @@ def commit_restore(
     """Commit `plan` as the next version; see the module's contract for conflicts and txnId.
     The files to add are checked again (they may have gone while the plan waited), unless
     `recheck_files` is False: for a plan that was made, and checked, just now."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
-    where = str(storage.root)
+    storage = as_storage(location)
+    where = storage.display()
     txn = txn_id or str(uuid.uuid4())
     last_error: CommitConflictError | None = None
     for _attempt in range(MAX_COMMIT_ATTEMPTS):
@@ -1131,7 +1126,7 @@ def _owner_commit(owner: Any) -> Callable[..., Any]:
     """commit.commit's signature, committing through the managed table's commit-owner."""
     from .managed import commit_via_owner
 
-    def commit_managed(storage: LocalStorage, actions: list[dict[str, Any]], operation: str, params, **kw: Any):
+    def commit_managed(storage: Storage, actions: list[dict[str, Any]], operation: str, params, **kw: Any):
         return commit_via_owner(storage, owner, actions, operation, params, **kw)
 
     return commit_managed

@@ -42,7 +42,7 @@ from .log import (
 )
 from .owner import CommitOwner, ManagedConfig, OwnerView, managed_config
 from .replay import NonFileState, reconcile_files
-from .storage import LocalStorage, open_storage
+from .storage import Storage, as_storage
 
 MAX_READER_VERSION = 3
 # Reader features whose log semantics this reader implements (data reading is Spark's job).
@@ -168,7 +168,7 @@ def _partition_keys(known: list[Metadata], found: list[dict[str, Any]]) -> list[
 _MAP_ABOVE = 4 << 20
 
 
-def read_commit_bytes(storage: LocalStorage, path: str, size: int = 0) -> Any:
+def read_commit_bytes(storage: Storage, path: str, size: int = 0) -> Any:
     """A commit's content: bytes, or a memory map for big files (see read_json_actions).
 
     A ratified commit whose staged file is gone was backfilled meanwhile (and its staged copy
@@ -182,10 +182,10 @@ def read_commit_bytes(storage: LocalStorage, path: str, size: int = 0) -> Any:
                 return storage.read(alt)
             except FileNotFoundError:
                 pass
-        raise CorruptLogError(f"{storage.root / path}: commit file disappeared while reading", file=path) from exc
+        raise CorruptLogError(f"{storage.display(path)}: commit file disappeared while reading", file=path) from exc
 
 
-def ratified_listing(storage: LocalStorage, owner: CommitOwner, listing: LogListing | None = None) -> LogListing:
+def ratified_listing(storage: Storage, owner: CommitOwner, listing: LogListing | None = None) -> LogListing:
     """The log listing with the owner's ratified, un-backfilled commits merged in.
 
     List first, then ask (the seed's order): the backfilled log says whether the table is
@@ -203,7 +203,7 @@ def ratified_listing(storage: LocalStorage, owner: CommitOwner, listing: LogList
     owner_name = getattr(owner, "name", None) or "commit-owner"
     if managed.owner_name and owner_name != managed.owner_name:
         raise ManagedTableError(
-            f"{storage.root}: the table names commit-owner '{managed.owner_name}', not '{owner_name}'",
+            f"{storage.display()}: the table names commit-owner '{managed.owner_name}', not '{owner_name}'",
             owner=managed.owner_name,
         )
     base = listing.latest_backfilled
@@ -232,7 +232,7 @@ def ratified_listing(storage: LocalStorage, owner: CommitOwner, listing: LogList
     return merged
 
 
-def _with_owner_hint(exc: VersionNotFoundError, storage: LocalStorage, listing: LogListing) -> VersionNotFoundError:
+def _with_owner_hint(exc: VersionNotFoundError, storage: Storage, listing: LogListing) -> VersionNotFoundError:
     """A version missing from a managed table read without its owner may just be un-backfilled."""
     if listing.owner_merged:
         return exc
@@ -249,7 +249,7 @@ def _with_owner_hint(exc: VersionNotFoundError, storage: LocalStorage, listing: 
     )
 
 
-def staleness_warning(storage: LocalStorage, managed: ManagedConfig | None, version: int) -> str | None:
+def staleness_warning(storage: Storage, managed: ManagedConfig | None, version: int) -> str | None:
     """Why the latest snapshot of a managed table read without its owner may be stale (one
     listing of the staging directory, for managed tables only)."""
     if managed is None:
@@ -257,7 +257,7 @@ def staleness_warning(storage: LocalStorage, managed: ManagedConfig | None, vers
     pending = [f.version for f in list_staged(storage) if f.version > version]
     who = f"commit-owner '{managed.owner_name}'" if managed.owner_name else "its catalog"
     text = (
-        f"{storage.root}: {managed.feature} table; without asking {who} this snapshot holds only the commits "
+        f"{storage.display()}: {managed.feature} table; without asking {who} this snapshot holds only the commits "
         f"backfilled to _delta_log/ (up to version {version}) and may be stale"
     )
     if pending:
@@ -271,7 +271,7 @@ def staleness_warning(storage: LocalStorage, managed: ManagedConfig | None, vers
 
 
 def load_snapshot(
-    location: str | os.PathLike[str] | LocalStorage,
+    location: str | os.PathLike[str] | Storage,
     version: int | None = None,
     listing: LogListing | None = None,
     owner: CommitOwner | None = None,
@@ -281,7 +281,7 @@ def load_snapshot(
     With `owner`, a managed table's un-backfilled commits are read too (ratified_listing);
     without it, the latest snapshot of a managed table carries a `staleness_warning`.
     """
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     if owner is not None:
         listing = ratified_listing(storage, owner, listing)
     listing = listing or list_log(storage)
@@ -296,7 +296,7 @@ def load_snapshot(
         for name, body in cp_others:
             state.apply(segment.checkpoint[0].version, name, body)
     commit_data = [
-        (str(storage.root / c.path), c.version, read_commit_bytes(storage, c.path, c.size)) for c in segment.commits
+        (storage.display(c.path), c.version, read_commit_bytes(storage, c.path, c.size)) for c in segment.commits
     ]
     head_metas = [m for _p, _v, data in commit_data for m in _metadata_in(data)]
     keys = _partition_keys([state.metadata] if state.metadata else [], head_metas)
@@ -308,7 +308,7 @@ def load_snapshot(
         if full_keys != keys:
             keys = full_keys
             batch = read_json_actions(commit_data, keys)
-    where = f"{storage.root} at version {segment.version}"
+    where = f"{storage.display()} at version {segment.version}"
     for v, name, body in batch.others:
         state.apply(v, name, body)
     if state.protocol is None:
@@ -353,7 +353,7 @@ class TableConfig:
 
 
 def load_table_config(
-    storage: LocalStorage, listing: LogListing, version: int | None = None, owner: CommitOwner | None = None
+    storage: Storage, listing: LogListing, version: int | None = None, owner: CommitOwner | None = None
 ) -> TableConfig:
     """Protocol and metadata at `version` (latest when None); with `owner`, a managed table's
     un-backfilled commits count (ratified_listing)."""
@@ -369,7 +369,7 @@ def load_table_config(
         for name in ("protocol", "metaData"):
             for body in _actions_in(data, name):
                 state.apply(c.version, name, body)
-    where = f"{storage.root} at version {segment.version}"
+    where = f"{storage.display()} at version {segment.version}"
     if state.protocol is None:
         raise StateReconstructionError(f"{where}: the log holds no protocol action", missing="protocol")
     if state.metadata is None:

@@ -1,7 +1,14 @@
-"""Storage over a table root: the only module of the core that touches files.
+"""The storage boundary: every byte the core (and the Spark readers) read or write passes here.
 
-The interface is the small one object stores offer too (list sorted from a prefix, read,
-stat, put with or without overwrite), so an S3 or ABFS implementation can follow.
+`Storage` is the small interface object stores offer too (list sorted from a prefix, ranged
+read, head, put with or without overwrite, delete), so an S3 or ABFS implementation can sit
+behind it. `as_storage(location)` is the one way to get one.
+
+Confinement lives here and nowhere else: a path a table's log names (add/remove/cdc files,
+deletion vectors, sidecars, checkpoints) is hostile input. `resolve` turns it into a key under
+the table root or an absolute location, and every open checks, after resolving `..` and
+symlinks, that the file lies under the allowed roots; a path outside is refused with
+`PathOutsideRootsError` before anything opens it.
 """
 
 from __future__ import annotations
@@ -9,11 +16,15 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
-from .errors import CommitConflictError, NotADeltaTableError, StorageError
+from .errors import CommitConflictError, NotADeltaTableError, PathOutsideRootsError, StorageError
+
+ROOTS_ENV = "DELTAWEB_ALLOWED_ROOTS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +34,69 @@ class FileInfo:
     path: str
     size: int
     modification_time: int
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """A table root; paths are keys relative to it (or absolute locations `resolve` returned)."""
+
+    location: str
+
+    def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
+        """Files directly under the directory `prefix`, sorted by name, after `start_after`."""
+        ...
+
+    def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
+        """The file's bytes, or `range` = (start, end) of them; FileNotFoundError when absent."""
+        ...
+
+    def head(self, path: str) -> FileInfo: ...
+
+    def put(self, path: str, data: bytes, overwrite: bool = False) -> bool:
+        """Write whole or not at all; without `overwrite`, False when the file exists already."""
+        ...
+
+    def delete(self, path: str) -> None: ...
+
+    def resolve(self, log_path: str) -> str:
+        """The key of a path as a log names it (URL-encoded relative, absolute, or a URI);
+        PathOutsideRootsError when it lies outside the allowed roots."""
+        ...
+
+    def uri(self, path: str = "") -> str:
+        """A URI an engine (Spark, pyarrow) opens for a key `resolve` or a listing returned."""
+        ...
+
+    def display(self, path: str = "") -> str:
+        """How messages name the table root or a file under it."""
+        ...
+
+
+# --- allowed roots ------------------------------------------------------------------------------
+
+_roots_provider: Callable[[], Iterable[str]] | None = None
+
+
+def set_roots_provider(provider: Callable[[], Iterable[str]] | None) -> None:
+    """Where the allowed roots come from (the web app passes its setting, read at each open so
+    a changed setting applies at once); None: the environment variable, else each table's
+    own root (the command line, run by an operator on a table they name)."""
+    global _roots_provider
+    _roots_provider = provider
+
+
+def allowed_roots() -> tuple[str, ...]:
+    """The allowed roots, resolved (symlinks and '..')."""
+    if _roots_provider is not None:
+        given = list(_roots_provider())
+    else:
+        given = [r.strip() for r in os.environ.get(ROOTS_ENV, "").split(",") if r.strip()]
+    return tuple(os.path.realpath(local_path(str(r))) for r in given)
+
+
+def is_under(real: str, roots: Iterable[str]) -> bool:
+    """Whether the resolved path `real` is one of `roots` or lies below one."""
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 def local_path(location: str) -> Path:
@@ -38,22 +112,100 @@ def local_path(location: str) -> Path:
     return Path(location)
 
 
-class LocalStorage:
-    """A table root on the local file system."""
+# --- the local file system -------------------------------------------------------------------------
 
-    def __init__(self, location: str | os.PathLike[str]) -> None:
+
+class LocalStorage:
+    """A table root on the local file system, confined to the allowed roots."""
+
+    def __init__(self, location: str | os.PathLike[str], roots: Iterable[str] | None = None) -> None:
         self.location = str(location)
         self.root = Path(os.path.normpath(local_path(self.location).absolute()))
+        self._root_text = str(self.root)
+        given = tuple(os.path.realpath(r) for r in roots) if roots is not None else allowed_roots()
+        # with no roots configured (a command line on one table) the table root is the only one
+        self.roots = given or (os.path.realpath(self.root),)
+        self._dirs: dict[str, str] = {}  # directory -> its resolved path, checked against the roots
 
     def __repr__(self) -> str:
-        return f"LocalStorage({str(self.root)!r})"
+        return f"LocalStorage({self._root_text!r})"
 
-    def _full(self, rel: str) -> Path:
-        return self.root / rel
+    # -- confinement
+
+    def _checked_dir(self, directory: str) -> str:
+        real = self._dirs.get(directory)
+        if real is None:
+            real = os.path.realpath(directory)
+            if not is_under(real, self.roots):
+                raise PathOutsideRootsError(self.refusal(directory), file=self.shown(directory))
+            self._dirs[directory] = real
+        return real
+
+    def _full(self, key: str) -> str:
+        """The checked local path of a key: its directory resolved and under the roots (the
+        file itself is opened without following a symlink, or resolved and checked too)."""
+        if "\x00" in key:
+            raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
+        full = os.path.normpath(os.path.join(self._root_text, key))
+        directory, name = os.path.split(full)
+        real_dir = self._checked_dir(directory)
+        return os.path.join(real_dir, name)
+
+    def _checked_file(self, key: str) -> str:
+        """`_full` with a symlinked file resolved and checked (for openers that follow links)."""
+        full = self._full(key)
+        if os.path.islink(full):
+            real = os.path.realpath(full)
+            if not is_under(real, self.roots):
+                raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
+            return real
+        return full
+
+    def shown(self, key: str) -> str:
+        """A path for messages: relative to the table root when below it, else as given."""
+        full = os.path.normpath(os.path.join(self._root_text, key))
+        if full.startswith(self._root_text + os.sep):
+            return full[len(self._root_text) + 1 :]
+        return key
+
+    def refusal(self, key: str) -> str:
+        return (
+            f"{self.shown(key)[:300]!r} lies outside the allowed roots (an absolute path, '..' or a "
+            "symbolic link leading out of them); it was not read"
+        )
+
+    def _open(self, key: str) -> int:
+        full = self._full(key)
+        try:
+            return os.open(full, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno != 40:  # ELOOP: the file itself is a symbolic link
+                raise
+        return os.open(self._checked_file(key), os.O_RDONLY)
+
+    def resolve(self, log_path: str) -> str:
+        """The key of a path as the log names it: URL-decoded and relative to the root, an
+        absolute path, or a `file:` URI (made a path). Checked against the roots here, so a
+        refused path fails before any engine is handed it."""
+        if log_path.startswith("file:"):
+            key = str(local_path(log_path))
+        else:
+            key = unquote(log_path)
+            if "://" in key:
+                scheme = key.split("://", 1)[0][:20]
+                raise StorageError(f"a file on '{scheme}' storage cannot be read beside a local table", file=key[:300])
+        self._full(key)  # the directory checked now; the file itself when it is opened
+        return key
+
+    # -- the interface
+
+    def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
+        infos = self.list_dir(prefix)
+        return iter(infos if start_after is None else [f for f in infos if f.path > start_after])
 
     def list_dir(self, rel_dir: str) -> list[FileInfo]:
         """Files (not directories) directly in `rel_dir`, sorted by name."""
-        base = self._full(rel_dir)
+        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)))
         out: list[FileInfo] = []
         try:
             with os.scandir(base) as it:
@@ -67,93 +219,147 @@ class LocalStorage:
         except FileNotFoundError:
             raise
         except OSError as exc:
-            raise StorageError(f"{base}: cannot list ({exc.strerror})") from exc
+            raise StorageError(f"{self.display(rel_dir)}: cannot list ({exc.strerror})") from exc
         out.sort(key=lambda f: f.path)
         return out
 
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the files directly in `rel_dir`, sorted; no stat (the directory entry's
         type is enough), so listing a log of 100,000 commits costs one directory scan."""
-        base = self._full(rel_dir)
+        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)))
         try:
             with os.scandir(base) as it:
                 names = [e.name for e in it if e.is_file()]
         except FileNotFoundError:
             raise
         except OSError as exc:
-            raise StorageError(f"{base}: cannot list ({exc.strerror})") from exc
+            raise StorageError(f"{self.display(rel_dir)}: cannot list ({exc.strerror})") from exc
         names.sort()
         return names
 
-    def read(self, rel: str) -> bytes:
+    def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
         try:
-            return self._full(rel).read_bytes()
+            fd = self._open(path)
         except FileNotFoundError:
             raise
         except OSError as exc:
-            raise StorageError(f"{self._full(rel)}: cannot read ({exc.strerror})") from exc
+            raise StorageError(f"{self.display(path)}: cannot read ({exc.strerror})") from exc
+        with os.fdopen(fd, "rb") as fh:
+            if range is None:
+                return fh.read()
+            start, end = range
+            fh.seek(start)
+            return fh.read(max(0, end - start))
 
     def read_mapped(self, rel: str) -> bytes | mmap.mmap:
         """The file's content as a read-only memory map (bytes when empty): big commits are
         parsed in place instead of being copied into memory first."""
         try:
-            with open(self._full(rel), "rb") as fh:
-                if os.fstat(fh.fileno()).st_size == 0:
-                    return b""
-                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            fd = self._open(rel)
         except FileNotFoundError:
             raise
         except OSError as exc:
-            raise StorageError(f"{self._full(rel)}: cannot read ({exc.strerror})") from exc
+            raise StorageError(f"{self.display(rel)}: cannot read ({exc.strerror})") from exc
+        with os.fdopen(fd, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
-    def stat(self, rel: str) -> FileInfo:
-        st = self._full(rel).stat()
-        return FileInfo(rel, st.st_size, st.st_mtime_ns // 1_000_000)
+    def open_input(self, path: str) -> Any:
+        """A seekable native file for pyarrow (Parquet checkpoints and data), opened after the
+        check; FileNotFoundError when absent."""
+        import pyarrow as pa
 
-    def exists(self, rel: str) -> bool:
-        return self._full(rel).exists()
+        real = self._checked_file(path)
+        if not os.path.exists(real):
+            raise FileNotFoundError(2, "No such file or directory", self.shown(path))
+        return pa.OSFile(real, "rb")
+
+    def head(self, path: str) -> FileInfo:
+        st = os.stat(self._checked_file(path))
+        return FileInfo(path, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    stat = head
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self._checked_file(path))
 
     def is_dir(self, rel: str) -> bool:
-        return self._full(rel).is_dir()
+        full = os.path.normpath(os.path.join(self._root_text, rel))
+        if not os.path.isdir(full):
+            return False
+        self._checked_dir(full)
+        return True
 
-    def put_if_absent(self, rel: str, data: bytes) -> None:
-        """Write `rel` whole or not at all; never overwrite an existing file.
-
-        The data goes to a temporary file in the same directory first, then a hard link
-        creates the target atomically and fails when it exists (the put-if-absent that
-        object stores offer as a conditional PUT).
-        """
-        target = self._full(rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    def put(self, path: str, data: bytes, overwrite: bool = False) -> bool:
+        """Write `path` whole or not at all. Without `overwrite` an existing file is never
+        replaced and False says so: the data goes to a temporary file in the same directory,
+        then a hard link creates the target atomically and fails when it exists (the
+        put-if-absent object stores offer as a conditional PUT). With it, an atomic rename."""
+        directory = os.path.dirname(os.path.normpath(os.path.join(self._root_text, path)))
+        os.makedirs(directory, exist_ok=True)
+        target = self._full(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
-                os.fsync(fh.fileno())
+                if not overwrite:
+                    os.fsync(fh.fileno())
+            if overwrite:
+                os.replace(tmp, target)
+                return True
             try:
                 os.link(tmp, target)
-            except FileExistsError as exc:
-                raise CommitConflictError(f"{target} exists already", version=-1) from exc
+            except FileExistsError:
+                return False
+            return True
         finally:
-            os.unlink(tmp)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
-    def put(self, rel: str, data: bytes) -> None:
-        """Write `rel` atomically, replacing it if present (for hints such as _last_checkpoint)."""
-        target = self._full(rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
+    def put_if_absent(self, rel: str, data: bytes) -> None:
+        """`put` without overwrite, raising CommitConflictError when the file exists."""
+        if not self.put(rel, data):
+            raise CommitConflictError(f"{self.display(rel)} exists already", version=-1)
+
+    def delete(self, path: str) -> None:
+        try:
+            os.unlink(self._full(path))
+        except FileNotFoundError:
+            pass
 
     def set_mtime(self, rel: str, millis: int) -> None:
         os.utime(self._full(rel), ns=(millis * 1_000_000, millis * 1_000_000))
 
-    def uri(self, rel: str = "") -> str:
-        return (self.root / rel).as_uri() if rel else self.root.as_uri()
+    def uri(self, path: str = "") -> str:
+        return Path(self._checked_file(path)).as_uri() if path else self.root.as_uri()
+
+    def local_file_unchecked(self, path: str) -> str:
+        """The local path of a key with its directory checked; the file itself may still be a
+        symbolic link (for a check that runs elsewhere and resolves links itself)."""
+        return self._full(path)
+
+    def local_file(self, path: str) -> str:
+        """The checked local path of a key (for engines that take paths, not URIs)."""
+        return self._checked_file(path)
+
+    def display(self, path: str = "") -> str:
+        if not path:
+            return self._root_text
+        return os.path.join(self._root_text, path) if not os.path.isabs(path) else path
 
 
-def open_storage(location: str | os.PathLike[str]) -> LocalStorage:
+def open_storage(location: str | os.PathLike[str]) -> Storage:
     """Storage for a table location; the one place that picks an implementation."""
     return LocalStorage(location)
+
+
+def as_storage(location: Storage | str | os.PathLike[str]) -> Storage:
+    """A storage given one already, or opened for a location."""
+    return open_storage(location) if isinstance(location, (str, os.PathLike)) else location
+
+
+def same_table(a: Storage | str, b: Storage | str) -> bool:
+    """Whether two locations name the same table root."""
+    return as_storage(a).display() == as_storage(b).display()

@@ -25,7 +25,7 @@ from .errors import InvalidTimestampError, TimestampOutOfRangeError
 from .log import LogFile, LogListing, available_versions, list_log
 from .owner import CommitOwner
 from .snapshot import TableConfig, load_table_config, ratified_listing
-from .storage import LocalStorage, open_storage
+from .storage import Storage, as_storage
 
 ICT_FEATURES = ("inCommitTimestamp", "inCommitTimestamp-preview")
 ENABLE_KEYS = ("delta.enableInCommitTimestamps", "delta.enableInCommitTimestamps-preview")
@@ -183,7 +183,7 @@ class MonotonizedTimes:
 class CommitTimes:
     """What the listing and the latest metadata say about every commit's timestamp."""
 
-    storage: LocalStorage
+    storage: Storage
     listing: LogListing
     config: TableConfig
     ict: IctConfig
@@ -211,11 +211,11 @@ class CommitTimes:
 
 
 def commit_times(
-    location: str | LocalStorage, listing: LogListing | None = None, owner: CommitOwner | None = None
+    location: str | Storage, listing: LogListing | None = None, owner: CommitOwner | None = None
 ) -> CommitTimes:
     """Timestamps of every listed commit; with `owner`, a managed table's un-backfilled
     commits are listed too (their file times are those of the staged files)."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     listing = listing or list_log(storage)
     if owner is not None:
         listing = ratified_listing(storage, owner, listing)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.changes import ChangePlan, plan_changes
-from tables.delta.storage import LocalStorage, open_storage
+from tables.delta.storage import Storage, as_storage
 
 from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, scan
 from .results import read_page, type_name
@@ -46,12 +46,12 @@ def ms_to_datetime(ms: int) -> datetime:
 
 
 def change_data_frame(
-    spark: SparkSession, location: str | LocalStorage, start: int, end: int | None = None
+    spark: SparkSession, location: str | Storage, start: int, end: int | None = None
 ) -> tuple[DataFrame, ChangePlan]:
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     plan = plan_changes(storage, start, end)
     for protocol in [*plan.protocols, plan.protocol]:
-        check_readable(protocol, f"{storage.root} between versions {plan.start} and {plan.end}")
+        check_readable(protocol, f"{storage.display()} between versions {plan.start} and {plan.end}")
     layout = Layout.of(plan.metadata, plan.protocol)
     data, cdc = [], []
     for e in plan.entries:
@@ -90,7 +90,7 @@ def write_sorted(df: DataFrame, path: Path, order: list[Any], drop: tuple[str, .
 
 
 def change_data(
-    spark: SparkSession, location: str | LocalStorage, start: int, end: int | None, out_dir: str | Path
+    spark: SparkSession, location: str | Storage, start: int, end: int | None, out_dir: str | Path
 ) -> dict[str, Any]:
     """Write the changes of versions start..end under out_dir (module contract)."""
     from pyspark.sql import functions as F

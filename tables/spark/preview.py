@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tables.delta.storage import LocalStorage, open_storage
+from tables.delta.storage import Storage, as_storage
 
 from .changes import write_sorted
 from .read import FILE_COL, ROW_COL, read_version
@@ -26,12 +26,12 @@ PREVIEW_ROWS = 100
 
 
 def write_preview(
-    spark: SparkSession, location: str | LocalStorage, version: int, out_dir: str | Path, limit: int = PREVIEW_ROWS
+    spark: SparkSession, location: str | Storage, version: int, out_dir: str | Path, limit: int = PREVIEW_ROWS
 ) -> dict[str, Any]:
     """Write the first `limit` rows of `version` under out_dir (module contract)."""
     import pyarrow.parquet as pq
 
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     df = read_version(spark, storage, version, with_position=True)
     path = Path(out_dir) / "preview"
     first = df.orderBy(FILE_COL, ROW_COL).limit(max(0, int(limit))).coalesce(1)

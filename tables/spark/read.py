@@ -48,7 +48,7 @@ from tables.delta.dv import read_deletion_vector
 from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError
 from tables.delta.partitions import PartitionColumn, partition_columns, typed_partition_values
 from tables.delta.snapshot import MAX_READER_VERSION, load_snapshot
-from tables.delta.storage import LocalStorage, local_path, open_storage
+from tables.delta.storage import Storage, as_storage
 
 from .results import table_to_json
 
@@ -132,15 +132,10 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def local_file(storage: LocalStorage, path: str) -> Path:
-    """The local file of a log path (URL-encoded; relative to the root, absolute, or file URI)."""
-    if path.startswith("file:"):
-        return Path(os.path.normpath(local_path(path)))
-    decoded = unquote(path)
-    if "://" in decoded:
-        raise StorageError(f"{storage.root}: data file {decoded} is on a storage this reader cannot open")
-    p = Path(decoded)
-    return Path(os.path.normpath(p if p.is_absolute() else storage.root / decoded))
+def local_file(storage: Storage, path: str) -> Path:
+    """The local file of a log path, resolved and checked by the storage (a path outside the
+    allowed roots is refused here, before Spark is handed anything)."""
+    return Path(storage.local_file(storage.resolve(path)))
 
 
 def _spark_uri(uri: str) -> str:
@@ -173,7 +168,7 @@ def _read_files(
 
 def scan(
     spark: SparkSession,
-    storage: LocalStorage,
+    storage: Storage,
     layout: Layout,
     entries: list[ScanEntry],
     *,
@@ -194,7 +189,7 @@ def scan(
     wanted = list(columns) if columns is not None else names
     unknown = [c for c in wanted if c not in names]
     if unknown:
-        raise InvalidColumnsError(f"{storage.root}: no column {', '.join(map(repr, unknown))} in this version")
+        raise InvalidColumnsError(f"{storage.display()}: no column {', '.join(map(repr, unknown))} in this version")
     fields = {f["name"]: f for f in layout.schema.get("fields", [])}
     part_by_name = {p.name: p for p in layout.partitions}
     void = {n for n in wanted if fields[n]["type"] == "void"}
@@ -220,7 +215,7 @@ def scan(
         spark.conf.set(FIELD_ID_CONF, "true")
 
     files = sorted({local_file(storage, e.path) for e in entries})
-    df, uris = _read_files(spark, files, phys_schema, str(storage.root))
+    df, uris = _read_files(spark, files, phys_schema, storage.display())
     data = df.select(
         *[F.col(_quote(pf["name"])) for pf in phys_schema["fields"]],
         F.col("_metadata.file_path").alias("__dw_file"),
@@ -286,39 +281,39 @@ def scan(
     return data.select(*out)
 
 
-def version_entries(storage: LocalStorage, snapshot: Any) -> list[ScanEntry]:
+def version_entries(storage: Storage, snapshot: Any) -> list[ScanEntry]:
     """Scan entries of a snapshot's active files, their deletion vectors decoded."""
     cache: dict[str, bytes] = {}
     entries = []
     for row in snapshot.files.select(["path", "partitionValues", "deletionVector"]).to_pylist():
         dv = row["deletionVector"]
-        rows = read_deletion_vector(storage, dv, f"{storage.root}/{unquote(row['path'])}", cache) if dv else None
+        rows = read_deletion_vector(storage, dv, f"{storage.display()}/{unquote(row['path'])}", cache) if dv else None
         entries.append(ScanEntry(row["path"], row["partitionValues"], rows=rows))
     return entries
 
 
 def read_version(
     spark: SparkSession,
-    location: str | LocalStorage,
+    location: str | Storage,
     version: int | None = None,
     columns: list[str] | None = None,
     with_position: bool = False,
 ) -> DataFrame:
     """The table at `version` (latest when None) as a Spark DataFrame (module contract)."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     snap = load_snapshot(storage, version)
-    check_readable(snap.protocol, f"{storage.root} at version {snap.version}")
+    check_readable(snap.protocol, f"{storage.display()} at version {snap.version}")
     layout = Layout.of(snap.metadata, snap.protocol)
     return scan(spark, storage, layout, version_entries(storage, snap), columns=columns, with_position=with_position)
 
 
 def preview_rows(
-    spark: SparkSession, location: str | LocalStorage, version: int | None, offset: int = 0, limit: int = 100
+    spark: SparkSession, location: str | Storage, version: int | None, offset: int = 0, limit: int = 100
 ) -> dict[str, Any]:
     """A page of rows of a version, in (file, row index) order (module contract)."""
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     snap = load_snapshot(storage, version)
-    check_readable(snap.protocol, f"{storage.root} at version {snap.version}")
+    check_readable(snap.protocol, f"{storage.display()} at version {snap.version}")
     layout = Layout.of(snap.metadata, snap.protocol)
     df = scan(spark, storage, layout, version_entries(storage, snap), with_position=True)
     offset, limit = max(0, int(offset)), max(0, int(limit))

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from tables.delta.commit import now_ms
 from tables.delta.dv import deletion_vector_file
-from tables.delta.errors import RestoreError
+from tables.delta.errors import PathOutsideRootsError, RestoreError
 from tables.delta.replay import canonical_paths, dv_id_column
 from tables.delta.restore import (
     RestorePlan,
@@ -43,7 +43,7 @@ from tables.delta.restore import (
     metrics_from_totals,
     prepare_restore,
 )
-from tables.delta.storage import LocalStorage, open_storage
+from tables.delta.storage import Storage, as_storage, same_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -100,40 +100,55 @@ def file_list(files: pa.Table) -> pa.Table:
     )
 
 
-def check_list(rows: pa.Table, idx: np.ndarray) -> pa.Table:
-    """The files to add as the existence check needs them: row index, the log's path, the
-    on-disk deletion-vector file, and size (for the metrics of files left out)."""
+def check_list(storage: Storage, rows: pa.Table, idx: np.ndarray) -> pa.Table:
+    """The files to add as the existence check needs them: row index, the local path of the
+    data file and of its deletion-vector file (resolved and confined by the storage), and
+    size (for the metrics of files left out)."""
     return pa.table(
         {
             "idx": pa.array(idx, pa.int64()),
-            "file": rows.column("path").combine_chunks(),
-            "dvFile": _dv_files(rows.column("deletionVector").combine_chunks()),
+            "file": _confined_paths(storage, rows.column("path").combine_chunks()),
+            "dvFile": _confined_paths(storage, _dv_files(rows.column("deletionVector").combine_chunks())),
             "size": rows.column("size").combine_chunks(),
         }
     )
 
 
-def _missing_files_function(root: str) -> Callable[[str, str | None], list[str] | None]:
+def _missing_files_function(roots: tuple[str, ...]) -> Callable[[str, str | None], list[str] | None]:
     """missing(file, dv_file): the missing ones of a file to add and its deletion-vector file
-    (None when both exist). It runs on Spark's workers and uses the standard library only
-    (pickled by value), resolving a log path as the core's storage does: URL-encoded and
-    relative to the table root, absolute, or a local file URI; another scheme is missing."""
+    (None when both exist), given as local paths the storage resolved and confined on the
+    driver. It runs on Spark's workers and uses the standard library only (pickled by value);
+    a file that is a symbolic link out of the allowed roots is reported with a leading NUL,
+    never probed further."""
 
     def missing(file: str, dv_file: str | None) -> list[str] | None:
         import os
-        from urllib.parse import unquote, urlparse
 
-        def exists(log_path: str) -> bool:
-            if log_path.startswith("file:"):
-                uri = urlparse(log_path)
-                return uri.netloc in ("", "localhost") and os.path.exists(unquote(uri.path))
-            decoded = unquote(log_path)
-            return "://" not in decoded and os.path.exists(os.path.join(root, decoded))
+        def outside(path: str) -> bool:
+            if not os.path.islink(path):
+                return False
+            real = os.path.realpath(path)
+            return not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
-        gone = [unquote(f) for f in (file, dv_file) if f is not None and not exists(f)]
+        gone = []
+        for f in (file, dv_file):
+            if f is None:
+                continue
+            if outside(f):
+                gone.append("\x00" + f)
+            elif not os.path.exists(f):
+                gone.append(f)
         return gone or None
 
     return missing
+
+
+def _confined_paths(storage: Storage, paths: pa.Array) -> pa.Array:
+    """Log paths as checked local paths (the storage refuses one outside the allowed roots)."""
+    return pa.array(
+        [None if p is None else storage.local_file_unchecked(storage.resolve(p)) for p in paths.to_pylist()],
+        pa.string(),
+    )
 
 
 # --- running a job with progress ----------------------------------------------------------------
@@ -235,7 +250,7 @@ def _sums(F: Any) -> list[Any]:
 
 def spark_plan_restore(
     spark: SparkSession,
-    location: str | LocalStorage,
+    location: str | Storage,
     version: int | None = None,
     timestamp: str | int | None = None,
     ignore_missing_files: bool = False,
@@ -248,7 +263,7 @@ def spark_plan_restore(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     sc = spark.sparkContext
     _report(progress, "loading snapshots", 0, 2)
     setup = prepare_restore(storage, version, timestamp, allow_protocol_downgrade)
@@ -280,9 +295,9 @@ def spark_plan_restore(
         if check_files and total:
             _report(progress, "checking files exist", 0, total)
             gone_sums = Observation(f"restore-missing-{uuid.uuid4().hex}")
-            missing_of = F.udf(_missing_files_function(str(storage.root)), "array<string>").asNondeterministic()
+            missing_of = F.udf(_missing_files_function(storage.roots), "array<string>").asNondeterministic()
             checked = (
-                _coalesced(spark, spark.createDataFrame(check_list(add_rows, add_idx)), total, CHECK_ROWS_PER_TASK)
+                _coalesced(spark, spark.createDataFrame(check_list(storage, add_rows, add_idx)), total, CHECK_ROWS_PER_TASK)
                 .select("idx", "size", missing_of("file", "dvFile").alias("missing"))
                 .observe(
                     gone_sums,
@@ -305,6 +320,10 @@ def spark_plan_restore(
             ):
                 bad_idx.append(idx)
                 missing.extend(files)
+            refused = [f for f in missing if f.startswith("\x00")]
+            if refused:
+                raise PathOutsideRootsError(storage.refusal(refused[0][1:]), file=storage.shown(refused[0][1:]))
+            missing = [storage.shown(f) for f in missing]
             if bad_idx:
                 left_out.update(gone_sums.get)
             _report(progress, "checking files exist", total, total)
@@ -347,7 +366,7 @@ def spark_plan_restore(
 
 def run_restore(
     spark: SparkSession,
-    location: str | LocalStorage,
+    location: str | Storage,
     plan_dict: dict[str, Any],
     txn_id: str,
     progress: Progress | None = None,
@@ -362,9 +381,9 @@ def run_restore(
     A txn id committed already (a retried job) returns that commit.
     """
     approved = RestorePlan.from_dict(plan_dict)
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
-    if open_storage(approved.location).root != storage.root:
-        raise RestoreError(f"{storage.root}: the restore plan is for another table ({approved.location})")
+    storage = as_storage(location)
+    if not same_table(approved.location, storage):
+        raise RestoreError(f"{storage.display()}: the restore plan is for another table ({approved.location})")
     if find_restore_commit(storage, approved.read_version, txn_id) is not None:
         return {**commit_restore(storage, approved, txn_id=txn_id), "stale": False}
     current = spark_plan_restore(

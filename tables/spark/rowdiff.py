@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import InvalidColumnsError
-from tables.delta.storage import LocalStorage, open_storage
+from tables.delta.storage import Storage, as_storage
 
 from .changes import write_sorted
 from .read import read_version
@@ -128,7 +128,7 @@ def diff_frame(a: DataFrame, b: DataFrame, keys: list[str]) -> tuple[DataFrame, 
 
 def keyed_diff(
     spark: SparkSession,
-    location: str | LocalStorage,
+    location: str | Storage,
     v_from: int,
     v_to: int,
     keys: list[str],
@@ -136,27 +136,27 @@ def keyed_diff(
 ) -> dict[str, Any]:
     """Write the keyed diff of two versions under out_dir (module contract)."""
 
-    storage = location if isinstance(location, LocalStorage) else open_storage(location)
+    storage = as_storage(location)
     keys = [k for k in dict.fromkeys(keys)]
     if not keys:
-        raise InvalidColumnsError(f"{storage.root}: a keyed diff needs at least one key column")
+        raise InvalidColumnsError(f"{storage.display()}: a keyed diff needs at least one key column")
     a, b = read_version(spark, storage, v_from), read_version(spark, storage, v_to)
     for v, df in ((v_from, a), (v_to, b)):
         missing = [k for k in keys if k not in df.columns]
         if missing:
             raise InvalidColumnsError(
-                f"{storage.root}: key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                f"{storage.display()}: key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                 f"not in version {v} (its columns: {', '.join(df.columns)})",
                 version=v,
                 columns=missing,
             )
     for key in keys:
         if _has_map(a.schema[key].dataType) or _has_map(b.schema[key].dataType):
-            raise InvalidColumnsError(f"{storage.root}: key column {key} holds a map, which cannot be compared")
+            raise InvalidColumnsError(f"{storage.display()}: key column {key} holds a map, which cannot be compared")
     for v, n in zip((v_from, v_to), duplicate_keys(a, b, keys), strict=True):
         if n:
             raise InvalidColumnsError(
-                f"{storage.root}: key ({', '.join(keys)}) is not unique in version {v}: {n} key value(s) repeat",
+                f"{storage.display()}: key ({', '.join(keys)}) is not unique in version {v}: {n} key value(s) repeat",
                 version=v,
                 columns=keys,
             )

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from tables.delta import report
 from tables.delta.errors import DeltaError
+from tables.delta.storage import set_roots_provider
 
 
 class Command(BaseCommand):
@@ -57,6 +58,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         sub = options["subcommand"]
+        # an operator's tool on a table they name: confined to DELTAWEB_ALLOWED_ROOTS from the
+        # environment when set, else to the table's own root, not to the web app's setting
+        set_roots_provider(None)
         try:
             payload = report.run(sub, options)
         except DeltaError as exc:
