@@ -246,7 +246,9 @@ def read_bitmap_bytes(
     try:
         blob = cache[rel] if cache is not None and rel in cache else _read_file(storage, rel)
     except FileNotFoundError as exc:
-        raise MissingDeletionVectorError(f"{storage.display()}: deletion vector file {rel} is missing", file=rel) from exc
+        raise MissingDeletionVectorError(
+            f"{storage.display()}: deletion vector file {rel} is missing", file=rel
+        ) from exc
     if cache is not None:
         cache[rel] = blob
     name = f"{storage.display()}/{rel}" if not rel.startswith("file:") else rel

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class DeltaError(Exception):
     """Base of every error the core raises on purpose; `code` is a stable machine name."""
@@ -77,6 +80,17 @@ class PathOutsideRootsError(StorageError):
     """A path the log names (or the log itself) that resolves outside the allowed roots."""
 
     code = "path_outside_roots"
+
+
+@contextmanager
+def at_version(what: str) -> Iterator[None]:
+    """Name the version (`what`, e.g. "version 3") in a refusal raised inside the block."""
+    try:
+        yield
+    except PathOutsideRootsError as exc:
+        if exc.details.get("at"):
+            raise
+        raise PathOutsideRootsError(f"{what}: {exc.message}", at=what, **exc.details) from None
 
 
 class InvalidManagedTableError(DeltaError):

@@ -47,7 +47,14 @@ from .checkpoint import _open_parquet, _plain, _sidecar_rel, read_checkpoint_oth
 from .commit import ENGINE_INFO, commit, now_ms
 from .commitinfo import read_commit_info
 from .dv import deletion_vector_file
-from .errors import CommitConflictError, CorruptLogError, MissingFilesError, RestoreError, UnsupportedFeatureError
+from .errors import (
+    CommitConflictError,
+    CorruptLogError,
+    MissingFilesError,
+    RestoreError,
+    UnsupportedFeatureError,
+    at_version,
+)
 from .log import LogListing, commit_name, list_log
 from .replay import identity_keys
 from .snapshot import Snapshot, load_snapshot, ratified_listing
@@ -827,7 +834,8 @@ def build_plan(
 
     missing: list[str] = []
     if check_files:
-        missing, bad = find_missing(adds) if find_missing is not None else missing_files(storage, adds)
+        with at_version(f"version {setup.target_version}"):
+            missing, bad = find_missing(adds) if find_missing is not None else missing_files(storage, adds)
         if missing and not ignore_missing_files:
             raise _missing_error(where, setup.target_version, missing)
         if bad:
@@ -905,7 +913,9 @@ def _commit_actions(
     try:
         data = storage.read(rel or commit_name(version))
     except FileNotFoundError as exc:
-        raise CorruptLogError(f"{storage.display()}: commit {version} disappeared while checking for conflicts") from exc
+        raise CorruptLogError(
+            f"{storage.display()}: commit {version} disappeared while checking for conflicts"
+        ) from exc
     return parse_actions(data, storage.display(rel or commit_name(version)))
 
 
@@ -1067,7 +1077,8 @@ def commit_restore(
         current = _rebase(plan, head)
         if current.files_checked and recheck_files:
             # files may have gone since the plan (a vacuum while it waited for approval)
-            missing, bad = missing_files(storage, current.adds)
+            with at_version(f"version {current.target_version}"):
+                missing, bad = missing_files(storage, current.adds)
             if missing and not current.ignore_missing_files:
                 raise _missing_error(where, current.target_version, missing)
             if bad:

@@ -132,12 +132,12 @@ class LocalStorage:
 
     # -- confinement
 
-    def _checked_dir(self, directory: str) -> str:
+    def _checked_dir(self, directory: str, key: str) -> str:
         real = self._dirs.get(directory)
         if real is None:
             real = os.path.realpath(directory)
             if not is_under(real, self.roots):
-                raise PathOutsideRootsError(self.refusal(directory), file=self.shown(directory))
+                raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
             self._dirs[directory] = real
         return real
 
@@ -148,8 +148,7 @@ class LocalStorage:
             raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
         full = os.path.normpath(os.path.join(self._root_text, key))
         directory, name = os.path.split(full)
-        real_dir = self._checked_dir(directory)
-        return os.path.join(real_dir, name)
+        return os.path.join(self._checked_dir(directory, key), name)
 
     def _checked_file(self, key: str) -> str:
         """`_full` with a symlinked file resolved and checked (for openers that follow links)."""
@@ -162,16 +161,19 @@ class LocalStorage:
         return full
 
     def shown(self, key: str) -> str:
-        """A path for messages: relative to the table root when below it, else as given."""
+        """A path for messages that never tells the server's directories: relative to the table
+        root when below it, as the log wrote it when relative, else only its file name."""
         full = os.path.normpath(os.path.join(self._root_text, key))
         if full.startswith(self._root_text + os.sep):
             return full[len(self._root_text) + 1 :]
-        return key
+        if not os.path.isabs(key):
+            return key[:300]
+        return ".../" + os.path.basename(full)[:200]
 
     def refusal(self, key: str) -> str:
         return (
-            f"{self.shown(key)[:300]!r} lies outside the allowed roots (an absolute path, '..' or a "
-            "symbolic link leading out of them); it was not read"
+            f"{self.shown(key)!r} lies outside the allowed roots (an absolute path, '..' or a symbolic "
+            "link leading out of them); it was not read"
         )
 
     def _open(self, key: str) -> int:
@@ -205,7 +207,7 @@ class LocalStorage:
 
     def list_dir(self, rel_dir: str) -> list[FileInfo]:
         """Files (not directories) directly in `rel_dir`, sorted by name."""
-        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)))
+        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)), rel_dir)
         out: list[FileInfo] = []
         try:
             with os.scandir(base) as it:
@@ -226,7 +228,7 @@ class LocalStorage:
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the files directly in `rel_dir`, sorted; no stat (the directory entry's
         type is enough), so listing a log of 100,000 commits costs one directory scan."""
-        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)))
+        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)), rel_dir)
         try:
             with os.scandir(base) as it:
                 names = [e.name for e in it if e.is_file()]
@@ -288,7 +290,7 @@ class LocalStorage:
         full = os.path.normpath(os.path.join(self._root_text, rel))
         if not os.path.isdir(full):
             return False
-        self._checked_dir(full)
+        self._checked_dir(full, rel)
         return True
 
     def put(self, path: str, data: bytes, overwrite: bool = False) -> bool:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.changes import ChangePlan, plan_changes
+from tables.delta.errors import at_version
 from tables.delta.storage import Storage, as_storage
 
 from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, scan
@@ -50,6 +51,11 @@ def change_data_frame(
 ) -> tuple[DataFrame, ChangePlan]:
     storage = as_storage(location)
     plan = plan_changes(storage, start, end)
+    with at_version(f"versions {plan.start} to {plan.end}"):
+        return _change_frame(spark, storage, plan)
+
+
+def _change_frame(spark: SparkSession, storage: Storage, plan: ChangePlan) -> tuple[DataFrame, ChangePlan]:
     for protocol in [*plan.protocols, plan.protocol]:
         check_readable(protocol, f"{storage.display()} between versions {plan.start} and {plan.end}")
     layout = Layout.of(plan.metadata, plan.protocol)

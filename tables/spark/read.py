@@ -45,7 +45,7 @@ import pyarrow as pa
 from tables.delta.actions import Metadata, Protocol
 from tables.delta.columnmapping import logical_schema, mapping_mode, physical_name, read_schema
 from tables.delta.dv import read_deletion_vector
-from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError
+from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError, at_version
 from tables.delta.partitions import PartitionColumn, partition_columns, typed_partition_values
 from tables.delta.snapshot import MAX_READER_VERSION, load_snapshot
 from tables.delta.storage import Storage, as_storage
@@ -304,7 +304,9 @@ def read_version(
     snap = load_snapshot(storage, version)
     check_readable(snap.protocol, f"{storage.display()} at version {snap.version}")
     layout = Layout.of(snap.metadata, snap.protocol)
-    return scan(spark, storage, layout, version_entries(storage, snap), columns=columns, with_position=with_position)
+    with at_version(f"version {snap.version}"):
+        entries = version_entries(storage, snap)
+        return scan(spark, storage, layout, entries, columns=columns, with_position=with_position)
 
 
 def preview_rows(
@@ -315,7 +317,8 @@ def preview_rows(
     snap = load_snapshot(storage, version)
     check_readable(snap.protocol, f"{storage.display()} at version {snap.version}")
     layout = Layout.of(snap.metadata, snap.protocol)
-    df = scan(spark, storage, layout, version_entries(storage, snap), with_position=True)
+    with at_version(f"version {snap.version}"):
+        df = scan(spark, storage, layout, version_entries(storage, snap), with_position=True)
     offset, limit = max(0, int(offset)), max(0, int(limit))
     page = df.orderBy(FILE_COL, ROW_COL).offset(offset).limit(limit).drop(FILE_COL, ROW_COL)
     out = table_to_json(page.toArrow())

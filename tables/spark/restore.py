@@ -297,7 +297,9 @@ def spark_plan_restore(
             gone_sums = Observation(f"restore-missing-{uuid.uuid4().hex}")
             missing_of = F.udf(_missing_files_function(storage.roots), "array<string>").asNondeterministic()
             checked = (
-                _coalesced(spark, spark.createDataFrame(check_list(storage, add_rows, add_idx)), total, CHECK_ROWS_PER_TASK)
+                _coalesced(
+                    spark, spark.createDataFrame(check_list(storage, add_rows, add_idx)), total, CHECK_ROWS_PER_TASK
+                )
                 .select("idx", "size", missing_of("file", "dvFile").alias("missing"))
                 .observe(
                     gone_sums,
