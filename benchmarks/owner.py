@@ -60,7 +60,7 @@ def run_one(args: argparse.Namespace) -> dict:
     from tables import owner_services
     from tables.delta.errors import CommitConflictError
     from tables.delta.managed import commit_via_owner
-    from tables.delta.owner import RestOwnerClient
+    from tables.delta.owner_client import RestOwnerClient
     from tables.models import ManagedTable
     from tables.owner_db import table_conf
     from tables.roles import WRITER

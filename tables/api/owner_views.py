@@ -8,7 +8,7 @@ GET  /api/owner/tables/{id}/commits?start=&end= -> {commits, latestTableVersion}
 POST /api/owner/tables/{id}/backfill?version=   -> {backfilledVersion}
 
 `{id}` is the `tableId` of the owner conf in the table's metadata. The answers are those of
-tables.delta.owner (outcome_to_http, GetCommitsResponse.to_json), which RestOwnerClient parses.
+tables.delta.owner_client (outcome_to_http, GetCommitsResponse.to_json), which RestOwnerClient parses.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables import owner_services, roles
-from tables.delta.owner import encode_actions, outcome_to_http
+from tables.delta.owner import encode_actions
+from tables.delta.owner_client import outcome_to_http
 from tables.models import ManagedTable
 from tables.owner_db import table_conf
 

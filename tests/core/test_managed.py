@@ -39,7 +39,6 @@ from tables.delta.errors import (
     OwnerUnavailableError,
     VersionNotFoundError,
 )
-from tables.delta.fs_owner import FileSystemOwner
 from tables.delta.history import history_rows
 from tables.delta.log import COMMITS_DIR, STAGED_COMMITS_DIR, list_log, staged_commit_name
 from tables.delta.managed import commit_via_owner, create_managed_table, hand_back, take_over
@@ -50,17 +49,16 @@ from tables.delta.owner import (
     CommitRefused,
     CommitResponse,
     GetCommitsResponse,
-    RestOwnerClient,
-    StaticOwner,
     TableConf,
     encode_actions,
-    outcome_to_http,
 )
+from tables.delta.owner_client import RestOwnerClient, outcome_to_http
 from tables.delta.snapshot import load_snapshot, load_table_config
 from tables.delta.storage import LocalStorage
 from tables.delta.timestamps import commit_times, ict_config
 from tests.conftest import REPO
 from tests.core import builders
+from tests.core.fs_owner import FileSystemOwner, StaticOwner
 
 LOG = "_delta_log"
 BASE_MS = 1_700_000_000_000
@@ -1048,7 +1046,7 @@ def test_rest_client_failures_are_errors_not_outcomes(owner_api, tmp_path: Path)
 
 _KILLER = """
 import os, signal, sys
-from tables.delta.fs_owner import FileSystemOwner
+from tests.core.fs_owner import FileSystemOwner, StaticOwner
 from tables.delta.managed import commit_via_owner, hand_back
 from tables.delta.owner import TableConf
 

@@ -14,7 +14,8 @@ from rest_framework.authtoken.models import Token
 from tables import owner_services, services
 from tables.delta.errors import CommitRefusedError
 from tables.delta.managed import commit_via_owner
-from tables.delta.owner import CommitConflict, CommitResponse, RestOwnerClient, encode_actions
+from tables.delta.owner import CommitConflict, CommitResponse, encode_actions
+from tables.delta.owner_client import RestOwnerClient
 from tables.delta.snapshot import load_snapshot
 from tables.models import Commit, ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest
 from tables.owner_db import DatabaseOwner, table_conf

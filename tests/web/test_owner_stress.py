@@ -27,7 +27,7 @@ from rest_framework.authtoken.models import Token
 from tables import owner_services, services
 from tables.delta.errors import CommitConflictError
 from tables.delta.managed import commit_via_owner
-from tables.delta.owner import RestOwnerClient
+from tables.delta.owner_client import RestOwnerClient
 from tables.delta.snapshot import load_snapshot
 from tables.models import ManagedTable, RatifiedCommit, Table
 from tables.owner_db import DatabaseOwner, table_conf

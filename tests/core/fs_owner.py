@@ -1,4 +1,5 @@
-"""A reference commit-owner that keeps its state in a JSON file per table (tests, tools).
+"""Reference commit-owners for tests: one that keeps its state in a JSON file per table, and a
+read-only one answering from supplied state (StaticOwner).
 
 It is the model the database-backed owner follows, step for step:
 - commit v, under the table's lock (the database transaction of the real owner): check that
@@ -34,9 +35,9 @@ from typing import Any
 
 import orjson
 
-from .errors import CommitConflictError, CommitOwnerError, ManagedTableError
-from .log import commit_name, staged_commit_name
-from .owner import (
+from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
+from tables.delta.log import commit_name, staged_commit_name
+from tables.delta.owner import (
     Commit,
     CommitConflict,
     CommitOutcome,
@@ -50,7 +51,7 @@ from .owner import (
     installs_owner,
     parse_commit,
 )
-from .storage import Storage, open_storage
+from tables.delta.storage import Storage, open_storage
 
 Policy = Callable[[TableConf, int, ParsedCommit], str | None]  # a refusal reason, or None
 
@@ -301,3 +302,26 @@ class FileSystemOwner:
         )
         save()
         return Commit(version, commit_name(version), info.size, info.modification_time, state["latestIct"])
+
+
+class StaticOwner:
+    """A read-only owner answering from supplied state (a catalog's answer taken elsewhere):
+    for reading a table whose owner cannot be reached from here."""
+
+    def __init__(self, commits: list[Commit], latest_table_version: int, name: str | None = None) -> None:
+        self.commits = sorted(commits, key=lambda c: c.version)
+        self.latest_table_version = latest_table_version
+        self.name = name or "static"
+
+    def commit(self, table_conf: TableConf, version: int, actions: bytes) -> CommitOutcome:
+        return CommitRefused(version, "this owner only answers reads", "policy")
+
+    def get_commits(self, table_conf: TableConf, start: int = 0, end: int | None = None) -> GetCommitsResponse:
+        hi = self.latest_table_version if end is None else end
+        return GetCommitsResponse([c for c in self.commits if start <= c.version <= hi], self.latest_table_version)
+
+    def backfill_to_version(self, table_conf: TableConf, version: int) -> int | None:
+        return None
+
+    def register_table(self, table_conf: TableConf, current_version: int) -> dict[str, str]:
+        raise CommitOwnerError("a static owner takes no tables over")
