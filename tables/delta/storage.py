@@ -52,6 +52,10 @@ class Storage(Protocol):
 
     def head(self, path: str) -> FileInfo: ...
 
+    def list_tree(self, prefix: str = "", exclude: tuple[str, ...] = ()) -> Iterator[str]:
+        """Every file below `prefix` (recursively), as keys, in no order."""
+        ...
+
     def put(self, path: str, data: bytes, overwrite: bool = False) -> bool:
         """Write whole or not at all; without `overwrite`, False when the file exists already."""
         ...
@@ -224,6 +228,23 @@ class LocalStorage:
             raise StorageError(f"{self.display(rel_dir)}: cannot list ({exc.strerror})") from exc
         out.sort(key=lambda f: f.path)
         return out
+
+    def list_tree(self, prefix: str = "", exclude: tuple[str, ...] = ()) -> Iterator[str]:
+        """Every file below `prefix`, as keys relative to the root, in no order; top-level
+        directories in `exclude` are skipped. Symbolic links are not followed into
+        directories, and a linked file counts only when it resolves inside the roots."""
+        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, prefix)), prefix or ".")
+        for directory, dirs, files in os.walk(base):
+            rel_dir = os.path.relpath(directory, base)
+            if rel_dir == ".":
+                dirs[:] = [d for d in dirs if d not in exclude]
+                rel_dir = ""
+            for name in files:
+                key = os.path.join(prefix, rel_dir, name) if prefix or rel_dir else name
+                full = os.path.join(directory, name)
+                if os.path.islink(full) and not is_under(os.path.realpath(full), self.roots):
+                    continue
+                yield key
 
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the files directly in `rel_dir`, sorted; no stat (the directory entry's

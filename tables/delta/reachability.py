@@ -1,0 +1,286 @@
+"""Which versions can still be read or restored, and why not.
+
+For every version: can its state be rebuilt from the log (a complete checkpoint at or below it
+with every later commit present, or every commit from 0), do all its data and deletion-vector
+files still exist, and does it lie inside the table's retention. File sets per version come
+from the intervals in which each file identity is active (one replay of the log per
+reproducible run of versions), not from rebuilding every snapshot; existence from one listing
+of the table's files, not a HEAD per file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from .actions import read_json_actions
+from .checkpoint import read_checkpoint_files, read_checkpoint_others
+from .dv import deletion_vector_file
+from .errors import DeltaError, PathOutsideRootsError
+from .log import LOG_DIR, LogListing, complete_checkpoint, latest_version, list_log
+from .replay import canonical_paths, identity_keys
+from .snapshot import load_table_config, read_commit_bytes
+from .storage import Storage, as_storage
+from .timestamps import commit_times
+
+MAX_LISTED = 100
+DAY_MS = 86_400_000
+# Delta Lake's defaults
+DEFAULT_LOG_RETENTION = "interval 30 days"
+DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
+_UNITS_MS = {
+    "nanosecond": 1e-6,
+    "microsecond": 1e-3,
+    "millisecond": 1,
+    "second": 1_000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": DAY_MS,
+    "week": 7 * DAY_MS,
+}
+
+
+def _parse_interval(text: str) -> int | None:
+    parts = re.findall(r"(-?\d+(?:\.\d+)?)\s*([a-z]+)", text.strip().lower().removeprefix("interval"))
+    if not parts:
+        return None
+    total = 0.0
+    for number, unit in parts:
+        unit = unit.removesuffix("s")
+        if unit not in _UNITS_MS:
+            return None
+        total += float(number) * _UNITS_MS[unit]
+    return int(total)
+
+
+def interval_ms(text: str | None, default: str) -> int:
+    """A Delta interval property ("interval 7 days", "1 week", "168 hours") in milliseconds;
+    the default when absent or unreadable (Delta Lake refuses such values on write)."""
+    parsed = _parse_interval(text) if text else None
+    return parsed if parsed is not None else int(_parse_interval(default) or 0)
+
+
+@dataclass(slots=True)
+class VersionReach:
+    version: int
+    readable: bool
+    restorable: bool
+    reason: str | None
+    missing_count: int = 0
+    missing_files: list[str] = field(default_factory=list)
+    timestamp: int | None = None
+    inside_log_retention: bool | None = None
+    inside_file_retention: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "readable": self.readable,
+            "restorable": self.restorable,
+            "reason": self.reason,
+            "missingFiles": {"count": self.missing_count, "paths": self.missing_files},
+            "retention": {
+                "timestamp": self.timestamp,
+                "insideLogRetention": self.inside_log_retention,
+                "insideDeletedFileRetention": self.inside_file_retention,
+            },
+        }
+
+
+@dataclass(slots=True)
+class Reachability:
+    latest_version: int
+    log_retention_ms: int
+    deleted_file_retention_ms: int
+    versions: list[VersionReach]  # newest first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "latestVersion": self.latest_version,
+            "logRetentionMs": self.log_retention_ms,
+            "deletedFileRetentionMs": self.deleted_file_retention_ms,
+            "versions": [v.to_dict() for v in self.versions],
+        }
+
+
+# --- the log: which versions can be rebuilt ------------------------------------------------------
+
+
+def reproducible_runs(listing: LogListing) -> tuple[int, list[tuple[int, int, bool]]]:
+    """(latest, runs): maximal runs [first, last] of versions whose state can be rebuilt, each
+    with whether it starts from a checkpoint (else from commit 0)."""
+    latest = latest_version(listing)
+    if latest is None:
+        return -1, []
+    commits = {c.version for c in listing.commits}
+    checkpoints = {v for v, files in listing.checkpoints.items() if complete_checkpoint(files)}
+    runs: list[tuple[int, int, bool]] = []
+    start: int | None = None
+    from_checkpoint = False
+    for v in range(latest + 1):
+        if v in checkpoints and start is None:
+            start, from_checkpoint = v, True
+        elif v in commits and (start is not None or v == 0):
+            if start is None:
+                start, from_checkpoint = v, False
+        elif v not in checkpoints:
+            if start is not None:
+                runs.append((start, v - 1, from_checkpoint))
+            start = None
+    if start is not None:
+        runs.append((start, latest, from_checkpoint))
+    return latest, runs
+
+
+# --- files: the interval in which each identity is active ----------------------------------------
+
+
+@dataclass(slots=True)
+class Interval:
+    start: int
+    end: int  # exclusive; latest + 1 while still active
+    path: str
+    dv_file: str | None
+
+
+def _run_files(storage: Storage, listing: LogListing, first: int, last: int, from_checkpoint: bool) -> pa.Table:
+    tables = []
+    if from_checkpoint:
+        files = complete_checkpoint(listing.checkpoints[first]) or []
+        others = read_checkpoint_others(storage, files)
+        meta = [b for n, b in others if n == "metaData"]
+        keys = list(meta[0].get("partitionColumns") or []) if meta else []
+        tables.append(read_checkpoint_files(storage, files, others, keys).select(_COLUMNS))
+    commits = {c.version: c for c in listing.commits}
+    lo = first + 1 if from_checkpoint else first
+    sources = [
+        (storage.display(commits[v].path), v, read_commit_bytes(storage, commits[v].path, commits[v].size))
+        for v in range(lo, last + 1)
+    ]
+    if sources:
+        tables.append(read_json_actions(sources, []).files.select(_COLUMNS))
+    return pa.concat_tables(tables) if tables else pa.table({c: [] for c in _COLUMNS})
+
+
+_COLUMNS = ["version", "seq", "is_add", "path", "deletionVector"]
+
+
+def file_intervals(
+    storage: Storage, listing: LogListing, first: int, last: int, from_checkpoint: bool
+) -> list[Interval]:
+    """The intervals of every file identity active somewhere in [first, last]."""
+    files = _run_files(storage, listing, first, last, from_checkpoint)
+    if files.num_rows == 0:
+        return []
+    files = files.sort_by([("version", "ascending"), ("seq", "ascending")])
+    keys = identity_keys(files).to_pylist()
+    paths = canonical_paths(files.column("path")).to_pylist()
+    dvs = files.column("deletionVector").to_pylist()
+    out: list[Interval] = []
+    open_: dict[str, Interval] = {}
+    for key, version, is_add, path, dv in zip(
+        keys, files.column("version").to_pylist(), files.column("is_add").to_pylist(), paths, dvs, strict=True
+    ):
+        version = max(version, first)  # checkpoint rows: active at the run's first version
+        current = open_.pop(key, None)
+        if current is not None:
+            current.end = version
+            if current.end > current.start:
+                out.append(current)
+        if is_add:
+            open_[key] = Interval(version, last + 1, path, deletion_vector_file(dv))
+    out.extend(open_.values())
+    return out
+
+
+def existing_files(storage: Storage) -> set[str]:
+    """Every file under the table root outside the log, decoded and relative: one listing."""
+    return set(storage.list_tree("", exclude=(LOG_DIR,)))
+
+
+def _present(storage: Storage, log_path: str, listed: set[str]) -> bool:
+    key = unquote(log_path) if not log_path.startswith("file:") else log_path
+    if key in listed:
+        return True
+    if "://" not in key and not key.startswith(("/", "file:")) and ".." not in key:
+        return False
+    try:  # a location outside the table root: checked (and confined) one by one, they are rare
+        return storage.exists(storage.resolve(log_path))
+    except (PathOutsideRootsError, DeltaError, OSError):
+        return False
+
+
+# --- the whole map ---------------------------------------------------------------------------
+
+
+def reachability(location: str | Storage, now: int, listing: LogListing | None = None) -> Reachability:
+    """Reachability of every version of the table, newest first, as of `now` (ms)."""
+    storage = as_storage(location)
+    listing = listing or list_log(storage)
+    latest, runs = reproducible_runs(listing)
+    config = load_table_config(storage, listing)
+    conf = config.metadata.configuration or {}
+    log_ret = interval_ms(conf.get("delta.logRetentionDuration"), DEFAULT_LOG_RETENTION)
+    file_ret = interval_ms(conf.get("delta.deletedFileRetentionDuration"), DEFAULT_DELETED_FILE_RETENTION)
+    times = commit_times(storage, listing)
+
+    listed = existing_files(storage)
+    missing_all = [0] * (latest + 2)  # difference arrays over versions
+    missing_added = [0] * (latest + 2)  # ... of files the latest version does not hold
+    gone: list[Interval] = []
+    reproducible = [False] * (latest + 1)
+    for first, last, from_checkpoint in runs:
+        for v in range(first, last + 1):
+            reproducible[v] = True
+        for iv in file_intervals(storage, listing, first, last, from_checkpoint):
+            lost = [p for p in (iv.path, iv.dv_file) if p is not None and not _present(storage, p, listed)]
+            if not lost:
+                continue
+            iv.path = unquote(lost[0])
+            gone.append(iv)
+            missing_all[iv.start] += 1
+            missing_all[iv.end] -= 1
+            if iv.end <= latest:
+                missing_added[iv.start] += 1
+                missing_added[iv.end] -= 1
+
+    first_commit = min((c.version for c in listing.commits), default=0)
+    gone.sort(key=lambda iv: iv.start)
+    out: list[VersionReach] = []
+    active: dict[int, Interval] = {}
+    n_all = n_added = 0
+    g = 0
+    for v in range(latest + 1):
+        n_all += missing_all[v]
+        n_added += missing_added[v]
+        while g < len(gone) and gone[g].start <= v:
+            active[id(gone[g])] = gone[g]
+            g += 1
+        for k in [k for k, iv in active.items() if iv.end <= v]:
+            del active[k]
+        ts = _timestamp(times, v)
+        in_log = None if ts is None else ts >= now - log_ret
+        nxt = _timestamp(times, v + 1) if v < latest else now
+        in_files = True if v == latest else (None if nxt is None else nxt >= now - file_ret)
+        if not reproducible[v]:
+            reason = "log_expired" if v < first_commit else "not_reproducible"
+            out.append(VersionReach(v, False, False, reason, timestamp=ts, inside_log_retention=in_log))
+            continue
+        paths = [iv.path for iv in list(active.values())[:MAX_LISTED]] if n_all else []
+        readable = n_all == 0
+        restorable = readable or n_added == 0
+        reason = "files_missing" if n_all else ("beyond_retention" if in_files is False else None)
+        out.append(VersionReach(v, readable, restorable, reason, n_all, sorted(paths), ts, in_log, in_files))
+    out.reverse()
+    return Reachability(latest, log_ret, file_ret, out)
+
+
+def _timestamp(times: Any, version: int) -> int | None:
+    try:
+        return times.timestamp(version)[0]
+    except (KeyError, DeltaError, OSError):
+        return None

@@ -1,0 +1,188 @@
+"""Reachability per version against an independent oracle.
+
+Tables are copied, then mutilated as VACUUM (data files of removed versions deleted) and log
+cleanup (commits before a checkpoint deleted) would. The oracle is delta-rs: a version is
+readable when delta-rs loads it from the mutilated copy's log and every file it lists for that
+version on an untouched copy still exists in the mutilated one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pytest
+
+from tables.delta.reachability import DEFAULT_DELETED_FILE_RETENTION, interval_ms, reachability
+from tests.conftest import golden_path
+
+deltalake = pytest.importorskip("deltalake")
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+NOW = int(time.time() * 1000)
+
+
+def rel_files(root: Path, version: int | None = None) -> set[str]:
+    """The files delta-rs lists for a version, relative to the table root and decoded."""
+    dt = DeltaTable(str(root)) if version is None else DeltaTable(str(root), version=version)
+    out = set()
+    for uri in dt.file_uris():
+        local = unquote(urlparse(uri).path) if "://" in uri else uri
+        out.add(os.path.relpath(local, root))
+    return out
+
+
+def oracle(untouched: Path, mutilated: Path, latest: int) -> dict[int, tuple[bool, int]]:
+    """version -> (readable, number of missing files) as delta-rs sees it."""
+    out = {}
+    for v in range(latest + 1):
+        try:
+            DeltaTable(str(mutilated), version=v)
+        except Exception:
+            out[v] = (False, -1)
+            continue
+        missing = [f for f in rel_files(untouched, v) if not (mutilated / f).exists()]
+        out[v] = (not missing, len(missing))
+    return out
+
+
+def ours(path: Path) -> dict[int, tuple[bool, int]]:
+    r = reachability(str(path), NOW)
+    assert [v.version for v in r.versions] == list(range(r.latest_version, -1, -1))  # newest first
+    return {
+        v.version: (v.readable, v.missing_count if v.reason == "files_missing" else (0 if v.readable else -1))
+        for v in r.versions
+    }
+
+
+def vacuum_all_removed(path: Path) -> list[str]:
+    """Delete every data file the latest version no longer holds (VACUUM with retention 0)."""
+    live = rel_files(path)
+    gone = []
+    for f in path.rglob("*.parquet"):
+        rel = str(f.relative_to(path))
+        if not rel.startswith("_delta_log") and rel not in live:
+            f.unlink()
+            gone.append(rel)
+    return gone
+
+
+def clean_log_before(path: Path, version: int) -> None:
+    """Delete commits below `version` as log cleanup would (a checkpoint at `version` stays)."""
+    for f in (path / "_delta_log").glob("*.json"):
+        if f.name[:20].isdigit() and int(f.name[:20]) < version:
+            f.unlink()
+    for f in (path / "_delta_log").glob("*.crc"):
+        f.unlink()
+
+
+def history_table(path: Path) -> Path:
+    for i in range(8):
+        mode = "overwrite" if i in (3, 6) else "append"
+        write_deltalake(str(path), pa.table({"id": pa.array([i, i + 100], pa.int64())}), mode=mode)
+    DeltaTable(str(path)).delete("id = 106")
+    return path
+
+
+def test_vacuumed_delta_rs_table_agrees_with_the_oracle(tmp_path: Path) -> None:
+    untouched = history_table(tmp_path / "u")
+    mutilated = tmp_path / "m"
+    shutil.copytree(untouched, mutilated)
+    gone = vacuum_all_removed(mutilated)
+    assert gone
+    expected = oracle(untouched, mutilated, 8)
+    assert ours(mutilated) == expected
+    assert any(not ok for ok, _n in expected.values()) and expected[8] == (True, 0)
+    r = reachability(str(mutilated), NOW)
+    for v in r.versions:
+        assert v.missing_files == sorted(v.missing_files) and set(v.missing_files) <= set(gone)
+        # a restore only needs the files it would add: those the latest version lacks
+        assert v.restorable == (v.readable or not set(v.missing_files) & rel_files(untouched))
+
+
+def test_golden_table_after_log_cleanup_and_vacuum(tmp_path: Path) -> None:
+    source = golden_path("basic-with-inserts-deletes-checkpoint")
+    untouched, mutilated = tmp_path / "u", tmp_path / "m"
+    shutil.copytree(source, untouched)
+    shutil.copytree(source, mutilated)
+    checkpoint = max(int(f.name[:20]) for f in (mutilated / "_delta_log").glob("*.checkpoint.parquet"))
+    clean_log_before(mutilated, checkpoint)
+    vacuum_all_removed(mutilated)
+    latest = max(int(f.name[:20]) for f in (untouched / "_delta_log").glob("*.json"))
+    expected = oracle(untouched, mutilated, latest)
+    got = ours(mutilated)
+    assert got == expected
+    r = {v.version: v for v in reachability(str(mutilated), NOW).versions}
+    assert all(r[v].reason == "log_expired" for v in range(checkpoint))
+    assert r[checkpoint].readable or r[checkpoint].reason == "files_missing"
+
+
+def test_only_a_v2_checkpoint_left(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    shutil.copytree(golden_path("v2-checkpoint-parquet"), table)
+    checkpoints = sorted(int(f.name[:20]) for f in (table / "_delta_log").glob("*.checkpoint.*.parquet"))
+    assert checkpoints
+    clean_log_before(table, checkpoints[-1])
+    r = {v.version: v for v in reachability(str(table), NOW).versions}
+    assert r[checkpoints[-1]].readable and r[checkpoints[-1]].reason in (None, "beyond_retention")
+    assert all(r[v].reason == "log_expired" and not r[v].restorable for v in range(checkpoints[-1]))
+
+
+def test_a_deleted_deletion_vector_file(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    shutil.copytree(golden_path("dv-partitioned-with-checkpoint"), table)
+    before = {v.version: v for v in reachability(str(table), NOW).versions}
+    dv_files = sorted(table.rglob("deletion_vector_*.bin"))
+    assert dv_files and all(v.readable for v in before.values())
+    victim = dv_files[0]
+    victim.unlink()
+    after = {v.version: v for v in reachability(str(table), NOW).versions}
+    hit = [v for v in after.values() if v.reason == "files_missing"]
+    assert hit and all(not v.readable for v in hit)
+    assert all(any(p.endswith(victim.name) for p in v.missing_files) for v in hit)
+    assert all(after[v].readable for v in after if after[v].reason != "files_missing")
+
+
+def test_retention_properties_set_and_absent(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    write_deltalake(str(table), pa.table({"id": pa.array([1], pa.int64())}))
+    write_deltalake(str(table), pa.table({"id": pa.array([2], pa.int64())}), mode="append")
+    r = reachability(str(table), NOW)
+    assert r.deleted_file_retention_ms == 7 * 86_400_000 and r.log_retention_ms == 30 * 86_400_000
+    assert all(v.reason is None and v.readable for v in r.versions)
+    # two weeks later the first version lies beyond the default retention of deleted files
+    later = reachability(str(table), NOW + 14 * 86_400_000)
+    v = {x.version: x for x in later.versions}
+    assert (
+        v[0].readable
+        and v[0].reason == "beyond_retention"
+        and v[0].to_dict()["retention"]["insideDeletedFileRetention"] is False
+    )
+    assert v[1].reason is None  # the latest version is always inside
+
+    short = tmp_path / "s"
+    write_deltalake(
+        str(short),
+        pa.table({"id": pa.array([1], pa.int64())}),
+        configuration={
+            "delta.deletedFileRetentionDuration": "interval 1 hours",
+            "delta.logRetentionDuration": "interval 2 days",
+        },
+    )
+    write_deltalake(str(short), pa.table({"id": pa.array([2], pa.int64())}), mode="append")
+    r = reachability(str(short), NOW + 2 * 3_600_000)
+    assert r.deleted_file_retention_ms == 3_600_000 and r.log_retention_ms == 2 * 86_400_000
+    assert {x.version: x.reason for x in r.versions} == {1: None, 0: "beyond_retention"}
+
+
+def test_interval_parsing() -> None:
+    assert interval_ms("interval 7 days", DEFAULT_DELETED_FILE_RETENTION) == 7 * 86_400_000
+    assert interval_ms("interval 1 week", DEFAULT_DELETED_FILE_RETENTION) == 7 * 86_400_000
+    assert interval_ms("168 hours", DEFAULT_DELETED_FILE_RETENTION) == 7 * 86_400_000
+    assert interval_ms("interval 30 minutes", DEFAULT_DELETED_FILE_RETENTION) == 1_800_000
+    assert interval_ms("nonsense", DEFAULT_DELETED_FILE_RETENTION) == 7 * 86_400_000
+    assert interval_ms(None, "interval 30 days") == 30 * 86_400_000
