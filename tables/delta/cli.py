@@ -1,17 +1,139 @@
-"""The payloads of the `delta` command and their text rendering (pure, no Django)."""
+"""`delta`: the Delta core's command line and its stable JSON contract for scripts and tests.
+
+Subcommands: snapshot, history, resolve and timeline read a table; enable-ict and restore
+(without --dry-run) write one commit, nothing else writes. Every subcommand prints JSON with
+--json and a readable table without it. A failure exits with status 2 and one `error: ...`
+line on stderr, never a traceback.
+
+Installed as the `delta` console script (`tables.delta.cli:main`); `manage.py delta` is a thin
+wrapper over the same parser and `execute`. This module imports no Django, Celery or Spark, and
+the core modules (which bring pyarrow and numpy) only once a subcommand runs, so `--help` and
+usage errors start at interpreter speed. Reads are confined to DELTAWEB_ALLOWED_ROOTS from the
+environment when it is set, else to the table's own root: tables.delta.storage's default when
+no roots provider is installed, which a plain process never does.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .history import history_rows, timeline
-from .snapshot import Snapshot, load_snapshot
-from .timestamps import commit_times, format_ms, parse_timestamp, resolve_timestamp
+from .errors import DeltaError
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
+
+DESCRIPTION = "Read Delta tables: snapshot, history, resolve, timeline; enable-ict and restore write one commit."
+
+# exit statuses: 2 is the contract's failure; the others follow shell conventions
+EXIT_OK = 0
+EXIT_BROKEN_PIPE = 1
+EXIT_FAILED = 2
+EXIT_INTERRUPTED = 130
+
+
+def add_subcommands(parser: argparse.ArgumentParser) -> None:
+    """Add the subcommands and their options to `parser` (the script's, or manage.py's)."""
+    # plain ArgumentParser subparsers: Django's CommandParser needs arguments of its own, and
+    # plain ones exit 2 with a usage line on a bad option under both commands alike
+    sub = parser.add_subparsers(dest="subcommand", required=True, parser_class=argparse.ArgumentParser)
+
+    def cmd(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("path", help="table root: a directory or file:// URI")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        return p
+
+    p = cmd("snapshot", "the table's state at a version")
+    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--no-files", action="store_true", help="leave the file list out")
+    p = cmd("history", "commits newest first, as DESCRIBE HISTORY")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--offset", type=int, default=0)
+    p = cmd("resolve", "TIMESTAMP AS OF: the version a timestamp selects")
+    p.add_argument("--timestamp", required=True)
+    p.add_argument("--allow-latest", action="store_true")
+    p.add_argument("--allow-earliest", action="store_true")
+    cmd("timeline", "every version's commit timestamps, the ICT boundary and anomalies")
+    cmd("enable-ict", "turn In-Commit Timestamps on (writes one commit)")
+    p = cmd("restore", "RESTORE TO VERSION / TIMESTAMP AS OF (writes one commit unless --dry-run)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--version", type=int, default=None)
+    target.add_argument("--timestamp", default=None, help="ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms")
+    p.add_argument("--ignore-missing-files", action="store_true", help="restore without files that are gone")
+    p.add_argument("--allow-protocol-downgrade", action="store_true", help="write the target's lower protocol")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+
+
+def build_parser(prog: str = "delta") -> argparse.ArgumentParser:
+    """The standalone command's parser."""
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    add_subcommands(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `delta` console script: parse `argv` (default sys.argv[1:]), run, return the exit status."""
+    try:
+        opts = vars(build_parser().parse_args(argv))
+    except SystemExit as exc:  # --help (0) or a usage error (2, argparse printed the usage)
+        return exc.code if isinstance(exc.code, int) else EXIT_FAILED
+    return execute(opts)
+
+
+def execute(opts: Mapping[str, Any]) -> int:
+    """Run the parsed subcommand, print its JSON or text, and return the exit status.
+
+    Errors print one `error: ...` line on stderr and return 2; nothing here raises.
+    """
+    sub = opts["subcommand"]
+    try:
+        payload = run(sub, opts)
+    except DeltaError as exc:
+        return _fail(str(exc))
+    except (OSError, ValueError) as exc:
+        return _fail(f"{opts.get('path')}: {exc}")
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug must still not print a traceback at the user
+        return _fail(f"{opts.get('path')}: unexpected {type(exc).__name__}: {exc}")
+    try:
+        if opts.get("json"):
+            sys.stdout.flush()  # text written before must not land after the bytes
+            sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+            sys.stdout.buffer.write(b"\n")
+        else:
+            sys.stdout.write(as_text(sub, payload))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`delta history T | head`): no traceback, and none either from
+        # the interpreter's own flush of stdout at exit
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout without a file descriptor (captured in-process)
+            pass
+        return EXIT_BROKEN_PIPE
+    return EXIT_OK
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"error: {message.splitlines()[0] if message else 'failed'}\n")
+    return EXIT_FAILED
+
+
+# --- payloads --------------------------------------------------------------------------------
+# The core modules are imported in the functions that need them: they bring pyarrow and numpy,
+# which a usage error or --help should not wait for.
 
 
 def snapshot_payload(snap: Snapshot, files: bool = True) -> dict[str, Any]:
+    """`delta snapshot --json`: the table's state; `files` adds every live file."""
     md = snap.metadata
     out: dict[str, Any] = {
         "version": snap.version,
@@ -39,7 +161,7 @@ def snapshot_payload(snap: Snapshot, files: bool = True) -> dict[str, Any]:
     return out
 
 
-def restore_payload(path: str, opts: dict[str, Any]) -> dict[str, Any]:
+def restore_payload(path: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Plan a RESTORE; with dry_run, the plan; otherwise commit it and return the result."""
     from .restore import commit_restore, plan_restore
 
@@ -56,16 +178,24 @@ def restore_payload(path: str, opts: dict[str, Any]) -> dict[str, Any]:
     return {"dryRun": False, **result, "plan": plan.to_dict(files=False)}
 
 
-def run(sub: str, opts: dict[str, Any]) -> Any:
+def run(sub: str, opts: Mapping[str, Any]) -> Any:
+    """The payload of subcommand `sub` with parsed options `opts` (raises on failure)."""
     path = opts["path"]
     if sub == "snapshot":
+        from .snapshot import load_snapshot
+
         return snapshot_payload(load_snapshot(path, opts.get("version")), files=not opts.get("no_files"))
     if sub == "history":
         limit = opts.get("limit")
         if limit is not None and limit < 0:
             raise ValueError("--limit must be >= 0")
+        from .history import history_rows
+        from .timestamps import commit_times
+
         return history_rows(commit_times(path), offset=max(0, opts.get("offset") or 0), limit=limit)
     if sub == "resolve":
+        from .timestamps import commit_times, parse_timestamp, resolve_timestamp
+
         t = parse_timestamp(opts["timestamp"])
         return resolve_timestamp(
             commit_times(path),
@@ -74,6 +204,9 @@ def run(sub: str, opts: dict[str, Any]) -> Any:
             allow_earliest=opts.get("allow_earliest", False),
         )
     if sub == "timeline":
+        from .history import timeline
+        from .timestamps import commit_times
+
         return timeline(commit_times(path))
     if sub == "enable-ict":
         from .commit import enable_ict
@@ -98,6 +231,9 @@ def _compact(value: Any) -> str:
 
 
 def as_text(sub: str, p: Any) -> str:
+    """The readable rendering of subcommand `sub`'s payload `p`."""
+    from .timestamps import format_ms
+
     if sub == "snapshot":
         proto = p["protocol"]
         head = [
@@ -224,3 +360,7 @@ def _restore_text(p: dict[str, Any]) -> str:
         if more:
             text += f"... and {more} more file actions (--json lists them all)\n"
     return text
+
+
+if __name__ == "__main__":  # `python -m tables.delta.cli` where the script is not installed
+    sys.exit(main())

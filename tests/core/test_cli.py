@@ -1,5 +1,7 @@
-"""`python manage.py delta ...` as a script sees it: the JSON contract, the text output, and
-errors that exit 2 with one `error:` line on stderr, no traceback, and no write to the table.
+"""The `delta` console script and `python manage.py delta ...` as a script sees them: the JSON
+contract, the text output, and errors that exit 2 with one `error:` line on stderr, no
+traceback, and no write to the table. Every contract test runs under both commands; the
+script must also start without Django, Celery or Spark.
 """
 
 from __future__ import annotations
@@ -54,9 +56,25 @@ HISTORY_KEYS = {
 }
 
 
-def launch(*args: object) -> subprocess.Popen[str]:
+# the console script pip installs next to the interpreter (`delta = "tables.delta.cli:main"`)
+DELTA_SCRIPT = Path(sys.executable).parent / "delta"
+COMMANDS = {
+    "delta": [str(DELTA_SCRIPT)],
+    "manage.py": [sys.executable, "manage.py", "delta"],
+}
+
+
+@pytest.fixture(scope="module", params=list(COMMANDS))
+def command(request: pytest.FixtureRequest) -> list[str]:
+    """The command line before the subcommand: the `delta` script, then `manage.py delta`."""
+    if request.param == "delta":
+        assert DELTA_SCRIPT.is_file(), f"{DELTA_SCRIPT} is missing: `pip install -e .` installs it (make install)"
+    return COMMANDS[request.param]
+
+
+def launch(command: list[str], *args: object) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "manage.py", "delta", *map(str, args)],
+        [*command, *map(str, args)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -69,8 +87,8 @@ def finish(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def delta(*args: object) -> subprocess.CompletedProcess[str]:
-    return finish(launch(*args))
+def delta(command: list[str], *args: object) -> subprocess.CompletedProcess[str]:
+    return finish(launch(command, *args))
 
 
 def parsed(proc: subprocess.CompletedProcess[str]) -> Any:
@@ -78,8 +96,8 @@ def parsed(proc: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(proc.stdout)
 
 
-def delta_json(*args: object) -> Any:
-    return parsed(delta(*args, "--json"))
+def delta_json(command: list[str], *args: object) -> Any:
+    return parsed(delta(command, *args, "--json"))
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -104,10 +122,10 @@ def make_writable(root: Path) -> Path:
     return root
 
 
-def assert_fails(table: Path, *args: object, words: tuple[str, ...]) -> str:
+def assert_fails(command: list[str], table: Path, *args: object, words: tuple[str, ...]) -> str:
     """The command exits 2 with exactly one `error:` line naming `words`, and writes nothing."""
     before = tree_digest(table) if table.exists() else None
-    proc = delta(*args)
+    proc = delta(command, *args)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
@@ -234,7 +252,7 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return t
 
 
-# Reads: the commands run at once (each pays Django's start-up), the tests check their output.
+# Reads: the commands run at once (manage.py's each pay Django's start-up), the tests check their output.
 READS = {
     "snapshot": ("snapshot", "--json"),
     "snapshot_v0": ("snapshot", "--version", 0, "--json"),
@@ -244,13 +262,17 @@ READS = {
     "history_limit_2": ("history", "--limit", 2, "--json"),
     "history_limit_0": ("history", "--limit", 0, "--json"),
     "history_text": ("history",),
+    "resolve": ("resolve", "--timestamp", BASE_MS + 2500, "--json"),
+    "resolve_text": ("resolve", "--timestamp", BASE_MS + 2500),
+    "timeline": ("timeline", "--json"),
+    "timeline_text": ("timeline",),
 }
 
 
 @pytest.fixture(scope="module")
-def reads(table: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+def reads(command: list[str], table: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     before = tree_digest(table)
-    procs = {name: launch(args[0], table, *args[1:]) for name, args in READS.items()}
+    procs = {name: launch(command, args[0], table, *args[1:]) for name, args in READS.items()}
     out = {name: finish(p) for name, p in procs.items()}
     assert tree_digest(table) == before, "reading wrote to the table"
     for name, proc in out.items():
@@ -371,13 +393,40 @@ def test_history_text(reads) -> None:
     assert iso(BASE_MS + 1000) in body[2], "timestamps are shown as readable UTC times"
 
 
-def test_history_limit_must_not_be_negative(table: Path) -> None:
-    assert_fails(table, "history", table, "--limit", -1, words=("--limit",))
+# --- resolve and timeline -----------------------------------------------------------------
 
 
-def test_golden_table_matches_the_core(golden_copy) -> None:
+def test_resolve(reads) -> None:
+    got = parsed(reads["resolve"])
+    assert got["version"] == 1, "the last commit at or before the timestamp"
+    assert got["source"] == "file" and got["rule"]
+    out = reads["resolve_text"].stdout
+    assert out.startswith("version 1 (committed ") and "rule: " in out
+
+
+def test_timeline(reads) -> None:
+    got = parsed(reads["timeline"])
+    assert got["ict"]["enabled"] is False
+    assert [(v["version"], v["timestamp"]) for v in got["versions"]] == [
+        (0, BASE_MS + 1000),
+        (1, BASE_MS + 2000),
+        (2, BASE_MS + 3000),
+    ]
+    lines = reads["timeline_text"].stdout.splitlines()
+    assert lines[0] == "ICT off"
+    assert lines[2].split()[:3] == ["version", "timestamp", "source"]
+
+
+def test_history_limit_must_not_be_negative(command: list[str], table: Path) -> None:
+    assert_fails(command, table, "history", table, "--limit", -1, words=("--limit",))
+
+
+def test_golden_table_matches_the_core(command: list[str], golden_copy) -> None:
     path = golden_copy("dv-partitioned-with-checkpoint")
-    snap_p, hist_p = launch("snapshot", path, "--json"), launch("history", path, "--limit", 3, "--json")
+    snap_p, hist_p = (
+        launch(command, "snapshot", path, "--json"),
+        launch(command, "history", path, "--limit", 3, "--json"),
+    )
     snap, rows = parsed(finish(snap_p)), parsed(finish(hist_p))
     core = load_snapshot(path)
     assert snap["version"] == core.version
@@ -390,31 +439,31 @@ def test_golden_table_matches_the_core(golden_copy) -> None:
 # --- errors -----------------------------------------------------------------------------
 
 
-def test_not_a_delta_table(tmp_path: Path) -> None:
+def test_not_a_delta_table(command: list[str], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert_fails(empty, "snapshot", empty, words=(str(empty), "not a Delta table"))
+    assert_fails(command, empty, "snapshot", empty, words=(str(empty), "not a Delta table"))
 
 
-def test_version_not_found(table: Path) -> None:
-    msg = assert_fails(table, "snapshot", table, "--version", 7, words=("version 7",))
+def test_version_not_found(command: list[str], table: Path) -> None:
+    msg = assert_fails(command, table, "snapshot", table, "--version", 7, words=("version 7",))
     assert "available versions are 0 to 2" in msg
 
 
-def test_gap_in_the_log(golden_copy) -> None:
+def test_gap_in_the_log(command: list[str], golden_copy) -> None:
     path = make_writable(golden_copy("checkpoint"))
     (path / LOG / f"{12:020d}.json").unlink()
-    assert_fails(path, "snapshot", path, words=("gap", "missing commit versions 12"))
+    assert_fails(command, path, "snapshot", path, words=("gap", "missing commit versions 12"))
     # versions before the gap are still readable
-    assert delta_json("snapshot", path, "--version", 11, "--no-files")["version"] == 11
+    assert delta_json(command, "snapshot", path, "--version", 11, "--no-files")["version"] == 11
 
 
-def test_missing_protocol(golden_copy) -> None:
+def test_missing_protocol(command: list[str], golden_copy) -> None:
     path = make_writable(golden_copy("deltalog-state-reconstruction-without-protocol"))
-    assert_fails(path, "snapshot", path, words=("no protocol",))
+    assert_fails(command, path, "snapshot", path, words=("no protocol",))
 
 
-def test_unsupported_reader_feature(tmp_path: Path) -> None:
+def test_unsupported_reader_feature(command: list[str], tmp_path: Path) -> None:
     path = tmp_path / "fancy"
     write_commit(
         path,
@@ -440,10 +489,10 @@ def test_unsupported_reader_feature(tmp_path: Path) -> None:
         ],
     )
     for sub in ("snapshot", "history"):
-        assert_fails(path, sub, path, words=("fancyFeature",))
+        assert_fails(command, path, sub, path, words=("fancyFeature",))
 
 
-def test_corrupt_json_names_file_and_line(golden_copy) -> None:
+def test_corrupt_json_names_file_and_line(command: list[str], golden_copy) -> None:
     path = make_writable(golden_copy("checkpoint"))
     commit = path / LOG / f"{13:020d}.json"
     data = commit.read_bytes()
@@ -451,16 +500,125 @@ def test_corrupt_json_names_file_and_line(golden_copy) -> None:
         data += b"\n"
     bad_line = data.count(b"\n") + 1
     commit.write_bytes(data + b'{"add": {"path": garbage\n')
-    assert_fails(path, "snapshot", path, words=(commit.name, f"line {bad_line}"))
+    assert_fails(command, path, "snapshot", path, words=(commit.name, f"line {bad_line}"))
     # the versions before it do not read that commit
-    assert delta_json("snapshot", path, "--version", 12, "--no-files")["version"] == 12
+    assert delta_json(command, "snapshot", path, "--version", 12, "--no-files")["version"] == 12
 
 
-def test_unreadable_checkpoint_names_the_file(golden_copy) -> None:
+def test_unreadable_checkpoint_names_the_file(command: list[str], golden_copy) -> None:
     path = make_writable(golden_copy("checkpoint"))
     cp = path / LOG / f"{10:020d}.checkpoint.parquet"
     assert cp.is_file()
     cp.write_bytes(b"this is not parquet" * 20)
-    assert_fails(path, "snapshot", path, words=(cp.name, "checkpoint"))
+    assert_fails(command, path, "snapshot", path, words=(cp.name, "checkpoint"))
     # before the checkpoint the commits alone rebuild the state
-    assert delta_json("snapshot", path, "--version", 9, "--no-files")["version"] == 9
+    assert delta_json(command, "snapshot", path, "--version", 9, "--no-files")["version"] == 9
+
+
+# --- the two commands and the script's start-up -----------------------------------------------
+
+
+def test_both_commands_print_the_same(table: Path) -> None:
+    """`manage.py delta` is a wrapper: same bytes, same exit status, reads and failures alike."""
+    cases = [("snapshot", table), ("history", table, "--json"), ("snapshot", table, "--version", 9)]
+    procs = [(launch(COMMANDS["delta"], *c), launch(COMMANDS["manage.py"], *c)) for c in cases]
+    for case, (script, managed) in zip(cases, procs, strict=True):
+        a, b = finish(script), finish(managed)
+        assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr), case
+    assert a.returncode == 2 and a.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((), "required"),
+        (("snapshot",), "the following arguments are required: path"),
+        (("snapshot", ".", "--version", "x"), "invalid int value"),
+        (("vacuum", "."), "invalid choice"),
+        (("restore", "."), "one of the arguments --version --timestamp is required"),
+    ],
+)
+def test_usage_errors_exit_2_without_traceback(command: list[str], args: tuple[str, ...], words: str) -> None:
+    proc = delta(command, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[0].startswith("usage: ")
+    last = proc.stderr.splitlines()[-1]
+    assert "error: " in last and words in last, proc.stderr
+
+
+def test_help(command: list[str]) -> None:
+    proc = delta(command, "snapshot", "--help")
+    assert proc.returncode == 0 and "--no-files" in proc.stdout and proc.stderr == ""
+
+
+def test_a_closed_pipe_is_no_traceback(command: list[str], tmp_path: Path) -> None:
+    """`delta snapshot T --json | head -c 10`: the reader leaves before the output ends."""
+    big = tmp_path / "big"
+    files = [add(f"p=a/part-{i:05d}-{'x' * 40}.parquet", "a", i) for i in range(2000)]  # ~0.5 MB of JSON
+    write_commit(big, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, *TINY_METADATA, *files])
+    proc = launch(command, "snapshot", big, "--json")
+    assert proc.stdout is not None and proc.stdout.read(10).startswith("{")
+    proc.stdout.close()  # more than the pipe's buffer is still to come
+    proc.wait(timeout=120)
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 1 and "Traceback" not in err and err == "", err
+
+
+TINY_METADATA = [
+    {
+        "metaData": {
+            "id": "big",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": json.dumps(SCHEMA),
+            "partitionColumns": ["p"],
+            "configuration": {},
+        }
+    }
+]
+
+
+def imported(proc: subprocess.CompletedProcess[str]) -> set[str]:
+    """Top-level package names from `python -X importtime` lines on stderr."""
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def run_script_with_importtime(*args: object) -> subprocess.CompletedProcess[str]:
+    assert DELTA_SCRIPT.is_file(), f"{DELTA_SCRIPT} is missing: `pip install -e .` installs it (make install)"
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", str(DELTA_SCRIPT), *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_script_starts_without_django_celery_or_spark(table: Path, tmp_path: Path) -> None:
+    web = {"django", "celery", "kombu", "pyspark", "py4j", "rest_framework", "deltaweb"}
+    for args in (("snapshot", table, "--json"), ("history", table), ("snapshot", tmp_path)):
+        proc = run_script_with_importtime(*args)
+        names = imported(proc)
+        assert "tables" in names and "orjson" in names, "importtime lines were not parsed"
+        assert names & web == set(), (args, sorted(names & web))
+    # the core (pyarrow, numpy) is imported only once a subcommand runs
+    assert {"pyarrow", "numpy"} <= imported(run_script_with_importtime("snapshot", table, "--no-files"))
+    usage = run_script_with_importtime("--help")
+    assert usage.returncode == 0
+    assert imported(usage) & (web | {"pyarrow", "numpy", "pyroaring"}) == set()
+
+
+def test_main_in_process(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tables.delta.cli import main
+
+    assert main(["snapshot", str(table), "--no-files", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["numFiles"] == 3
+    assert main(["snapshot", str(table / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert main(["snapshot"]) == 2
+    assert "required: path" in capsys.readouterr().err
