@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,8 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore-missing-files", action="store_true", help="restore without files that are gone")
     p.add_argument("--allow-protocol-downgrade", action="store_true", help="write the target's lower protocol")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    p = cmd("reachability", "which versions can still be read or restored, and why not (newest first)")
+    p.add_argument("--at", default=None, help="judge retention as of this time (default: now)")
 
 
 def build_parser(prog: str = "delta") -> argparse.ArgumentParser:
@@ -214,6 +217,12 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
         return enable_ict(path)
     if sub == "restore":
         return restore_payload(path, opts)
+    if sub == "reachability":
+        from .reachability import reachability
+        from .timestamps import parse_timestamp
+
+        at = parse_timestamp(opts["at"]) if opts.get("at") else int(time.time() * 1000)
+        return reachability(path, at).to_dict()
     raise ValueError(f"unknown subcommand {sub}")
 
 
@@ -327,7 +336,24 @@ def as_text(sub: str, p: Any) -> str:
         return text
     if sub == "restore":
         return _restore_text(p)
+    if sub == "reachability":
+        return _reachability_text(p)
     return orjson.dumps(p, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _reachability_text(p: dict[str, Any]) -> str:
+    rows = [
+        [
+            v["version"],
+            "yes" if v["readable"] else "no",
+            "yes" if v["restorable"] else "no",
+            v["reason"] or "",
+            v["missingFiles"]["count"] or "",
+            ", ".join(v["missingFiles"]["paths"][:3]),
+        ]
+        for v in p["versions"]
+    ]
+    return _table(["version", "readable", "restorable", "reason", "missing", "first missing files"], rows)
 
 
 def _restore_text(p: dict[str, Any]) -> str:

@@ -101,7 +101,7 @@ def test_vacuumed_delta_rs_table_agrees_with_the_oracle(tmp_path: Path) -> None:
     for v in r.versions:
         assert v.missing_files == sorted(v.missing_files) and set(v.missing_files) <= set(gone)
         # a restore only needs the files it would add: those the latest version lacks
-        assert v.restorable == (v.readable or not set(v.missing_files) & rel_files(untouched))
+        assert v.restorable == (v.readable or set(v.missing_files) <= rel_files(untouched))
 
 
 def test_golden_table_after_log_cleanup_and_vacuum(tmp_path: Path) -> None:
@@ -186,3 +186,25 @@ def test_interval_parsing() -> None:
     assert interval_ms("interval 30 minutes", DEFAULT_DELETED_FILE_RETENTION) == 1_800_000
     assert interval_ms("nonsense", DEFAULT_DELETED_FILE_RETENTION) == 7 * 86_400_000
     assert interval_ms(None, "interval 30 days") == 30 * 86_400_000
+
+
+def test_command_line_contract(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    table = history_table(tmp_path / "t")
+    vacuum_all_removed(table)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tables.delta.cli", "reachability", str(table), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == 0, proc.stderr
+    body = json.loads(proc.stdout)
+    assert body["latestVersion"] == 8 and [v["version"] for v in body["versions"]] == list(range(8, -1, -1))
+    for v in body["versions"]:
+        assert {"version", "readable", "restorable", "reason", "missingFiles", "retention"} <= set(v)
+    assert body["versions"][-1]["reason"] == "files_missing" and body["versions"][-1]["missingFiles"]["count"] >= 1
