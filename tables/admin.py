@@ -1,7 +1,7 @@
 """Admin console: restore approvals and table management.
 
-Approvals go through the same services as the UI and the API (approve_restore /
-reject_restore), so the server's rules hold here too: approvers (or staff) only, never on
+Approvals go through the same use cases as the UI and the API (approve_restore /
+reject_restore of tables.restore_requests), so the server's rules hold here too: approvers (or staff) only, never on
 their own request, only pending or stale requests. Restore requests are never added, edited
 or deleted here; their events are the audit trail.
 """
@@ -18,7 +18,8 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from . import pages, roles, services
+from . import pages, roles
+from .errors import ServiceError
 from .models import (
     Anomaly,
     Commit,
@@ -31,6 +32,9 @@ from .models import (
     RestoreStatus,
     Table,
 )
+from .registration import validate_location
+from .restore_requests import RESTORE_WARNING, approve_restore, reject_restore
+from .sync import start_sync
 
 
 class TableAdminForm(forms.ModelForm):
@@ -40,8 +44,8 @@ class TableAdminForm(forms.ModelForm):
 
     def clean_location(self) -> str:
         try:
-            return services.validate_location(self.cleaned_data["location"])
-        except services.ServiceError as exc:
+            return validate_location(self.cleaned_data["location"])
+        except ServiceError as exc:
             raise forms.ValidationError(exc.message) from exc
 
 
@@ -52,6 +56,13 @@ class TableAdmin(admin.ModelAdmin):
     search_fields = ["name", "location"]
     readonly_fields = ["sync_state", "last_synced_version", "last_synced_at", "last_error"]
     actions = ["sync_now"]
+
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        """A registered table's location is read-only: changing it here would bypass the
+        registration checks and keep the old location's cached history; register the table
+        again instead (the add form checks the location as registration does)."""
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "location"] if obj is not None else fields
 
     def save_model(self, request, obj, form, change) -> None:
         from django.utils.text import slugify
@@ -64,7 +75,7 @@ class TableAdmin(admin.ModelAdmin):
     @admin.action(description="Sync selected tables now")
     def sync_now(self, request, queryset) -> None:
         for table in queryset:
-            services.start_sync(table, request.user)
+            start_sync(table, request.user)
         messages.info(request, f"Queued a sync of {queryset.count()} table(s).")
 
 
@@ -261,7 +272,7 @@ class RestoreRequestAdmin(admin.ModelAdmin):
             "show_save_and_add_another": False,
             "show_delete": False,
             "decision_form": DecisionForm(),
-            "restore_warning": services.RESTORE_WARNING,
+            "restore_warning": RESTORE_WARNING,
         }
         if obj is not None:
             own = obj.requested_by_id == request.user.pk
@@ -283,12 +294,12 @@ class RestoreRequestAdmin(admin.ModelAdmin):
         comment = form.cleaned_data["comment"] if form.is_valid() else ""
         try:
             if approve:
-                services.approve_restore(obj, request.user, comment, request.POST.get("fingerprint") or None)
+                approve_restore(obj, request.user, comment, request.POST.get("fingerprint") or None)
                 messages.success(request, f"Restore #{obj.pk} approved; it is queued for a worker.")
             else:
-                services.reject_restore(obj, request.user, comment)
+                reject_restore(obj, request.user, comment)
                 messages.success(request, f"Restore #{obj.pk} rejected.")
-        except services.ServiceError as exc:
+        except ServiceError as exc:
             messages.error(request, exc.message)
         return HttpResponseRedirect(reverse("admin:tables_restorerequest_change", args=[obj.pk]))
 
@@ -315,11 +326,11 @@ class RestoreRequestAdmin(admin.ModelAdmin):
             for obj in queryset.select_related("table"):
                 try:
                     if approve:
-                        services.approve_restore(obj, request.user, form.cleaned_data["comment"])
+                        approve_restore(obj, request.user, form.cleaned_data["comment"])
                     else:
-                        services.reject_restore(obj, request.user, form.cleaned_data["comment"])
+                        reject_restore(obj, request.user, form.cleaned_data["comment"])
                     done.append(f"#{obj.pk}")
-                except services.ServiceError as exc:
+                except ServiceError as exc:
                     refused.append(f"#{obj.pk}: {exc.message}")
             if done:
                 verb = "approved and queued" if approve else "rejected"
@@ -337,6 +348,6 @@ class RestoreRequestAdmin(admin.ModelAdmin):
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "opts": self.model._meta,
             "media": self.media,
-            "restore_warning": services.RESTORE_WARNING,
+            "restore_warning": RESTORE_WARNING,
         }
         return TemplateResponse(request, "admin/tables/restorerequest/bulk_decision.html", context)

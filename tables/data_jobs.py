@@ -1,15 +1,16 @@
 """Data jobs on Spark: version previews, change data and keyed row diffs (use cases).
 
-Each job is a Job row first (kind "preview", "changes" or "rowdiff"), created here after the
-request has been validated (a bad range, an unknown key column or a missing version raise
-ServiceError and create nothing), then enqueued with `transaction.on_commit`. The Celery
-task (tables.tasks) hands `run_job` the Spark function; `run_job` moves the row through
+Each job is a Job row first (kind "preview", "changes" or "rowdiff", its parameters in
+`Job.params`), created here after the request has been validated (a bad range, an unknown
+key column or a missing version raise ServiceError and create nothing), then enqueued on
+commit (tables.jobs). The Celery task (tables.tasks) hands `run_job` the Spark function;
+`run_job` claims the row and moves it through
 running -> succeeded/failed with its stages and progress, gives the job its own result
 directory (`<DELTAWEB_RESULTS_DIR>/job-<id>/`) and stores the Spark job's summary (counts,
 columns, the Parquet path) in `Job.result`. A failure is a one-line message on the row.
 
 The web process never imports pyspark: results are paged from Parquet with
-`tables.spark.results.read_page` (`result_page`).
+`tables.results.read_page` (`result_page`).
 
 Previews are cached per (table, version): starting a preview when a succeeded one exists
 (its file still there) returns that job, and one queued or running returns that one.
@@ -24,17 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from tables.delta import errors as delta_errors
-from tables.spark.results import read_page
 
-from .models import Job, JobStatus, Table
-from .services import ServiceError, _enqueue, _one_line, snapshot_at
+from . import jobs
+from .errors import ServiceError, one_line
+from .models import Job, JobKind, JobStatus, Table
+from .results import read_page
+from .versions import snapshot_at
 
-PREVIEW, CHANGES, ROWDIFF = "preview", "changes", "rowdiff"
-DATA_KINDS = (PREVIEW, CHANGES, ROWDIFF)
+PREVIEW, CHANGES, ROWDIFF = JobKind.PREVIEW, JobKind.CHANGES, JobKind.ROWDIFF
+DATA_KINDS = JobKind.data_kinds()
 # A queued or running preview younger than this is joined rather than started again.
 IN_FLIGHT_REUSE = timedelta(hours=1)
 MAX_KEYS = 32
@@ -85,23 +87,15 @@ def parse_keys(keys: str | list[str] | None) -> list[str]:
 
 
 def _start(table: Table, kind: str, params: dict[str, Any], user) -> Job:
-    from . import tasks
-
-    job = Job.objects.create(
-        kind=kind,
-        table=table,
-        created_by=user if getattr(user, "is_authenticated", False) else None,
-        stage="queued",
-        result={"params": params},
-    )
-    transaction.on_commit(lambda: _enqueue(tasks.run_data_job, job))
+    job = jobs.create(kind, table, user, params)
+    jobs.enqueue(job, jobs.DATA_JOB_TASK)  # a broker that is down fails this job only
     return job
 
 
 def cached_preview(table: Table, version: int) -> Job | None:
     """The newest succeeded preview of (table, version) whose result file is still there."""
     for job in Job.objects.filter(
-        table=table, kind=PREVIEW, status=JobStatus.SUCCEEDED, result__params__version=version
+        table=table, kind=PREVIEW, status=JobStatus.SUCCEEDED, params__version=version
     ).order_by("-pk")[:5]:
         path = (job.result or {}).get("path")
         if path and Path(path).exists():
@@ -115,7 +109,7 @@ def preview_in_flight(table: Table, version: int) -> Job | None:
             table=table,
             kind=PREVIEW,
             status__in=(JobStatus.QUEUED, JobStatus.RUNNING),
-            result__params__version=version,
+            params__version=version,
             created_at__gte=timezone.now() - IN_FLIGHT_REUSE,
         )
         .order_by("-pk")
@@ -162,27 +156,19 @@ def start_row_diff(table: Table, v_from: int, v_to: int, keys: str | list[str] |
 # --- running jobs (called by the Celery task with the Spark function) ---------------------------
 
 
-def _update(job: Job, **fields: Any) -> None:
-    for k, v in fields.items():
-        setattr(job, k, v)
-    Job.objects.filter(pk=job.pk).update(**fields)
-
-
 def run_job(job_id: int, compute: Compute) -> dict[str, Any]:
     """Run a data job: claim it (queued -> running, exactly one row), compute, record."""
-    claimed = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED, kind__in=DATA_KINDS).update(
-        status=JobStatus.RUNNING, started_at=timezone.now(), stage="starting"
-    )
+    claimed = jobs.claim(job_id, DATA_KINDS)
     job = Job.objects.select_related("table").filter(pk=job_id).first()
     if job is None:
         return {"error": f"job {job_id} not found"}
     if not claimed:
         return {"skipped": True, "reason": f"job {job_id} is {job.status}"}
-    params = dict((job.result or {}).get("params") or {})
+    params = dict(job.params or {})
     out_dir = results_dir(job)
 
     def progress(stage: str, done: int = 0, total: int | None = None) -> None:
-        _update(job, stage=stage[:200], done=done, total=total)
+        jobs.progress(job, stage, done, total)
 
     try:
         if job.table is None:
@@ -194,17 +180,11 @@ def run_job(job_id: int, compute: Compute) -> dict[str, Any]:
         message = exc.message if isinstance(exc, ServiceError | delta_errors.DeltaError) else str(exc)
         if not isinstance(exc, ServiceError | delta_errors.DeltaError):
             message = f"{type(exc).__name__}: {message}"
-        _update(
-            job,
-            status=JobStatus.FAILED,
-            stage="failed",
-            error=_one_line(message),
-            finished_at=timezone.now(),
-        )
+        jobs.fail(job, one_line(message), stage="failed")
         shutil.rmtree(out_dir, ignore_errors=True)
         return {"error": job.error}
     result = {"params": params, **summary}
-    _update(job, status=JobStatus.SUCCEEDED, stage="done", result=result, finished_at=timezone.now())
+    jobs.succeed(job, result)
     return result
 
 

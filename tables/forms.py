@@ -1,6 +1,6 @@
 """Browser forms: registering a table, filtering history, time travel, choosing a diff.
 
-Forms only check shapes (numbers, dates, lengths); the services decide what is valid for a
+Forms only check shapes (numbers, dates, lengths); the use cases decide what is valid for a
 table and word the errors.
 """
 
@@ -10,7 +10,9 @@ from datetime import UTC, datetime, time, timedelta
 
 from django import forms
 
-MAX_VERSION = 2**63 - 1
+from .lookup import INT64_MAX
+
+MAX_VERSION = INT64_MAX
 
 
 class RegisterTableForm(forms.Form):

@@ -102,10 +102,23 @@ class JobStatus(models.TextChoices):
         return {cls.SUCCEEDED, cls.FAILED, cls.SKIPPED}
 
 
+class JobKind(models.TextChoices):
+    SYNC = "sync", "sync"
+    PREVIEW = "preview", "preview"
+    CHANGES = "changes", "change data"
+    ROWDIFF = "rowdiff", "row diff"
+
+    @classmethod
+    def data_kinds(cls) -> tuple[str, ...]:
+        """The kinds run on Spark whose results are rows (tables.data_jobs)."""
+        return (cls.PREVIEW, cls.CHANGES, cls.ROWDIFF)
+
+
 class Job(models.Model):
     """A background job is a row first: created, then enqueued on commit; progress lives here."""
 
-    kind = models.CharField(max_length=32)  # sync, ...
+    kind = models.CharField(max_length=32, choices=JobKind.choices)
+    params = models.JSONField(default=dict, blank=True, help_text="what the job was asked to do")
     table = models.ForeignKey(Table, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     stage = models.CharField(max_length=200, blank=True)

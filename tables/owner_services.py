@@ -7,44 +7,25 @@ calls the core (tables.delta.managed) with the DatabaseOwner.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
 from tables.delta import managed as core
 
 from . import roles
+from .errors import ServiceError, http_status
 from .models import ManagedTable, OwnerState, Table
-from .owner_db import DatabaseOwner, table_conf
-from .services import ServiceError, start_sync
+from .owner_access import database_owner, managed_of
+from .owner_db import table_conf
+from .registration import check_new_location, validate_location
+from .sync import start_sync
 
 logger = logging.getLogger("tables.owner")
-
-
-def _schedule_backfill(mt: ManagedTable, version: int) -> None:
-    """After a ratified commit: backfill once the transaction commits (the beat catches up too)."""
-    if getattr(settings, "DELTAWEB_OWNER_AUTO_BACKFILL", True):
-        transaction.on_commit(lambda: send_backfill(mt.table_id))
-
-
-def send_backfill(table_pk: int) -> None:
-    from . import tasks
-
-    try:
-        tasks.backfill_managed_table.delay(table_pk)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
-        logger.warning("backfill of table %s not queued (%s); the beat schedule will do it", table_pk, exc)
-
-
-def database_owner() -> DatabaseOwner:
-    return DatabaseOwner(on_ratified=_schedule_backfill)
-
-
-def managed_of(table: Table) -> ManagedTable | None:
-    return ManagedTable.objects.filter(table=table).select_related("table", "frozen_by").first()
 
 
 def _check(user, what: str) -> None:
@@ -56,9 +37,9 @@ def _core(call, *args, **kwargs) -> dict[str, Any]:
     try:
         return call(*args, **kwargs)
     except delta_errors.DeltaError as exc:
-        raise ServiceError(
-            str(exc), exc.code, 409 if exc.code in ("commit_conflict", "managed_table") else 400
-        ) from exc
+        # the statuses of tables.errors, except that a log the owner cannot read is the request's fault here
+        status = http_status(exc)
+        raise ServiceError(str(exc), exc.code, status if status in (403, 409) else 400) from exc
 
 
 def take_over(table: Table, user=None) -> dict[str, Any]:
@@ -80,25 +61,8 @@ def hand_back(table: Table, user=None) -> dict[str, Any]:
     return out
 
 
-def check_new_location(location: str) -> str:
-    """A location for a table that may not exist yet, resolved (symlinks, '..' of its nearest
-    existing ancestor), if it is absolute and under DELTAWEB_ALLOWED_ROOTS; nothing is created."""
-    from .services import allowed_path
-
-    real = allowed_path(location)
-    if real.exists() and not real.is_dir():
-        raise ServiceError(f"{real} exists and is not a directory.", "invalid_location")
-    return str(real)
-
-
 def create_managed_table(name: str, location: str, schema: dict[str, Any], user=None, **kwargs: Any) -> Table:
     """Create an empty managed table at `location` (version 0 put-if-absent) and register it."""
-    from pathlib import Path
-
-    from django.utils.text import slugify
-
-    from .services import validate_location
-
     _check(user, "Creating a managed table")
     root = Path(check_new_location(location))  # before any directory is created
     (root / "_delta_log").mkdir(parents=True, exist_ok=True)

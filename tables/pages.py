@@ -6,25 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tables.delta import errors as delta_errors
 from tables.delta.timestamps import format_ms
 
 from .models import Commit
-
-# DeltaError codes a user can meet on a page, and the HTTP status each is shown with.
-_DELTA_STATUS = {
-    "version_not_found": 404,
-    "invalid_timestamp": 400,
-    "timestamp_out_of_range": 400,
-    "unsupported_feature": 422,
-    "not_a_delta_table": 404,
-}
-
-
-def delta_error_status(exc: delta_errors.DeltaError) -> int:
-    """404 for versions (or a table directory) that are not there, 4xx for requests that
-    cannot be answered, 500 for a log that cannot be read (corrupt, gaps, storage)."""
-    return _DELTA_STATUS.get(exc.code, 500)
 
 
 def compact_json(value: Any) -> str:
@@ -111,7 +95,7 @@ def file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def change_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Property and protocol changes from services.diff, values as text."""
+    """Property and protocol changes from tables.versions.diff, values as text."""
     return [
         {
             "key": c["key"],

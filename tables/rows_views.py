@@ -18,9 +18,10 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import data_jobs, services
+from . import data_jobs
+from .errors import ServiceError
 from .models import Job, JobStatus, Table
-from .views import MAX_ID, PageError, _table, page
+from .ui import MAX_ID, PageError, job_param, page, page_error, table_of, version_param
 
 ROWS_PAGE = 25
 CELL_CHARS = 80
@@ -46,19 +47,12 @@ def _link(request: HttpRequest, offset: int) -> str:
     return f"?{q.urlencode()}#rows"
 
 
-def _job_param(request: HttpRequest, name: str, table: Table, kinds: tuple[str, ...]) -> Job | None:
-    raw = request.GET.get(name, "")
-    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_ID:
-        return None
-    return Job.objects.filter(pk=int(raw), table=table, kind__in=kinds).first()
-
-
 def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
     """Counts and one page of a succeeded job's rows, ready for tables/_rows.html."""
     offset = _offset(request)
     try:
         out = data_jobs.result_page(job, offset, ROWS_PAGE)
-    except services.ServiceError as exc:
+    except ServiceError as exc:
         return {"rows_error": exc.message}
     shown = out["cached"] if job.kind == data_jobs.PREVIEW else out["total"]
     names = [c["name"] for c in out["columns"]]
@@ -90,8 +84,8 @@ def _job_context(request: HttpRequest, job: Job | None, reload_url: str) -> dict
 
 def version_rows_context(request: HttpRequest, table: Table, version: int) -> dict[str, Any]:
     """The version page's preview: the cached one, else the job the page was sent back with."""
-    job = data_jobs.cached_preview(table, version) or _job_param(request, "preview", table, (data_jobs.PREVIEW,))
-    if job is not None and (job.result or {}).get("params", {}).get("version") != version:
+    job = data_jobs.cached_preview(table, version) or job_param(request, "preview", table, (data_jobs.PREVIEW,))
+    if job is not None and (job.params or {}).get("version") != version:
         job = None
     url = reverse("tables:version_detail", args=[table.slug, version]) + "#rows"
     return {
@@ -101,12 +95,12 @@ def version_rows_context(request: HttpRequest, table: Table, version: int) -> di
 
 
 def diff_rows_context(request: HttpRequest, table: Table, v_from: int | None, v_to: int | None) -> dict[str, Any]:
-    job = _job_param(request, "rowjob", table, (data_jobs.CHANGES, data_jobs.ROWDIFF))
+    job = job_param(request, "rowjob", table, (data_jobs.CHANGES, data_jobs.ROWDIFF))
     q = {k: v for k, v in (("from", v_from), ("to", v_to)) if v is not None}
     if job is not None:
         q["rowjob"] = job.pk
     url = f"{reverse('tables:diff', args=[table.slug])}?{urlencode(q)}#rows"
-    params = (job.result or {}).get("params", {}) if job is not None else {}
+    params = (job.params or {}) if job is not None else {}
     return {
         "rows_action": reverse("tables:diff_rows", args=[table.slug]),
         "rows_keys": request.GET.get("keys") or ",".join(params.get("keys") or []),
@@ -117,7 +111,7 @@ def diff_rows_context(request: HttpRequest, table: Table, v_from: int | None, v_
 @page
 @require_POST
 def preview_start(request: HttpRequest, slug: str, version: int) -> HttpResponse:
-    table = _table(slug)
+    table = table_of(slug)
     if version > MAX_ID:
         raise PageError(f"Version {version} does not exist.", 404, table)
     job = data_jobs.start_preview(table, version, user=request.user)
@@ -125,26 +119,20 @@ def preview_start(request: HttpRequest, slug: str, version: int) -> HttpResponse
     return redirect(f"{target}?{urlencode({'preview': job.pk})}#rows")
 
 
-def _int(request: HttpRequest, name: str, table: Table) -> int:
-    raw = (request.POST.get(name) or "").strip()
-    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_ID:
-        raise PageError(f"'{name}' must be a version number, got '{raw[:40]}'.", 400, table)
-    return int(raw)
-
-
 @page
 @require_POST
 def diff_rows_start(request: HttpRequest, slug: str) -> HttpResponse:
-    table = _table(slug)
-    v_from, v_to = _int(request, "from", table), _int(request, "to", table)
+    table = table_of(slug)
+    v_from = version_param(request.POST.get("from") or "", "from", table)
+    v_to = version_param(request.POST.get("to") or "", "to", table)
     keys = (request.POST.get("keys") or "").strip()
     try:
         if request.POST.get("kind") == "changes":
             job = data_jobs.start_changes(table, v_from, v_to, user=request.user)
         else:
             job = data_jobs.start_row_diff(table, v_from, v_to, keys, user=request.user)
-    except services.ServiceError as exc:
-        raise PageError(exc.message, exc.status, table) from exc
+    except ServiceError as exc:
+        raise page_error(exc, table) from exc
     target = reverse("tables:diff", args=[table.slug])
     q = {"from": v_from, "to": v_to, "rowjob": job.pk, **({"keys": keys} if keys else {})}
     return redirect(f"{target}?{urlencode(q)}#rows")

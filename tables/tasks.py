@@ -1,37 +1,39 @@
-"""Celery tasks: thin wrappers over services and Spark jobs."""
+"""Celery tasks: thin wrappers over the use cases and the Spark jobs.
+
+This module imports the use cases; none of them imports it: they enqueue by task name
+(tables.jobs), so the names here are a contract (the beat schedule in settings uses them too).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 
 from tables.delta.restore import RestorePlan
 
-from . import services
-from .models import Table
+from . import data_jobs, jobs, owner_services, restore_runs, sync
+from .models import Job, Table
 
 
-@shared_task(name="tables.sync_table", acks_late=True)
+@shared_task(name=jobs.SYNC_TASK, acks_late=True)
 def sync_table(job_id: int) -> dict:
-    from .models import Job
-
     job = Job.objects.filter(pk=job_id).select_related("table").first()
     if job is None or job.table_id is None:
         return {"error": f"job {job_id} not found"}
-    return services.sync_table(job.table_id, job.pk)
+    return sync.sync_table(job.table_id, job.pk)
 
 
 @shared_task(name="tables.sync_all")
 def sync_all() -> int:
     """Beat: re-sync every registered table (each as its own job)."""
-    from django.db import transaction
-
     count = 0
     for table in Table.objects.all():
         with transaction.atomic():
-            services.start_sync(table)
+            sync.start_sync(table)
         count += 1
     return count
 
@@ -39,6 +41,7 @@ def sync_all() -> int:
 def spark_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan:
     """The Spark engine: the session for settings.SPARK_MASTER (started on first use in this
     worker process), then the planning job (file diff, existence check, metrics on Spark)."""
+    # pyspark is imported only by the worker that runs a Spark job, never by the web process
     from tables.spark.restore import spark_plan_restore
     from tables.spark.session import get_spark
 
@@ -52,43 +55,40 @@ def spark_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan
 spark_planner.engine = "spark"  # recorded with the result
 
 
-def restore_planner() -> services.Planner:
+def restore_planner() -> restore_runs.Planner:
     if settings.DELTAWEB_RESTORE_ENGINE == "local":
-        return services.local_planner
+        return restore_runs.local_planner
     return spark_planner
 
 
-@shared_task(name="tables.run_restore", acks_late=True)
+@shared_task(name=jobs.RESTORE_TASK, acks_late=True)
 def run_restore(request_id: int) -> dict:
     """Run an approved restore; the claim inside makes a redelivered message a no-op."""
-    return services.run_restore(request_id, restore_planner())
+    return restore_runs.run_restore(request_id, restore_planner())
 
 
 @shared_task(name="tables.requeue_stuck_restores")
 def requeue_stuck_restores() -> list[int]:
-    """Beat: restores whose worker went silent are queued again (see the service)."""
-    return services.requeue_stuck_restores()
+    """Beat: restores whose worker went silent are queued again (see restore_runs)."""
+    return restore_runs.requeue_stuck_restores()
 
 
-@shared_task(name="tables.backfill_managed_table", acks_late=True)
+@shared_task(name=jobs.BACKFILL_TASK, acks_late=True)
 def backfill_managed_table(table_id: int) -> int | None:
     """After a ratified commit: copy the table's ratified commits to `_delta_log/` in order."""
-    from . import owner_services
-
     return owner_services.backfill(table_id)
 
 
 @shared_task(name="tables.backfill_managed_tables")
 def backfill_managed_tables() -> dict[int, int | None]:
     """Beat: backfill every managed table (catches up after lost messages and crashes)."""
-    from . import owner_services
-
     return owner_services.backfill_all()
 
 
-def spark_data_job(location: str, params: dict[str, Any], out_dir, progress) -> dict[str, Any]:
+def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progress) -> dict[str, Any]:
     """The Spark side of a data job (tables.data_jobs): the worker's long-lived session for
     settings.SPARK_MASTER, then the preview, change data or keyed row diff job."""
+    # pyspark is imported only by the worker that runs a Spark job, never by the web process
     from tables.spark.session import get_spark
 
     progress("starting the Spark session", 0, 3)
@@ -115,9 +115,7 @@ def spark_data_job(location: str, params: dict[str, Any], out_dir, progress) -> 
     return out
 
 
-@shared_task(name="tables.run_data_job", acks_late=True)
+@shared_task(name=jobs.DATA_JOB_TASK, acks_late=True)
 def run_data_job(job_id: int) -> dict:
     """Preview / change data / row diff on Spark; the claim makes a redelivered message a no-op."""
-    from . import data_jobs
-
     return data_jobs.run_job(job_id, spark_data_job)

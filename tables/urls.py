@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import rows_views, views
+from . import restore_views, rows_views, views
 
 app_name = "tables"
 
@@ -17,12 +17,12 @@ urlpatterns = [
     path("t/<slug:slug>/diff/rows/", rows_views.diff_rows_start, name="diff_rows"),
     path("t/<slug:slug>/v/<int:version>/preview/", rows_views.preview_start, name="version_preview"),
     path("t/<slug:slug>/freeze/", views.managed_freeze, name="managed_freeze"),
-    path("t/<slug:slug>/restore/", views.restore_new, name="restore_new"),
-    path("restores/", views.restore_list, name="restore_list"),
-    path("restores/<int:pk>/", views.restore_detail, name="restore_detail"),
-    path("restores/<int:pk>/approve/", views.restore_approve, name="restore_approve"),
-    path("restores/<int:pk>/reject/", views.restore_reject, name="restore_reject"),
-    path("restores/<int:pk>.json", views.restore_status, name="restore_status"),
+    path("t/<slug:slug>/restore/", restore_views.restore_new, name="restore_new"),
+    path("restores/", restore_views.restore_list, name="restore_list"),
+    path("restores/<int:pk>/", restore_views.restore_detail, name="restore_detail"),
+    path("restores/<int:pk>/approve/", restore_views.restore_approve, name="restore_approve"),
+    path("restores/<int:pk>/reject/", restore_views.restore_reject, name="restore_reject"),
+    path("restores/<int:pk>.json", restore_views.restore_status, name="restore_status"),
     path("jobs/<int:pk>.json", views.job_status, name="job_status"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly_js"),
 ]

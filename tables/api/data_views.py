@@ -18,14 +18,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables import data_jobs
+from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Job, JobStatus, Table
-from tables.spark.results import MAX_PAGE
+from tables.results import MAX_PAGE
 
 from . import serializers as s
 from .permissions import CanBrowse
 from .views import TABLE_ID, VERSION, _errors, _job_location, _query, _version
 
-MAX_VERSION = 2**63 - 1
+MAX_VERSION = INT64_MAX
 
 
 class PageQuerySerializer(serializers.Serializer):
@@ -87,9 +88,7 @@ class ResultsPageSerializer(RowsPageSerializer):
 
 
 def _table(request, view, key: str) -> Table:
-    qs = Table.objects.all()
-    table = qs.filter(pk=int(key)).first() if key.isascii() and key.isdigit() and len(key) <= 18 else None
-    table = table or qs.filter(slug=key).first()
+    table = table_by_key(key)
     if table is None:
         raise NotFound(f"No table with id or slug '{key[:100]}'.")
     return table
@@ -200,7 +199,8 @@ class JobResultsView(_DataView):
         """Rows offset..offset+limit of the job's Parquet result (only the row groups of the page are
         read) with columns, total and the job's counts. 409 not_ready while the job is queued or
         running, job_failed when it failed; 404 for a job without rows (e.g. a sync)."""
-        job = Job.objects.filter(pk=int(id)).first() if id.isdigit() and len(id) <= 18 else None
+        pk = parse_int64(id)
+        job = Job.objects.filter(pk=pk).first() if pk is not None else None
         if job is None:
             raise NotFound(f"There is no job {id[:40]}.")
         q = _query(PageQuerySerializer, request)

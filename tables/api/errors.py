@@ -6,11 +6,12 @@ Mapping (the contract the API documents):
   location_not_allowed, 400 not_a_delta_table, 409 duplicate, 400 invalid_range,
   400 invalid_timestamp, 400 timestamp_out_of_range, 400 restore_missing_files with
   "files", 403 own_request, 409 invalid_state), plus its `.extra` fields.
-- DeltaError (raised by the core while reading a registered table), by `.code`:
-  404 version_not_found (the message lists the available versions); 400 invalid_timestamp
-  and timestamp_out_of_range; 409 commit_conflict; 422 for a table whose log cannot be read
-  (not_a_delta_table, log_gap, state_reconstruction, unsupported_feature, corrupt_log,
-  corrupt_checkpoint, storage_error); 400 for any other core error.
+- DeltaError (raised by the core while reading a registered table), by `.code`, with the
+  statuses of tables.errors.DELTA_STATUS (the pages use the same table): 404
+  version_not_found (the message lists the available versions); 400 invalid_timestamp and
+  timestamp_out_of_range; 403 path_outside_roots; 409 commit_conflict; 422 for a table whose
+  log cannot be read (not_a_delta_table, log_gap, state_reconstruction, unsupported_feature,
+  corrupt_log, corrupt_checkpoint, storage_error); 400 for any other core error.
 - DRF ValidationError: 400 "invalid", the messages joined into one sentence ("field: message;
   ..."), with the per-field messages also under "fields".
 - NotAuthenticated / AuthenticationFailed: 401 (with WWW-Authenticate: Token).
@@ -33,23 +34,9 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from tables.delta.errors import DeltaError
-from tables.services import ServiceError
+from tables.errors import ServiceError, http_status
 
 logger = logging.getLogger("tables.api")
-
-DELTA_STATUS = {
-    "version_not_found": status.HTTP_404_NOT_FOUND,
-    "invalid_timestamp": status.HTTP_400_BAD_REQUEST,
-    "timestamp_out_of_range": status.HTTP_400_BAD_REQUEST,
-    "commit_conflict": status.HTTP_409_CONFLICT,
-    "not_a_delta_table": status.HTTP_422_UNPROCESSABLE_ENTITY,
-    "log_gap": status.HTTP_422_UNPROCESSABLE_ENTITY,
-    "state_reconstruction": status.HTTP_422_UNPROCESSABLE_ENTITY,
-    "unsupported_feature": status.HTTP_422_UNPROCESSABLE_ENTITY,
-    "corrupt_log": status.HTTP_422_UNPROCESSABLE_ENTITY,
-    "corrupt_checkpoint": status.HTTP_422_UNPROCESSABLE_ENTITY,
-    "storage_error": status.HTTP_422_UNPROCESSABLE_ENTITY,
-}
 
 DRF_CODES = {
     exceptions.NotAuthenticated: "not_authenticated",
@@ -98,7 +85,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return _response(exc.code, exc.message, exc.status, **exc.extra)
     if isinstance(exc, DeltaError):
         set_rollback()
-        return _response(exc.code, exc.message, DELTA_STATUS.get(exc.code, status.HTTP_400_BAD_REQUEST))
+        return _response(exc.code, exc.message, http_status(exc))
     if isinstance(exc, exceptions.ValidationError):
         set_rollback()
         fields = exc.detail if isinstance(exc.detail, dict) else None

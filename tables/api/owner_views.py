@@ -21,10 +21,11 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables import owner_services, roles
+from tables import roles
 from tables.delta.owner import encode_actions
 from tables.delta.owner_client import outcome_to_http
 from tables.models import ManagedTable
+from tables.owner_access import database_owner
 from tables.owner_db import table_conf
 
 from . import serializers as s
@@ -114,7 +115,7 @@ class OwnerCommitsView(_OwnerView):
         latestTableVersion is -1 when the owner never ratified a version."""
         mt = self.managed(table_id)
         q = self.query(CommitsQuerySerializer, request)
-        answer = owner_services.database_owner().get_commits(table_conf(mt), q["start"], q["end"])
+        answer = database_owner().get_commits(table_conf(mt), q["start"], q["end"])
         return Response(answer.to_json())
 
     @extend_schema(
@@ -135,9 +136,7 @@ class OwnerCommitsView(_OwnerView):
         ser = CommitRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
-        outcome = owner_services.database_owner().commit(
-            table_conf(mt), data["version"], encode_actions(list(data["actions"]))
-        )
+        outcome = database_owner().commit(table_conf(mt), data["version"], encode_actions(list(data["actions"])))
         status, body = outcome_to_http(outcome)
         return Response(body, status=status)
 
@@ -157,5 +156,5 @@ class OwnerBackfillView(_OwnerView):
         """In order (v-1 before v), put-if-absent; idempotent. Answers the newest backfilled version."""
         mt = self.managed(table_id)
         q = self.query(BackfillQuerySerializer, request)
-        done = owner_services.database_owner().backfill_to_version(table_conf(mt), q["version"])
+        done = database_owner().backfill_to_version(table_conf(mt), q["version"])
         return Response({"backfilledVersion": done})

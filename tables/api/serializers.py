@@ -13,9 +13,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tables.delta.history import HISTORY_FIELDS
+from tables.lookup import INT64_MAX
 from tables.models import Anomaly, Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
 
-MAX_VERSION = 2**63 - 1
+MAX_VERSION = INT64_MAX
 
 # --- helpers -------------------------------------------------------------------------
 
@@ -114,12 +115,14 @@ class JobSerializer(serializers.ModelSerializer):
     startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
     result = serializers.JSONField(read_only=True, allow_null=True)
+    params = serializers.JSONField(read_only=True, help_text="What the job was asked to do (versions, keys).")
 
     class Meta:
         model = Job
         fields = [
             "id",
             "kind",
+            "params",
             "table",
             "status",
             "stage",

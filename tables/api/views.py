@@ -1,8 +1,8 @@
 """REST API views: each checks permissions (tables.roles) and calls one service function.
 
 Reads of history, the timeline and jobs come from the database cache (Commit, Anomaly, Job
-rows); reads of a version's state, resolve and diff go through tables.services. No view
-parses a log. Errors are rendered by tables.api.errors.exception_handler.
+rows, through tables.history for the history); reads of a version's state, resolve and diff
+go through tables.versions. No view parses a log. Errors are rendered by tables.api.errors.exception_handler.
 """
 
 from __future__ import annotations
@@ -22,15 +22,17 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables import services
-from tables.delta.errors import InvalidTimestampError
-from tables.delta.timestamps import parse_timestamp
+from tables import versions
+from tables.errors import ServiceError
+from tables.history import CACHE_SECONDS, HistoryFilter, history, parse_time, synced_key
+from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
+from tables.registration import delete_table, register_table
+from tables.restore_requests import approve_restore, reject_restore, request_restore
+from tables.sync import start_sync
 
 from . import serializers as s
 from .permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
-
-INT64_MAX = 2**63 - 1
 
 
 class Pagination(LimitOffsetPagination):
@@ -85,19 +87,10 @@ def _query(serializer_cls: type[serializers.Serializer], request) -> dict[str, A
 
 
 def _version(raw: str) -> int:
-    if not (raw.isascii() and raw.isdigit()) or int(raw) > INT64_MAX:
+    value = parse_int64(raw)
+    if value is None:
         raise ValidationError({"version": [f"must be a non-negative integer, got '{raw[:40]}'."]})
-    return int(raw)
-
-
-def _timestamp(name: str, text: str) -> int:
-    try:
-        t = parse_timestamp(text)
-    except InvalidTimestampError as exc:
-        raise services.ServiceError(f"{name}: {exc.message}", "invalid_timestamp") from exc
-    if abs(t) > INT64_MAX:
-        raise services.ServiceError(f"{name}: '{text[:40]}' is out of range.", "invalid_timestamp")
-    return t
+    return value
 
 
 def _job_location(request, job: Job) -> str:
@@ -134,12 +127,7 @@ class TableViewSet(viewsets.GenericViewSet):
 
     def get_object(self) -> Table:
         key = str(self.kwargs[self.lookup_url_kwarg])
-        qs = self.get_queryset()
-        table = None
-        if key.isascii() and key.isdigit() and len(key) <= 18:
-            table = qs.filter(pk=int(key)).first()
-        if table is None:
-            table = qs.filter(slug=key).first()
+        table = table_by_key(key, self.get_queryset())
         if table is None:
             raise NotFound(f"No table with id or slug '{key[:100]}'.")
         self.check_object_permissions(self.request, table)
@@ -169,8 +157,8 @@ class TableViewSet(viewsets.GenericViewSet):
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         with transaction.atomic():
-            table = services.register_table(data["name"], data["location"], data["description"], user=request.user)
-            job = services.start_sync(table, user=request.user)
+            table = register_table(data["name"], data["location"], data["description"], user=request.user)
+            job = start_sync(table, user=request.user)
         table.refresh_from_db()
         body = s.TableCreatedSerializer(table, context={"job": job, "request": request}).data
         location = request.build_absolute_uri(reverse("api:table-detail", args=[table.pk]))
@@ -190,7 +178,7 @@ class TableViewSet(viewsets.GenericViewSet):
     )
     def destroy(self, request, id=None):
         """Remove the table and its cached rows from deltaweb; nothing in the table's storage is touched."""
-        services.delete_table(self.get_object())
+        delete_table(self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -204,7 +192,7 @@ class TableViewSet(viewsets.GenericViewSet):
         """Queue a sync (incremental replay of new commits into the cache); poll /api/jobs/{id}/."""
         table = self.get_object()
         with transaction.atomic():
-            job = services.start_sync(table, user=request.user)
+            job = start_sync(table, user=request.user)
         return Response(
             s.JobSerializer(job).data,
             status=status.HTTP_202_ACCEPTED,
@@ -225,36 +213,24 @@ class TableViewSet(viewsets.GenericViewSet):
         invalid_timestamp, invalid_range)."""
         table = self.get_object()
         q = _query(s.HistoryQuerySerializer, request)
-        lo, hi = q.get("version_min"), q.get("version_max")
-        if lo is not None and hi is not None and lo > hi:
-            raise services.ServiceError(
-                f"version_min ({lo}) must not be greater than version_max ({hi}).", "invalid_range"
-            )
-        since = _timestamp("since", q["since"]) if "since" in q else None
-        until = _timestamp("until", q["until"]) if "until" in q else None
+        since = parse_time("since", q["since"]) if "since" in q else None
+        until = parse_time("until", q["until"]) if "until" in q else None
+        f = HistoryFilter(
+            operation=q.get("operation"),
+            version_min=q.get("version_min"),
+            version_max=q.get("version_max"),
+            since=since,
+            until=until,
+        ).check()
         if since is not None and until is not None and since > until:
-            raise services.ServiceError(
-                f"'since' ({q['since']}) must not be after 'until' ({q['until']}).", "invalid_range"
-            )
+            raise ServiceError(f"'since' ({q['since']}) must not be after 'until' ({q['until']}).", "invalid_range")
         # the rows change only with a sync: cache each page of each query until the next one
-        synced = table.last_synced_at.timestamp() if table.last_synced_at else None
-        key = f"api-hist:{table.pk}:{table.last_synced_version}:{synced}:{request.get_full_path()}"
+        key = f"api-hist:{synced_key(table)}:{request.get_full_path()}"
         data = cache.get(key)
         if data is None:
-            rows = Commit.objects.filter(table=table).order_by("-version").defer("commit_info")
-            if q.get("operation"):
-                rows = rows.filter(operation__iexact=q["operation"])
-            if lo is not None:
-                rows = rows.filter(version__gte=lo)
-            if hi is not None:
-                rows = rows.filter(version__lte=hi)
-            if since is not None:
-                rows = rows.filter(timestamp__gte=since)
-            if until is not None:
-                rows = rows.filter(timestamp__lte=until)
-            page = self.paginate_queryset(rows)
+            page = self.paginate_queryset(history(table, f))
             data = self.get_paginated_response(s.CommitSerializer(page, many=True).data).data
-            cache.set(key, data, 3600)
+            cache.set(key, data, CACHE_SECONDS)
         return Response(data)
 
     @extend_schema(
@@ -289,7 +265,7 @@ class TableViewSet(viewsets.GenericViewSet):
         """Replays the log to the version (cached per version). 404 version_not_found names the versions
         that are available; 422 when the log cannot be read."""
         table = self.get_object()
-        return Response(services.version_summary(table, _version(version)))
+        return Response(versions.version_summary(table, _version(version)))
 
     @extend_schema(
         summary="The active files of a version (paged with limit/offset)",
@@ -303,7 +279,7 @@ class TableViewSet(viewsets.GenericViewSet):
         v = _version(version)
         paginator = self.paginator
         limit, offset = paginator.get_limit(request), paginator.get_offset(request)
-        count, rows = services.version_files(table, v, offset, limit)
+        count, rows = versions.version_files(table, v, offset, limit)
         paginator.count, paginator.limit, paginator.offset, paginator.request = count, limit, offset, request
         return paginator.get_paginated_response(rows)
 
@@ -319,7 +295,7 @@ class TableViewSet(viewsets.GenericViewSet):
         earliest available version, or after the latest commit unless allow_latest=true."""
         table = self.get_object()
         q = _query(s.ResolveQuerySerializer, request)
-        return Response(services.resolve(table, q["timestamp"], allow_latest=q["allow_latest"]))
+        return Response(versions.resolve(table, q["timestamp"], allow_latest=q["allow_latest"]))
 
     @extend_schema(
         summary="What changed between two versions (schema, properties, protocol, files, commits)",
@@ -332,7 +308,7 @@ class TableViewSet(viewsets.GenericViewSet):
         in between. 400 invalid_range when from > to; 404 version_not_found for a missing version."""
         table = self.get_object()
         q = _query(s.DiffQuerySerializer, request)
-        out = services.diff(table, q["from"], q["to"], sample=q["sample"])
+        out = versions.diff(table, q["from"], q["to"], sample=q["sample"])
         out["commits"] = [
             {
                 "version": c["version"],
@@ -385,7 +361,7 @@ class TableViewSet(viewsets.GenericViewSet):
         ser = s.RestoreCreateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
-        req = services.request_restore(
+        req = request_restore(
             table,
             request.user,
             reason=data["reason"],
@@ -465,7 +441,7 @@ class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         plan_changed). The run re-plans on the current head: it commits the approved change (also on top
         of appends made meanwhile), or goes back to stale with a new plan."""
         data = self._decision()
-        req = services.approve_restore(self.get_object(), request.user, data["comment"], data.get("fingerprint"))
+        req = approve_restore(self.get_object(), request.user, data["comment"], data.get("fingerprint"))
         body = s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": _restore_location(request, req)})
 
@@ -478,7 +454,7 @@ class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def reject(self, request, pk=None):
         """Approvers (or staff) only, never the requester; only pending or stale requests."""
         data = self._decision()
-        req = services.reject_restore(self.get_object(), request.user, data["comment"])
+        req = reject_restore(self.get_object(), request.user, data["comment"])
         return Response(s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data)
 
 

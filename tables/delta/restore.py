@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .actions import Metadata, Protocol, dv_unique_id, parse_actions
+from .changes import commit_actions
 from .checkpoint import _open_parquet, _plain, _sidecar_rel, read_checkpoint_others
 from .commit import ENGINE_INFO, commit, now_ms
 from .commitinfo import read_commit_info
@@ -50,6 +51,7 @@ from .dv import deletion_vector_file
 from .errors import (
     CommitConflictError,
     CorruptLogError,
+    DeltaError,
     MissingFilesError,
     RestoreError,
     UnsupportedFeatureError,
@@ -958,22 +960,50 @@ def find_restore_commit(location: str | Storage, after: int, txn_id: str, owner:
 
 
 def approved_change(current: RestorePlan, approved: RestorePlan) -> RestorePlan | None:
-    """The plan to commit for an approved restore, given the plan made again on the current
-    head: that plan when it makes the same change (same fingerprint); when the head only
-    gained files since the approved plan, the approved change on top of them (the current
-    plan without removing them: a file active now that the approved plan does not remove was
-    not active at its head, or the approved plan would remove it too); else None (stale)."""
-    if current.fingerprint == approved.fingerprint:
-        return current
-    if current.read_version <= approved.read_version:
-        return None
+    """approved_change_on for an approved plan that still has its file actions: the files
+    the head gained since are those the current plan removes and the approved one does not
+    (a file active now that the approved plan does not remove was not active at its head,
+    or the approved plan would remove it too)."""
     keep = {action_identity(r) for r in approved.removes}
-    removes = [r for r in current.removes if action_identity(r) in keep]
-    if len(removes) == len(current.removes):
+    gained = {action_identity(r) for r in current.removes} - keep
+    return approved_change_on(current, approved.fingerprint, approved.read_version, lambda: gained)
+
+
+def approved_change_on(
+    current: RestorePlan, fingerprint: str | None, read_version: int | None, added_since: Callable[[], set[str]]
+) -> RestorePlan | None:
+    """The plan to commit for an approved restore (the one rule, for every engine), given
+    the plan made again on the current head, the approved plan's fingerprint and head, and
+    the identities of the files added since that head (asked only when needed): the current
+    plan when it makes the same change (same fingerprint); when the head only gained files
+    since, the approved change on top of them (the current plan without removing them),
+    if that is exactly the approved change; else None (stale)."""
+    if current.fingerprint == fingerprint:
+        return current
+    if read_version is None or current.read_version <= read_version:
         return None
-    plan = current.replace(removes=removes, read_version=approved.read_version)
+    try:
+        added = added_since()
+    except (FileNotFoundError, DeltaError, ValueError):
+        return None  # a commit we cannot read: let the approver look at the new plan
+    removes = [r for r in current.removes if action_identity(r) not in added]
+    if not added or len(removes) == len(current.removes):
+        return None
+    plan = current.replace(removes=removes, read_version=int(read_version))
     plan.fingerprint = plan_fingerprint(plan)
-    return plan if plan.fingerprint == approved.fingerprint else None
+    return plan if plan.fingerprint == fingerprint else None
+
+
+def files_added_since(location: Storage | str, after: int, upto: int) -> set[str]:
+    """Identities of the files added by the commits after..upto (read from the commit files),
+    for approved_change_on when the approved plan keeps no file actions."""
+    storage = as_storage(location)
+    return {
+        action_identity(body)
+        for v in range(after + 1, upto + 1)
+        for name, body in commit_actions(storage, v)
+        if name == "add" and isinstance(body.get("path"), str)
+    }
 
 
 def _rebase(plan: RestorePlan, head: Snapshot) -> RestorePlan:

@@ -17,7 +17,7 @@ Public API (plain arguments, plain results; no Django):
 - `change_data_frame(spark, location, start, end=None)` -> (DataFrame, ChangePlan), unsorted,
   with the position columns `_dw_file` / `_dw_row_index` (for callers that aggregate).
 - `read_page(path, offset, limit)`: a page of the written result, with pyarrow only (also
-  `tables.spark.results.read_page`, which the web process should import: no pyspark there).
+  `tables.results.read_page`, which the web process should import: no pyspark there).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.changes import ChangePlan, plan_changes
 from tables.delta.errors import at_version
 from tables.delta.storage import Storage, as_storage
+from tables.results import read_page, type_name
 
 from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, scan
-from .results import read_page, type_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -127,7 +127,7 @@ def _count_order(row: dict[str, Any]) -> tuple[int, int]:
 def _columns(path: Path) -> list[dict[str, str]]:
     import pyarrow.parquet as pq
 
-    from .results import part_files
+    from tables.results import part_files
 
     files = part_files(path)
     if not files:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.storage import Storage, as_storage
+from tables.results import part_files, type_name
 
 from .changes import write_sorted
 from .read import FILE_COL, ROW_COL, read_version
-from .results import part_files, type_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

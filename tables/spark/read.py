@@ -49,8 +49,7 @@ from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFe
 from tables.delta.partitions import PartitionColumn, partition_columns, typed_partition_values
 from tables.delta.snapshot import MAX_READER_VERSION, load_snapshot
 from tables.delta.storage import Storage, as_storage
-
-from .results import table_to_json
+from tables.results import table_to_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

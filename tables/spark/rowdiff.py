@@ -21,7 +21,7 @@ Public API (plain arguments, plain results; no Django):
   `_changed_columns` (array of column names that differ; empty for added/removed rows),
   `_before` (struct of the `v_from` non-key columns, null for added rows) and `_after`
   (struct of the `v_to` non-key columns, null for removed rows).
-- `read_page(path, offset, limit)`: the shared pager (`tables.spark.results.read_page`).
+- `read_page(path, offset, limit)`: the shared pager (`tables.results.read_page`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import InvalidColumnsError
 from tables.delta.storage import Storage, as_storage
+from tables.results import part_files, read_page, type_name
 
 from .changes import write_sorted
 from .read import read_version
-from .results import part_files, read_page, type_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

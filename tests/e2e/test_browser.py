@@ -189,15 +189,15 @@ def test_restore_requested_in_the_ui_approved_in_the_admin_console_committed_on_
 
     from django.core.management import call_command
 
-    from tables import services
+    from tables import registration, sync
     from tables.models import RestoreRequest
     from tests.web.restore_tables import restore_table
 
     expect = playwright_sync.expect
     page, js_errors = browser_page
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
-    table = services.register_table("Events", str(restore_table(tmp_path / "events")))
-    services.sync_table(table.pk)
+    table = registration.register_table("Events", str(restore_table(tmp_path / "events")))
+    sync.sync_table(table.pk)
     call_command("create_roles", stdout=io.StringIO())
     ana = django_user_model.objects.create_user("ana", password="e2e-secret-pass")
     ana.groups.add(Group.objects.get(name=roles.ANALYST))

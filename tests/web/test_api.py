@@ -17,7 +17,7 @@ from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tables import services
+from tables import registration, sync, versions
 from tables.delta.commit import commit, enable_ict
 from tables.delta.history import timeline as core_timeline
 from tables.delta.timestamps import commit_times, parse_timestamp, resolve_timestamp
@@ -70,8 +70,8 @@ def table_path(roots) -> Path:
 
 @pytest.fixture
 def table(table_path) -> Table:
-    t = services.register_table("events", str(table_path))
-    services.sync_table(t.pk)
+    t = registration.register_table("events", str(table_path))
+    sync.sync_table(t.pk)
     t.refresh_from_db()
     return t
 
@@ -177,7 +177,7 @@ def test_create_registers_and_queues_a_sync(api, table_path) -> None:
     assert (job.kind, job.table_id, job.status) == ("sync", table.pk, JobStatus.QUEUED)
 
     # the worker's part, run in-process; the job endpoint then reports it
-    services.sync_table(table.pk, job.pk)
+    sync.sync_table(table.pk, job.pk)
     j = api.get(f"/api/jobs/{job.pk}/").json()
     assert j["status"] == "succeeded" and j["isTerminal"] and j["stage"] == "done"
     assert j["result"]["latestVersion"] == 3 and j["result"]["newCommits"] == 4
@@ -251,7 +251,7 @@ def test_user_without_role_can_read_but_not_register_or_sync(reader_api, table, 
 
 
 def test_list_and_retrieve_by_id_or_slug(api, table, roots) -> None:
-    other = services.register_table("Other Table", str(write_table(roots / "other")))
+    other = registration.register_table("Other Table", str(write_table(roots / "other")))
     r = api.get("/api/tables/")
     body = r.json()
     assert body["count"] == 2 and body["previous"] is None
@@ -289,7 +289,7 @@ def test_sync_endpoint_returns_202_with_the_job(api, table, table_path) -> None:
     job = r.json()
     assert job["status"] == "queued" and job["kind"] == "sync" and job["table"] == table.pk
     assert r["Location"].endswith(f"/api/jobs/{job['id']}/")
-    services.sync_table(table.pk, job["id"])
+    sync.sync_table(table.pk, job["id"])
     assert api.get(f"/api/jobs/{job['id']}/").json()["result"]["newCommits"] == 1
     assert api.get(url(table, "history/")).json()["results"][0]["version"] == 4
 
@@ -383,7 +383,7 @@ def test_history_rejects_bad_parameters(api, table) -> None:
 
 
 def test_history_of_a_table_not_synced_yet_is_empty(api, roots) -> None:
-    t = services.register_table("fresh", str(write_table(roots / "fresh")))
+    t = registration.register_table("fresh", str(write_table(roots / "fresh")))
     assert api.get(url(t, "history/")).json() == {"count": 0, "next": None, "previous": None, "results": []}
 
 
@@ -491,8 +491,8 @@ def test_timeline_equals_the_core_timeline_across_ict_enablement(api, roots) -> 
     set_commit_times(path)
     enable_ict(str(path))  # version 3 turns In-Commit Timestamps on
     commit(str(path), [], "SET TBLPROPERTIES")  # delta-rs cannot write to an ICT table; the core can
-    t = services.register_table("ict", str(path))
-    services.sync_table(t.pk)
+    t = registration.register_table("ict", str(path))
+    sync.sync_table(t.pk)
 
     body = api.get(url(t, "timeline/")).json()
     core = core_timeline(commit_times(str(path)))
@@ -510,8 +510,8 @@ def test_timeline_equals_the_core_timeline_across_ict_enablement(api, roots) -> 
 def test_timeline_reports_anomalies(api, table, table_path, roots) -> None:
     path = write_table(roots / "copied")
     set_commit_times(path, start=T0 + 10 * STEP, step=-STEP)  # file times run backwards: a copied table
-    t = services.register_table("copied", str(path))
-    services.sync_table(t.pk)
+    t = registration.register_table("copied", str(path))
+    sync.sync_table(t.pk)
     body = api.get(url(t, "timeline/")).json()
     kinds = {(a["version"], a["kind"]) for a in body["anomalies"]}
     assert kinds == {(1, "file_time_not_increasing"), (2, "file_time_not_increasing"), (3, "file_time_not_increasing")}
@@ -562,7 +562,7 @@ def test_unexpected_error_is_a_clean_500(api, table, monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise RuntimeError("secret internals /etc/passwd")
 
-    monkeypatch.setattr(services, "version_summary", boom)
+    monkeypatch.setattr(versions, "version_summary", boom)
     r = api.get(url(table, "versions/0/"))
     msg = assert_error(r, 500, "internal")
     assert "secret" not in r.content.decode() and "RuntimeError" not in r.content.decode()

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tables import owner_services, services
+from tables import errors, owner_services, registration, sync
 from tables.delta.errors import CommitRefusedError
 from tables.delta.managed import commit_via_owner
 from tables.delta.owner import CommitConflict, CommitResponse, encode_actions
@@ -42,7 +42,7 @@ def roots(settings, tmp_path):
 def managed(roots):
     """A delta-rs table of versions 0..3 registered and taken over (ownership commit = version 4)."""
     path = write_table(roots / "events")
-    table = services.register_table("events", str(path))
+    table = registration.register_table("events", str(path))
     out = owner_services.take_over(table)
     assert out["changed"] and out["version"] == 4 and out["ictEnabled"] and out["ownerNotified"]
     return table, path
@@ -81,7 +81,7 @@ def test_commit_through_the_api_and_history_shows_the_unbackfilled_version(manag
     assert log_versions(path) == [0, 1, 2, 3, 4]  # ratified, not backfilled
     # deltaweb's reader sees it; the history after a sync shows it
     assert load_snapshot(path, owner=client).version == 5
-    services.sync_table(table.pk)
+    sync.sync_table(table.pk)
     table.refresh_from_db()
     assert table.last_synced_version == 5
     assert Commit.objects.get(table=table, version=5).operation == "WRITE"
@@ -130,7 +130,7 @@ def test_restore_commit_without_an_approved_request_is_refused_and_recorded(mana
 def test_frozen_table_refuses_every_commit(managed, client, live_server) -> None:
     table, path = managed
     approver = make_user("appr", group=APPROVER)
-    with pytest.raises(owner_services.ServiceError):
+    with pytest.raises(errors.ServiceError):
         owner_services.freeze(table, make_user("nobody"), "no role")
     owner_services.freeze(table, approver, "quarterly audit")
     with pytest.raises(CommitRefusedError, match="frozen by appr: quarterly audit"):
@@ -203,7 +203,7 @@ def test_table_page_shows_the_owner_card_and_approvers_freeze(managed, client) -
 
     table, path = managed
     commit_via_owner(path, client, [], "WRITE")
-    services.sync_table(table.pk)
+    sync.sync_table(table.pk)
     web = Client()
     web.force_login(make_user("appr", group=APPROVER))
     page = web.get(f"/t/{table.slug}/").content.decode()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tables import owner_services, services
+from tables import owner_services, registration, restore_requests, restore_runs, sync
 from tables.delta.errors import CommitRefusedError, UnsupportedFeatureError
 from tables.delta.managed import commit_via_owner
 from tables.delta.restore import commit_restore, plan_restore
@@ -37,7 +37,7 @@ def managed(settings, tmp_path):
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     settings.DELTAWEB_OWNER_AUTO_BACKFILL = False
     path = write_table(tmp_path / "events")
-    table = services.register_table("events", str(path))
+    table = registration.register_table("events", str(path))
     assert owner_services.take_over(table)["version"] == 4
     assert commit_via_owner(path, DatabaseOwner(), [add("late.parquet")], "WRITE").version == 5
     assert log_versions(path) == [0, 1, 2, 3, 4]
@@ -47,10 +47,10 @@ def managed(settings, tmp_path):
 def test_an_approved_restore_lands_as_a_ratified_commit_then_backfilled(managed) -> None:
     table, path = managed
     users = people()
-    req = services.request_restore(table, users["analyst"], version=2, reason="bad overwrite")
+    req = restore_requests.request_restore(table, users["analyst"], version=2, reason="bad overwrite")
     assert req.plan_head_version == 5  # planned on the owner's latest, not the backfilled prefix
-    req = services.approve_restore(req, users["approver"], "ok")
-    services.run_restore(req.pk, services.local_planner)
+    req = restore_requests.approve_restore(req, users["approver"], "ok")
+    restore_runs.run_restore(req.pk, restore_runs.local_planner)
     req.refresh_from_db()
     assert req.status == S.SUCCEEDED, req.error
     assert req.result_version == 6 and req.verification["verified"]
@@ -70,7 +70,7 @@ def test_an_approved_restore_lands_as_a_ratified_commit_then_backfilled(managed)
     )
     mt = ManagedTable.objects.get(table=table)
     assert mt.latest_version == mt.backfilled_version == 6
-    services.sync_table(table.pk)
+    sync.sync_table(table.pk)
     assert Commit.objects.get(table=table, version=6).commit_info["txnId"] == req.txn_id
 
 
@@ -81,7 +81,7 @@ def test_an_unapproved_restore_is_refused_by_the_owner_with_the_reason_recorded(
     plan = plan_restore(str(path), version=2, owner=owner)
     assert plan.read_version == 5
     # a pending (not approved) request's txnId, and no request at all: refused, recorded, nothing lands
-    pending = services.request_restore(table, users["analyst"], version=2, reason="not yet approved")
+    pending = restore_requests.request_restore(table, users["analyst"], version=2, reason="not yet approved")
     for txn in (pending.txn_id, "deltaweb-restore-999999", None):
         with pytest.raises(CommitRefusedError, match="approved restore request") as err:
             commit_restore(str(path), plan, txn_id=txn, owner=owner)
@@ -99,11 +99,13 @@ def test_an_unapproved_restore_is_refused_by_the_owner_with_the_reason_recorded(
 def test_a_restore_of_a_frozen_managed_table_fails_with_the_owners_reason(managed) -> None:
     table, path = managed
     users = people()
-    req = services.approve_restore(
-        services.request_restore(table, users["analyst"], version=2, reason="bad overwrite"), users["approver"], "ok"
+    req = restore_requests.approve_restore(
+        restore_requests.request_restore(table, users["analyst"], version=2, reason="bad overwrite"),
+        users["approver"],
+        "ok",
     )
     owner_services.freeze(table, users["approver"], "incident 7")
-    services.run_restore(req.pk, services.local_planner)
+    restore_runs.run_restore(req.pk, restore_runs.local_planner)
     req.refresh_from_db()
     assert req.status == S.FAILED and "frozen" in req.error and "incident 7" in req.error
     refusal = OwnerRefusal.objects.get(table=table)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tables import owner_services, services
+from tables import errors, owner_services, registration
 from tables.delta.errors import CommitConflictError
 from tables.delta.managed import commit_via_owner
 from tables.delta.owner_client import RestOwnerClient
@@ -53,7 +53,7 @@ def roots(settings, tmp_path):
 def managed(roots):
     """A delta-rs table of versions 0..3 registered and taken over (ownership commit = version 4)."""
     path = write_table(roots / "events")
-    table = services.register_table("events", str(path))
+    table = registration.register_table("events", str(path))
     assert owner_services.take_over(table)["version"] == 4
     return table, path
 
@@ -264,20 +264,20 @@ def test_owner_process_killed_then_a_new_owner_recovers(managed, settings, step:
 def test_create_managed_table_checks_the_location_before_creating_directories(roots, tmp_path_factory) -> None:
     outside = tmp_path_factory.mktemp("outside")
     target = outside / "new" / "table"
-    with pytest.raises(owner_services.ServiceError) as err:
+    with pytest.raises(errors.ServiceError) as err:
         owner_services.create_managed_table("escape", str(target), {"type": "struct", "fields": []})
     assert err.value.code == "location_not_allowed"
     assert not (outside / "new").exists()  # nothing created outside the allowed roots
     # '..' that leaves the root, and a symlink inside the root pointing out, are refused too
     dotdot = roots / "a" / ".." / ".." / outside.name / "dd"
-    with pytest.raises(owner_services.ServiceError, match="outside the allowed roots"):
+    with pytest.raises(errors.ServiceError, match="outside the allowed roots"):
         owner_services.create_managed_table("dotdot", str(dotdot), {"type": "struct", "fields": []})
     assert not (outside / "dd").exists() and not (roots / "a").exists()
     (roots / "link").symlink_to(outside)
-    with pytest.raises(owner_services.ServiceError, match="outside the allowed roots"):
+    with pytest.raises(errors.ServiceError, match="outside the allowed roots"):
         owner_services.create_managed_table("link", str(roots / "link" / "t"), {"type": "struct", "fields": []})
     assert not (outside / "t").exists()
-    with pytest.raises(owner_services.ServiceError, match="absolute"):
+    with pytest.raises(errors.ServiceError, match="absolute"):
         owner_services.create_managed_table("rel", "relative/t", {"type": "struct", "fields": []})
     assert not Table.objects.exists()
     # inside the roots: created, version 0, managed

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tables import services
+from tables import registration, restore_requests, restore_runs, sync
 from tables.models import Commit, Job, RestoreRequest, RestoreStatus, Table
 from tests.web.restore_tables import log_versions, people, restore_table, rs_ids, rs_paths
 
@@ -51,15 +51,15 @@ def finished(req: RestoreRequest) -> RestoreRequest:
 def table(settings, tmp_path) -> Table:
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     path = restore_table(tmp_path / "events")
-    t = services.register_table("events", str(path))
-    services.sync_table(t.pk)
+    t = registration.register_table("events", str(path))
+    sync.sync_table(t.pk)
     t.refresh_from_db()
     return t
 
 
 def approve(table: Table, users: dict) -> RestoreRequest:
-    req = services.request_restore(table, users["analyst"], version=2, reason="undo the overwrite")
-    return services.approve_restore(req, users["approver"], "ok")  # autocommit: enqueued at once
+    req = restore_requests.request_restore(table, users["analyst"], version=2, reason="undo the overwrite")
+    return restore_requests.approve_restore(req, users["approver"], "ok")  # autocommit: enqueued at once
 
 
 def test_restore_on_spark_through_a_real_worker(celery_worker_factory, table) -> None:
@@ -93,9 +93,9 @@ def test_a_worker_killed_during_the_spark_job_is_replaced_and_commits_once(celer
     assert req.status == S.RUNNING and req.attempts == 1  # nobody is left to say otherwise
 
     # the heartbeat kept the row fresh while the worker lived: not stuck yet; silent for 3 s: stuck
-    assert services.requeue_stuck_restores(older_than=timedelta(seconds=30)) == []
+    assert restore_runs.requeue_stuck_restores(older_than=timedelta(seconds=30)) == []
     time.sleep(3)
-    assert services.requeue_stuck_restores(older_than=timedelta(seconds=3)) == [req.pk]
+    assert restore_runs.requeue_stuck_restores(older_than=timedelta(seconds=3)) == [req.pk]
     req.refresh_from_db()
     assert req.status == S.QUEUED
 

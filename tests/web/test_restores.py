@@ -1,4 +1,4 @@
-"""RESTORE with approvals: the services, the REST API, the browser UI and the admin console.
+"""RESTORE with approvals: the use cases, the REST API, the browser UI and the admin console.
 
 Tables are written by delta-rs in each test; runs use the pure planner (the Spark engine makes
 the same plan and is exercised by test_restore_worker.py and the e2e test)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tables import services
+from tables import errors, registration, restore_requests, restore_runs, sync
 from tables.delta.restore import plan_restore
 from tables.models import Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
 from tests.web.restore_tables import log_versions, people, restore_table, rows, rs_ids, rs_paths
@@ -38,23 +38,25 @@ def table_path(settings, tmp_path) -> Path:
 
 @pytest.fixture
 def table(table_path) -> Table:
-    t = services.register_table("events", str(table_path))
-    services.sync_table(t.pk)
+    t = registration.register_table("events", str(table_path))
+    sync.sync_table(t.pk)
     t.refresh_from_db()
     return t
 
 
 def request(table: Table, user, version: int = 2, **kw) -> RestoreRequest:
-    return services.request_restore(table, user, version=version, reason=kw.pop("reason", "bad overwrite"), **kw)
+    return restore_requests.request_restore(
+        table, user, version=version, reason=kw.pop("reason", "bad overwrite"), **kw
+    )
 
 
 def approved(table: Table, users: dict, version: int = 2, **kw) -> RestoreRequest:
     req = request(table, users["analyst"], version, **kw)
-    return services.approve_restore(req, users["approver"], "ok")
+    return restore_requests.approve_restore(req, users["approver"], "ok")
 
 
-def run(req: RestoreRequest, planner=services.local_planner) -> RestoreRequest:
-    services.run_restore(req.pk, planner)
+def run(req: RestoreRequest, planner=restore_runs.local_planner) -> RestoreRequest:
+    restore_runs.run_restore(req.pk, planner)
     req.refresh_from_db()
     return req
 
@@ -91,7 +93,7 @@ def test_request_stores_the_dry_run_plan(table, table_path, users) -> None:
 
 
 def test_request_by_timestamp_records_the_resolution(table, users) -> None:
-    req = services.request_restore(table, users["analyst"], timestamp="2023-11-14T22:13:22.500Z", reason="r")
+    req = restore_requests.request_restore(table, users["analyst"], timestamp="2023-11-14T22:13:22.500Z", reason="r")
     assert req.resolved_version == 2 and req.target_timestamp == "2023-11-14T22:13:22.500Z"
     assert req.target_version is None
     assert "version" in req.resolution_rule and req.plan["resolution"]["version"] == 2
@@ -112,15 +114,15 @@ def test_request_by_timestamp_records_the_resolution(table, users) -> None:
 )
 def test_request_refusals_save_nothing(table, users, kwargs, code) -> None:
     kwargs.setdefault("reason", "because")
-    with pytest.raises(services.ServiceError) as exc:
-        services.request_restore(table, users["analyst"], **kwargs)
+    with pytest.raises(errors.ServiceError) as exc:
+        restore_requests.request_restore(table, users["analyst"], **kwargs)
     assert exc.value.code == code and exc.value.status == 400, exc.value.message
     assert "Traceback" not in exc.value.message
     assert not RestoreRequest.objects.exists() and not RestoreEvent.objects.exists()
 
 
 def test_readers_cannot_request(table, users) -> None:
-    with pytest.raises(services.ServiceError) as exc:
+    with pytest.raises(errors.ServiceError) as exc:
         request(table, users["reader"])
     assert exc.value.status == 403 and not RestoreRequest.objects.exists()
 
@@ -128,7 +130,7 @@ def test_readers_cannot_request(table, users) -> None:
 def test_missing_file_refuses_the_request_and_ignoring_it_restores_without_it(table, table_path, users) -> None:
     gone = sorted(rs_paths(table_path, 2) - rs_paths(table_path, 5))[0]
     (table_path / gone).unlink()
-    with pytest.raises(services.ServiceError) as exc:
+    with pytest.raises(errors.ServiceError) as exc:
         request(table, users["analyst"])
     assert exc.value.code == "restore_missing_files" and exc.value.extra["files"] == [gone]
     assert gone in exc.value.message and not RestoreRequest.objects.exists()
@@ -146,8 +148,8 @@ def test_missing_file_refuses_the_request_and_ignoring_it_restores_without_it(ta
 
 def test_analysts_cannot_approve_or_reject(table, users) -> None:
     req = request(table, users["approver"])
-    for decide in (services.approve_restore, services.reject_restore):
-        with pytest.raises(services.ServiceError) as exc:
+    for decide in (restore_requests.approve_restore, restore_requests.reject_restore):
+        with pytest.raises(errors.ServiceError) as exc:
             decide(req, users["analyst"], "sure")
         assert exc.value.status == 403 and exc.value.code == "permission_denied"
     req.refresh_from_db()
@@ -157,11 +159,11 @@ def test_analysts_cannot_approve_or_reject(table, users) -> None:
 @pytest.mark.parametrize("who", ["approver", "staff"])
 def test_requesters_cannot_approve_their_own_request(table, users, who) -> None:
     req = request(table, users[who])
-    with pytest.raises(services.ServiceError) as exc:
-        services.approve_restore(req, users[who], "mine")
+    with pytest.raises(errors.ServiceError) as exc:
+        restore_requests.approve_restore(req, users[who], "mine")
     assert exc.value.status == 403 and exc.value.code == "own_request"
-    with pytest.raises(services.ServiceError):
-        services.reject_restore(req, users[who], "mine")
+    with pytest.raises(errors.ServiceError):
+        restore_requests.reject_restore(req, users[who], "mine")
     req.refresh_from_db()
     assert req.status == S.PENDING
 
@@ -169,7 +171,7 @@ def test_requesters_cannot_approve_their_own_request(table, users, who) -> None:
 def test_approve_queues_the_run_on_commit(table, users, django_capture_on_commit_callbacks) -> None:
     req = request(table, users["analyst"])
     with django_capture_on_commit_callbacks() as callbacks:
-        req = services.approve_restore(req, users["approver"], "go ahead")
+        req = restore_requests.approve_restore(req, users["approver"], "go ahead")
     assert len(callbacks) == 1  # the task is enqueued only once the approval is committed
     assert req.status == S.QUEUED and req.approver == users["approver"] and req.approver_comment == "go ahead"
     assert transitions(req) == [("", S.PENDING), (S.PENDING, S.APPROVED), (S.APPROVED, S.QUEUED)]
@@ -178,17 +180,17 @@ def test_approve_queues_the_run_on_commit(table, users, django_capture_on_commit
 
 def test_decisions_only_from_pending_or_stale(table, users) -> None:
     req = request(table, users["analyst"])
-    with pytest.raises(services.ServiceError) as exc:
-        services.reject_restore(req, users["approver"], "")
+    with pytest.raises(errors.ServiceError) as exc:
+        restore_requests.reject_restore(req, users["approver"], "")
     assert exc.value.code == "invalid_comment"  # a rejection says why
-    req = services.reject_restore(req, users["approver"], "not this one")
+    req = restore_requests.reject_restore(req, users["approver"], "not this one")
     assert req.status == S.REJECTED and req.finished_at is not None
-    with pytest.raises(services.ServiceError) as exc:
-        services.approve_restore(req, users["approver2"], "")
+    with pytest.raises(errors.ServiceError) as exc:
+        restore_requests.approve_restore(req, users["approver2"], "")
     assert exc.value.status == 409 and exc.value.code == "invalid_state"
     other = request(table, users["analyst"])
-    with pytest.raises(services.ServiceError) as exc:
-        services.approve_restore(other, users["approver"], "", fingerprint="0" * 64)
+    with pytest.raises(errors.ServiceError) as exc:
+        restore_requests.approve_restore(other, users["approver"], "", fingerprint="0" * 64)
     assert exc.value.code == "plan_changed"
 
 
@@ -205,8 +207,8 @@ def test_run_commits_the_restore_and_starts_a_sync(table, table_path, users) -> 
     assert req.result["metrics"] == req.plan["metrics"] and req.result["txnId"] == req.txn_id
     assert req.stage == "done" and req.finished_at and req.attempts == 1 and req.error == ""
     assert transitions(req)[-2:] == [(S.QUEUED, S.RUNNING), (S.RUNNING, S.SUCCEEDED)]
-    sync = Job.objects.get(pk=req.result["syncJob"])
-    services.sync_table(table.pk, sync.pk)
+    sync_job = Job.objects.get(pk=req.result["syncJob"])
+    sync.sync_table(table.pk, sync_job.pk)
     restore = Commit.objects.get(table=table, version=6)
     assert restore.operation == "RESTORE" and restore.operation_parameters == {"version": 2, "timestamp": None}
     assert restore.commit_info["txnId"] == req.txn_id
@@ -214,7 +216,7 @@ def test_run_commits_the_restore_and_starts_a_sync(table, table_path, users) -> 
 
 def test_a_second_run_of_the_same_request_is_a_no_op(table, table_path, users) -> None:
     req = run(approved(table, users))
-    out = services.run_restore(req.pk, services.local_planner)
+    out = restore_runs.run_restore(req.pk, restore_runs.local_planner)
     assert out["skipped"] and "succeeded" in out["reason"]
     assert log_versions(table_path)[-1] == 6
 
@@ -222,11 +224,11 @@ def test_a_second_run_of_the_same_request_is_a_no_op(table, table_path, users) -
 def test_a_retry_after_a_commit_finds_it_instead_of_committing_twice(table, table_path, users) -> None:
     """The worker committed, then died before it could say so; requeued, the run finds its txnId."""
     req = approved(table, users)
-    services._claim_restore(req)
-    services.apply_approved_plan(str(table_path), req.plan, req.txn_id, services.local_planner, lambda *a: None)
+    restore_runs.claim_restore(req)
+    restore_runs.apply_approved_plan(str(table_path), req.plan, req.txn_id, restore_runs.local_planner, lambda *a: None)
     assert log_versions(table_path)[-1] == 6
     RestoreRequest.objects.filter(pk=req.pk).update(progress_at=timezone.now() - timedelta(hours=1))
-    assert services.requeue_stuck_restores() == [req.pk]
+    assert restore_runs.requeue_stuck_restores() == [req.pk]
     req = run(req)
     assert req.status == S.SUCCEEDED and req.result_version == 6 and req.result["alreadyCommitted"]
     assert req.attempts == 2 and log_versions(table_path)[-1] == 6
@@ -246,7 +248,7 @@ def test_stale_when_another_writer_changes_the_plans_files_before_the_run(table,
     assert req.approver is None and req.approver_comment == ""  # it needs an approval again
     assert (S.RUNNING, S.STALE) in transitions(req)
     # the same approver may approve the new plan; then it runs
-    req = services.approve_restore(req, users["approver"], "new plan ok", fingerprint=req.plan_fingerprint)
+    req = restore_requests.approve_restore(req, users["approver"], "new plan ok", fingerprint=req.plan_fingerprint)
     req = run(req)
     assert req.status == S.SUCCEEDED and req.result_version == 7
     assert rs_ids(table_path) == rs_ids(table_path, 2)
@@ -271,13 +273,13 @@ def writer_during_commit(monkeypatch):
     """Let another writer commit after the run planned, just before the restore commits."""
 
     def install(action):
-        real = services.commit_restore
+        real = restore_runs.commit_restore
 
         def commit_after_a_competitor(*args, **kwargs):
             action()
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(services, "commit_restore", commit_after_a_competitor)
+        monkeypatch.setattr(restore_runs, "commit_restore", commit_after_a_competitor)
 
     return install
 
@@ -326,22 +328,22 @@ def test_an_unexpected_error_is_one_line(table, users) -> None:
 def test_requeue_stuck_restores(table, users, django_capture_on_commit_callbacks) -> None:
     old = timezone.now() - timedelta(minutes=30)
     silent = approved(table, users)
-    services._claim_restore(silent)
+    restore_runs.claim_restore(silent)
     alive = approved(table, users)
-    services._claim_restore(alive)
+    restore_runs.claim_restore(alive)
     worn = approved(table, users)
-    services._claim_restore(worn)
+    restore_runs.claim_restore(worn)
     lost = approved(table, users)
     RestoreRequest.objects.filter(pk__in=[silent.pk, lost.pk]).update(progress_at=old)
-    RestoreRequest.objects.filter(pk=worn.pk).update(progress_at=old, attempts=services.MAX_RESTORE_ATTEMPTS)
+    RestoreRequest.objects.filter(pk=worn.pk).update(progress_at=old, attempts=restore_runs.MAX_RESTORE_ATTEMPTS)
     with django_capture_on_commit_callbacks() as callbacks:
-        acted = services.requeue_stuck_restores()
+        acted = restore_runs.requeue_stuck_restores()
     assert sorted(acted) == sorted([silent.pk, worn.pk, lost.pk]) and len(callbacks) == 2  # silent and lost sent
     statuses = dict(RestoreRequest.objects.values_list("pk", "status"))
     assert statuses[silent.pk] == S.QUEUED and statuses[alive.pk] == S.RUNNING
     assert statuses[worn.pk] == S.FAILED and statuses[lost.pk] == S.QUEUED
     assert "stopped 3 times" in RestoreRequest.objects.get(pk=worn.pk).error
-    assert services.requeue_stuck_restores() == []  # they showed life just now
+    assert restore_runs.requeue_stuck_restores() == []  # they showed life just now
 
 
 def test_a_worker_that_lost_its_claim_stops_without_writing(table, table_path, users) -> None:
@@ -350,9 +352,9 @@ def test_a_worker_that_lost_its_claim_stops_without_writing(table, table_path, u
     def planner(location, *, progress, **kw):
         # meanwhile this run was taken for dead and requeued: its next progress report stops it
         RestoreRequest.objects.filter(pk=req.pk).update(status=S.QUEUED)
-        return services.local_planner(location, progress=progress, **kw)
+        return restore_runs.local_planner(location, progress=progress, **kw)
 
-    out = services.run_restore(req.pk, planner)
+    out = restore_runs.run_restore(req.pk, planner)
     assert out["skipped"] and log_versions(table_path)[-1] == 5
     assert os.path.isdir(table_path)
 
@@ -563,7 +565,7 @@ def console(users):
 
 def test_admin_lists_requests_awaiting_a_decision(table, users, console) -> None:
     waiting = request(table, users["analyst"])
-    done = services.reject_restore(request(table, users["analyst"]), users["approver"], "no")
+    done = restore_requests.reject_restore(request(table, users["analyst"]), users["approver"], "no")
     page = console["approver"].get("/admin/tables/restorerequest/").content.decode()
     assert f"/admin/tables/restorerequest/{waiting.pk}/change/" in page
     assert f"/admin/tables/restorerequest/{done.pk}/change/" not in page

@@ -17,7 +17,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from tables import data_jobs, services
+from tables import data_jobs, registration, sync, versions
 from tables.models import Job, JobStatus, Table
 from tests.spark.conftest import java_executable
 
@@ -68,7 +68,7 @@ def write_cdf_table(path: Path) -> Path:
 def table(tmp_path, settings) -> Table:
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     path = write_cdf_table(tmp_path / "people")
-    return services.register_table("people", str(path))
+    return registration.register_table("people", str(path))
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def test_keyed_row_diff_counts(eager, table, api, django_capture_on_commit_callb
 def test_a_failed_job_says_why_in_one_line(eager, table, api, django_capture_on_commit_callbacks) -> None:
     # duplicate keys are found by the Spark job: the job fails with the message
     write_deltalake(table.location, pa.table({"id": pa.array([1], pa.int64()), "name": ["again"]}), mode="append")
-    services.snapshot_at(table, 4)
+    versions.snapshot_at(table, 4)
     r = run(api, django_capture_on_commit_callbacks, "post", f"/api/tables/{table.pk}/diff/rows/?from=3&to=4&keys=id")
     job = Job.objects.get(pk=r.json()["id"])
     assert job.status == JobStatus.FAILED and "not unique in version 4" in job.error and "\n" not in job.error
@@ -173,8 +173,8 @@ def test_bad_input_creates_no_job(table, api) -> None:
     assert_error(api.post(f"{base}/diff/rows/?from=0&to=3"), 400, "invalid")
     assert_error(api.get(f"{base}/versions/x/rows/"), 400, "invalid")
     assert Job.objects.count() == before
-    sync = services.start_sync(table)
-    assert_error(api.get(f"/api/jobs/{sync.pk}/results/"), 404, "no_results")
+    sync_job = sync.start_sync(table)
+    assert_error(api.get(f"/api/jobs/{sync_job.pk}/results/"), 404, "no_results")
     queued = data_jobs.start_changes(table, 0, 1)
     assert_error(api.get(f"/api/jobs/{queued.pk}/results/"), 409, "not_ready")
 
@@ -228,7 +228,7 @@ def test_long_values_are_escaped_and_truncated(eager, tmp_path, settings, client
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     path = tmp_path / "html"
     write_deltalake(str(path), pa.table({"id": pa.array([1], pa.int64()), "v": ["<script>x</script>" + "y" * 500]}))
-    table = services.register_table("html", str(path))
+    table = registration.register_table("html", str(path))
     client.force_login(make_user("viewer"))
     with django_capture_on_commit_callbacks(execute=True):
         client.post(f"/t/{table.slug}/v/0/preview/")

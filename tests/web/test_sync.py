@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from tables import services
+from tables import errors, registration, sync
 from tables.delta.commit import enable_ict
 from tables.delta.snapshot import load_snapshot
 from tables.models import Anomaly, Commit, SyncState
@@ -23,8 +23,8 @@ def roots(settings, tmp_path):
 @pytest.mark.django_db
 def test_growth_per_version_equals_snapshots(roots) -> None:
     path = golden_path("dv-partitioned-with-checkpoint")
-    table = services.register_table("dv", str(path))
-    services.sync_table(table.pk)
+    table = registration.register_table("dv", str(path))
+    sync.sync_table(table.pk)
     rows = list(Commit.objects.filter(table=table).order_by("version"))
     assert len(rows) == 16
     for row in rows:
@@ -37,11 +37,11 @@ def test_ict_enabled_later_retimes_and_keeps_rows(roots) -> None:
     p = roots / "t"
     for i in range(3):
         deltalake.write_deltalake(str(p), pa.table({"x": [i]}), mode="append")
-    table = services.register_table("t", str(p))
-    services.sync_table(table.pk)
+    table = registration.register_table("t", str(p))
+    sync.sync_table(table.pk)
     assert set(Commit.objects.filter(table=table).values_list("timestamp_source", flat=True)) == {"file"}
     enable_ict(str(p))
-    out = services.sync_table(table.pk)
+    out = sync.sync_table(table.pk)
     assert out["newCommits"] == 1
     table.refresh_from_db()
     assert table.ict_enabled and table.ict_enablement_version == 3
@@ -54,18 +54,18 @@ def test_ict_enabled_later_retimes_and_keeps_rows(roots) -> None:
 def test_registration_rejects_bad_locations(roots, tmp_path_factory) -> None:
     outside = tmp_path_factory.mktemp("outside")
     deltalake.write_deltalake(str(outside / "t"), pa.table({"x": [1]}))
-    with pytest.raises(services.ServiceError, match="outside the allowed roots"):
-        services.register_table("o", str(outside / "t"))
-    with pytest.raises(services.ServiceError, match="outside the allowed roots"):
-        services.register_table("o", str(roots / ".." / outside.name / "t"))
+    with pytest.raises(errors.ServiceError, match="outside the allowed roots"):
+        registration.register_table("o", str(outside / "t"))
+    with pytest.raises(errors.ServiceError, match="outside the allowed roots"):
+        registration.register_table("o", str(roots / ".." / outside.name / "t"))
     (roots / "link").symlink_to(outside / "t")
-    with pytest.raises(services.ServiceError, match="outside the allowed roots"):
-        services.register_table("o", str(roots / "link"))
+    with pytest.raises(errors.ServiceError, match="outside the allowed roots"):
+        registration.register_table("o", str(roots / "link"))
     (roots / "plain").mkdir()
-    with pytest.raises(services.ServiceError, match="not a Delta table"):
-        services.register_table("o", str(roots / "plain"))
-    with pytest.raises(services.ServiceError, match="absolute"):
-        services.register_table("o", "relative/path")
+    with pytest.raises(errors.ServiceError, match="not a Delta table"):
+        registration.register_table("o", str(roots / "plain"))
+    with pytest.raises(errors.ServiceError, match="absolute"):
+        registration.register_table("o", "relative/path")
     from tables.models import Table
 
     assert Table.objects.count() == 0
@@ -76,10 +76,10 @@ def test_unreadable_log_keeps_cached_history(roots) -> None:
     p = roots / "t"
     deltalake.write_deltalake(str(p), pa.table({"x": [1]}))
     deltalake.write_deltalake(str(p), pa.table({"x": [2]}), mode="append")
-    table = services.register_table("t", str(p))
-    services.sync_table(table.pk)
+    table = registration.register_table("t", str(p))
+    sync.sync_table(table.pk)
     (p / "_delta_log" / f"{0:020d}.json").unlink()  # now nothing can be rebuilt
-    out = services.sync_table(table.pk)
+    out = sync.sync_table(table.pk)
     assert "error" in out
     table.refresh_from_db()
     assert table.sync_state == SyncState.ERROR and table.last_error

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group
 
-from tables import roles, services, views
+from tables import registration, roles, sync, views
 from tables.delta.commit import enable_ict
 from tables.delta.timestamps import format_ms
 from tables.models import Commit, Job, SyncState, Table
@@ -43,8 +43,8 @@ def browser(client, analyst):
 def table(roots):
     """'Sales': v0 create, v1..v2 appends, v3 delete; synced into the cache."""
     path = history_table(roots / "sales")
-    t = services.register_table("Sales", str(path), "orders by region")
-    services.sync_table(t.pk)
+    t = registration.register_table("Sales", str(path), "orders by region")
+    sync.sync_table(t.pk)
     t.refresh_from_db()
     return t
 
@@ -123,7 +123,7 @@ def test_sync_now_shows_job_progress(browser, table) -> None:
     assert "tables/job.js" in page
     payload = browser.get(f"/jobs/{job.pk}.json").json()
     assert payload["status"] == "queued" and payload["terminal"] is False and payload["table"] == "sales"
-    services.sync_table(table.pk, job.pk)
+    sync.sync_table(table.pk, job.pk)
     payload = browser.get(f"/jobs/{job.pk}.json").json()
     assert payload["status"] == "succeeded" and payload["stage"] == "done" and payload["terminal"] is True
     assert browser.get("/jobs/999999.json").status_code == 404
@@ -210,7 +210,7 @@ def test_history_pagination_keeps_filters(browser, table, monkeypatch) -> None:
 
 def test_log_strings_are_escaped_everywhere(browser, table) -> None:
     evil_commit(Path(table.location), 4)
-    services.sync_table(table.pk)
+    sync.sync_table(table.pk)
     escaped = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
     pages = {
         "table": browser.get("/t/sales/"),
@@ -260,8 +260,8 @@ def test_time_travel_errors_are_worded_as_the_service(browser, table) -> None:
 
 
 def test_timeline_chart_marks_the_ict_boundary(browser, roots) -> None:
-    t = services.register_table("clock", str(ict_table(roots / "clock")))
-    services.sync_table(t.pk)
+    t = registration.register_table("clock", str(ict_table(roots / "clock")))
+    sync.sync_table(t.pk)
     r = browser.get("/t/clock/")
     page = text(r)
     assert "In-Commit Timestamps" in page and "on since version 3" in page
@@ -313,7 +313,8 @@ def test_broken_table_shows_an_error_not_a_traceback(browser, table) -> None:
 
     shutil.rmtree(table.location + "/_delta_log")
     r = browser.get("/t/sales/v/1/")
-    assert r.status_code == 404 and "not a Delta table" in text(r)
+    # the same status as the API's (tables.errors.DELTA_STATUS): the log cannot be read
+    assert r.status_code == 422 and "not a Delta table" in text(r)
     r = browser.get("/t/sales/", {"as_of": "2020-01-01"})
     assert r.status_code == 400 and "not a Delta table" in text(r)
     assert "Commits 1–4 of 4" in text(r)  # the cached history still shows
@@ -356,8 +357,8 @@ def test_diff_shows_schema_properties_and_protocol_changes(browser, roots) -> No
         str(path), pa.table({"x": [9], "p": ["a"], "y": ["new"]}), mode="append", schema_mode="merge"
     )
     enable_ict(str(path))  # v5
-    t = services.register_table("clock", str(path))
-    services.sync_table(t.pk)
+    t = registration.register_table("clock", str(path))
+    sync.sync_table(t.pk)
     r = browser.get("/t/clock/diff/", {"from": 3, "to": 5})
     page = text(r)
     assert [c["column"] for c in r.context["schema_changes"]] == ["y"]
@@ -403,7 +404,7 @@ def test_register_form_errors_save_nothing(browser, roots, tmp_path_factory) -> 
     assert "The name needs at least one letter or digit." in text(r)
     assert Table.objects.count() == 0 and Job.objects.count() == 0
     history_table(roots / "a")
-    services.register_table("A", str(roots / "a"))
+    registration.register_table("A", str(roots / "a"))
     r = browser.post("/tables/register/", {"name": "A", "location": str(roots / "a")})
     assert r.status_code == 400 and "A table named &#x27;A&#x27; is registered already." in text(r)
     assert Table.objects.count() == 1 and Job.objects.count() == 0
@@ -459,7 +460,7 @@ def test_sync_now_with_the_broker_down_says_so(browser, table, monkeypatch) -> N
     def unreachable(*args, **kwargs):
         raise ConnectionRefusedError("no broker")
 
-    monkeypatch.setattr(tasks.sync_table, "delay", unreachable)
+    monkeypatch.setattr(tasks.sync_table, "apply_async", unreachable)
     r = browser.post("/t/sales/sync/")
     page = text(browser.get(r["Location"]))
     assert "The sync of Sales could not start: the task queue is unreachable" in page

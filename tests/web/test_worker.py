@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables import services
+from tables import registration, sync
 from tables.models import Anomaly, Commit, Job, JobStatus, SyncState, Table
 
 deltalake = pytest.importorskip("deltalake")
@@ -34,9 +34,10 @@ def table_dir(tmp_path: Path, settings) -> Path:
     return path
 
 
-def test_sync_through_a_real_worker(celery_worker_process, table_dir: Path) -> None:
-    table = services.register_table("events", str(table_dir))
-    job = services.start_sync(table)  # enqueued on commit: autocommit here, so at once
+def test_sync_through_a_real_worker(table_dir: Path, celery_worker_process) -> None:
+    """table_dir first: it sets the allowed roots the worker process is started with."""
+    table = registration.register_table("events", str(table_dir))
+    job = sync.start_sync(table)  # enqueued on commit: autocommit here, so at once
     job = wait_for(job)
     assert job.status == JobStatus.SUCCEEDED, job.error
     table.refresh_from_db()
@@ -51,14 +52,14 @@ def test_sync_through_a_real_worker(celery_worker_process, table_dir: Path) -> N
     # two more commits: the next sync reads only those
     deltalake.write_deltalake(str(table_dir), pa.table({"id": [4], "kind": ["c"]}), mode="append")
     deltalake.write_deltalake(str(table_dir), pa.table({"id": [5], "kind": ["c"]}), mode="append")
-    job = wait_for(services.start_sync(table))
+    job = wait_for(sync.start_sync(table))
     assert job.status == JobStatus.SUCCEEDED and job.result["newCommits"] == 2
     assert job.result["commitReads"] == 2
     assert Commit.objects.filter(table=table).count() == 5
 
     # two syncs at once: one wins or both run in turn; never a duplicated row
     deltalake.write_deltalake(str(table_dir), pa.table({"id": [6], "kind": ["d"]}), mode="append")
-    jobs = [services.start_sync(table), services.start_sync(table)]
+    jobs = [sync.start_sync(table), sync.start_sync(table)]
     jobs = [wait_for(j) for j in jobs]
     assert {j.status for j in jobs} <= {JobStatus.SUCCEEDED, JobStatus.SKIPPED}
     assert any(j.status == JobStatus.SUCCEEDED for j in jobs)
@@ -68,7 +69,7 @@ def test_sync_through_a_real_worker(celery_worker_process, table_dir: Path) -> N
 
     # the log becomes unreadable: the cached history stays and the error shows
     (table_dir / "_delta_log" / f"{6:020d}.json").write_text('{"commitInfo": {"operation": "WRITE"}}\n{not json\n')
-    job = wait_for(services.start_sync(table))
+    job = wait_for(sync.start_sync(table))
     assert job.status == JobStatus.FAILED
     assert "00000000000000000006.json" in job.error and "line 2" in job.error
     table.refresh_from_db()
@@ -78,10 +79,10 @@ def test_sync_through_a_real_worker(celery_worker_process, table_dir: Path) -> N
 
 
 def test_sync_claim_lets_one_run(transactional_db, table_dir: Path) -> None:
-    table = services.register_table("claimed", str(table_dir))
+    table = registration.register_table("claimed", str(table_dir))
     Table.objects.filter(pk=table.pk).update(sync_state=SyncState.SYNCING, sync_lease_until=None)
-    assert services._claim(table.pk) is True  # a lease that never expires is not held
-    assert services._claim(table.pk) is False  # now it is
-    out = services.sync_table(table.pk)
+    assert sync.claim_lease(table.pk) is True  # a lease that never expires is not held
+    assert sync.claim_lease(table.pk) is False  # now it is
+    out = sync.sync_table(table.pk)
     assert out["skipped"] is True
     assert Commit.objects.filter(table=table).count() == 0

@@ -8,10 +8,12 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from tables import services
 from tables.delta.errors import DeltaError
 from tables.demo import build_demo_table
+from tables.errors import ServiceError
 from tables.models import Table
+from tables.registration import register_table
+from tables.sync import sync_table
 
 
 class Command(BaseCommand):
@@ -27,9 +29,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"created the demo table at {root}")
             table = Table.objects.filter(name="demo orders").first()
             if table is None:
-                table = services.register_table("demo orders", str(root), "A demo table with ICT enabled at version 6")
+                table = register_table("demo orders", str(root), "A demo table with ICT enabled at version 6")
                 self.stdout.write(f"registered it as '{table.name}'")
-            services.sync_table(table.pk)
-        except (DeltaError, services.ServiceError, OSError) as exc:
+            sync_table(table.pk)
+        except (DeltaError, ServiceError, OSError) as exc:
             sys.stderr.write(f"error: {exc}\n")
             sys.exit(2)

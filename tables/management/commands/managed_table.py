@@ -19,9 +19,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from tables import owner_services, services
+from tables import owner_services
 from tables.delta.errors import DeltaError
+from tables.errors import ServiceError
+from tables.lookup import table_by_key
 from tables.models import Table
+from tables.owner_access import managed_of
 from tables.owner_db import summary
 
 DEFAULT_SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
@@ -43,10 +46,9 @@ class Command(BaseCommand):
         freeze.add_argument("--reason", required=True)
 
     def _table(self, key: str) -> Table:
-        table = Table.objects.filter(pk=int(key)).first() if key.isdigit() else None
-        table = table or Table.objects.filter(slug=key).first()
+        table = table_by_key(key)
         if table is None:
-            raise services.ServiceError(f"no table with id or slug '{key}'", "not_found")
+            raise ServiceError(f"no table with id or slug '{key}'", "not_found")
         return table
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -55,7 +57,7 @@ class Command(BaseCommand):
             if action == "create":
                 schema = json.loads(options["schema"]) if options["schema"] else DEFAULT_SCHEMA
                 table = owner_services.create_managed_table(options["name"], options["path"], schema)
-                out: Any = {"table": table.pk, **summary(owner_services.managed_of(table))}
+                out: Any = {"table": table.pk, **summary(managed_of(table))}
             else:
                 table = self._table(options["table"])
                 if action == "take-over":
@@ -68,7 +70,7 @@ class Command(BaseCommand):
                     out = summary(owner_services.unfreeze(table, None))
                 else:
                     out = {"backfilledVersion": owner_services.backfill(table.pk)}
-        except (services.ServiceError, DeltaError, ValueError) as exc:
+        except (ServiceError, DeltaError, ValueError) as exc:
             sys.stderr.write(f"error: {exc}\n")
             sys.exit(2)
         self.stdout.write(json.dumps(out, default=str))

@@ -11,8 +11,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from tables import services
 from tables.delta.errors import DeltaError
+from tables.errors import ServiceError
+from tables.registration import register_table
+from tables.sync import sync_table
 
 
 class Command(BaseCommand):
@@ -26,12 +28,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            table = services.register_table(options["name"], options["path"], options["description"])
-        except (services.ServiceError, DeltaError) as exc:
+            table = register_table(options["name"], options["path"], options["description"])
+        except (ServiceError, DeltaError) as exc:
             self._fail(str(exc))
         self.stdout.write(str(table.pk))
         if options["sync"]:
-            result = services.sync_table(table.pk)
+            result = sync_table(table.pk)
             if result.get("error"):
                 self._fail(f"registered table {table.pk}, but the sync failed: {result['error']}")
             if result.get("skipped"):

@@ -1,0 +1,89 @@
+"""The one query over a table's cached history, used by the history page and the API.
+
+Both filter the same way (operation, version range, time range) and cache the answers until
+the next sync: `synced_key` names the cached state of a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.cache import cache
+from django.db.models import QuerySet
+
+from tables.delta.errors import InvalidTimestampError
+from tables.delta.timestamps import parse_timestamp
+
+from .errors import ServiceError
+from .lookup import INT64_MAX
+from .models import Commit, Table
+
+CACHE_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """Filters of the history; times are epoch milliseconds. `until` is inclusive, `before`
+    exclusive (a whole UTC day ends before the next one starts)."""
+
+    operation: str | None = None
+    version_min: int | None = None
+    version_max: int | None = None
+    since: int | None = None
+    until: int | None = None
+    before: int | None = None
+
+    def check(self) -> HistoryFilter:
+        """ServiceError (400 invalid_range) for a range that ends before it starts."""
+        lo, hi = self.version_min, self.version_max
+        if lo is not None and hi is not None and lo > hi:
+            raise ServiceError(f"version_min ({lo}) must not be greater than version_max ({hi}).", "invalid_range")
+        return self
+
+
+def parse_time(name: str, text: str) -> int:
+    """A time filter as epoch milliseconds; ServiceError (400 invalid_timestamp) naming the field."""
+    try:
+        t = parse_timestamp(text)
+    except InvalidTimestampError as exc:
+        raise ServiceError(f"{name}: {exc.message}", "invalid_timestamp") from exc
+    if abs(t) > INT64_MAX:
+        raise ServiceError(f"{name}: '{text[:40]}' is out of range.", "invalid_timestamp")
+    return t
+
+
+def history(table: Table, f: HistoryFilter | None = None) -> QuerySet[Commit]:
+    """The table's cached commits, newest first, filtered (commitInfo left out: it is large)."""
+    f = f or HistoryFilter()
+    qs = Commit.objects.filter(table=table).order_by("-version").defer("commit_info")
+    if f.operation:
+        qs = qs.filter(operation__iexact=f.operation.strip())
+    if f.version_min is not None:
+        qs = qs.filter(version__gte=f.version_min)
+    if f.version_max is not None:
+        qs = qs.filter(version__lte=f.version_max)
+    if f.since is not None:
+        qs = qs.filter(timestamp__gte=f.since)
+    if f.until is not None:
+        qs = qs.filter(timestamp__lte=f.until)
+    if f.before is not None:
+        qs = qs.filter(timestamp__lt=f.before)
+    return qs
+
+
+def synced_key(table: Table) -> str:
+    """Names the table's cached history as of its last sync: answers keyed by it stay right
+    until the next sync."""
+    synced = table.last_synced_at.timestamp() if table.last_synced_at else None
+    return f"{table.pk}:{table.last_synced_version}:{synced}"
+
+
+def operations(table: Table, limit: int = 200) -> list[str]:
+    """The distinct operations of the table's history (for the filter's suggestions), cached."""
+    key = f"ops:{synced_key(table)}"
+    ops = cache.get(key)
+    if ops is None:
+        qs = Commit.objects.filter(table=table).order_by("operation").values_list("operation", flat=True)
+        ops = [o for o in qs.distinct()[:limit] if o]
+        cache.set(key, ops, CACHE_SECONDS)
+    return ops

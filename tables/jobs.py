@@ -1,0 +1,129 @@
+"""The Job row's lifecycle, shared by syncs and data jobs: create, enqueue on commit,
+claim, progress, finish.
+
+A background job is a row first. It is sent to the broker only once the transaction that
+created it commits, by task name (so no use case imports tables.tasks). A worker claims it
+with an UPDATE ... WHERE status=queued that must touch exactly one row, so a redelivered
+message never runs a job twice. An unreachable broker fails the job with a message; it
+never changes anything else (the caller decides what else to undo, see `enqueue`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from .models import Job, JobStatus, Table
+
+MAX_ERROR = 5000
+
+# Task names, as registered by tables.tasks (and named by the beat schedule in settings).
+SYNC_TASK = "tables.sync_table"
+DATA_JOB_TASK = "tables.run_data_job"
+RESTORE_TASK = "tables.run_restore"
+BACKFILL_TASK = "tables.backfill_managed_table"
+
+
+def send(task_name: str, *args: Any) -> None:
+    """Send a task by name (it runs at once when Celery is eager); raises if the broker is down."""
+    app = current_app
+    if task_name not in app.tasks:
+        # autodiscovery of the task modules is lazy outside a worker; a signature of an unknown
+        # task would go to the broker even when Celery is eager
+        app.loader.import_default_modules()
+    app.signature(task_name, args=args).apply_async()
+
+
+def unreachable_message(exc: Exception) -> str:
+    return f"the task queue is unreachable ({type(exc).__name__}); is the worker's Redis running?"
+
+
+def create(kind: str, table: Table | None, user=None, params: dict[str, Any] | None = None) -> Job:
+    """A queued job row (not sent yet: see `enqueue`)."""
+    return Job.objects.create(
+        kind=kind,
+        table=table,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+        stage="queued",
+        params=params or {},
+    )
+
+
+def enqueue(job: Job, task_name: str, on_unreachable: Callable[[], None] | None = None) -> None:
+    """Send the job to `task_name` once the transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: _send(job, task_name, on_unreachable))
+
+
+def _send(job: Job, task_name: str, on_unreachable: Callable[[], None] | None) -> None:
+    """If the broker is unreachable, say so on the job instead of failing the request that
+    already saved its rows; only the job is marked, and `on_unreachable` undoes the caller's
+    own bookkeeping (e.g. a table marked queued for this job)."""
+    try:
+        send(task_name, job.pk)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(
+            status=JobStatus.FAILED, error=unreachable_message(exc), finished_at=timezone.now()
+        )
+        if on_unreachable is not None:
+            on_unreachable()
+
+
+def claim(job_id: int, kinds: Iterable[str] | None = None) -> bool:
+    """queued -> running with a conditional UPDATE that touches exactly one row."""
+    qs = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED)
+    if kinds is not None:
+        qs = qs.filter(kind__in=list(kinds))
+    return qs.update(status=JobStatus.RUNNING, started_at=timezone.now(), stage="starting") == 1
+
+
+def update(job: Job | None, **fields: Any) -> None:
+    """Set fields on the row and on the instance."""
+    if job is None:
+        return
+    for k, v in fields.items():
+        setattr(job, k, v)
+    Job.objects.filter(pk=job.pk).update(**fields)
+
+
+def progress(job: Job | None, stage: str, done: int = 0, total: int | None = None) -> None:
+    update(job, stage=str(stage)[:200], done=done, total=total)
+
+
+def succeed(job: Job | None, result: dict[str, Any]) -> None:
+    update(job, status=JobStatus.SUCCEEDED, stage="done", result=result, finished_at=timezone.now())
+
+
+def skip(job: Job | None, result: dict[str, Any]) -> None:
+    update(job, status=JobStatus.SKIPPED, stage="skipped", result=result, finished_at=timezone.now())
+
+
+def fail(job: Job | None, error: str, stage: str | None = None) -> None:
+    fields: dict[str, Any] = {
+        "status": JobStatus.FAILED,
+        "error": str(error)[:MAX_ERROR],
+        "finished_at": timezone.now(),
+    }
+    if stage is not None:
+        fields["stage"] = stage
+    update(job, **fields)
+
+
+__all__ = [
+    "BACKFILL_TASK",
+    "DATA_JOB_TASK",
+    "RESTORE_TASK",
+    "SYNC_TASK",
+    "claim",
+    "create",
+    "enqueue",
+    "fail",
+    "progress",
+    "send",
+    "skip",
+    "succeed",
+    "update",
+]

@@ -1,0 +1,99 @@
+"""Registering a table: the location checks (under DELTAWEB_ALLOWED_ROOTS, a readable Delta
+table) and the Table row; also forgetting one. Registration is the only way a table's
+location is set (the admin shows it read-only)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from tables.delta import errors as delta_errors
+from tables.delta.log import list_log
+from tables.delta.storage import as_storage, local_path
+
+from .errors import ServiceError, from_delta
+from .models import Table
+
+
+def allowed_roots() -> list[Path]:
+    return [Path(os.path.realpath(r)) for r in settings.DELTAWEB_ALLOWED_ROOTS]
+
+
+def allowed_path(location: str) -> Path:
+    """An absolute location resolved (symlinks and '..' of its existing part) and checked to
+    lie under DELTAWEB_ALLOWED_ROOTS; it need not exist yet."""
+    text = (location or "").strip()
+    if not text:
+        raise ServiceError("Give the table's location (a directory or file:// URI).", "invalid_location")
+    if len(text) > 2000 or "\x00" in text:
+        raise ServiceError("That location is not a valid path.", "invalid_location")
+    try:
+        raw = local_path(text)
+    except delta_errors.DeltaError as exc:
+        raise ServiceError(str(exc), "invalid_location") from exc
+    if not raw.is_absolute():
+        raise ServiceError("Give an absolute path (or a file:// URI).", "invalid_location")
+    real = Path(os.path.realpath(raw))
+    roots = allowed_roots()
+    if not any(real == root or root in real.parents for root in roots):
+        raise ServiceError(
+            f"{real} is outside the allowed roots ({', '.join(str(r) for r in roots)}); "
+            "ask an administrator to add it to DELTAWEB_ALLOWED_ROOTS.",
+            "location_not_allowed",
+            403,
+        )
+    return real
+
+
+def validate_location(location: str) -> str:
+    """The table root, resolved (symlinks, '..'), if it is allowed and a readable Delta table."""
+    real = allowed_path(location)
+    if not real.is_dir():
+        raise ServiceError(f"{real} does not exist or is not a directory.", "invalid_location")
+    if not (real / "_delta_log").is_dir():
+        raise ServiceError(f"{real} is not a Delta table (no _delta_log/ directory).", "not_a_delta_table")
+    if not os.access(real / "_delta_log", os.R_OK | os.X_OK):
+        raise ServiceError(f"{real}/_delta_log is not readable by the server.", "invalid_location")
+    return str(real)
+
+
+def check_new_location(location: str) -> str:
+    """A location for a table that may not exist yet, resolved (symlinks, '..' of its nearest
+    existing ancestor), if it is absolute and under DELTAWEB_ALLOWED_ROOTS; nothing is created."""
+    real = allowed_path(location)
+    if real.exists() and not real.is_dir():
+        raise ServiceError(f"{real} exists and is not a directory.", "invalid_location")
+    return str(real)
+
+
+def register_table(name: str, location: str, description: str = "", user=None) -> Table:
+    """Check the name and the location, read the log's listing once, and save the Table row."""
+    name = (name or "").strip()
+    if not name or len(name) > 200:
+        raise ServiceError("Give the table a name (at most 200 characters).", "invalid_name")
+    slug = slugify(name)[:200]
+    if not slug:
+        raise ServiceError("The name needs at least one letter or digit.", "invalid_name")
+    real = validate_location(location)
+    try:
+        list_log(as_storage(real))
+    except delta_errors.DeltaError as exc:
+        raise from_delta(exc) from exc
+    if Table.objects.filter(name=name).exists() or Table.objects.filter(slug=slug).exists():
+        raise ServiceError(f"A table named '{name}' is registered already.", "duplicate", 409)
+    try:
+        with transaction.atomic():
+            return Table.objects.create(
+                name=name, slug=slug, location=real, description=description or "", created_by=user
+            )
+    except IntegrityError as exc:
+        raise ServiceError(f"A table named '{name}' is registered already.", "duplicate", 409) from exc
+
+
+def delete_table(table: Table) -> None:
+    """Forget a table: its cached history and jobs go; the table's files are never touched."""
+    table.delete()

@@ -1,0 +1,276 @@
+"""Restore requests and decisions: an analyst's request with its dry-run plan, an approver's
+approval (which queues the run) or rejection.
+
+A restore request is a row first. The analyst's request carries a dry-run plan (the pure
+planner; fast). An approver (never the requester) approves it, which queues the run in the
+same transaction and sends it to a worker, by task name, once that commits; the run itself
+is tables.restore_runs. Every transition is a RestoreEvent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from django.db import transaction
+from django.utils import timezone
+
+from tables.delta import errors as delta_errors
+from tables.delta.actions import Metadata, dv_unique_id
+from tables.delta.diff import dict_diff, schema_changes, schema_fields
+from tables.delta.restore import plan_restore
+from tables.delta.snapshot import Snapshot
+
+from . import jobs, roles
+from .errors import ServiceError, http_status, one_line
+from .models import RestoreEvent, RestoreRequest, RestoreStatus, Table
+from .owner_access import owner_of
+from .versions import snapshot_at
+
+RESTORE_WARNING = (
+    "a restore re-emits its files with dataChange=true; streaming and change-data readers will see them again"
+)
+PLAN_SAMPLE = 50  # files to add / remove listed with a stored plan
+MAX_TEXT = 5000  # reason and comments
+
+
+def event(req: RestoreRequest, actor, from_status: str, to_status: str, note: str = "") -> None:
+    """Record one transition of a request (the audit trail)."""
+    RestoreEvent.objects.create(
+        request=req, actor=actor, from_status=from_status, to_status=to_status, note=note[:MAX_TEXT]
+    )
+
+
+def _text(value: str | None, what: str, required: bool, code: str) -> str:
+    text = (value or "").strip()
+    if required and not text:
+        raise ServiceError(f"Give a {what}.", code)
+    if len(text) > MAX_TEXT:
+        raise ServiceError(f"The {what} is too long (at most {MAX_TEXT} characters).", code)
+    return text
+
+
+def _restore_target(version: int | None, timestamp: str | None) -> tuple[int | None, str | None]:
+    ts = (timestamp or "").strip() if isinstance(timestamp, str) else timestamp
+    ts = ts if ts not in ("", None) else None
+    if (version is None) == (ts is None):
+        raise ServiceError("Give either the version to restore or a timestamp, not both.", "invalid_target")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**63):
+        raise ServiceError(f"The version to restore must be a number (0 or more), not {version!r}.", "invalid_target")
+    if ts is not None and len(str(ts)) > 64:
+        raise ServiceError("The timestamp is too long (at most 64 characters).", "invalid_timestamp")
+    return version, (str(ts) if ts is not None else None)
+
+
+def _restore_error(exc: delta_errors.DeltaError) -> ServiceError:
+    """A core error met while planning, as the request's answer (nothing is saved), with the
+    status of tables.errors (e.g. 422 when the log cannot be read, 403 outside the roots)."""
+    if isinstance(exc, delta_errors.MissingFilesError):
+        count = exc.details.get("count", len(exc.files))
+        return ServiceError(exc.message, exc.code, 400, files=exc.files, missingCount=count)
+    return ServiceError(one_line(exc.message, MAX_TEXT), exc.code, http_status(exc))
+
+
+def _file_sample(actions: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    if actions is None:
+        return None
+    out = []
+    for a in sorted(actions, key=lambda a: str(a.get("path")))[:PLAN_SAMPLE]:
+        dv = a.get("deletionVector") or None
+        out.append(
+            {
+                "path": unquote(str(a.get("path"))),
+                "size": a.get("size"),
+                "partitionValues": a.get("partitionValues") or {},
+                "deletionVector": dv_unique_id(dv) if dv else None,
+            }
+        )
+    return out
+
+
+def _side(snap: Snapshot) -> dict[str, Any]:
+    md = snap.metadata
+    return {
+        "version": snap.version,
+        "numFiles": snap.num_files,
+        "sizeBytes": snap.size_bytes,
+        "protocol": snap.protocol.to_dict(),
+        "partitionColumns": list(md.partition_columns),
+        "numColumns": len(schema_fields(md)),
+    }
+
+
+def _plan_compare(table: Table, plan: dict[str, Any]) -> dict[str, Any]:
+    """Current head, target and the table after the restore, side by side."""
+    head, target = snapshot_at(table, plan["readVersion"]), snapshot_at(table, plan["targetVersion"])
+    after_md = Metadata.from_dict(plan["metadata"])
+    metrics = plan.get("metrics") or {}
+    after = {
+        "numFiles": int(metrics.get("numOfFilesAfterRestore", target.num_files)),
+        "sizeBytes": int(metrics.get("tableSizeAfterRestore", target.size_bytes)),
+        "protocol": plan["protocol"],
+        "partitionColumns": list(after_md.partition_columns),
+        "numColumns": len(schema_fields(after_md)),
+    }
+    return {
+        "head": _side(head),
+        "target": _side(target),
+        "after": after,
+        "schema": schema_changes(head.metadata, after_md),
+        "properties": dict_diff(head.metadata.configuration, after_md.configuration),
+        "protocol": dict_diff(head.protocol.to_dict(), plan["protocol"]),
+        "partitionColumns": {"from": list(head.metadata.partition_columns), "to": after["partitionColumns"]},
+    }
+
+
+def plan_payload(table: Table, plan: dict[str, Any], first_read_version: int | None = None) -> dict[str, Any]:
+    """What a request stores of a plan (RestorePlan.to_dict): everything but the file
+    actions (the fingerprint stands for them; the run plans again), a bounded sample of
+    them, the side-by-side comparison, the warning, and the head of the request's first
+    plan (where a retry looks for its own commit)."""
+    out = {k: v for k, v in plan.items() if k not in ("adds", "removes")}
+    out["sample"] = {"add": _file_sample(plan.get("adds")), "remove": _file_sample(plan.get("removes"))}
+    out["compare"] = _plan_compare(table, plan)
+    out["warning"] = RESTORE_WARNING
+    out["firstReadVersion"] = first_read_version if first_read_version is not None else plan["readVersion"]
+    return out
+
+
+def _resolution_rule(plan: dict[str, Any]) -> str:
+    resolution = plan.get("resolution")
+    if resolution:
+        return str(resolution.get("rule") or "")
+    return f"version {plan['targetVersion']} as given"
+
+
+def request_restore(
+    table: Table,
+    user,
+    *,
+    reason: str,
+    version: int | None = None,
+    timestamp: str | None = None,
+    ignore_missing_files: bool = False,
+    allow_protocol_downgrade: bool = False,
+) -> RestoreRequest:
+    """A pending restore request with its dry-run plan; a plan that cannot be made (missing
+    files not ignored, target not before the latest version, ...) refuses and saves nothing."""
+    if not roles.can_request_restore(user):
+        raise ServiceError(
+            "Requesting a restore needs the analyst or approver role (or staff).", "permission_denied", 403
+        )
+    reason = _text(reason, "reason for the restore (the approver reads it)", True, "invalid_reason")
+    version, timestamp = _restore_target(version, timestamp)
+    try:
+        plan = plan_restore(
+            table.location,
+            version=version,
+            timestamp=timestamp,
+            ignore_missing_files=bool(ignore_missing_files),
+            allow_protocol_downgrade=bool(allow_protocol_downgrade),
+            owner=owner_of(table),  # a managed table: as its owner knows it
+        )
+        payload = plan_payload(table, plan.to_dict())
+    except delta_errors.DeltaError as exc:
+        raise _restore_error(exc) from exc
+    with transaction.atomic():
+        req = RestoreRequest.objects.create(
+            table=table,
+            target_version=version,
+            target_timestamp=timestamp or "",
+            resolved_version=plan.target_version,
+            resolution_rule=_resolution_rule(payload),
+            reason=reason,
+            ignore_missing_files=bool(ignore_missing_files),
+            allow_protocol_downgrade=bool(allow_protocol_downgrade),
+            requested_by=user,
+            plan=payload,
+            plan_head_version=plan.read_version,
+            plan_fingerprint=plan.fingerprint,
+        )
+        event(req, user, "", RestoreStatus.PENDING, f"requested a restore to version {plan.target_version}: {reason}")
+    return req
+
+
+def check_can_decide(req: RestoreRequest, user) -> None:
+    """Approvers (or staff) decide, never on their own request; ServiceError 403 otherwise."""
+    if not roles.can_approve(user):
+        raise ServiceError(
+            "Approving or rejecting restores needs the approver role (or staff).", "permission_denied", 403
+        )
+    if req.requested_by_id is not None and req.requested_by_id == user.pk:
+        raise ServiceError(
+            f"You requested restore #{req.pk}; another approver must approve or reject it.", "own_request", 403
+        )
+
+
+def _decide(req: RestoreRequest, user, to_status: str, comment: str, fingerprint: str | None) -> None:
+    current = RestoreRequest.objects.filter(pk=req.pk).values_list("status", "plan_fingerprint").first()
+    if current is None:
+        raise ServiceError(f"There is no restore request {req.pk}.", "not_found", 404)
+    status, current_fingerprint = current
+    verb = "approved" if to_status == RestoreStatus.APPROVED else "rejected"
+    if status not in RestoreStatus.awaiting_approval():
+        raise ServiceError(
+            f"Restore #{req.pk} is {RestoreStatus(status).label}; only pending or stale requests can be {verb}.",
+            "invalid_state",
+            409,
+        )
+    if fingerprint and fingerprint != current_fingerprint:
+        raise ServiceError(
+            f"The plan of restore #{req.pk} changed since you looked at it; review the new plan.", "plan_changed", 409
+        )
+    decided = RestoreRequest.objects.filter(pk=req.pk, status=status).update(
+        status=to_status, approver=user, approver_comment=comment, decided_at=timezone.now()
+    )
+    if decided != 1:
+        raise ServiceError(f"Restore #{req.pk} was decided by someone else just now.", "invalid_state", 409)
+    event(req, user, status, to_status, comment)
+
+
+def approve_restore(req: RestoreRequest, user, comment: str = "", fingerprint: str | None = None) -> RestoreRequest:
+    """Approve the current plan and queue its run (enqueued once the transaction commits).
+    `fingerprint`, when given, must be the plan's: the approver approves what they saw."""
+    check_can_decide(req, user)
+    comment = _text(comment, "comment", False, "invalid_comment")
+    with transaction.atomic():
+        _decide(req, user, RestoreStatus.APPROVED, comment, fingerprint)
+        _queue_restore(req, user)
+    req.refresh_from_db()
+    return req
+
+
+def reject_restore(req: RestoreRequest, user, comment: str = "") -> RestoreRequest:
+    """Reject a pending or stale request; a comment saying why is required."""
+    check_can_decide(req, user)
+    comment = _text(comment, "comment saying why the restore is rejected", True, "invalid_comment")
+    with transaction.atomic():
+        _decide(req, user, RestoreStatus.REJECTED, comment, None)
+        RestoreRequest.objects.filter(pk=req.pk).update(finished_at=timezone.now(), stage="rejected")
+    req.refresh_from_db()
+    return req
+
+
+def _queue_restore(req: RestoreRequest, actor) -> None:
+    queued = RestoreRequest.objects.filter(pk=req.pk, status=RestoreStatus.APPROVED).update(
+        status=RestoreStatus.QUEUED, stage="queued", done=0, total=None, error="", progress_at=timezone.now()
+    )
+    if queued == 1:
+        event(req, actor, RestoreStatus.APPROVED, RestoreStatus.QUEUED, "queued for a worker")
+        send_restore_on_commit(req.pk)
+
+
+def send_restore_on_commit(pk: int) -> None:
+    """Send the run to a worker once the transaction commits."""
+    transaction.on_commit(lambda: send_restore(pk))
+
+
+def send_restore(pk: int) -> None:
+    """Send the run to the broker; if it is unreachable the request stays queued and
+    requeue_stuck_restores (tables.restore_runs) sends it again later."""
+    try:
+        jobs.send(jobs.RESTORE_TASK, pk)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        RestoreRequest.objects.filter(pk=pk, status=RestoreStatus.QUEUED).update(
+            error=f"the task queue is unreachable ({type(exc).__name__}); the restore stays queued and is sent again"
+        )
