@@ -12,8 +12,8 @@ from threading import Lock
 from typing import Any
 
 from tables.delta import errors as delta_errors
-from tables.delta.diff import snapshot_diff
 from tables.delta.cli import snapshot_payload
+from tables.delta.diff import snapshot_diff
 from tables.delta.snapshot import Snapshot, load_snapshot
 from tables.delta.timestamps import commit_times, parse_timestamp, resolve_timestamp
 
