@@ -113,22 +113,22 @@ def main() -> None:
     from django.core.management import call_command
     from rest_framework.authtoken.models import Token
 
-    from tables import services
+    from tables import registration, sync
 
     call_command("migrate", verbosity=0)
     call_command("create_roles", verbosity=0)
     user = get_user_model().objects.create_superuser("bench", password="bench-password-1")
     token = Token.objects.create(user=user).key
-    table = services.register_table("bench", str(table_dir))
+    table = registration.register_table("bench", str(table_dir))
 
     t0 = time.perf_counter()
-    cold = services.sync_table(table.pk)
+    cold = sync.sync_table(table.pk)
     cold_s = time.perf_counter() - t0
     incremental = []
     for _ in range(3):
         append_commits(table_dir, 100)
         t0 = time.perf_counter()
-        out = services.sync_table(table.pk)
+        out = sync.sync_table(table.pk)
         incremental.append(time.perf_counter() - t0)
         assert out["newCommits"] == 100, out
     table.refresh_from_db()
