@@ -4,7 +4,7 @@ Usage: .venv/bin/python benchmarks/web.py [--workdir DIR] [--duration S] [--conn
 
 Needs the 100,000-commit ICT log that benchmarks/time_travel.py generates (it is generated
 here the same way when missing). Measured:
-  a) cold sync of the registered table (services.sync_table, as the Celery worker runs it)
+  a) cold sync of the registered table (tables.sync.sync_table, as the Celery worker runs it)
   b) incremental sync of 100 new commits, three times
   c) latency of the history page (HTML) and the history API (JSON), first and a deep page,
      served by gunicorn (4 workers) on loopback, with wrk at 20 concurrent connections:
