@@ -23,6 +23,7 @@ from tables.delta.snapshot import Snapshot
 
 from . import jobs, roles
 from .errors import ServiceError, http_status, one_line
+from .lookup import INT64_MAX
 from .models import RestoreEvent, RestoreRequest, RestoreStatus, Table
 from .owner_access import owner_of
 from .versions import snapshot_at
@@ -55,7 +56,9 @@ def _restore_target(version: int | None, timestamp: str | None) -> tuple[int | N
     ts = ts if ts not in ("", None) else None
     if (version is None) == (ts is None):
         raise ServiceError("Give either the version to restore or a timestamp, not both.", "invalid_target")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**63):
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= INT64_MAX
+    ):
         raise ServiceError(f"The version to restore must be a number (0 or more), not {version!r}.", "invalid_target")
     if ts is not None and len(str(ts)) > 64:
         raise ServiceError("The timestamp is too long (at most 64 characters).", "invalid_timestamp")
