@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,96 @@ def _table_root_confinement(request):
     storage.set_roots_provider(None)
     yield
     storage.set_roots_provider(saved)
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A running S3-compatible server: its endpoint and the keys of a user allowed everything."""
+
+    endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    region: str = "us-east-1"
+
+    def env(self) -> dict[str, str]:
+        """The standard AWS_* variables a process needs to reach the server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_REGION": self.region,
+        }
+
+    def storage_options(self) -> dict[str, str]:
+        """The same as delta-rs storage options (its S3 writer needs no lock on a test server)."""
+        return {**self.env(), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+
+    def boto3(self, service: str = "s3"):
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            region_name=self.region,
+        )
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible server (moto in server mode, a subprocess) on a free loopback port
+    for the whole session, with authentication on: requests must be signed with the keys of
+    the IAM user it creates, so wrong credentials are refused as S3 refuses them."""
+    import json
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[test]')")
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail("moto_server exited at start")
+                time.sleep(0.05)
+        else:
+            pytest.fail("moto_server did not start")
+        import boto3
+
+        # authentication is off until reset-auth: create a user allowed everything, then turn it on
+        iam = boto3.client(
+            "iam",
+            endpoint_url=endpoint,
+            aws_access_key_id="setup",
+            aws_secret_access_key="setup",
+            region_name="us-east-1",
+        )
+        iam.create_user(UserName="deltaweb")
+        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="deltaweb", PolicyName="everything", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="deltaweb")["AccessKey"]
+        req = urllib.request.Request(
+            f"{endpoint}/moto-api/reset-auth", data=b"0", method="POST", headers={"Content-Type": "text/plain"}
+        )
+        urllib.request.urlopen(req, timeout=10).read()
+        yield S3Server(endpoint, key["AccessKeyId"], key["SecretAccessKey"])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -1,17 +1,19 @@
 """Reading a commit's commitInfo cheaply: the first line when it is there, else a search.
 
 With In-Commit Timestamps on, commitInfo must be the first action, so time travel and
-history read one line of each commit they need, never the whole log.
+history read one line of each commit they need, never the whole log. On an object store,
+sequential reads are batched (CommitInfoReader's read-ahead).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from .errors import CorruptLogError
+from .errors import CorruptLogError, DeltaError
 from .log import LogFile, backfilled_path
 from .storage import Storage
 
@@ -53,6 +55,11 @@ def read_commit_info(storage: Storage, lf: LogFile) -> CommitInfoRead:
             data = None
         if data is None:
             raise CorruptLogError(f"{storage.display(lf.path)}: commit file disappeared", file=lf.path) from exc
+    return parse_commit_info(data, lf)
+
+
+def parse_commit_info(data: bytes, lf: LogFile) -> CommitInfoRead:
+    """The commitInfo of a commit's content: its first line when there, else a search."""
     end = data.find(b"\n")
     first_line = data if end == -1 else data[:end]
     lineno = 1
@@ -76,21 +83,61 @@ def read_commit_info(storage: Storage, lf: LogFile) -> CommitInfoRead:
     return CommitInfoRead(lf.version, None, False)
 
 
+READ_AHEAD_MAX = 256
+
+
 class CommitInfoReader:
-    """Reads commitInfo per version and counts the commit files it opened (benchmarks)."""
+    """Reads commitInfo per version and counts the commit files it opened (benchmarks).
+
+    On a remote store, versions asked for one after another (a history page, a timeline scan)
+    are read ahead in the direction of travel, in concurrent batches that double up to
+    READ_AHEAD_MAX: one round trip per batch instead of one per commit. Scattered reads (a
+    timestamp bisection) read only what they ask for. Local storage reads one at a time.
+    """
 
     def __init__(self, storage: Storage, commits: dict[int, LogFile]) -> None:
         self.storage = storage
         self.commits = commits
         self.reads = 0
         self._cache: dict[int, CommitInfoRead] = {}
+        self._remote = bool(getattr(storage, "remote", False))
+        self._last: int | None = None
+        self._ahead = 4
 
     def get(self, version: int) -> CommitInfoRead:
         hit = self._cache.get(version)
         if hit is None:
-            self.reads += 1
-            hit = self._cache[version] = read_commit_info(self.storage, self.commits[version])
+            last, self._last = self._last, version
+            if self._remote and last is not None and abs(version - last) == 1:
+                self._ahead = min(self._ahead * 2, READ_AHEAD_MAX)
+                step = version - last
+                self.prefetch(range(version, version + step * self._ahead, step))
+                hit = self._cache.get(version)
+            else:
+                self._ahead = 4
+            if hit is None:
+                self.reads += 1
+                hit = self._cache[version] = read_commit_info(self.storage, self.commits[version])
+        else:
+            self._last = version
         return hit
+
+    def prefetch(self, versions: Iterable[int]) -> None:
+        """Read the commitInfo of `versions` not read yet, all at once (`read_many`); a version
+        without a commit file is skipped, one that fails is left for `get` to report."""
+        todo = [v for v in versions if v not in self._cache and v in self.commits]
+        if not todo:
+            return
+        try:
+            blobs = self.storage.read_many([self.commits[v].path for v in todo])
+        except (FileNotFoundError, DeltaError):
+            return
+        self.reads += len(todo)
+        for v, data in zip(todo, blobs, strict=True):
+            try:
+                self._cache[v] = parse_commit_info(data, self.commits[v])
+            except CorruptLogError:
+                continue
 
 
 def bounded(value: Any, limit: int = MAX_STRING) -> Any:

@@ -31,6 +31,7 @@ from .errors import (
     VersionNotFoundError,
 )
 from .log import (
+    LogFile,
     LogListing,
     LogSegment,
     backfilled_path,
@@ -185,6 +186,20 @@ def read_commit_bytes(storage: Storage, path: str, size: int = 0) -> Any:
         raise CorruptLogError(f"{storage.display(path)}: commit file disappeared while reading", file=path) from exc
 
 
+def read_commits(storage: Storage, commits: list[LogFile]) -> list[Any]:
+    """The content of each commit, in order. A remote store fetches them all at once
+    (`read_many`: concurrent requests, not one round trip after another); a local one reads
+    them one by one (big commits memory-mapped). A commit missing from the bulk read is read
+    again alone, which finds a ratified commit's backfilled copy or names the file."""
+    remote = getattr(storage, "remote", False)
+    if remote and len(commits) > 1:
+        try:
+            return storage.read_many([c.path for c in commits])
+        except FileNotFoundError:
+            pass
+    return [read_commit_bytes(storage, c.path, 0 if remote else c.size) for c in commits]
+
+
 def ratified_listing(storage: Storage, owner: CommitOwner, listing: LogListing | None = None) -> LogListing:
     """The log listing with the owner's ratified, un-backfilled commits merged in.
 
@@ -296,7 +311,8 @@ def load_snapshot(
         for name, body in cp_others:
             state.apply(segment.checkpoint[0].version, name, body)
     commit_data = [
-        (storage.display(c.path), c.version, read_commit_bytes(storage, c.path, c.size)) for c in segment.commits
+        (storage.display(c.path), c.version, data)
+        for c, data in zip(segment.commits, read_commits(storage, segment.commits), strict=True)
     ]
     head_metas = [m for _p, _v, data in commit_data for m in _metadata_in(data)]
     keys = _partition_keys([state.metadata] if state.metadata else [], head_metas)
@@ -364,8 +380,9 @@ def load_table_config(
     if segment.checkpoint:
         for name, body in read_checkpoint_others(storage, segment.checkpoint, only=("protocol", "metaData")):
             state.apply(segment.checkpoint[0].version, name, body)
-    for c in segment.commits:
-        data = read_commit_bytes(storage, c.path)
+    bulk = read_commits(storage, segment.commits) if getattr(storage, "remote", False) else None
+    for i, c in enumerate(segment.commits):
+        data = bulk[i] if bulk is not None else read_commit_bytes(storage, c.path)
         for name in ("protocol", "metaData"):
             for body in _actions_in(data, name):
                 state.apply(c.version, name, body)

@@ -1,14 +1,17 @@
 """The storage boundary: every byte the core (and the Spark readers) read or write passes here.
 
 `Storage` is the small interface object stores offer too (list sorted from a prefix, ranged
-read, head, put with or without overwrite, delete), so an S3 or ABFS implementation can sit
-behind it. `as_storage(location)` is the one way to get one.
+read, head, put with or without overwrite, delete). `LocalStorage` is the local file system;
+`objectstore.ObjectStoreStorage` serves s3://, s3a://, gs://, az:// and abfss:// locations.
+`open_storage(location)` picks one by the location's scheme; `as_storage(location)` is the one
+way to get one.
 
 Confinement lives here and nowhere else: a path a table's log names (add/remove/cdc files,
 deletion vectors, sidecars, checkpoints) is hostile input. `resolve` turns it into a key under
 the table root or an absolute location, and every open checks, after resolving `..` and
 symlinks, that the file lies under the allowed roots; a path outside is refused with
-`PathOutsideRootsError` before anything opens it.
+`PathOutsideRootsError` before anything opens it. Allowed roots are local directories or
+object-store prefixes (`s3://bucket/prefix`); a table is confined to those of its own kind.
 """
 
 from __future__ import annotations
@@ -62,6 +65,10 @@ class Storage(Protocol):
 
     def delete(self, path: str) -> None: ...
 
+    def read_many(self, paths: list[str]) -> list[bytes]:
+        """The bytes of every path, in order (an object store fetches them concurrently)."""
+        ...
+
     def resolve(self, log_path: str) -> str:
         """The key of a path as a log names it (URL-encoded relative, absolute, or a URI);
         PathOutsideRootsError when it lies outside the allowed roots."""
@@ -90,12 +97,18 @@ def set_roots_provider(provider: Callable[[], Iterable[str]] | None) -> None:
 
 
 def allowed_roots() -> tuple[str, ...]:
-    """The allowed roots, resolved (symlinks and '..')."""
+    """The allowed roots: local ones resolved (symlinks and '..'), object-store prefixes
+    (`s3://bucket/prefix`) as given, without a trailing slash."""
     if _roots_provider is not None:
         given = list(_roots_provider())
     else:
         given = [r.strip() for r in os.environ.get(ROOTS_ENV, "").split(",") if r.strip()]
-    return tuple(os.path.realpath(local_path(str(r))) for r in given)
+    return tuple(str(r).strip().rstrip("/") if is_uri(str(r)) else os.path.realpath(local_path(str(r))) for r in given)
+
+
+def is_uri(location: str) -> bool:
+    """Whether a location names a storage scheme other than the local file system."""
+    return "://" in location and not location.startswith("file:")
 
 
 def is_under(real: str, roots: Iterable[str]) -> bool:
@@ -122,13 +135,21 @@ def local_path(location: str) -> Path:
 class LocalStorage:
     """A table root on the local file system, confined to the allowed roots."""
 
+    remote = False  # reads are cheap one by one (and big commits are memory-mapped)
+
     def __init__(self, location: str | os.PathLike[str], roots: Iterable[str] | None = None) -> None:
         self.location = str(location)
         self.root = Path(os.path.normpath(local_path(self.location).absolute()))
         self._root_text = str(self.root)
-        given = tuple(os.path.realpath(r) for r in roots) if roots is not None else allowed_roots()
-        # with no roots configured (a command line on one table) the table root is the only one
-        self.roots = given or (os.path.realpath(self.root),)
+        if roots is not None:
+            configured = tuple(roots)
+            given = tuple(os.path.realpath(r) for r in configured if not is_uri(r))
+        else:
+            configured = allowed_roots()
+            given = tuple(r for r in configured if not is_uri(r))
+        # with no roots configured (a command line on one table) the table root is the only one;
+        # roots that are all object-store prefixes allow no local directory
+        self.roots = given if configured else (os.path.realpath(self.root),)
         self._dirs: dict[str, str] = {}  # directory -> its resolved path, checked against the roots
 
     def __repr__(self) -> str:
@@ -274,6 +295,10 @@ class LocalStorage:
             fh.seek(start)
             return fh.read(max(0, end - start))
 
+    def read_many(self, paths: list[str]) -> list[bytes]:
+        """The bytes of every path, in order (a plain loop: local reads need no batching)."""
+        return [self.read(p) for p in paths]
+
     def read_mapped(self, rel: str) -> bytes | mmap.mmap:
         """The file's content as a read-only memory map (bytes when empty): big commits are
         parsed in place instead of being copied into memory first."""
@@ -373,8 +398,16 @@ class LocalStorage:
         return os.path.join(self._root_text, path) if not os.path.isabs(path) else path
 
 
-def open_storage(location: str | os.PathLike[str]) -> Storage:
-    """Storage for a table location; the one place that picks an implementation."""
+def open_storage(location: str | os.PathLike[str], options: dict[str, Any] | None = None) -> Storage:
+    """Storage for a table location; the one place that picks an implementation: an object
+    store for s3://, s3a://, gs://, az://, abfs(s):// (with `options`, per-location credentials
+    over the environment's), else the local file system (which refuses other schemes)."""
+    text = os.fspath(location)
+    if is_uri(text):
+        from .objectstore import ObjectStoreStorage, is_object_location
+
+        if is_object_location(text):
+            return ObjectStoreStorage(text, options=options)
     return LocalStorage(location)
 
 

@@ -1,0 +1,779 @@
+"""Tables in object stores (S3 and S3-compatible servers, Azure Blob/ADLS, Google Cloud Storage)
+behind the storage interface, through `obstore` (the Rust `object_store` crate delta-rs uses).
+
+A location is `s3://bucket/prefix` (or `s3a://`), `gs://bucket/prefix`, `az://container/prefix`
+or `abfss://container@account.dfs.core.windows.net/prefix`. Keys are relative to the location,
+as with LocalStorage; `resolve` may also return an absolute URI for a file the log names in
+another allowed location.
+
+Credentials come from the environment the way the ecosystem passes them (AWS_*, AZURE_*,
+GOOGLE_*; obstore's `from_env`), overridden by an optional per-location `options` dict (keys
+as delta-rs' `storage_options` take them). No secret ever reaches a message, a repr or a log:
+errors name the location and the store's error code, nothing the request carried.
+
+Confinement: every key is normalised here (`..` resolved, never sent to the store) and must lie
+under one of the allowed location prefixes of its scheme, else `PathOutsideRootsError`.
+
+Object stores are slow per request and fast in parallel, so listings keep what they return
+(size, last-modified: commit times on object stores are the objects' times) and `read_many`
+fetches many objects at once. Writing needs an atomic put-if-absent (conditional PUT with
+If-None-Match): a store that cannot do it is refused for writing, never silently overwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+from urllib.parse import unquote
+
+from .errors import CommitConflictError, PathOutsideRootsError, StorageError
+from .storage import FileInfo, allowed_roots
+
+T = TypeVar("T")
+
+# scheme as written -> the store kind it names
+OBJECT_SCHEMES = {
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gs",
+    "az": "az",
+    "azure": "az",
+    "adl": "az",
+    "abfs": "az",
+    "abfss": "az",
+}
+
+# A bounded retry with exponential backoff (obstore retries 5xx, dropped connections and
+# timeouts of safe requests); then the request fails with a named error instead of hanging.
+RETRY_CONFIG: dict[str, Any] = {
+    "max_retries": 3,
+    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2), "base": 2},
+    "retry_timeout": timedelta(seconds=30),
+}
+CLIENT_DEFAULTS: dict[str, Any] = {"connect_timeout": "5s", "timeout": "300s"}
+CONCURRENCY = 32  # requests in flight in read_many
+BLOB_CACHE_BYTES = 256 << 20  # parquet checkpoints are opened twice (non-file actions, then files)
+
+# HTTP client options (obstore's ClientConfig) as option names; everything else goes to the store
+_CLIENT_KEYS = {
+    "allow_http",
+    "allow_invalid_certificates",
+    "connect_timeout",
+    "default_content_type",
+    "http1_only",
+    "http2_only",
+    "pool_idle_timeout",
+    "pool_max_idle_per_host",
+    "proxy_url",
+    "proxy_ca_certificate",
+    "proxy_excludes",
+    "randomize_addresses",
+    "read_timeout",
+    "timeout",
+    "user_agent",
+}
+_BOOL_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "http1_only", "http2_only", "randomize_addresses"}
+# delta-rs storage options with no meaning to obstore (locking providers, rename safety)
+_IGNORED_KEYS = {"s3_allow_unsafe_rename", "s3_locking_provider", "dynamodb_table_name", "s3_lock_timeout_seconds"}
+# option and environment names whose values are secrets (scrubbed from any message)
+_SECRET_WORDS = ("secret", "key", "token", "password", "sas", "connection_string", "credential")
+_ENV_SECRETS = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_ACCESS_KEY",
+    "AZURE_STORAGE_SAS_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_STORAGE_TOKEN",
+    "GOOGLE_SERVICE_ACCOUNT_KEY",
+)
+
+_ACCESS_CODES = (
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "ExpiredToken",
+    "InvalidToken",
+    "AuthorizationHeaderMalformed",
+    "AuthenticationFailed",
+    "AuthorizationFailure",
+    "AuthorizationPermissionMismatch",
+    "InvalidClientTokenId",
+)
+_CODE = re.compile(r"<Code>([A-Za-z0-9]+)</Code>")
+_STATUS = re.compile(r"status code: (\d{3})")
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+class ObjectStoreAccessError(StorageError):
+    """The object store refused the credentials (wrong, expired, or without the permission)."""
+
+    code = "storage_access_denied"
+
+
+class BucketNotFoundError(StorageError):
+    """The bucket (or container) a location names does not exist."""
+
+    code = "storage_bucket_not_found"
+
+
+class StorageUnavailableError(StorageError):
+    """The object store did not answer after the bounded retries (network, 5xx, timeouts)."""
+
+    code = "storage_unavailable"
+
+
+class ConditionalPutUnsupportedError(StorageError):
+    """A store that cannot put an object only if absent: commits to it are refused."""
+
+    code = "storage_no_conditional_put"
+
+
+# --- locations -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectLocation:
+    """A parsed object-store location: scheme as written, store kind, bucket, key prefix."""
+
+    scheme: str
+    kind: str  # s3 | gs | az
+    bucket: str  # bucket, or Azure container
+    prefix: str  # the key prefix, no slash at either end ("" for the bucket root)
+    account: str | None = None  # Azure storage account when the URI names it
+    host: str | None = None  # the Azure host as written (abfss://container@<host>/...)
+
+    @property
+    def store_id(self) -> tuple[str, str, str | None]:
+        return (self.kind, self.bucket, self.account)
+
+    @property
+    def root(self) -> str:
+        """The canonical prefix URI confinement compares (s3a is s3)."""
+        bucket = f"{self.bucket}@{self.account}" if self.account else self.bucket
+        return f"{self.kind}://{bucket}/{self.prefix}".rstrip("/")
+
+    def uri(self, path: str | None = None) -> str:
+        """The URI of an object path in this bucket (the location's own prefix when None)."""
+        netloc = f"{self.bucket}@{self.host}" if self.host else self.bucket
+        key = self.prefix if path is None else path
+        return f"{self.scheme}://{netloc}/{key}".rstrip("/") if key else f"{self.scheme}://{netloc}"
+
+    def contains(self, store_id: tuple[str, str, str | None], path: str) -> bool:
+        """Whether object `path` of the store `store_id` lies at or under this prefix."""
+        kind, bucket, account = store_id
+        if kind != self.kind or bucket != self.bucket:
+            return False
+        if self.account and account and self.account != account:
+            return False
+        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+
+
+def scheme_of(location: str) -> str | None:
+    """The lower-cased scheme of a URI, None for a plain path."""
+    head, sep, _ = location.partition("://")
+    return head.lower() if sep and head and head.replace("+", "").replace("-", "").isalnum() else None
+
+
+def is_object_location(location: str) -> bool:
+    return scheme_of(location) in OBJECT_SCHEMES
+
+
+def normalize_key(path: str) -> str | None:
+    """A key with `.`, `..` and empty segments resolved; None when `..` climbs above the start."""
+    out: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not out:
+                return None
+            out.pop()
+        else:
+            out.append(part)
+    return "/".join(out)
+
+
+def parse_location(location: str) -> ObjectLocation:
+    """Parse `scheme://bucket/prefix` (Azure: `abfss://container@account.host/prefix`).
+
+    The path is taken literally (no query or fragment: `?` and `#` are legal in keys); a
+    location with credentials in it is refused without repeating them."""
+    text = str(location).strip()
+    scheme = scheme_of(text)
+    if scheme not in OBJECT_SCHEMES:
+        raise StorageError(f"{text[:200]}: not an object-store location (s3://, s3a://, gs://, az://, abfss://)")
+    kind = OBJECT_SCHEMES[scheme]
+    rest = text.split("://", 1)[1]
+    netloc, _, path = rest.partition("/")
+    account = host = None
+    if "@" in netloc:
+        user, _, host_part = netloc.rpartition("@")
+        if kind != "az" or ":" in user or not host_part:
+            raise StorageError(
+                f"{scheme}://...: credentials in a location are not accepted; pass them in the environment "
+                "or the location's storage options"
+            )
+        netloc, host = user, host_part.lower()
+        account = host.split(".", 1)[0]
+    if not netloc:
+        raise StorageError(f"{text[:200]}: the location names no bucket")
+    prefix = normalize_key(path)
+    if prefix is None:
+        raise PathOutsideRootsError(f"{text[:200]}: '..' climbs out of the bucket", file=text[:300])
+    return ObjectLocation(scheme, kind, netloc, prefix, account, host)
+
+
+# --- options and credentials -----------------------------------------------------------------------
+
+
+def _option_name(key: str, kind: str) -> str:
+    name = key.strip().lower()
+    for p in {"s3": ("aws_",), "az": ("azure_storage_", "azure_"), "gs": ("google_",)}[kind]:
+        if name.startswith(p) and name[len(p) :] in _CLIENT_KEYS:
+            return name[len(p) :]
+    return name
+
+
+def _split_options(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(store config, client options) from delta-rs style storage options."""
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = dict(CLIENT_DEFAULTS)
+    for key, value in options.items():
+        name = _option_name(key, kind)
+        if name.removeprefix("aws_") in _IGNORED_KEYS:
+            continue
+        if name in _CLIENT_KEYS:
+            if name in _BOOL_CLIENT_KEYS and isinstance(value, str):
+                value = value.strip().lower() in ("1", "true", "yes", "on")
+            client[name] = value
+        elif kind == "az" and name == "azure_storage_connection_string":
+            config.update(_connection_string(str(value), client))
+        else:
+            config[name] = value
+    if kind == "s3" and "allow_http" not in client and os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true":
+        client["allow_http"] = True
+    if kind == "az":
+        conn = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+        if conn and not any(k in config for k in ("account_key", "azure_storage_account_key", "sas_key")):
+            config = {**_connection_string(conn, client), **config}
+        if "allow_http" not in client and os.environ.get("AZURE_ALLOW_HTTP", "").lower() == "true":
+            client["allow_http"] = True
+    return config, client
+
+
+def _connection_string(text: str, client: dict[str, Any]) -> dict[str, Any]:
+    """Azure's `AccountName=...;AccountKey=...;BlobEndpoint=...` as store config."""
+    parts = dict(p.split("=", 1) for p in text.split(";") if "=" in p)
+    out: dict[str, Any] = {}
+    if parts.get("UseDevelopmentStorage", "").lower() == "true":
+        out["use_emulator"] = True
+        client.setdefault("allow_http", True)
+    if "AccountName" in parts:
+        out["account_name"] = parts["AccountName"]
+    if "AccountKey" in parts:
+        out["account_key"] = parts["AccountKey"]
+    if "SharedAccessSignature" in parts:
+        out["sas_key"] = parts["SharedAccessSignature"]
+    if "BlobEndpoint" in parts:
+        out["endpoint"] = parts["BlobEndpoint"]
+        if parts["BlobEndpoint"].startswith("http://"):
+            client.setdefault("allow_http", True)
+    return out
+
+
+def _secrets(options: Mapping[str, Any]) -> tuple[str, ...]:
+    values = [os.environ.get(name, "") for name in _ENV_SECRETS]
+    values += [str(v) for k, v in options.items() if any(w in k.lower() for w in _SECRET_WORDS)]
+    return tuple(v for v in values if len(v) >= 4)
+
+
+def build_store(loc: ObjectLocation, options: Mapping[str, Any] | None = None) -> Any:
+    """An obstore store for the bucket of `loc` (no prefix: keys are full object paths), with
+    the environment's credentials overridden by `options`."""
+    from obstore.store import AzureStore, GCSStore, S3Store
+
+    config, client = _split_options(loc.kind, options or {})
+    common: dict[str, Any] = {"config": config, "client_options": client, "retry_config": RETRY_CONFIG}
+    if loc.kind == "s3":
+        return S3Store(loc.bucket, **common)
+    if loc.kind == "gs":
+        return GCSStore(loc.bucket, **common)
+    if loc.account and "account_name" not in config and "azure_storage_account_name" not in config:
+        config["account_name"] = loc.account
+    if loc.host and loc.host.endswith(".dfs.fabric.microsoft.com"):
+        config.setdefault("use_fabric_endpoint", True)
+    return AzureStore(loc.bucket, **common)
+
+
+# --- the storage -----------------------------------------------------------------------------------
+
+
+class ObjectStoreStorage:
+    """A table root in an object store, confined to the allowed location prefixes of its scheme
+    (its own location when none are configured)."""
+
+    remote = True  # many small requests cost round trips: callers batch reads (read_many)
+
+    def __init__(
+        self,
+        location: str,
+        roots: Iterable[str] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._loc = parse_location(str(location))
+        self.location = self._loc.uri()
+        configured = tuple(roots) if roots is not None else allowed_roots()
+        prefixes = []
+        for r in configured:
+            if is_object_location(str(r)):
+                p = parse_location(str(r))
+                if p.kind == self._loc.kind:
+                    prefixes.append(p)
+        # configured roots that name no prefix of this scheme allow nothing of it
+        self._prefixes = tuple(prefixes) if configured else (self._loc,)
+        self.roots = tuple(p.root for p in self._prefixes)
+        self._options = dict(options or {})
+        self._secret_values = _secrets(self._options)
+        self._stores: dict[tuple[str, str, str | None], Any] = {}
+        self._listed: dict[tuple[tuple[str, str, str | None], str], FileInfo] = {}
+        self._blobs: OrderedDict[tuple[tuple[str, str, str | None], str], bytes] = OrderedDict()
+        self._blob_bytes = 0
+        self._put_checked = False
+        self.requests = 0  # requests made (benchmarks)
+
+    def __repr__(self) -> str:
+        return f"ObjectStoreStorage({self.location!r})"
+
+    # -- stores, keys and confinement
+
+    def _store(self, store_id: tuple[str, str, str | None]) -> Any:
+        store = self._stores.get(store_id)
+        if store is None:
+            kind, bucket, account = store_id
+            loc = ObjectLocation(self._loc.scheme, kind, bucket, "", account, self._loc.host)
+            with self._errors(""):
+                store = build_store(loc, self._options)
+            self._stores[store_id] = store
+        return store
+
+    def refusal(self, key: str) -> str:
+        return (
+            f"{key[:300]!r} lies outside the allowed locations (another bucket, an absolute path or '..' "
+            f"leading out of them); it was not read"
+        )
+
+    def _target(self, key: str) -> tuple[tuple[str, str, str | None], str]:
+        """(store id, object path) of a key, normalised and checked against the prefixes."""
+        if "\x00" in key or key.startswith("/") or key.startswith("file:"):
+            raise PathOutsideRootsError(self.refusal(key), file=key[:300])
+        if "://" in key:
+            try:
+                loc = parse_location(key)
+            except StorageError:
+                raise PathOutsideRootsError(self.refusal(key), file=key[:300]) from None
+            store_id, path = loc.store_id, loc.prefix
+            if loc.kind == "az" and loc.account is None:
+                store_id = (loc.kind, loc.bucket, self._loc.account)
+        else:
+            joined = f"{self._loc.prefix}/{key}" if self._loc.prefix else key
+            path = normalize_key(joined)
+            if path is None:
+                raise PathOutsideRootsError(self.refusal(key), file=key[:300])
+            store_id = self._loc.store_id
+        if not any(p.contains(store_id, path) for p in self._prefixes):
+            raise PathOutsideRootsError(self.refusal(key), file=key[:300])
+        return store_id, path
+
+    def resolve(self, log_path: str) -> str:
+        """The key of a path as the log names it: URL-decoded and relative to the root, or an
+        absolute URI (kept as a key when it lies in another allowed location). Checked here,
+        so a refused path fails before anything is requested."""
+        key = unquote(log_path)
+        if key.startswith("file:") or key.startswith("/"):
+            raise PathOutsideRootsError(self.refusal(key), file=key[:300])
+        if "://" in key:
+            scheme = scheme_of(key)
+            if scheme not in OBJECT_SCHEMES or OBJECT_SCHEMES[scheme] != self._loc.kind:
+                raise PathOutsideRootsError(self.refusal(key), file=key[:300])
+            store_id, path = self._target(key)
+            if store_id == self._loc.store_id and self._loc.contains(store_id, path) and path != self._loc.prefix:
+                return path[len(self._loc.prefix) + 1 :] if self._loc.prefix else path
+            return self._loc_for(store_id).uri(path)
+        self._target(key)
+        return key
+
+    def _loc_for(self, store_id: tuple[str, str, str | None]) -> ObjectLocation:
+        kind, bucket, account = store_id
+        host = self._loc.host if account == self._loc.account else None
+        return ObjectLocation(self._loc.scheme, kind, bucket, "", account if host else None, host)
+
+    def _clean(self, text: str) -> str:
+        """One line of a store's error, without query strings or any secret."""
+        line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+        line = re.sub(r"(https?://[^\s?]+)\?\S*", r"\1?…", line)
+        for secret in self._secret_values:
+            line = line.replace(secret, "***")
+        return line[:200]
+
+    @contextmanager
+    def _errors(self, key: str) -> Iterator[None]:
+        """Translate the store's exceptions into the core's (FileNotFoundError stays one)."""
+        from obstore import exceptions as ox
+
+        try:
+            yield
+        except (FileNotFoundError, ox.NotFoundError) as exc:
+            if "NoSuchBucket" in str(exc) or "ContainerNotFound" in str(exc):
+                raise self._no_bucket() from None
+            raise FileNotFoundError(errno.ENOENT, "no such object", self.display(key)) from None
+        except (ox.PermissionDeniedError, ox.UnauthenticatedError) as exc:
+            raise self._denied(key, exc) from None
+        except ox.UnknownConfigurationKeyError as exc:
+            m = re.search(r"key: '([^']{1,80})'", str(exc))
+            raise StorageError(
+                f"{self.location}: unknown storage option {m[1] if m else ''!r} for this store"
+            ) from None
+        except (ox.GenericError, ox.BaseError, OSError, ValueError) as exc:
+            text = str(exc)
+            code = _CODE.search(text)
+            status = _STATUS.search(text)
+            if code and code[1] in ("NoSuchBucket", "ContainerNotFound"):
+                raise self._no_bucket() from None
+            if (code and code[1] in _ACCESS_CODES) or (status and status[1] in ("401", "403")):
+                raise self._denied(key, exc) from None
+            if isinstance(exc, ox.GenericError) and ("request" in text or "timed out" in text.lower()):
+                reason = code[1] if code else (f"HTTP {status[1]}" if status else self._clean(text))
+                raise StorageUnavailableError(
+                    f"{self.display(key)}: the object store did not answer after {RETRY_CONFIG['max_retries']} "
+                    f"retries ({reason})"
+                ) from None
+            raise StorageError(f"{self.display(key)}: {type(exc).__name__}: {self._clean(text)}") from None
+
+    def _no_bucket(self) -> BucketNotFoundError:
+        what = "container" if self._loc.kind == "az" else "bucket"
+        return BucketNotFoundError(f"{self.location}: the {what} '{self._loc.bucket}' does not exist")
+
+    def _denied(self, key: str, exc: BaseException) -> ObjectStoreAccessError:
+        code = _CODE.search(str(exc))
+        reason = code[1] if code else type(exc).__name__
+        return ObjectStoreAccessError(
+            f"{self.display(key)}: access denied by the object store ({reason}); check the credentials for this location"
+        )
+
+    # -- listing
+
+    def _remember(self, store_id: tuple[str, str, str | None], batch: Any) -> list[tuple[str, int, int]]:
+        """(object path, size, mtime ms) of an arrow listing batch, kept for `stat`."""
+        import pyarrow as pa
+
+        rb = pa.table(batch)  # arro3 batches and tables, through the Arrow C interface
+        paths = rb.column("path").to_pylist()
+        sizes = rb.column("size").to_pylist()
+        times = rb.column("last_modified").cast(pa.timestamp("ms", "UTC")).cast(pa.int64()).to_pylist()
+        out = list(zip(paths, sizes, times, strict=True))
+        for path, size, mtime in out:
+            self._listed[(store_id, path)] = FileInfo(path, size, mtime)
+        return out
+
+    def _rel(self, path: str) -> str:
+        return path[len(self._loc.prefix) + 1 :] if self._loc.prefix else path
+
+    def _list_level(self, rel_dir: str) -> tuple[list[tuple[str, int, int]], list[str]]:
+        """Objects directly under `rel_dir` (object paths) and its sub-prefixes."""
+        import obstore
+
+        store_id, path = self._target(rel_dir) if rel_dir else (self._loc.store_id, self._loc.prefix)
+        store = self._store(store_id)
+        with self._errors(rel_dir):
+            self.requests += 1
+            res = obstore.list_with_delimiter(store, path or None, return_arrow=True)
+            objects = self._remember(store_id, res["objects"])
+        return objects, list(res["common_prefixes"])
+
+    def list_names(self, rel_dir: str) -> list[str]:
+        """Names of the objects directly under `rel_dir`, sorted (sizes and times kept for stat)."""
+        objects, subdirs = self._list_level(rel_dir)
+        if not objects and not subdirs:
+            raise FileNotFoundError(errno.ENOENT, "no such directory", self.display(rel_dir))
+        return sorted(p.rsplit("/", 1)[-1] for p, _s, _t in objects)
+
+    def list_dir(self, rel_dir: str) -> list[FileInfo]:
+        objects, subdirs = self._list_level(rel_dir)
+        if not objects and not subdirs:
+            raise FileNotFoundError(errno.ENOENT, "no such directory", self.display(rel_dir))
+        out = [FileInfo(f"{rel_dir}/{p.rsplit('/', 1)[-1]}", s, t) for p, s, t in objects]
+        out.sort(key=lambda f: f.path)
+        return out
+
+    def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
+        """Objects directly under `prefix`, sorted, after `start_after` (the listing starts
+        there: an offset, not a filter over the whole directory)."""
+        import obstore
+
+        store_id, path = self._target(prefix) if prefix else (self._loc.store_id, self._loc.prefix)
+        offset = self._target(start_after)[1] if start_after else None
+        store = self._store(store_id)
+        base = f"{path}/" if path else ""
+        out: list[FileInfo] = []
+        with self._errors(prefix):
+            self.requests += 1
+            for batch in obstore.list(store, path or None, offset=offset, chunk_size=1000, return_arrow=True):
+                for p, s, t in self._remember(store_id, batch):
+                    name = p[len(base) :]
+                    if "/" not in name:
+                        out.append(FileInfo(f"{prefix}/{name}" if prefix else name, s, t))
+        out.sort(key=lambda f: f.path)
+        return iter(out)
+
+    def list_tree(self, prefix: str = "", exclude: tuple[str, ...] = ()) -> Iterator[str]:
+        """Every object below `prefix`, as keys, in no order; top-level `exclude` skipped."""
+        import obstore
+
+        store_id, path = self._target(prefix) if prefix else (self._loc.store_id, self._loc.prefix)
+        store = self._store(store_id)
+        base = f"{path}/" if path else ""
+        with self._errors(prefix):
+            self.requests += 1
+            for batch in obstore.list(store, path or None, chunk_size=1000, return_arrow=True):
+                for p, _s, _t in self._remember(store_id, batch):
+                    rel = p[len(base) :]
+                    if exclude and not prefix and rel.split("/", 1)[0] in exclude:
+                        continue
+                    yield f"{prefix}/{rel}" if prefix else rel
+
+    def is_dir(self, rel: str) -> bool:
+        """Whether at least one object lies under `rel` (object stores have no directories)."""
+        import obstore
+
+        store_id, path = self._target(rel) if rel else (self._loc.store_id, self._loc.prefix)
+        store = self._store(store_id)
+        with self._errors(rel):
+            self.requests += 1
+            for batch in obstore.list(store, path or None, chunk_size=1, return_arrow=True):
+                if batch.num_rows:
+                    return True
+        return False
+
+    # -- reading
+
+    def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
+        import obstore
+
+        store_id, obj = self._target(path)
+        store = self._store(store_id)
+        with self._errors(path):
+            self.requests += 1
+            if range is None:
+                return bytes(obstore.get(store, obj).bytes())
+            start, end = range
+            if end <= start:
+                return b""
+            return bytes(obstore.get_range(store, obj, start=start, end=end))
+
+    read_mapped = read  # no memory maps over a network: the bytes are in memory anyway
+
+    def read_many(self, paths: list[str]) -> list[bytes]:
+        """The bytes of every path, fetched concurrently (at most CONCURRENCY in flight);
+        FileNotFoundError (its filename the missing key) when one is absent."""
+        if len(paths) <= 1:
+            return [self.read(p) for p in paths]
+        import obstore
+
+        targets = [(self._store(sid), obj) for sid, obj in (self._target(p) for p in paths)]
+
+        async def fetch_all() -> list[bytes]:
+            sem = asyncio.Semaphore(CONCURRENCY)
+
+            async def one(i: int) -> bytes:
+                store, obj = targets[i]
+                async with sem:
+                    try:
+                        res = await obstore.get_async(store, obj)
+                        return bytes(await res.bytes_async())
+                    except Exception as exc:
+                        exc.add_note(str(i))  # which one failed, for the message
+                        raise
+
+            return await asyncio.gather(*(one(i) for i in range(len(targets))))
+
+        self.requests += len(paths)
+        try:
+            return _run_async(fetch_all)
+        except Exception as exc:
+            notes = getattr(exc, "__notes__", None) or ["0"]
+            key = paths[int(notes[-1])] if notes[-1].isdigit() else paths[0]
+            with self._errors(key):
+                raise exc from None
+            raise  # pragma: no cover (_errors always raises)
+
+    def open_input(self, path: str) -> Any:
+        """A seekable in-memory file for pyarrow over the whole object (one GET, kept for a
+        second open of the same checkpoint)."""
+        import pyarrow as pa
+
+        store_id, obj = self._target(path)
+        data = self._blobs.get((store_id, obj))
+        if data is None:
+            data = self.read(path)
+            self._blobs[(store_id, obj)] = data
+            self._blob_bytes += len(data)
+            while self._blob_bytes > BLOB_CACHE_BYTES and len(self._blobs) > 1:
+                _k, old = self._blobs.popitem(last=False)
+                self._blob_bytes -= len(old)
+        else:
+            self._blobs.move_to_end((store_id, obj))
+        return pa.BufferReader(pa.py_buffer(data))
+
+    def head(self, path: str) -> FileInfo:
+        """Size and last-modified time (ms); from the last listing when it saw the object."""
+        import obstore
+
+        store_id, obj = self._target(path)
+        hit = self._listed.get((store_id, obj))
+        if hit is not None:
+            return FileInfo(path, hit.size, hit.modification_time)
+        with self._errors(path):
+            self.requests += 1
+            meta = obstore.head(self._store(store_id), obj)
+        info = FileInfo(path, int(meta["size"]), int(meta["last_modified"].timestamp() * 1000))
+        self._listed[(store_id, obj)] = FileInfo(obj, info.size, info.modification_time)
+        return info
+
+    stat = head
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.head(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    # -- writing
+
+    def _forget(self, store_id: tuple[str, str, str | None], obj: str) -> None:
+        self._listed.pop((store_id, obj), None)
+        old = self._blobs.pop((store_id, obj), None)
+        if old is not None:
+            self._blob_bytes -= len(old)
+
+    def _conditional_put_refusal(self, why: str) -> ConditionalPutUnsupportedError:
+        return ConditionalPutUnsupportedError(
+            f"{self.location}: writing refused: the object store {why}, so a commit could silently replace "
+            "another writer's (reading still works)"
+        )
+
+    def _check_conditional_put(self) -> None:
+        """Once per storage: prove the store refuses a second put-if-absent of one key (some
+        S3-compatible servers ignore If-None-Match and would overwrite a commit)."""
+        if self._put_checked:
+            return
+        import obstore
+        from obstore import exceptions as ox
+
+        store_id, probe = self._target(f"_delta_log/.put-if-absent-probe-{uuid.uuid4().hex}")
+        store = self._store(store_id)
+        with self._errors("_delta_log"):
+            try:
+                self.requests += 2
+                obstore.put(store, probe, b"1", mode="create", use_multipart=False)
+                try:
+                    obstore.put(store, probe, b"2", mode="create", use_multipart=False)
+                    ignored = True
+                except (ox.AlreadyExistsError, ox.PreconditionError):
+                    ignored = False
+            except (NotImplementedError, ox.NotSupportedError):
+                raise self._conditional_put_refusal("cannot put an object only if absent") from None
+            finally:
+                try:
+                    self.requests += 1
+                    obstore.delete(store, probe)
+                except Exception:
+                    pass  # a leftover probe is harmless: the log ignores dot files
+        if ignored:
+            raise self._conditional_put_refusal("ignored a conditional put (If-None-Match) and overwrote an object")
+        self._put_checked = True
+
+    def put(self, path: str, data: bytes, overwrite: bool = False) -> bool:
+        """Write `path` whole (a single PUT). Without `overwrite`, a conditional PUT that the
+        store refuses when the object exists: False says so, nothing was replaced."""
+        import obstore
+        from obstore import exceptions as ox
+
+        store_id, obj = self._target(path)
+        if not overwrite:
+            self._check_conditional_put()
+        store = self._store(store_id)
+        with self._errors(path):
+            try:
+                self.requests += 1
+                obstore.put(store, obj, data, mode="overwrite" if overwrite else "create", use_multipart=False)
+            except (ox.AlreadyExistsError, ox.PreconditionError):
+                return False
+            except (NotImplementedError, ox.NotSupportedError):
+                raise self._conditional_put_refusal("cannot put an object only if absent") from None
+            finally:
+                self._forget(store_id, obj)
+        return True
+
+    def put_if_absent(self, rel: str, data: bytes) -> None:
+        """`put` without overwrite, raising CommitConflictError when the object exists."""
+        if not self.put(rel, data):
+            raise CommitConflictError(f"{self.display(rel)} exists already", version=-1)
+
+    def delete(self, path: str) -> None:
+        import obstore
+
+        store_id, obj = self._target(path)
+        with self._errors(path):
+            try:
+                self.requests += 1
+                obstore.delete(self._store(store_id), obj)
+            except FileNotFoundError:
+                pass
+            finally:
+                self._forget(store_id, obj)
+
+    # -- naming
+
+    def uri(self, path: str = "") -> str:
+        """The object's URI (`s3://bucket/key`) for engines that open it themselves."""
+        if not path:
+            return self.location
+        store_id, obj = self._target(path)
+        return self._loc_for(store_id).uri(obj)
+
+    def display(self, path: str = "") -> str:
+        if not path:
+            return self.location
+        return path if "://" in path else f"{self.location}/{path}"
+
+    def local_file(self, path: str) -> str:
+        raise StorageError(f"{self.display(path)}: an object-store file has no local path")
+
+    local_file_unchecked = local_file
+
+
+def _run_async(factory: Callable[[], Any]) -> Any:
+    """Run a coroutine to completion from synchronous code, also under a running event loop
+    (a worker thread then runs it: the caller's loop must not be re-entered)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(factory())
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(factory())).result()
