@@ -110,20 +110,3 @@ def fail(job: Job | None, error: str, stage: str | None = None) -> None:
     if stage is not None:
         fields["stage"] = stage
     update(job, **fields)
-
-
-__all__ = [
-    "BACKFILL_TASK",
-    "DATA_JOB_TASK",
-    "RESTORE_TASK",
-    "SYNC_TASK",
-    "claim",
-    "create",
-    "enqueue",
-    "fail",
-    "progress",
-    "send",
-    "skip",
-    "succeed",
-    "update",
-]

@@ -381,7 +381,7 @@ class TableViewSet(viewsets.GenericViewSet):
     )
 )
 class JobViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Background jobs (syncs): poll until isTerminal."""
+    """Background jobs (syncs and data jobs): poll until isTerminal."""
 
     queryset = Job.objects.select_related("created_by")
     serializer_class = s.JobSerializer
