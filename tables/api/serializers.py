@@ -13,10 +13,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tables.delta.history import HISTORY_FIELDS
-from tables.lookup import INT64_MAX
+from tables.lookup import INT64_MAX as MAX_VERSION
 from tables.models import Anomaly, Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
-
-MAX_VERSION = INT64_MAX
 
 # --- helpers -------------------------------------------------------------------------
 
