@@ -42,7 +42,8 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tables.delta.restore import commit_restore, plan_restore  # noqa: E402
+from tables.delta.restore import plan_restore  # noqa: E402
+from tables.delta.restore_commit import commit_restore  # noqa: E402
 from tables.delta.snapshot import load_snapshot  # noqa: E402
 
 GEN_VERSION = 1

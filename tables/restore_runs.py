@@ -27,14 +27,8 @@ from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.replay import identity_keys
-from tables.delta.restore import (
-    RestorePlan,
-    approved_change_on,
-    commit_restore,
-    files_added_since,
-    find_restore_commit,
-    plan_restore,
-)
+from tables.delta.restore import RestorePlan, plan_restore
+from tables.delta.restore_commit import approved_change_on, commit_restore, files_added_since, find_restore_commit
 
 from .errors import one_line
 from .models import RestoreRequest, RestoreStatus, Table

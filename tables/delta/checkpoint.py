@@ -26,16 +26,16 @@ _FILE_FIELDS = {
 _MAP_FIELDS = {"configuration", "options", "tags", "partitionValues"}
 
 
-def _plain(value: Any, key: str | None = None) -> Any:
+def plain_value(value: Any, key: str | None = None) -> Any:
     """pyarrow's to_pylist gives maps as lists of pairs; turn them into dicts."""
     if isinstance(value, dict):
-        return {k: _plain(v, k) for k, v in value.items()}
+        return {k: plain_value(v, k) for k, v in value.items()}
     if key in _MAP_FIELDS and isinstance(value, list):
         return {k: v for k, v in value}
     return value
 
 
-def _open_parquet(storage: Storage, rel: str) -> pq.ParquetFile:
+def open_parquet(storage: Storage, rel: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(storage.open_input(rel))
     except FileNotFoundError as exc:
@@ -49,7 +49,7 @@ def _parquet_others(
 ) -> list[tuple[str, dict[str, Any]]]:
     """Non-file actions of a parquet checkpoint; with `only` (one of each: protocol,
     metaData), reading stops at the batch where all were found."""
-    pf = _open_parquet(storage, rel)
+    pf = open_parquet(storage, rel)
     names = [n for n in (only or NON_FILE_ACTIONS) if n in pf.schema_arrow.names]
     if not names:
         return []
@@ -58,7 +58,7 @@ def _parquet_others(
         for batch in pf.iter_batches(batch_size=8192, columns=names):
             for name in names:
                 col = batch.column(name)
-                out.extend((name, _plain(v)) for v in col.filter(col.is_valid()).to_pylist())
+                out.extend((name, plain_value(v)) for v in col.filter(col.is_valid()).to_pylist())
             if only and {n for n, _b in out} >= set(names):
                 break
     except (pa.ArrowException, OSError) as exc:
@@ -67,7 +67,7 @@ def _parquet_others(
 
 
 def _parquet_files(storage: Storage, rel: str, version: int, keys: list[str]) -> pa.Table:
-    pf = _open_parquet(storage, rel)
+    pf = open_parquet(storage, rel)
     top = pf.schema_arrow
     parts = []
     for kind, wanted in _FILE_FIELDS.items():
@@ -166,7 +166,7 @@ def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, k
     )
 
 
-def _sidecar_rel(storage: Storage, path: str) -> str:
+def sidecar_key(storage: Storage, path: str) -> str:
     """A sidecar's key: relative to `_delta_log/_sidecars/` unless absolute (checked)."""
     if "://" in path or path.startswith(("file:", "/")):
         return storage.resolve(path)
@@ -221,7 +221,7 @@ def read_checkpoint_files(
             tables.append(_parquet_files(storage, f.path, version, keys))
     for name, body in others:
         if name == "sidecar":
-            tables.append(_parquet_files(storage, _sidecar_rel(storage, body["path"]), version, keys))
+            tables.append(_parquet_files(storage, sidecar_key(storage, body["path"]), version, keys))
     if not tables:
         return file_batch_schema(keys).empty_table()
     return pa.concat_tables(tables)

@@ -166,7 +166,8 @@ def snapshot_payload(snap: Snapshot, files: bool = True) -> dict[str, Any]:
 
 def restore_payload(path: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Plan a RESTORE; with dry_run, the plan; otherwise commit it and return the result."""
-    from .restore import commit_restore, plan_restore
+    from .restore import plan_restore
+    from .restore_commit import commit_restore
 
     plan = plan_restore(
         path,

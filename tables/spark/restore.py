@@ -33,16 +33,8 @@ from tables.delta.commit import now_ms
 from tables.delta.dv import deletion_vector_file
 from tables.delta.errors import PathOutsideRootsError, RestoreError
 from tables.delta.replay import canonical_paths, dv_id_column
-from tables.delta.restore import (
-    RestorePlan,
-    approved_change,
-    build_plan,
-    check_removals,
-    commit_restore,
-    find_restore_commit,
-    metrics_from_totals,
-    prepare_restore,
-)
+from tables.delta.restore import RestorePlan, build_plan, check_removals, metrics_from_totals, prepare_restore
+from tables.delta.restore_commit import approved_change, commit_restore, find_restore_commit
 from tables.delta.storage import Storage, as_storage, same_table
 
 if TYPE_CHECKING:
@@ -374,7 +366,7 @@ def run_restore(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Plan the approved restore again on Spark, on the current head, and commit it when it
-    still makes the approved change (tables.delta.restore.approved_change: the same
+    still makes the approved change (tables.delta.restore_commit.approved_change: the same
     fingerprint, or the head only gained files, which the approved change leaves alone).
 
     Returns commit_restore()'s result (version, verified, metrics, ...) with stale=False; or,

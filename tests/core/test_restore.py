@@ -22,18 +22,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from tables.delta.actions import Protocol
+from tables.delta.dv import deletion_vector_file
 from tables.delta.errors import CommitConflictError, MissingFilesError, RestoreError, UnsupportedFeatureError
 from tables.delta.replay import identity_keys
-from tables.delta.restore import (
-    RestorePlan,
-    action_identity,
-    check_writable,
-    commit_restore,
-    deletion_vector_file,
-    merge_protocols,
-    plan_restore,
-    restore_protocol,
-)
+from tables.delta.restore import RestorePlan, plan_restore
+from tables.delta.restore_actions import action_identity
+from tables.delta.restore_commit import commit_restore
+from tables.delta.restore_rules import check_writable, merge_protocols, restore_protocol
 from tables.delta.snapshot import load_snapshot
 from tables.delta.timestamps import commit_times
 from tests.conftest import golden_path
@@ -639,3 +634,23 @@ def test_cli_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     ok = delta_cli("restore", t, "--version", 2, "--ignore-missing-files", "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["skippedMissingFiles"] == [plan.adds[0]["path"]]
+
+
+def test_adds_come_from_v2_checkpoint_sidecars_when_their_commits_are_gone(golden_copy) -> None:
+    """Restoring to a version whose commits log cleanup deleted: the add actions (with their
+    stats) are read from the v2 checkpoint's sidecar files, not rebuilt from the snapshot."""
+    t = writable(golden_copy("v2-checkpoint-parquet"))
+    log = t / "_delta_log"
+    at_2 = load_snapshot(str(t), 2)
+    now = 1_800_000_000_000
+    lines = [json.dumps({"commitInfo": {"timestamp": now, "operation": "DELETE", "operationParameters": {}}})]
+    for row in at_2.files.select(["path", "size"]).to_pylist():
+        remove = {"path": row["path"], "deletionTimestamp": now, "dataChange": True, "size": row["size"]}
+        lines.append(json.dumps({"remove": remove}))
+    (log / f"{3:020}.json").write_text("\n".join(lines) + "\n")
+    for v in range(3):
+        (log / f"{v:020}.json").unlink()
+    plan = plan_restore(str(t), version=2)
+    assert len(plan.adds) == at_2.num_files > 0
+    assert not any("rebuilt" in note for note in plan.notes)
+    assert all(a.get("stats") for a in plan.adds)

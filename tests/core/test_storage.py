@@ -18,7 +18,7 @@ from tables.delta.checkpoint import read_checkpoint_files
 from tables.delta.dv import read_deletion_vector
 from tables.delta.errors import PathOutsideRootsError
 from tables.delta.log import list_log
-from tables.delta.restore import missing_files
+from tables.delta.restore_actions import missing_files
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import Storage, as_storage
 

@@ -23,7 +23,9 @@ from tables.delta.commit import commit
 from tables.delta.dv import deletion_vector_file
 from tables.delta.errors import MissingFilesError
 from tables.delta.replay import identity_keys
-from tables.delta.restore import action_identity, commit_restore, plan_restore
+from tables.delta.restore import plan_restore
+from tables.delta.restore_actions import action_identity
+from tables.delta.restore_commit import commit_restore
 from tables.delta.snapshot import load_snapshot
 from tables.spark.restore import run_restore, spark_plan_restore
 from tests.core import builders

@@ -10,7 +10,8 @@ import pytest
 from tables import owner_services, registration, restore_requests, restore_runs, sync
 from tables.delta.errors import CommitRefusedError, UnsupportedFeatureError
 from tables.delta.managed import commit_via_owner
-from tables.delta.restore import commit_restore, plan_restore
+from tables.delta.restore import plan_restore
+from tables.delta.restore_commit import commit_restore
 from tables.delta.snapshot import load_snapshot
 from tables.models import Commit, ManagedTable, OwnerRefusal, RatifiedCommit, RestoreRequest, RestoreStatus
 from tables.owner_db import DatabaseOwner

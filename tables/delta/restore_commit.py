@@ -1,0 +1,299 @@
+"""Committing a RESTORE plan: put-if-absent on the next version, applied on top of a head that
+moved on when no newer commit conflicts, idempotent by txnId, read back and verified; and the
+one rule for what an approved plan may still commit (approved_change_on)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+from .actions import Metadata, Protocol, parse_actions
+from .changes import commit_actions
+from .commit import ENGINE_INFO, commit, now_ms
+from .commitinfo import read_commit_info
+from .errors import (
+    CommitConflictError,
+    CorruptLogError,
+    DeltaError,
+    RestoreError,
+    at_version,
+)
+from .log import LogListing, commit_name
+from .replay import identity_keys
+from .restore import RestorePlan, plan_fingerprint, restore_metrics
+from .restore_actions import MAX_LISTED_MISSING, action_identity, canonical_path, missing_error, missing_files
+from .restore_rules import listing_for, same_protocol
+from .snapshot import Snapshot, load_snapshot
+from .storage import Storage, as_storage
+
+MAX_COMMIT_ATTEMPTS = 5
+
+
+# --- committing ----------------------------------------------------------------------------------
+
+
+def _commit_actions(
+    storage: Storage, version: int, listing: LogListing | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    rel = next((c.path for c in listing.commits if c.version == version), None) if listing else None
+    try:
+        data = storage.read(rel or commit_name(version))
+    except FileNotFoundError as exc:
+        raise CorruptLogError(
+            f"{storage.display()}: commit {version} disappeared while checking for conflicts"
+        ) from exc
+    return parse_actions(data, storage.display(rel or commit_name(version)))
+
+
+def find_conflicts(
+    storage: Storage, plan: RestorePlan, versions: range, listing: LogListing | None = None
+) -> dict[int, list[str]]:
+    """Commits in `versions` that overlap the plan, with why: a file action on a path the plan
+    adds or removes, a metaData or protocol action, or a domain the plan writes."""
+    paths = {canonical_path(a["path"]) for a in plan.adds} | {canonical_path(r["path"]) for r in plan.removes}
+    domains = {d["domain"] for d in plan.domains}
+    out: dict[int, list[str]] = {}
+    for v in versions:
+        why: list[str] = []
+        for name, body in _commit_actions(storage, v, listing):
+            if name in ("metaData", "protocol"):
+                why.append(f"changes the {name}")
+            elif name in ("add", "remove") and canonical_path(str(body.get("path"))) in paths:
+                why.append(f"{name}s {unquote(str(body.get('path')))}")
+            elif name == "domainMetadata" and body.get("domain") in domains:
+                why.append(f"writes domain {body.get('domain')}")
+        if why:
+            out[v] = sorted(set(why))[:5]
+    return out
+
+
+def _find_txn(storage: Storage, listing: Any, after: int, txn_id: str) -> int | None:
+    for lf in listing.commits:
+        if lf.version > after:
+            info = read_commit_info(storage, lf).info or {}
+            if info.get("txnId") == txn_id and info.get("operation") == "RESTORE":
+                return lf.version
+    return None
+
+
+def find_restore_commit(location: str | Storage, after: int, txn_id: str, owner: Any = None) -> int | None:
+    """The version of the RESTORE commit with `txn_id` after version `after`, if any (a
+    retried job finds its own earlier commit instead of planning on top of it)."""
+    storage = as_storage(location)
+    return _find_txn(storage, listing_for(storage, owner), after, txn_id)
+
+
+def approved_change(current: RestorePlan, approved: RestorePlan) -> RestorePlan | None:
+    """approved_change_on for an approved plan that still has its file actions: the files
+    the head gained since are those the current plan removes and the approved one does not
+    (a file active now that the approved plan does not remove was not active at its head,
+    or the approved plan would remove it too)."""
+    keep = {action_identity(r) for r in approved.removes}
+    gained = {action_identity(r) for r in current.removes} - keep
+    return approved_change_on(current, approved.fingerprint, approved.read_version, lambda: gained)
+
+
+def approved_change_on(
+    current: RestorePlan, fingerprint: str | None, read_version: int | None, added_since: Callable[[], set[str]]
+) -> RestorePlan | None:
+    """The plan to commit for an approved restore (the one rule, for every engine), given
+    the plan made again on the current head, the approved plan's fingerprint and head, and
+    the identities of the files added since that head (asked only when needed): the current
+    plan when it makes the same change (same fingerprint); when the head only gained files
+    since, the approved change on top of them (the current plan without removing them),
+    if that is exactly the approved change; else None (stale)."""
+    if current.fingerprint == fingerprint:
+        return current
+    if read_version is None or current.read_version <= read_version:
+        return None
+    try:
+        added = added_since()
+    except (FileNotFoundError, DeltaError, ValueError):
+        return None  # a commit we cannot read: let the approver look at the new plan
+    removes = [r for r in current.removes if action_identity(r) not in added]
+    if not added or len(removes) == len(current.removes):
+        return None
+    plan = current.replace(removes=removes, read_version=int(read_version))
+    plan.fingerprint = plan_fingerprint(plan)
+    return plan if plan.fingerprint == fingerprint else None
+
+
+def files_added_since(location: Storage | str, after: int, upto: int) -> set[str]:
+    """Identities of the files added by the commits after..upto (read from the commit files),
+    for approved_change_on when the approved plan keeps no file actions."""
+    storage = as_storage(location)
+    return {
+        action_identity(body)
+        for v in range(after + 1, upto + 1)
+        for name, body in commit_actions(storage, v)
+        if name == "add" and isinstance(body.get("path"), str)
+    }
+
+
+def _rebase(plan: RestorePlan, head: Snapshot) -> RestorePlan:
+    """The plan's change on `head` (its own head or a newer one): check that every file to
+    remove is active and no file to add is, and count the metrics on that head."""
+    keys = set(identity_keys(head.files).to_pylist()) if head.num_files else set()
+    gone = [r["path"] for r in plan.removes if action_identity(r) not in keys]
+    back = [a["path"] for a in plan.adds if action_identity(a) in keys]
+    if gone or back:
+        raise CommitConflictError(
+            f"{plan.location}: the table changed under the restore plan at version {head.version} "
+            f"({len(gone)} file(s) to remove are gone, {len(back)} file(s) to add are active already)",
+            version=head.version,
+        )
+    return plan.replace(
+        read_version=head.version,
+        head_num_files=head.num_files,
+        head_size_bytes=head.size_bytes,
+        metrics=restore_metrics(plan.adds, plan.removes, head.num_files, head.size_bytes),
+    )
+
+
+def verify_restore(
+    storage: Storage, plan: RestorePlan, version: int, head: Snapshot | None = None, owner: Any = None
+) -> dict:
+    """Read `version` back: its files must be the head's less the removes plus the adds, its
+    metadata and protocol the plan's."""
+    listing = listing_for(storage, owner)
+    new = load_snapshot(storage, version, listing)
+    head = head if head is not None else load_snapshot(storage, version - 1, listing)
+    expected = set(identity_keys(head.files).to_pylist()) if head.num_files else set()
+    expected -= {action_identity(r) for r in plan.removes}
+    expected |= {action_identity(a) for a in plan.adds}
+    actual = set(identity_keys(new.files).to_pylist()) if new.num_files else set()
+    metadata_ok = new.metadata == Metadata.from_dict(plan.metadata)
+    protocol_ok = same_protocol(new.protocol, Protocol.from_dict(plan.protocol))
+    return {
+        "verified": actual == expected and metadata_ok and protocol_ok,
+        "numFiles": len(actual),
+        "expectedNumFiles": len(expected),
+        "missing": sorted(p.split("\x00")[0] for p in expected - actual)[:10],
+        "unexpected": sorted(p.split("\x00")[0] for p in actual - expected)[:10],
+        "metadataMatches": metadata_ok,
+        "protocolMatches": protocol_ok,
+    }
+
+
+def commit_restore(
+    location: str | Storage,
+    plan: RestorePlan,
+    txn_id: str | None = None,
+    clock: Callable[[], int] = now_ms,
+    recheck_files: bool = True,
+    owner: Any = None,
+) -> dict[str, Any]:
+    """Commit `plan` as the next version; see the module's contract for conflicts and txnId.
+    The files to add are checked again (they may have gone while the plan waited), unless
+    `recheck_files` is False: for a plan that was made, and checked, just now."""
+    storage = as_storage(location)
+    where = storage.display()
+    txn = txn_id or str(uuid.uuid4())
+    last_error: CommitConflictError | None = None
+    for _attempt in range(MAX_COMMIT_ATTEMPTS):
+        listing = listing_for(storage, owner)
+        head_version = listing.latest_commit
+        if head_version is None or head_version < plan.read_version:
+            raise RestoreError(
+                f"{where}: the table is at version {head_version}, before the plan's {plan.read_version}"
+            )
+        done = _find_txn(storage, listing, plan.read_version, txn) if txn_id else None
+        if done is not None:
+            info = read_commit_info(storage, next(c for c in listing.commits if c.version == done)).info or {}
+            check = verify_restore(storage, plan, done, owner=owner)
+            return {
+                "version": done,
+                "alreadyCommitted": True,
+                "txnId": txn,
+                "readVersion": info.get("readVersion"),
+                "targetVersion": plan.target_version,
+                "rebasedOver": [],
+                "metrics": info.get("operationMetrics") or {},
+                "inCommitTimestamp": info.get("inCommitTimestamp"),
+                "verified": check["verified"],
+                "verification": check,
+                "protocolOutcome": plan.protocol_outcome,
+                "fingerprint": plan.fingerprint,
+            }
+        newer = range(plan.read_version + 1, head_version + 1)
+        if len(newer):
+            conflicts = find_conflicts(storage, plan, newer, listing)
+            if conflicts:
+                first = min(conflicts)
+                detail = "; ".join(f"version {v} {', '.join(w)}" for v, w in sorted(conflicts.items())[:5])
+                raise CommitConflictError(
+                    f"{where}: the restore planned on version {plan.read_version} conflicts with "
+                    f"{'version' if len(conflicts) == 1 else 'versions'} {', '.join(map(str, sorted(conflicts)))}: {detail}",
+                    version=first,
+                    versions=sorted(conflicts),
+                )
+        head = load_snapshot(storage, head_version, listing)
+        current = _rebase(plan, head)
+        if current.files_checked and recheck_files:
+            # files may have gone since the plan (a vacuum while it waited for approval)
+            with at_version(f"version {current.target_version}"):
+                missing, bad = missing_files(storage, current.adds)
+            if missing and not current.ignore_missing_files:
+                raise missing_error(where, current.target_version, missing)
+            if bad:
+                adds = [a for i, a in enumerate(current.adds) if i not in bad]
+                current = current.replace(
+                    adds=adds,
+                    missing_files=sorted(set(current.missing_files) | set(missing)),
+                    metrics=restore_metrics(adds, current.removes, head.num_files, head.size_bytes),
+                )
+        now = clock()
+        actions: list[dict[str, Any]] = [{"metaData": current.metadata}, {"protocol": current.protocol}]
+        actions += [{"domainMetadata": d} for d in current.domains]
+        actions += [{"add": a} for a in current.adds]
+        actions += [{"remove": {**r, "deletionTimestamp": now}} for r in current.removes]
+        try:
+            result = (commit if owner is None else _owner_commit(owner))(
+                storage,
+                actions,
+                "RESTORE",
+                {"version": current.requested_version, "timestamp": current.requested_timestamp},
+                read_version=head_version,
+                is_blind_append=False,
+                operation_metrics=current.metrics,
+                txn_id=txn,
+                clock=lambda now=now: now,
+            )
+        except CommitConflictError as exc:
+            last_error = exc  # another writer won the version: check again on the new head
+            continue
+        check = verify_restore(storage, current, result.version, head, owner)
+        return {
+            "version": result.version,
+            "alreadyCommitted": False,
+            "txnId": txn,
+            "readVersion": head_version,
+            "targetVersion": current.target_version,
+            "rebasedOver": list(newer),
+            "metrics": current.metrics,
+            "inCommitTimestamp": result.in_commit_timestamp,
+            "verified": check["verified"],
+            "verification": check,
+            "protocol": current.protocol,
+            "protocolOutcome": current.protocol_outcome,
+            "engineInfo": ENGINE_INFO,
+            "fingerprint": current.fingerprint,
+            "skippedMissingFiles": current.missing_files[:MAX_LISTED_MISSING],
+        }
+    raise CommitConflictError(
+        f"{where}: gave up committing the restore after {MAX_COMMIT_ATTEMPTS} attempts: other writers keep "
+        f"committing first",
+        version=last_error.version if last_error else plan.read_version,
+    )
+
+
+def _owner_commit(owner: Any) -> Callable[..., Any]:
+    """commit.commit's signature, committing through the managed table's commit-owner."""
+    from .managed import commit_via_owner
+
+    def commit_managed(storage: Storage, actions: list[dict[str, Any]], operation: str, params, **kw: Any):
+        return commit_via_owner(storage, owner, actions, operation, params, **kw)
+
+    return commit_managed
