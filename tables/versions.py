@@ -12,7 +12,6 @@ from threading import Lock
 from typing import Any
 
 from tables.delta import errors as delta_errors
-from tables.delta.cli import snapshot_payload
 from tables.delta.diff import snapshot_diff
 from tables.delta.snapshot import Snapshot, load_snapshot
 from tables.delta.timestamps import commit_times, parse_timestamp, resolve_timestamp
@@ -47,7 +46,7 @@ def snapshot_at(table: Table, version: int | None = None) -> Snapshot:
 def version_summary(table: Table, version: int) -> dict[str, Any]:
     """A version's protocol, metadata, size and (from the cache) its commitInfo and timestamp."""
     snap = snapshot_at(table, version)
-    out = snapshot_payload(snap, files=False)
+    out = snap.summary(files=False)
     row = Commit.objects.filter(table=table, version=version).first()
     out["commitInfo"] = row.commit_info if row else None
     out["timestamp"] = row.timestamp if row else None

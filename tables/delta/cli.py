@@ -27,7 +27,7 @@ import orjson
 from .errors import DeltaError
 
 if TYPE_CHECKING:
-    from .snapshot import Snapshot
+    pass
 
 DESCRIPTION = "Read Delta tables: snapshot, history, resolve, timeline; enable-ict and restore write one commit."
 
@@ -135,35 +135,6 @@ def _fail(message: str) -> int:
 # which a usage error or --help should not wait for.
 
 
-def snapshot_payload(snap: Snapshot, files: bool = True) -> dict[str, Any]:
-    """`delta snapshot --json`: the table's state; `files` adds every live file."""
-    md = snap.metadata
-    out: dict[str, Any] = {
-        "version": snap.version,
-        "protocol": snap.protocol.to_dict(),
-        "metadata": {
-            "id": md.id,
-            "name": md.name,
-            "description": md.description,
-            "schema": md.schema,
-            "partitionColumns": list(md.partition_columns),
-            "configuration": md.configuration,
-            "createdTime": md.created_time,
-        },
-        "numFiles": snap.num_files,
-        "sizeBytes": snap.size_bytes,
-    }
-    if files:
-        out["files"] = snap.file_dicts()
-    out["setTransactions"] = list(snap.txns.values())
-    out["domainMetadata"] = list(snap.domains.values())
-    if snap.managed is not None:  # only on managed tables: the contract of others is unchanged
-        out["managed"] = snap.managed.to_dict()
-        out["stalenessWarning"] = snap.staleness_warning
-        out["owner"] = snap.owner_view.to_dict() if snap.owner_view is not None else None
-    return out
-
-
 def restore_payload(path: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Plan a RESTORE; with dry_run, the plan; otherwise commit it and return the result."""
     from .restore import plan_restore
@@ -188,7 +159,7 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
     if sub == "snapshot":
         from .snapshot import load_snapshot
 
-        return snapshot_payload(load_snapshot(path, opts.get("version")), files=not opts.get("no_files"))
+        return load_snapshot(path, opts.get("version")).summary(files=not opts.get("no_files"))
     if sub == "history":
         limit = opts.get("limit")
         if limit is not None and limit < 0:

@@ -102,6 +102,36 @@ class Snapshot:
             out = [unquote(p) if "%" in p else p for p in out]
         return out
 
+    def summary(self, files: bool = True) -> dict[str, Any]:
+        """The state as JSON (`delta snapshot --json`, the web's version pages): version,
+        protocol, metadata, size, set transactions and domain metadata; `files` adds every
+        live file; on a managed table, its managed-commit state too."""
+        md = self.metadata
+        out: dict[str, Any] = {
+            "version": self.version,
+            "protocol": self.protocol.to_dict(),
+            "metadata": {
+                "id": md.id,
+                "name": md.name,
+                "description": md.description,
+                "schema": md.schema,
+                "partitionColumns": list(md.partition_columns),
+                "configuration": md.configuration,
+                "createdTime": md.created_time,
+            },
+            "numFiles": self.num_files,
+            "sizeBytes": self.size_bytes,
+        }
+        if files:
+            out["files"] = self.file_dicts()
+        out["setTransactions"] = list(self.txns.values())
+        out["domainMetadata"] = list(self.domains.values())
+        if self.managed is not None:  # only on managed tables: the contract of others is unchanged
+            out["managed"] = self.managed.to_dict()
+            out["stalenessWarning"] = self.staleness_warning
+            out["owner"] = self.owner_view.to_dict() if self.owner_view is not None else None
+        return out
+
     def file_dicts(self, offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """Active files as JSON-ready dicts (path decoded, deletion vector with its id)."""
         t = self.files.slice(offset, limit) if (offset or limit is not None) else self.files
