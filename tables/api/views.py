@@ -27,11 +27,13 @@ from tables.errors import ServiceError
 from tables.history import CACHE_SECONDS, HistoryFilter, history, parse_time, synced_key
 from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
+from tables.reachability import table_reachability
 from tables.registration import delete_table, register_table
 from tables.restore_requests import approve_restore, reject_restore, request_restore
 from tables.sync import start_sync
 
 from . import serializers as s
+from . import shapes
 from .permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 
 
@@ -252,6 +254,23 @@ class TableViewSet(viewsets.GenericViewSet):
             versions.append({**dict(zip(names, values, strict=True)), "source": source, "adjusted": adjusted})
         anomalies = list(Anomaly.objects.filter(table=table).values("version", "kind", "detail"))
         return Response({"ict": s.ict_payload(table), "versions": versions, "anomalies": anomalies})
+
+    @extend_schema(
+        summary="Which versions can still be read or restored, and why not (newest first, paged)",
+        parameters=[TABLE_ID, OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses={200: shapes.ReachabilityPageSerializer, **_errors(*READ_ERRORS)},
+    )
+    @action(detail=True, methods=["get"])
+    def reachability(self, request, id=None):
+        """For every version: readable (log and files present), restorable (readable, or missing only
+        files a restore would not add), the reason when not (log_expired, not_reproducible,
+        files_missing with the count and the first 100 paths, beyond_retention) and the retention
+        windows (delta.logRetentionDuration, delta.deletedFileRetentionDuration; Delta's defaults)."""
+        data = table_reachability(self.get_object())
+        page = self.paginate_queryset(data["versions"])
+        body = self.get_paginated_response(page).data
+        body.update({k: data[k] for k in ("latestVersion", "logRetentionMs", "deletedFileRetentionMs")})
+        return Response(body)
 
     # --- versions (from the log, through the services) -----------------------------------
 

@@ -1,0 +1,38 @@
+"""Response shapes that exist for the OpenAPI schema only (the views build plain dicts):
+reachability of versions."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+
+class MissingFilesSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Data and deletion-vector files of the version that are gone.")
+    paths = serializers.ListField(child=serializers.CharField(), help_text="The first 100 of them.")
+
+
+class RetentionSerializer(serializers.Serializer):
+    timestamp = serializers.IntegerField(allow_null=True, help_text="The version's commit timestamp (ms).")
+    insideLogRetention = serializers.BooleanField(allow_null=True)
+    insideDeletedFileRetention = serializers.BooleanField(allow_null=True)
+
+
+class VersionReachabilitySerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    readable = serializers.BooleanField(help_text="Its state can be rebuilt from the log and all its files exist.")
+    restorable = serializers.BooleanField(help_text="Readable, or only files a restore would not add are missing.")
+    reason = serializers.ChoiceField(
+        choices=["log_expired", "not_reproducible", "files_missing", "beyond_retention"], allow_null=True
+    )
+    missingFiles = MissingFilesSerializer()
+    retention = RetentionSerializer()
+
+
+class ReachabilityPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = VersionReachabilitySerializer(many=True)
+    latestVersion = serializers.IntegerField()
+    logRetentionMs = serializers.IntegerField()
+    deletedFileRetentionMs = serializers.IntegerField()
