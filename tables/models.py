@@ -70,6 +70,8 @@ class Commit(models.Model):
     commit_info = models.JSONField(null=True, blank=True)
     num_files = models.BigIntegerField(null=True, blank=True, help_text="active files after the commit")
     size_bytes = models.BigIntegerField(null=True, blank=True, help_text="bytes of active files after the commit")
+    # log cleanup deleted the commit file: the row is now the audit record of what was
+    log_expired = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-version"]

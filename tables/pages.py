@@ -34,6 +34,7 @@ def history_row(c: Commit) -> dict[str, Any]:
         "timestamp": format_ms(c.timestamp) or "",
         "source": source_label(c.timestamp_source),
         "adjusted": c.adjusted,
+        "log_expired": c.log_expired,
         "in_commit_timestamp": format_ms(c.in_commit_timestamp),
         "file_modification_time": format_ms(c.file_modification_time),
         "user_name": c.user_name,

@@ -136,17 +136,20 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
         table.ict_enablement_timestamp,
     )
     last = table.last_synced_version
-    if last is not None and (last > times.latest or last not in times.versions):
-        last = None  # the log was replaced or cleaned beyond our cache: rebuild it
+    if last is not None and last > times.latest:
+        last = None  # the log was replaced by a shorter one: another table's history, rebuild it
         Commit.objects.filter(table=table).delete()
     existing_max = Commit.objects.filter(table=table).order_by("-version").values_list("version", flat=True).first()
     start_after = last if last is not None else (existing_max if existing_max is not None else -1)
     new_versions = [v for v in times.versions if v > start_after]
+    # log cleanup may have deleted the last synced commit too: growth then replays from the
+    # earliest version the log still holds (the rows already synced stay, see below)
+    growth_from = start_after if start_after in times.versions else -1
     sizes: dict[int, tuple[int, int]] = {}
     if new_versions:
-        sizes = growth(storage, times, start_after, new_versions, lambda *a: jobs.progress(job, *a))
+        sizes = growth(storage, times, growth_from, new_versions, lambda *a: jobs.progress(job, *a))
     prev = None
-    if start_after >= 0 and start_after in times.versions:
+    if start_after in times.versions:
         prev_row = Commit.objects.filter(table=table, version=start_after).first()
         if prev_row is not None:
             prev = (prev_row.file_modification_time, prev_row.in_commit_timestamp if ict.applies(start_after) else None)
@@ -177,6 +180,9 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     if ict_changed and last is not None:
         jobs.progress(job, "recomputing timestamps (ICT configuration changed)")
         _retime(table, times)
+    # history outlives the log: rows of commits log cleanup deleted stay, marked expired
+    first_listed = times.versions[0] if times.versions else times.earliest
+    Commit.objects.filter(table=table, version__lt=first_listed, log_expired=False).update(log_expired=True)
     with transaction.atomic():
         Anomaly.objects.filter(table=table, kind="enablement_properties_inconsistent").delete()
         Anomaly.objects.filter(table=table, kind="enablement_not_after_previous").delete()

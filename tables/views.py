@@ -232,6 +232,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx["ict_boundary"] = charts.ict_boundary(table)
     ctx["ict_enablement_time"] = format_ms(table.ict_enablement_timestamp)
     ctx["synced"] = table.last_synced_version is not None
+    ctx["has_expired"] = table.commits.filter(log_expired=True).exists()
     ctx["syncing"] = table.sync_state in (SyncState.QUEUED, SyncState.SYNCING)
     latest = table.last_synced_version
     ctx["diff_default"] = (max((table.earliest_version or 0), latest - 1), latest) if latest is not None else None

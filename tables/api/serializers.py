@@ -81,6 +81,7 @@ class TableSerializer(serializers.ModelSerializer):
             "earliestVersion",
             "numFiles",
             "sizeBytes",
+            "logExpired",
         ]
         read_only_fields = fields
 
@@ -183,6 +184,10 @@ class CommitSerializer(serializers.ModelSerializer):
         source="size_bytes", read_only=True, allow_null=True, help_text="bytes of active files after the commit"
     )
 
+    logExpired = serializers.BooleanField(
+        source="log_expired", read_only=True, help_text="log cleanup deleted the commit file; this row is the record"
+    )
+
     class Meta:
         model = Commit
         # DESCRIBE HISTORY's columns, in its order, around the timestamp and growth fields
@@ -195,6 +200,7 @@ class CommitSerializer(serializers.ModelSerializer):
             *HISTORY_FIELDS,
             "numFiles",
             "sizeBytes",
+            "logExpired",
         ]
         read_only_fields = fields
 
