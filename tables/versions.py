@@ -19,6 +19,7 @@ from tables.delta.timestamps import commit_times, parse_timestamp, resolve_times
 from .errors import ServiceError
 from .models import Commit, Table
 from .owner_access import owner_of
+from .reachability import version_reachability
 
 _SNAPSHOTS: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
 _SNAPSHOT_LOCK = Lock()
@@ -67,9 +68,12 @@ def resolve(table: Table, timestamp_text: str, allow_latest: bool = False) -> di
     except delta_errors.InvalidTimestampError as exc:
         raise ServiceError(str(exc), "invalid_timestamp") from exc
     try:
-        return resolve_timestamp(commit_times(table.location, owner=owner_of(table)), t, allow_latest=allow_latest)
+        out = resolve_timestamp(commit_times(table.location, owner=owner_of(table)), t, allow_latest=allow_latest)
     except delta_errors.TimestampOutOfRangeError as exc:
         raise ServiceError(str(exc), "timestamp_out_of_range", 400) from exc
+    # the answer says before anyone tries whether that version can still be read
+    out["reachability"] = version_reachability(table, out["version"])
+    return out
 
 
 def diff(table: Table, v_from: int, v_to: int, sample: int = 50) -> dict[str, Any]:

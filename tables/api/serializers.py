@@ -16,6 +16,8 @@ from tables.delta.history import HISTORY_FIELDS
 from tables.lookup import INT64_MAX as MAX_VERSION
 from tables.models import Anomaly, Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
 
+from .shapes import VersionReachabilitySerializer
+
 # --- helpers -------------------------------------------------------------------------
 
 
@@ -301,6 +303,9 @@ class ResolveSerializer(serializers.Serializer):
     requestedTimestamp = serializers.IntegerField()
     alternatives = AlternativesSerializer(
         help_text="What a reader using only commitInfo.timestamp or only file times would answer."
+    )
+    reachability = VersionReachabilitySerializer(
+        allow_null=True, help_text="Whether the version can still be read or restored (as /reachability/)."
     )
 
 

@@ -52,3 +52,18 @@ def test_reachability_pages_match_the_core(vacuumed) -> None:
 
 def test_reachability_needs_sign_in(vacuumed) -> None:
     assert_error(APIClient().get(f"/api/tables/{vacuumed.pk}/reachability/"), 401, "not_authenticated")
+
+
+def test_time_travel_says_when_the_version_cannot_be_read(vacuumed, client) -> None:
+    from tables.delta.timestamps import commit_times
+
+    t0 = commit_times(vacuumed.location).timestamp(0)[0]
+    body = token_client(make_user("reader")).get(f"/api/tables/{vacuumed.pk}/resolve/?timestamp={t0}").json()
+    assert body["version"] == 0
+    assert body["reachability"]["readable"] is False and body["reachability"]["reason"] == "files_missing"
+    client.force_login(make_user("viewer"))
+    html = client.get(f"/t/{vacuumed.slug}/?as_of={t0}").content.decode()
+    assert 'id="tt-unreachable"' in html and "1 of its files was deleted" in html
+    latest = commit_times(vacuumed.location).timestamp(5)[0]
+    html = client.get(f"/t/{vacuumed.slug}/?as_of={latest}").content.decode()
+    assert 'id="tt-answer"' in html and 'id="tt-unreachable"' not in html
