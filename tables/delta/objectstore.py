@@ -22,24 +22,21 @@ If-None-Match): a store that cannot do it is refused for writing, never silently
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import re
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import unquote
 
 from .errors import CommitConflictError, PathOutsideRootsError, StorageError
 from .storage import FileInfo, allowed_roots
-
-T = TypeVar("T")
 
 # scheme as written -> the store kind it names
 OBJECT_SCHEMES = {
@@ -354,6 +351,7 @@ class ObjectStoreStorage:
         self._blobs: OrderedDict[tuple[tuple[str, str, str | None], str], bytes] = OrderedDict()
         self._blob_bytes = 0
         self._put_checked = False
+        self._level_memo: tuple[str, Any] | None = None  # is_dir's listing, for the next one
         self.requests = 0  # requests made (benchmarks)
 
     def __repr__(self) -> str:
@@ -497,6 +495,10 @@ class ObjectStoreStorage:
         """Objects directly under `rel_dir` (object paths) and its sub-prefixes."""
         import obstore
 
+        memo, self._level_memo = self._level_memo, None
+        if memo is not None and memo[0] == rel_dir:
+            return memo[1]
+
         store_id, path = self._target(rel_dir) if rel_dir else (self._loc.store_id, self._loc.prefix)
         store = self._store(store_id)
         with self._errors(rel_dir):
@@ -557,17 +559,16 @@ class ObjectStoreStorage:
                     yield f"{prefix}/{rel}" if prefix else rel
 
     def is_dir(self, rel: str) -> bool:
-        """Whether at least one object lies under `rel` (object stores have no directories)."""
-        import obstore
+        """Whether at least one object lies under `rel` (object stores have no directories).
 
-        store_id, path = self._target(rel) if rel else (self._loc.store_id, self._loc.prefix)
-        store = self._store(store_id)
-        with self._errors(rel):
-            self.requests += 1
-            for batch in obstore.list(store, path or None, chunk_size=1, return_arrow=True):
-                if batch.num_rows:
-                    return True
-        return False
+        Answered by listing the level itself, kept for the listing that follows (list_log
+        asks is_dir, then list_names, of `_delta_log/`): one request instead of two."""
+        level = self._list_level(rel)
+        objects, subdirs = level
+        if not objects and not subdirs:
+            return False
+        self._level_memo = (rel, level)
+        return True
 
     # -- reading
 
@@ -596,30 +597,20 @@ class ObjectStoreStorage:
 
         targets = [(self._store(sid), obj) for sid, obj in (self._target(p) for p in paths)]
 
-        async def fetch_all() -> list[bytes]:
-            sem = asyncio.Semaphore(CONCURRENCY)
-
-            async def one(i: int) -> bytes:
-                store, obj = targets[i]
-                async with sem:
-                    try:
-                        res = await obstore.get_async(store, obj)
-                        return bytes(await res.bytes_async())
-                    except Exception as exc:
-                        exc.add_note(str(i))  # which one failed, for the message
-                        raise
-
-            return await asyncio.gather(*(one(i) for i in range(len(targets))))
+        def one(i: int) -> bytes:
+            store, obj = targets[i]
+            try:
+                return bytes(obstore.get(store, obj).bytes())
+            except Exception as exc:
+                with self._errors(paths[i]):
+                    raise exc from None
+                raise  # pragma: no cover (_errors always raises)
 
         self.requests += len(paths)
-        try:
-            return _run_async(fetch_all)
-        except Exception as exc:
-            notes = getattr(exc, "__notes__", None) or ["0"]
-            key = paths[int(notes[-1])] if notes[-1].isdigit() else paths[0]
-            with self._errors(key):
-                raise exc from None
-            raise  # pragma: no cover (_errors always raises)
+        # obstore's blocking calls release the GIL while the request is out: a thread pool
+        # keeps CONCURRENCY requests in flight without an event loop
+        with ThreadPoolExecutor(min(CONCURRENCY, len(paths))) as pool:
+            return list(pool.map(one, range(len(paths))))
 
     def open_input(self, path: str) -> Any:
         """A seekable in-memory file for pyarrow over the whole object (one GET, kept for a
@@ -666,6 +657,7 @@ class ObjectStoreStorage:
     # -- writing
 
     def _forget(self, store_id: tuple[str, str, str | None], obj: str) -> None:
+        self._level_memo = None
         self._listed.pop((store_id, obj), None)
         old = self._blobs.pop((store_id, obj), None)
         if old is not None:
@@ -766,14 +758,3 @@ class ObjectStoreStorage:
         raise StorageError(f"{self.display(path)}: an object-store file has no local path")
 
     local_file_unchecked = local_file
-
-
-def _run_async(factory: Callable[[], Any]) -> Any:
-    """Run a coroutine to completion from synchronous code, also under a running event loop
-    (a worker thread then runs it: the caller's loop must not be re-entered)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(factory())
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(lambda: asyncio.run(factory())).result()

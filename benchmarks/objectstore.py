@@ -1,0 +1,301 @@
+"""Cold snapshot load from S3-compatible storage: deltaweb vs delta-rs on a local moto server.
+
+Usage: .venv/bin/python benchmarks/objectstore.py [--reps N] [--commits N] [--latency-ms MS] [--workdir DIR]
+
+Tables, uploaded to one bucket of a moto server started for the run (loopback, no auth):
+  commits     N commits (default 1,000) of 2 adds each, no checkpoint: every commit is a GET
+  checkpoint  the same table with a delta-rs checkpoint at its last version but 10
+  golden      the golden table dv-partitioned-with-checkpoint (when present)
+
+Cases, each in a fresh subprocess per repetition (deltaweb and delta-rs interleaved):
+  deltaweb         load_snapshot("s3://...") then file_paths(); commits fetched concurrently
+  deltaweb-serial  the same with read_many as a loop (one round trip after another)
+  delta-rs         DeltaTable("s3://...", storage_options=...) then file_uris()
+and, for the commits table, `history` of the newest 100 commits (history_rows with a limit;
+delta-rs: dt.history(100)).
+
+Request counts come from moto's request log (one line per HTTP request) around each run.
+Loopback requests take a few milliseconds where a real object store takes 10-50 ms, so the
+moto server holds every request --latency-ms (default 20) before answering; --latency-ms 0
+measures moto alone (then moto's own throughput, a few hundred requests a second, is the
+limit for everyone).
+Prints a table and, last, one JSON line with every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+BUCKET = "bench"
+GOLDEN = Path(os.environ.get("DELTAWEB_GOLDEN_TABLES", ROOT.parent / "shared" / "delta-tables" / "golden"))
+GOLDEN_TABLE = "dv-partitioned-with-checkpoint"
+LIBS = ("deltaweb", "deltaweb-serial", "delta-rs")
+
+
+def env_for(endpoint: str) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_REGION": "us-east-1",
+    }
+
+
+# ---------------------------------------------------------------- worker (one measured run)
+
+
+def worker(lib: str, op: str, location: str) -> None:
+    """Runs in a fresh interpreter with the AWS_* environment set; prints one JSON line."""
+    t_import = time.perf_counter()
+    if lib.startswith("deltaweb"):
+        from tables.delta.history import history_rows
+        from tables.delta.objectstore import ObjectStoreStorage
+        from tables.delta.snapshot import load_snapshot
+        from tables.delta.storage import open_storage
+        from tables.delta.timestamps import commit_times
+
+        if lib == "deltaweb-serial":
+            ObjectStoreStorage.read_many = lambda self, paths: [self.read(p) for p in paths]  # type: ignore[method-assign]
+        t0 = time.perf_counter()
+        storage = open_storage(location)
+        if op == "snapshot":
+            snap = load_snapshot(storage)
+            n, version = len(snap.file_paths()), snap.version
+        else:
+            rows = history_rows(commit_times(storage), limit=100)
+            n, version = len(rows), rows[0]["version"]
+    else:
+        import deltalake
+
+        options = {k: os.environ[k] for k in env_for("")}
+        t0 = time.perf_counter()
+        dt = deltalake.DeltaTable(location, storage_options=options)
+        if op == "snapshot":
+            n, version = len(dt.file_uris()), dt.version()
+        else:
+            rows = dt.history(100)
+            n, version = len(rows), rows[0]["version"]
+    t1 = time.perf_counter()
+    print(json.dumps({"import_s": t0 - t_import, "total_s": t1 - t0, "n": n, "version": version}))
+
+
+# ---------------------------------------------------------------- server and data
+
+
+class Moto:
+    """moto's server as a subprocess (see serve); its request log (stderr) counts requests."""
+
+    def __init__(self, workdir: Path, latency_ms: float = 0.0) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.log_path = workdir / "moto.log"
+        self._log = open(self.log_path, "w")  # closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve", str(port), str(latency_ms)],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+        )
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise SystemExit("moto_server did not start")
+
+    def requests(self) -> int:
+        time.sleep(0.05)  # the last request's log line lands after its response
+        with open(self.log_path) as fh:
+            return sum(1 for line in fh if '" 2' in line or '" 3' in line or '" 4' in line or '" 5' in line)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self._log.close()
+
+
+def serve(port: int, latency_ms: float) -> None:
+    """moto's server with every request held `latency_ms` first (run as a subprocess): the
+    round-trip time of a real object store, so that one request after another costs what it
+    costs against S3 (moto itself answers loopback requests in a few milliseconds)."""
+    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import run_simple
+
+    app = DomainDispatcherApplication(create_backend_app)
+    delay = latency_ms / 1000
+
+    def delayed(environ, start_response):
+        if delay and not environ.get("PATH_INFO", "").startswith("/moto-api"):
+            time.sleep(delay)
+        return app(environ, start_response)
+
+    run_simple("127.0.0.1", port, delayed, threaded=True, request_handler=MotoRequestHandler)
+
+
+def write_commits(root: Path, commits: int) -> None:
+    """A table of `commits` small commits (2 adds each) written directly."""
+    log = root / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    t0 = 1_700_000_000_000
+    for v in range(commits):
+        lines = [{"commitInfo": {"timestamp": t0 + v * 1000, "operation": "WRITE", "engineInfo": "bench"}}]
+        if v == 0:
+            lines.append({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
+            lines.append(
+                {
+                    "metaData": {
+                        "id": str(uuid.UUID(int=7)),
+                        "format": {"provider": "parquet", "options": {}},
+                        "schemaString": json.dumps(schema),
+                        "partitionColumns": [],
+                        "configuration": {},
+                        "createdTime": t0,
+                    }
+                }
+            )
+        for i in range(2):
+            lines.append(
+                {
+                    "add": {
+                        "path": f"part-{v:05d}-{i}.parquet",
+                        "partitionValues": {},
+                        "size": 1000 + i,
+                        "modificationTime": t0 + v * 1000,
+                        "dataChange": True,
+                    }
+                }
+            )
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def prepare(workdir: Path, commits: int) -> dict[str, Path]:
+    base = workdir / "objectstore"
+    marker = base / ".complete"
+    params = {"commits": commits, "gen": 1}
+    tables = {"commits": base / "commits", "checkpoint": base / "checkpoint"}
+    if not (marker.exists() and json.loads(marker.read_text()) == params):
+        if base.exists():
+            shutil.rmtree(base)
+        write_commits(tables["commits"], commits)
+        write_commits(tables["checkpoint"], commits - 10)
+        import deltalake
+
+        deltalake.DeltaTable(str(tables["checkpoint"])).create_checkpoint()
+        # ten more commits after the checkpoint (the usual shape of a live table)
+        tmp = base / "tail"
+        write_commits(tmp, commits)
+        for v in range(commits - 10, commits):
+            shutil.copy(tmp / "_delta_log" / f"{v:020d}.json", tables["checkpoint"] / "_delta_log")
+        shutil.rmtree(tmp)
+        marker.write_text(json.dumps(params))
+    if (GOLDEN / GOLDEN_TABLE).is_dir():
+        tables["golden"] = GOLDEN / GOLDEN_TABLE
+    return tables
+
+
+def upload(endpoint: str, tables: dict[str, Path]) -> None:
+    import boto3
+
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
+    )
+    client.create_bucket(Bucket=BUCKET)
+    for name, root in tables.items():
+        for f in sorted(root.rglob("*")):
+            if f.is_file():
+                client.upload_file(str(f), BUCKET, f"{name}/{f.relative_to(root).as_posix()}")
+
+
+def run_worker(lib: str, op: str, location: str, env: dict[str, str], moto: Moto) -> dict:
+    before = moto.requests()
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--worker", lib, op, location],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"worker {lib} {op} on {location} failed (exit {proc.returncode}):\n{proc.stderr}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["requests"] = moto.requests() - before
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=5, help="repetitions per case (medians are reported)")
+    ap.add_argument("--commits", type=int, default=1000)
+    ap.add_argument("--latency-ms", type=float, default=20.0, help="round-trip time added to every request")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/deltaweb-bench"))
+    ap.add_argument("--worker", nargs=3, metavar=("LIB", "OP", "LOCATION"), help=argparse.SUPPRESS)
+    ap.add_argument("--serve", nargs=2, metavar=("PORT", "LATENCY_MS"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve:
+        serve(int(args.serve[0]), float(args.serve[1]))
+        return
+    if args.worker:
+        worker(*args.worker)
+        return
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    tables = prepare(args.workdir, args.commits)
+    moto = Moto(args.workdir, args.latency_ms)
+    try:
+        env = env_for(moto.endpoint)
+        t = time.perf_counter()
+        upload(moto.endpoint, tables)
+        print(f"uploaded {', '.join(tables)} to {moto.endpoint} in {time.perf_counter() - t:.1f}s")
+        print(f"the server holds every request {args.latency_ms:g} ms")
+        cases = [(name, "snapshot") for name in tables] + [("commits", "history")]
+        results: dict[str, dict[str, list[dict]]] = {}
+        for name, op in cases:
+            case = f"{name}/{op}"
+            results[case] = {lib: [] for lib in LIBS}
+            location = f"s3://{BUCKET}/{name}"
+            for rep in range(args.reps):
+                order = LIBS if rep % 2 == 0 else LIBS[::-1]
+                for lib in order:
+                    results[case][lib].append(run_worker(lib, op, location, env, moto))
+            versions = {r["version"] for runs in results[case].values() for r in runs}
+            counts = {r["n"] for runs in results[case].values() for r in runs}
+            if len(versions) != 1 or len(counts) != 1:
+                raise SystemExit(f"{case}: the libraries disagree: versions {versions}, counts {counts}")
+    finally:
+        moto.stop()
+
+    summary = {}
+    print(f"\n{'case':<22}{'library':<17}{'median ms':>10}{'requests':>10}{'vs delta-rs':>13}")
+    for case, by_lib in results.items():
+        rs = statistics.median(r["total_s"] for r in by_lib["delta-rs"])
+        summary[case] = {}
+        for lib, runs in by_lib.items():
+            med = statistics.median(r["total_s"] for r in runs)
+            req = statistics.median(r["requests"] for r in runs)
+            summary[case][lib] = {"median_ms": round(med * 1000, 1), "requests": req, "ratio_vs_deltars": med / rs}
+            print(f"{case:<22}{lib:<17}{med * 1000:>10.1f}{req:>10.0f}{med / rs:>12.2f}x")
+    print(json.dumps({"reps": args.reps, "commits": args.commits, "latency_ms": args.latency_ms, "results": summary}))
+
+
+if __name__ == "__main__":
+    main()
