@@ -97,14 +97,19 @@ class Reachability:
     log_retention_ms: int
     deleted_file_retention_ms: int
     versions: list[VersionReach]  # newest first
+    vacuum_retention_ms: int | None = None
+    vacuum_breaks: list[int] | None = None  # readable versions a VACUUM now would break, newest first
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "latestVersion": self.latest_version,
             "logRetentionMs": self.log_retention_ms,
             "deletedFileRetentionMs": self.deleted_file_retention_ms,
             "versions": [v.to_dict() for v in self.versions],
         }
+        if self.vacuum_breaks is not None:
+            out["vacuumForecast"] = {"retentionMs": self.vacuum_retention_ms, "breaksVersions": self.vacuum_breaks}
+        return out
 
 
 # --- the log: which versions can be rebuilt ------------------------------------------------------
@@ -217,8 +222,14 @@ def _present(storage: Storage, log_path: str, listed: set[str]) -> bool:
 # --- the whole map ---------------------------------------------------------------------------
 
 
-def reachability(location: str | Storage, now: int, listing: LogListing | None = None) -> Reachability:
-    """Reachability of every version of the table, newest first, as of `now` (ms)."""
+def reachability(
+    location: str | Storage, now: int, listing: LogListing | None = None, vacuum_retention: int | None = None
+) -> Reachability:
+    """Reachability of every version of the table, newest first, as of `now` (ms).
+
+    With `vacuum_retention` (ms), also the forecast of a VACUUM with that retention run now:
+    the versions readable today that it would break (it deletes every file the latest version
+    no longer holds whose removal is older than the retention)."""
     storage = as_storage(location)
     listing = listing or list_log(storage)
     latest, runs = reproducible_runs(listing)
@@ -233,10 +244,17 @@ def reachability(location: str | Storage, now: int, listing: LogListing | None =
     missing_added = [0] * (latest + 2)  # ... of files the latest version does not hold
     gone: list[Interval] = []
     reproducible = [False] * (latest + 1)
+    doomed = [0] * (latest + 2)  # files a VACUUM with `vacuum_retention` would delete
+    horizon = None if vacuum_retention is None else now - vacuum_retention
     for first, last, from_checkpoint in runs:
         for v in range(first, last + 1):
             reproducible[v] = True
         for iv in file_intervals(storage, listing, first, last, from_checkpoint):
+            if horizon is not None and iv.end <= latest:
+                removed_at = _timestamp(times, iv.end)
+                if removed_at is not None and removed_at < horizon:
+                    doomed[iv.start] += 1
+                    doomed[iv.end] -= 1
             lost = [p for p in (iv.path, iv.dv_file) if p is not None and not _present(storage, p, listed)]
             if not lost:
                 continue
@@ -276,7 +294,17 @@ def reachability(location: str | Storage, now: int, listing: LogListing | None =
         reason = "files_missing" if n_all else ("beyond_retention" if in_files is False else None)
         out.append(VersionReach(v, readable, restorable, reason, n_all, sorted(paths), ts, in_log, in_files))
     out.reverse()
-    return Reachability(latest, log_ret, file_ret, out)
+    result = Reachability(latest, log_ret, file_ret, out)
+    if horizon is not None:
+        readable = {v.version for v in out if v.readable}
+        running, broken = 0, []
+        for v in range(latest + 1):
+            running += doomed[v]
+            if running and v in readable:
+                broken.append(v)
+        result.vacuum_breaks = sorted(broken, reverse=True)
+        result.vacuum_retention_ms = vacuum_retention
+    return result
 
 
 def _timestamp(times: Any, version: int) -> int | None:

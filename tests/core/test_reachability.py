@@ -208,3 +208,23 @@ def test_command_line_contract(tmp_path: Path) -> None:
     for v in body["versions"]:
         assert {"version", "readable", "restorable", "reason", "missingFiles", "retention"} <= set(v)
     assert body["versions"][-1]["reason"] == "files_missing" and body["versions"][-1]["missingFiles"]["count"] >= 1
+
+
+def test_vacuum_forecast_agrees_with_a_real_vacuum(tmp_path: Path) -> None:
+    """The versions a VACUUM with retention 0 would break are those that stop being readable
+    when delta-rs runs that VACUUM on a copy."""
+    table = history_table(tmp_path / "t")
+    copy = tmp_path / "c"
+    shutil.copytree(table, copy)
+    now = int(time.time() * 1000) + 1000  # after every commit of the table
+    forecast = reachability(str(table), now, vacuum_retention=0)
+    assert all(v.readable for v in forecast.versions)
+    DeltaTable(str(copy)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    after = reachability(str(copy), now)
+    broken = sorted(
+        (v.version for v in after.versions if not v.readable and v.version <= forecast.latest_version), reverse=True
+    )
+    assert forecast.vacuum_breaks == broken and broken
+    assert forecast.to_dict()["vacuumForecast"]["breaksVersions"] == broken
+    # with a week's retention nothing written today would go
+    assert reachability(str(table), now, vacuum_retention=7 * 86_400_000).vacuum_breaks == []
