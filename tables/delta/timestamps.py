@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .commitinfo import CommitInfoReader
@@ -90,6 +90,24 @@ def monotonize(times: list[int]) -> list[int]:
     return out
 
 
+# The instants a timestamp may name: years 1..9999 in UTC, the range Python's datetime (and so
+# every page, message and the CLI) can format. A timestamp outside it is refused when parsed,
+# as invalid_timestamp, instead of failing later while an answer is being worded.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00.000Z
+MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+_FORMATS = "use ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch milliseconds"
+
+
+def _bounded(ms: int, shown: str) -> int:
+    if not MIN_MS <= ms <= MAX_MS:
+        raise InvalidTimestampError(
+            f"'{shown[:64]}' is out of range: a timestamp must fall between 0001-01-01 and 9999-12-31 (UTC), "
+            f"i.e. {MIN_MS}..{MAX_MS} epoch milliseconds"
+        )
+    return ms
+
+
 _ISO_SPACE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?")
 
 
@@ -97,14 +115,15 @@ def parse_timestamp(text: str | int) -> int:
     """Milliseconds since the epoch from ISO-8601 (with or without zone; UTC when none),
     `yyyy-MM-dd`, `yyyy-MM-dd HH:mm:ss[.SSS]`, or epoch milliseconds."""
     if isinstance(text, int):
-        return text
+        return _bounded(text, str(text))
     s = str(text).strip()
     if re.fullmatch(r"-?\d{10,}", s):
-        return int(s)
+        # bounded before int(): a thousand digits must not cost a big-integer conversion
+        if len(s.lstrip("-")) > 16:
+            return _bounded(MAX_MS + 1, s)
+        return _bounded(int(s), s)
     if len(s) > 64 or not s:
-        raise InvalidTimestampError(
-            f"'{s[:64]}' is not a timestamp; use ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms"
-        )
+        raise InvalidTimestampError(f"'{s[:64]}' is not a timestamp; {_FORMATS}")
     iso = s.replace("Z", "+00:00").replace("z", "+00:00")
     frac = re.search(r"\.(\d+)", iso)
     if frac and len(frac[1]) > 6:  # Python takes at most microseconds
@@ -117,13 +136,25 @@ def parse_timestamp(text: str | int) -> int:
         ) from exc
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000) if dt.microsecond % 1000 == 0 else int(dt.timestamp() * 1_000_000) // 1000
+    try:
+        ms = int(dt.timestamp() * 1000) if dt.microsecond % 1000 == 0 else int(dt.timestamp() * 1_000_000) // 1000
+    except (OverflowError, ValueError) as exc:  # an offset that leaves datetime's range
+        raise InvalidTimestampError(
+            f"'{s}' is out of range: a timestamp must fall between 0001-01-01 and 9999-12-31 (UTC)"
+        ) from exc
+    # an offset can move a valid local time out of years 1..9999 in UTC (9999-12-31T23:59-14:00)
+    return _bounded(ms, s)
 
 
 def format_ms(ms: int | None) -> str | None:
+    """ISO-8601 in UTC with milliseconds; a time outside years 1..9999 (a log may say anything)
+    is shown as its number rather than failing the page that shows it."""
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if not MIN_MS <= ms <= MAX_MS:
+        return f"{ms} ms since the epoch (out of range)"
+    # integer arithmetic: a float of ms / 1000 loses the last millisecond near the bounds
+    return (EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class FileTimes:
