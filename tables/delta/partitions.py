@@ -23,6 +23,10 @@ from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from .actions import Metadata
 from .columnmapping import physical_name
 from .errors import CorruptLogError, UnsupportedFeatureError
@@ -117,3 +121,50 @@ def typed_partition_values(values: dict[str, str | None] | None, columns: list[P
     """One file's partition values in `columns` order, typed."""
     values = values or {}
     return [parse_partition_value(values.get(c.key), c.type, c.name) for c in columns]
+
+
+# --- distinct partitions of a file list ----------------------------------------------------------
+# A table has far fewer partitions than files: a predicate or a per-partition count is worked
+# out once per distinct partition tuple and mapped back to the files with numpy.
+
+
+def partition_value_columns(files: pa.Table, columns: list[PartitionColumn]) -> list[pa.Array]:
+    """Each column's raw partition value strings for every file of `files` (a snapshot's
+    file batch), with the empty string as null (the log writes both for a null value)."""
+    n = files.num_rows
+    if n == 0:
+        return [pa.array([], pa.string()) for _ in columns]
+    pv = files.column("partitionValues").combine_chunks()
+    names = {pv.type.field(i).name for i in range(pv.type.num_fields)} if pa.types.is_struct(pv.type) else set()
+    out = []
+    for c in columns:
+        if c.key not in names:
+            out.append(pa.nulls(n, pa.string()))
+            continue
+        child = pc.struct_field(pv, c.key)  # null where the struct itself is null
+        if not pa.types.is_string(child.type):
+            child = pc.cast(child, pa.string())
+        out.append(pc.if_else(pc.equal(child, ""), pa.scalar(None, pa.string()), child))
+    return out
+
+
+def distinct_partitions(
+    files: pa.Table, columns: list[PartitionColumn]
+) -> tuple[np.ndarray, list[dict[str, str | None]]]:
+    """(for each file the index of its partition, the distinct partitions as {key: raw value
+    string or None}), computed with dictionary encoding and numpy rather than per file."""
+    n = files.num_rows
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), []
+    if not columns:
+        return np.zeros(n, dtype=np.int64), [{}]
+    raw = partition_value_columns(files, columns)
+    codes = []
+    for values in raw:
+        enc = pc.dictionary_encode(values)
+        codes.append(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64))
+    stacked = np.stack(codes, axis=1)
+    _uniq, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    picked = [v.take(pa.array(first)).to_pylist() for v in raw]
+    parts = [{c.key: picked[j][i] for j, c in enumerate(columns)} for i in range(len(first))]
+    return inverse.reshape(-1).astype(np.int64), parts
