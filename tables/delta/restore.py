@@ -23,6 +23,20 @@ Contract (SPEC section 4, Delta Lake's RestoreTableCommand):
 - commitInfo: operation RESTORE, operationParameters {version, timestamp}, readVersion,
   isolationLevel Serializable, isBlindAppend false, the six metrics as strings.
 
+Partial restore (`where`, a predicate on partition columns, tables/delta/predicate.py): inside
+the partitions the predicate selects, in either version, the files become the target's; the
+latest's files outside them stay untouched. Metadata, protocol and domains stay the latest's
+(a partial restore never changes the schema), so both versions must have the same partition
+columns, and a predicate that selects no partition in either version is refused. The
+predicate is recorded in operationParameters ({version, timestamp, predicate}) and in the
+plan, so that the committer can tell a concurrent commit outside the partitions (never a
+conflict) from one inside them. Metrics count what the restore changes; "after" counts the
+whole table.
+
+Every plan carries its impact in rows (`rowImpact`): rows now, after, added back and removed,
+from the files' statistics (numRecords less the deletion vector's cardinality), per changed
+partition of a partitioned table, marked as an estimate when a file has no statistics.
+
 Committing: put-if-absent on the next version. When the table moved on since the plan, the
 plan is applied on top of the new head if no newer commit touched a path of the plan, the
 metadata, the protocol or a domain it writes; otherwise CommitConflictError names the
@@ -46,6 +60,7 @@ from .errors import (
     RestoreError,
     at_version,
 )
+from .predicate import PartitionPredicate, parse_predicate, table_partition_columns
 from .restore_actions import (
     MAX_LISTED_MISSING,
     action_identity,
@@ -55,6 +70,7 @@ from .restore_actions import (
     missing_files,
     restore_add,
     restore_remove,
+    row_impact,
 )
 from .restore_rules import check_writable, listing_for, restore_domains, restore_metadata, restore_protocol
 from .snapshot import Snapshot, load_snapshot
@@ -114,6 +130,8 @@ class RestorePlan:
     rebuilt_actions: int  # ... and rebuilt from the snapshot's columns (no stats)
     notes: list[str] = field(default_factory=list)
     fingerprint: str = ""
+    predicate: str | None = None  # a partial restore's partition predicate (None: the whole table)
+    row_impact: dict[str, Any] | None = None  # rows now / after / added / removed (row_impact())
 
     def to_dict(self, files: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -141,6 +159,8 @@ class RestorePlan:
             "rebuiltActions": self.rebuilt_actions,
             "notes": list(self.notes),
             "fingerprint": self.fingerprint,
+            "predicate": self.predicate,
+            "rowImpact": self.row_impact,
         }
         if files:
             out["adds"] = self.adds
@@ -177,6 +197,8 @@ class RestorePlan:
             rebuilt_actions=int(d.get("rebuiltActions", 0)),
             notes=list(d.get("notes", [])),
             fingerprint=d["fingerprint"],
+            predicate=d.get("predicate"),
+            row_impact=d.get("rowImpact"),
         )
         if plan_fingerprint(plan) != plan.fingerprint:
             raise RestoreError(f"{plan.location}: the restore plan does not match its fingerprint (edited?)")
@@ -225,6 +247,8 @@ def plan_fingerprint(plan: RestorePlan) -> str:
         "protocol": plan.protocol,
         "domains": sorted(plan.domains, key=lambda d: (d.get("domain") or "", bool(d.get("removed")))),
     }
+    if plan.predicate is not None:  # only partial plans: a full plan's fingerprint is unchanged
+        body["predicate"] = plan.predicate
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -256,10 +280,27 @@ class RestoreSetup:
     protocol_note: str
     domains: list[dict[str, Any]]
     notes: list[str]
+    predicate: PartitionPredicate | None = None  # a partial restore's selection
 
     @property
     def where(self) -> str:
         return self.storage.display()
+
+    def scoped_files(self) -> tuple[pa.Table, pa.Table]:
+        """(latest files, target files) the restore works on: all of them, or for a partial
+        restore those in the partitions the predicate selects (refused when it selects none)."""
+        latest, target = self.latest.files, self.target.files
+        if self.predicate is None:
+            return latest, target
+        latest = latest.filter(self.predicate.mask(latest)) if latest.num_rows else latest
+        target = target.filter(self.predicate.mask(target)) if target.num_rows else target
+        if latest.num_rows == 0 and target.num_rows == 0:
+            raise RestoreError(
+                f"{self.where}: the predicate selects no partition in version {self.target_version} or in the "
+                f"latest version {self.latest.version}: {self.predicate.text}",
+                predicate=self.predicate.text,
+            )
+        return latest, target
 
 
 def prepare_restore(
@@ -268,11 +309,13 @@ def prepare_restore(
     timestamp: str | int | None = None,
     allow_protocol_downgrade: bool = False,
     owner: Any = None,
+    where: str | None = None,
 ) -> RestoreSetup:
     """Check the request, load the latest and target snapshots, and work out the metadata,
-    protocol and domain metadata the restore writes."""
+    protocol and domain metadata the restore writes; with `where` (a partition predicate),
+    a partial restore, which keeps the latest's."""
     storage = as_storage(location)
-    where = storage.display()
+    predicate_text, where = where, storage.display()
     if (version is None) == (timestamp is None):
         raise RestoreError(f"{where}: give exactly one of a version or a timestamp to restore")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
@@ -305,6 +348,17 @@ def prepare_restore(
         )
     target = load_snapshot(storage, target_version, listing)
     check_writable(latest.protocol, f"{where} at version {latest.version}", owner)
+    setup_base = dict(
+        storage=storage,
+        latest=latest,
+        target=target,
+        target_version=target_version,
+        requested_version=version,
+        requested_timestamp=ts_text,
+        resolution=resolution,
+    )
+    if predicate_text is not None:
+        return _partial_setup(setup_base, predicate_text)
 
     protocol, outcome, note = restore_protocol(latest.protocol, target.protocol, allow_protocol_downgrade)
     check_writable(protocol, f"{where}: the restored protocol", owner)
@@ -318,19 +372,46 @@ def prepare_restore(
             f"but the restored protocol lacks the domainMetadata feature; do not allow a protocol downgrade",
         )
     return RestoreSetup(
-        storage=storage,
-        latest=latest,
-        target=target,
-        target_version=target_version,
-        requested_version=version,
-        requested_timestamp=ts_text,
-        resolution=resolution,
+        **setup_base,
         metadata=metadata,
         protocol=protocol,
         protocol_outcome=outcome,
         protocol_note=note,
         domains=domains,
         notes=notes,
+    )
+
+
+def _partial_setup(base: dict[str, Any], text: str) -> RestoreSetup:
+    """A partial restore's setup: the predicate parsed against the partition columns (the
+    same in both versions), and the latest's metadata and protocol kept, no domains written."""
+    latest, target, where = base["latest"], base["target"], base["storage"].display()
+    columns = table_partition_columns(latest.metadata, latest.protocol)
+    if not columns:
+        raise RestoreError(f"{where}: the table is not partitioned: a partial restore selects partitions")
+    target_columns = table_partition_columns(target.metadata, target.protocol)
+    if target_columns != columns:
+        shown = ", ".join(c.name for c in target_columns) or "(none)"
+        raise RestoreError(
+            f"{where}: version {base['target_version']} is partitioned by {shown}, the latest version by "
+            f"{', '.join(c.name for c in columns)}: a partial restore needs the same partition columns",
+        )
+    predicate = parse_predicate(text, columns)
+    notes = [f"partial restore: only the partitions where {predicate.text} (the latest's other files stay)"]
+    if target.metadata.schema_string != latest.metadata.schema_string:
+        notes.append(
+            f"metadata: version {base['target_version']} had another schema; a partial restore keeps the "
+            f"latest's, which the restored files are read with"
+        )
+    return RestoreSetup(
+        **base,
+        metadata=latest.metadata.to_dict(),
+        protocol=latest.protocol,
+        protocol_outcome="unchanged",
+        protocol_note="a partial restore keeps the latest protocol",
+        domains=[],
+        notes=notes,
+        predicate=predicate,
     )
 
 
@@ -353,13 +434,15 @@ def build_plan(
     clock: Callable[[], int] = now_ms,
     find_missing: Callable[[list[dict[str, Any]]], tuple[list[str], set[int]]] | None = None,
     metrics: dict[str, str] | Callable[[], dict[str, str]] | None = None,
+    with_row_impact: bool = True,
 ) -> RestorePlan:
     """The plan from the file diff: `add_rows` (rows of the target's files) and `remove_rows`
     (rows of the latest's). `find_missing(adds)` returns what missing_files() would (missing
     files, indexes of their adds); it is called after the actions are read from the log, so
     a check started earlier can run meanwhile. `metrics` (or `metrics()`, called after
     find_missing), when given, must be what restore_metrics() would count on the adds left
-    after the missing ones."""
+    after the missing ones. `with_row_impact` reads the statistics of every latest file from
+    the log for the plan's rowImpact."""
     storage, where, latest, target = setup.storage, setup.where, setup.latest, setup.target
     notes = list(setup.notes)
     target_adds, rec_a = log_add_actions(storage, target, add_rows)
@@ -368,6 +451,13 @@ def build_plan(
     now = clock()
     removes = [restore_remove(a, now) for a in latest_adds]
     rebuilt = (len(adds) - rec_a) + (len(removes) - rec_r)
+    if setup.predicate is not None and not setup.protocol.has_writer_feature("deletionVectors"):
+        with_dv = sum(1 for a in adds if a.get("deletionVector"))
+        if with_dv:
+            raise RestoreError(
+                f"{where}: {with_dv} file(s) of version {setup.target_version} have deletion vectors, which the "
+                f"latest protocol no longer supports; a partial restore keeps the latest protocol",
+            )
     if rebuilt:
         notes.append(
             f"files: {rebuilt} action(s) were rebuilt from the snapshot without stats or tags "
@@ -386,6 +476,7 @@ def build_plan(
     else:
         notes.append("files: the existence of the files to restore was not checked")
 
+    impact = row_impact(storage, latest, adds, removes) if with_row_impact else None
     if metrics is None:
         plan_metrics = restore_metrics(adds, removes, latest.num_files, latest.size_bytes)
     else:
@@ -414,6 +505,8 @@ def build_plan(
         recovered_actions=rec_a + rec_r,
         rebuilt_actions=rebuilt,
         notes=notes,
+        predicate=setup.predicate.text if setup.predicate is not None else None,
+        row_impact=impact,
     )
     plan.fingerprint = plan_fingerprint(plan)
     return plan
@@ -428,11 +521,14 @@ def plan_restore(
     check_files: bool = True,
     clock: Callable[[], int] = now_ms,
     owner: Any = None,
+    where: str | None = None,
+    with_row_impact: bool = True,
 ) -> RestorePlan:
     """Plan RESTORE TO VERSION `version` or TIMESTAMP `timestamp` on the table's latest version
-    (a managed table's as its commit-owner `owner` knows it)."""
-    setup = prepare_restore(location, version, timestamp, allow_protocol_downgrade, owner)
-    add_rows, remove_rows = diff_files(setup.latest.files, setup.target.files)
+    (a managed table's as its commit-owner `owner` knows it); with `where`, a partition
+    predicate, only the partitions it selects (a partial restore, see the module's contract)."""
+    setup = prepare_restore(location, version, timestamp, allow_protocol_downgrade, owner, where=where)
+    add_rows, remove_rows = diff_files(*setup.scoped_files())
     check_removals(setup, remove_rows.num_rows)
     return build_plan(
         setup,
@@ -442,4 +538,5 @@ def plan_restore(
         allow_protocol_downgrade=allow_protocol_downgrade,
         check_files=check_files,
         clock=clock,
+        with_row_impact=with_row_impact,
     )

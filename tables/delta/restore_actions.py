@@ -232,3 +232,93 @@ def missing_error(location: str, version: int, missing: list[str]) -> MissingFil
         version=version,
         count=len(missing),
     )
+
+
+# --- impact in rows ------------------------------------------------------------------------------
+
+MAX_LISTED_PARTITIONS = 100
+
+
+def file_rows(body: dict[str, Any]) -> int | None:
+    """Live rows of one add (or remove carrying the add's fields): numRecords from its stats
+    less its deletion vector's cardinality; None when the stats do not say."""
+    stats = body.get("stats")
+    if isinstance(stats, str):
+        try:
+            stats = orjson.loads(stats)
+        except orjson.JSONDecodeError:
+            return None
+    n = stats.get("numRecords") if isinstance(stats, dict) else None
+    if isinstance(n, bool) or not isinstance(n, int):
+        return None
+    dv = body.get("deletionVector")
+    gone = dv.get("cardinality") if isinstance(dv, dict) else None
+    return max(0, n - int(gone or 0))
+
+
+def _partition_of(body: dict[str, Any], keys: list[str]) -> tuple[str | None, ...]:
+    pv = body.get("partitionValues") or {}
+    return tuple((pv.get(k) if pv.get(k) != "" else None) for k in keys)
+
+
+def row_impact(
+    storage: Storage, latest: Snapshot, adds: list[dict[str, Any]], removes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """How many rows a plan changes, from the files' statistics: the latest's rows now and
+    after, the rows added back and removed; for a partitioned table the same per partition
+    the plan changes (the first MAX_LISTED_PARTITIONS in partition order). `estimate` is
+    true when a file counted has no numRecords (it counts as 0 rows)."""
+    names = list(latest.metadata.partition_columns)
+    keys = latest.metadata.partition_keys()
+    current, _found = log_add_actions(storage, latest, latest.files)
+    totals = {"rowsNow": 0, "rowsAdded": 0, "rowsRemoved": 0}
+    per: dict[tuple[str | None, ...], dict[str, Any]] = {}
+    no_stats = 0
+
+    def count(bodies: list[dict[str, Any]], what: str, changes: bool) -> None:
+        nonlocal no_stats
+        for b in bodies:
+            n = file_rows(b)
+            part = _partition_of(b, keys)
+            slot = per.get(part)
+            if slot is None:
+                slot = per[part] = {"rowsNow": 0, "rowsAdded": 0, "rowsRemoved": 0, "estimate": False, "changed": False}
+            slot["changed"] = slot["changed"] or changes
+            if n is None:
+                no_stats += what != "rowsRemoved"  # a removed file is one of the latest's, counted
+                slot["estimate"] = True
+                n = 0
+            slot[what] += n
+            totals[what] += n
+
+    count(current, "rowsNow", False)
+    count(adds, "rowsAdded", True)
+    count(removes, "rowsRemoved", True)
+    out: dict[str, Any] = {
+        **totals,
+        "rowsAfter": totals["rowsNow"] - totals["rowsRemoved"] + totals["rowsAdded"],
+        "estimate": no_stats > 0,
+        "filesWithoutStats": no_stats,
+    }
+    if names:
+        changed = sorted(
+            (p for p, slot in per.items() if slot["changed"]),
+            key=lambda p: tuple((v is not None, v or "") for v in p),
+        )
+        listed = []
+        for p in changed[:MAX_LISTED_PARTITIONS]:
+            slot = per[p]
+            listed.append(
+                {
+                    "partition": dict(zip(names, p, strict=True)),
+                    "rowsNow": slot["rowsNow"],
+                    "rowsAfter": slot["rowsNow"] - slot["rowsRemoved"] + slot["rowsAdded"],
+                    "rowsAdded": slot["rowsAdded"],
+                    "rowsRemoved": slot["rowsRemoved"],
+                    "estimate": slot["estimate"],
+                }
+            )
+        out["partitions"] = listed
+        out["numPartitionsChanged"] = len(changed)
+        out["partitionsTruncated"] = len(changed) > len(listed)
+    return out

@@ -1,6 +1,11 @@
 """Committing a RESTORE plan: put-if-absent on the next version, applied on top of a head that
 moved on when no newer commit conflicts, idempotent by txnId, read back and verified; and the
-one rule for what an approved plan may still commit (approved_change_on)."""
+one rule for what an approved plan may still commit (approved_change_on).
+
+A partial plan (plan.predicate set) is committed the same way, scoped: file actions of newer
+commits outside the partitions its predicate selects never conflict (the predicate is parsed
+again against the plan's metadata), and it writes no metaData or protocol action, since it
+keeps the latest's and other writers should not see a schema change that is none."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from .errors import (
     at_version,
 )
 from .log import LogListing, commit_name
+from .predicate import PartitionPredicate, partition_predicate
 from .replay import identity_keys
 from .restore import RestorePlan, plan_fingerprint, restore_metrics
 from .restore_actions import MAX_LISTED_MISSING, action_identity, canonical_path, missing_error, missing_files
@@ -54,12 +60,15 @@ def find_conflicts(
     adds or removes, a metaData or protocol action, or a domain the plan writes."""
     paths = {canonical_path(a["path"]) for a in plan.adds} | {canonical_path(r["path"]) for r in plan.removes}
     domains = {d["domain"] for d in plan.domains}
+    scope = plan_predicate(plan)
     out: dict[int, list[str]] = {}
     for v in versions:
         why: list[str] = []
         for name, body in _commit_actions(storage, v, listing):
             if name in ("metaData", "protocol"):
                 why.append(f"changes the {name}")
+            elif name in ("add", "remove") and scope is not None and not _inside(scope, body):
+                continue  # a file outside a partial restore's partitions: never a conflict
             elif name in ("add", "remove") and canonical_path(str(body.get("path"))) in paths:
                 why.append(f"{name}s {unquote(str(body.get('path')))}")
             elif name == "domainMetadata" and body.get("domain") in domains:
@@ -67,6 +76,23 @@ def find_conflicts(
         if why:
             out[v] = sorted(set(why))[:5]
     return out
+
+
+def plan_predicate(plan: RestorePlan) -> PartitionPredicate | None:
+    """A partial plan's predicate, parsed again against the metadata it was planned on."""
+    if plan.predicate is None:
+        return None
+    return partition_predicate(plan.predicate, Metadata.from_dict(plan.metadata), Protocol.from_dict(plan.protocol))
+
+
+def _inside(scope: PartitionPredicate, body: dict[str, Any]) -> bool:
+    """Whether a file action lies in the selected partitions; one whose partition values do
+    not parse is taken as inside, so that it is checked rather than waved through."""
+    pv = body.get("partitionValues")
+    try:
+        return scope.matches(pv if isinstance(pv, dict) else None)
+    except CorruptLogError:
+        return True
 
 
 def _find_txn(storage: Storage, listing: Any, after: int, txn_id: str) -> int | None:
@@ -245,7 +271,9 @@ def commit_restore(
                     metrics=restore_metrics(adds, current.removes, head.num_files, head.size_bytes),
                 )
         now = clock()
-        actions: list[dict[str, Any]] = [{"metaData": current.metadata}, {"protocol": current.protocol}]
+        actions: list[dict[str, Any]] = []
+        if current.predicate is None:  # a partial restore keeps the latest's (see the module's docstring)
+            actions += [{"metaData": current.metadata}, {"protocol": current.protocol}]
         actions += [{"domainMetadata": d} for d in current.domains]
         actions += [{"add": a} for a in current.adds]
         actions += [{"remove": {**r, "deletionTimestamp": now}} for r in current.removes]
@@ -254,7 +282,7 @@ def commit_restore(
                 storage,
                 actions,
                 "RESTORE",
-                {"version": current.requested_version, "timestamp": current.requested_timestamp},
+                operation_parameters(current),
                 read_version=head_version,
                 is_blind_append=False,
                 operation_metrics=current.metrics,
@@ -287,6 +315,14 @@ def commit_restore(
         f"committing first",
         version=last_error.version if last_error else plan.read_version,
     )
+
+
+def operation_parameters(plan: RestorePlan) -> dict[str, Any]:
+    """commitInfo.operationParameters: {version, timestamp}, and the predicate of a partial one."""
+    params: dict[str, Any] = {"version": plan.requested_version, "timestamp": plan.requested_timestamp}
+    if plan.predicate is not None:
+        params["predicate"] = plan.predicate
+    return params
 
 
 def _owner_commit(owner: Any) -> Callable[..., Any]:
