@@ -69,6 +69,12 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore-missing-files", action="store_true", help="restore without files that are gone")
     p.add_argument("--allow-protocol-downgrade", action="store_true", help="write the target's lower protocol")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    p.add_argument(
+        "--where",
+        default=None,
+        metavar="PREDICATE",
+        help="restore only the partitions this predicate on partition columns selects, e.g. \"region = 'eu'\"",
+    )
     p = cmd("reachability", "which versions can still be read or restored, and why not (newest first)")
     p.add_argument("--at", default=None, help="judge retention as of this time (default: now)")
 
@@ -146,6 +152,7 @@ def restore_payload(path: str, opts: Mapping[str, Any]) -> dict[str, Any]:
         timestamp=opts.get("timestamp"),
         ignore_missing_files=bool(opts.get("ignore_missing_files")),
         allow_protocol_downgrade=bool(opts.get("allow_protocol_downgrade")),
+        where=opts.get("where"),
     )
     if opts.get("dry_run"):
         return {"dryRun": True, **plan.to_dict()}
@@ -328,6 +335,10 @@ def _reachability_text(p: dict[str, Any]) -> str:
     return _table(["version", "readable", "restorable", "reason", "missing", "first missing files"], rows)
 
 
+def _partition_text(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items())
+
+
 def _restore_text(p: dict[str, Any]) -> str:
     plan = p if p["dryRun"] else p["plan"]
     res = plan.get("resolution")
@@ -344,11 +355,31 @@ def _restore_text(p: dict[str, Any]) -> str:
     lines.append(f"target       version {plan['targetVersion']} (planned on version {plan['readVersion']})")
     if res:
         lines.append(f"timestamp    {plan['requested']['timestamp']} -> version {res['version']}: {res['rule']}")
+    if plan.get("predicate") is not None:
+        lines.append(f"where        {plan['predicate']} (partial restore: other partitions stay as they are)")
     lines.append(f"protocol     {plan['protocolOutcome']}: {plan['protocolNote']}")
     for n in plan["notes"]:
         lines.append(f"note         {n}")
+    impact = plan.get("rowImpact")
+    if impact:
+        lines.append(
+            f"rows         {impact['rowsNow']} now -> {impact['rowsAfter']} after "
+            f"(+{impact['rowsAdded']} added back, -{impact['rowsRemoved']} removed)"
+            + ("; an estimate: some files have no statistics" if impact["estimate"] else "")
+        )
     metrics = p["metrics"] if not p["dryRun"] else plan["metrics"]
     text = "\n".join(lines) + "\n\n" + _table(["metric", "value"], [[k, v] for k, v in metrics.items()])
+    if impact and impact.get("partitions"):
+        text += "\n" + _table(
+            ["partition", "rows now", "rows after", "added", "removed"],
+            [
+                [_partition_text(q["partition"]) + (" (estimate)" if q["estimate"] else ""),
+                 q["rowsNow"], q["rowsAfter"], q["rowsAdded"], q["rowsRemoved"]]
+                for q in impact["partitions"]
+            ],
+        )  # fmt: skip
+        if impact.get("partitionsTruncated"):
+            text += f"... {impact['numPartitionsChanged']} partitions change in all (--json lists the first 100)\n"
     if p["dryRun"]:
         rows = [["add", a["path"], a.get("size")] for a in plan["adds"][:50]]
         rows += [["remove", r["path"], r.get("size")] for r in plan["removes"][:50]]
