@@ -13,6 +13,10 @@ same metrics) as tables.delta.restore.plan_restore(); only where the file work r
   so a spark:// cluster needs the table mounted at the same path, not this project's code.
 - The metrics are those sums, less the missing files when those are ignored (left out).
 - The core builds the actions from the log (log_add_actions) and the plan (build_plan).
+- A partial restore (`where`, a partition predicate): the core evaluates the predicate on the
+  driver, once per distinct partition, and both file lists are restricted to the selected
+  partitions before they go to Spark (RestoreSetup.scoped_files), so the anti-joins, the
+  check and the metrics see exactly what plan_restore's diff sees.
 Progress is reported as (stage, done, total): "loading snapshots", "comparing file lists",
 "checking files exist" (files), "computing metrics", and in run_restore "committing".
 
@@ -250,19 +254,22 @@ def spark_plan_restore(
     progress: Progress | None = None,
     check_files: bool = True,
     clock: Callable[[], int] = now_ms,
+    where: str | None = None,
 ) -> RestorePlan:
-    """plan_restore() with the file diff, existence check and metrics done on Spark."""
+    """plan_restore() with the file diff, existence check and metrics done on Spark; with
+    `where`, the partial restore of the partitions that predicate selects."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     storage = as_storage(location)
     sc = spark.sparkContext
     _report(progress, "loading snapshots", 0, 2)
-    setup = prepare_restore(storage, version, timestamp, allow_protocol_downgrade)
+    setup = prepare_restore(storage, version, timestamp, allow_protocol_downgrade, where=where)
+    latest_files, target_files = setup.scoped_files()
     _report(progress, "loading snapshots", 2, 2)
 
-    latest, target = setup.latest, setup.target
-    n_files = latest.num_files + target.num_files
+    latest = setup.latest
+    n_files = latest_files.num_rows + target_files.num_rows
     _report(progress, "comparing file lists", 0, n_files)
     sc.setJobDescription(f"deltaweb restore {setup.where} to version {setup.target_version}")
     job: _Job | None = None
@@ -270,7 +277,7 @@ def spark_plan_restore(
         # one Spark job: both anti-joins, collected; the sums for the metrics are observed
         # while it runs (Observation: aggregated by Spark, no job of their own)
         totals = Observation(f"restore-{uuid.uuid4().hex}")
-        diff = _anti_joins(spark, file_list(latest.files), file_list(target.files))
+        diff = _anti_joins(spark, file_list(latest_files), file_list(target_files))
         found = diff.observe(totals, *_sums(F)).select("kind", "idx").toArrow()
         kinds = found.column("kind").to_numpy()
         idxs = found.column("idx").to_numpy()
@@ -278,7 +285,7 @@ def spark_plan_restore(
         remove_idx = np.sort(idxs[kinds == _REMOVE])
         _report(progress, "comparing file lists", n_files, n_files)
         check_removals(setup, len(remove_idx))
-        add_rows = target.files.take(pa.array(add_idx))
+        add_rows = target_files.take(pa.array(add_idx))
 
         # the existence check runs on Spark while the core reads the actions from the log
         # (build_plan calls find_missing after that, and metrics after find_missing)
@@ -341,7 +348,7 @@ def spark_plan_restore(
         return build_plan(
             setup,
             add_rows,
-            latest.files.take(pa.array(remove_idx)),
+            latest_files.take(pa.array(remove_idx)),
             ignore_missing_files=ignore_missing_files,
             allow_protocol_downgrade=allow_protocol_downgrade,
             check_files=check_files,
@@ -389,6 +396,7 @@ def run_restore(
         allow_protocol_downgrade=approved.allow_protocol_downgrade,
         progress=progress,
         check_files=approved.files_checked,
+        where=approved.predicate,
     )
     plan = approved_change(current, approved)
     if plan is None:
