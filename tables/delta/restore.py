@@ -358,7 +358,10 @@ def prepare_restore(
         resolution=resolution,
     )
     if predicate_text is not None:
-        return _partial_setup(setup_base, predicate_text)
+        partial = _partial_setup(setup_base, predicate_text)
+        if allow_protocol_downgrade:
+            partial.notes.append("protocol: a partial restore keeps the latest protocol; the downgrade is not used")
+        return partial
 
     protocol, outcome, note = restore_protocol(latest.protocol, target.protocol, allow_protocol_downgrade)
     check_writable(protocol, f"{where}: the restored protocol", owner)
