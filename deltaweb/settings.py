@@ -58,6 +58,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tables.security.SecurityHeadersMiddleware",
+    "tables.security.ProjectErrorPagesMiddleware",
 ]
 
 ROOT_URLCONF = "deltaweb.urls"
@@ -101,6 +103,29 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "static"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
+
+# --- security defaults ---------------------------------------------------------------------
+# Debug mode (make run) still answers the project's own 404/500 pages, not Django's pages that
+# list the URL configuration, settings and tracebacks; DELTAWEB_DEBUG_PAGES=1 asks for those.
+DELTAWEB_DEBUG_PAGES = env_bool("DELTAWEB_DEBUG_PAGES", False)
+# /api/schema/ and /api/docs/ need a signed-in user unless the schema is meant to be public.
+DELTAWEB_PUBLIC_SCHEMA = env_bool("DELTAWEB_PUBLIC_SCHEMA", False)
+# Failed sign-ins per client IP and username on the login form, and requests per client on
+# POST /api/auth/token/ (DRF's rate syntax: N/second|minute|hour|day).
+DELTAWEB_LOGIN_RATE = env("DELTAWEB_LOGIN_RATE", "10/minute")
+DELTAWEB_TOKEN_RATE = env("DELTAWEB_TOKEN_RATE", "10/minute")
+# Only the app's own scripts, styles, images and fonts (plotly is served from /vendor/, Swagger
+# UI from the sidecar under /static/); no inline script or style, no framing.
+DELTAWEB_CSP = env(
+    "DELTAWEB_CSP",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+)
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+CSRF_FAILURE_VIEW = "tables.ui.csrf_failure"
+SESSION_COOKIE_HTTPONLY = True
 
 # Tables may only be registered under these roots (after resolving symlinks and '..').
 DELTAWEB_ALLOWED_ROOTS = env_list("DELTAWEB_ALLOWED_ROOTS", str(BASE_DIR / "var" / "tables"))

@@ -58,3 +58,10 @@ def one_line(text: object, limit: int = 500) -> str:
     """The first non-empty line of a message, bounded: no traceback ever reaches a user."""
     first = next((line.strip() for line in str(text).splitlines() if line.strip()), "")
     return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def printable(text: object, limit: int = 100) -> str:
+    """User input quoted back in a message: bounded, control characters (a newline from %0A)
+    escaped, so that a message stays one line."""
+    s = str(text)[:limit]
+    return s if s.isprintable() else s.encode("unicode_escape").decode("ascii")

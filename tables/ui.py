@@ -116,3 +116,54 @@ def focus_first_error(form) -> None:
         field.widget.attrs.pop("autofocus", None)
         if name == invalid[0]:
             field.widget.attrs["autofocus"] = True
+
+
+# --- the project's error handlers (deltaweb/urls.py, CSRF_FAILURE_VIEW) ------------------
+# Under /api/ every answer is the API's JSON error, whatever failed (an unknown path, a CSRF
+# check, an exception outside DRF); elsewhere the project's own pages. Django's defaults would
+# answer HTML everywhere.
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    from django.views import defaults
+
+    from .api.errors import is_api_path, not_found_view
+
+    if is_api_path(request):
+        return not_found_view(request)
+    response = defaults.page_not_found(request, exception)
+    response.deltaweb_page = True  # the project's page, not Django's debug page (security.py)
+    return response
+
+
+def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    from django.views import defaults
+
+    from .api.errors import error_body, is_api_path
+
+    if is_api_path(request):
+        from django.http import JsonResponse
+
+        return JsonResponse(error_body("permission_denied", "You may not do this."), status=403)
+    return defaults.permission_denied(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    from django.views import defaults
+
+    from .api.errors import api_server_error, is_api_path
+
+    if is_api_path(request):
+        return api_server_error()
+    return defaults.server_error(request)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: JSON under /api/, Django's explanation page elsewhere."""
+    from django.views.csrf import csrf_failure as django_csrf_failure
+
+    from .api.errors import api_csrf_failure, is_api_path
+
+    if is_api_path(request):
+        return api_csrf_failure(reason)
+    return django_csrf_failure(request, reason)

@@ -28,13 +28,14 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from tables.delta.errors import DeltaError
-from tables.errors import ServiceError, http_status
+from tables.errors import ServiceError, http_status, printable
 
 logger = logging.getLogger("tables.api")
 
@@ -113,9 +114,49 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     )
 
 
-def not_found_view(request, *args, **kwargs) -> JsonResponse:
+API_PREFIX = "/api/"
+
+
+def is_api_path(request: HttpRequest) -> bool:
+    """Whether a request is the API's: its errors answer JSON, never an HTML page."""
+    return (request.path_info or request.path).startswith(API_PREFIX)
+
+
+def _shown_path(request: HttpRequest) -> str:
+    # a path can carry newlines and control characters (%0A): escape them, bound the length
+    return printable(request.path, 200)
+
+
+# csrf_exempt: there is nothing here to protect, and a POST with a token to a mistyped path
+# should hear "no such endpoint", not Django's CSRF page.
+@csrf_exempt
+def not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """Catch-all under /api/: unknown paths answer in the API's error format, not HTML."""
-    message = f"There is no API endpoint at {request.path}; see /api/docs/ for the list."
+    path = _shown_path(request)
+    message = f"There is no API endpoint at {path}; see /api/docs/ for the list."
     if not request.path.endswith("/"):
-        message = f"There is no API endpoint at {request.path} (API paths end with '/'); see /api/docs/."
+        message = f"There is no API endpoint at {path} (API paths end with '/'); see /api/docs/."
     return JsonResponse(error_body("not_found", message), status=404)
+
+
+def api_server_error() -> JsonResponse:
+    """The 500 of a request under /api/ that failed outside DRF's exception handler."""
+    return JsonResponse(
+        error_body(
+            "internal",
+            "The server hit an unexpected error; it has been logged. Please try again or contact an administrator.",
+        ),
+        status=500,
+    )
+
+
+def api_csrf_failure(reason: str = "") -> JsonResponse:
+    """A session-authenticated unsafe request to /api/ without a valid CSRF token."""
+    return JsonResponse(
+        error_body(
+            "csrf_failed",
+            "CSRF check failed: a request signed in with the session cookie needs the X-CSRFToken header "
+            "(or use token authentication: Authorization: Token ...).",
+        ),
+        status=403,
+    )

@@ -83,7 +83,6 @@ class TableSerializer(serializers.ModelSerializer):
             "earliestVersion",
             "numFiles",
             "sizeBytes",
-            "logExpired",
         ]
         read_only_fields = fields
 
@@ -584,6 +583,18 @@ class RestoreQuerySerializer(serializers.Serializer):
                 f"unknown state {', '.join(bad)[:100]}; states are {', '.join(RestoreStatus.values)}."
             )
         return wanted
+
+
+# --- the token endpoint ----------------------------------------------------------------
+
+
+class TokenRequestSerializer(serializers.Serializer):
+    username = serializers.CharField(min_length=1, max_length=150)
+    password = serializers.CharField(min_length=1, max_length=4096, style={"input_type": "password"})
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Send as 'Authorization: Token <token>'.")
 
 
 # --- errors --------------------------------------------------------------------------

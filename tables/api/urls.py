@@ -1,14 +1,12 @@
 """Routes under /api/ (namespace "api"): tables, jobs, restores, token, OpenAPI schema and Swagger UI."""
 
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import SimpleRouter
 
 from .data_views import ChangesView, JobResultsView, RowDiffView, VersionRowsView
 from .errors import not_found_view
 from .owner_views import OwnerBackfillView, OwnerCommitsView
-from .views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
+from .views import ApiRootView, DocsView, JobViewSet, RestoreViewSet, SchemaView, TableViewSet, TokenView
 
 app_name = "api"
 
@@ -19,9 +17,9 @@ router.register("restores", RestoreViewSet, basename="restore")
 
 urlpatterns = [
     path("", ApiRootView.as_view(), name="root"),
-    path("auth/token/", obtain_auth_token, name="token"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("auth/token/", TokenView.as_view(), name="token"),
+    path("schema/", SchemaView.as_view(), name="schema"),
+    path("docs/", DocsView.as_view(url_name="api:schema"), name="docs"),
     *router.urls,
     # data on Spark: previews, change data, keyed row diffs and the pages of their results
     re_path(
@@ -34,5 +32,6 @@ urlpatterns = [
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/commits$", OwnerCommitsView.as_view(), name="owner-commits"),
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/backfill$", OwnerBackfillView.as_view(), name="owner-backfill"),
     # anything else under /api/ answers in the API's error format
-    re_path(r"^.*$", not_found_view),
+    # [\s\S], not ".": a path with an encoded newline (%0A) is still "anything"
+    re_path(r"^[\s\S]*$", not_found_view),
 ]

@@ -569,8 +569,9 @@ def test_unexpected_error_is_a_clean_500(api, table, monkeypatch) -> None:
     assert msg
 
 
-def test_schema_is_openapi_3_and_lists_the_paths() -> None:
-    r = APIClient().get("/api/schema/?format=json")
+def test_schema_is_openapi_3_and_lists_the_paths(reader_api) -> None:
+    # signed in: the schema is private unless DELTAWEB_PUBLIC_SCHEMA=1 (tests/web/test_hardening.py)
+    r = reader_api.get("/api/schema/?format=json")
     assert r.status_code == 200
     schema = r.json()
     assert schema["openapi"].startswith("3.")
@@ -595,12 +596,14 @@ def test_schema_is_openapi_3_and_lists_the_paths() -> None:
     assert "Error" in schema["components"]["schemas"]
 
 
-def test_swagger_ui_is_served_without_a_cdn() -> None:
-    r = APIClient().get("/api/docs/")
+def test_swagger_ui_is_served_without_a_cdn(reader_api) -> None:
+    r = reader_api.get("/api/docs/")
     assert r.status_code == 200
     html = r.content.decode()
-    assert "swagger-ui" in html and "/api/schema/" in html
+    assert "swagger-ui" in html and "/api/docs/?script=" in html  # the init script is a file (CSP)
     assert "cdn." not in html and "unpkg" not in html
+    script = reader_api.get("/api/docs/?script=").content.decode()
+    assert "/api/schema/" in script
 
 
 def test_schema_validates_without_warnings(tmp_path) -> None:

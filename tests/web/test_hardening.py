@@ -5,6 +5,7 @@ no server paths in messages) hold for what a user actually sees.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -155,3 +156,203 @@ def test_the_cli_refuses_an_out_of_range_timestamp_in_one_line(table) -> None:
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and "out of range" in lines[0]
+
+
+# --- 2. every answer under /api/ is JSON ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/foo%0A", "/api/foo%0Abar/", "/api/tables/%0A/", "/api/x/%0D%0A/", "/api/nothing", "/api/a/b/c/"],
+)
+def test_unknown_api_paths_answer_json_404(api, path) -> None:
+    err = assert_error(api.get(path), 404, "not_found")
+    assert "\n" not in err["message"]
+
+
+def test_a_post_to_an_unknown_api_path_answers_json_also_with_csrf_checks(analyst) -> None:
+    # a token client, and a browser session with CSRF checks on: neither gets Django's HTML page
+    token = APIClient(enforce_csrf_checks=True)
+    token.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=analyst).key)
+    assert_error(token.post("/api/nothing/", {"a": 1}, format="json"), 404, "not_found")
+    session = APIClient(enforce_csrf_checks=True)
+    session.force_login(analyst)
+    assert_error(session.post("/api/nothing/", {"a": 1}, format="json"), 404, "not_found")
+
+
+def test_a_csrf_failure_under_api_is_json_and_elsewhere_a_page(analyst, table) -> None:
+    from django.test import Client
+
+    c = Client(enforce_csrf_checks=True)
+    c.force_login(analyst)
+    # DRF's session authentication refuses in its own format; the middleware's CSRF check
+    # (a view DRF does not own, e.g. the API root is not CSRF exempt for POST) answers JSON too
+    r = c.post(f"/api/tables/{table.pk}/sync/")
+    assert_error(r, 403)
+    from tables.ui import csrf_failure
+
+    req = c.get("/api/").wsgi_request
+    r = csrf_failure(req, "CSRF token missing.")
+    assert r.status_code == 403 and json.loads(r.content)["error"]["code"] == "csrf_failed"
+    r = c.post("/t/sales/sync/")
+    assert r.status_code == 403 and r["Content-Type"].startswith("text/html")
+
+
+def test_server_errors_and_404_handlers_answer_json_under_api(rf) -> None:
+    from tables.ui import handler404, handler500
+
+    r = handler500(rf.get("/api/tables/"))
+    assert r.status_code == 500 and json.loads(r.content)["error"]["code"] == "internal"
+    r = handler404(rf.get("/api/tables/"), None)
+    assert r.status_code == 404 and json.loads(r.content)["error"]["code"] == "not_found"
+    r = handler404(rf.get("/no/such/page/"), None)
+    assert r.status_code == 404 and "Not found" in r.content.decode()
+
+
+# --- 3. security defaults ----------------------------------------------------------------
+
+
+def test_debug_mode_answers_the_projects_404_not_the_url_list(settings, browser) -> None:
+    settings.DEBUG = True
+    r = browser.get("/no/such/page/")
+    html = r.content.decode()
+    assert r.status_code == 404 and "There is nothing at this address" in html
+    assert "URLconf" not in html and "tables/register/" not in html
+    settings.DELTAWEB_DEBUG_PAGES = True
+    r = browser.get("/no/such/page/")
+    assert r.status_code == 404 and "URLconf" in r.content.decode()
+
+
+def test_debug_mode_answers_the_projects_500_without_a_traceback(settings, browser, monkeypatch, table) -> None:
+    from tables import views
+
+    def boom(slug):
+        raise ZeroDivisionError("secret detail")
+
+    settings.DEBUG = True
+    monkeypatch.setattr(views, "table_of", boom)
+    r = browser.get("/t/sales/")
+    html = r.content.decode()
+    assert r.status_code == 500 and "Something went wrong" in html
+    assert "secret detail" not in html and "Traceback" not in html and "SECRET_KEY" not in html
+
+
+def test_the_token_endpoint_is_throttled(settings, analyst) -> None:
+    settings.DELTAWEB_TOKEN_RATE = "10/minute"
+    c = APIClient()
+    for _ in range(10):
+        assert_error(c.post("/api/auth/token/", {"username": "ana", "password": "wrong"}, format="json"), 400)
+    r = c.post("/api/auth/token/", {"username": "ana", "password": "secret-pass-1"}, format="json")
+    err = assert_error(r, 429, "throttled")
+    assert int(r["Retry-After"]) > 0 and "seconds" in err["message"]
+
+
+def test_the_login_form_refuses_the_eleventh_failure_and_then_the_right_password(settings, analyst) -> None:
+    from django.test import Client
+
+    settings.DELTAWEB_LOGIN_RATE = "10/minute"
+    c = Client()
+    for _ in range(10):
+        r = c.post("/accounts/login/", {"username": "ana", "password": "wrong"})
+        assert r.status_code == 200 and "_auth_user_id" not in c.session
+    r = c.post("/accounts/login/", {"username": "ana", "password": "wrong"})
+    assert r.status_code == 429 and "Too many failed sign-in attempts" in r.content.decode()
+    # the right password is not even checked until the window has passed
+    r = c.post("/accounts/login/", {"username": "ANA", "password": "secret-pass-1"})
+    assert r.status_code == 429 and "_auth_user_id" not in c.session
+    # once the window has passed (its counter expires), the right password signs in
+    cache.delete("login-fail:127.0.0.1:ana")
+    r = c.post("/accounts/login/", {"username": "ana", "password": "secret-pass-1"})
+    assert r.status_code == 302 and "_auth_user_id" in c.session
+
+
+def test_schema_and_docs_need_sign_in_unless_public(settings, client, analyst) -> None:
+    r = client.get("/api/schema/")
+    assert_error(r, 401)
+    r = client.get("/api/docs/", HTTP_ACCEPT="text/html")
+    assert r.status_code == 302 and r["Location"].startswith("/accounts/login/?next=/api/docs/")
+    client.force_login(analyst)
+    assert client.get("/api/schema/").status_code == 200
+    r = client.get("/api/docs/")
+    assert r.status_code == 200 and b"<script>" not in r.content  # the init script is a file
+    settings.DELTAWEB_PUBLIC_SCHEMA = True
+    client.logout()
+    assert client.get("/api/schema/").status_code == 200
+
+
+HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def _assert_security_headers(response) -> None:
+    for name, value in HEADERS.items():
+        assert response.get(name) == value, (name, response.get(name))
+    csp = response["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "style-src 'self'" in csp and "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp
+
+
+def test_security_headers_on_pages_api_and_errors(browser, api, table) -> None:
+    r = browser.get("/t/sales/")
+    assert r.status_code == 200
+    _assert_security_headers(r)
+    html = r.content.decode()
+    # the chart container is there, and every script is a file of ours (CSP: no inline script)
+    assert 'id="chart-timeline"' in html and "/vendor/plotly.min.js" in html
+    import re
+
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html), "inline script"
+    assert not re.search(r"\sstyle=", html) and "<style" not in html
+    _assert_security_headers(api.get(f"/api/tables/{table.pk}/"))
+    _assert_security_headers(api.get("/api/nothing/"))
+    _assert_security_headers(browser.get("/no/such/page/"))
+
+
+@pytest.mark.parametrize("template", ["404.html", "403.html", "500.html", "registration/login.html"])
+def test_error_and_login_pages_have_no_inline_script_or_style(template) -> None:
+    import re
+
+    from django.conf import settings as dj
+
+    text = (dj.BASE_DIR / "templates" / template).read_text()
+    assert "<style" not in text and not re.search(r"\sstyle=", text)
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", text)
+
+
+# --- 4. a cut value always says so -------------------------------------------------------
+
+
+def test_long_strings_from_the_log_are_cut_with_a_marker(api, browser, roots) -> None:
+    import time
+
+    from tests.web.ui_tables import add_action, write_raw_commit
+
+    path = history_table(roots / "long")
+    version = len(list((path / "_delta_log").glob("*.json")))
+    info = {
+        "timestamp": int(time.time() * 1000),
+        "operation": "WRITE" + "W" * 300,
+        "userMetadata": "m" * 25_000,
+        "userName": "u" * 800,
+        "operationParameters": {"predicate": "p" * 20_000, **{f"k{i}": i for i in range(1500)}},
+    }
+    write_raw_commit(path, version, info, [add_action(f"p=z/long-{version}.parquet", {"p": "z"}, 0)])
+    t = registration.register_table("Long", str(path))
+    sync.sync_table(t.pk)
+    row = api.get(f"/api/tables/{t.pk}/history/", {"version_min": version}).json()["results"][0]
+    assert row["userMetadata"].endswith("…[truncated, 25000 characters]")
+    assert len(row["userMetadata"]) == 10_000 and row["userMetadata"].startswith("m" * 9000)
+    assert row["userName"].endswith("…[truncated, 800 characters]") and len(row["userName"]) <= 500
+    assert row["operation"].endswith("…[truncated, 305 characters]") and len(row["operation"]) <= 200
+    params = row["operationParameters"]
+    assert params["predicate"].endswith("…[truncated, 20000 characters]")
+    assert params["…"] == "[truncated, 1501 entries]"
+    # a value that fits is stored whole
+    first = api.get(f"/api/tables/{t.pk}/history/", {"version_max": 0}).json()["results"][0]
+    assert "truncated" not in str(first)
+    # and the page shows the marker too
+    r = browser.get(f"/t/{t.slug}/v/{version}/")
+    assert r.status_code == 200 and "[truncated, 25000 characters]" in r.content.decode()

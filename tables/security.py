@@ -1,0 +1,141 @@
+"""Security defaults that span the pages and the API: response headers (a strict
+Content-Security-Policy among them), the project's error pages even in debug mode, and a
+throttled sign-in form.
+
+Why here and not in the views: these hold for every response, including the ones no view of
+ours produced (the admin, Django's 404, a CSRF refusal).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.conf import settings
+from django.contrib.auth.views import LoginView
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+
+from . import ui
+
+logger = logging.getLogger("tables.security")
+
+PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400}
+
+
+def parse_rate(rate: str) -> tuple[int, int]:
+    """'10/minute' -> (10, 60): the number of requests and the window in seconds (DRF's syntax)."""
+    count, _, period = (rate or "").partition("/")
+    try:
+        n = int(count)
+    except ValueError as exc:
+        raise ValueError(f"a rate is 'N/second|minute|hour|day', not {rate!r}") from exc
+    seconds = PERIODS.get(period.strip().lower())
+    if seconds is None or n < 1:
+        raise ValueError(f"a rate is 'N/second|minute|hour|day', not {rate!r}")
+    return n, seconds
+
+
+class SecurityHeadersMiddleware:
+    """Adds the Content-Security-Policy (settings.DELTAWEB_CSP) to every response that has none.
+
+    X-Frame-Options, Referrer-Policy and X-Content-Type-Options come from Django's own
+    middleware (settings X_FRAME_OPTIONS, SECURE_REFERRER_POLICY, SECURE_CONTENT_TYPE_NOSNIFF).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        policy = getattr(settings, "DELTAWEB_CSP", "")
+        if policy and "Content-Security-Policy" not in response:
+            response["Content-Security-Policy"] = policy
+        return response
+
+
+class ProjectErrorPagesMiddleware:
+    """In debug mode Django answers an unknown URL with a page listing the URL configuration
+    and an exception with its traceback and settings. Unless DELTAWEB_DEBUG_PAGES asks for
+    those, debug mode answers with the project's own 404/403/500 pages (JSON under /api/),
+    as production does; the traceback still goes to the log."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    @staticmethod
+    def _active() -> bool:
+        return settings.DEBUG and not getattr(settings, "DELTAWEB_DEBUG_PAGES", False)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        # no view matched (Resolver404): Django rendered its technical 404 in debug mode
+        if (
+            self._active()
+            and response.status_code == 404
+            and getattr(request, "resolver_match", None) is None
+            and not getattr(response, "deltaweb_page", False)
+        ):
+            return ui.handler404(request)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not self._active():
+            return None  # production: Django calls handler404/403/500 itself
+        if isinstance(exception, Http404):
+            return ui.handler404(request, exception)
+        if isinstance(exception, PermissionDenied):
+            return ui.handler403(request, exception)
+        logger.error("unexpected error on %s", request.path, exc_info=exception)
+        return ui.handler500(request)
+
+
+# --- the sign-in form ------------------------------------------------------------------
+
+
+def _client_ip(request: HttpRequest) -> str:
+    # REMOTE_ADDR only: X-Forwarded-For is the client's to forge unless a proxy is trusted
+    return request.META.get("REMOTE_ADDR", "") or "unknown"
+
+
+def login_key(request: HttpRequest, username: str) -> str:
+    return f"login-fail:{_client_ip(request)}:{username.strip().lower()[:150]}"
+
+
+class ThrottledLoginView(LoginView):
+    """Django's sign-in form, refusing an IP + username after DELTAWEB_LOGIN_RATE failed
+    attempts (e.g. 10/minute) until the window that began with the first failure has passed.
+
+    While refused, even the right password is not checked (answering differently would tell
+    a guesser it had found it); the page says so and when to try again. A successful sign-in
+    below the limit clears the count.
+    """
+
+    def _limit(self) -> tuple[int, int]:
+        return parse_rate(getattr(settings, "DELTAWEB_LOGIN_RATE", "10/minute"))
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        username = request.POST.get("username", "")
+        key = login_key(request, username)
+        limit, window = self._limit()
+        if (cache.get(key) or 0) >= limit:
+            # an unbound form: binding it would check the password
+            form = self.get_form_class()(request=request, initial={"username": username[:150]})
+            wait = f"{window // 60} minute{'s' if window >= 120 else ''}" if window >= 60 else f"{window} seconds"
+            message = (
+                "Too many failed sign-in attempts for this account from your address. "
+                f"Wait {wait} and try again; the password is not checked until then."
+            )
+            return self.render_to_response(self.get_context_data(form=form, throttled=message), status=429)
+        response = super().post(request, *args, **kwargs)
+        if request.user.is_authenticated:
+            cache.delete(key)
+        else:
+            # the window starts at the first failure and is not extended by later ones
+            if not cache.add(key, 1, window):
+                try:
+                    cache.incr(key)
+                except ValueError:  # expired between add and incr
+                    cache.add(key, 1, window)
+        return response
