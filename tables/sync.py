@@ -16,7 +16,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tables.delta import errors as delta_errors
-from tables.delta.commitinfo import bounded
 from tables.delta.growth import growth
 from tables.delta.history import HISTORY_FIELDS, scan_versions, table_anomalies
 from tables.delta.storage import as_storage
@@ -25,6 +24,48 @@ from tables.delta.timestamps import CommitTimes, commit_times
 from . import jobs
 from .models import Anomaly, Commit, Job, JobKind, SyncState, Table
 from .owner_access import owner_of
+
+# Strings of a table's log are untrusted and stored bounded; a value that was cut says so, and
+# how long it was, so nobody takes a cut userMetadata for the whole of it.
+MAX_TEXT = 10_000  # userMetadata and strings inside JSON fields
+MAX_JSON_TEXT = 2000  # strings inside the stored commitInfo
+MAX_ITEMS = 1000  # entries of a JSON object or array
+
+
+def truncation_marker(total: int) -> str:
+    return f"…[truncated, {total} characters]"
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, or its start and the marker, in at most `limit` characters."""
+    if len(text) <= limit:
+        return text
+    marker = truncation_marker(len(text))
+    return text[: max(limit - len(marker), 0)] + marker
+
+
+def cut_json(value: Any, limit: int = MAX_TEXT) -> Any:
+    """A JSON value with long strings cut (marked) and long objects and arrays shortened, with
+    a marker entry saying how many entries were left out."""
+    if isinstance(value, str):
+        return cut(value, limit)
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {cut(str(k), 200): cut_json(v, limit) for k, v in items[:MAX_ITEMS]}
+        if len(items) > MAX_ITEMS:
+            out["…"] = f"[truncated, {len(items)} entries]"
+        return out
+    if isinstance(value, list):
+        out_list = [cut_json(v, limit) for v in value[:MAX_ITEMS]]
+        if len(value) > MAX_ITEMS:
+            out_list.append(f"…[truncated, {len(value)} items]")
+        return out_list
+    return value
+
+
+def _text(value: Any, limit: int) -> str:
+    return cut(str(value or ""), limit)
+
 
 SYNC_LEASE = timedelta(minutes=15)
 BATCH = 2000
@@ -97,7 +138,7 @@ def _failed(table: Table, job: Job | None, message: str) -> None:
 def _row(times: CommitTimes, timeline_row: dict[str, Any], table: Table) -> Commit:
     v = timeline_row["version"]
     info = times.reader.get(v).info or {}
-    fields = {name: bounded(info.get(name)) for name in HISTORY_FIELDS}
+    fields = {name: info.get(name) for name in HISTORY_FIELDS}
     rv = fields["readVersion"]
     return Commit(
         table=table,
@@ -108,20 +149,20 @@ def _row(times: CommitTimes, timeline_row: dict[str, Any], table: Table) -> Comm
         commit_info_timestamp=timeline_row["commitInfoTimestamp"],
         file_modification_time=timeline_row["fileModificationTime"],
         adjusted=timeline_row["adjusted"],
-        operation=str(fields["operation"] or "")[:200],
-        operation_parameters=fields["operationParameters"],
-        operation_metrics=fields["operationMetrics"],
-        engine_info=str(fields["engineInfo"] or "")[:500],
-        user_id=str(fields["userId"] or "")[:500],
-        user_name=str(fields["userName"] or "")[:500],
+        operation=_text(fields["operation"], 200),
+        operation_parameters=cut_json(fields["operationParameters"]),
+        operation_metrics=cut_json(fields["operationMetrics"]),
+        engine_info=_text(fields["engineInfo"], 500),
+        user_id=_text(fields["userId"], 500),
+        user_name=_text(fields["userName"], 500),
         read_version=rv if isinstance(rv, int) and not isinstance(rv, bool) else None,
-        isolation_level=str(fields["isolationLevel"] or "")[:100],
+        isolation_level=_text(fields["isolationLevel"], 100),
         is_blind_append=fields["isBlindAppend"] if isinstance(fields["isBlindAppend"], bool) else None,
-        user_metadata=str(fields["userMetadata"] or "")[:10000],
-        job=fields["job"],
-        notebook=fields["notebook"],
-        cluster_id=str(fields["clusterId"] or "")[:500],
-        commit_info=bounded(info, 2000),
+        user_metadata=_text(fields["userMetadata"], MAX_TEXT),
+        job=cut_json(fields["job"]),
+        notebook=cut_json(fields["notebook"]),
+        cluster_id=_text(fields["clusterId"], 500),
+        commit_info=cut_json(info, MAX_JSON_TEXT),
     )
 
 
