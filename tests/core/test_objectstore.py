@@ -37,7 +37,7 @@ deltalake = pytest.importorskip("deltalake")
 
 BUCKET = "golden"
 # checkpoints (classic, multi-part, v2 parquet and json), deletion vectors, column mapping,
-# special characters and escaped partition directories, cleaned-up logs, type widening
+# special characters and escaped partition directories, cleaned-up logs, type widening, vacuumed files
 GOLDEN_ON_S3 = [
     "checkpoint",
     "multi-part-checkpoint",
@@ -52,6 +52,7 @@ GOLDEN_ON_S3 = [
     "only-checkpoint-files",
     "log-replay-dv-key-cases",
     "type-widening",
+    "snapshot-vacuumed",
 ]
 
 
@@ -467,3 +468,16 @@ def test_azure_and_gcs_stores_are_built_from_the_environment(monkeypatch, tmp_pa
     assert st.uri("_delta_log/x.json") == "gs://bucket/path/t/_delta_log/x.json"
     with pytest.raises(StorageError, match="gs://bucket/path/t"):
         load_snapshot(st)
+
+
+def test_reachability_on_s3_matches_the_local_copy(s3, golden_bucket) -> None:
+    from tables.delta.reachability import reachability
+
+    name = "snapshot-vacuumed" if "snapshot-vacuumed" in golden_bucket else "basic-with-inserts-deletes-checkpoint"
+    local = golden_path(name)
+    now = 1_900_000_000_000
+
+    def flags(loc: str) -> list[tuple]:
+        return [(v.version, v.readable, v.restorable, v.reason) for v in reachability(loc, now).versions]
+
+    assert flags(f"s3://{BUCKET}/{name}") == flags(str(local))
