@@ -6,10 +6,9 @@ table and word the errors.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
-
 from django import forms
 
+from .history import time_range
 from .lookup import INT64_MAX
 
 MAX_VERSION = INT64_MAX
@@ -51,14 +50,10 @@ class HistoryFilterForm(forms.Form):
         return data
 
     def timestamp_range(self) -> tuple[int | None, int | None]:
-        """[start, end) in epoch milliseconds for the date range (whole UTC days)."""
+        """[since, until] in epoch milliseconds, both inclusive: whole UTC days, by the one rule
+        the API's since/until follow too (tables.history.time_range)."""
         data = self.cleaned_data
-        start = end = None
-        if data.get("date_from"):
-            start = int(datetime.combine(data["date_from"], time.min, tzinfo=UTC).timestamp() * 1000)
-        if data.get("date_to"):
-            end = int(datetime.combine(data["date_to"] + timedelta(days=1), time.min, tzinfo=UTC).timestamp() * 1000)
-        return start, end
+        return time_range(data.get("date_from"), data.get("date_to"))
 
     @property
     def active(self) -> bool:

@@ -2,11 +2,17 @@
 
 Both filter the same way (operation, version range, time range) and cache the answers until
 the next sync: `synced_key` names the cached state of a table.
+
+The time range has one rule for both (README, "History filters"): a date alone
+(`yyyy-MM-dd`) means that whole UTC day — `since` from its first millisecond, `until` to its
+last; a date-time or epoch milliseconds means that instant, and both ends are inclusive.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.core.cache import cache
 from django.db.models import QuerySet
@@ -50,6 +56,43 @@ def parse_time(name: str, text: str) -> int:
     if abs(t) > INT64_MAX:
         raise ServiceError(f"{name}: '{text[:40]}' is out of range.", "invalid_timestamp")
     return t
+
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def day_start(day: date) -> int:
+    return int(datetime.combine(day, time.min, tzinfo=UTC).timestamp() * 1000)
+
+
+def day_end(day: date) -> int:
+    """The last millisecond of a UTC day (the one before the next day starts)."""
+    if day == date.max:
+        return day_start(day) + 86_400_000 - 1
+    return day_start(day + timedelta(days=1)) - 1
+
+
+def time_range(since: str | date | None, until: str | date | None) -> tuple[int | None, int | None]:
+    """(since, until) as inclusive epoch milliseconds under the one rule of this module: a date
+    (a `date`, or text `yyyy-MM-dd`) is its whole UTC day, anything else the instant it names.
+    ServiceError 400 invalid_timestamp for a bad time, invalid_range when since > until."""
+
+    def one(name: str, value: str | date | None, end: bool) -> int | None:
+        if value is None or value == "":
+            return None
+        if isinstance(value, str) and _DATE_ONLY.fullmatch(value.strip()):
+            try:
+                value = date.fromisoformat(value.strip())
+            except ValueError as exc:
+                raise ServiceError(f"{name}: '{value.strip()}' is not a date.", "invalid_timestamp") from exc
+        if isinstance(value, date):
+            return day_end(value) if end else day_start(value)
+        return parse_time(name, value)
+
+    lo, hi = one("since", since, False), one("until", until, True)
+    if lo is not None and hi is not None and lo > hi:
+        raise ServiceError(f"'since' ({since}) must not be after 'until' ({until}).", "invalid_range")
+    return lo, hi
 
 
 def history(table: Table, f: HistoryFilter | None = None) -> QuerySet[Commit]:

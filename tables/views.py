@@ -172,7 +172,7 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
                 version_min=data.get("version_from"),
                 version_max=data.get("version_to"),
                 since=start,
-                before=end,
+                until=end,
             )
         page_obj = Paginator(history(table, f), HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
         rows = [pages.history_row(c) for c in page_obj.object_list]

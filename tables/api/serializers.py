@@ -218,9 +218,16 @@ class HistoryQuerySerializer(serializers.Serializer):
     )
     since = serializers.CharField(
         required=False,
-        help_text="Commits at or after this time: ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms (UTC when no zone).",
+        min_length=1,
+        help_text="Commits at or after this time: ISO-8601, yyyy-MM-dd HH:mm:ss[.SSS] or epoch ms (UTC when no "
+        "zone). A date alone (yyyy-MM-dd) means from the start of that UTC day.",
     )
-    until = serializers.CharField(required=False, help_text="Commits at or before this time (formats as 'since').")
+    until = serializers.CharField(
+        required=False,
+        min_length=1,
+        help_text="Commits at or before this time (formats as 'since'). A date alone (yyyy-MM-dd) means to the "
+        "end of that UTC day, inclusive.",
+    )
 
 
 # --- versions ------------------------------------------------------------------------

@@ -29,8 +29,8 @@ from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
 from tables import versions
-from tables.errors import ServiceError, printable
-from tables.history import CACHE_SECONDS, HistoryFilter, history, parse_time, synced_key
+from tables.errors import printable
+from tables.history import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
 from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
 from tables.reachability import table_reachability
@@ -221,8 +221,8 @@ class TableViewSet(viewsets.GenericViewSet):
         invalid_timestamp, invalid_range)."""
         table = self.get_object()
         q = _query(s.HistoryQuerySerializer, request)
-        since = parse_time("since", q["since"]) if "since" in q else None
-        until = parse_time("until", q["until"]) if "until" in q else None
+        # a date alone is its whole UTC day, a date-time the instant (as the page's filter)
+        since, until = time_range(q.get("since"), q.get("until"))
         f = HistoryFilter(
             operation=q.get("operation"),
             version_min=q.get("version_min"),
@@ -230,8 +230,6 @@ class TableViewSet(viewsets.GenericViewSet):
             since=since,
             until=until,
         ).check()
-        if since is not None and until is not None and since > until:
-            raise ServiceError(f"'since' ({q['since']}) must not be after 'until' ({q['until']}).", "invalid_range")
         # the rows change only with a sync: cache each page of each query until the next one
         key = f"api-hist:{synced_key(table)}:{request.get_full_path()}"
         data = cache.get(key)

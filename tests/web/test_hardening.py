@@ -356,3 +356,48 @@ def test_long_strings_from_the_log_are_cut_with_a_marker(api, browser, roots) ->
     # and the page shows the marker too
     r = browser.get(f"/t/{t.slug}/v/{version}/")
     assert r.status_code == 200 and "[truncated, 25000 characters]" in r.content.decode()
+
+
+# --- 5. since/until: one rule on the page and in the API ---------------------------------
+
+
+def test_since_and_until_mean_the_same_on_the_page_and_in_the_api(api, browser, table) -> None:
+    from datetime import UTC, datetime
+
+    from tables.models import Commit
+
+    def ms(*args: int) -> int:
+        return int(datetime(*args, tzinfo=UTC).timestamp() * 1000)
+
+    # v0 and v1 at the first and last millisecond of 2024-03-01, v2 and v3 on 2024-03-02
+    stamps = {0: ms(2024, 3, 1), 1: ms(2024, 3, 2) - 1, 2: ms(2024, 3, 2), 3: ms(2024, 3, 2, 12)}
+    for v, t in stamps.items():
+        Commit.objects.filter(table=table, version=v).update(timestamp=t)
+
+    def via_api(**q) -> set[int]:
+        r = api.get(f"/api/tables/{table.pk}/history/", q)
+        assert r.status_code == 200, r.content
+        return {row["version"] for row in r.json()["results"]}
+
+    def via_page(**q) -> set[int]:
+        cache.clear()
+        r = browser.get("/t/sales/", q)
+        assert r.status_code == 200
+        return {row["version"] for row in r.context["rows"]}
+
+    # a date alone is the whole UTC day, on both surfaces, for either end
+    assert via_api(since="2024-03-01", until="2024-03-01") == via_page(date_from="2024-03-01", date_to="2024-03-01")
+    assert via_api(since="2024-03-01", until="2024-03-01") == {0, 1}
+    assert via_api(until="2024-03-01") == via_page(date_to="2024-03-01") == {0, 1}
+    assert via_api(since="2024-03-02") == via_page(date_from="2024-03-02") == {2, 3}
+    # a date-time is the instant (inclusive)
+    assert via_api(until="2024-03-01T00:00:00Z") == {0}
+    assert via_api(since="2024-03-01T23:59:59.999Z", until="2024-03-02 00:00:00") == {1, 2}
+    assert via_api(since=str(stamps[3])) == {3}
+    # a range that ends before it starts is refused, as a day range and as instants
+    assert_error(
+        api.get(f"/api/tables/{table.pk}/history/", {"since": "2024-03-02", "until": "2024-03-01"}),
+        400,
+        "invalid_range",
+    )
+    assert_error(api.get(f"/api/tables/{table.pk}/history/", {"until": "2024-02-30"}), 400, "invalid_timestamp")
