@@ -28,6 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -96,15 +97,17 @@ def file_list(files: pa.Table) -> pa.Table:
     )
 
 
-def check_list(storage: Storage, rows: pa.Table, idx: np.ndarray) -> pa.Table:
+def check_list(storage: Storage, rows: pa.Table, idx: np.ndarray, names: dict[str, str] | None = None) -> pa.Table:
     """The files to add as the existence check needs them: row index, the local path of the
     data file and of its deletion-vector file (resolved and confined by the storage), and
-    size (for the metrics of files left out)."""
+    size (for the metrics of files left out). `names` collects local path -> the log's path
+    (decoded), for reporting missing files as the core does."""
+    names = {} if names is None else names
     return pa.table(
         {
             "idx": pa.array(idx, pa.int64()),
-            "file": _confined_paths(storage, rows.column("path").combine_chunks()),
-            "dvFile": _confined_paths(storage, _dv_files(rows.column("deletionVector").combine_chunks())),
+            "file": _confined_paths(storage, rows.column("path").combine_chunks(), names),
+            "dvFile": _confined_paths(storage, _dv_files(rows.column("deletionVector").combine_chunks()), names),
             "size": rows.column("size").combine_chunks(),
         }
     )
@@ -139,12 +142,17 @@ def _missing_files_function(roots: tuple[str, ...]) -> Callable[[str, str | None
     return missing
 
 
-def _confined_paths(storage: Storage, paths: pa.Array) -> pa.Array:
+def _confined_paths(storage: Storage, paths: pa.Array, names: dict[str, str]) -> pa.Array:
     """Log paths as checked local paths (the storage refuses one outside the allowed roots)."""
-    return pa.array(
-        [None if p is None else storage.local_file_unchecked(storage.resolve(p)) for p in paths.to_pylist()],
-        pa.string(),
-    )
+    out: list[str | None] = []
+    for p in paths.to_pylist():
+        if p is None:
+            out.append(None)
+            continue
+        local = storage.local_file_unchecked(storage.resolve(p))
+        names[local] = unquote(p)
+        out.append(local)
+    return pa.array(out, pa.string())
 
 
 # --- running a job with progress ----------------------------------------------------------------
@@ -291,13 +299,17 @@ def spark_plan_restore(
         # (build_plan calls find_missing after that, and metrics after find_missing)
         total = len(add_idx)
         left_out = {"n": 0, "bytes": 0}
+        log_names: dict[str, str] = {}
         if check_files and total:
             _report(progress, "checking files exist", 0, total)
             gone_sums = Observation(f"restore-missing-{uuid.uuid4().hex}")
             missing_of = F.udf(_missing_files_function(storage.roots), "array<string>").asNondeterministic()
             checked = (
                 _coalesced(
-                    spark, spark.createDataFrame(check_list(storage, add_rows, add_idx)), total, CHECK_ROWS_PER_TASK
+                    spark,
+                    spark.createDataFrame(check_list(storage, add_rows, add_idx, log_names)),
+                    total,
+                    CHECK_ROWS_PER_TASK,
                 )
                 .select("idx", "size", missing_of("file", "dvFile").alias("missing"))
                 .observe(
@@ -324,7 +336,7 @@ def spark_plan_restore(
             refused = [f for f in missing if f.startswith("\x00")]
             if refused:
                 raise PathOutsideRootsError(storage.refusal(refused[0][1:]), file=storage.shown(refused[0][1:]))
-            missing = [storage.shown(f) for f in missing]
+            missing = [log_names.get(f, storage.shown(f)) for f in missing]
             if bad_idx:
                 left_out.update(gone_sums.get)
             _report(progress, "checking files exist", total, total)
