@@ -30,7 +30,7 @@ from django.utils import timezone
 from tables.delta import errors as delta_errors
 
 from . import jobs
-from .errors import ServiceError, one_line
+from .errors import ServiceError, is_spark_error, one_line, spark_failure
 from .models import Job, JobKind, JobStatus, Table
 from .results import read_page
 from .versions import snapshot_at
@@ -177,10 +177,16 @@ def run_job(job_id: int, compute: Compute) -> dict[str, Any]:
         out_dir.mkdir(parents=True, exist_ok=True)
         summary = compute(job.table.location, {**params, "kind": job.kind}, out_dir, progress)
     except Exception as exc:  # every failure ends the job with a one-line message
-        message = exc.message if isinstance(exc, ServiceError | delta_errors.DeltaError) else str(exc)
-        if not isinstance(exc, ServiceError | delta_errors.DeltaError):
-            message = f"{type(exc).__name__}: {message}"
-        jobs.fail(job, one_line(message), stage="failed")
+        detail = None
+        if isinstance(exc, ServiceError | delta_errors.DeltaError):
+            message = exc.message
+        elif is_spark_error(exc):
+            # Py4JJavaError's text is a Java stack trace naming internal objects (o2546.parquet):
+            # users get what went wrong in words, staff the technical detail in the job's result
+            _code, message, detail = spark_failure(exc)
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+        jobs.fail(job, one_line(message), stage="failed", detail=detail)
         shutil.rmtree(out_dir, ignore_errors=True)
         return {"error": job.error}
     result = {"params": params, **summary}

@@ -17,6 +17,7 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from .errors import public_message
 from .models import Job, JobStatus, Table
 
 MAX_ERROR = 5000
@@ -101,12 +102,17 @@ def skip(job: Job | None, result: dict[str, Any]) -> None:
     update(job, status=JobStatus.SKIPPED, stage="skipped", result=result, finished_at=timezone.now())
 
 
-def fail(job: Job | None, error: str, stage: str | None = None) -> None:
+def fail(job: Job | None, error: str, stage: str | None = None, detail: str | None = None) -> None:
+    """The job failed with `error` (shown to its users: the table's location becomes its name);
+    `detail`, the technical cause (e.g. Spark's exception), is kept in the result for staff."""
+    table = job.table if job is not None and job.table_id is not None else None
     fields: dict[str, Any] = {
         "status": JobStatus.FAILED,
-        "error": str(error)[:MAX_ERROR],
+        "error": public_message(error, table)[:MAX_ERROR],
         "finished_at": timezone.now(),
     }
     if stage is not None:
         fields["stage"] = stage
+    if detail and job is not None:
+        fields["result"] = {**(job.result or {}), "errorDetail": detail}
     update(job, **fields)

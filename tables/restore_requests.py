@@ -22,7 +22,7 @@ from tables.delta.restore import plan_restore
 from tables.delta.snapshot import Snapshot
 
 from . import jobs, roles
-from .errors import ServiceError, http_status, one_line
+from .errors import ServiceError, http_status, one_line, public_message
 from .lookup import INT64_MAX
 from .models import RestoreEvent, RestoreRequest, RestoreStatus, Table
 from .owner_access import owner_of
@@ -65,13 +65,15 @@ def _restore_target(version: int | None, timestamp: str | None) -> tuple[int | N
     return version, (str(ts) if ts is not None else None)
 
 
-def _restore_error(exc: delta_errors.DeltaError) -> ServiceError:
+def _restore_error(exc: delta_errors.DeltaError, table: Table) -> ServiceError:
     """A core error met while planning, as the request's answer (nothing is saved), with the
-    status of tables.errors (e.g. 422 when the log cannot be read, 403 outside the roots)."""
+    status of tables.errors (e.g. 422 when the log cannot be read, 403 outside the roots); the
+    message names the table, not its location on the server."""
+    message = public_message(exc.message, table)
     if isinstance(exc, delta_errors.MissingFilesError):
         count = exc.details.get("count", len(exc.files))
-        return ServiceError(exc.message, exc.code, 400, files=exc.files, missingCount=count)
-    return ServiceError(one_line(exc.message, MAX_TEXT), exc.code, http_status(exc))
+        return ServiceError(message, exc.code, 400, files=exc.files, missingCount=count)
+    return ServiceError(one_line(message, MAX_TEXT), exc.code, http_status(exc))
 
 
 def _file_sample(actions: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
@@ -175,7 +177,7 @@ def request_restore(
         )
         payload = plan_payload(table, plan.to_dict())
     except delta_errors.DeltaError as exc:
-        raise _restore_error(exc) from exc
+        raise _restore_error(exc, table) from exc
     with transaction.atomic():
         req = RestoreRequest.objects.create(
             table=table,

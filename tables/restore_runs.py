@@ -30,7 +30,7 @@ from tables.delta.replay import identity_keys
 from tables.delta.restore import RestorePlan, plan_restore
 from tables.delta.restore_commit import approved_change_on, commit_restore, files_added_since, find_restore_commit
 
-from .errors import one_line
+from .errors import is_spark_error, one_line, public_message, spark_failure
 from .models import RestoreRequest, RestoreStatus, Table
 from .owner_access import owner_of
 from .owner_services import backfill
@@ -99,6 +99,10 @@ class RestoreRun:
             thread.join(timeout=every + 5)
 
     def finish(self, status: str, note: str, **fields: Any) -> bool:
+        # what the requester reads names the table, not its location on the server
+        if fields.get("error"):
+            fields["error"] = public_message(fields["error"], self.req.table)
+        note = public_message(note, self.req.table)
         if status in RestoreStatus.terminal():
             fields.setdefault("finished_at", timezone.now())
         with transaction.atomic():
@@ -160,6 +164,11 @@ def run_restore(request_id: int, planner: Planner) -> dict[str, Any]:
         return {"status": RestoreStatus.FAILED}
     except Exception as exc:
         logger.exception("restore #%s failed unexpectedly", request_id)
+        if is_spark_error(exc):
+            # a named cause for the requester; Spark's own text for staff, in the result
+            _code, message, detail = spark_failure(exc)
+            run.finish(RestoreStatus.FAILED, "the restore failed", error=message, result={"errorDetail": detail})
+            return {"status": RestoreStatus.FAILED}
         error = f"the restore failed unexpectedly ({type(exc).__name__}: {one_line(exc, 300)})"
         run.finish(RestoreStatus.FAILED, "the restore failed", error=error)
         return {"status": RestoreStatus.FAILED}

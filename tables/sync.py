@@ -22,6 +22,7 @@ from tables.delta.storage import as_storage
 from tables.delta.timestamps import CommitTimes, commit_times
 
 from . import jobs
+from .errors import public_message
 from .models import Anomaly, Commit, Job, JobKind, SyncState, Table
 from .owner_access import owner_of
 
@@ -131,6 +132,8 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
 
 
 def _failed(table: Table, job: Job | None, message: str) -> None:
+    # users know the table by its name, not by its location on the server
+    message = public_message(message, table)
     Table.objects.filter(pk=table.pk).update(sync_state=SyncState.ERROR, last_error=message, sync_lease_until=None)
     jobs.fail(job, message)
 

@@ -17,7 +17,7 @@ from django.shortcuts import render
 from tables.delta import errors as delta_errors
 
 from . import roles
-from .errors import ServiceError, http_status
+from .errors import ServiceError, http_status, public_message
 from .lookup import INT64_MAX, parse_int64
 from .models import Job, Table
 
@@ -33,6 +33,8 @@ class PageError(Exception):
 
 
 def error_page(request: HttpRequest, message: str, status: int, table: Table | None = None) -> HttpResponse:
+    # the table by its name, never its location on the server (tables.errors.public_message)
+    message = public_message(message, table)
     return render(
         request,
         "tables/error.html",
@@ -51,7 +53,10 @@ def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         except PageError as exc:
             return error_page(request, exc.message, exc.status, exc.table)
         except (ServiceError, delta_errors.DeltaError) as exc:
-            return error_page(request, exc.message if isinstance(exc, ServiceError) else str(exc), http_status(exc))
+            message = exc.message if isinstance(exc, ServiceError) else str(exc)
+            slug = kwargs.get("slug")
+            table = Table.objects.filter(slug=slug).first() if isinstance(slug, str) else None
+            return error_page(request, message, http_status(exc), table)
 
     return login_required(wrapper)
 

@@ -31,7 +31,7 @@ from tables.delta import errors as delta_errors
 from tables.delta.timestamps import format_ms
 
 from . import charts, owner_services, pages, roles
-from .errors import ServiceError
+from .errors import ServiceError, public_message
 from .forms import HistoryFilterForm, RegisterTableForm, RestoreRequestForm, TimeTravelForm
 from .history import CACHE_SECONDS, HistoryFilter, history, operations, synced_key
 from .models import Anomaly, Commit, Job, JobStatus, RestoreRequest, SyncState, Table
@@ -200,9 +200,9 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
         try:
             result = resolve(table, form.cleaned_data["as_of"])
         except ServiceError as exc:
-            error = exc.message
+            error = public_message(exc.message, table)
         except delta_errors.DeltaError as exc:
-            error = str(exc)
+            error = public_message(str(exc), table)
     else:
         error = "Give a timestamp, e.g. 2024-05-01 12:00:00 (UTC) or 2024-05-01T12:00:00+02:00."
     if result is not None:

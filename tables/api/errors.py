@@ -35,7 +35,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from tables.delta.errors import DeltaError
-from tables.errors import ServiceError, http_status, printable
+from tables.errors import ServiceError, http_status, printable, public_message
 
 logger = logging.getLogger("tables.api")
 
@@ -74,6 +74,22 @@ def _response(code: str, message: str, http_status: int, headers: dict[str, str]
     return Response(error_body(code, message, **extra), status=http_status, headers=headers)
 
 
+def _table_of(context: dict[str, Any]) -> Any:
+    """The table a failed request was about (from the URL), so that its location in a message
+    can become its name; None when the URL names none."""
+    view = context.get("view")
+    kwargs = getattr(view, "kwargs", None) or {}
+    key = kwargs.get("id") or kwargs.get("table_id")
+    if not key:
+        return None
+    from tables.lookup import table_by_key
+
+    try:
+        return table_by_key(str(key))
+    except Exception:  # a message is still worth sending without the table's name
+        return None
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: always answers (never lets an exception escape as HTML)."""
     if isinstance(exc, Http404):
@@ -83,10 +99,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
     if isinstance(exc, ServiceError):
         set_rollback()
-        return _response(exc.code, exc.message, exc.status, **exc.extra)
+        return _response(exc.code, public_message(exc.message, _table_of(context)), exc.status, **exc.extra)
     if isinstance(exc, DeltaError):
         set_rollback()
-        return _response(exc.code, exc.message, http_status(exc))
+        return _response(exc.code, public_message(exc.message, _table_of(context)), http_status(exc))
     if isinstance(exc, exceptions.ValidationError):
         set_rollback()
         fields = exc.detail if isinstance(exc.detail, dict) else None

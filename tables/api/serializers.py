@@ -21,6 +21,21 @@ from .shapes import VersionReachabilitySerializer
 # --- helpers -------------------------------------------------------------------------
 
 
+def _is_staff(serializer: serializers.Serializer) -> bool:
+    request = serializer.context.get("request")
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_staff)
+
+
+def without_staff_detail(serializer: serializers.Serializer, data: dict[str, Any]) -> dict[str, Any]:
+    """A job's or restore's result keeps the technical cause of a failure (e.g. Spark's
+    exception) under errorDetail; only staff see it."""
+    result = data.get("result")
+    if isinstance(result, dict) and "errorDetail" in result and not _is_staff(serializer):
+        data["result"] = {k: v for k, v in result.items() if k != "errorDetail"}
+    return data
+
+
 class BlankAsNullCharField(serializers.CharField):
     """A text column stored as '' when absent, shown as null (as DESCRIBE HISTORY does)."""
 
@@ -137,6 +152,9 @@ class JobSerializer(serializers.ModelSerializer):
             "finishedAt",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: Job) -> dict[str, Any]:
+        return without_staff_detail(self, super().to_representation(instance))
 
 
 class TableCreatedSerializer(TableSerializer):
@@ -575,6 +593,9 @@ class RestoreRequestSerializer(RestoreSummarySerializer):
     class Meta(RestoreSummarySerializer.Meta):
         fields = [*RestoreSummarySerializer.Meta.fields, "plan", "verification", "result", "events"]
         read_only_fields = fields
+
+    def to_representation(self, instance: RestoreRequest) -> dict[str, Any]:
+        return without_staff_detail(self, super().to_representation(instance))
 
 
 class RestoreQuerySerializer(serializers.Serializer):

@@ -401,3 +401,88 @@ def test_since_and_until_mean_the_same_on_the_page_and_in_the_api(api, browser, 
         "invalid_range",
     )
     assert_error(api.get(f"/api/tables/{table.pk}/history/", {"until": "2024-02-30"}), 400, "invalid_timestamp")
+
+
+# --- 6. no server paths in what a user reads ------------------------------------------------
+
+
+def test_a_missing_version_names_the_table_not_its_location(api, browser, table) -> None:
+    r = api.get(f"/api/tables/{table.pk}/versions/500/")
+    err = assert_error(r, 404, "version_not_found")
+    assert table.location not in err["message"] and str(table.location).rsplit("/", 1)[0] not in err["message"]
+    r = browser.get("/t/sales/v/500/")
+    html = r.content.decode()
+    assert r.status_code == 404 and table.location not in html
+    r = browser.get("/t/sales/diff/", {"from": 0, "to": 500})
+    assert r.status_code == 404 and table.location not in r.content.decode()
+
+
+def test_public_message_replaces_the_location_and_the_roots(table, settings) -> None:
+    from tables.errors import public_message
+
+    loc = table.location
+    msg = f"{loc}: version 500 not found; see file://{loc}/_delta_log and {loc}/part-0.parquet"
+    out = public_message(msg, table)
+    assert out == "Sales: version 500 not found; see Sales/_delta_log and Sales/part-0.parquet"
+    root = settings.DELTAWEB_ALLOWED_ROOTS[0]
+    assert public_message(f"{root}/other/x.parquet is missing") == "other/x.parquet is missing"
+
+
+def test_sync_and_job_errors_name_the_table(api, table) -> None:
+    import shutil
+
+    from tables import jobs
+    from tables.models import Job, JobKind
+
+    shutil.rmtree(f"{table.location}/_delta_log")
+    job = sync.start_sync(table)
+    sync.sync_table(table.pk, job.pk)
+    job.refresh_from_db()
+    table.refresh_from_db()
+    assert job.status == "failed" and table.location not in job.error and table.location not in table.last_error
+    body = api.get(f"/api/jobs/{job.pk}/").json()
+    assert table.location not in body["error"]
+    assert table.location not in api.get(f"/api/tables/{table.pk}/").json()["lastError"]
+    other = jobs.create(JobKind.SYNC, table)
+    jobs.fail(other, f"cannot open {table.location}/_delta_log/00.json")
+    assert Job.objects.get(pk=other.pk).error == "cannot open Sales/_delta_log/00.json"
+
+
+class Py4JJavaError(Exception):
+    """Stands in for py4j.protocol.Py4JJavaError (same name, as Spark raises it)."""
+
+
+Py4JJavaError.__module__ = "py4j.protocol"
+
+
+@pytest.mark.parametrize(
+    ("java", "named"),
+    [
+        ("java.io.FileNotFoundException: File file:/srv/x/part-1.parquet does not exist", "missing"),
+        ("org.apache.parquet.io.ParquetDecodingException: Can not read value at 0 in block -1", "not readable Parquet"),
+        ("java.lang.OutOfMemoryError: Java heap space", "ran out of memory"),
+        ("org.apache.spark.SparkException: Job 3 cancelled because SparkContext was shut down", "cancelled"),
+        ("org.apache.spark.SparkException: Task failed while writing rows", "the Spark job failed"),
+    ],
+)
+def test_spark_failures_are_named_and_the_detail_is_for_staff(api, table, django_user_model, java, named) -> None:
+    from tables import data_jobs
+    from tables.models import Job, JobKind
+
+    job = Job.objects.create(kind=JobKind.PREVIEW, table=table, params={"version": 0})
+
+    def compute(location, params, out_dir, progress):
+        raise Py4JJavaError(
+            f"An error occurred while calling o2546.parquet.\n: {java}\n\tat org.apache.Foo(Foo.java:1)"
+        )
+
+    data_jobs.run_job(job.pk, compute)
+    job.refresh_from_db()
+    assert job.status == "failed" and named in job.error and "o2546" not in job.error and "\n" not in job.error
+    body = api.get(f"/api/jobs/{job.pk}/").json()
+    assert body["error"] == job.error and "errorDetail" not in (body["result"] or {})
+    staff = django_user_model.objects.create_user("boss", password="x", is_staff=True)
+    c = APIClient()
+    c.force_authenticate(staff)
+    detail = c.get(f"/api/jobs/{job.pk}/").json()["result"]["errorDetail"]
+    assert "o2546.parquet" in detail and "Py4JJavaError" in detail
