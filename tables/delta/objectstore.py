@@ -3,7 +3,7 @@ behind the storage interface, through `obstore` (the Rust `object_store` crate d
 
 A location is `s3://bucket/prefix` (or `s3a://`), `gs://bucket/prefix`, `az://container/prefix`
 or `abfss://container@account.dfs.core.windows.net/prefix`. Keys are relative to the location,
-as with LocalStorage; `resolve` may also return an absolute URI for a file the log names in
+as for a local table; `resolve` may also return an absolute URI for a file the log names in
 another allowed location.
 
 Credentials come from the environment the way the ecosystem passes them (AWS_*, AZURE_*,

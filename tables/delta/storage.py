@@ -106,9 +106,10 @@ def allowed_roots() -> tuple[str, ...]:
     return tuple(str(r).strip().rstrip("/") if is_uri(str(r)) else os.path.realpath(local_path(str(r))) for r in given)
 
 
-def is_uri(location: str) -> bool:
+def is_uri(location: str | os.PathLike[str]) -> bool:
     """Whether a location names a storage scheme other than the local file system."""
-    return "://" in location and not location.startswith("file:")
+    text = location if isinstance(location, str) else os.fspath(location)
+    return "://" in text and not text.startswith("file:")
 
 
 def is_under(real: str, roots: Iterable[str]) -> bool:

@@ -198,14 +198,23 @@ def test_history_and_commit_times_come_from_the_objects(s3, golden_bucket) -> No
     assert [r["version"] for r in page] == [r["version"] for r in rows[2:5]]
 
 
-def test_history_reads_ahead_in_batches(s3, golden_bucket) -> None:
+def test_history_reads_ahead_in_batches(s3, golden_bucket, monkeypatch) -> None:
     name = "basic-with-inserts-deletes-checkpoint"
     golden_path(name)
     times = commit_times(f"s3://{BUCKET}/{name}")
+    singles, batches = [], []
+    read, read_many = ObjectStoreStorage.read, ObjectStoreStorage.read_many
+    monkeypatch.setattr(
+        ObjectStoreStorage, "read", lambda self, path, range=None: singles.append(path) or read(self, path, range)
+    )
+    monkeypatch.setattr(
+        ObjectStoreStorage, "read_many", lambda self, paths: batches.append(len(paths)) or read_many(self, paths)
+    )
     rows = history_rows(times)
-    assert len(rows) == len(times.versions)
-    # every commit read once, most of them in concurrent batches rather than one by one
+    assert len(rows) == len(times.versions) == 14
+    # every commit read once: the first alone, the rest in batches that double (8, then the 5 left)
     assert times.reader.reads == len(times.versions)
+    assert len(singles) == 1 and batches == [8, 5]
 
 
 def test_in_commit_timestamps_on_s3(s3_table) -> None:
