@@ -48,6 +48,16 @@ class BlankAsNullCharField(serializers.CharField):
         return None if value in ("", None) else str(value)
 
 
+class StrictCharField(serializers.CharField):
+    """A string field that refuses numbers and booleans instead of turning them into text
+    (DRF's CharField accepts {"reason": 0} as "0")."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 def _add_field(serializer_cls: type[serializers.Serializer], name: str, field: serializers.Field, before: str) -> None:
     """Declare a field whose name cannot be a class attribute ('from', 'fields'), before another."""
     out: dict[str, serializers.Field] = {}
@@ -69,7 +79,13 @@ class IctSerializer(serializers.Serializer):
 
 
 class TableSerializer(serializers.ModelSerializer):
-    createdBy = serializers.SlugRelatedField(source="created_by", slug_field="username", read_only=True)
+    createdBy = serializers.SlugRelatedField(
+        source="created_by",
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="null when created by a command or the worker, or when the user was removed",
+    )
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     syncState = serializers.CharField(source="sync_state", read_only=True)
     lastSyncedVersion = serializers.IntegerField(source="last_synced_version", read_only=True, allow_null=True)
@@ -115,17 +131,25 @@ def ict_payload(table: Table) -> dict[str, Any]:
 
 
 class TableCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200, help_text="Display name; must be unique.")
-    location = serializers.CharField(
-        max_length=2000, help_text="Absolute path or file:// URI of the table root, under an allowed root."
+    name = StrictCharField(min_length=1, max_length=200, help_text="Display name; must be unique.")
+    location = StrictCharField(
+        min_length=1,
+        max_length=2000,
+        help_text="Absolute path or file:// URI of the table root, under an allowed root.",
     )
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    description = StrictCharField(required=False, allow_blank=True, default="", max_length=5000)
 
 
 class JobSerializer(serializers.ModelSerializer):
     table = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     isTerminal = serializers.BooleanField(source="is_terminal", read_only=True)
-    createdBy = serializers.SlugRelatedField(source="created_by", slug_field="username", read_only=True)
+    createdBy = serializers.SlugRelatedField(
+        source="created_by",
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="null when created by a command or the worker, or when the user was removed",
+    )
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
@@ -226,7 +250,7 @@ class CommitSerializer(serializers.ModelSerializer):
 
 class HistoryQuerySerializer(serializers.Serializer):
     operation = serializers.CharField(
-        required=False, max_length=200, help_text="Only commits with this operation (case-insensitive), e.g. WRITE."
+        required=False, min_length=1, max_length=200, help_text="Only commits with this operation (case-insensitive), e.g. WRITE."
     )
     version_min = serializers.IntegerField(
         required=False, min_value=0, max_value=MAX_VERSION, help_text="Lowest version (inclusive)."
@@ -303,6 +327,8 @@ class FileSerializer(serializers.Serializer):
 
 class ResolveQuerySerializer(serializers.Serializer):
     timestamp = serializers.CharField(
+        min_length=1,
+        max_length=64,
         help_text="The time to resolve: ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms (UTC when no zone)."
     )
     allow_latest = serializers.BooleanField(
@@ -448,7 +474,7 @@ class RestoreCreateSerializer(serializers.Serializer):
     version = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, max_value=MAX_VERSION, help_text="The version to restore."
     )
-    timestamp = serializers.CharField(
+    timestamp = StrictCharField(
         required=False,
         allow_null=True,
         allow_blank=True,
@@ -456,7 +482,7 @@ class RestoreCreateSerializer(serializers.Serializer):
         help_text="Or the time to restore to (the latest version at or before it): ISO-8601, "
         "yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms (UTC when no zone). Give a version or a timestamp.",
     )
-    reason = serializers.CharField(max_length=5000, help_text="Why; the approver reads it.")
+    reason = StrictCharField(min_length=1, max_length=5000, help_text="Why; the approver reads it.")
     ignoreMissingFiles = serializers.BooleanField(
         required=False, default=False, help_text="Restore without the files of the version that are gone."
     )
@@ -466,7 +492,7 @@ class RestoreCreateSerializer(serializers.Serializer):
 
 
 class RestoreDecisionSerializer(serializers.Serializer):
-    comment = serializers.CharField(
+    comment = StrictCharField(
         required=False,
         allow_blank=True,
         default="",
@@ -513,7 +539,9 @@ class RestoreSummarySerializer(serializers.ModelSerializer):
     resolutionRule = serializers.CharField(source="resolution_rule", read_only=True)
     ignoreMissingFiles = serializers.BooleanField(source="ignore_missing_files", read_only=True)
     allowProtocolDowngrade = serializers.BooleanField(source="allow_protocol_downgrade", read_only=True)
-    requestedBy = serializers.SlugRelatedField(source="requested_by", slug_field="username", read_only=True)
+    requestedBy = serializers.SlugRelatedField(
+        source="requested_by", slug_field="username", read_only=True, allow_null=True, help_text="null: user removed"
+    )
     approver = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     approverComment = serializers.CharField(source="approver_comment", read_only=True)
     planHeadVersion = serializers.IntegerField(

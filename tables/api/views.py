@@ -14,7 +14,6 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import mixins, serializers, status, viewsets
@@ -68,6 +67,26 @@ class Pagination(LimitOffsetPagination):
     def get_offset(self, request) -> int:
         return self._int_param(request, self.offset_query_param, 0) or 0
 
+    def get_schema_operation_parameters(self, view) -> list[dict[str, Any]]:
+        """limit and offset with the bounds get_limit/get_offset enforce (a bad one is a 400)."""
+        return [
+            {
+                "name": self.limit_query_param,
+                "required": False,
+                "in": "query",
+                "description": f"Number of results per page (1..{self.max_limit}; more is capped; default "
+                f"{self.default_limit}).",
+                "schema": {"type": "integer", "minimum": 1, "maximum": INT64_MAX, "format": "int64"},
+            },
+            {
+                "name": self.offset_query_param,
+                "required": False,
+                "in": "query",
+                "description": "The index of the first result (0 or more).",
+                "schema": {"type": "integer", "minimum": 0, "maximum": INT64_MAX, "format": "int64"},
+            },
+        ]
+
 
 def _errors(*codes: int) -> dict[int, OpenApiResponse]:
     text = {
@@ -82,10 +101,23 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
 
 
 TABLE_ID = OpenApiParameter(
-    "id", OpenApiTypes.STR, OpenApiParameter.PATH, description="The table's numeric id (or its slug)."
+    "id",
+    {"type": "string", "minLength": 1, "maxLength": 200},
+    OpenApiParameter.PATH,
+    description="The table's numeric id (or its slug).",
 )
-VERSION = OpenApiParameter("version", OpenApiTypes.INT, OpenApiParameter.PATH, description="A table version (>= 0).")
+VERSION = OpenApiParameter(
+    "version",
+    {"type": "integer", "format": "int64", "minimum": 0, "maximum": INT64_MAX},
+    OpenApiParameter.PATH,
+    description="A table version (>= 0).",
+)
 READ_ERRORS = (400, 401, 403, 404, 422)
+# limit/offset of actions that page (list actions get them from Pagination's schema)
+PAGE_PARAMS = [
+    OpenApiParameter(p["name"], p["schema"], OpenApiParameter.QUERY, description=p["description"])
+    for p in Pagination().get_schema_operation_parameters(None)
+]
 
 
 def _query(serializer_cls: type[serializers.Serializer], request) -> dict[str, Any]:
@@ -113,7 +145,10 @@ RESTORES = RestoreRequest.objects.select_related("table", "requested_by", "appro
 
 
 @extend_schema_view(
-    list=extend_schema(summary="List registered tables", responses={200: s.TableSerializer(many=True)}),
+    list=extend_schema(
+        summary="List registered tables",
+        responses={200: s.TableSerializer(many=True), **_errors(400, 401, 403)},
+    ),
 )
 class TableViewSet(viewsets.GenericViewSet):
     """Registered Delta tables, their cached history and their versions."""
@@ -261,7 +296,7 @@ class TableViewSet(viewsets.GenericViewSet):
 
     @extend_schema(
         summary="Which versions can still be read or restored, and why not (newest first, paged)",
-        parameters=[TABLE_ID, OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        parameters=[TABLE_ID, *PAGE_PARAMS],
         responses={200: shapes.ReachabilityPageSerializer, **_errors(*READ_ERRORS)},
     )
     @action(detail=True, methods=["get"])
@@ -532,6 +567,7 @@ class TokenView(ObtainAuthToken):
         responses={
             200: s.TokenSerializer,
             400: OpenApiResponse(s.ErrorSerializer, description="Missing fields or wrong credentials"),
+            401: OpenApiResponse(s.ErrorSerializer, description="A malformed or unknown Authorization header"),
             429: OpenApiResponse(s.ErrorSerializer, description="Too many requests; retry after Retry-After"),
         },
         auth=[],

@@ -486,3 +486,48 @@ def test_spark_failures_are_named_and_the_detail_is_for_staff(api, table, django
     c.force_authenticate(staff)
     detail = c.get(f"/api/jobs/{job.pk}/").json()["result"]["errorDetail"]
     assert "o2546.parquet" in detail and "Py4JJavaError" in detail
+
+
+# --- 7. what the schema says is what the API does ------------------------------------------
+
+
+@pytest.fixture
+def schema(api) -> dict:
+    r = api.get("/api/schema/?format=json")
+    assert r.status_code == 200
+    return r.json()
+
+
+def test_schema_nullability_bounds_and_errors(schema) -> None:
+    comps, paths = schema["components"]["schemas"], schema["paths"]
+    assert comps["Table"]["properties"]["createdBy"]["nullable"] is True
+    assert comps["Job"]["properties"]["createdBy"]["nullable"] is True
+    assert {"400", "401", "403"} <= set(paths["/api/tables/"]["get"]["responses"])
+    assert {"400", "401", "429"} <= set(paths["/api/auth/token/"]["post"]["responses"])
+    params = {p["name"]: p["schema"] for p in paths["/api/tables/"]["get"]["parameters"]}
+    assert params["limit"]["minimum"] == 1 and params["offset"]["minimum"] == 0
+    params = {p["name"]: p["schema"] for p in paths["/api/tables/{id}/versions/{version}/"]["get"]["parameters"]}
+    assert params["version"]["minimum"] == 0 and params["version"]["maximum"] == 2**63 - 1
+    assert params["id"]["minLength"] == 1
+    params = {p["name"] for p in paths["/api/tables/{id}/reachability/"]["get"]["parameters"]}
+    assert {"limit", "offset"} <= params
+    for comp, field in [("RestoreCreate", "reason"), ("TableCreate", "name"), ("TableCreate", "location")]:
+        assert comps[comp]["properties"][field]["minLength"] == 1, (comp, field)
+
+
+def test_created_by_null_is_served_as_the_schema_says(api, table) -> None:
+    assert table.created_by is None
+    assert api.get(f"/api/tables/{table.pk}/").json()["createdBy"] is None
+
+
+@pytest.mark.parametrize("reason", [0, 1.5, True, ["x"], {"a": 1}, ""])
+def test_a_restore_reason_must_be_a_non_empty_string(api, table, reason) -> None:
+    r = api.post(f"/api/tables/{table.pk}/restores/", {"version": 0, "reason": reason}, format="json")
+    err = assert_error(r, 400, "invalid")
+    assert "reason" in err["fields"]
+    assert RestoreRequest.objects.count() == 0
+
+
+@pytest.mark.parametrize("q", [{"limit": 0}, {"limit": -1}, {"offset": -1}, {"limit": "x"}, {"limit": 2**64}])
+def test_bad_paging_is_a_400(api, table, q) -> None:
+    assert_error(api.get("/api/tables/", q), 400, "invalid")
