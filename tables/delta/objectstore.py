@@ -23,298 +23,38 @@ If-None-Match): a store that cannot do it is refused for writing, never silently
 from __future__ import annotations
 
 import errno
-import os
 import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
 from .errors import CommitConflictError, PathOutsideRootsError, StorageError
+from .objectstore_config import (
+    ACCESS_CODES,
+    ERROR_CODE,
+    HTTP_STATUS,
+    OBJECT_SCHEMES,
+    RETRY_CONFIG,
+    BucketNotFoundError,
+    ConditionalPutUnsupportedError,
+    ObjectLocation,
+    ObjectStoreAccessError,
+    StorageUnavailableError,
+    build_store,
+    is_object_location,
+    normalize_key,
+    parse_location,
+    scheme_of,
+    secrets_of,
+)
 from .storage import FileInfo, allowed_roots
 
-# scheme as written -> the store kind it names
-OBJECT_SCHEMES = {
-    "s3": "s3",
-    "s3a": "s3",
-    "gs": "gs",
-    "az": "az",
-    "azure": "az",
-    "adl": "az",
-    "abfs": "az",
-    "abfss": "az",
-}
-
-# A bounded retry with exponential backoff (obstore retries 5xx, dropped connections and
-# timeouts of safe requests); then the request fails with a named error instead of hanging.
-RETRY_CONFIG: dict[str, Any] = {
-    "max_retries": 3,
-    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2), "base": 2},
-    "retry_timeout": timedelta(seconds=30),
-}
-CLIENT_DEFAULTS: dict[str, Any] = {"connect_timeout": "5s", "timeout": "300s"}
 CONCURRENCY = 32  # requests in flight in read_many
 BLOB_CACHE_BYTES = 256 << 20  # parquet checkpoints are opened twice (non-file actions, then files)
-
-# HTTP client options (obstore's ClientConfig) as option names; everything else goes to the store
-_CLIENT_KEYS = {
-    "allow_http",
-    "allow_invalid_certificates",
-    "connect_timeout",
-    "default_content_type",
-    "http1_only",
-    "http2_only",
-    "pool_idle_timeout",
-    "pool_max_idle_per_host",
-    "proxy_url",
-    "proxy_ca_certificate",
-    "proxy_excludes",
-    "randomize_addresses",
-    "read_timeout",
-    "timeout",
-    "user_agent",
-}
-_BOOL_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "http1_only", "http2_only", "randomize_addresses"}
-# delta-rs storage options with no meaning to obstore (locking providers, rename safety)
-_IGNORED_KEYS = {"s3_allow_unsafe_rename", "s3_locking_provider", "dynamodb_table_name", "s3_lock_timeout_seconds"}
-# option and environment names whose values are secrets (scrubbed from any message)
-_SECRET_WORDS = ("secret", "key", "token", "password", "sas", "connection_string", "credential")
-_ENV_SECRETS = (
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AZURE_STORAGE_ACCOUNT_KEY",
-    "AZURE_STORAGE_ACCESS_KEY",
-    "AZURE_STORAGE_SAS_KEY",
-    "AZURE_STORAGE_SAS_TOKEN",
-    "AZURE_STORAGE_CONNECTION_STRING",
-    "AZURE_CLIENT_SECRET",
-    "AZURE_STORAGE_TOKEN",
-    "GOOGLE_SERVICE_ACCOUNT_KEY",
-)
-
-_ACCESS_CODES = (
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "AccessDenied",
-    "ExpiredToken",
-    "InvalidToken",
-    "AuthorizationHeaderMalformed",
-    "AuthenticationFailed",
-    "AuthorizationFailure",
-    "AuthorizationPermissionMismatch",
-    "InvalidClientTokenId",
-)
-_CODE = re.compile(r"<Code>([A-Za-z0-9]+)</Code>")
-_STATUS = re.compile(r"status code: (\d{3})")
-
-
-# --- errors --------------------------------------------------------------------------------------
-
-
-class ObjectStoreAccessError(StorageError):
-    """The object store refused the credentials (wrong, expired, or without the permission)."""
-
-    code = "storage_access_denied"
-
-
-class BucketNotFoundError(StorageError):
-    """The bucket (or container) a location names does not exist."""
-
-    code = "storage_bucket_not_found"
-
-
-class StorageUnavailableError(StorageError):
-    """The object store did not answer after the bounded retries (network, 5xx, timeouts)."""
-
-    code = "storage_unavailable"
-
-
-class ConditionalPutUnsupportedError(StorageError):
-    """A store that cannot put an object only if absent: commits to it are refused."""
-
-    code = "storage_no_conditional_put"
-
-
-# --- locations -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectLocation:
-    """A parsed object-store location: scheme as written, store kind, bucket, key prefix."""
-
-    scheme: str
-    kind: str  # s3 | gs | az
-    bucket: str  # bucket, or Azure container
-    prefix: str  # the key prefix, no slash at either end ("" for the bucket root)
-    account: str | None = None  # Azure storage account when the URI names it
-    host: str | None = None  # the Azure host as written (abfss://container@<host>/...)
-
-    @property
-    def store_id(self) -> tuple[str, str, str | None]:
-        return (self.kind, self.bucket, self.account)
-
-    @property
-    def root(self) -> str:
-        """The canonical prefix URI confinement compares (s3a is s3)."""
-        bucket = f"{self.bucket}@{self.account}" if self.account else self.bucket
-        return f"{self.kind}://{bucket}/{self.prefix}".rstrip("/")
-
-    def uri(self, path: str | None = None) -> str:
-        """The URI of an object path in this bucket (the location's own prefix when None)."""
-        netloc = f"{self.bucket}@{self.host}" if self.host else self.bucket
-        key = self.prefix if path is None else path
-        return f"{self.scheme}://{netloc}/{key}".rstrip("/") if key else f"{self.scheme}://{netloc}"
-
-    def contains(self, store_id: tuple[str, str, str | None], path: str) -> bool:
-        """Whether object `path` of the store `store_id` lies at or under this prefix."""
-        kind, bucket, account = store_id
-        if kind != self.kind or bucket != self.bucket:
-            return False
-        if self.account and account and self.account != account:
-            return False
-        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
-
-
-def scheme_of(location: str) -> str | None:
-    """The lower-cased scheme of a URI, None for a plain path."""
-    head, sep, _ = location.partition("://")
-    return head.lower() if sep and head and head.replace("+", "").replace("-", "").isalnum() else None
-
-
-def is_object_location(location: str) -> bool:
-    return scheme_of(location) in OBJECT_SCHEMES
-
-
-def normalize_key(path: str) -> str | None:
-    """A key with `.`, `..` and empty segments resolved; None when `..` climbs above the start."""
-    out: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not out:
-                return None
-            out.pop()
-        else:
-            out.append(part)
-    return "/".join(out)
-
-
-def parse_location(location: str) -> ObjectLocation:
-    """Parse `scheme://bucket/prefix` (Azure: `abfss://container@account.host/prefix`).
-
-    The path is taken literally (no query or fragment: `?` and `#` are legal in keys); a
-    location with credentials in it is refused without repeating them."""
-    text = str(location).strip()
-    scheme = scheme_of(text)
-    if scheme not in OBJECT_SCHEMES:
-        raise StorageError(f"{text[:200]}: not an object-store location (s3://, s3a://, gs://, az://, abfss://)")
-    kind = OBJECT_SCHEMES[scheme]
-    rest = text.split("://", 1)[1]
-    netloc, _, path = rest.partition("/")
-    account = host = None
-    if "@" in netloc:
-        user, _, host_part = netloc.rpartition("@")
-        if kind != "az" or ":" in user or not host_part:
-            raise StorageError(
-                f"{scheme}://...: credentials in a location are not accepted; pass them in the environment "
-                "or the location's storage options"
-            )
-        netloc, host = user, host_part.lower()
-        account = host.split(".", 1)[0]
-    if not netloc:
-        raise StorageError(f"{text[:200]}: the location names no bucket")
-    prefix = normalize_key(path)
-    if prefix is None:
-        raise PathOutsideRootsError(f"{text[:200]}: '..' climbs out of the bucket", file=text[:300])
-    return ObjectLocation(scheme, kind, netloc, prefix, account, host)
-
-
-# --- options and credentials -----------------------------------------------------------------------
-
-
-def _option_name(key: str, kind: str) -> str:
-    name = key.strip().lower()
-    for p in {"s3": ("aws_",), "az": ("azure_storage_", "azure_"), "gs": ("google_",)}[kind]:
-        if name.startswith(p) and name[len(p) :] in _CLIENT_KEYS:
-            return name[len(p) :]
-    return name
-
-
-def _split_options(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(store config, client options) from delta-rs style storage options."""
-    config: dict[str, Any] = {}
-    client: dict[str, Any] = dict(CLIENT_DEFAULTS)
-    for key, value in options.items():
-        name = _option_name(key, kind)
-        if name.removeprefix("aws_") in _IGNORED_KEYS:
-            continue
-        if name in _CLIENT_KEYS:
-            if name in _BOOL_CLIENT_KEYS and isinstance(value, str):
-                value = value.strip().lower() in ("1", "true", "yes", "on")
-            client[name] = value
-        elif kind == "az" and name == "azure_storage_connection_string":
-            config.update(_connection_string(str(value), client))
-        else:
-            config[name] = value
-    if kind == "s3" and "allow_http" not in client and os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true":
-        client["allow_http"] = True
-    if kind == "az":
-        conn = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
-        if conn and not any(k in config for k in ("account_key", "azure_storage_account_key", "sas_key")):
-            config = {**_connection_string(conn, client), **config}
-        if "allow_http" not in client and os.environ.get("AZURE_ALLOW_HTTP", "").lower() == "true":
-            client["allow_http"] = True
-    return config, client
-
-
-def _connection_string(text: str, client: dict[str, Any]) -> dict[str, Any]:
-    """Azure's `AccountName=...;AccountKey=...;BlobEndpoint=...` as store config."""
-    parts = dict(p.split("=", 1) for p in text.split(";") if "=" in p)
-    out: dict[str, Any] = {}
-    if parts.get("UseDevelopmentStorage", "").lower() == "true":
-        out["use_emulator"] = True
-        client.setdefault("allow_http", True)
-    if "AccountName" in parts:
-        out["account_name"] = parts["AccountName"]
-    if "AccountKey" in parts:
-        out["account_key"] = parts["AccountKey"]
-    if "SharedAccessSignature" in parts:
-        out["sas_key"] = parts["SharedAccessSignature"]
-    if "BlobEndpoint" in parts:
-        out["endpoint"] = parts["BlobEndpoint"]
-        if parts["BlobEndpoint"].startswith("http://"):
-            client.setdefault("allow_http", True)
-    return out
-
-
-def _secrets(options: Mapping[str, Any]) -> tuple[str, ...]:
-    values = [os.environ.get(name, "") for name in _ENV_SECRETS]
-    values += [str(v) for k, v in options.items() if any(w in k.lower() for w in _SECRET_WORDS)]
-    return tuple(v for v in values if len(v) >= 4)
-
-
-def build_store(loc: ObjectLocation, options: Mapping[str, Any] | None = None) -> Any:
-    """An obstore store for the bucket of `loc` (no prefix: keys are full object paths), with
-    the environment's credentials overridden by `options`."""
-    from obstore.store import AzureStore, GCSStore, S3Store
-
-    config, client = _split_options(loc.kind, options or {})
-    common: dict[str, Any] = {"config": config, "client_options": client, "retry_config": RETRY_CONFIG}
-    if loc.kind == "s3":
-        return S3Store(loc.bucket, **common)
-    if loc.kind == "gs":
-        return GCSStore(loc.bucket, **common)
-    if loc.account and "account_name" not in config and "azure_storage_account_name" not in config:
-        config["account_name"] = loc.account
-    if loc.host and loc.host.endswith(".dfs.fabric.microsoft.com"):
-        config.setdefault("use_fabric_endpoint", True)
-    return AzureStore(loc.bucket, **common)
 
 
 # --- the storage -----------------------------------------------------------------------------------
@@ -345,7 +85,7 @@ class ObjectStoreStorage:
         self._prefixes = tuple(prefixes) if configured else (self._loc,)
         self.roots = tuple(p.root for p in self._prefixes)
         self._options = dict(options or {})
-        self._secret_values = _secrets(self._options)
+        self._secret_values = secrets_of(self._options)
         self._stores: dict[tuple[str, str, str | None], Any] = {}
         self._listed: dict[tuple[tuple[str, str, str | None], str], FileInfo] = {}
         self._blobs: OrderedDict[tuple[tuple[str, str, str | None], str], bytes] = OrderedDict()
@@ -448,11 +188,11 @@ class ObjectStoreStorage:
             ) from None
         except (ox.GenericError, ox.BaseError, OSError, ValueError) as exc:
             text = str(exc)
-            code = _CODE.search(text)
-            status = _STATUS.search(text)
+            code = ERROR_CODE.search(text)
+            status = HTTP_STATUS.search(text)
             if code and code[1] in ("NoSuchBucket", "ContainerNotFound"):
                 raise self._no_bucket() from None
-            if (code and code[1] in _ACCESS_CODES) or (status and status[1] in ("401", "403")):
+            if (code and code[1] in ACCESS_CODES) or (status and status[1] in ("401", "403")):
                 raise self._denied(key, exc) from None
             if isinstance(exc, ox.GenericError) and ("request" in text or "timed out" in text.lower()):
                 reason = code[1] if code else (f"HTTP {status[1]}" if status else self._clean(text))
@@ -467,7 +207,7 @@ class ObjectStoreStorage:
         return BucketNotFoundError(f"{self.location}: the {what} '{self._loc.bucket}' does not exist")
 
     def _denied(self, key: str, exc: BaseException) -> ObjectStoreAccessError:
-        code = _CODE.search(str(exc))
+        code = ERROR_CODE.search(str(exc))
         reason = code[1] if code else type(exc).__name__
         return ObjectStoreAccessError(
             f"{self.display(key)}: access denied by the object store ({reason}); check the credentials for this location"

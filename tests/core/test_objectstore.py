@@ -19,11 +19,11 @@ from tables.delta import storage as storage_module
 from tables.delta.commit import commit, enable_ict, write_commit
 from tables.delta.errors import CommitConflictError, NotADeltaTableError, PathOutsideRootsError, StorageError
 from tables.delta.history import history_rows
-from tables.delta.objectstore import (
+from tables.delta.objectstore import ObjectStoreStorage
+from tables.delta.objectstore_config import (
     BucketNotFoundError,
     ConditionalPutUnsupportedError,
     ObjectStoreAccessError,
-    ObjectStoreStorage,
     StorageUnavailableError,
     parse_location,
 )
