@@ -49,8 +49,44 @@ def allowed_path(location: str) -> Path:
     return real
 
 
+def object_location(location: str) -> str | None:
+    """An object-store location (`s3://`, `gs://`, `az://`, `abfss://` ...) in its canonical
+    form, or None for a local path; a malformed one is refused."""
+    from tables.delta.objectstore_config import is_object_location, parse_location
+
+    text = (location or "").strip()
+    if not is_object_location(text):
+        return None
+    if len(text) > 2000 or "\x00" in text:
+        raise ServiceError("That location is not a valid URI.", "invalid_location")
+    try:
+        loc = parse_location(text)
+    except delta_errors.DeltaError as exc:
+        raise ServiceError(str(exc), "invalid_location") from exc
+    return loc.uri()
+
+
+def _check_object_table(uri: str) -> None:
+    """Under an allowed prefix of its scheme, and a Delta table the store lets us list."""
+    try:
+        list_log(as_storage(uri))
+    except delta_errors.PathOutsideRootsError as exc:
+        raise ServiceError(
+            f"{uri} is outside the allowed locations; ask an administrator to add a prefix of it to "
+            "DELTAWEB_ALLOWED_ROOTS.",
+            "location_not_allowed",
+            403,
+        ) from exc
+    except delta_errors.DeltaError as exc:
+        raise from_delta(exc) from exc
+
+
 def validate_location(location: str) -> str:
     """The table root, resolved (symlinks, '..'), if it is allowed and a readable Delta table."""
+    uri = object_location(location)
+    if uri is not None:
+        _check_object_table(uri)
+        return uri
     real = allowed_path(location)
     if not real.is_dir():
         raise ServiceError(f"{real} does not exist or is not a directory.", "invalid_location")
