@@ -250,7 +250,10 @@ class CommitSerializer(serializers.ModelSerializer):
 
 class HistoryQuerySerializer(serializers.Serializer):
     operation = serializers.CharField(
-        required=False, min_length=1, max_length=200, help_text="Only commits with this operation (case-insensitive), e.g. WRITE."
+        required=False,
+        min_length=1,
+        max_length=200,
+        help_text="Only commits with this operation (case-insensitive), e.g. WRITE.",
     )
     version_min = serializers.IntegerField(
         required=False, min_value=0, max_value=MAX_VERSION, help_text="Lowest version (inclusive)."
@@ -326,10 +329,10 @@ class FileSerializer(serializers.Serializer):
 
 
 class ResolveQuerySerializer(serializers.Serializer):
+    # no maxLength: the parser refuses a long one itself, as invalid_timestamp like any bad time
     timestamp = serializers.CharField(
         min_length=1,
-        max_length=64,
-        help_text="The time to resolve: ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms (UTC when no zone)."
+        help_text="The time to resolve: ISO-8601, yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms (UTC when no zone).",
     )
     allow_latest = serializers.BooleanField(
         required=False,
