@@ -114,11 +114,12 @@ DELTAWEB_PUBLIC_SCHEMA = env_bool("DELTAWEB_PUBLIC_SCHEMA", False)
 # POST /api/auth/token/ (DRF's rate syntax: N/second|minute|hour|day).
 DELTAWEB_LOGIN_RATE = env("DELTAWEB_LOGIN_RATE", "10/minute")
 DELTAWEB_TOKEN_RATE = env("DELTAWEB_TOKEN_RATE", "10/minute")
-# Only the app's own scripts, styles, images and fonts (plotly is served from /vendor/, Swagger
-# UI from the sidecar under /static/); no inline script or style, no framing.
+# Only the app's own scripts, images and fonts (plotly is served from /vendor/, Swagger UI from
+# the sidecar under /static/); no inline script, no framing. Styles may be inline: plotly adds
+# its own <style> element at run time (a nonce cannot cover it), and styles cannot run code.
 DELTAWEB_CSP = env(
     "DELTAWEB_CSP",
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; "
     "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
 )
 X_FRAME_OPTIONS = "DENY"
