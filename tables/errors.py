@@ -38,6 +38,12 @@ DELTA_STATUS: dict[str, int] = {
     "corrupt_log": 422,
     "corrupt_checkpoint": 422,
     "storage_error": 422,
+    "invalid_predicate": 400,
+    # object stores: the store refused us, has no such bucket, or did not answer
+    "storage_access_denied": 502,
+    "storage_bucket_not_found": 422,
+    "storage_unavailable": 503,
+    "storage_no_conditional_put": 422,
 }
 DEFAULT_DELTA_STATUS = 400
 
