@@ -86,6 +86,14 @@ class RestoreRequestForm(forms.Form):
         help_text="The latest version at or before this time (UTC unless a zone is given).",
         widget=forms.TextInput(attrs={"placeholder": "2024-05-01 12:00:00", "spellcheck": "false"}),
     )
+    where = forms.CharField(
+        required=False,
+        max_length=5000,
+        label="Only the partitions where (optional)",
+        help_text="A predicate on partition columns, e.g. day = '2024-05-01' AND region IN ('eu', 'us'); "
+        "other partitions keep their latest data. Blank: the whole table.",
+        widget=forms.TextInput(attrs={"placeholder": "day = '2024-05-01'", "spellcheck": "false"}),
+    )
     reason = forms.CharField(
         max_length=5000,
         label="Reason",

@@ -157,9 +157,12 @@ def request_restore(
     timestamp: str | None = None,
     ignore_missing_files: bool = False,
     allow_protocol_downgrade: bool = False,
+    where: str | None = None,
 ) -> RestoreRequest:
     """A pending restore request with its dry-run plan; a plan that cannot be made (missing
-    files not ignored, target not before the latest version, ...) refuses and saves nothing."""
+    files not ignored, target not before the latest version, a predicate that is not on
+    partition columns or selects nothing, ...) refuses and saves nothing. `where` restores only
+    the partitions a predicate selects (blank: the whole table)."""
     if not roles.can_request_restore(user):
         raise ServiceError(
             "Requesting a restore needs the analyst or approver role (or staff).", "permission_denied", 403
@@ -174,6 +177,7 @@ def request_restore(
             ignore_missing_files=bool(ignore_missing_files),
             allow_protocol_downgrade=bool(allow_protocol_downgrade),
             owner=owner_of(table),  # a managed table: as its owner knows it
+            where=(where or "").strip() or None,
         )
         payload = plan_payload(table, plan.to_dict())
     except delta_errors.DeltaError as exc:
@@ -279,3 +283,33 @@ def send_restore(pk: int) -> None:
         RestoreRequest.objects.filter(pk=pk, status=RestoreStatus.QUEUED).update(
             error=f"the task queue is unreachable ({type(exc).__name__}); the restore stays queued and is sent again"
         )
+
+
+MAX_PREVIEW_PARTITIONS = 100
+
+
+def selected_partitions(table: Table, where: str) -> dict[str, Any]:
+    """The partitions of the latest version a restore predicate selects (the first 100, with
+    their file counts), for the form to list before anything is requested."""
+    from tables.delta.partitions import distinct_partitions
+    from tables.delta.predicate import partition_predicate
+
+    snap = snapshot_at(table)
+    try:
+        pred = partition_predicate(where, snap.metadata, snap.protocol)
+    except delta_errors.DeltaError as exc:
+        raise _restore_error(exc, table) from exc
+    inverse, parts = distinct_partitions(snap.files, list(pred.columns))
+    counts = [0] * len(parts)
+    for i in inverse.tolist():
+        counts[i] += 1
+    chosen = [(p, n) for p, n in zip(parts, counts, strict=True) if pred.matches(p)]
+    keys = {c.key: c.name for c in pred.columns}
+    return {
+        "predicate": pred.text,
+        "count": len(chosen),
+        "partitions": [
+            {"values": {keys.get(k, k): v for k, v in p.items()}, "files": n}
+            for p, n in chosen[:MAX_PREVIEW_PARTITIONS]
+        ],
+    }

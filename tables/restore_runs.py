@@ -336,6 +336,7 @@ def apply_approved_plan(
         allow_protocol_downgrade=bool(approved.get("allowProtocolDowngrade")),
         check_files=bool(approved.get("filesChecked", True)),
         progress=progress,
+        where=approved.get("predicate"),
     )
     head = approved.get("readVersion")
     plan = approved_change_on(

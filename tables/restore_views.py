@@ -17,11 +17,16 @@ from . import pages, roles
 from .errors import ServiceError
 from .forms import RestoreDecisionForm, RestoreRequestForm
 from .models import RestoreRequest, RestoreStatus
-from .restore_requests import approve_restore, reject_restore, request_restore
+from .restore_requests import approve_restore, reject_restore, request_restore, selected_partitions
 from .ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
 
 RESTORES_PAGE_SIZE = 50
-_RESTORE_FIELDS = {"invalid_reason": "reason", "invalid_timestamp": "timestamp", "timestamp_out_of_range": "timestamp"}
+_RESTORE_FIELDS = {
+    "invalid_reason": "reason",
+    "invalid_timestamp": "timestamp",
+    "timestamp_out_of_range": "timestamp",
+    "invalid_predicate": "where",
+}
 
 
 def _restore(pk: int) -> RestoreRequest:
@@ -56,8 +61,19 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
         )
     initial = {"version": request.GET["version"]} if request.GET.get("version", "").isdigit() else {}
     form = RestoreRequestForm(request.POST if request.method == "POST" else None, initial=initial)
-    status, missing = 200, None
-    if request.method == "POST":
+    status, missing, selected = 200, None, None
+    if request.method == "POST" and "preview_partitions" in request.POST:
+        # list what the predicate selects; nothing is requested
+        if form.is_valid() and (form.cleaned_data.get("where") or "").strip():
+            try:
+                selected = selected_partitions(table, form.cleaned_data["where"])
+            except ServiceError as exc:
+                form.add_error("where", exc.message)
+                status = exc.status
+        else:
+            form.add_error("where", "Type a predicate on partition columns to see the partitions it selects.")
+            status = 400
+    elif request.method == "POST":
         status = 400
         if form.is_valid():
             data = form.cleaned_data
@@ -70,6 +86,7 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
                     timestamp=data["timestamp"] or None,
                     ignore_missing_files=data["ignore_missing_files"],
                     allow_protocol_downgrade=data["allow_protocol_downgrade"],
+                    where=data.get("where") or None,
                 )
             except ServiceError as exc:
                 if exc.status == 403:
@@ -89,7 +106,7 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
                 messages.success(request, f"Restore #{req.pk} requested; an approver must approve it.")
                 return redirect("tables:restore_detail", req.pk)
         focus_first_error(form)
-    ctx = context(request, table=table, form=form, missing_files=missing)
+    ctx = context(request, table=table, form=form, missing_files=missing, selected=selected)
     return render(request, "tables/restore_form.html", ctx, status=status)
 
 

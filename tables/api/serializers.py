@@ -492,6 +492,14 @@ class RestoreCreateSerializer(serializers.Serializer):
     allowProtocolDowngrade = serializers.BooleanField(
         required=False, default=False, help_text="Write the target's lower protocol instead of keeping the latest."
     )
+    where = StrictCharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=5000,
+        help_text="Restore only the partitions this predicate on partition columns selects (=, !=, <, <=, >, >=, "
+        "IN, IS NULL, AND, OR, NOT), e.g. \"day = '2024-05-01' AND region IN ('eu', 'us')\". Blank: the whole table.",
+    )
 
 
 class RestoreDecisionSerializer(serializers.Serializer):

@@ -427,6 +427,7 @@ class TableViewSet(viewsets.GenericViewSet):
             timestamp=data.get("timestamp"),
             ignore_missing_files=data["ignoreMissingFiles"],
             allow_protocol_downgrade=data["allowProtocolDowngrade"],
+            where=data.get("where"),
         )
         body = s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": _restore_location(request, req)})
