@@ -213,6 +213,8 @@ def restore_view(plan: dict[str, Any] | None) -> dict[str, Any]:
     metrics = plan.get("metrics") or {}
     sample = plan.get("sample") or {}
     return {
+        "predicate": plan.get("predicate"),
+        "rows": plan.get("rowImpact"),
         "sides": restore_sides(plan),
         "head_version": (c.get("head") or {}).get("version"),
         "target_version": plan.get("targetVersion"),

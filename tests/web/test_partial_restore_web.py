@@ -105,3 +105,5 @@ def test_the_form_lists_the_partitions_a_predicate_selects(table, client) -> Non
     form.pop("preview_partitions")
     r = client.post(url, form)
     assert r.status_code == 302 and RestoreRequest.objects.get().plan["predicate"] == "region = 'us'"
+    html = client.get(r["Location"]).content.decode()
+    assert 'id="plan-predicate"' in html and 'id="plan-rows"' in html and 'id="plan-partitions"' in html
