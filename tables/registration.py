@@ -23,14 +23,20 @@ def allowed_roots() -> list[Path]:
     return [Path(os.path.realpath(r)) for r in settings.DELTAWEB_ALLOWED_ROOTS]
 
 
+def _location_text(location: str) -> str:
+    """The location as typed, stripped; refused when empty, huge or holding a NUL."""
+    text = (location or "").strip()
+    if not text:
+        raise ServiceError("Give the table's location (a directory, file:// or s3:// URI).", "invalid_location")
+    if len(text) > 2000 or "\x00" in text:
+        raise ServiceError("That location is not a valid path or URI.", "invalid_location")
+    return text
+
+
 def allowed_path(location: str) -> Path:
     """An absolute location resolved (symlinks and '..' of its existing part) and checked to
     lie under DELTAWEB_ALLOWED_ROOTS; it need not exist yet."""
-    text = (location or "").strip()
-    if not text:
-        raise ServiceError("Give the table's location (a directory or file:// URI).", "invalid_location")
-    if len(text) > 2000 or "\x00" in text:
-        raise ServiceError("That location is not a valid path.", "invalid_location")
+    text = _location_text(location)
     try:
         raw = local_path(text)
     except delta_errors.DeltaError as exc:
@@ -54,11 +60,9 @@ def object_location(location: str) -> str | None:
     form, or None for a local path; a malformed one is refused."""
     from tables.delta.objectstore_config import is_object_location, parse_location
 
-    text = (location or "").strip()
-    if not is_object_location(text):
+    if not is_object_location((location or "").strip()):
         return None
-    if len(text) > 2000 or "\x00" in text:
-        raise ServiceError("That location is not a valid URI.", "invalid_location")
+    text = _location_text(location)
     try:
         loc = parse_location(text)
     except delta_errors.DeltaError as exc:

@@ -78,14 +78,19 @@ class IctSerializer(serializers.Serializer):
     enablementTimestamp = serializers.IntegerField(allow_null=True, help_text="ms since the epoch")
 
 
-class TableSerializer(serializers.ModelSerializer):
-    createdBy = serializers.SlugRelatedField(
+def created_by_field() -> serializers.SlugRelatedField:
+    """Who created a row (a table, a job): a username, null for commands and the worker."""
+    return serializers.SlugRelatedField(
         source="created_by",
         slug_field="username",
         read_only=True,
         allow_null=True,
         help_text="null when created by a command or the worker, or when the user was removed",
     )
+
+
+class TableSerializer(serializers.ModelSerializer):
+    createdBy = created_by_field()
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     syncState = serializers.CharField(source="sync_state", read_only=True)
     lastSyncedVersion = serializers.IntegerField(source="last_synced_version", read_only=True, allow_null=True)
@@ -143,13 +148,7 @@ class TableCreateSerializer(serializers.Serializer):
 class JobSerializer(serializers.ModelSerializer):
     table = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     isTerminal = serializers.BooleanField(source="is_terminal", read_only=True)
-    createdBy = serializers.SlugRelatedField(
-        source="created_by",
-        slug_field="username",
-        read_only=True,
-        allow_null=True,
-        help_text="null when created by a command or the worker, or when the user was removed",
-    )
+    createdBy = created_by_field()
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -89,4 +90,14 @@ def ict_table(root: Path, mtimes: list[int], icts: list[int | None], enable_at: 
         write_commit(
             root, v, m, ict=icts[v] if v >= enable_at else None, actions=[*extra, add(f"part-{v:05d}.parquet")]
         )
+    return root
+
+
+def writable(root: Path) -> Path:
+    """Golden copies keep the originals' read-only modes; tests delete and write files in them."""
+    for dirpath, _dirs, files in os.walk(root):
+        os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
+        for f in files:
+            full = os.path.join(dirpath, f)
+            os.chmod(full, os.stat(full).st_mode | stat.S_IWUSR)
     return root

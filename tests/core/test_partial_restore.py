@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from collections import Counter
@@ -40,6 +39,7 @@ from tables.delta.restore import RestorePlan, plan_restore
 from tables.delta.restore_commit import commit_restore
 from tables.delta.snapshot import load_snapshot
 from tests.core import reference
+from tests.core.builders import writable
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
@@ -283,15 +283,6 @@ def oracle_rows(table: Path, version: int, selected: Callable[[dict[str, Any]], 
 def commit_lines(table: Path, version: int) -> list[dict[str, Any]]:
     text = (table / LOG / f"{version:020d}.json").read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def writable(root: Path) -> Path:
-    for dirpath, _dirs, files in os.walk(root):
-        os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
-        for f in files:
-            full = os.path.join(dirpath, f)
-            os.chmod(full, os.stat(full).st_mode | stat.S_IWUSR)
-    return root
 
 
 # --- partial restores on delta-rs tables ---------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +32,7 @@ from tables.delta.snapshot import load_snapshot
 from tables.delta.timestamps import commit_times
 from tests.conftest import golden_path
 from tests.core import builders
+from tests.core.builders import writable
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
@@ -43,16 +43,6 @@ BASE_MS = 1_700_000_000_000
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def writable(root: Path) -> Path:
-    """Golden copies keep the originals' read-only modes; tests delete files in them."""
-    for dirpath, _dirs, files in os.walk(root):
-        os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
-        for f in files:
-            full = os.path.join(dirpath, f)
-            os.chmod(full, os.stat(full).st_mode | stat.S_IWUSR)
-    return root
 
 
 def commit_lines(table: Path, version: int) -> list[dict[str, Any]]:

@@ -10,8 +10,6 @@ by delta-rs in the test, and small hand-written logs for absolute and file-URI p
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from tables.delta.restore_commit import commit_restore
 from tables.delta.snapshot import load_snapshot
 from tables.spark.restore import run_restore, spark_plan_restore
 from tests.core import builders
+from tests.core.builders import writable
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
@@ -43,15 +42,6 @@ def clock() -> int:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def writable(root: Path) -> Path:
-    for dirpath, _dirs, files in os.walk(root):
-        os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
-        for f in files:
-            full = os.path.join(dirpath, f)
-            os.chmod(full, os.stat(full).st_mode | stat.S_IWUSR)
-    return root
 
 
 def log_versions(table: Path) -> list[int]:

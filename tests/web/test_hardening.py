@@ -10,12 +10,11 @@ import subprocess
 import sys
 
 import pytest
-from django.contrib.auth.models import Group
 from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tables import registration, roles, sync
+from tables import registration, sync
 from tables.models import RestoreRequest, Table
 from tests.web.ui_tables import history_table
 
@@ -33,25 +32,6 @@ def _clear_cache():
     cache.clear()
     yield
     cache.clear()
-
-
-@pytest.fixture
-def roots(settings, tmp_path):
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
-    return tmp_path
-
-
-@pytest.fixture
-def analyst(django_user_model):
-    user = django_user_model.objects.create_user("ana", password="secret-pass-1")
-    user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
-    return user
-
-
-@pytest.fixture
-def browser(client, analyst):
-    client.force_login(analyst)
-    return client
 
 
 @pytest.fixture

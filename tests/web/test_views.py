@@ -7,9 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group
 
-from tables import registration, roles, sync, views
+from tables import registration, sync, views
 from tables.delta.commit import enable_ict
 from tables.delta.timestamps import format_ms
 from tables.models import Commit, Job, SyncState, Table
@@ -18,25 +17,6 @@ from tests.web.ui_tables import EVIL, evil_commit, history_table, ict_table
 pytest.importorskip("deltalake")
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def roots(settings, tmp_path):
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
-    return tmp_path
-
-
-@pytest.fixture
-def analyst(django_user_model):
-    user = django_user_model.objects.create_user("ana", password="secret-pass-1")
-    user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
-    return user
-
-
-@pytest.fixture
-def browser(client, analyst):
-    client.force_login(analyst)
-    return client
 
 
 @pytest.fixture

@@ -1,0 +1,28 @@
+"""Fixtures the page tests share: allowed roots under tmp_path, an analyst who signs in with a
+password, and a browser client signed in as that analyst."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+
+from tables import roles
+
+
+@pytest.fixture
+def roots(settings, tmp_path):
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    return tmp_path
+
+
+@pytest.fixture
+def analyst(django_user_model):
+    user = django_user_model.objects.create_user("ana", password="secret-pass-1")
+    user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
+    return user
+
+
+@pytest.fixture
+def browser(client, analyst):
+    client.force_login(analyst)
+    return client
