@@ -172,7 +172,7 @@ def _table_root_confinement(request):
     if not {"core", "spark"} & set(Path(str(request.node.fspath)).parts):
         yield
         return
-    saved = storage._roots_provider
+    saved = storage.roots_provider()
     storage.set_roots_provider(None)
     yield
     storage.set_roots_provider(saved)

@@ -51,7 +51,7 @@ from .objectstore_config import (
     scheme_of,
     secrets_of,
 )
-from .storage import FileInfo, allowed_roots
+from .storage_api import FileInfo, allowed_roots
 
 CONCURRENCY = 32  # requests in flight in read_many
 BLOB_CACHE_BYTES = 256 << 20  # parquet checkpoints are opened twice (non-file actions, then files)

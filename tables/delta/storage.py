@@ -19,115 +19,39 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-from urllib.parse import unquote, urlparse
+from typing import Any
+from urllib.parse import unquote
 
-from .errors import CommitConflictError, NotADeltaTableError, PathOutsideRootsError, StorageError
+from .errors import CommitConflictError, PathOutsideRootsError, StorageError
+from .storage_api import (  # the interface lives apart so that every backend can import it
+    ROOTS_ENV,
+    FileInfo,
+    Storage,
+    allowed_roots,
+    is_under,
+    is_uri,
+    local_path,
+    roots_provider,
+    set_roots_provider,
+)
 
-ROOTS_ENV = "DELTAWEB_ALLOWED_ROOTS"
-
-
-@dataclass(frozen=True, slots=True)
-class FileInfo:
-    """A file under the table root: its path relative to the root, size and mtime (ms)."""
-
-    path: str
-    size: int
-    modification_time: int
-
-
-@runtime_checkable
-class Storage(Protocol):
-    """A table root; paths are keys relative to it (or absolute locations `resolve` returned)."""
-
-    location: str
-
-    def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
-        """Files directly under the directory `prefix`, sorted by name, after `start_after`."""
-        ...
-
-    def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
-        """The file's bytes, or `range` = (start, end) of them; FileNotFoundError when absent."""
-        ...
-
-    def head(self, path: str) -> FileInfo: ...
-
-    def list_tree(self, prefix: str = "", exclude: tuple[str, ...] = ()) -> Iterator[str]:
-        """Every file below `prefix` (recursively), as keys, in no order."""
-        ...
-
-    def put(self, path: str, data: bytes, overwrite: bool = False) -> bool:
-        """Write whole or not at all; without `overwrite`, False when the file exists already."""
-        ...
-
-    def delete(self, path: str) -> None: ...
-
-    def read_many(self, paths: list[str]) -> list[bytes]:
-        """The bytes of every path, in order (an object store fetches them concurrently)."""
-        ...
-
-    def resolve(self, log_path: str) -> str:
-        """The key of a path as a log names it (URL-encoded relative, absolute, or a URI);
-        PathOutsideRootsError when it lies outside the allowed roots."""
-        ...
-
-    def uri(self, path: str = "") -> str:
-        """A URI an engine (Spark, pyarrow) opens for a key `resolve` or a listing returned."""
-        ...
-
-    def display(self, path: str = "") -> str:
-        """How messages name the table root or a file under it."""
-        ...
-
-
-# --- allowed roots ------------------------------------------------------------------------------
-
-_roots_provider: Callable[[], Iterable[str]] | None = None
-
-
-def set_roots_provider(provider: Callable[[], Iterable[str]] | None) -> None:
-    """Where the allowed roots come from (the web app passes its setting, read at each open so
-    a changed setting applies at once); None: the environment variable, else each table's
-    own root (the command line, run by an operator on a table they name)."""
-    global _roots_provider
-    _roots_provider = provider
-
-
-def allowed_roots() -> tuple[str, ...]:
-    """The allowed roots: local ones resolved (symlinks and '..'), object-store prefixes
-    (`s3://bucket/prefix`) as given, without a trailing slash."""
-    if _roots_provider is not None:
-        given = list(_roots_provider())
-    else:
-        given = [r.strip() for r in os.environ.get(ROOTS_ENV, "").split(",") if r.strip()]
-    return tuple(str(r).strip().rstrip("/") if is_uri(str(r)) else os.path.realpath(local_path(str(r))) for r in given)
-
-
-def is_uri(location: str | os.PathLike[str]) -> bool:
-    """Whether a location names a storage scheme other than the local file system."""
-    text = location if isinstance(location, str) else os.fspath(location)
-    return "://" in text and not text.startswith("file:")
-
-
-def is_under(real: str, roots: Iterable[str]) -> bool:
-    """Whether the resolved path `real` is one of `roots` or lies below one."""
-    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-def local_path(location: str) -> Path:
-    """The local directory of a location given as a path or a `file://` URI."""
-    if location.startswith("file:"):
-        parsed = urlparse(location)
-        if parsed.netloc not in ("", "localhost"):
-            raise NotADeltaTableError(f"{location}: file URIs with a host are not supported")
-        return Path(unquote(parsed.path))
-    if "://" in location:
-        scheme = location.split("://", 1)[0]
-        raise NotADeltaTableError(f"{location}: storage scheme '{scheme}' is not supported yet")
-    return Path(location)
+__all__ = [
+    "ROOTS_ENV",
+    "FileInfo",
+    "LocalStorage",
+    "Storage",
+    "allowed_roots",
+    "as_storage",
+    "is_under",
+    "is_uri",
+    "local_path",
+    "open_storage",
+    "roots_provider",
+    "same_table",
+    "set_roots_provider",
+]
 
 
 # --- the local file system -------------------------------------------------------------------------
