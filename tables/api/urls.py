@@ -3,10 +3,11 @@
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from .auth_views import DocsView, SchemaView, TokenView
 from .data_views import ChangesView, JobResultsView, RowDiffView, VersionRowsView
 from .errors import not_found_view
 from .owner_views import OwnerBackfillView, OwnerCommitsView
-from .views import ApiRootView, DocsView, JobViewSet, RestoreViewSet, SchemaView, TableViewSet, TokenView
+from .views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
 
 app_name = "api"
 

@@ -9,22 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings as django_settings
-from django.contrib.auth.views import redirect_to_login
 from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import AllowAny, IsAuthenticated
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
 from tables import versions
@@ -37,6 +31,7 @@ from tables.registration import delete_table, register_table
 from tables.restore_requests import approve_restore, reject_restore, request_restore
 from tables.sync import start_sync
 
+from . import restore_serializers as rs
 from . import serializers as s
 from . import shapes
 from .permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
@@ -385,16 +380,16 @@ class TableViewSet(viewsets.GenericViewSet):
     @extend_schema(
         methods=["GET"],
         summary="The table's restore requests, newest first (paged with limit/offset)",
-        parameters=[TABLE_ID, s.RestoreQuerySerializer],
-        responses={200: s.RestoreSummarySerializer(many=True), **_errors(400, 401, 403, 404)},
+        parameters=[TABLE_ID, rs.RestoreQuerySerializer],
+        responses={200: rs.RestoreSummarySerializer(many=True), **_errors(400, 401, 403, 404)},
     )
     @extend_schema(
         methods=["POST"],
         summary="Request a restore: dry-run plan now, commit after an approver approves",
         parameters=[TABLE_ID],
-        request=s.RestoreCreateSerializer,
+        request=rs.RestoreCreateSerializer,
         responses={
-            201: OpenApiResponse(s.RestoreRequestSerializer, description="The pending request with its plan"),
+            201: OpenApiResponse(rs.RestoreRequestSerializer, description="The pending request with its plan"),
             **_errors(400, 401, 403, 404, 422),
         },
     )
@@ -410,13 +405,13 @@ class TableViewSet(viewsets.GenericViewSet):
         ignoreMissingFiles to restore without them); 422 when the log cannot be read."""
         table = self.get_object()
         if request.method == "GET":
-            q = _query(s.RestoreQuerySerializer, request)
+            q = _query(rs.RestoreQuerySerializer, request)
             rows = RESTORES.filter(table=table)
             if q.get("status"):
                 rows = rows.filter(status__in=q["status"])
             page = self.paginate_queryset(rows.defer("plan", "verification", "result"))
-            return self.get_paginated_response(s.RestoreSummarySerializer(page, many=True).data)
-        ser = s.RestoreCreateSerializer(data=request.data)
+            return self.get_paginated_response(rs.RestoreSummarySerializer(page, many=True).data)
+        ser = rs.RestoreCreateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         req = request_restore(
@@ -429,7 +424,7 @@ class TableViewSet(viewsets.GenericViewSet):
             allow_protocol_downgrade=data["allowProtocolDowngrade"],
             where=data.get("where"),
         )
-        body = s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
+        body = rs.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": _restore_location(request, req)})
 
 
@@ -451,19 +446,19 @@ class JobViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
 @extend_schema_view(
     list=extend_schema(
         summary="Restore requests of every table, newest first (paged with limit/offset)",
-        parameters=[s.RestoreQuerySerializer],
-        responses={200: s.RestoreSummarySerializer(many=True), **_errors(400, 401, 403)},
+        parameters=[rs.RestoreQuerySerializer],
+        responses={200: rs.RestoreSummarySerializer(many=True), **_errors(400, 401, 403)},
     ),
     retrieve=extend_schema(
         summary="A restore request: status, plan, progress (stage, done/total), result, error, events",
-        responses={200: s.RestoreRequestSerializer, **_errors(401, 403, 404)},
+        responses={200: rs.RestoreRequestSerializer, **_errors(401, 403, 404)},
     ),
 )
 class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Restore requests: poll one until isTerminal (or awaitingApproval, when it went stale)."""
 
     queryset = RESTORES
-    serializer_class = s.RestoreRequestSerializer
+    serializer_class = rs.RestoreRequestSerializer
     pagination_class = Pagination
     lookup_value_regex = "[0-9]{1,18}"
 
@@ -473,23 +468,23 @@ class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         return [IsAuthenticated(), CanBrowse()]
 
     def list(self, request):
-        q = _query(s.RestoreQuerySerializer, request)
+        q = _query(rs.RestoreQuerySerializer, request)
         rows = self.get_queryset()
         if q.get("status"):
             rows = rows.filter(status__in=q["status"])
         page = self.paginate_queryset(rows.defer("plan", "verification", "result"))
-        return self.get_paginated_response(s.RestoreSummarySerializer(page, many=True).data)
+        return self.get_paginated_response(rs.RestoreSummarySerializer(page, many=True).data)
 
     def _decision(self) -> dict[str, Any]:
-        ser = s.RestoreDecisionSerializer(data=self.request.data)
+        ser = rs.RestoreDecisionSerializer(data=self.request.data)
         ser.is_valid(raise_exception=True)
         return ser.validated_data
 
     @extend_schema(
         summary="Approve the plan: the restore is queued for a worker",
-        request=s.RestoreDecisionSerializer,
+        request=rs.RestoreDecisionSerializer,
         responses={
-            202: OpenApiResponse(s.RestoreRequestSerializer, description="Approved and queued"),
+            202: OpenApiResponse(rs.RestoreRequestSerializer, description="Approved and queued"),
             **_errors(400, 401, 403, 404, 409),
         },
     )
@@ -501,20 +496,20 @@ class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         of appends made meanwhile), or goes back to stale with a new plan."""
         data = self._decision()
         req = approve_restore(self.get_object(), request.user, data["comment"], data.get("fingerprint"))
-        body = s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
+        body = rs.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": _restore_location(request, req)})
 
     @extend_schema(
         summary="Reject the request (a comment saying why is required)",
-        request=s.RestoreDecisionSerializer,
-        responses={200: s.RestoreRequestSerializer, **_errors(400, 401, 403, 404, 409)},
+        request=rs.RestoreDecisionSerializer,
+        responses={200: rs.RestoreRequestSerializer, **_errors(400, 401, 403, 404, 409)},
     )
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
         """Approvers (or staff) only, never the requester; only pending or stale requests."""
         data = self._decision()
         req = reject_restore(self.get_object(), request.user, data["comment"])
-        return Response(s.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data)
+        return Response(rs.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data)
 
 
 class ApiRootView(APIView):
@@ -536,99 +531,3 @@ class ApiRootView(APIView):
                 "docs": url("api:docs"),
             }
         )
-
-
-# --- sign-in and the schema -----------------------------------------------------------------
-
-
-class TokenRateThrottle(ScopedRateThrottle):
-    """Requests per client (IP, or user once signed in) to the token endpoint, at the rate of
-    settings.DELTAWEB_TOKEN_RATE read per request (so a deployment or a test can change it)."""
-
-    scope = "token"
-
-    def get_rate(self) -> str:
-        return django_settings.DELTAWEB_TOKEN_RATE
-
-    def allow_request(self, request, view) -> bool:
-        # ScopedRateThrottle reads the scope off the view; this throttle has its own
-        self.rate = self.get_rate()
-        self.num_requests, self.duration = self.parse_rate(self.rate)
-        return SimpleRateThrottle.allow_request(self, request, view)
-
-
-class TokenView(ObtainAuthToken):
-    """POST a username and password, get the user's API token; throttled per client."""
-
-    throttle_classes = [TokenRateThrottle]
-
-    @extend_schema(
-        summary="Exchange a username and password for the user's API token",
-        request=s.TokenRequestSerializer,
-        responses={
-            200: s.TokenSerializer,
-            400: OpenApiResponse(s.ErrorSerializer, description="Missing fields or wrong credentials"),
-            401: OpenApiResponse(s.ErrorSerializer, description="A malformed or unknown Authorization header"),
-            429: OpenApiResponse(s.ErrorSerializer, description="Too many requests; retry after Retry-After"),
-        },
-        auth=[],
-    )
-    def post(self, request, *args, **kwargs):
-        """Send `Authorization: Token <token>` with every API request. At most DELTAWEB_TOKEN_RATE
-        requests per client (default 10 a minute); more answer 429 with Retry-After."""
-        return super().post(request, *args, **kwargs)
-
-
-def _schema_permissions() -> list:
-    # read per request, so that DELTAWEB_PUBLIC_SCHEMA takes effect without a re-import
-    return [AllowAny()] if django_settings.DELTAWEB_PUBLIC_SCHEMA else [IsAuthenticated()]
-
-
-class _JsonErrors:
-    """Errors of a view whose renderers are YAML or HTML still answer the API's JSON error."""
-
-    def handle_exception(self, exc):
-        response = super().handle_exception(exc)
-        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), "application/json"
-        return response
-
-
-class SchemaView(_JsonErrors, SpectacularAPIView):
-    """The OpenAPI schema: for signed-in users unless DELTAWEB_PUBLIC_SCHEMA=1."""
-
-    def get_permissions(self):
-        return _schema_permissions()
-
-
-class DocsView(_JsonErrors, SpectacularSwaggerSplitView):
-    """Swagger UI, its init script a separate file (the CSP allows no inline script). A browser
-    that is not signed in is sent to the sign-in form, an API client gets the 401."""
-
-    def get_permissions(self):
-        return _schema_permissions()
-
-    def permission_denied(self, request, message=None, code=None):
-        if not request.user.is_authenticated and "text/html" in request.META.get("HTTP_ACCEPT", ""):
-            raise _SignInRedirect(request.get_full_path())
-        super().permission_denied(request, message, code)
-
-    def handle_exception(self, exc):
-        if isinstance(exc, _SignInRedirect):
-            return redirect_to_login(exc.next_url)
-        return super().handle_exception(exc)
-
-    def finalize_response(self, request, response, *args, **kwargs):
-        response = super().finalize_response(request, response, *args, **kwargs)
-        # Swagger UI styles itself inline; its scripts stay limited to our own files
-        policy = django_settings.DELTAWEB_CSP
-        if policy and "style-src 'self';" in policy:
-            response["Content-Security-Policy"] = policy.replace(
-                "style-src 'self';", "style-src 'self' 'unsafe-inline';"
-            )
-        return response
-
-
-class _SignInRedirect(Exception):
-    def __init__(self, next_url: str) -> None:
-        super().__init__(next_url)
-        self.next_url = next_url

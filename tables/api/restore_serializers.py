@@ -1,0 +1,194 @@
+"""API shapes of restore requests: the request body, decisions, events, a request with its
+plan and its query parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from tables.lookup import INT64_MAX as MAX_VERSION
+from tables.models import RestoreEvent, RestoreRequest, RestoreStatus
+
+from .serializers import BlankAsNullCharField, StrictCharField, without_staff_detail
+
+# --- restores ------------------------------------------------------------------------
+
+
+class RestoreCreateSerializer(serializers.Serializer):
+    version = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_VERSION, help_text="The version to restore."
+    )
+    timestamp = StrictCharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=64,
+        help_text="Or the time to restore to (the latest version at or before it): ISO-8601, "
+        "yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch ms (UTC when no zone). Give a version or a timestamp.",
+    )
+    reason = StrictCharField(min_length=1, max_length=5000, help_text="Why; the approver reads it.")
+    ignoreMissingFiles = serializers.BooleanField(
+        required=False, default=False, help_text="Restore without the files of the version that are gone."
+    )
+    allowProtocolDowngrade = serializers.BooleanField(
+        required=False, default=False, help_text="Write the target's lower protocol instead of keeping the latest."
+    )
+    where = StrictCharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=5000,
+        help_text="Restore only the partitions this predicate on partition columns selects (=, !=, <, <=, >, >=, "
+        "IN, IS NULL, AND, OR, NOT), e.g. \"day = '2024-05-01' AND region IN ('eu', 'us')\". Blank: the whole table.",
+    )
+
+
+class RestoreDecisionSerializer(serializers.Serializer):
+    comment = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=5000,
+        help_text="Shown to the requester; required to reject.",
+    )
+    fingerprint = serializers.RegexField(
+        r"^[0-9a-f]{64}$",
+        required=False,
+        help_text="The plan's fingerprint as you reviewed it; the approval fails (409 plan_changed) if the plan "
+        "changed since.",
+    )
+
+
+class RestoreEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True, help_text="null: the worker"
+    )
+    fromStatus = serializers.CharField(source="from_status", read_only=True)
+    toStatus = serializers.CharField(source="to_status", read_only=True)
+
+    class Meta:
+        model = RestoreEvent
+        fields = ["at", "actor", "fromStatus", "toStatus", "note"]
+        read_only_fields = fields
+
+
+class RestoreSummarySerializer(serializers.ModelSerializer):
+    """A restore request without its plan and events (lists)."""
+
+    table = serializers.PrimaryKeyRelatedField(read_only=True)
+    tableName = serializers.CharField(source="table.name", read_only=True)
+    status = serializers.ChoiceField(choices=RestoreStatus.choices, read_only=True)
+    statusLabel = serializers.CharField(source="get_status_display", read_only=True)
+    isTerminal = serializers.BooleanField(source="is_terminal", read_only=True)
+    awaitingApproval = serializers.BooleanField(source="awaiting_approval", read_only=True)
+    targetVersion = serializers.IntegerField(
+        source="target_version", read_only=True, allow_null=True, help_text="as requested"
+    )
+    targetTimestamp = BlankAsNullCharField(source="target_timestamp", help_text="as requested")
+    resolvedVersion = serializers.IntegerField(
+        source="resolved_version", read_only=True, allow_null=True, help_text="the version restored to"
+    )
+    resolutionRule = serializers.CharField(source="resolution_rule", read_only=True)
+    ignoreMissingFiles = serializers.BooleanField(source="ignore_missing_files", read_only=True)
+    allowProtocolDowngrade = serializers.BooleanField(source="allow_protocol_downgrade", read_only=True)
+    requestedBy = serializers.SlugRelatedField(
+        source="requested_by", slug_field="username", read_only=True, allow_null=True, help_text="null: user removed"
+    )
+    approver = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    approverComment = serializers.CharField(source="approver_comment", read_only=True)
+    planHeadVersion = serializers.IntegerField(
+        source="plan_head_version", read_only=True, allow_null=True, help_text="the head the plan was made on"
+    )
+    planFingerprint = serializers.CharField(source="plan_fingerprint", read_only=True)
+    resultVersion = serializers.IntegerField(
+        source="result_version", read_only=True, allow_null=True, help_text="the RESTORE commit's version"
+    )
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    decidedAt = serializers.DateTimeField(source="decided_at", read_only=True, allow_null=True)
+    startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
+
+    class Meta:
+        model = RestoreRequest
+        fields = [
+            "id",
+            "table",
+            "tableName",
+            "status",
+            "statusLabel",
+            "isTerminal",
+            "awaitingApproval",
+            "targetVersion",
+            "targetTimestamp",
+            "resolvedVersion",
+            "resolutionRule",
+            "reason",
+            "ignoreMissingFiles",
+            "allowProtocolDowngrade",
+            "requestedBy",
+            "approver",
+            "approverComment",
+            "planHeadVersion",
+            "planFingerprint",
+            "stage",
+            "done",
+            "total",
+            "attempts",
+            "resultVersion",
+            "error",
+            "createdAt",
+            "decidedAt",
+            "startedAt",
+            "finishedAt",
+        ]
+        read_only_fields = fields
+
+
+class RestoreRequestSerializer(RestoreSummarySerializer):
+    """A restore request with its plan, what the run did and the audit trail."""
+
+    plan = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="The dry-run plan (RestorePlan.to_dict without the file actions): targetVersion, readVersion, "
+        "metrics (operationMetrics as Delta Lake writes them), numFilesToAdd, numFilesToRemove, protocol, "
+        "protocolOutcome, metadata, domainMetadata, missingFiles, notes, fingerprint; sample (up to 50 files to "
+        "add and to remove), compare (head, target and after side by side: files, bytes, protocol; schema, "
+        "properties and protocol changes) and the dataChange warning.",
+    )
+    verification = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="verified; commit (the new version read back against the plan); target (its files against "
+        "the target version's).",
+    )
+    result = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="What the run reported: version, readVersion, rebasedOver, metrics, txnId, alreadyCommitted, "
+        "syncJob; or missingFiles / competingVersions.",
+    )
+    events = RestoreEventSerializer(many=True, read_only=True)
+
+    class Meta(RestoreSummarySerializer.Meta):
+        fields = [*RestoreSummarySerializer.Meta.fields, "plan", "verification", "result", "events"]
+        read_only_fields = fields
+
+    def to_representation(self, instance: RestoreRequest) -> dict[str, Any]:
+        return without_staff_detail(self, super().to_representation(instance))
+
+
+class RestoreQuerySerializer(serializers.Serializer):
+    status = serializers.CharField(
+        required=False, help_text="Only requests in these states (comma-separated), e.g. pending,stale."
+    )
+
+    def validate_status(self, value: str) -> list[str]:
+        wanted = [v.strip() for v in value.split(",") if v.strip()]
+        bad = [v for v in wanted if v not in RestoreStatus.values]
+        if bad:
+            raise serializers.ValidationError(
+                f"unknown state {', '.join(bad)[:100]}; states are {', '.join(RestoreStatus.values)}."
+            )
+        return wanted
