@@ -10,23 +10,37 @@ from typing import Any
 from django.core.cache import cache
 
 from tables.delta import errors as delta_errors
-from tables.delta.reachability import reachability
+from tables.delta.reachability import parse_interval, reachability
 
-from .errors import from_delta
+from .errors import ServiceError, from_delta
 from .history import synced_key
 from .models import Table
 
 CACHE_SECONDS = 300
+RETENTION_HELP = 'Give a retention such as "7 days", "interval 1 week" or "24 hours".'
 
 
-def table_reachability(table: Table) -> dict[str, Any]:
-    """`{latestVersion, logRetentionMs, deletedFileRetentionMs, versions: [...]}`, newest first."""
+def parse_retention(text: str | None) -> int:
+    """A VACUUM retention a person typed, in ms; ServiceError `invalid` when unreadable."""
+    ms = parse_interval(text)
+    if ms is None:
+        shown = (text or "").strip()[:40]
+        raise ServiceError(f"'{shown}' is not a retention. {RETENTION_HELP}" if shown else RETENTION_HELP)
+    return ms
+
+
+def table_reachability(table: Table, vacuum_retention: int | None = None) -> dict[str, Any]:
+    """`{latestVersion, logRetentionMs, deletedFileRetentionMs, versions: [...]}`, newest first;
+    with `vacuum_retention` (ms) also `vacuumForecast {retentionMs, breaksVersions}`: the
+    readable versions a VACUUM run now with that retention would break. Cached per retention,
+    since the forecast costs the same replay as the answer itself."""
     now = int(time.time() * 1000)
-    key = f"reach:{synced_key(table)}:{now // (CACHE_SECONDS * 1000)}"
+    forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
+    key = f"reach:{synced_key(table)}:{now // (CACHE_SECONDS * 1000)}{forecast}"
     data = cache.get(key)
     if data is None:
         try:
-            data = reachability(table.location, now).to_dict()
+            data = reachability(table.location, now, vacuum_retention=vacuum_retention).to_dict()
         except delta_errors.DeltaError as exc:
             raise from_delta(exc) from exc
         cache.set(key, data, CACHE_SECONDS)
@@ -39,3 +53,21 @@ def version_reachability(table: Table, version: int) -> dict[str, Any] | None:
         if entry["version"] == version:
             return entry
     return None
+
+
+FORECAST_LISTED = 1000
+
+
+def vacuum_forecast(data: dict[str, Any], limit: int = FORECAST_LISTED) -> dict[str, Any] | None:
+    """The forecast of a `table_reachability` answer, its list bounded (newest first): a
+    100,000-version table must not answer with 100,000 numbers."""
+    forecast = data.get("vacuumForecast")
+    if forecast is None:
+        return None
+    broken = forecast["breaksVersions"]
+    return {
+        "retentionMs": forecast["retentionMs"],
+        "count": len(broken),
+        "breaksVersions": broken[:limit],
+        "truncated": len(broken) > limit,
+    }

@@ -28,6 +28,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import etag, require_GET, require_http_methods, require_POST
 
 from tables.delta import errors as delta_errors
+from tables.delta.reachability import MAX_INTERVAL_TEXT
 from tables.delta.timestamps import format_ms
 
 from . import charts, owner_services, pages, roles
@@ -37,6 +38,7 @@ from .history import CACHE_SECONDS, HistoryFilter, history, operations, synced_k
 from .models import Anomaly, Commit, Job, JobStatus, RestoreRequest, SyncState, Table
 from .owner_access import managed_of
 from .owner_db import summary as owner_summary
+from .reachability import parse_retention, table_reachability, vacuum_forecast
 from .registration import register_table
 from .rows_views import diff_rows_context, version_rows_context
 from .sync import start_sync
@@ -159,7 +161,7 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     form = HistoryFilterForm(request.GET or None)
     valid = form.is_bound and form.is_valid()
     filtered = form.active if valid else False
-    q = query(request, ("page", "as_of", "job"))
+    q = query(request, ("page", "as_of", "job", "vacuum_retention"))
     html_key = f"hist:{synced_key(table)}:{q}:{request.GET.get('page', '')}"
     html = cache.get(html_key)
     if html is None:
@@ -217,6 +219,29 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
     return {"tt_form": form, "tt_result": result, "tt_error": error}
 
 
+FORECAST_SHOWN = 50  # versions listed on the page; the API has the rest
+
+
+def _vacuum_forecast(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """The "what would VACUUM break" form: its answer, or an error on the form itself."""
+    if "vacuum_retention" not in request.GET:
+        return {"vf_value": "", "vf_result": None, "vf_error": None}
+    raw = request.GET.get("vacuum_retention", "")[:MAX_INTERVAL_TEXT]
+    result = error = None
+    try:
+        forecast = vacuum_forecast(table_reachability(table, vacuum_retention=parse_retention(raw)), FORECAST_SHOWN)
+    except ServiceError as exc:
+        error = public_message(exc.message, table)
+    else:
+        broken = forecast["breaksVersions"] if forecast else []
+        result = {
+            "count": forecast["count"] if forecast else 0,
+            "versions": broken,
+            "more": (forecast["count"] - len(broken)) if forecast else 0,
+        }
+    return {"vf_value": raw, "vf_result": result, "vf_error": error}
+
+
 @page
 @require_GET
 def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
@@ -224,6 +249,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx = context(request, table=table, job=job_param(request, "job", table))
     ctx.update(_history(request, table))
     ctx.update(_time_travel(request, table))
+    ctx.update(_vacuum_forecast(request, table))
     ctx["plotly_version"] = plotly_version()
     # the first anomalies on the page; all of them in the API's timeline
     ctx["anomalies"] = list(Anomaly.objects.filter(table=table)[:ANOMALIES_SHOWN])

@@ -28,6 +28,15 @@ class VersionReachabilitySerializer(serializers.Serializer):
     retention = RetentionSerializer()
 
 
+class VacuumForecastSerializer(serializers.Serializer):
+    retentionMs = serializers.IntegerField(help_text="The retention of the forecast VACUUM, in ms.")
+    count = serializers.IntegerField(help_text="How many readable versions it would make unreadable.")
+    breaksVersions = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Those versions, newest first (at most 1000)."
+    )
+    truncated = serializers.BooleanField(help_text="More versions break than are listed.")
+
+
 class ReachabilityPageSerializer(serializers.Serializer):
     count = serializers.IntegerField()
     next = serializers.URLField(allow_null=True)
@@ -36,3 +45,6 @@ class ReachabilityPageSerializer(serializers.Serializer):
     latestVersion = serializers.IntegerField()
     logRetentionMs = serializers.IntegerField()
     deletedFileRetentionMs = serializers.IntegerField()
+    vacuumForecast = VacuumForecastSerializer(
+        required=False, help_text="Only with the vacuumRetention parameter: what a VACUUM now would break."
+    )

@@ -26,7 +26,7 @@ from tables.errors import printable
 from tables.history import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
 from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
-from tables.reachability import table_reachability
+from tables.reachability import parse_retention, table_reachability, vacuum_forecast
 from tables.registration import delete_table, register_table
 from tables.restore_requests import approve_restore, reject_restore, request_restore
 from tables.sync import start_sync
@@ -108,6 +108,14 @@ VERSION = OpenApiParameter(
     description="A table version (>= 0).",
 )
 READ_ERRORS = (400, 401, 403, 404, 422)
+VACUUM_RETENTION = OpenApiParameter(
+    "vacuumRetention",
+    str,
+    OpenApiParameter.QUERY,
+    required=False,
+    description='Forecast a VACUUM run now with this retention ("7 days", "interval 1 week", "24 hours"): '
+    "adds vacuumForecast with the readable versions it would make unreadable. 400 invalid when unreadable.",
+)
 # limit/offset of actions that page (list actions get them from Pagination's schema)
 PAGE_PARAMS = [
     OpenApiParameter(p["name"], p["schema"], OpenApiParameter.QUERY, description=p["description"])
@@ -291,7 +299,7 @@ class TableViewSet(viewsets.GenericViewSet):
 
     @extend_schema(
         summary="Which versions can still be read or restored, and why not (newest first, paged)",
-        parameters=[TABLE_ID, *PAGE_PARAMS],
+        parameters=[TABLE_ID, *PAGE_PARAMS, VACUUM_RETENTION],
         responses={200: shapes.ReachabilityPageSerializer, **_errors(*READ_ERRORS)},
     )
     @action(detail=True, methods=["get"])
@@ -299,11 +307,18 @@ class TableViewSet(viewsets.GenericViewSet):
         """For every version: readable (log and files present), restorable (readable, or missing only
         files a restore would not add), the reason when not (log_expired, not_reproducible,
         files_missing with the count and the first 100 paths, beyond_retention) and the retention
-        windows (delta.logRetentionDuration, delta.deletedFileRetentionDuration; Delta's defaults)."""
-        data = table_reachability(self.get_object())
+        windows (delta.logRetentionDuration, delta.deletedFileRetentionDuration; Delta's defaults).
+        With `vacuumRetention`, also `vacuumForecast`: the readable versions a VACUUM run now with
+        that retention would make unreadable (400 invalid when the retention cannot be read)."""
+        table = self.get_object()
+        raw = request.query_params.get("vacuumRetention")
+        retention = None if raw is None else parse_retention(raw)
+        data = table_reachability(table, vacuum_retention=retention)
         page = self.paginate_queryset(data["versions"])
         body = self.get_paginated_response(page).data
         body.update({k: data[k] for k in ("latestVersion", "logRetentionMs", "deletedFileRetentionMs")})
+        if retention is not None:
+            body["vacuumForecast"] = vacuum_forecast(data)
         return Response(body)
 
     # --- versions (from the log, through the services) -----------------------------------

@@ -36,6 +36,7 @@ EXIT_OK = 0
 EXIT_BROKEN_PIPE = 1
 EXIT_FAILED = 2
 EXIT_INTERRUPTED = 130
+MAX_FORECAST_SHOWN = 200  # versions listed in the text output; --json has them all
 
 
 def add_subcommands(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +78,12 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     )
     p = cmd("reachability", "which versions can still be read or restored, and why not (newest first)")
     p.add_argument("--at", default=None, help="judge retention as of this time (default: now)")
+    p.add_argument(
+        "--vacuum-retention",
+        default=None,
+        metavar="INTERVAL",
+        help='also forecast which readable versions a VACUUM with this retention ("7 days") would break',
+    )
 
 
 def build_parser(prog: str = "delta") -> argparse.ArgumentParser:
@@ -197,11 +204,18 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
     if sub == "restore":
         return restore_payload(path, opts)
     if sub == "reachability":
-        from .reachability import reachability
+        from .reachability import parse_interval, reachability
         from .timestamps import parse_timestamp
 
         at = parse_timestamp(opts["at"]) if opts.get("at") else int(time.time() * 1000)
-        return reachability(path, at).to_dict()
+        retention = None
+        if opts.get("vacuum_retention") is not None:
+            retention = parse_interval(opts["vacuum_retention"])
+            if retention is None:  # ValueError: one `error:` line, status 2
+                raise ValueError(
+                    f"--vacuum-retention {opts['vacuum_retention'][:40]!r} is not an interval, e.g. '7 days'"
+                )
+        return reachability(path, at, vacuum_retention=retention).to_dict()
     raise ValueError(f"unknown subcommand {sub}")
 
 
@@ -332,7 +346,17 @@ def _reachability_text(p: dict[str, Any]) -> str:
         ]
         for v in p["versions"]
     ]
-    return _table(["version", "readable", "restorable", "reason", "missing", "first missing files"], rows)
+    text = _table(["version", "readable", "restorable", "reason", "missing", "first missing files"], rows)
+    forecast = p.get("vacuumForecast")
+    if forecast is not None:
+        broken = forecast["breaksVersions"]
+        hours = forecast["retentionMs"] / 3_600_000
+        head = f"\nVACUUM now with retention {hours:g} hours would make {len(broken)} readable version"
+        head += ("" if len(broken) == 1 else "s") + " unreadable"
+        shown = ", ".join(map(str, broken[:MAX_FORECAST_SHOWN]))
+        more = f" (and {len(broken) - MAX_FORECAST_SHOWN} older)" if len(broken) > MAX_FORECAST_SHOWN else ""
+        text += head + (f": {shown}{more}\n" if broken else "\n")
+    return text
 
 
 def _partition_text(values: dict[str, Any]) -> str:

@@ -57,6 +57,23 @@ def _parse_interval(text: str) -> int | None:
     return int(total)
 
 
+_STRICT_INTERVAL = re.compile(r"(?:\s*\d+(?:\.\d+)?\s*[a-z]+)+\s*")
+MAX_INTERVAL_TEXT = 100
+
+
+def parse_interval(text: str | None) -> int | None:
+    """A retention a person typed ("7 days", "interval 1 week", "24 hours") in milliseconds,
+    or None when it is blank, too long, negative or names an unknown unit. Stricter than
+    `interval_ms`: every word must be part of the interval, since a forecast for a value we
+    half-understood would be worse than an error."""
+    if not text or len(text) > MAX_INTERVAL_TEXT:
+        return None
+    body = text.strip().lower().removeprefix("interval")
+    if not _STRICT_INTERVAL.fullmatch(body):
+        return None
+    return _parse_interval(body)
+
+
 def interval_ms(text: str | None, default: str) -> int:
     """A Delta interval property ("interval 7 days", "1 week", "168 hours") in milliseconds;
     the default when absent or unreadable (Delta Lake refuses such values on write)."""

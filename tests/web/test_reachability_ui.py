@@ -1,0 +1,137 @@
+"""Reachability where users decide: the VACUUM forecast (API, table page, `delta` CLI), the
+"readable" column of the history and the horizon bands of the timeline chart. The forecast is
+checked against a real VACUUM by delta-rs on a copy of the table."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tables.delta.reachability import reachability
+from tables.models import Table
+
+from .test_api import assert_error, make_user, token_client
+
+deltalake = pytest.importorskip("deltalake")
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write(path: Path, n: int = 6) -> None:
+    for i in range(n):
+        mode = "overwrite" if i in (2, 4) else "append"
+        write_deltalake(str(path), pa.table({"id": pa.array([i, i + 100], pa.int64())}), mode=mode)
+    time.sleep(0.05)  # a VACUUM with retention 0 "now" must lie after every removal
+
+
+def _broken_by_real_vacuum(path: Path, tmp_path: Path) -> list[int]:
+    """The readable versions that stop being readable when delta-rs vacuums a copy, newest first."""
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    now = int(time.time() * 1000)
+    before = {v.version for v in reachability(str(copy), now).versions if v.readable}
+    DeltaTable(str(copy)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    after = reachability(str(copy), now)
+    return sorted((v.version for v in after.versions if not v.readable and v.version in before), reverse=True)
+
+
+@pytest.fixture
+def fresh(settings, tmp_path) -> Table:
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    path = tmp_path / "fresh"
+    _write(path)
+    return Table.objects.create(name="fresh", slug="fresh", location=str(path))
+
+
+# --- the forecast: API ---------------------------------------------------------------------------
+
+
+def test_api_forecast_matches_a_real_vacuum(fresh, tmp_path) -> None:
+    api = token_client(make_user("reader"))
+    body = api.get(f"/api/tables/{fresh.pk}/reachability/?vacuumRetention=0 hours").json()
+    expected = _broken_by_real_vacuum(Path(fresh.location), tmp_path)
+    assert expected  # the two overwrites removed files that versions 0-3 need
+    forecast = body["vacuumForecast"]
+    assert forecast == {"retentionMs": 0, "count": len(expected), "breaksVersions": expected, "truncated": False}
+    assert body["latestVersion"] == 5 and body["count"] == 6  # the page itself is unchanged
+    week = api.get(f"/api/tables/{fresh.pk}/reachability/?vacuumRetention=interval 1 week").json()
+    assert week["vacuumForecast"]["breaksVersions"] == [] and week["vacuumForecast"]["retentionMs"] == 7 * 86_400_000
+    assert "vacuumForecast" not in api.get(f"/api/tables/{fresh.pk}/reachability/").json()
+
+
+@pytest.mark.parametrize("raw", ["", "seven days", "7 dayz", "-1 days", "x" * 500])
+def test_api_forecast_refuses_an_unreadable_retention(fresh, raw) -> None:
+    api = token_client(make_user("reader"))
+    assert_error(api.get(f"/api/tables/{fresh.pk}/reachability/", {"vacuumRetention": raw}), 400, "invalid")
+
+
+def test_schema_documents_the_retention_parameter(fresh) -> None:
+    schema = token_client(make_user("reader")).get("/api/schema/?format=json")
+    paths = json.loads(schema.content)["paths"] if schema.status_code == 200 else None
+    if paths is None:
+        pytest.skip("schema endpoint answered " + str(schema.status_code))
+    get = paths["/api/tables/{id}/reachability/"]["get"]
+    assert "vacuumRetention" in {p["name"] for p in get["parameters"]}
+
+
+# --- the forecast: the table page ----------------------------------------------------------------
+
+
+def test_page_forecast_lists_the_versions_a_real_vacuum_breaks(fresh, client, tmp_path) -> None:
+    client.force_login(make_user("viewer"))
+    html = client.get(f"/t/{fresh.slug}/").content.decode()
+    assert 'id="vacuum-forecast"' in html and 'name="vacuum_retention"' in html and 'id="vf-answer"' not in html
+    html = client.get(f"/t/{fresh.slug}/", {"vacuum_retention": "0 hours"}).content.decode()
+    expected = _broken_by_real_vacuum(Path(fresh.location), tmp_path)
+    assert 'id="vf-answer"' in html and f"{len(expected)} readable versions</strong>" in html
+    listed = html.split('id="vf-versions">', 1)[1].split("</p>", 1)[0]
+    for v in expected:
+        assert f"/v/{v}/" in listed or f">{v}</a>" in listed
+    html = client.get(f"/t/{fresh.slug}/", {"vacuum_retention": "7 days"}).content.decode()
+    assert "would leave every readable version readable" in html
+
+
+@pytest.mark.parametrize("raw", ["", "a fortnight", "<script>1 day"])
+def test_page_forecast_error_is_on_the_form(fresh, client, raw) -> None:
+    client.force_login(make_user("viewer"))
+    resp = client.get(f"/t/{fresh.slug}/", {"vacuum_retention": raw})
+    assert resp.status_code == 200
+    html = resp.content.decode()
+    assert 'id="vf-error"' in html and "7 days" in html and "<script>1" not in html
+
+
+# --- the forecast: the CLI -----------------------------------------------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tables.delta.cli", "reachability", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def test_cli_forecast_matches_a_real_vacuum(settings, tmp_path) -> None:
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    path = tmp_path / "t"
+    _write(path)
+    expected = _broken_by_real_vacuum(path, tmp_path)
+    proc = _cli(str(path), "--vacuum-retention", "0 hours", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["vacuumForecast"] == {"retentionMs": 0, "breaksVersions": expected}
+    text = _cli(str(path), "--vacuum-retention", "0 hours")
+    assert text.returncode == 0, text.stderr
+    assert f"would make {len(expected)} readable versions unreadable: {', '.join(map(str, expected))}" in text.stdout
+    bad = _cli(str(path), "--vacuum-retention", "soon")
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and "not an interval" in bad.stderr
