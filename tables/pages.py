@@ -27,10 +27,12 @@ def source_label(source: str) -> str:
     return "ICT" if source == "ict" else "file"
 
 
-def history_row(c: Commit) -> dict[str, Any]:
-    """A Commit as the history table shows it (DESCRIBE HISTORY's columns)."""
+def history_row(c: Commit, reach: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A Commit as the history table shows it (DESCRIBE HISTORY's columns), with its
+    reachability entry (from one `table_reachability` answer for the whole page) in words."""
     return {
         "version": c.version,
+        "reach": reach_text(reach),
         "timestamp": format_ms(c.timestamp) or "",
         "source": source_label(c.timestamp_source),
         "adjusted": c.adjusted,
@@ -46,6 +48,29 @@ def history_row(c: Commit) -> dict[str, Any]:
         "operation_metrics": compact_json(c.operation_metrics),
         "engine_info": c.engine_info,
     }
+
+
+def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A version's reachability (the core's entry) in words for the history's "readable"
+    column: ok, the words and a longer title; None when unknown."""
+    if entry is None:
+        return None
+    reason = entry.get("reason")
+    if entry.get("readable"):
+        if reason == "beyond_retention":
+            return {"ok": True, "text": "beyond retention", "title": "readable, but VACUUM may delete its files now"}
+        return {"ok": True, "text": "", "title": "its state and every file it needs are there"}
+    if reason == "files_missing":
+        n = entry["missingFiles"]["count"]
+        restore = "; a restore to it is still possible" if entry.get("restorable") else ""
+        return {
+            "ok": False,
+            "text": f"{n} file{'' if n == 1 else 's'} vacuumed",
+            "title": f"data files deleted{restore}",
+        }
+    if reason == "log_expired":
+        return {"ok": False, "text": "log expired", "title": "log cleanup removed the commits needed to rebuild it"}
+    return {"ok": False, "text": "not reproducible", "title": "its state cannot be rebuilt from the log"}
 
 
 def type_text(t: Any) -> str:

@@ -29,6 +29,13 @@ def parse_retention(text: str | None) -> int:
     return ms
 
 
+def cache_epoch(now_ms: int | None = None) -> int:
+    """The window the reachability cache is valid for: pages that show reachability key their
+    own caches by it, so they are never staler than the answer they embed."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return now // (CACHE_SECONDS * 1000)
+
+
 def table_reachability(table: Table, vacuum_retention: int | None = None) -> dict[str, Any]:
     """`{latestVersion, logRetentionMs, deletedFileRetentionMs, versions: [...]}`, newest first;
     with `vacuum_retention` (ms) also `vacuumForecast {retentionMs, breaksVersions}`: the
@@ -36,7 +43,7 @@ def table_reachability(table: Table, vacuum_retention: int | None = None) -> dic
     since the forecast costs the same replay as the answer itself."""
     now = int(time.time() * 1000)
     forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
-    key = f"reach:{synced_key(table)}:{now // (CACHE_SECONDS * 1000)}{forecast}"
+    key = f"reach:{synced_key(table)}:{cache_epoch(now)}{forecast}"
     data = cache.get(key)
     if data is None:
         try:

@@ -38,7 +38,7 @@ from .history import CACHE_SECONDS, HistoryFilter, history, operations, synced_k
 from .models import Anomaly, Commit, Job, JobStatus, RestoreRequest, SyncState, Table
 from .owner_access import managed_of
 from .owner_db import summary as owner_summary
-from .reachability import parse_retention, table_reachability, vacuum_forecast
+from .reachability import cache_epoch, parse_retention, table_reachability, vacuum_forecast
 from .registration import register_table
 from .rows_views import diff_rows_context, version_rows_context
 from .sync import start_sync
@@ -155,6 +155,15 @@ def table_charts_json(request: HttpRequest, slug: str) -> JsonResponse:
     return resp
 
 
+def _reach_by_version(table: Table) -> dict[int, dict[str, Any]]:
+    """One reachability answer (cached) for the whole history page; empty when the log
+    cannot be read now: the cached history still shows, its column blank."""
+    try:
+        return {v["version"]: v for v in table_reachability(table)["versions"]}
+    except (ServiceError, delta_errors.DeltaError):
+        return {}
+
+
 def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     """The filter form and the rendered history table; the table is cached until the next
     sync (the same page of the same query is the same for every reader)."""
@@ -162,7 +171,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     valid = form.is_bound and form.is_valid()
     filtered = form.active if valid else False
     q = query(request, ("page", "as_of", "job", "vacuum_retention"))
-    html_key = f"hist:{synced_key(table)}:{q}:{request.GET.get('page', '')}"
+    # reachability moves with the clock and with VACUUM, not only with syncs
+    html_key = f"hist:{synced_key(table)}:{cache_epoch()}:{q}:{request.GET.get('page', '')}"
     html = cache.get(html_key)
     if html is None:
         f = HistoryFilter()
@@ -177,7 +187,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
                 until=end,
             )
         page_obj = Paginator(history(table, f), HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
-        rows = [pages.history_row(c) for c in page_obj.object_list]
+        reach = _reach_by_version(table) if page_obj.object_list else {}
+        rows = [pages.history_row(c, reach.get(c.version)) for c in page_obj.object_list]
         html = render_to_string(
             "tables/_history_rows.html",
             {"table": table, "page_obj": page_obj, "rows": rows, "filtered": filtered, "query": q},

@@ -135,3 +135,75 @@ def test_cli_forecast_matches_a_real_vacuum(settings, tmp_path) -> None:
     assert f"would make {len(expected)} readable versions unreadable: {', '.join(map(str, expected))}" in text.stdout
     bad = _cli(str(path), "--vacuum-retention", "soon")
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "not an interval" in bad.stderr
+
+
+# --- the "readable" column of the history --------------------------------------------------------
+
+
+@pytest.fixture
+def synced_vacuumed(settings, tmp_path) -> Table:
+    """v0..v5 (two overwrites), vacuumed with retention 0 (v6, v7), then synced."""
+    from tables import registration, sync
+
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    path = tmp_path / "vac"
+    _write(path)
+    DeltaTable(str(path)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    t = registration.register_table("Vac", str(path), "")
+    sync.sync_table(t.pk)
+    t.refresh_from_db()
+    return t
+
+
+def _column(html: str) -> dict[int, str]:
+    """version -> the text of its "readable" cell."""
+    import re
+
+    out = {}
+    body = html.split('class="grid history"', 1)[1].split("</tbody>", 1)[0]
+    for row in body.split("<tr>")[2:]:
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        version = int(re.sub(r"<[^>]+>", " ", cells[0]).split()[0])
+        out[version] = " ".join(re.sub(r"<[^>]+>", " ", cells[1]).split())
+    return out
+
+
+def test_history_column_says_which_versions_can_be_read(synced_vacuumed, client, monkeypatch) -> None:
+    from django.core.cache import cache
+
+    from tables import views
+
+    cache.clear()
+    calls = []
+    real = views.table_reachability
+    monkeypatch.setattr(views, "table_reachability", lambda *a, **k: calls.append(a) or real(*a, **k))
+    client.force_login(make_user("viewer"))
+    html = client.get(f"/t/{synced_vacuumed.slug}/").content.decode()
+    assert len(calls) == 1  # once for the whole page, not per row
+    column = _column(html)
+    core = {v.version: v for v in reachability(synced_vacuumed.location, int(time.time() * 1000)).versions}
+    assert set(column) == set(core) and len(column) == 8
+    for version, cell in column.items():
+        v = core[version]
+        if v.readable:
+            assert cell == "✓", (version, cell)
+        else:
+            n = v.missing_count
+            assert v.reason == "files_missing" and cell == f"{n} file{'' if n == 1 else 's'} vacuumed", (version, cell)
+    assert any(not v.readable for v in core.values()) and column[7] == "✓"
+    client.get(f"/t/{synced_vacuumed.slug}/")
+    assert len(calls) == 1  # the rendered history is cached
+
+
+def test_reach_words() -> None:
+    from tables.pages import reach_text
+
+    gone = {"readable": False, "restorable": False, "reason": "files_missing", "missingFiles": {"count": 1}}
+    assert reach_text(gone)["text"] == "1 file vacuumed"
+    assert reach_text({**gone, "missingFiles": {"count": 3}})["text"] == "3 files vacuumed"
+    assert reach_text({"readable": False, "reason": "log_expired"})["text"] == "log expired"
+    old = reach_text({"readable": True, "reason": "beyond_retention"})
+    assert old["ok"] and old["text"] == "beyond retention"
+    fine = reach_text({"readable": True, "reason": None})
+    assert fine["ok"] and fine["text"] == ""
+    assert reach_text(None) is None

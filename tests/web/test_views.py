@@ -125,6 +125,7 @@ def test_table_page_shows_history_as_describe_history(browser, table) -> None:
     headers = re.findall(r"<th scope=\"col\"[^>]*>(\w+)</th>", page.split('class="grid history"')[1])
     assert headers == [
         "version",
+        "readable",
         "timestamp",
         "userName",
         "operation",
