@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -144,6 +146,7 @@ class Job(models.Model):
 class RestoreStatus(models.TextChoices):
     PENDING = "pending", "pending approval"
     STALE = "stale", "stale: the table moved on, approve the new plan"
+    WITHDRAWN = "withdrawn", "withdrawn by the requester"
     APPROVED = "approved", "approved"
     REJECTED = "rejected", "rejected"
     QUEUED = "queued", "queued"
@@ -154,7 +157,7 @@ class RestoreStatus(models.TextChoices):
 
     @classmethod
     def terminal(cls) -> set[str]:
-        return {cls.REJECTED, cls.SUCCEEDED, cls.FAILED, cls.CONFLICT}
+        return {cls.REJECTED, cls.WITHDRAWN, cls.SUCCEEDED, cls.FAILED, cls.CONFLICT}
 
     @classmethod
     def awaiting_approval(cls) -> set[str]:
@@ -204,6 +207,10 @@ class RestoreRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The RESTORE commit's commitInfo.txnId (retries look for it). Random rather than derived
+    # from the primary key: ids restart when a database is rebuilt, and a commit of an old
+    # request must never be mistaken for a new request's.
+    txn_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -220,9 +227,9 @@ class RestoreRequest(models.Model):
         return self.status in RestoreStatus.awaiting_approval()
 
     @property
-    def txn_id(self) -> str:
-        """The id written into the RESTORE commit's commitInfo.txnId (retries look for it)."""
-        return f"deltaweb-restore-{self.pk}"
+    def txn(self) -> str:
+        """txn_id as written into the RESTORE commit's commitInfo.txnId."""
+        return str(self.txn_id)
 
 
 class RestoreEvent(models.Model):

@@ -57,7 +57,14 @@ from tables.delta.storage import Storage, as_storage, open_storage
 
 from .models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
 
-RESTORE_TXN_PREFIX = "deltaweb-restore-"  # RestoreRequest.txn_id
+
+
+def _restore_txn(txn: str) -> uuid.UUID | None:
+    """The RestoreRequest.txn_id a RESTORE commit's txnId names, or None if it is no UUID."""
+    try:
+        return uuid.UUID(txn)
+    except ValueError:
+        return None
 
 
 def owner_name() -> str:
@@ -190,11 +197,11 @@ class DatabaseOwner:
             return f"the table is frozen by {who}" + (f": {mt.frozen_reason}" if mt.frozen_reason else "")
         if parsed.operation == "RESTORE":
             txn = parsed.txn_id or ""
-            pk = txn[len(RESTORE_TXN_PREFIX) :] if txn.startswith(RESTORE_TXN_PREFIX) else ""
+            request_txn = _restore_txn(txn)
             approved = (
-                pk.isdigit()
+                request_txn is not None
                 and RestoreRequest.objects.filter(
-                    pk=int(pk), table_id=mt.table_id, status__in=RestoreStatus.in_flight()
+                    txn_id=request_txn, table_id=mt.table_id, status__in=RestoreStatus.in_flight()
                 ).exists()
             )
             if not approved:

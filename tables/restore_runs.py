@@ -186,13 +186,13 @@ def _execute(req: RestoreRequest, run: RestoreRun, planner: Planner) -> dict[str
     done = restore_commit_version(req)
     if done is None:
         owner = _restore_owner(req.table, run)
-        out = apply_approved_plan(req.table.location, req.plan or {}, req.txn_id, planner, run.progress, owner=owner)
+        out = apply_approved_plan(req.table.location, req.plan or {}, req.txn, planner, run.progress, owner=owner)
         if not out.get("stale"):
             return out
         done = restore_commit_version(req)  # a silent earlier attempt may have committed meanwhile
         if done is None:
             return out
-    return {"version": done, "alreadyCommitted": True, "txnId": req.txn_id}
+    return {"version": done, "alreadyCommitted": True, "txnId": req.txn}
 
 
 def restore_commit_version(req: RestoreRequest) -> int | None:
@@ -200,7 +200,7 @@ def restore_commit_version(req: RestoreRequest) -> int | None:
     for after the head of the request's first plan (txn ids are per request)."""
     after = (req.plan or {}).get("firstReadVersion", req.plan_head_version)
     return find_restore_commit(
-        req.table.location, -1 if after is None else int(after), req.txn_id, owner=owner_of(req.table)
+        req.table.location, -1 if after is None else int(after), req.txn, owner=owner_of(req.table)
     )
 
 

@@ -124,7 +124,7 @@ def test_restore_commit_without_an_approved_request_is_refused_and_recorded(mana
     refusal = OwnerRefusal.objects.get(table=table)
     assert refusal.operation == "RESTORE" and refusal.version == 5 and refusal.code == "policy"
     req = RestoreRequest.objects.create(table=table, reason="test", status="approved", resolved_version=2)
-    assert commit_via_owner(path, client, [], "RESTORE", txn_id=req.txn_id).version == 5
+    assert commit_via_owner(path, client, [], "RESTORE", txn_id=req.txn).version == 5
 
 
 def test_frozen_table_refuses_every_commit(managed, client, live_server) -> None:

@@ -56,7 +56,7 @@ def test_an_approved_restore_lands_as_a_ratified_commit_then_backfilled(managed)
     assert req.status == S.SUCCEEDED, req.error
     assert req.result_version == 6 and req.verification["verified"]
     ratified = RatifiedCommit.objects.get(table=table, version=6)
-    assert ratified.operation == "RESTORE" and ratified.txn_id == req.txn_id
+    assert ratified.operation == "RESTORE" and ratified.txn_id == req.txn
     assert not OwnerRefusal.objects.exists()
     # ratified; the owner's readers see the restored files, the table stays managed
     snap = load_snapshot(path, owner=DatabaseOwner())
@@ -72,7 +72,7 @@ def test_an_approved_restore_lands_as_a_ratified_commit_then_backfilled(managed)
     mt = ManagedTable.objects.get(table=table)
     assert mt.latest_version == mt.backfilled_version == 6
     sync.sync_table(table.pk)
-    assert Commit.objects.get(table=table, version=6).commit_info["txnId"] == req.txn_id
+    assert Commit.objects.get(table=table, version=6).commit_info["txnId"] == req.txn
 
 
 def test_an_unapproved_restore_is_refused_by_the_owner_with_the_reason_recorded(managed) -> None:
@@ -83,13 +83,13 @@ def test_an_unapproved_restore_is_refused_by_the_owner_with_the_reason_recorded(
     assert plan.read_version == 5
     # a pending (not approved) request's txnId, and no request at all: refused, recorded, nothing lands
     pending = restore_requests.request_restore(table, users["analyst"], version=2, reason="not yet approved")
-    for txn in (pending.txn_id, "deltaweb-restore-999999", None):
+    for txn in (pending.txn, "deltaweb-restore-999999", None):
         with pytest.raises(CommitRefusedError, match="approved restore request") as err:
             commit_restore(str(path), plan, txn_id=txn, owner=owner)
         assert err.value.refusal == "policy"
     refusals = list(OwnerRefusal.objects.filter(table=table).order_by("pk"))
     assert [(r.version, r.code, r.operation) for r in refusals] == [(6, "policy", "RESTORE")] * 3
-    assert refusals[0].txn_id == pending.txn_id and "approved restore request" in refusals[0].reason
+    assert refusals[0].txn_id == pending.txn and "approved restore request" in refusals[0].reason
     assert not RatifiedCommit.objects.filter(table=table, version=6).exists()
     assert load_snapshot(path, owner=owner).version == 5 and log_versions(path)[-1] == 4
     # without the owner a managed table is not restored at all (no RESTORE around its owner)
@@ -110,6 +110,6 @@ def test_a_restore_of_a_frozen_managed_table_fails_with_the_owners_reason(manage
     req.refresh_from_db()
     assert req.status == S.FAILED and "frozen" in req.error and "incident 7" in req.error
     refusal = OwnerRefusal.objects.get(table=table)
-    assert refusal.operation == "RESTORE" and refusal.txn_id == req.txn_id and "incident 7" in refusal.reason
+    assert refusal.operation == "RESTORE" and refusal.txn_id == req.txn and "incident 7" in refusal.reason
     assert load_snapshot(path, owner=DatabaseOwner()).version == 5
     assert RestoreRequest.objects.get(pk=req.pk).result_version is None

@@ -78,7 +78,7 @@ def test_restore_on_spark_through_a_real_worker(celery_worker_factory, table) ->
     assert sync.status == "succeeded", sync.error
     latest = Commit.objects.filter(table=table).order_by("-version").first()
     assert latest.version == 6 and latest.operation == "RESTORE"
-    assert latest.operation_metrics == req.plan["metrics"] and latest.commit_info["txnId"] == req.txn_id
+    assert latest.operation_metrics == req.plan["metrics"] and latest.commit_info["txnId"] == req.txn
 
 
 def test_a_worker_killed_during_the_spark_job_is_replaced_and_commits_once(celery_worker_factory, table) -> None:

@@ -204,14 +204,14 @@ def test_run_commits_the_restore_and_starts_a_sync(table, table_path, users) -> 
     assert rs_ids(table_path) == rs_ids(table_path, 2) and rs_paths(table_path) == rs_paths(table_path, 2)
     assert req.verification["verified"] and req.verification["target"]["filesEqualTarget"]
     assert req.verification["commit"]["verified"]
-    assert req.result["metrics"] == req.plan["metrics"] and req.result["txnId"] == req.txn_id
+    assert req.result["metrics"] == req.plan["metrics"] and req.result["txnId"] == req.txn
     assert req.stage == "done" and req.finished_at and req.attempts == 1 and req.error == ""
     assert transitions(req)[-2:] == [(S.QUEUED, S.RUNNING), (S.RUNNING, S.SUCCEEDED)]
     sync_job = Job.objects.get(pk=req.result["syncJob"])
     sync.sync_table(table.pk, sync_job.pk)
     restore = Commit.objects.get(table=table, version=6)
     assert restore.operation == "RESTORE" and restore.operation_parameters == {"version": 2, "timestamp": None}
-    assert restore.commit_info["txnId"] == req.txn_id
+    assert restore.commit_info["txnId"] == req.txn
 
 
 def test_a_second_run_of_the_same_request_is_a_no_op(table, table_path, users) -> None:
@@ -225,7 +225,7 @@ def test_a_retry_after_a_commit_finds_it_instead_of_committing_twice(table, tabl
     """The worker committed, then died before it could say so; requeued, the run finds its txnId."""
     req = approved(table, users)
     restore_runs.claim_restore(req)
-    restore_runs.apply_approved_plan(str(table_path), req.plan, req.txn_id, restore_runs.local_planner, lambda *a: None)
+    restore_runs.apply_approved_plan(str(table_path), req.plan, req.txn, restore_runs.local_planner, lambda *a: None)
     assert log_versions(table_path)[-1] == 6
     RestoreRequest.objects.filter(pk=req.pk).update(progress_at=timezone.now() - timedelta(hours=1))
     assert restore_runs.requeue_stuck_restores() == [req.pk]
