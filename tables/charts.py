@@ -11,7 +11,9 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
+from .errors import ServiceError
 from .models import Anomaly, Commit, Table
+from .reachability import table_reachability
 
 # The charts draw at most this many of the newest versions.
 MAX_POINTS = 20_000
@@ -73,9 +75,15 @@ def _rows(table: Table) -> tuple[list[dict[str, Any]], bool]:
     return rows, truncated
 
 
-def timeline_figure(table: Table, rows: list[dict[str, Any]], anomalies: list[dict[str, Any]]) -> dict[str, Any]:
+def timeline_figure(
+    table: Table,
+    rows: list[dict[str, Any]],
+    anomalies: list[dict[str, Any]],
+    reach: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Effective commit timestamp per version, ICT and file-time traces, the ICT boundary
-    as a labelled vertical line, and anomalies as red crosses."""
+    as a labelled vertical line, anomalies as red crosses and, given the reachability
+    entries, shaded bands for which versions can still be read."""
     versions = [r["version"] for r in rows]
     effective = {
         "type": "scatter",
@@ -162,7 +170,79 @@ def timeline_figure(table: Table, rows: list[dict[str, Any]], anomalies: list[di
                 "font": {"color": _ICT},
             }
         ]
+    if reach is not None and versions:
+        shapes, legend = _band_shapes(reachability_bands(reach, versions[0], versions[-1]))
+        layout["shapes"] = layout.get("shapes", []) + shapes  # the ICT line stays first
+        data.extend(legend)
     return {"data": data, "layout": layout}
+
+
+# The horizon bands: what each version's reachability state looks like behind the timeline.
+# state: (legend text, RGB); bands are drawn faint, legend squares stronger
+BAND_STATES: dict[str, tuple[str, str]] = {
+    "readable": ("readable", "22, 163, 74"),
+    "beyond_retention": ("readable, beyond retention (VACUUM may delete its files)", "234, 179, 8"),
+    "files_missing": ("files missing (vacuumed)", "220, 38, 38"),
+    "log_expired": ("log expired", "107, 114, 128"),
+    "not_reproducible": ("not reproducible from the log", "75, 85, 99"),
+}
+
+
+def band_state(entry: dict[str, Any]) -> str:
+    """One version's band: readable, beyond_retention, files_missing, log_expired or not_reproducible."""
+    reason = entry.get("reason")
+    if entry.get("readable"):
+        return "beyond_retention" if reason == "beyond_retention" else "readable"
+    return reason if reason in BAND_STATES else "not_reproducible"
+
+
+def reachability_bands(entries: list[dict[str, Any]], lo: int, hi: int) -> list[tuple[str, int, int]]:
+    """(state, first, last) runs of versions in [lo, hi] sharing a state, oldest first: runs
+    of the same state merge, so a 10,000-version table draws a handful of rectangles."""
+    runs: list[tuple[str, int, int]] = []
+    for entry in sorted((e for e in entries if lo <= e["version"] <= hi), key=lambda e: e["version"]):
+        state, v = band_state(entry), entry["version"]
+        if runs and runs[-1][0] == state and runs[-1][2] == v - 1:
+            runs[-1] = (state, runs[-1][1], v)
+        else:
+            runs.append((state, v, v))
+    return runs
+
+
+def _band_shapes(runs: list[tuple[str, int, int]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rectangles behind the traces (half a version wider on each side, so adjacent runs touch)
+    and one legend entry per state shown, as an empty trace: shapes have no legend of their own
+    in every plotly version."""
+    shapes = [
+        {
+            "type": "rect",
+            "name": f"reach:{state}:{first}-{last}",
+            "xref": "x",
+            "yref": "paper",
+            "x0": first - 0.5,
+            "x1": last + 0.5,
+            "y0": 0,
+            "y1": 1,
+            "layer": "below",
+            "line": {"width": 0},
+            "fillcolor": f"rgba({BAND_STATES[state][1]}, 0.14)",
+        }
+        for state, first, last in runs
+    ]
+    legend = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": BAND_STATES[state][0],
+            "x": [None],
+            "y": [None],
+            "hoverinfo": "skip",
+            "marker": {"symbol": "square", "size": 12, "color": f"rgba({BAND_STATES[state][1]}, 0.5)"},
+            "legendgroup": "reachability",
+        }
+        for state in dict.fromkeys(s for s, _, _ in runs)
+    ]
+    return shapes, legend
 
 
 def ict_boundary(table: Table) -> int | None:
@@ -218,8 +298,12 @@ def table_charts(table: Table) -> dict[str, Any]:
         return {"timeline": None, "files": None, "size": None, "truncated": False, "max_points": MAX_POINTS}
     anomalies = list(Anomaly.objects.filter(table=table).values("version", "kind", "detail"))
     files, size = growth_figures(rows)
+    try:
+        reach = table_reachability(table)["versions"]
+    except ServiceError:  # the log cannot be read right now: the chart without its bands
+        reach = None
     return {
-        "timeline": timeline_figure(table, rows, anomalies),
+        "timeline": timeline_figure(table, rows, anomalies, reach),
         "files": files,
         "size": size,
         "truncated": truncated,

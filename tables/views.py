@@ -145,7 +145,7 @@ def table_charts_json(request: HttpRequest, slug: str) -> JsonResponse:
     table = Table.objects.filter(slug=slug).first()
     if table is None:
         return JsonResponse({"error": f"There is no table '{slug[:100]}'."}, status=404)
-    key = f"charts:{synced_key(table)}"
+    key = f"charts:{synced_key(table)}:{cache_epoch()}"  # the reachability bands move with the clock
     data = cache.get(key)
     if data is None:
         data = {**charts.table_charts(table), "config": charts.CONFIG}

@@ -4,6 +4,7 @@ checked against a real VACUUM by delta-rs on a copy of the table."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -207,3 +208,59 @@ def test_reach_words() -> None:
     fine = reach_text({"readable": True, "reason": None})
     assert fine["ok"] and fine["text"] == ""
     assert reach_text(None) is None
+
+
+# --- the horizon bands of the timeline chart -----------------------------------------------------
+
+
+def _bands(figure: dict) -> list[tuple[str, int, int]]:
+    out = []
+    for shape in figure["layout"].get("shapes", []):
+        if shape.get("name", "").startswith("reach:"):
+            assert shape["type"] == "rect" and shape["yref"] == "paper"
+            out.append((shape["name"].split(":")[1], int(shape["x0"] + 0.5), int(shape["x1"] - 0.5)))
+    return out
+
+
+def test_chart_bands_match_the_reachability_answer(synced_vacuumed, client) -> None:
+    client.force_login(make_user("viewer"))
+    body = client.get(f"/t/{synced_vacuumed.slug}/charts.json").json()
+    bands = _bands(body["timeline"])
+    core = {v.version: v for v in reachability(synced_vacuumed.location, int(time.time() * 1000)).versions}
+    covered = []
+    for state, first, last in bands:
+        for v in range(first, last + 1):
+            assert core[v].readable == (state in ("readable", "beyond_retention")), (v, state)
+            if state == "files_missing":
+                assert core[v].reason == "files_missing"
+            covered.append(v)
+    assert covered == sorted(core)  # every version once, oldest first
+    assert all(a[0] != b[0] or a[2] + 1 != b[1] for a, b in itertools.pairwise(bands))  # merged
+    assert {s for s, _, _ in bands} == {"readable", "files_missing"}
+    legend = {t["name"] for t in body["timeline"]["data"] if t.get("legendgroup") == "reachability"}
+    assert legend == {"readable", "files missing (vacuumed)"}
+
+
+def test_bands_of_a_long_table_are_few() -> None:
+    from tables.charts import _band_shapes, reachability_bands
+
+    def entry(v: int) -> dict:
+        if v < 100:
+            return {"version": v, "readable": False, "reason": "log_expired"}
+        if v < 4000:
+            return {"version": v, "readable": False, "reason": "files_missing"}
+        if v < 9000:
+            return {"version": v, "readable": True, "reason": "beyond_retention"}
+        return {"version": v, "readable": True, "reason": None}
+
+    entries = [entry(v) for v in range(9999, -1, -1)]  # newest first, as the core answers
+    runs = reachability_bands(entries, 0, 9999)
+    assert runs == [
+        ("log_expired", 0, 99),
+        ("files_missing", 100, 3999),
+        ("beyond_retention", 4000, 8999),
+        ("readable", 9000, 9999),
+    ]
+    assert reachability_bands(entries, 5000, 9500) == [("beyond_retention", 5000, 8999), ("readable", 9000, 9500)]
+    shapes, legend = _band_shapes(runs)
+    assert len(shapes) == 4 and len(legend) == 4
