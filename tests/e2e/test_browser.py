@@ -107,8 +107,9 @@ def test_sign_in_register_history_chart_diff_time_travel(
     page.goto(f"{base}/t/clock/")
     rows = page.locator("table.history tbody tr")
     expect(rows).to_have_count(6)
-    expect(rows.first.locator("td").nth(1)).to_contain_text("ICT")
-    expect(rows.last.locator("td").nth(1)).to_contain_text("file")
+    expect(rows.first.locator("td").nth(1)).to_contain_text("✓")  # the readable column
+    expect(rows.first.locator("td").nth(2)).to_contain_text("ICT")
+    expect(rows.last.locator("td").nth(2)).to_contain_text("file")
     expect(page.locator("#chart-timeline.js-plotly-plot")).to_be_visible()
     expect(page.locator("#chart-timeline .annotation-text", has_text="ICT enabled at v3")).to_be_visible()
     expect(page.locator("#chart-files.js-plotly-plot")).to_be_visible()
