@@ -58,7 +58,6 @@ from tables.delta.storage import Storage, as_storage, open_storage
 from .models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
 
 
-
 def _restore_txn(txn: str) -> uuid.UUID | None:
     """The RestoreRequest.txn_id a RESTORE commit's txnId names, or None if it is no UUID."""
     try:

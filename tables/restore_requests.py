@@ -1,5 +1,5 @@
 """Restore requests and decisions: an analyst's request with its dry-run plan, an approver's
-approval (which queues the run) or rejection.
+approval (which queues the run) or rejection, or the requester's withdrawal.
 
 A restore request is a row first. The analyst's request carries a dry-run plan (the pure
 planner; fast). An approver (never the requester) approves it, which queues the run in the
@@ -243,8 +243,62 @@ def approve_restore(req: RestoreRequest, user, comment: str = "", fingerprint: s
     check_can_decide(req, user)
     comment = _text(comment, "comment", False, "invalid_comment")
     with transaction.atomic():
+        _check_none_in_flight(req)
         _decide(req, user, RestoreStatus.APPROVED, comment, fingerprint)
         _queue_restore(req, user)
+    req.refresh_from_db()
+    return req
+
+
+def _check_none_in_flight(req: RestoreRequest) -> None:
+    """Refuse (409) to approve while another restore of the same table is approved, queued or
+    running: the second would be planned on a head the first is about to move, and two
+    RESTOREs racing on one table can only end in a conflict or a stale plan. The table's row
+    is locked first, so that two approvers approving two requests at once cannot both pass."""
+    Table.objects.select_for_update().filter(pk=req.table_id).values_list("pk", flat=True).first()
+    other = (
+        RestoreRequest.objects.filter(table_id=req.table_id, status__in=RestoreStatus.in_flight())
+        .exclude(pk=req.pk)
+        .order_by("pk")
+        .values_list("pk", "status")
+        .first()
+    )
+    if other is not None:
+        pk, status = other
+        raise ServiceError(
+            f"Restore #{pk} of this table is {RestoreStatus(status).label}; approve this one after it finishes.",
+            "restore_in_flight",
+            409,
+            inFlight=pk,
+        )
+
+
+def withdraw_restore(req: RestoreRequest, user, comment: str = "") -> RestoreRequest:
+    """The requester (or staff) withdraws a pending or stale request; it can no longer be
+    approved. 403 for anyone else, 409 once it was decided."""
+    own = req.requested_by_id is not None and req.requested_by_id == getattr(user, "pk", None)
+    if not (own or getattr(user, "is_staff", False)):
+        raise ServiceError(
+            f"Only the requester of restore #{req.pk} (or staff) can withdraw it.", "permission_denied", 403
+        )
+    comment = _text(comment, "comment", False, "invalid_comment")
+    with transaction.atomic():
+        status = RestoreRequest.objects.filter(pk=req.pk).values_list("status", flat=True).first()
+        if status is None:
+            raise ServiceError(f"There is no restore request {req.pk}.", "not_found", 404)
+        if status not in RestoreStatus.awaiting_approval():
+            raise ServiceError(
+                f"Restore #{req.pk} is {RestoreStatus(status).label}; only pending or stale requests can be withdrawn.",
+                "invalid_state",
+                409,
+            )
+        # conditional on the status read: an approval landing meanwhile wins, and this refuses
+        withdrawn = RestoreRequest.objects.filter(pk=req.pk, status=status).update(
+            status=RestoreStatus.WITHDRAWN, stage="withdrawn", finished_at=timezone.now()
+        )
+        if withdrawn != 1:
+            raise ServiceError(f"Restore #{req.pk} was decided by someone else just now.", "invalid_state", 409)
+        event(req, user, status, RestoreStatus.WITHDRAWN, comment or "withdrawn by the requester")
     req.refresh_from_db()
     return req
 

@@ -1,6 +1,6 @@
 """Browser UI of restores: the list, a request's form and page, and the approver's decision.
 
-Requesting, approving and rejecting call the same use cases as the API and the admin
+Requesting, approving, rejecting and withdrawing call the same use cases as the API and the admin
 (tables.restore_requests), so the server's rules hold here too.
 """
 
@@ -17,7 +17,7 @@ from . import pages, roles
 from .errors import ServiceError
 from .forms import RestoreDecisionForm, RestoreRequestForm
 from .models import RestoreRequest, RestoreStatus
-from .restore_requests import approve_restore, reject_restore, request_restore, selected_partitions
+from .restore_requests import approve_restore, reject_restore, request_restore, selected_partitions, withdraw_restore
 from .ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
 
 RESTORES_PAGE_SIZE = 50
@@ -123,6 +123,7 @@ def restore_detail(request: HttpRequest, pk: int) -> HttpResponse:
         events=list(req.events.select_related("actor")),
         can_decide=req.awaiting_approval and roles.can_approve(request.user) and not own,
         own_request=own and roles.can_approve(request.user) and req.awaiting_approval,
+        can_withdraw=own and req.awaiting_approval,
         decision_form=RestoreDecisionForm(initial={"fingerprint": req.plan_fingerprint}),
         verification=req.verification or {},
         result=req.result or {},
@@ -160,6 +161,23 @@ def restore_approve(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def restore_reject(request: HttpRequest, pk: int) -> HttpResponse:
     return _decide(request, pk, approve=False)
+
+
+@page
+@require_POST
+def restore_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
+    req = _restore(pk)
+    form = RestoreDecisionForm(request.POST)
+    if not form.is_valid():
+        raise PageError("The comment is too long (at most 5000 characters).", 400, req.table)
+    try:
+        withdraw_restore(req, request.user, form.cleaned_data["comment"])
+        messages.success(request, f"Restore #{req.pk} withdrawn.")
+    except ServiceError as exc:
+        if exc.status in (401, 403, 404):
+            raise
+        messages.error(request, exc.message)  # decided meanwhile
+    return redirect("tables:restore_detail", req.pk)
 
 
 @login_required

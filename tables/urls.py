@@ -21,6 +21,7 @@ urlpatterns = [
     path("restores/", restore_views.restore_list, name="restore_list"),
     path("restores/<int:pk>/", restore_views.restore_detail, name="restore_detail"),
     path("restores/<int:pk>/approve/", restore_views.restore_approve, name="restore_approve"),
+    path("restores/<int:pk>/withdraw/", restore_views.restore_withdraw, name="restore_withdraw"),
     path("restores/<int:pk>/reject/", restore_views.restore_reject, name="restore_reject"),
     path("restores/<int:pk>.json", restore_views.restore_status, name="restore_status"),
     path("jobs/<int:pk>.json", views.job_status, name="job_status"),

@@ -7,7 +7,7 @@
   var box = document.getElementById("restore-progress");
   if (!box) { return; }
   var url = box.getAttribute("data-url");
-  var TERMINAL = { succeeded: true, failed: true, conflict: true, rejected: true };
+  var TERMINAL = { succeeded: true, failed: true, conflict: true, rejected: true, withdrawn: true };
   var WAITING = { pending: true, stale: true };
   var shown = box.getAttribute("data-status");
   function field(name) { return box.querySelector('[data-field="' + name + '"]'); }

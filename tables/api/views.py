@@ -28,7 +28,7 @@ from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
 from tables.reachability import parse_retention, table_reachability, vacuum_forecast
 from tables.registration import delete_table, register_table
-from tables.restore_requests import approve_restore, reject_restore, request_restore
+from tables.restore_requests import approve_restore, reject_restore, request_restore, withdraw_restore
 from tables.sync import start_sync
 
 from . import restore_serializers as rs
@@ -507,7 +507,8 @@ class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def approve(self, request, pk=None):
         """Approvers (or staff) only, and never the requester (403 own_request). Only pending or stale
         requests (409 invalid_state); with `fingerprint`, only if the plan is still that one (409
-        plan_changed). The run re-plans on the current head: it commits the approved change (also on top
+        plan_changed); not while another restore of the table is approved, queued or running (409
+        restore_in_flight, naming it). The run re-plans on the current head: it commits the approved change (also on top
         of appends made meanwhile), or goes back to stale with a new plan."""
         data = self._decision()
         req = approve_restore(self.get_object(), request.user, data["comment"], data.get("fingerprint"))
@@ -524,6 +525,19 @@ class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         """Approvers (or staff) only, never the requester; only pending or stale requests."""
         data = self._decision()
         req = reject_restore(self.get_object(), request.user, data["comment"])
+        return Response(rs.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data)
+
+    @extend_schema(
+        summary="Withdraw your own request (pending or stale); it can no longer be approved",
+        request=rs.RestoreDecisionSerializer,
+        responses={200: rs.RestoreRequestSerializer, **_errors(400, 401, 403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request, pk=None):
+        """The requester (or staff) only (403 otherwise); only pending or stale requests (409
+        invalid_state). The comment, optional, goes into the audit trail."""
+        data = self._decision()
+        req = withdraw_restore(self.get_object(), request.user, data["comment"])
         return Response(rs.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data)
 
 
