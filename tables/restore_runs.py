@@ -138,7 +138,7 @@ def run_restore(request_id: int, planner: Planner) -> dict[str, Any]:
     approved one: approve again), failed (missing files, or any error, in one line), conflict
     (a competing commit, named). Safe to run twice: only one claim wins, and the commit
     carries the request's txnId."""
-    req = RestoreRequest.objects.select_related("table").filter(pk=request_id).first()
+    req = RestoreRequest.objects.select_related("table", "requested_by", "approver").filter(pk=request_id).first()
     if req is None:
         return {"skipped": True, "reason": f"there is no restore request {request_id}"}
     attempt = claim_restore(req)
@@ -186,13 +186,26 @@ def _execute(req: RestoreRequest, run: RestoreRun, planner: Planner) -> dict[str
     done = restore_commit_version(req)
     if done is None:
         owner = _restore_owner(req.table, run)
-        out = apply_approved_plan(req.table.location, req.plan or {}, req.txn, planner, run.progress, owner=owner)
+        out = apply_approved_plan(
+            req.table.location, req.plan or {}, req.txn, planner, run.progress, owner=owner, who=commit_who(req)
+        )
         if not out.get("stale"):
             return out
         done = restore_commit_version(req)  # a silent earlier attempt may have committed meanwhile
         if done is None:
             return out
     return {"version": done, "alreadyCommitted": True, "txnId": req.txn}
+
+
+def commit_who(req: RestoreRequest) -> dict[str, Any]:
+    """Who asked and who approved, for the RESTORE commit's commitInfo: the log outlives the
+    database, and a reader of DESCRIBE HISTORY sees the approver as the commit's userName."""
+    requester = req.requested_by.get_username() if req.requested_by else ""
+    approver = req.approver.get_username() if req.approver else ""
+    return {
+        "extra_parameters": {"requestId": str(req.pk), "requestedBy": requester, "approvedBy": approver},
+        "user_name": approver or None,
+    }
 
 
 def restore_commit_version(req: RestoreRequest) -> int | None:
@@ -313,7 +326,13 @@ local_planner.engine = "local"  # recorded with the result
 
 
 def apply_approved_plan(
-    location: str, approved: dict[str, Any], txn_id: str, planner: Planner, progress, owner=None
+    location: str,
+    approved: dict[str, Any],
+    txn_id: str,
+    planner: Planner,
+    progress,
+    owner=None,
+    who: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Commit the approved change, or report that it no longer applies.
 
@@ -322,7 +341,8 @@ def apply_approved_plan(
     since (a request keeps no file actions, so those appends are read from the commits
     after the approved head). Anything else is stale: {"stale": True, "plan": the new plan},
     nothing committed. Writers that commit while this runs are checked by commit_restore,
-    which rebases over unrelated commits or raises CommitConflictError naming them.
+    which rebases over unrelated commits or raises CommitConflictError naming them. `who`:
+    commit_restore's extra_parameters and user_name (commit_who).
     """
     requested = approved.get("requested") or {}
     timestamp = requested.get("timestamp")
@@ -348,7 +368,7 @@ def apply_approved_plan(
     if plan is None:
         return {"stale": True, "plan": current.to_dict()}
     progress("committing", 0, 1)
-    result = commit_restore(location, plan, txn_id=txn_id, owner=owner)
+    result = commit_restore(location, plan, txn_id=txn_id, owner=owner, **(who or {}))
     progress("committing", 1, 1)
     return result
 

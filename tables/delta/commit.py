@@ -118,6 +118,7 @@ def commit(
     operation_metrics: dict[str, str] | None = None,
     txn_id: str | None = None,
     clock: Callable[[], int] = now_ms,
+    user_name: str | None = None,
 ) -> CommitResult:
     """Commit `actions` as version latest+1 of the table (ICT when the result has it on)."""
     storage = as_storage(location)
@@ -144,6 +145,8 @@ def commit(
     }
     if operation_metrics is not None:
         info["operationMetrics"] = operation_metrics
+    if user_name:  # who made the change (commitInfo.userName, as DESCRIBE HISTORY shows it)
+        info["userName"] = user_name
     if txn_id is not None:
         info["txnId"] = txn_id
     return write_commit(storage, cfg.version + 1, actions, info, ict)

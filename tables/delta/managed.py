@@ -107,6 +107,7 @@ def commit_via_owner(
     operation_metrics: dict[str, str] | None = None,
     txn_id: str | None = None,
     clock: Callable[[], int] = now_ms,
+    user_name: str | None = None,
 ) -> CommitResult:
     """Commit `actions` to a managed table as version latest+1, ratified by `owner`.
 
@@ -150,6 +151,8 @@ def commit_via_owner(
         "engineInfo": ENGINE_INFO,
         "txnId": txn_id or str(uuid.uuid4()),
     }
+    if user_name:  # who made the change (commitInfo.userName, as DESCRIBE HISTORY shows it)
+        info["userName"] = user_name
     if operation_metrics is not None:
         info["operationMetrics"] = operation_metrics
     data = commit_bytes(actions, info, ict)

@@ -210,10 +210,15 @@ def commit_restore(
     clock: Callable[[], int] = now_ms,
     recheck_files: bool = True,
     owner: Any = None,
+    extra_parameters: dict[str, str] | None = None,
+    user_name: str | None = None,
 ) -> dict[str, Any]:
     """Commit `plan` as the next version; see the module's contract for conflicts and txnId.
     The files to add are checked again (they may have gone while the plan waited), unless
-    `recheck_files` is False: for a plan that was made, and checked, just now."""
+    `recheck_files` is False: for a plan that was made, and checked, just now.
+    `extra_parameters` join commitInfo.operationParameters and `user_name` is its userName
+    (who requested and approved an approved restore): commitInfo only, so the plan's
+    fingerprint, which covers its actions, is the same with or without them."""
     storage = as_storage(location)
     where = storage.display()
     txn = txn_id or str(uuid.uuid4())
@@ -282,12 +287,13 @@ def commit_restore(
                 storage,
                 actions,
                 "RESTORE",
-                operation_parameters(current),
+                {**(extra_parameters or {}), **operation_parameters(current)},
                 read_version=head_version,
                 is_blind_append=False,
                 operation_metrics=current.metrics,
                 txn_id=txn,
                 clock=lambda now=now: now,
+                user_name=user_name,
             )
         except CommitConflictError as exc:
             last_error = exc  # another writer won the version: check again on the new head

@@ -383,6 +383,8 @@ def run_restore(
     plan_dict: dict[str, Any],
     txn_id: str,
     progress: Progress | None = None,
+    extra_parameters: dict[str, str] | None = None,
+    user_name: str | None = None,
 ) -> dict[str, Any]:
     """Plan the approved restore again on Spark, on the current head, and commit it when it
     still makes the approved change (tables.delta.restore_commit.approved_change: the same
@@ -391,14 +393,16 @@ def run_restore(
     Returns commit_restore()'s result (version, verified, metrics, ...) with stale=False; or,
     without committing, {"stale": True, "plan": <the new plan, to_dict()>, ...} when the
     restore would now change something else (other files, metadata, protocol or domains).
-    A txn id committed already (a retried job) returns that commit.
+    A txn id committed already (a retried job) returns that commit. `extra_parameters` and
+    `user_name` go into the commit's commitInfo (commit_restore).
     """
+    who = {"extra_parameters": extra_parameters, "user_name": user_name}
     approved = RestorePlan.from_dict(plan_dict)
     storage = as_storage(location)
     if not same_table(approved.location, storage):
         raise RestoreError(f"{storage.display()}: the restore plan is for another table ({approved.location})")
     if find_restore_commit(storage, approved.read_version, txn_id) is not None:
-        return {**commit_restore(storage, approved, txn_id=txn_id), "stale": False}
+        return {**commit_restore(storage, approved, txn_id=txn_id, **who), "stale": False}
     current = spark_plan_restore(
         spark,
         storage,
@@ -420,6 +424,6 @@ def run_restore(
         }
     _report(progress, "committing", 0, 1)
     # the files were checked on Spark just now: the commit does not stat them again
-    result = commit_restore(storage, plan, txn_id=txn_id, recheck_files=False)
+    result = commit_restore(storage, plan, txn_id=txn_id, recheck_files=False, **who)
     _report(progress, "committing", 1, 1)
     return {**result, "stale": False}

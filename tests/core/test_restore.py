@@ -382,6 +382,22 @@ def test_lost_race_retries_on_the_new_head(tmp_path: Path) -> None:
     assert_log_readable(t)
 
 
+def test_commit_records_who_in_commit_info_only(tmp_path: Path) -> None:
+    t = rs_table(tmp_path)
+    plan = plan_restore(t, version=2)
+    fingerprint = plan.fingerprint
+    extra = {"requestedBy": "ana", "approvedBy": "appro", "requestId": "7", "version": "999"}
+    result = commit_restore(t, plan, txn_id="t-7", extra_parameters=extra, user_name="appro")
+    info = commit_lines(t, result["version"])[0]["commitInfo"]
+    assert info["userName"] == "appro"
+    params = info["operationParameters"]
+    assert params["requestedBy"] == "ana" and params["approvedBy"] == "appro" and params["requestId"] == "7"
+    assert params["version"] == 2  # the plan's own parameters are never overridden
+    assert result["fingerprint"] == fingerprint and result["verified"]
+    # a retry with the same txn id finds it, with or without the extras
+    assert commit_restore(t, RestorePlan.from_dict(plan.to_dict()), txn_id="t-7")["alreadyCommitted"]
+
+
 def test_commit_is_idempotent_with_a_txn_id(tmp_path: Path) -> None:
     t = rs_table(tmp_path)
     plan = plan_restore(t, version=2)

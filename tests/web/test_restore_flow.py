@@ -162,3 +162,21 @@ def test_page_withdraw_button_for_the_requester_only(table, users) -> None:
     page = r.content.decode()
     assert r.status_code == 200 and f"Restore #{req.pk} withdrawn." in page and 'id="withdraw"' not in page
     assert RestoreRequest.objects.get(pk=req.pk).status == S.WITHDRAWN
+
+
+# --- 2. who asked and who approved is in the commit ---------------------------------------------
+
+
+def test_the_restore_commit_names_the_requester_and_the_approver(table, table_path, users) -> None:
+    req = restore_requests.approve_restore(request(table, users["analyst"]), users["approver"], "ok")
+    fingerprint = req.plan_fingerprint
+    restore_runs.run_restore(req.pk, restore_runs.local_planner)
+    req.refresh_from_db()
+    assert req.status == S.SUCCEEDED and req.verification["verified"]
+    info = DeltaTable(str(table_path)).history(1)[0]
+    assert info["operation"] == "RESTORE" and info["userName"] == "appro"
+    params = info["operationParameters"]
+    assert params["requestedBy"] == "ana" and params["approvedBy"] == "appro"
+    assert params["requestId"] == str(req.pk) and str(params["version"]) == "2"
+    # commitInfo only: the approved plan's fingerprint is what the run committed
+    assert req.result["fingerprint"] == fingerprint

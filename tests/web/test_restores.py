@@ -210,7 +210,13 @@ def test_run_commits_the_restore_and_starts_a_sync(table, table_path, users) -> 
     sync_job = Job.objects.get(pk=req.result["syncJob"])
     sync.sync_table(table.pk, sync_job.pk)
     restore = Commit.objects.get(table=table, version=6)
-    assert restore.operation == "RESTORE" and restore.operation_parameters == {"version": 2, "timestamp": None}
+    assert restore.operation == "RESTORE" and restore.operation_parameters == {
+        "version": 2,
+        "timestamp": None,
+        "requestId": str(req.pk),
+        "requestedBy": "ana",
+        "approvedBy": "appro",
+    }
     assert restore.commit_info["txnId"] == req.txn
 
 
