@@ -27,11 +27,13 @@ def source_label(source: str) -> str:
     return "ICT" if source == "ict" else "file"
 
 
-def history_row(c: Commit, reach: dict[str, Any] | None = None) -> dict[str, Any]:
+def history_row(c: Commit, reach: dict[str, Any] | None = None, restore_id: int | None = None) -> dict[str, Any]:
     """A Commit as the history table shows it (DESCRIBE HISTORY's columns), with its
-    reachability entry (from one `table_reachability` answer for the whole page) in words."""
+    reachability entry (from one `table_reachability` answer for the whole page) in words,
+    and the restore request it committed, if deltaweb made it."""
     return {
         "version": c.version,
+        "restore_id": restore_id,
         "reach": reach_text(reach),
         "timestamp": format_ms(c.timestamp) or "",
         "source": source_label(c.timestamp_source),

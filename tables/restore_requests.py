@@ -339,6 +339,26 @@ def send_restore(pk: int) -> None:
         )
 
 
+def restore_ids_by_version(table: Table, commits) -> dict[int, int]:
+    """{version: request id} of the RESTORE commits among `commits` that deltaweb made, for the
+    history to link them to their request: one query for the page. A request is matched by
+    its result version on this table and, when the commit names its request (the
+    operationParameters' requestId, written since it exists), by that id too: a table
+    re-created under the same name has other commits at those versions."""
+    restores = {c.version: c for c in commits if c.operation == "RESTORE"}
+    if not restores:
+        return {}
+    rows = RestoreRequest.objects.filter(table=table, result_version__in=list(restores)).values_list(
+        "result_version", "pk"
+    )
+    out = {}
+    for version, pk in rows:
+        named = (restores[version].operation_parameters or {}).get("requestId")
+        if named is None or str(named) == str(pk):
+            out[version] = pk
+    return out
+
+
 MAX_PREVIEW_PARTITIONS = 100
 
 

@@ -40,6 +40,7 @@ from .owner_access import managed_of
 from .owner_db import summary as owner_summary
 from .reachability import cache_epoch, parse_retention, table_reachability, vacuum_forecast
 from .registration import register_table
+from .restore_requests import restore_ids_by_version
 from .rows_views import diff_rows_context, version_rows_context
 from .sync import start_sync
 from .ui import (
@@ -188,7 +189,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
             )
         page_obj = Paginator(history(table, f), HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
         reach = _reach_by_version(table) if page_obj.object_list else {}
-        rows = [pages.history_row(c, reach.get(c.version)) for c in page_obj.object_list]
+        restores = restore_ids_by_version(table, page_obj.object_list)
+        rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
         html = render_to_string(
             "tables/_history_rows.html",
             {"table": table, "page_obj": page_obj, "rows": rows, "filtered": filtered, "query": q},

@@ -180,3 +180,31 @@ def test_the_restore_commit_names_the_requester_and_the_approver(table, table_pa
     assert params["requestId"] == str(req.pk) and str(params["version"]) == "2"
     # commitInfo only: the approved plan's fingerprint is what the run committed
     assert req.result["fingerprint"] == fingerprint
+
+
+# --- 3. the history row links to its request -----------------------------------------------------
+
+
+def test_history_links_the_restore_commit_to_its_request(table, table_path, users) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    req = restore_requests.approve_restore(request(table, users["analyst"]), users["approver"], "ok")
+    restore_runs.run_restore(req.pk, restore_runs.local_planner)
+    sync.sync_table(table.pk)
+    req.refresh_from_db()
+    assert req.result_version == 6
+    page = browser(users["reader"]).get(f"/t/{table.slug}/").content.decode()
+    assert f'href="/restores/{req.pk}/"' in page and f"request #{req.pk}" in page
+    # a RESTORE not made by deltaweb is not linked; the lookup is one query whatever the rows
+    from deltalake import write_deltalake
+
+    from tests.web.restore_tables import rows
+
+    write_deltalake(str(table_path), rows([999]), mode="append")
+    DeltaTable(str(table_path)).restore(1)
+    sync.sync_table(table.pk)
+    commits = list(table.commits.order_by("-version").defer("commit_info"))
+    with CaptureQueriesContext(connection) as queries:
+        links = restore_requests.restore_ids_by_version(table, commits)
+    assert links == {6: req.pk} and len(queries) == 1
