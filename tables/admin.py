@@ -17,6 +17,7 @@ from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html
 
 from . import pages, roles
 from .errors import ServiceError
@@ -164,9 +165,17 @@ class RestoreEventInline(admin.TabularInline):
     model = RestoreEvent
     extra = 0
     can_delete = False
-    fields = readonly_fields = ["at", "actor", "from_status", "to_status", "note"]
+    fields = readonly_fields = ["at", "who", "from_status", "to_status", "note"]
     verbose_name = "event"
     verbose_name_plural = "audit trail"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("actor")
+
+    @admin.display(description="actor")
+    def who(self, obj: RestoreEvent) -> str:
+        # plain text: the user's admin page is a 403 for approvers (no permission on users)
+        return obj.actor.get_username() if obj.actor else "worker"
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -194,9 +203,9 @@ class RestoreRequestAdmin(admin.ModelAdmin):
     actions = ["approve_selected", "reject_selected"]
     change_form_template = "admin/tables/restorerequest/change_form.html"
     fieldsets = [
-        (None, {"fields": ["table", "target", "reason", "options", "requested_by", "created_at", "status"]}),
+        (None, {"fields": ["table_link", "target", "reason", "options", "requester", "created_at", "status"]}),
         ("Plan", {"fields": ["plan_summary", "plan_head_version", "plan_fingerprint"]}),
-        ("Decision", {"fields": ["approver", "approver_comment", "decided_at"]}),
+        ("Decision", {"fields": ["decided_by", "approver_comment", "decided_at"]}),
         ("Run", {"fields": ["stage", "progress", "attempts", "started_at", "finished_at", "result_version", "error"]}),
     ]
     readonly_fields = [f for _name, opts in fieldsets for f in opts["fields"]]
@@ -215,6 +224,21 @@ class RestoreRequestAdmin(admin.ModelAdmin):
         whole row loaded earlier over what a worker wrote meanwhile."""
 
     # --- columns and read-only fields ---------------------------------------------------
+    # The table and the users are not shown as the admin's own links: approvers have no
+    # permission on tables' or users' admin pages, and would land on a 403. The table links to
+    # the app's table page (every approver may browse it); the users are plain text.
+
+    @admin.display(description="table", ordering="table__name")
+    def table_link(self, obj: RestoreRequest) -> str:
+        return format_html('<a href="{}">{}</a>', reverse("tables:table_detail", args=[obj.table.slug]), obj.table)
+
+    @admin.display(description="requested by", ordering="requested_by__username")
+    def requester(self, obj: RestoreRequest) -> str:
+        return obj.requested_by.get_username() if obj.requested_by else "—"
+
+    @admin.display(description="approver")
+    def decided_by(self, obj: RestoreRequest) -> str:
+        return obj.approver.get_username() if obj.approver else "—"
 
     @admin.display(description="target", ordering="resolved_version")
     def target(self, obj: RestoreRequest) -> str:

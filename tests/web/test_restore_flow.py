@@ -208,3 +208,25 @@ def test_history_links_the_restore_commit_to_its_request(table, table_path, user
     with CaptureQueriesContext(connection) as queries:
         links = restore_requests.restore_ids_by_version(table, commits)
     assert links == {6: req.pk} and len(queries) == 1
+
+
+# --- 4. admin links an approver can follow --------------------------------------------------------
+
+
+def test_every_link_of_the_admin_change_page_opens_for_an_approver(table, users) -> None:
+    import re
+
+    call_command("create_roles", stdout=io.StringIO())
+    for name in ("approver", "approver2"):
+        users[name].is_staff = True
+        users[name].save()
+    req = restore_requests.approve_restore(request(table, users["analyst"]), users["approver"], "ok")
+    console = browser(users["approver2"])
+    page = console.get(f"/admin/tables/restorerequest/{req.pk}/change/").content.decode()
+    assert f'href="/t/{table.slug}/"' in page  # the table: the app's page
+    assert "/admin/auth/user/" not in page and "/admin/tables/table/" not in page
+    assert "ana" in page and "appro" in page  # requester and approver, as text
+    links = {h for h in re.findall(r'href="(/[^"#]*)', page) if not h.startswith("/static/")}
+    assert links
+    for href in sorted(links):
+        assert console.get(href.replace("&amp;", "&")).status_code == 200, href
