@@ -212,9 +212,14 @@ def restore_commit_version(req: RestoreRequest) -> int | None:
     """The version an earlier attempt committed with this request's txnId, if any: looked
     for after the head of the request's first plan (txn ids are per request)."""
     after = (req.plan or {}).get("firstReadVersion", req.plan_head_version)
-    return find_restore_commit(
-        req.table.location, -1 if after is None else int(after), req.txn, owner=owner_of(req.table)
-    )
+    after, owner = -1 if after is None else int(after), owner_of(req.table)
+    found = find_restore_commit(req.table.location, after, req.txn, owner=owner)
+    if found is None and req.attempts > 0:
+        # a request in flight when txn_id was introduced may have committed, on an earlier
+        # attempt, with the id derived from its primary key: a retry must find that commit too
+        # (`req` is as loaded before this run's claim, so attempts counts earlier claims only)
+        found = find_restore_commit(req.table.location, after, f"deltaweb-restore-{req.pk}", owner=owner)
+    return found
 
 
 def _restore_owner(table: Table, run: RestoreRun):

@@ -104,6 +104,9 @@ class RestoreSummarySerializer(serializers.ModelSerializer):
     resultVersion = serializers.IntegerField(
         source="result_version", read_only=True, allow_null=True, help_text="the RESTORE commit's version"
     )
+    txnId = serializers.UUIDField(
+        source="txn_id", read_only=True, help_text="the RESTORE commit's commitInfo.txnId (look the commit up by it)"
+    )
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     decidedAt = serializers.DateTimeField(source="decided_at", read_only=True, allow_null=True)
     startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
@@ -136,6 +139,7 @@ class RestoreSummarySerializer(serializers.ModelSerializer):
             "total",
             "attempts",
             "resultVersion",
+            "txnId",
             "error",
             "createdAt",
             "decidedAt",

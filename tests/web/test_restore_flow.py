@@ -230,3 +230,18 @@ def test_every_link_of_the_admin_change_page_opens_for_an_approver(table, users)
     assert links
     for href in sorted(links):
         assert console.get(href.replace("&amp;", "&")).status_code == 200, href
+
+
+def test_a_retry_finds_a_commit_made_with_the_former_pk_derived_txn_id(table, table_path, users) -> None:
+    from tables.delta.restore import plan_restore
+    from tables.delta.restore_commit import commit_restore
+
+    req = restore_requests.approve_restore(request(table, users["analyst"]), users["approver"], "ok")
+    # an attempt before txn_id existed committed with "deltaweb-restore-<pk>", then its worker died
+    version = commit_restore(
+        str(table_path), plan_restore(str(table_path), version=2), txn_id=f"deltaweb-restore-{req.pk}"
+    )["version"]
+    RestoreRequest.objects.filter(pk=req.pk).update(attempts=1)
+    restore_runs.run_restore(req.pk, restore_runs.local_planner)
+    req.refresh_from_db()
+    assert req.status == S.SUCCEEDED and req.result_version == version and req.result["alreadyCommitted"]
