@@ -285,17 +285,20 @@ def _finish_succeeded(run: RestoreRun, out: dict[str, Any]) -> dict[str, Any]:
     commit_check = out.get("verification")
     verified = bool(out["verified"]) if "verified" in out else check["filesEqualTarget"]
     result = {k: out[k] for k in _RESULT_KEYS if k in out}
-    sync = start_sync(req.table)
-    result["syncJob"] = sync.pk
     note = f"committed version {version}" + (" (found from an earlier attempt)" if out.get("alreadyCommitted") else "")
-    run.finish(
-        RestoreStatus.SUCCEEDED,
-        note,
-        stage="done",
-        result_version=version,
-        verification={"verified": verified, "commit": commit_check, "target": check},
-        result=result,
-    )
+    # one transaction: the sync is sent once result_version is saved, so that the history it
+    # caches already links the RESTORE commit to this request
+    with transaction.atomic():
+        sync = start_sync(req.table)
+        result["syncJob"] = sync.pk
+        run.finish(
+            RestoreStatus.SUCCEEDED,
+            note,
+            stage="done",
+            result_version=version,
+            verification={"verified": verified, "commit": commit_check, "target": check},
+            result=result,
+        )
     return {"status": RestoreStatus.SUCCEEDED, "version": version}
 
 
