@@ -150,7 +150,12 @@ def test_only_the_storage_module_names_the_local_implementation() -> None:
     or joins a path onto a table root by hand (`.root /`, `.root.joinpath`)."""
     offenders = []
     for path in sorted((REPO / "tables").rglob("*.py")):
-        if path.parent.name == "delta" and path.name in ("storage.py", "storage_api.py", "objectstore.py", "objectstore_config.py"):
+        if path.parent.name == "delta" and path.name in (
+            "storage.py",
+            "storage_api.py",
+            "objectstore.py",
+            "objectstore_config.py",
+        ):
             continue  # the boundary itself: the interface, the local and the object-store backends
         text = path.read_text()
         if re.search(r"\bLocalStorage\b|\.root\s*/|\.root\.joinpath|\bstorage\.root\b", text):
