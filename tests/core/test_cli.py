@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tables.delta.snapshot import load_snapshot
+from tests.core.builders import writable
 
 REPO = Path(__file__).resolve().parents[2]
 LOG = "_delta_log"
@@ -110,16 +110,6 @@ def tree_digest(root: Path) -> dict[str, str]:
             full = os.path.join(dirpath, f)
             out[os.path.relpath(full, root)] = hashlib.sha256(Path(full).read_bytes()).hexdigest()
     return out
-
-
-def make_writable(root: Path) -> Path:
-    """Golden tables are read-only; a copy is made writable so that a stray write would land."""
-    for dirpath, _dirs, files in os.walk(root):
-        os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
-        for f in files:
-            full = os.path.join(dirpath, f)
-            os.chmod(full, os.stat(full).st_mode | stat.S_IWUSR)
-    return root
 
 
 def assert_fails(command: list[str], table: Path, *args: object, words: tuple[str, ...]) -> str:
@@ -451,7 +441,7 @@ def test_version_not_found(command: list[str], table: Path) -> None:
 
 
 def test_gap_in_the_log(command: list[str], golden_copy) -> None:
-    path = make_writable(golden_copy("checkpoint"))
+    path = writable(golden_copy("checkpoint"))
     (path / LOG / f"{12:020d}.json").unlink()
     assert_fails(command, path, "snapshot", path, words=("gap", "missing commit versions 12"))
     # versions before the gap are still readable
@@ -459,7 +449,7 @@ def test_gap_in_the_log(command: list[str], golden_copy) -> None:
 
 
 def test_missing_protocol(command: list[str], golden_copy) -> None:
-    path = make_writable(golden_copy("deltalog-state-reconstruction-without-protocol"))
+    path = writable(golden_copy("deltalog-state-reconstruction-without-protocol"))
     assert_fails(command, path, "snapshot", path, words=("no protocol",))
 
 
@@ -493,7 +483,7 @@ def test_unsupported_reader_feature(command: list[str], tmp_path: Path) -> None:
 
 
 def test_corrupt_json_names_file_and_line(command: list[str], golden_copy) -> None:
-    path = make_writable(golden_copy("checkpoint"))
+    path = writable(golden_copy("checkpoint"))
     commit = path / LOG / f"{13:020d}.json"
     data = commit.read_bytes()
     if not data.endswith(b"\n"):
@@ -506,7 +496,7 @@ def test_corrupt_json_names_file_and_line(command: list[str], golden_copy) -> No
 
 
 def test_unreadable_checkpoint_names_the_file(command: list[str], golden_copy) -> None:
-    path = make_writable(golden_copy("checkpoint"))
+    path = writable(golden_copy("checkpoint"))
     cp = path / LOG / f"{10:020d}.checkpoint.parquet"
     assert cp.is_file()
     cp.write_bytes(b"this is not parquet" * 20)
