@@ -67,7 +67,7 @@ def test_expired_rows_stay_through_resyncs(table, client) -> None:
 
     client.force_login(make_user("viewer"))
     html = client.get(f"/t/{t.slug}/").content.decode()
-    assert html.count("log expired</span>") == 4 and 'id="history-start"' in html
+    assert html.count('class="badge expired"') == 4 and 'id="history-start"' in html
 
 
 def test_a_table_registered_after_cleanup_says_where_history_starts(settings, tmp_path, client) -> None:
