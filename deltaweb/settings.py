@@ -90,7 +90,17 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["TEST"] = {
         "NAME": env("DELTAWEB_TEST_DB", str(BASE_DIR / "var" / f"test-{os.getpid()}.sqlite3"))
     }
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # concurrent writers (API requests, the sync, workers) wait for each other instead of failing
+    # with "database is locked": WAL lets readers run beside one writer, and IMMEDIATE
+    # transactions take the write lock at BEGIN, where SQLite's busy timeout applies (a deferred
+    # transaction that upgrades from read to write fails at once when another writer holds it)
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
