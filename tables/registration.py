@@ -7,20 +7,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
 from tables.delta.log import list_log
-from tables.delta.storage import as_storage, local_path
+from tables.delta.storage import allowed_roots as storage_allowed_roots
+from tables.delta.storage import as_storage, is_uri, local_path
 
 from .errors import ServiceError, from_delta
 from .models import Table
 
 
 def allowed_roots() -> list[Path]:
-    return [Path(os.path.realpath(r)) for r in settings.DELTAWEB_ALLOWED_ROOTS]
+    """The local allowed roots, resolved: the storage layer's own list (object-store prefixes
+    are checked by their storage when the location is listed)."""
+    return [Path(r) for r in storage_allowed_roots() if not is_uri(r)]
 
 
 def _location_text(location: str) -> str:
@@ -70,13 +72,16 @@ def object_location(location: str) -> str | None:
     return loc.uri()
 
 
-def _check_object_table(uri: str) -> None:
-    """Under an allowed prefix of its scheme, and a Delta table the store lets us list."""
+def _check_listable(location: str, object_store: bool) -> None:
+    """A Delta table its storage lets us list (one listing, the one registration needs). For an
+    object store this is also the check that it lies under an allowed prefix of its scheme."""
     try:
-        list_log(as_storage(uri))
+        list_log(as_storage(location))
     except delta_errors.PathOutsideRootsError as exc:
+        if not object_store:
+            raise from_delta(exc) from exc  # a log linked out of the roots: path_outside_roots
         raise ServiceError(
-            f"{uri} is outside the allowed locations; ask an administrator to add a prefix of it to "
+            f"{location} is outside the allowed locations; ask an administrator to add a prefix of it to "
             "DELTAWEB_ALLOWED_ROOTS.",
             "location_not_allowed",
             403,
@@ -89,7 +94,7 @@ def validate_location(location: str) -> str:
     """The table root, resolved (symlinks, '..'), if it is allowed and a readable Delta table."""
     uri = object_location(location)
     if uri is not None:
-        _check_object_table(uri)
+        _check_listable(uri, object_store=True)
         return uri
     real = allowed_path(location)
     if not real.is_dir():
@@ -119,10 +124,8 @@ def register_table(name: str, location: str, description: str = "", user=None) -
     if not slug:
         raise ServiceError("The name needs at least one letter or digit.", "invalid_name")
     real = validate_location(location)
-    try:
-        list_log(as_storage(real))
-    except delta_errors.DeltaError as exc:
-        raise from_delta(exc) from exc
+    if not is_uri(real):  # an object-store location was listed by validate_location already
+        _check_listable(real, object_store=False)
     if Table.objects.filter(name=name).exists() or Table.objects.filter(slug=slug).exists():
         raise ServiceError(f"A table named '{name}' is registered already.", "duplicate", 409)
     try:
