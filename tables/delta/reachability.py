@@ -10,6 +10,7 @@ of the table's files, not a HEAD per file.
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from .dv import deletion_vector_file
 from .errors import DeltaError, PathOutsideRootsError
 from .log import LOG_DIR, LogListing, complete_checkpoint, latest_version, list_log
 from .replay import canonical_paths, identity_keys
-from .snapshot import load_table_config, read_commit_bytes
+from .snapshot import read_commit_bytes
 from .storage import Storage, as_storage
 from .timestamps import commit_times
 
@@ -250,11 +251,11 @@ def reachability(
     storage = as_storage(location)
     listing = listing or list_log(storage)
     latest, runs = reproducible_runs(listing)
-    config = load_table_config(storage, listing)
-    conf = config.metadata.configuration or {}
+    times = commit_times(storage, listing)  # loads the latest table config too: used below
+    conf = times.config.metadata.configuration or {}
     log_ret = interval_ms(conf.get("delta.logRetentionDuration"), DEFAULT_LOG_RETENTION)
     file_ret = interval_ms(conf.get("delta.deletedFileRetentionDuration"), DEFAULT_DELETED_FILE_RETENTION)
-    times = commit_times(storage, listing)
+    stamps = [_timestamp(times, v) for v in range(latest + 1)]  # each commit's time, read once
 
     listed = existing_files(storage)
     missing_all = [0] * (latest + 2)  # difference arrays over versions
@@ -268,7 +269,7 @@ def reachability(
             reproducible[v] = True
         for iv in file_intervals(storage, listing, first, last, from_checkpoint):
             if horizon is not None and iv.end <= latest:
-                removed_at = _timestamp(times, iv.end)
+                removed_at = stamps[iv.end]
                 if removed_at is not None and removed_at < horizon:
                     doomed[iv.start] += 1
                     doomed[iv.end] -= 1
@@ -286,20 +287,22 @@ def reachability(
     first_commit = min((c.version for c in listing.commits), default=0)
     gone.sort(key=lambda iv: iv.start)
     out: list[VersionReach] = []
-    active: dict[int, Interval] = {}
+    active: dict[int, Interval] = {}  # missing files of version v, in the order they went missing
+    expiry: list[tuple[int, int]] = []  # (end, key) of the active ones: no scan of all per version
     n_all = n_added = 0
     g = 0
     for v in range(latest + 1):
         n_all += missing_all[v]
         n_added += missing_added[v]
         while g < len(gone) and gone[g].start <= v:
-            active[id(gone[g])] = gone[g]
+            active[g] = gone[g]
+            heapq.heappush(expiry, (gone[g].end, g))
             g += 1
-        for k in [k for k, iv in active.items() if iv.end <= v]:
-            del active[k]
-        ts = _timestamp(times, v)
+        while expiry and expiry[0][0] <= v:
+            del active[heapq.heappop(expiry)[1]]
+        ts = stamps[v]
         in_log = None if ts is None else ts >= now - log_ret
-        nxt = _timestamp(times, v + 1) if v < latest else now
+        nxt = stamps[v + 1] if v < latest else now
         in_files = True if v == latest else (None if nxt is None else nxt >= now - file_ret)
         if not reproducible[v]:
             reason = "log_expired" if v < first_commit else "not_reproducible"
