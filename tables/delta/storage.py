@@ -135,6 +135,19 @@ class LocalStorage:
                 raise
         return os.open(self._checked_file(key), os.O_RDONLY)
 
+    def _open_read(self, key: str) -> int:
+        """`_open`, with failures other than a missing file as a StorageError."""
+        try:
+            return self._open(key)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"{self.display(key)}: cannot read ({exc.strerror})") from exc
+
+    def _dir(self, rel_dir: str) -> str:
+        """The resolved, checked local directory of a directory key ("" is the root)."""
+        return self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)), rel_dir or ".")
+
     def resolve(self, log_path: str) -> str:
         """The key of a path as the log names it: URL-decoded and relative to the root, an
         absolute path, or a `file:` URI (made a path). Checked against the roots here, so a
@@ -157,7 +170,7 @@ class LocalStorage:
 
     def list_dir(self, rel_dir: str) -> list[FileInfo]:
         """Files (not directories) directly in `rel_dir`, sorted by name."""
-        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)), rel_dir)
+        base = self._dir(rel_dir)
         out: list[FileInfo] = []
         try:
             with os.scandir(base) as it:
@@ -179,7 +192,7 @@ class LocalStorage:
         """Every file below `prefix`, as keys relative to the root, in no order; top-level
         directories in `exclude` are skipped. Symbolic links are not followed into
         directories, and a linked file counts only when it resolves inside the roots."""
-        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, prefix)), prefix or ".")
+        base = self._dir(prefix)
         for directory, dirs, files in os.walk(base):
             rel_dir = os.path.relpath(directory, base)
             if rel_dir == ".":
@@ -195,7 +208,7 @@ class LocalStorage:
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the files directly in `rel_dir`, sorted; no stat (the directory entry's
         type is enough), so listing a log of 100,000 commits costs one directory scan."""
-        base = self._checked_dir(os.path.normpath(os.path.join(self._root_text, rel_dir)), rel_dir)
+        base = self._dir(rel_dir)
         try:
             with os.scandir(base) as it:
                 names = [e.name for e in it if e.is_file()]
@@ -207,13 +220,7 @@ class LocalStorage:
         return names
 
     def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
-        try:
-            fd = self._open(path)
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            raise StorageError(f"{self.display(path)}: cannot read ({exc.strerror})") from exc
-        with os.fdopen(fd, "rb") as fh:
+        with os.fdopen(self._open_read(path), "rb") as fh:
             if range is None:
                 return fh.read()
             start, end = range
@@ -227,13 +234,7 @@ class LocalStorage:
     def read_mapped(self, rel: str) -> bytes | mmap.mmap:
         """The file's content as a read-only memory map (bytes when empty): big commits are
         parsed in place instead of being copied into memory first."""
-        try:
-            fd = self._open(rel)
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            raise StorageError(f"{self.display(rel)}: cannot read ({exc.strerror})") from exc
-        with os.fdopen(fd, "rb") as fh:
+        with os.fdopen(self._open_read(rel), "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0:
                 return b""
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
