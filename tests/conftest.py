@@ -172,10 +172,14 @@ def _table_root_confinement(request):
     if not {"core", "spark"} & set(Path(str(request.node.fspath)).parts):
         yield
         return
-    saved = storage.roots_provider()
+    from tables.delta import storage_api
+
+    saved, saved_options = storage.roots_provider(), storage_api.options_provider()
     storage.set_roots_provider(None)
+    storage_api.set_options_provider(None)  # no stored credentials (they live in the database)
     yield
     storage.set_roots_provider(saved)
+    storage_api.set_options_provider(saved_options)
 
 
 @dataclass(frozen=True)

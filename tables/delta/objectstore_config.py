@@ -268,9 +268,14 @@ def _connection_string(text: str, client: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def is_secret_option(name: str) -> bool:
+    """Whether an option's value is a secret (never shown, stored encrypted, scrubbed from messages)."""
+    return any(w in name.lower() for w in _SECRET_WORDS)
+
+
 def secrets_of(options: Mapping[str, Any]) -> tuple[str, ...]:
     values = [os.environ.get(name, "") for name in _ENV_SECRETS]
-    values += [str(v) for k, v in options.items() if any(w in k.lower() for w in _SECRET_WORDS)]
+    values += [str(v) for k, v in options.items() if is_secret_option(k)]
     return tuple(v for v in values if len(v) >= 4)
 
 

@@ -33,6 +33,7 @@ from .storage_api import (  # the interface lives apart so that every backend ca
     is_under,
     is_uri,
     local_path,
+    options_for,
     roots_provider,
     set_roots_provider,
 )
@@ -326,14 +327,14 @@ class LocalStorage:
 
 def open_storage(location: str | os.PathLike[str], options: dict[str, Any] | None = None) -> Storage:
     """Storage for a table location; the one place that picks an implementation: an object
-    store for s3://, s3a://, gs://, az://, abfs(s):// (with `options`, per-location credentials
-    over the environment's), else the local file system (which refuses other schemes)."""
+    store for s3://, s3a://, gs://, az://, abfs(s):// (with `options`, or else the options the
+    installed provider stores for the location, over the environment's credentials), else the local file system (which refuses other schemes)."""
     text = os.fspath(location)
     if is_uri(text):
         from .objectstore import ObjectStoreStorage, is_object_location
 
         if is_object_location(text):
-            return ObjectStoreStorage(text, options=options)
+            return ObjectStoreStorage(text, options=options if options is not None else options_for(text))
     return LocalStorage(location)
 
 

@@ -87,6 +87,27 @@ def set_roots_provider(provider: Callable[[], Iterable[str]] | None) -> None:
     _roots_provider = provider
 
 
+_options_provider: Callable[[str], dict[str, str] | None] | None = None
+
+
+def options_provider() -> Callable[[str], dict[str, str] | None] | None:
+    """The provider set_options_provider installed (None: the environment's variables only)."""
+    return _options_provider
+
+
+def set_options_provider(provider: Callable[[str], dict[str, str] | None] | None) -> None:
+    """Where per-location storage options (credentials an administrator stored) come from: the
+    web app installs a lookup by the location's longest matching prefix; None (the command
+    line): only the environment's standard variables."""
+    global _options_provider
+    _options_provider = provider
+
+
+def options_for(location: str) -> dict[str, str] | None:
+    """The stored options of an object-store location, None when none apply (use the environment)."""
+    return _options_provider(location) if _options_provider is not None else None
+
+
 def allowed_roots() -> tuple[str, ...]:
     """The allowed roots: local ones resolved (symlinks and '..'), object-store prefixes
     (`s3://bucket/prefix`) as given, without a trailing slash."""
