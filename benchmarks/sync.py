@@ -141,7 +141,9 @@ def main() -> None:
     for r in runs:
         c, f = r["cold"], r["final"]
         if (c["version"], c["rows"]) != (peer_src["version"], peer_src["version"] + 1):
-            problems.append(f"cold sync: version {c['version']}, {c['rows']} rows; delta-rs version {peer_src['version']}")
+            problems.append(
+                f"cold sync: version {c['version']}, {c['rows']} rows; delta-rs version {peer_src['version']}"
+            )
         if (c["files"], c["bytes"]) != (peer_src["files"], peer_src["bytes"]):
             problems.append(f"cold sync: {c['files']} files / {c['bytes']} bytes, delta-rs {peer_src['files']} / "
                             f"{peer_src['bytes']}")  # fmt: skip
@@ -153,18 +155,21 @@ def main() -> None:
     if problems:
         raise SystemExit("VERIFICATION FAILED:\n  " + "\n  ".join(problems))
 
-    cold = statistics.median(r["cold_s"] for r in runs)
+    cold_all = [r["cold_s"] for r in runs]
+    cold = statistics.median(cold_all)
     inc_all = [x for r in runs for x in r["incremental_s"]]
     inc = statistics.median(inc_all)
     print(f"\nSync of a {peer_src['version'] + 1:,}-commit ICT table into a fresh SQLite database, {os.cpu_count()} CPUs,"
           f" load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")  # fmt: skip
     print(f"  verified: rows, latest version, files and bytes equal delta-rs's ({peer_src['files']:,} files)")
-    print(f"  a) cold sync            {cold:8.2f} s median ({', '.join(f'{r["cold_s"]:.2f}' for r in runs)})"
+    print(f"  a) cold sync            {cold:8.2f} s median ({', '.join(f'{x:.2f}' for x in cold_all)})"
           f"   target <= {TARGET_COLD_S} s: {'MET' if cold <= TARGET_COLD_S else 'MISSED'}")  # fmt: skip
     print(f"  b) incremental, 100 new {inc:8.3f} s median ({', '.join(f'{x:.3f}' for x in inc_all)})"
           f"   target <= {TARGET_INCREMENTAL_S} s: {'MET' if inc <= TARGET_INCREMENTAL_S else 'MISSED'}")  # fmt: skip
-    print(f"  peer: delta-rs history() of every commit {peer_src['history_s']:.2f} s "
-          f"(ratio cold sync / delta-rs history {cold / peer_src['history_s']:.2f})")
+    print(
+        f"  peer: delta-rs history() of every commit {peer_src['history_s']:.2f} s "
+        f"(ratio cold sync / delta-rs history {cold / peer_src['history_s']:.2f})"
+    )
     print(json.dumps({"benchmark": "sync", "commits": peer_src["version"] + 1, "cold_s": [r["cold_s"] for r in runs],
                       "incremental_s": inc_all, "delta_rs_history_s": peer_src["history_s"],
                       "loadavg": [load0[0], load1[0]], "cpus": os.cpu_count()}))  # fmt: skip
