@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "tables",
+    "alerts",
     "credentials",
 ]
 
@@ -174,6 +175,28 @@ DELTAWEB_OWNER_NAME = env("DELTAWEB_OWNER_NAME", "deltaweb")
 DELTAWEB_OWNER_AUTO_BACKFILL = env_bool("DELTAWEB_OWNER_AUTO_BACKFILL", True)
 DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS = float(env("DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS", "30"))
 
+# Alerts (the alerts app): where webhooks may go ("*" = any public host; a loopback or private
+# address only when listed by name, address or CIDR), their timeout and payload bound, the
+# retry schedule (exponential backoff with jitter within the window), the sweep's period, and
+# the base of the links in deliveries.
+DELTAWEB_WEBHOOK_ALLOWED_HOSTS = env_list("DELTAWEB_WEBHOOK_ALLOWED_HOSTS", "*")
+DELTAWEB_WEBHOOK_TIMEOUT_SECONDS = float(env("DELTAWEB_WEBHOOK_TIMEOUT_SECONDS", "10"))
+DELTAWEB_WEBHOOK_MAX_PAYLOAD_BYTES = int(env("DELTAWEB_WEBHOOK_MAX_PAYLOAD_BYTES", str(64 * 1024)))
+DELTAWEB_ALERT_RETRY_BASE_SECONDS = float(env("DELTAWEB_ALERT_RETRY_BASE_SECONDS", "30"))
+DELTAWEB_ALERT_RETRY_MAX_SECONDS = float(env("DELTAWEB_ALERT_RETRY_MAX_SECONDS", "3600"))
+DELTAWEB_ALERT_RETRY_WINDOW_HOURS = float(env("DELTAWEB_ALERT_RETRY_WINDOW_HOURS", "24"))
+DELTAWEB_ALERT_SWEEP_SECONDS = float(env("DELTAWEB_ALERT_SWEEP_SECONDS", "60"))
+DELTAWEB_BASE_URL = env("DELTAWEB_BASE_URL", "http://localhost:8000")
+# E-mail (alert deliveries): SMTP by default; the secret comes from the environment only.
+EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(env("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = float(env("EMAIL_TIMEOUT", "10"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "deltaweb@localhost")
+
 CELERY_BEAT_SCHEDULE = {
     "sync-all-tables": {"task": "tables.sync_all", "schedule": float(DELTAWEB_SYNC_INTERVAL_SECONDS)},
     "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
@@ -181,6 +204,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tables.backfill_managed_tables",
         "schedule": float(DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS),
     },
+    "alerts-sweep": {"task": "alerts.sweep", "schedule": DELTAWEB_ALERT_SWEEP_SECONDS},
 }
 
 REST_FRAMEWORK = {

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from alerts import hooks as alert_hooks
 from tables.delta import errors as delta_errors
 from tables.delta.growth import growth
 from tables.delta.history import HISTORY_FIELDS, scan_versions, table_anomalies
@@ -245,6 +246,7 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
             num_files=latest_row.num_files if latest_row else table.num_files,
             size_bytes=latest_row.size_bytes if latest_row else table.size_bytes,
         )
+        alert_hooks.commits_stored(table, new_versions, first_sync=last is None)  # evaluated by a worker
     return {"latestVersion": times.latest, "newCommits": total, "commitReads": times.reader.reads}
 
 

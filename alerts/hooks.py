@@ -1,0 +1,24 @@
+"""The calls other apps make into alerts (tables.sync after storing new commits). Light on
+imports on purpose: the sync imports this module, and it must not pull in the rules."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from tables.models import Table
+
+from . import queue
+from .models import Scan
+
+EVALUATE_TASK = "alerts.evaluate"
+
+
+def commits_stored(table: Table, versions: list[int], *, first_sync: bool) -> Scan | None:
+    """New commits of `table` are stored: a Scan row, sent to a worker when the caller's
+    transaction commits. The first sync of a table stores its past, which is no news: nothing
+    is evaluated then. Never slows the sync: one row, one message."""
+    if first_sync or not versions:
+        return None
+    scan = Scan.objects.create(table=table, first_version=min(versions), last_version=max(versions))
+    transaction.on_commit(lambda: queue.send_quietly(EVALUATE_TASK, scan.pk))
+    return scan

@@ -1,0 +1,29 @@
+"""Sending the alerts app's tasks by name (tables.jobs.send), now or after a delay, without
+ever failing the caller: an unreachable broker leaves the row queued and the beat task
+(alerts.sweep) sends it again."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import current_app
+
+from tables import jobs
+
+logger = logging.getLogger("alerts")
+
+
+def send_quietly(task_name: str, *args: Any, countdown: float | None = None) -> bool:
+    """Send `task_name`; False (logged) when the broker cannot be reached."""
+    try:
+        if countdown is None:
+            jobs.send(task_name, *args)
+        else:
+            if task_name not in current_app.tasks:
+                current_app.loader.import_default_modules()
+            current_app.signature(task_name, args=args).apply_async(countdown=countdown)
+        return True
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        logger.warning("%s%s not sent (%s); the sweep will send it", task_name, args, exc)
+        return False

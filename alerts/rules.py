@@ -1,0 +1,272 @@
+"""The rules: built-in ones (each switchable per table, some with a threshold) and users'
+own. A rule looks at one commit's facts and answers a one-line explanation, or None.
+
+Explanations quote values from the table's log: they are bounded here and escaped wherever
+they are shown (templates autoescape; e-mail is plain text; webhooks are JSON).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tables.delta.diff import schema_changes
+from tables.errors import printable
+
+from .facts import CommitFacts
+from .models import CustomRule, MetricOp, Severity
+
+ICT_KEY = "delta.enableInCommitTimestamps"
+# the sync's per-version anomalies that are about In-Commit Timestamps (file times out of order
+# are common after a copy and are not news)
+ICT_ANOMALIES = ("ict_missing", "commitinfo_not_first", "ict_not_increasing")
+
+
+@dataclass(frozen=True)
+class Builtin:
+    key: str
+    name: str
+    severity: str
+    check: Callable[[CommitFacts, float | None], str | None]
+    threshold: float | None = None  # the default; what it means is in `threshold_help`
+    threshold_help: str = ""
+
+
+def _q(value: object, limit: int = 80) -> str:
+    return printable(value, limit)
+
+
+def _no_predicate(facts: CommitFacts) -> bool:
+    pred = facts.parameters.get("predicate")
+    if pred is None:
+        return True
+    text = str(pred).strip()
+    return text in ("", "[]", '[""]', "true", "TRUE", '["true"]')
+
+
+def overwrite(facts: CommitFacts, _t: float | None) -> str | None:
+    op = facts.operation.upper()
+    mode = str(facts.parameters.get("mode", "")).strip().lower()
+    if op in ("TRUNCATE", "TRUNCATE TABLE"):
+        return f"version {facts.version}: {op} removed every row"
+    if op == "DELETE" and _no_predicate(facts) and facts.version > 0:
+        return f"version {facts.version}: DELETE without a predicate removed every row"
+    if mode == "overwrite" and facts.version > 0:
+        return f"version {facts.version}: {_q(facts.operation)} in Overwrite mode replaced the table's data"
+    if op in (
+        "CREATE OR REPLACE TABLE",
+        "REPLACE TABLE",
+        "CREATE OR REPLACE TABLE AS SELECT",
+        "REPLACE TABLE AS SELECT",
+    ):
+        if facts.version > 0:
+            return f"version {facts.version}: {op} replaced the table"
+    return None
+
+
+def large_removal(facts: CommitFacts, threshold: float | None) -> str | None:
+    """Bytes the table lost in this commit, against its size before: from the files' sizes the
+    log records (the cached growth of every commit), else from operationMetrics."""
+    pct = threshold if threshold is not None else 50.0
+    prev = facts.previous
+    before = prev.size_bytes if prev is not None and prev.version == facts.version - 1 else None
+    after = facts.commit.size_bytes
+    if before and after is not None:
+        lost = before - after
+        source = "file statistics"
+    else:
+        removed, added = facts.metric("numRemovedBytes"), facts.metric("numAddedBytes")
+        if removed is None or not before:
+            return None
+        lost = removed - (added or 0)
+        source = "operationMetrics"
+    if before and lost > 0 and lost * 100 >= pct * before:
+        share = 100.0 * lost / before
+        return (
+            f"version {facts.version}: {_q(facts.operation) or 'a commit'} removed {share:.1f}% of the table's bytes "
+            f"({lost} of {before}, from {source}; threshold {pct:g}%)"
+        )
+    return None
+
+
+def schema_change(facts: CommitFacts, _t: float | None) -> str | None:
+    new = facts.new_metadata
+    if new is None or facts.version == 0:
+        return None
+    before = facts.before
+    if before is None:
+        return None
+    try:
+        changes = schema_changes(before.metadata, new)
+    except Exception:  # an unreadable schemaString: the sync reports it
+        return None
+    dropped = [c["column"] for c in changes if c["change"] == "removed"]
+    retyped = [
+        f"{c['column']} {_q((c['from'] or {}).get('type'), 40)} -> {_q((c['to'] or {}).get('type'), 40)}"
+        for c in changes
+        if c["change"] == "changed" and (c["from"] or {}).get("type") != (c["to"] or {}).get("type")
+    ]
+    parts = []
+    if dropped:
+        parts.append("dropped " + ", ".join(_q(d, 60) for d in dropped[:10]))
+    if retyped:
+        parts.append("retyped " + ", ".join(retyped[:10]))
+    if not parts:
+        return None
+    return f"version {facts.version}: schema change: " + "; ".join(parts)
+
+
+def protocol_upgrade(facts: CommitFacts, _t: float | None) -> str | None:
+    new = facts.new_protocol
+    if new is None or facts.version == 0:
+        return None
+    before = facts.before
+    if before is None:
+        return None
+    old = before.protocol
+    said = []
+    if new.min_reader_version > old.min_reader_version or new.min_writer_version > old.min_writer_version:
+        said.append(
+            f"protocol {old.min_reader_version}/{old.min_writer_version} -> {new.min_reader_version}/{new.min_writer_version}"
+        )
+    added = sorted(set(new.reader_features or ()) | set(new.writer_features or ()))
+    had = set(old.reader_features or ()) | set(old.writer_features or ())
+    fresh = [f for f in added if f not in had]
+    if fresh:
+        said.append("new table features " + ", ".join(_q(f, 40) for f in fresh[:10]))
+    if not said:
+        return None
+    return f"version {facts.version}: " + "; ".join(said) + " (older readers or writers may stop working)"
+
+
+def ict(facts: CommitFacts, _t: float | None) -> str | None:
+    new = facts.new_metadata
+    if new is not None and facts.version > 0:
+        before = facts.before
+        was_on = before is not None and str(before.metadata.configuration.get(ICT_KEY, "")).lower() == "true"
+        if was_on and str(new.configuration.get(ICT_KEY, "")).lower() != "true":
+            return f"version {facts.version}: In-Commit Timestamps disabled"
+    found = [a for a in facts.anomalies if a.kind in ICT_ANOMALIES]
+    if found:
+        first = found[0]
+        return f"version {facts.version}: commit timestamp anomaly {_q(first.kind, 60)}: {_q(first.detail, 200)}"
+    return None
+
+
+def restore(facts: CommitFacts, _t: float | None) -> str | None:
+    if facts.operation.upper() != "RESTORE":
+        return None
+    target = facts.parameters.get("version", facts.parameters.get("timestamp"))
+    return f"version {facts.version}: RESTORE to {_q(target, 60)}"
+
+
+def vacuum(facts: CommitFacts, _t: float | None) -> str | None:
+    op = facts.operation.upper()
+    if op == "VACUUM END" or op == "VACUUM":
+        deleted = facts.metric("numDeletedFiles")
+        files = f", {int(deleted)} files deleted" if deleted is not None else ""
+        return f"version {facts.version}: VACUUM{files} (older versions may no longer be readable)"
+    return None
+
+
+def _engine(text: str) -> str:
+    """The products of an engineInfo without their versions ('Apache-Spark/3.4.0 Delta-Lake/3.0.0'
+    -> 'Apache-Spark Delta-Lake'): an upgrade is not a new writer."""
+    return " ".join(part.split("/", 1)[0] for part in text.split())
+
+
+def unknown_writer(facts: CommitFacts, _t: float | None) -> str | None:
+    if not facts.earlier:
+        return None
+    said = []
+    engine = _engine(facts.commit.engine_info or "")
+    engines = {_engine(c.engine_info) for c in facts.earlier if c.engine_info}
+    if engine and engines and engine not in engines:
+        said.append(f"writer {_q(facts.commit.engine_info)} never wrote to this table before")
+    user = facts.commit.user_name or facts.commit.user_id
+    users = {c.user_name or c.user_id for c in facts.earlier if c.user_name or c.user_id}
+    if user and users and user not in users:
+        said.append(f"user {_q(user)} never committed to this table before")
+    if not said:
+        return None
+    return f"version {facts.version}: " + "; ".join(said)
+
+
+MIN_INTERVALS = 5
+
+
+def commit_rate(facts: CommitFacts, factor: float | None) -> str | None:
+    """A commit much sooner (burst) or much later (silence) than the median interval of the
+    commits before it."""
+    n = factor if factor is not None and factor > 1 else 10.0
+    times = [c.timestamp for c in facts.earlier if c.timestamp is not None]
+    now = facts.commit.timestamp
+    if now is None or len(times) < MIN_INTERVALS + 1:
+        return None
+    intervals = [a - b for a, b in itertools.pairwise(times) if a - b > 0]
+    if len(intervals) < MIN_INTERVALS:
+        return None
+    usual = statistics.median(intervals)
+    gap = now - times[0]
+    if gap > n * usual:
+        return f"version {facts.version}: first commit after {gap / 1000:.0f} s of silence (usually {usual / 1000:.0f} s; {n:g}x)"
+    if 0 <= gap * n < usual:
+        return f"version {facts.version}: commit burst, {gap / 1000:.1f} s after the last (usually {usual / 1000:.0f} s; {n:g}x)"
+    return None
+
+
+BUILTIN: dict[str, Builtin] = {
+    b.key: b
+    for b in (
+        Builtin("overwrite", "Overwrite, TRUNCATE or DELETE without a predicate", Severity.CRITICAL, overwrite),
+        Builtin(
+            "large_removal", "Large removal", Severity.CRITICAL, large_removal, 50.0, "percent of the table's bytes"
+        ),
+        Builtin("schema_change", "Column dropped or retyped", Severity.WARNING, schema_change),
+        Builtin("protocol_upgrade", "Protocol upgrade or new table features", Severity.WARNING, protocol_upgrade),
+        Builtin("ict", "In-Commit Timestamps disabled or a timestamp anomaly", Severity.WARNING, ict),
+        Builtin("restore", "RESTORE", Severity.WARNING, restore),
+        Builtin("vacuum", "VACUUM", Severity.INFO, vacuum),
+        Builtin("unknown_writer", "Unknown writer or user", Severity.WARNING, unknown_writer),
+        Builtin("commit_rate", "Commit burst or silence", Severity.INFO, commit_rate, 10.0, "times the usual interval"),
+    )
+}
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    MetricOp.GT: lambda a, b: a > b,
+    MetricOp.GE: lambda a, b: a >= b,
+    MetricOp.LT: lambda a, b: a < b,
+    MetricOp.LE: lambda a, b: a <= b,
+    MetricOp.EQ: lambda a, b: a == b,
+}
+
+
+def custom(rule: CustomRule, facts: CommitFacts) -> str | None:
+    """A user's rule: every condition it sets must hold; the explanation says which did."""
+    said = []
+    if rule.operation:
+        if facts.operation.upper() != rule.operation.strip().upper():
+            return None
+        said.append(f"operation {_q(facts.operation)}")
+    if rule.user:
+        who = {facts.commit.user_name, facts.commit.user_id} - {""}
+        if rule.user not in who:
+            return None
+        said.append(f"by {_q(rule.user)}")
+    if rule.metric:
+        value = facts.metric(rule.metric)
+        op = _OPS.get(rule.metric_op)
+        if value is None or op is None or rule.metric_value is None or not op(value, rule.metric_value):
+            return None
+        said.append(f"{_q(rule.metric)}={value:g} {MetricOp(rule.metric_op).label} {rule.metric_value:g}")
+    if rule.partition:
+        key, _, value = rule.partition.partition("=")
+        if (key.strip(), value.strip()) not in facts.partitions_touched():
+            return None
+        said.append(f"touched partition {_q(rule.partition)}")
+    if not said:
+        return None  # a rule with no condition would fire on everything
+    return f"version {facts.version}: " + ", ".join(said)

@@ -1,0 +1,109 @@
+"""Rules fired by real commits: golden tables' overwrite, DELETE and RESTORE, tables written
+by delta-rs (DELETE without a predicate, a dropped column), and nothing for appends."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from alerts import evaluate
+from alerts.models import Alert, CustomRule, RuleSetting, Scan, ScanStatus
+from tables import sync
+from tests.alerts.conftest import bring_back, hold_back, register_and_sync
+
+deltalake = pytest.importorskip("deltalake")
+
+
+def sync_and_scan(table) -> Scan:
+    """The second sync: its hook leaves a Scan row (sent on commit, which the test transaction
+    never reaches); the worker's function runs it here."""
+    before = set(Scan.objects.values_list("pk", flat=True))
+    sync.sync_table(table.pk)
+    scan = Scan.objects.exclude(pk__in=before).get(table=table)
+    evaluate.run_scan(scan.pk)
+    scan.refresh_from_db()
+    assert scan.status == ScanStatus.DONE, scan.error
+    return scan
+
+
+def fired(table) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for a in Alert.objects.filter(table=table):
+        out.setdefault(a.version, set()).add(a.rule)
+    return out
+
+
+@pytest.mark.django_db
+def test_golden_overwrite_and_restore_fire_appends_do_not(roots, golden_copy) -> None:
+    path = golden_copy("basic-with-inserts-overwrite-restore")
+    aside = hold_back(path, 1)
+    table = register_and_sync("owr", path)
+    assert not Scan.objects.filter(table=table).exists()  # the first sync stores the past: no news
+    bring_back(path, aside)
+    scan = sync_and_scan(table)
+    assert (scan.first_version, scan.last_version) == (1, 3)
+    assert fired(table) == {2: {"overwrite"}, 3: {"restore"}}  # v1, an append, fires nothing
+    overwrite = Alert.objects.get(table=table, version=2)
+    assert overwrite.severity == "critical" and overwrite.operation == "WRITE"
+    assert "Overwrite mode" in overwrite.explanation
+    assert "RESTORE to 1" in Alert.objects.get(table=table, version=3).explanation
+    # a scan run again (a redelivered message) adds nothing
+    assert evaluate.evaluate(table, [1, 2, 3]) == []
+    assert Alert.objects.filter(table=table).count() == 2
+
+
+@pytest.mark.django_db
+def test_golden_deletes_with_predicates_and_a_removal_threshold(roots, golden_copy) -> None:
+    path = golden_copy("basic-with-inserts-deletes-checkpoint")
+    aside = hold_back(path, 5)
+    table = register_and_sync("dels", path)
+    bring_back(path, aside)
+    size = {
+        v: sum(
+            deltalake.DeltaTable(str(path), version=v).get_add_actions(flatten=True).column("size_bytes").to_pylist()
+        )
+        for v in (12, 13)
+    }
+    share = 100.0 * (size[12] - size[13]) / size[12]
+    assert 5 < share < 50
+    RuleSetting.objects.create(table=table, rule="large_removal", threshold=5.0)
+    sync_and_scan(table)
+    got = fired(table)
+    # DELETEs with a predicate are not "every row"; only v13 removed more than 5% of the bytes
+    assert got == {13: {"large_removal"}}, got
+    text = Alert.objects.get(table=table, version=13).explanation
+    assert f"{size[12] - size[13]} of {size[12]}" in text and f"{share:.1f}%" in text
+
+
+@pytest.mark.django_db
+def test_switched_off_rule_and_custom_rule(roots, golden_copy) -> None:
+    path = golden_copy("basic-with-inserts-deletes-checkpoint")
+    aside = hold_back(path, 5)
+    table = register_and_sync("dels2", path)
+    bring_back(path, aside)
+    RuleSetting.objects.create(table=table, rule="large_removal", enabled=False, threshold=1.0)
+    rule = CustomRule.objects.create(
+        name="big deletes", table=table, operation="delete", metric="numDeletedRows", metric_op="ge", metric_value=10
+    )
+    CustomRule.objects.create(name="no conditions", table=None)  # never fires on everything
+    sync_and_scan(table)
+    assert fired(table) == {13: {f"custom:{rule.pk}"}}
+    alert = Alert.objects.get(table=table)
+    assert alert.explanation == "version 13: operation DELETE, numDeletedRows=14 >= 10"
+
+
+@pytest.mark.django_db
+def test_delta_rs_delete_without_predicate_and_dropped_column(roots) -> None:
+    path = roots / "events"
+    deltalake.write_deltalake(str(path), pa.table({"id": [1, 2, 3], "kind": ["a", "b", "c"]}))
+    table = register_and_sync("events", path)
+    deltalake.write_deltalake(str(path), pa.table({"id": [4], "kind": ["d"]}), mode="append")
+    deltalake.DeltaTable(str(path)).delete()
+    deltalake.write_deltalake(str(path), pa.table({"id": [5]}), mode="overwrite", schema_mode="overwrite")
+    sync_and_scan(table)
+    got = fired(table)
+    assert 1 not in got  # the append
+    assert {"overwrite", "large_removal"} <= got[2]
+    assert {"overwrite", "schema_change"} <= got[3]
+    assert "dropped kind" in Alert.objects.get(table=table, version=3, rule="schema_change").explanation
+    assert "DELETE without a predicate" in Alert.objects.get(table=table, version=2, rule="overwrite").explanation
