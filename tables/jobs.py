@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from celery import current_app
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from .errors import public_message
-from .models import Job, JobStatus, Table
+from .models import Job, JobStatus, Table, params_hash
 
 MAX_ERROR = 5000
 
@@ -43,15 +43,43 @@ def unreachable_message(exc: Exception) -> str:
     return f"the task queue is unreachable ({type(exc).__name__}); is the worker's Redis running?"
 
 
-def create(kind: str, table: Table | None, user=None, params: dict[str, Any] | None = None) -> Job:
-    """A queued job row (not sent yet: see `enqueue`)."""
-    return Job.objects.create(
-        kind=kind,
-        table=table,
-        created_by=user if getattr(user, "is_authenticated", False) else None,
-        stage="queued",
-        params=params or {},
+def active(kind: str, table: Table | None, params: dict[str, Any] | None = None) -> Job | None:
+    """The queued or running job of this kind, table and parameters, if there is one."""
+    return (
+        Job.objects.filter(kind=kind, table=table, params_hash=params_hash(params), status__in=JobStatus.active())
+        .order_by("-pk")
+        .first()
     )
+
+
+def create_or_join(kind: str, table: Table | None, user=None, params: dict[str, Any] | None = None) -> tuple[Job, bool]:
+    """A new queued job row (not sent yet: see `enqueue`) and True, or the identical active
+    job and False. The database's rule (one active job per kind, table and parameters)
+    decides when two requests race: the loser joins the winner's job."""
+    params = params or {}
+    existing = active(kind, table, params)
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():  # a savepoint: the caller's transaction survives the clash
+            job = Job.objects.create(
+                kind=kind,
+                table=table,
+                created_by=user if getattr(user, "is_authenticated", False) else None,
+                stage="queued",
+                params=params,
+            )
+        return job, True
+    except IntegrityError:
+        existing = active(kind, table, params)
+        if existing is None:  # not our rule's clash (or the other job already finished)
+            raise
+        return existing, False
+
+
+def create(kind: str, table: Table | None, user=None, params: dict[str, Any] | None = None) -> Job:
+    """A queued job row, or the identical one already queued or running (see `create_or_join`)."""
+    return create_or_join(kind, table, user, params)[0]
 
 
 def enqueue(job: Job, task_name: str, on_unreachable: Callable[[], None] | None = None) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -105,6 +108,17 @@ class JobStatus(models.TextChoices):
     def terminal(cls) -> set[str]:
         return {cls.SUCCEEDED, cls.FAILED, cls.SKIPPED}
 
+    @classmethod
+    def active(cls) -> tuple[str, ...]:
+        """Not finished: an identical job in one of these states is joined, not duplicated."""
+        return (cls.QUEUED, cls.RUNNING)
+
+
+def params_hash(params: dict[str, Any] | None) -> str:
+    """A stable digest of a job's parameters (key order and spacing do not matter)."""
+    text = json.dumps(params or {}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
 
 class JobKind(models.TextChoices):
     SYNC = "sync", "sync"
@@ -123,6 +137,8 @@ class Job(models.Model):
 
     kind = models.CharField(max_length=32, choices=JobKind.choices)
     params = models.JSONField(default=dict, blank=True, help_text="what the job was asked to do")
+    # set from params on save; with kind and table it names "the same job" for the rule below
+    params_hash = models.CharField(max_length=64, blank=True, default="", editable=False)
     table = models.ForeignKey(Table, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     stage = models.CharField(max_length=200, blank=True)
@@ -137,6 +153,19 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # at most one queued or running job per (kind, table, parameters): a second request
+            # joins it (tables.jobs.create), also when two requests race
+            models.UniqueConstraint(
+                fields=["kind", "table", "params_hash"],
+                condition=models.Q(status__in=["queued", "running"]) & ~models.Q(params_hash=""),
+                name="job_active_unique",
+            ),
+        ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.params_hash = params_hash(self.params)
+        super().save(*args, **kwargs)
 
     @property
     def is_terminal(self) -> bool:
@@ -284,8 +313,23 @@ class ManagedTable(models.Model):
     )
     frozen_reason = models.TextField(blank=True)
     frozen_at = models.DateTimeField(null=True, blank=True)
+    # the Unity Catalog name a catalogManaged table is served under (tables.api.uc_views), and the
+    # last version that changed its metadata or protocol (the etag moves only then)
+    uc_catalog = models.CharField(max_length=255, blank=True)
+    uc_schema = models.CharField(max_length=255, blank=True)
+    uc_name = models.CharField(max_length=255, blank=True)
+    metadata_version = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["uc_catalog", "uc_schema", "uc_name"],
+                condition=~models.Q(uc_name=""),
+                name="unique_uc_table_name",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.table} ({self.state})"
@@ -307,6 +351,8 @@ class RatifiedCommit(models.Model):
     in_commit_timestamp = models.BigIntegerField(null=True, blank=True)
     txn_id = models.CharField(max_length=200, blank=True)
     operation = models.CharField(max_length=200, blank=True)
+    engine_info = models.CharField(max_length=200, blank=True, help_text="commitInfo.engineInfo")
+    committed_by = models.CharField(max_length=150, blank=True, help_text="the API user who proposed it")
     backfilled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -331,3 +377,20 @@ class OwnerRefusal(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+
+
+class UcStagingTable(models.Model):
+    """A Unity Catalog staging table: a table id and a location allocated by createStagingTable,
+    finalized at most once by its creator's createTable (tables.uc_catalog)."""
+
+    table_uuid = models.UUIDField(unique=True)
+    catalog = models.CharField(max_length=255)
+    schema = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    location = models.CharField(max_length=2000, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finalized = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.catalog}.{self.schema}.{self.name} (staging {self.table_uuid})"
