@@ -37,7 +37,8 @@ $(STAMP): pyproject.toml
 run: install
 	@bash scripts/run.sh $(PORT) $(REDIS_PORT)
 
-# the browser tests drive Debian's Chromium; docker-compose validates the deployment file
+# the browser tests drive Debian's Chromium; docker-compose validates the deployment file;
+# the Azure tests run against Azurite (npm)
 test-deps:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
@@ -52,6 +53,13 @@ test-deps:
 	    echo "optional:$$missing -- sudo apt-get install -y$$missing (tests that need them skip)"; \
 	  fi; \
 	fi
+	@# Azurite (the Azure Storage emulator, npm) under var/azurite for the Azure tests
+	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >/dev/null; } || \
+	  echo "optional: npm (sudo apt-get install -y npm) -- the Azure tests skip without Azurite"
+	@command -v azurite-blob >/dev/null 2>&1 || test -x var/azurite/node_modules/.bin/azurite-blob || \
+	  { command -v npm >/dev/null 2>&1 && npm install -s --prefix var/azurite --no-audit --no-fund azurite@3.35.0 >/dev/null; } || \
+	  echo "could not install Azurite: the Azure tests skip"
 
 test: install test-deps
 	@$(PY) -m pytest $(PYTEST_ARGS)
