@@ -12,20 +12,21 @@ columns, the Parquet path) in `Job.result`. A failure is a one-line message on t
 The web process never imports pyspark: results are paged from Parquet with
 `tables.results.read_page` (`result_page`).
 
-Previews are cached per (table, version): starting a preview when a succeeded one exists
-(its file still there) returns that job, and one queued or running returns that one.
+Jobs start only on purpose (a POST): reading a result never starts or re-runs one. An
+identical job already queued or running is joined, not duplicated (tables.jobs.create_or_join,
+backed by the database's rule on kind, table and parameters). Previews are also cached per
+(table, version): starting a preview when a succeeded one exists (its file still there)
+returns that job. A failed job stays failed until a user starts it again.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 
@@ -37,8 +38,6 @@ from .versions import snapshot_at
 
 PREVIEW, CHANGES, ROWDIFF = JobKind.PREVIEW, JobKind.CHANGES, JobKind.ROWDIFF
 DATA_KINDS = JobKind.data_kinds()
-# A queued or running preview younger than this is joined rather than started again.
-IN_FLIGHT_REUSE = timedelta(hours=1)
 MAX_KEYS = 32
 
 # A Spark function run by a task: (table location, job parameters, out_dir, progress) -> summary.
@@ -87,8 +86,10 @@ def parse_keys(keys: str | list[str] | None) -> list[str]:
 
 
 def _start(table: Table, kind: str, params: dict[str, Any], user) -> Job:
-    job = jobs.create(kind, table, user, params)
-    jobs.enqueue(job, jobs.DATA_JOB_TASK)  # a broker that is down fails this job only
+    """A new job sent to the worker, or the identical one already queued or running."""
+    job, created = jobs.create_or_join(kind, table, user, params)
+    if created:
+        jobs.enqueue(job, jobs.DATA_JOB_TASK)  # a broker that is down fails this job only
     return job
 
 
@@ -104,17 +105,22 @@ def cached_preview(table: Table, version: int) -> Job | None:
 
 
 def preview_in_flight(table: Table, version: int) -> Job | None:
+    return jobs.active(PREVIEW, table, {"version": version})
+
+
+def latest_preview(table: Table, version: int) -> Job | None:
+    """What a reader of the preview sees, starting nothing: the cached preview, the one being
+    computed, else the newest finished one (e.g. a failure, until a user starts it again)."""
     return (
-        Job.objects.filter(
-            table=table,
-            kind=PREVIEW,
-            status__in=(JobStatus.QUEUED, JobStatus.RUNNING),
-            params__version=version,
-            created_at__gte=timezone.now() - IN_FLIGHT_REUSE,
-        )
-        .order_by("-pk")
-        .first()
+        cached_preview(table, version)
+        or preview_in_flight(table, version)
+        or Job.objects.filter(table=table, kind=PREVIEW, params__version=version).order_by("-pk").first()
     )
+
+
+def check_version(table: Table, version: int) -> None:
+    """ServiceError (404 version_not_found) unless the table has the version."""
+    _check_version(table, version)
 
 
 def start_preview(table: Table, version: int, user=None) -> Job:

@@ -11,6 +11,7 @@ never changes anything else (the caller decides what else to undo, see `enqueue`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any
 
 from celery import current_app
@@ -21,6 +22,9 @@ from .errors import public_message
 from .models import Job, JobStatus, Table, params_hash
 
 MAX_ERROR = 5000
+# A job queued or running this long was left behind (a worker died or the broker lost it).
+ABANDONED_AFTER = timedelta(hours=1)
+ABANDONED_MESSAGE = "No worker finished this job within an hour; it was given up. Start it again."
 
 # Task names, as registered by tables.tasks (and named by the beat schedule in settings).
 SYNC_TASK = "tables.sync_table"
@@ -44,12 +48,23 @@ def unreachable_message(exc: Exception) -> str:
 
 
 def active(kind: str, table: Table | None, params: dict[str, Any] | None = None) -> Job | None:
-    """The queued or running job of this kind, table and parameters, if there is one."""
-    return (
+    """The queued or running job of this kind, table and parameters, if there is one. One left
+    behind by a worker that died (queued or running for longer than ABANDONED_AFTER) is failed
+    here with a message instead, so it cannot block its identical successors forever."""
+    job = (
         Job.objects.filter(kind=kind, table=table, params_hash=params_hash(params), status__in=JobStatus.active())
         .order_by("-pk")
         .first()
     )
+    if job is None:
+        return None
+    now = timezone.now()
+    if (job.started_at or job.created_at) > now - ABANDONED_AFTER:
+        return job
+    Job.objects.filter(pk=job.pk, status=job.status).update(
+        status=JobStatus.FAILED, error=ABANDONED_MESSAGE, stage="abandoned", finished_at=now
+    )
+    return None
 
 
 def create_or_join(kind: str, table: Table | None, user=None, params: dict[str, Any] | None = None) -> tuple[Job, bool]:

@@ -1,7 +1,8 @@
 """REST API for data on Spark: version previews, change data, keyed row diffs and job results.
 
 Each view checks permissions (signed in, CanBrowse) and calls one function of
-tables.data_jobs. Starting a job answers 202 with the job (poll /api/jobs/{id}/); a finished
+tables.data_jobs. Starting a job is a POST and answers 202 with the job (poll /api/jobs/{id}/);
+a GET only reads (it never starts or re-runs a job); a finished
 job's rows are paged from its Parquet result with pyarrow (`/api/jobs/{id}/results/`), never
 loaded whole. Errors are rendered by tables.api.errors.exception_handler.
 """
@@ -18,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables import data_jobs
+from tables.errors import ServiceError
 from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Job, JobStatus, Table
 from tables.results import MAX_PAGE
@@ -109,28 +111,57 @@ JOB_202 = OpenApiResponse(s.JobSerializer, description="The job computing it (po
 
 class VersionRowsView(_DataView):
     @extend_schema(
-        summary="Preview a version's rows: 202 with the job while Spark computes, 200 with a page once cached",
+        summary="A version's cached row preview (200), the job computing it (202), or 404 no_preview",
         parameters=[TABLE_ID, VERSION, PageQuerySerializer],
-        responses={200: PreviewPageSerializer, 202: JOB_202, **_errors(400, 401, 403, 404)},
+        responses={200: PreviewPageSerializer, 202: JOB_202, **_errors(400, 401, 403, 404, 409)},
     )
     def get(self, request, id: str, version: str):
-        """The first 100 rows of the version (in file and row order) are computed once per (table,
-        version) by a Spark job and cached. While the job is queued or running this answers 202 with
-        it; then 200 with {columns, rows, total (rows in the version), offset, limit, cached}. A failed
-        preview is started again on the next request. 404 version_not_found for a missing version."""
+        """Reads, never starts: 200 with {columns, rows, total (rows in the version), offset, limit,
+        cached} once the preview is cached; 202 with the job while it is queued or running; 409
+        job_failed when the last preview failed (POST to start it again); 404 no_preview when none
+        was started (POST to start one), version_not_found for a missing version."""
         table = _table(request, self, id)
         v = _version(version)
         q = _query(PageQuerySerializer, request)
-        job = data_jobs.cached_preview(table, v)
+        job = data_jobs.latest_preview(table, v)
         if job is None:
-            with transaction.atomic():
-                job = data_jobs.start_preview(table, v, user=request.user)
-            job.refresh_from_db()
-            if job.status != JobStatus.SUCCEEDED:
-                return _accepted(request, job)
-        page = data_jobs.result_page(job, q["offset"], q["limit"])
-        body = {k: page[k] for k in ("job", "columns", "rows", "total", "offset", "limit", "cached")}
-        return Response({**body, "version": v})
+            data_jobs.check_version(table, v)
+            raise ServiceError(f"No preview of version {v} yet; POST to this URL to start one.", "no_preview", 404)
+        return _preview_answer(request, job, v, q)
+
+    @extend_schema(
+        summary="Start a version's row preview: 202 with the job, 200 with a page if already cached",
+        parameters=[TABLE_ID, VERSION, PageQuerySerializer],
+        request=None,
+        responses={200: PreviewPageSerializer, 202: JOB_202, **_errors(400, 401, 403, 404)},
+    )
+    def post(self, request, id: str, version: str):
+        """The first 100 rows of the version (in file and row order) are computed once per (table,
+        version) by a Spark job and cached. Answers 200 with a page when the preview is cached, else
+        202 with the job computing it: an identical preview queued or running is joined, a failed
+        one is started again. 404 version_not_found for a missing version (no job is created)."""
+        table = _table(request, self, id)
+        v = _version(version)
+        q = _query(PageQuerySerializer, request)
+        with transaction.atomic():
+            job = data_jobs.start_preview(table, v, user=request.user)
+        job.refresh_from_db()
+        return _preview_answer(request, job, v, q)
+
+
+def _preview_answer(request, job: Job, version: int, q: dict) -> Response:
+    if job.status != JobStatus.SUCCEEDED:
+        if job.status == JobStatus.FAILED:
+            raise ServiceError(
+                f"The last preview of version {version} (job {job.pk}) failed: {job.error} "
+                "POST to this URL to start it again.",
+                "job_failed",
+                409,
+            )
+        return _accepted(request, job)
+    page = data_jobs.result_page(job, q["offset"], q["limit"])
+    body = {k: page[k] for k in ("job", "columns", "rows", "total", "offset", "limit", "cached")}
+    return Response({**body, "version": version})
 
 
 class ChangesView(_DataView):
@@ -139,13 +170,13 @@ class ChangesView(_DataView):
         parameters=[TABLE_ID, RangeQuerySerializer],
         request=None,
         responses={202: JOB_202, **_errors(400, 401, 403, 404)},
-        methods=["GET", "POST"],
     )
     def post(self, request, id: str):
         """Rows inserted, deleted and updated (pre- and post-images) in versions from..to, with
         _change_type, _commit_version and _commit_timestamp (ICT from its enablement on), from cdc
-        files where a commit has them, else from added and removed files. Answers 202 with the job;
-        page its rows and counts per version and change type at /api/jobs/{id}/results/.
+        files where a commit has them, else from added and removed files. Answers 202 with the job
+        (an identical one queued or running is joined, not duplicated); page its rows and counts
+        per version and change type at /api/jobs/{id}/results/.
         400 invalid_range when from > to; 404 version_not_found. No job is created on an error."""
         table = _table(request, self, id)
         q = _query(RangeQuerySerializer, request)
@@ -154,8 +185,6 @@ class ChangesView(_DataView):
         job.refresh_from_db()
         return _accepted(request, job)
 
-    get = post
-
 
 class RowDiffView(_DataView):
     @extend_schema(
@@ -163,23 +192,21 @@ class RowDiffView(_DataView):
         parameters=[TABLE_ID, RowDiffQuerySerializer],
         request=None,
         responses={202: JOB_202, **_errors(400, 401, 403, 404)},
-        methods=["GET", "POST"],
     )
     def post(self, request, id: str):
         """Rows added, removed and changed between versions `from` and `to`, matched on the key
         columns (which must be unique in both versions); changed rows list the columns that differ
-        with the before and after values. Works without change data feed. Answers 202 with the job;
-        page its rows and counts at /api/jobs/{id}/results/. 400 invalid_range, invalid_keys (a key
-        not in a version); 404 version_not_found. No job is created on an error. Duplicate keys fail
-        the job (its error says which version)."""
+        with the before and after values. Works without change data feed. Answers 202 with the job
+        (an identical one queued or running is joined, not duplicated); page its rows and counts at
+        /api/jobs/{id}/results/. 400 invalid_range, invalid_keys (a key not in a version); 404
+        version_not_found. No job is created on an error. Duplicate keys fail the job (its error
+        says which version)."""
         table = _table(request, self, id)
         q = _query(RowDiffQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_row_diff(table, q["from"], q["to"], q["keys"], user=request.user)
         job.refresh_from_db()
         return _accepted(request, job)
-
-    get = post
 
 
 class JobResultsView(_DataView):

@@ -125,7 +125,7 @@ def test_log_paths_outside_the_roots_are_never_read(
 
     # the API's preview of version 1: a Spark job that must refuse before Spark opens anything
     with django_capture_on_commit_callbacks(execute=True):
-        r = api.get(f"/api/tables/{table.pk}/versions/1/rows/")
+        r = api.post(f"/api/tables/{table.pk}/versions/1/rows/")
     assert r.status_code == 202, r.content
     job = Job.objects.get(pk=r.json()["id"])
     assert job.status == JobStatus.FAILED
@@ -231,7 +231,7 @@ def test_a_log_swapped_for_a_symlink_is_refused_at_every_sync(
         assert job.status == JobStatus.FAILED
         assert_refused(job.error, place)
     with django_capture_on_commit_callbacks(execute=True):
-        r = api.get(f"/api/tables/{table.pk}/versions/0/rows/")
+        r = api.post(f"/api/tables/{table.pk}/versions/0/rows/")
     assert r.status_code in (202, 403), r.content
     if r.status_code == 202:
         assert Job.objects.get(pk=r.json()["id"]).status == JobStatus.FAILED

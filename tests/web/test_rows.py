@@ -89,7 +89,7 @@ def rows_multiset(rows: list[dict]) -> Counter:
 
 def test_preview_equals_delta_rs_and_is_cached(eager, table, api, django_capture_on_commit_callbacks) -> None:
     url = f"/api/tables/{table.pk}/versions/1/rows/"
-    r = run(api, django_capture_on_commit_callbacks, "get", url)
+    r = run(api, django_capture_on_commit_callbacks, "post", url)
     assert r.status_code == 202, r.content
     job = Job.objects.get(pk=r.json()["id"])
     assert job.kind == "preview" and job.status == JobStatus.SUCCEEDED, job.error
@@ -138,7 +138,7 @@ def test_change_data_equals_delta_rs_load_cdf(eager, table, api, django_capture_
 
 
 def test_keyed_row_diff_counts(eager, table, api, django_capture_on_commit_callbacks) -> None:
-    r = run(api, django_capture_on_commit_callbacks, "get", f"/api/tables/{table.pk}/diff/rows/?from=0&to=3&keys=id")
+    r = run(api, django_capture_on_commit_callbacks, "post", f"/api/tables/{table.pk}/diff/rows/?from=0&to=3&keys=id")
     assert r.status_code == 202, r.content
     job = Job.objects.get(pk=r.json()["id"])
     assert job.kind == "rowdiff" and job.status == JobStatus.SUCCEEDED, job.error
@@ -185,7 +185,8 @@ def test_sign_in_required(table, client) -> None:
     for method, url in [
         ("get", f"{base}/versions/0/rows/"),
         ("post", f"{base}/changes/?from=0&to=1"),
-        ("get", f"{base}/diff/rows/?from=0&to=1&keys=id"),
+        ("post", f"{base}/versions/0/rows/"),
+        ("post", f"{base}/diff/rows/?from=0&to=1&keys=id"),
         ("get", "/api/jobs/1/results/"),
     ]:
         assert_error(getattr(anon, method)(url), 401, "not_authenticated")
