@@ -37,8 +37,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from tables.delta.catalog_managed import staged_name_ok
 from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
-from tables.delta.log import commit_name, staged_commit_name
+from tables.delta.log import STAGED_COMMITS_DIR, commit_name, staged_commit_name
 from tables.delta.owner import (
     Commit,
     CommitConflict,
@@ -175,6 +176,81 @@ class DatabaseOwner:
             return CommitResponse(self._finish_release(open_storage(mt.table.location), mt))
         return outcome
 
+    def commit_staged(
+        self,
+        tc: TableConf,
+        version: int,
+        file_name: str,
+        *,
+        committed_by: str = "",
+        claimed: tuple[int, int] | None = None,
+        etag_version: int | None = None,
+    ) -> CommitOutcome:
+        """Ratify a staged commit the client wrote itself (catalogManaged, Unity Catalog's
+        add-commit): the file must be `_delta_log/_staged_commits/<v>.<uuid>.json` of this
+        version; it is read (the owner's checks and policy need its commitInfo), never rewritten.
+        `claimed` (ICT, size) is what the client said of the file; `etag_version` the metadata
+        version its etag named (checked under the row lock). O(1) in the log's length: one file
+        read, one row locked, one row inserted."""
+        mt = self.managed(tc)
+        if mt is None:
+            return CommitRefused(version, f"commit-owner '{self.name}' does not own {tc.location}", "not_owned")
+        if not staged_name_ok(file_name, version):
+            return self._refuse(
+                mt,
+                version,
+                None,
+                f"'{file_name[:200]}' is not a staged commit file name of version {version}",
+                "invalid_commit",
+            )
+        path = f"{STAGED_COMMITS_DIR}/{file_name}"
+        try:
+            data = open_storage(mt.table.location).read(path)
+        except FileNotFoundError:
+            return self._refuse(mt, version, None, f"{path} does not exist", "invalid_commit")
+        try:
+            parsed = parse_commit(data)
+        except ValueError as exc:
+            return self._refuse(mt, version, None, f"the commit is not a valid commit file: {exc}", "invalid_commit")
+        if claimed is not None and (claimed[0] != parsed.in_commit_timestamp or claimed[1] != len(data)):
+            return self._refuse(
+                mt,
+                version,
+                parsed,
+                f"the request says timestamp {claimed[0]} and size {claimed[1]}, the file has inCommitTimestamp "
+                f"{parsed.in_commit_timestamp} and {len(data)} bytes",
+                "invalid_commit",
+            )
+        try:
+            with transaction.atomic():
+                outcome = self._ratify(
+                    mt, tc, version, parsed, data, staged=path, committed_by=committed_by, etag_version=etag_version
+                )
+        except IntegrityError:
+            latest = ManagedTable.objects.filter(pk=mt.pk).values_list("latest_version", flat=True).first()
+            return CommitConflict(version, max(version, latest if latest is not None else version))
+        return outcome
+
+    def mark_published(self, tc: TableConf, version: int) -> int:
+        """A client published every ratified commit up to `version` (set-latest-backfilled-version):
+        each `_delta_log/<u>.json` is checked to exist before the owner forgets the staged copy.
+        Idempotent; a version above the latest ratified one is refused (ValueError)."""
+        mt = self.managed(tc)
+        if mt is None:
+            raise ManagedTableError(f"commit-owner '{self.name}' does not own {tc.location}", owner=self.name)
+        if version > mt.latest_version:
+            raise ValueError(f"version {version} is after the latest ratified version {mt.latest_version}")
+        storage = open_storage(mt.table.location)
+        for u in range(mt.backfilled_version + 1, version + 1):
+            if not storage.exists(commit_name(u)):
+                raise ValueError(f"{commit_name(u)} is not published; publish versions in order before reporting them")
+        with transaction.atomic():
+            RatifiedCommit.objects.filter(table_id=mt.table_id, version__lte=version, backfilled=False).update(
+                backfilled=True
+            )
+            ManagedTable.objects.filter(pk=mt.pk, backfilled_version__lt=version).update(backfilled_version=version)
+        return max(version, mt.backfilled_version)
+
     def _releasing(self, mt: ManagedTable) -> bool:
         return ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.RELEASING).exists()
 
@@ -211,7 +287,16 @@ class DatabaseOwner:
         return None
 
     def _ratify(
-        self, mt: ManagedTable, tc: TableConf, version: int, parsed: ParsedCommit, actions: bytes
+        self,
+        mt: ManagedTable,
+        tc: TableConf,
+        version: int,
+        parsed: ParsedCommit,
+        actions: bytes,
+        *,
+        staged: str | None = None,
+        committed_by: str = "",
+        etag_version: int | None = None,
     ) -> CommitOutcome:
         # take the row for writing before reading it (SQLite: the write lock; PostgreSQL: the row lock)
         ManagedTable.objects.filter(pk=mt.pk).update(updated_at=timezone.now())
@@ -222,6 +307,10 @@ class DatabaseOwner:
         if tc.table_id and tc.table_id != mt.owner_table_id:
             return self._refuse(
                 mt, version, parsed, f"table id {tc.table_id} is not the one this owner took over", "not_owned"
+            )
+        if etag_version is not None and mt.metadata_version != etag_version:
+            return CommitRefused(
+                version, "the table's metadata changed since the etag was read", "requirement_conflict"
             )
         latest = mt.latest_version
         if version <= latest:
@@ -243,10 +332,12 @@ class DatabaseOwner:
         reason = self._policy(mt, parsed)
         if reason:
             return self._refuse(mt, version, parsed, reason, "policy")
-        staged = staged_commit_name(version, str(uuid.uuid4()), tc.staged_dir)
-        storage.put_if_absent(staged, actions)
+        if staged is None:  # the owner stages it (the owner API); a catalog client wrote it already
+            staged = staged_commit_name(version, str(uuid.uuid4()), tc.staged_dir)
+            storage.put_if_absent(staged, actions)
         self.fault("commit:staged")
         info = storage.stat(staged)
+        engine = (parsed.commit_info or {}).get("engineInfo")
         RatifiedCommit.objects.create(
             table_id=mt.table_id,
             version=version,
@@ -256,6 +347,8 @@ class DatabaseOwner:
             in_commit_timestamp=parsed.in_commit_timestamp,
             txn_id=(parsed.txn_id or "")[:200],
             operation=(parsed.operation or "")[:200],
+            engine_info=(engine if isinstance(engine, str) else "")[:200],
+            committed_by=committed_by[:150],
         )
         commit = Commit(version, staged, info.size, info.modification_time, parsed.in_commit_timestamp)
         if hands_back(tc, parsed):
@@ -264,7 +357,10 @@ class DatabaseOwner:
             )
             transaction.on_commit(lambda: self.fault("handback:releasing"))
             return CommitResponse(commit)
-        ManagedTable.objects.filter(pk=mt.pk).update(latest_version=version, latest_ict=parsed.in_commit_timestamp)
+        changes = {"latest_version": version, "latest_ict": parsed.in_commit_timestamp}
+        if parsed.metadata is not None or parsed.protocol is not None:
+            changes["metadata_version"] = version  # the etag moves with metadata changes only
+        ManagedTable.objects.filter(pk=mt.pk).update(**changes)
         if self.on_ratified is not None:
             self.on_ratified(mt, version)
         transaction.on_commit(lambda: self.fault("commit:ratified"))

@@ -1,6 +1,6 @@
 """Routes under /api/ (namespace "api"): tables, jobs, restores, token, OpenAPI schema and Swagger UI."""
 
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
 from .auth_views import DocsView, SchemaView, TokenView
@@ -32,6 +32,8 @@ urlpatterns = [
     # the commit-owner API (RestOwnerClient's paths, without a trailing slash)
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/commits$", OwnerCommitsView.as_view(), name="owner-commits"),
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/backfill$", OwnerBackfillView.as_view(), name="owner-backfill"),
+    # the Unity Catalog Delta API for the catalogManaged tables deltaweb owns
+    path("2.1/unity-catalog/", include("tables.api.uc_urls")),
     # anything else under /api/ answers in the API's error format
     # [\s\S], not ".": a path with an encoded newline (%0A) is still "anything"
     re_path(r"^[\s\S]*$", not_found_view),

@@ -1,0 +1,141 @@
+"""The Unity Catalog Delta API for the catalogManaged tables deltaweb owns (thin views over
+tables.owner_uc), under /api/2.1/unity-catalog/delta/:
+
+GET  v1/config?catalog=&protocol-versions=                      -> {endpoints, protocol-version}
+POST v1/catalogs/{c}/schemas/{s}/staging-tables   {name}         -> table-id, location, required protocol
+POST v1/catalogs/{c}/schemas/{s}/tables           createTable    -> loadTable's answer
+GET  v1/catalogs/{c}/schemas/{s}/tables/{t}       loadTable      -> metadata, commits, latest-table-version
+POST v1/catalogs/{c}/schemas/{s}/tables/{t}       updateTable    -> loadTable's answer
+HEAD v1/catalogs/{c}/schemas/{s}/tables/{t}                      -> 204 | 404
+GET  v1/catalogs/{c}/schemas/{s}/tables/{t}/credentials?operation=, v1/staging-tables/{id}/credentials
+POST preview/commits, GET preview/commits (JSON body)             the older commit API
+
+Authentication: `Authorization: Bearer <token>` (or `Token <token>`), the app's API tokens;
+reads need a deltaweb role, writes the writer role. Errors: {"error": {type, code, message}}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tables import owner_uc as uc
+
+
+class BearerTokenAuthentication(TokenAuthentication):
+    """The app's API tokens sent as OAuth-style bearer tokens, as Unity Catalog clients do."""
+
+    keyword = "Bearer"
+
+
+_TYPES = {
+    400: "BadRequestException",
+    401: "NotAuthorizedException",
+    403: "PermissionDeniedException",
+    404: "NotFoundException",
+    405: "BadRequestException",
+    415: "BadRequestException",
+    429: "TooManyRequestsException",
+}
+
+
+def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Every error of this API in UC's shape; nothing else leaks (no traceback, no HTML)."""
+    if isinstance(exc, uc.UcError):
+        return Response(exc.body(), status=exc.status)
+    if isinstance(exc, exceptions.APIException):
+        status = exc.status_code
+        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+            status = 401
+        detail = exc.detail if isinstance(exc.detail, str) else "the request is malformed"
+        body = {"error": {"type": _TYPES.get(status, "BadRequestException"), "code": status, "message": str(detail)}}
+        return Response(body, status=status, headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+    return None
+
+
+class _UcView(APIView):
+    authentication_classes = [BearerTokenAuthentication, TokenAuthentication]
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
+
+    def get_exception_handler(self):
+        return uc_exception_handler
+
+    @staticmethod
+    def body(request) -> dict[str, Any]:
+        data = request.data
+        if not isinstance(data, dict):
+            raise uc.bad("the request body must be a JSON object")
+        return data
+
+
+@extend_schema(exclude=True)
+class ConfigView(_UcView):
+    def get(self, request):
+        return Response(
+            uc.get_config(request.query_params.get("catalog"), request.query_params.get("protocol-versions"))
+        )
+
+
+@extend_schema(exclude=True)
+class StagingTablesView(_UcView):
+    def post(self, request, catalog: str, schema: str):
+        return Response(uc.create_staging_table(request.user, catalog, schema, self.body(request)))
+
+
+@extend_schema(exclude=True)
+class StagingCredentialsView(_UcView):
+    def get(self, request, table_id: str):
+        return Response(uc.staging_credentials(request.user, table_id))
+
+
+@extend_schema(exclude=True)
+class TablesView(_UcView):
+    def post(self, request, catalog: str, schema: str):
+        return Response(uc.create_table(request.user, catalog, schema, self.body(request)))
+
+
+@extend_schema(exclude=True)
+class TableView(_UcView):
+    def get(self, request, catalog: str, schema: str, table: str):
+        return Response(uc.load_table(request.user, catalog, schema, table))
+
+    def head(self, request, catalog: str, schema: str, table: str):
+        try:
+            uc.find(catalog, schema, table)
+        except uc.UcError:
+            return Response(status=404)
+        return Response(status=204)
+
+    def post(self, request, catalog: str, schema: str, table: str):
+        return Response(uc.update_table(request.user, catalog, schema, table, self.body(request)))
+
+
+@extend_schema(exclude=True)
+class TableCredentialsView(_UcView):
+    def get(self, request, catalog: str, schema: str, table: str):
+        op = request.query_params.get("operation")
+        return Response(uc.table_credentials(request.user, catalog, schema, table, op))
+
+
+@extend_schema(exclude=True)
+class PreviewCommitsView(_UcView):
+    def get(self, request):
+        """The request's DeltaGetCommits as a JSON body (UC's server) or as query parameters
+        (what reaches a server from clients whose HTTP layer drops GET bodies)."""
+        body = self.body(request) if request.data else {}
+        for key in ("table_id", "table_uri", "start_version", "end_version"):
+            if key in request.query_params and key not in body:
+                value = request.query_params[key]
+                body[key] = int(value) if key.endswith("version") and value.lstrip("-").isdigit() else value
+        return Response(uc.preview_get_commits(request.user, body))
+
+    def post(self, request):
+        return Response(uc.preview_commit(request.user, self.body(request)))
