@@ -6,8 +6,9 @@ redelivery queues it again with the same idempotency key.
 
 from __future__ import annotations
 
+import logging
 import random
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +25,8 @@ from . import queue
 from .fanout import DELIVER_TASK
 from .models import Alert, Channel, Delivery, DeliveryAttempt, DeliveryStatus
 from .webhook import Outcome, bounded_body, post
+
+logger = logging.getLogger("alerts")
 
 
 def _setting(name: str, default: float) -> float:
@@ -66,7 +69,7 @@ def payload(delivery: Delivery) -> dict[str, Any]:
         "table": {"id": alert.table_id, "name": alert.table.name, "slug": alert.table.slug},
         "version": alert.version,
         "timestamp": ts,
-        "timestampIso": datetime.fromtimestamp(ts / 1000, tz=timezone.utc).isoformat() if ts is not None else None,
+        "timestampIso": datetime.fromtimestamp(ts / 1000, tz=UTC).isoformat() if ts is not None else None,
         "timestampSource": commit.timestamp_source if commit is not None else None,
         "operation": alert.operation,
         "operationParameters": commit.operation_parameters if commit is not None else None,
@@ -123,7 +126,11 @@ def deliver(delivery_id: int, manual: bool = False) -> dict[str, Any]:
     if not _claim(delivery_id):
         return {"skipped": True}
     d = Delivery.objects.select_related("alert__table", "alert__commit", "endpoint", "user").get(pk=delivery_id)
-    outcome = _send(d)
+    try:
+        outcome = _send(d)
+    except Exception as exc:  # a bug must not leave the row "sending": it is logged and retried
+        logger.exception("delivery %s failed unexpectedly", d.pk)
+        outcome = Outcome(False, None, one_line(f"{type(exc).__name__}: {exc}"))
     number = d.attempts + 1
     DeliveryAttempt.objects.create(
         delivery=d, number=number, status_code=outcome.status_code, error=outcome.error, manual=manual

@@ -230,5 +230,6 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "tables.models.JobStatus",
         "RestoreStatusEnum": "tables.models.RestoreStatus",
+        "SeverityEnum": "alerts.models.Severity",
     },
 }

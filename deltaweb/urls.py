@@ -14,8 +14,11 @@ urlpatterns = [
     # before django.contrib.auth.urls: the sign-in form counts failed attempts
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
+    # the alerts API first: the tables API answers every other /api/ path with its 404
+    path("api/", include("alerts.api_urls")),
     path("api/", include("tables.api.urls")),
     path("", include("tables.urls")),
+    path("", include("alerts.urls")),
 ]
 
 handler403 = "tables.ui.handler403"

@@ -1,0 +1,13 @@
+"""Browser routes of the alerts app (mounted at / by deltaweb.urls)."""
+
+from django.urls import path
+
+from . import views
+
+app_name = "alerts"
+
+urlpatterns = [
+    path("activity/", views.activity_page, name="activity"),
+    path("alerts/settings/", views.settings_page, name="settings"),
+    path("alerts/read/", views.mark_read, name="mark_read"),
+]
