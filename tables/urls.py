@@ -1,6 +1,6 @@
 """Browser UI routes (mounted at / by deltaweb.urls)."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from . import restore_views, rows_views, views
 
@@ -10,6 +10,13 @@ urlpatterns = [
     path("", views.table_list, name="table_list"),
     path("tables/register/", views.register, name="register"),
     path("t/<slug:slug>/", views.table_detail, name="table_detail"),
+    path("t/<slug:slug>/history/", views.table_history, name="table_history"),
+    re_path(
+        r"^t/(?P<slug>[-a-zA-Z0-9_]+)/history\.(?P<fmt>csv|parquet)$", views.history_download, name="history_download"
+    ),
+    path("t/<slug:slug>/charts/", views.table_charts_page, name="table_charts_page"),
+    path("t/<slug:slug>/versions/", views.table_versions, name="table_versions"),
+    path("t/<slug:slug>/restores/", views.table_restores, name="table_restores"),
     path("t/<slug:slug>/sync/", views.sync_now, name="sync_now"),
     path("t/<slug:slug>/charts.json", views.table_charts_json, name="table_charts"),
     path("t/<slug:slug>/v/<int:version>/", views.version_detail, name="version_detail"),

@@ -9,6 +9,7 @@ sections of the version and diff pages are tables.rows_views.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 from pathlib import Path
@@ -31,11 +32,11 @@ from tables.delta import errors as delta_errors
 from tables.delta.reachability import MAX_INTERVAL_TEXT
 from tables.delta.timestamps import format_ms
 
-from . import charts, owner_services, pages, roles
+from . import charts, history_export, owner_services, pages, roles
 from .errors import ServiceError, public_message
 from .forms import HistoryFilterForm, RegisterTableForm, RestoreRequestForm, TimeTravelForm
 from .history import CACHE_SECONDS, HistoryFilter, history, operations, synced_key
-from .models import Anomaly, Commit, Job, JobStatus, RestoreRequest, SyncState, Table
+from .models import Anomaly, Commit, Job, JobStatus, RestoreRequest, RestoreStatus, SyncState, Table
 from .owner_access import managed_of
 from .owner_db import summary as owner_summary
 from .reachability import cache_epoch, parse_retention, table_reachability, vacuum_forecast
@@ -165,55 +166,104 @@ def _reach_by_version(table: Table) -> dict[int, dict[str, Any]]:
         return {}
 
 
+def _history_query(request: HttpRequest, table: Table) -> tuple[HistoryFilterForm, bool, Any]:
+    """The history filter form of the URL, whether it filters, and the filtered, sorted query
+    (the one the tab pages and the export stream both read)."""
+    form = HistoryFilterForm(request.GET or None)
+    valid = form.is_bound and form.is_valid()
+    f = HistoryFilter()
+    if valid:
+        data = form.cleaned_data
+        start, end = form.timestamp_range()
+        f = HistoryFilter(
+            operation=data.get("operation") or None,
+            version_min=data.get("version_from"),
+            version_max=data.get("version_to"),
+            since=start,
+            until=end,
+        )
+    qs = history_export.sorted_history(history(table, f), request.GET.get("sort"))
+    return form, (form.active if valid else False), qs
+
+
 def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     """The filter form and the rendered history table; the table is cached until the next
     sync (the same page of the same query is the same for every reader)."""
-    form = HistoryFilterForm(request.GET or None)
-    valid = form.is_bound and form.is_valid()
-    filtered = form.active if valid else False
-    q = query(request, ("page", "as_of", "job", "vacuum_retention"))
+    form, filtered, qs = _history_query(request, table)
+    sort = history_export.sort_of(request.GET.get("sort"))
+    columns = history_export.columns_of(request.GET.getlist("cols"))
+    q = query(request, ("page", "job"))
     # reachability moves with the clock and with VACUUM, not only with syncs
-    html_key = f"hist:{synced_key(table)}:{cache_epoch()}:{q}:{request.GET.get('page', '')}"
+    digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}".encode()).hexdigest()[:32]
+    html_key = f"hist:{synced_key(table)}:{cache_epoch()}:{digest}"
     html = cache.get(html_key)
     if html is None:
-        f = HistoryFilter()
-        if valid:
-            data = form.cleaned_data
-            start, end = form.timestamp_range()
-            f = HistoryFilter(
-                operation=data.get("operation") or None,
-                version_min=data.get("version_from"),
-                version_max=data.get("version_to"),
-                since=start,
-                until=end,
-            )
-        page_obj = Paginator(history(table, f), HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
-        reach = _reach_by_version(table) if page_obj.object_list else {}
+        page_obj = Paginator(qs, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+        reach = _reach_by_version(table) if page_obj.object_list and "readable" in columns else {}
         restores = restore_ids_by_version(table, page_obj.object_list)
         rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
         html = render_to_string(
             "tables/_history_rows.html",
-            {"table": table, "page_obj": page_obj, "rows": rows, "filtered": filtered, "query": q},
+            {
+                "table": table,
+                "page_obj": page_obj,
+                "rows": rows,
+                "filtered": filtered,
+                "query": q,
+                "sort": sort,
+                "sort_label": history_export.SORT_LABELS[sort],
+                "show": set(columns),
+                "headers": _sort_headers(request, sort),
+            },
         )
         cache.set(html_key, html, CACHE_SECONDS)
+    export_q = query(request, ("page", "job", "cols"))
     return {
         "filter_form": form,
         "filtered": filtered,
         "history_html": mark_safe(html),  # rendered above by our own template, autoescaped
         "operations": operations(table),
         "query": q,
+        "sort": sort,
+        "sorts": list(history_export.SORT_LABELS.items()),
+        "columns": [(c, label, c in columns) for c, label in history_export.COLUMNS.items()],
+        "export_query": export_q,
     }
 
 
+def _sort_headers(request: HttpRequest, sort: str) -> dict[str, dict[str, str]]:
+    """For each sortable column: the link that sorts by it (reversing the current order when
+    it is already the key) and its aria-sort state."""
+    out = {}
+    for col, key in (("version", "version"), ("timestamp", "timestamp"), ("operation", "operation"), ("user", "user")):
+        current = sort.lstrip("-") == key
+        descending = sort.startswith("-")
+        # first click: newest / A-Z as a reader expects; a second click reverses
+        target = (
+            ("" if descending else "-") + key if current else ("-" + key if key in ("version", "timestamp") else key)
+        )
+        q = request.GET.copy()
+        q.pop("page", None)
+        q.pop("job", None)
+        q["sort"] = target
+        out[col] = {
+            "href": f"?{q.urlencode()}",
+            "aria": ("descending" if descending else "ascending") if current else "none",
+        }
+    return out
+
+
 def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
+    # the API's allow_latest: a time after the last commit means the latest version
+    allow_latest = request.GET.get("allow_latest") in ("on", "true", "1")
     if "as_of" not in request.GET:
-        return {"tt_form": TimeTravelForm(), "tt_result": None, "tt_error": None}
+        return {"tt_form": TimeTravelForm(), "tt_result": None, "tt_error": None, "tt_allow_latest": False}
     form = TimeTravelForm({"as_of": request.GET.get("as_of", "")})
     form.fields["as_of"].widget.attrs["autofocus"] = True  # to refine the answer from the keyboard
     result = error = None
     if form.is_valid():
         try:
-            result = resolve(table, form.cleaned_data["as_of"])
+            result = resolve(table, form.cleaned_data["as_of"], allow_latest=allow_latest)
         except ServiceError as exc:
             error = public_message(exc.message, table)
         except delta_errors.DeltaError as exc:
@@ -229,7 +279,7 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
             "by_info": alts.get("commitInfoTimestamp"),
             "by_file": alts.get("fileModificationTime"),
         }
-    return {"tt_form": form, "tt_result": result, "tt_error": error}
+    return {"tt_form": form, "tt_result": result, "tt_error": error, "tt_allow_latest": allow_latest}
 
 
 FORECAST_SHOWN = 50  # versions listed on the page; the API has the rest
@@ -255,33 +305,125 @@ def _vacuum_forecast(request: HttpRequest, table: Table) -> dict[str, Any]:
     return {"vf_value": raw, "vf_result": result, "vf_error": error}
 
 
+def _table_context(request: HttpRequest, table: Table, tab: str) -> dict[str, Any]:
+    """What every tab of the table page shows above its content: the heading, the facts, the
+    sync state and the tabs themselves."""
+    return context(
+        request,
+        table=table,
+        tab=tab,
+        job=job_param(request, "job", table),
+        synced=table.last_synced_version is not None,
+        syncing=table.sync_state in (SyncState.QUEUED, SyncState.SYNCING),
+        ict_enablement_time=format_ms(table.ict_enablement_timestamp),
+    )
+
+
+# query parameters of the one-page table view before it had tabs: old links land on their tab
+_HISTORY_KEYS = ("operation", "version_from", "version_to", "date_from", "date_to", "page", "sort", "cols")
+_VERSIONS_KEYS = ("as_of", "vacuum_retention", "allow_latest")
+LAST_COMMITS = 5
+
+
+def _reach_summary(table: Table) -> list[dict[str, Any]]:
+    """How many versions are in each reachability state (the timeline's bands), in words."""
+    counts: dict[str, int] = {}
+    for entry in _reach_by_version(table).values():
+        state = charts.band_state(entry)
+        counts[state] = counts.get(state, 0) + 1
+    return [
+        {"state": state, "label": label, "count": counts[state]}
+        for state, (label, _rgb) in charts.BAND_STATES.items()
+        if counts.get(state)
+    ]
+
+
 @page
 @require_GET
 def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """The Overview tab: the table now, its timestamps, what can still be read, its last commits."""
     table = table_of(slug)
-    ctx = context(request, table=table, job=job_param(request, "job", table))
+    for keys, name in ((_VERSIONS_KEYS, "tables:table_versions"), (_HISTORY_KEYS, "tables:table_history")):
+        if any(k in request.GET for k in keys):
+            return redirect(f"{reverse(name, args=[table.slug])}?{request.GET.urlencode()}")
+    ctx = _table_context(request, table, "overview")
+    ctx["last_commits"] = [pages.history_row(c) for c in history(table)[:LAST_COMMITS]]
+    ctx["reach_summary"] = _reach_summary(table) if ctx["synced"] else []
+    ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
+    ctx["has_expired"] = table.commits.filter(log_expired=True).exists()
+    ctx["open_restores"] = RestoreRequest.objects.filter(
+        table=table, status__in=RestoreStatus.awaiting_approval() | RestoreStatus.in_flight()
+    ).count()
+    ctx.update(_owner_card(request, table))
+    return render(request, "tables/table_overview.html", ctx)
+
+
+@page
+@require_GET
+def table_history(request: HttpRequest, slug: str) -> HttpResponse:
+    """The History tab: DESCRIBE HISTORY, filtered, sorted and paged in the URL, full width."""
+    table = table_of(slug)
+    ctx = _table_context(request, table, "history")
     ctx.update(_history(request, table))
-    ctx.update(_time_travel(request, table))
-    ctx.update(_vacuum_forecast(request, table))
+    ctx["has_expired"] = table.commits.filter(log_expired=True).exists()
+    return render(request, "tables/table_history.html", ctx)
+
+
+@page
+@require_GET
+def history_download(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    """The filtered, sorted history as CSV or Parquet, streamed (the History tab's filters)."""
+    table = table_of(slug)
+    form, _filtered, qs = _history_query(request, table)
+    if form.is_bound and not form.is_valid():
+        errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
+        raise PageError(f"The history filters are not valid: {errors}", 400, table)
+    return history_export.export_response(table, qs, fmt)
+
+
+@page
+@require_GET
+def table_charts_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The Timeline & growth tab: the charts (fetched as JSON) and the anomalies."""
+    table = table_of(slug)
+    ctx = _table_context(request, table, "charts")
     ctx["plotly_version"] = plotly_version()
     # the first anomalies on the page; all of them in the API's timeline
     ctx["anomalies"] = list(Anomaly.objects.filter(table=table)[:ANOMALIES_SHOWN])
     ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
     ctx["anomalies_shown"] = ANOMALIES_SHOWN
     ctx["ict_boundary"] = charts.ict_boundary(table)
-    ctx["ict_enablement_time"] = format_ms(table.ict_enablement_timestamp)
-    ctx["synced"] = table.last_synced_version is not None
-    ctx["has_expired"] = table.commits.filter(log_expired=True).exists()
-    ctx["syncing"] = table.sync_state in (SyncState.QUEUED, SyncState.SYNCING)
-    latest = table.last_synced_version
-    ctx["diff_default"] = (max((table.earliest_version or 0), latest - 1), latest) if latest is not None else None
+    return render(request, "tables/table_charts.html", ctx)
+
+
+@page
+@require_GET
+def table_versions(request: HttpRequest, slug: str) -> HttpResponse:
+    """The Versions tab: open a version, time travel, what VACUUM would break."""
+    table = table_of(slug)
+    if "v" in request.GET:  # "open version": the version page, or the error on this tab
+        raw = request.GET.get("v", "")
+        version = version_param(raw, "version", table)
+        return redirect("tables:version_detail", table.slug, version)
+    ctx = _table_context(request, table, "versions")
+    ctx.update(_time_travel(request, table))
+    ctx.update(_vacuum_forecast(request, table))
+    ctx["recent"] = [pages.history_row(c) for c in history(table)[:10]]
+    status = 400 if ctx["tt_error"] else 200
+    return render(request, "tables/table_versions.html", ctx, status=status)
+
+
+@page
+@require_GET
+def table_restores(request: HttpRequest, slug: str) -> HttpResponse:
+    """The Restores tab: the request form and the table's requests."""
+    table = table_of(slug)
+    ctx = _table_context(request, table, "restores")
     ctx["restore_form"] = RestoreRequestForm(auto_id="restore_%s")
     ctx["restores"] = list(
-        RestoreRequest.objects.filter(table=table).select_related("requested_by").defer("plan", "result")[:10]
+        RestoreRequest.objects.filter(table=table).select_related("requested_by").defer("plan", "result")[:20]
     )
-    ctx.update(_owner_card(request, table))
-    status = 400 if ctx["tt_error"] else 200
-    return render(request, "tables/table_detail.html", ctx, status=status)
+    return render(request, "tables/table_restores.html", ctx)
 
 
 def _owner_card(request: HttpRequest, table: Table) -> dict[str, Any]:
@@ -353,6 +495,7 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
     ctx = context(
         request,
         table=table,
+        tab="versions",
         version=version,
         summary=summary,
         commit=pages.history_row(commit) if commit else None,
@@ -400,7 +543,7 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         v_to = latest if v_from is None or v_from <= latest else v_from
     if v_from is None and v_to is not None:
         v_from = max(table.earliest_version or 0, v_to - 1)
-    ctx = context(request, table=table, v_from=v_from, v_to=v_to, result=None)
+    ctx = context(request, table=table, tab="compare", v_from=v_from, v_to=v_to, result=None)
     if v_from is None or v_to is None:
         ctx["notice"] = "The table has not been synced yet: enter two versions to compare."
         return render(request, "tables/diff.html", ctx)

@@ -103,8 +103,10 @@ def test_sign_in_register_history_chart_diff_time_travel(
     table = Table.objects.get()
     assert table.last_synced_version == 5 and table.ict_enablement_version == 3
 
-    # history and the timeline chart with its ICT boundary
+    # the history tab, then the timeline chart with its ICT boundary
     page.goto(f"{base}/t/clock/")
+    page.get_by_role("link", name="History", exact=True).click()
+    expect(page).to_have_url(f"{base}/t/clock/history/")
     rows = page.locator("table.history tbody tr")
     expect(rows).to_have_count(6)
     # the readable column: v0 (written by delta-rs) is readable; v5 names files the core's writer
@@ -113,21 +115,24 @@ def test_sign_in_register_history_chart_diff_time_travel(
     expect(rows.first.locator("td").nth(1)).to_contain_text("2 files vacuumed")
     expect(rows.first.locator("td").nth(2)).to_contain_text("ICT")
     expect(rows.last.locator("td").nth(2)).to_contain_text("file")
-    expect(page.locator("#chart-timeline.js-plotly-plot")).to_be_visible()
+    shot(page, "03-table-history")
+    page.get_by_role("link", name="Timeline & growth").click()
+    expect(page.locator("#chart-timeline.js-plotly-plot")).to_be_visible(timeout=60_000)
     expect(page.locator("#chart-timeline .annotation-text", has_text="ICT enabled at v3")).to_be_visible()
     expect(page.locator("#chart-files.js-plotly-plot")).to_be_visible()
     expect(page.locator("#chart-size.js-plotly-plot")).to_be_visible()
-    shot(page, "03-table-history")
+    shot(page, "03b-table-charts")
 
     # history filter
-    page.get_by_label("Operation").fill("SET TBLPROPERTIES")
+    page.goto(f"{base}/t/clock/history/")
+    page.get_by_label("Operation", exact=True).fill("SET TBLPROPERTIES")
     page.get_by_role("button", name="Filter").click()
     expect(rows).to_have_count(1)
     expect(page.locator("#history-count")).to_contain_text("1 matching the filters")
 
     # time travel: an answer, then an error worded as the service words it
     v4 = Commit.objects.get(table=table, version=4)
-    page.goto(f"{base}/t/clock/")
+    page.goto(f"{base}/t/clock/versions/")
     page.get_by_label("As of").fill(format_ms(v4.timestamp))
     page.get_by_role("button", name="Find version").click()
     answer = page.locator("#tt-answer")
@@ -148,8 +153,9 @@ def test_sign_in_register_history_chart_diff_time_travel(
     expect(page.locator("#commit-info")).to_contain_text('"inCommitTimestamp"')
     shot(page, "05-version")
 
-    # a diff from the table page's form
+    # a diff from the Compare tab's form
     page.goto(f"{base}/t/clock/")
+    page.get_by_role("link", name="Compare", exact=True).click()
     page.locator("#diff-from").fill("2")
     page.locator("#diff-to").fill("5")
     page.get_by_role("button", name="Compare").click()
@@ -210,8 +216,8 @@ def test_restore_requested_in_the_ui_approved_in_the_admin_console_committed_on_
     celery_worker_factory("spark", {"DELTAWEB_RESTORE_ENGINE": "spark", "SPARK_MASTER": "local[2]"})
     base = live_server.url
 
-    # the analyst plans a restore from the table page
-    page.goto(f"{base}/t/events/")
+    # the analyst plans a restore from the table's Restores tab
+    page.goto(f"{base}/t/events/restores/")
     page.get_by_label("Username").fill("ana")
     page.get_by_label("Password").fill("e2e-secret-pass")
     page.get_by_role("button", name="Sign in").click()

@@ -66,7 +66,7 @@ def test_expired_rows_stay_through_resyncs(table, client) -> None:
     assert body["results"][1]["operation"] == "WRITE"  # the record of what was
 
     client.force_login(make_user("viewer"))
-    html = client.get(f"/t/{t.slug}/").content.decode()
+    html = client.get(f"/t/{t.slug}/history/").content.decode()
     assert html.count('class="badge expired"') == 4 and 'id="history-start"' in html
 
 
@@ -81,5 +81,5 @@ def test_a_table_registered_after_cleanup_says_where_history_starts(settings, tm
     sync_table(t.pk)
     assert list(Commit.objects.filter(table=t).values_list("version", flat=True)) == [2]
     client.force_login(make_user("viewer"))
-    html = client.get(f"/t/{t.slug}/").content.decode()
+    html = client.get(f"/t/{t.slug}/history/").content.decode()
     assert "versions from 2 on" in html and "before deltaweb first synced" in html

@@ -100,12 +100,12 @@ def test_hostile_timestamps_are_a_named_400_in_the_api(api, table, raw) -> None:
 
 @pytest.mark.parametrize("raw", HOSTILE_TIMESTAMPS)
 def test_hostile_timestamps_are_a_message_on_the_page(browser, table, raw) -> None:
-    r = browser.get("/t/sales/", {"as_of": raw})
-    # the table page itself, answered 400, with the time-travel form saying what is wrong
+    r = browser.get("/t/sales/versions/", {"as_of": raw})
+    # the Versions tab itself, answered 400, with the time-travel form saying what is wrong
     assert r.status_code == 400
     assert r.context["tt_result"] is None and r.context["tt_error"]
     html = r.content.decode()
-    assert "Traceback" not in html and 'id="history' in html
+    assert "Traceback" not in html and 'id="time-travel"' in html and 'id="open-version"' in html
 
 
 @pytest.mark.parametrize("raw", ["9999999999999999999999", "9999-12-31T23:59:59-14:00", "9223372036854775807"])
@@ -277,7 +277,7 @@ def _assert_security_headers(response) -> None:
 
 
 def test_security_headers_on_pages_api_and_errors(browser, api, table) -> None:
-    r = browser.get("/t/sales/")
+    r = browser.get("/t/sales/charts/")
     assert r.status_code == 200
     _assert_security_headers(r)
     html = r.content.decode()
@@ -362,7 +362,7 @@ def test_since_and_until_mean_the_same_on_the_page_and_in_the_api(api, browser, 
 
     def via_page(**q) -> set[int]:
         cache.clear()
-        r = browser.get("/t/sales/", q)
+        r = browser.get("/t/sales/history/", q)
         assert r.status_code == 200
         return {row["version"] for row in r.context["rows"]}
 

@@ -89,22 +89,22 @@ def test_schema_documents_the_retention_parameter(fresh) -> None:
 
 def test_page_forecast_lists_the_versions_a_real_vacuum_breaks(fresh, client, tmp_path) -> None:
     client.force_login(make_user("viewer"))
-    html = client.get(f"/t/{fresh.slug}/").content.decode()
+    html = client.get(f"/t/{fresh.slug}/versions/").content.decode()
     assert 'id="vacuum-forecast"' in html and 'name="vacuum_retention"' in html and 'id="vf-answer"' not in html
-    html = client.get(f"/t/{fresh.slug}/", {"vacuum_retention": "0 hours"}).content.decode()
+    html = client.get(f"/t/{fresh.slug}/versions/", {"vacuum_retention": "0 hours"}).content.decode()
     expected = _broken_by_real_vacuum(Path(fresh.location), tmp_path)
     assert 'id="vf-answer"' in html and f"{len(expected)} readable versions</strong>" in html
     listed = html.split('id="vf-versions">', 1)[1].split("</p>", 1)[0]
     for v in expected:
         assert f"/v/{v}/" in listed or f">{v}</a>" in listed
-    html = client.get(f"/t/{fresh.slug}/", {"vacuum_retention": "7 days"}).content.decode()
+    html = client.get(f"/t/{fresh.slug}/versions/", {"vacuum_retention": "7 days"}).content.decode()
     assert "would leave every readable version readable" in html
 
 
 @pytest.mark.parametrize("raw", ["", "a fortnight", "<script>1 day"])
 def test_page_forecast_error_is_on_the_form(fresh, client, raw) -> None:
     client.force_login(make_user("viewer"))
-    resp = client.get(f"/t/{fresh.slug}/", {"vacuum_retention": raw})
+    resp = client.get(f"/t/{fresh.slug}/versions/", {"vacuum_retention": raw})
     assert resp.status_code == 200
     html = resp.content.decode()
     assert 'id="vf-error"' in html and "7 days" in html and "<script>1" not in html
@@ -179,7 +179,7 @@ def test_history_column_says_which_versions_can_be_read(synced_vacuumed, client,
     real = views.table_reachability
     monkeypatch.setattr(views, "table_reachability", lambda *a, **k: calls.append(a) or real(*a, **k))
     client.force_login(make_user("viewer"))
-    html = client.get(f"/t/{synced_vacuumed.slug}/").content.decode()
+    html = client.get(f"/t/{synced_vacuumed.slug}/history/").content.decode()
     assert len(calls) == 1  # once for the whole page, not per row
     column = _column(html)
     core = {v.version: v for v in reachability(synced_vacuumed.location, int(time.time() * 1000)).versions}
@@ -192,7 +192,7 @@ def test_history_column_says_which_versions_can_be_read(synced_vacuumed, client,
             n = v.missing_count
             assert v.reason == "files_missing" and cell == f"{n} file{'' if n == 1 else 's'} vacuumed", (version, cell)
     assert any(not v.readable for v in core.values()) and column[7] == "✓"
-    client.get(f"/t/{synced_vacuumed.slug}/")
+    client.get(f"/t/{synced_vacuumed.slug}/history/")
     assert len(calls) == 1  # the rendered history is cached
 
 

@@ -194,7 +194,7 @@ def test_history_links_the_restore_commit_to_its_request(table, table_path, user
     sync.sync_table(table.pk)
     req.refresh_from_db()
     assert req.result_version == 6
-    page = browser(users["reader"]).get(f"/t/{table.slug}/").content.decode()
+    page = browser(users["reader"]).get(f"/t/{table.slug}/history/").content.decode()
     assert f'href="/restores/{req.pk}/"' in page and f"request #{req.pk}" in page
     # a RESTORE not made by deltaweb is not linked; the lookup is one query whatever the rows
     from deltalake import write_deltalake

@@ -489,9 +489,9 @@ def browser(user):
 
 def test_ui_request_form_on_the_table_page_and_the_request_page(table, table_path, users) -> None:
     ana = browser(users["analyst"])
-    page = ana.get(f"/t/{table.slug}/").content.decode()
+    page = ana.get(f"/t/{table.slug}/restores/").content.decode()
     assert 'id="request-restore"' in page and f'action="/t/{table.slug}/restore/"' in page
-    assert 'id="request-restore"' not in browser(users["reader"]).get(f"/t/{table.slug}/").content.decode()
+    assert 'id="request-restore"' not in browser(users["reader"]).get(f"/t/{table.slug}/restores/").content.decode()
 
     evil = "<script>alert(1)</script>"
     r = ana.post(f"/t/{table.slug}/restore/", {"version": "2", "reason": f"undo {evil}"})
@@ -503,7 +503,7 @@ def test_ui_request_form_on_the_table_page_and_the_request_page(table, table_pat
     assert "re-emits its files with dataChange=true" in page
     assert "Now (version 5)" in page and "After the restore" in page and "Version 2" in page
     assert "numOfFilesAfterRestore" in page and 'id="decision"' not in page
-    listed = ana.get(f"/t/{table.slug}/").content.decode()
+    listed = ana.get(f"/t/{table.slug}/restores/").content.decode()
     assert f'href="/restores/{req.pk}/"' in listed
     assert f"/restores/{req.pk}/" in ana.get("/restores/?waiting=1").content.decode()
     status = ana.get(f"/restores/{req.pk}.json").json()

@@ -119,10 +119,11 @@ def test_sync_now_ignores_offsite_next(browser, table) -> None:
 
 
 def test_table_page_shows_history_as_describe_history(browser, table) -> None:
-    r = browser.get("/t/sales/")
+    r = browser.get("/t/sales/history/")
     page = text(r)
     assert r.status_code == 200
-    headers = re.findall(r"<th scope=\"col\"[^>]*>(\w+)</th>", page.split('class="grid history"')[1])
+    head = page.split('class="grid history"')[1].split("</thead>")[0]
+    headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th scope=\"col\"[^>]*>(.*?)</th>", head)]
     assert headers == [
         "version",
         "readable",
@@ -134,6 +135,7 @@ def test_table_page_shows_history_as_describe_history(browser, table) -> None:
         "isolationLevel",
         "isBlindAppend",
         "operationMetrics",
+        "userMetadata",
         "engineInfo",
     ]
     assert versions_listed(r, table) == {0, 1, 2, 3}
@@ -142,7 +144,8 @@ def test_table_page_shows_history_as_describe_history(browser, table) -> None:
     assert '<span class="badge src-file"' in page  # no ICT on this table: file times
     v1 = Commit.objects.get(table=table, version=1)
     assert format_ms(v1.timestamp) in page
-    # charts: the page fetches its figures as JSON, plotly comes from our own server
+    # charts: the Timeline tab fetches its figures as JSON, plotly comes from our own server
+    page = text(browser.get("/t/sales/charts/"))
     assert 'data-chart-src="/t/sales/charts.json"' in page and 'data-figure="timeline"' in page
     assert "/vendor/plotly.min.js?v=" in page and "cdn" not in page.lower()
     figures = browser.get("/t/sales/charts.json").json()
@@ -152,21 +155,21 @@ def test_table_page_shows_history_as_describe_history(browser, table) -> None:
 
 
 def test_history_filters(browser, table) -> None:
-    r = browser.get("/t/sales/", {"operation": "delete"})
+    r = browser.get("/t/sales/history/", {"operation": "delete"})
     assert versions_listed(r, table) == {3}
     assert "matching the filters" in text(r) and "Clear filters" in text(r)
-    r = browser.get("/t/sales/", {"version_from": 1, "version_to": 2})
+    r = browser.get("/t/sales/history/", {"version_from": 1, "version_to": 2})
     assert versions_listed(r, table) == {1, 2}
     assert "Commits 1–2 of 2 matching the filters" in text(r)
     today = datetime.fromtimestamp(Commit.objects.get(table=table, version=0).timestamp / 1000, tz=UTC).date()
-    r = browser.get("/t/sales/", {"date_from": today.isoformat(), "date_to": today.isoformat()})
+    r = browser.get("/t/sales/history/", {"date_from": today.isoformat(), "date_to": today.isoformat()})
     assert versions_listed(r, table) == {0, 1, 2, 3}
-    r = browser.get("/t/sales/", {"date_from": (today + timedelta(days=1)).isoformat()})
+    r = browser.get("/t/sales/history/", {"date_from": (today + timedelta(days=1)).isoformat()})
     assert versions_listed(r, table) == set()
     assert "No commits match the filters." in text(r)
-    r = browser.get("/t/sales/", {"version_from": 3, "version_to": 1})
+    r = browser.get("/t/sales/history/", {"version_from": 3, "version_to": 1})
     assert "The first version of the range is after the last one." in text(r)
-    r = browser.get("/t/sales/", {"version_from": "abc"})
+    r = browser.get("/t/sales/history/", {"version_from": "abc"})
     assert "Enter a whole number." in text(r)
     # the operations offered for the filter come from the cached history
     assert '<option value="DELETE">' in text(r) and '<option value="WRITE">' in text(r)
@@ -174,19 +177,19 @@ def test_history_filters(browser, table) -> None:
 
 def test_history_pagination_keeps_filters(browser, table, monkeypatch) -> None:
     monkeypatch.setattr(views, "HISTORY_PAGE_SIZE", 2)
-    r = browser.get("/t/sales/")
+    r = browser.get("/t/sales/history/")
     assert versions_listed(r, table) == {3, 2}
     assert "Commits 1–2 of 4, newest first." in text(r) and "page 1 of 2" in text(r)
-    assert 'href="?page=2"' in text(r)
-    r = browser.get("/t/sales/", {"page": 2})
+    assert 'href="?page=2"' in text(r)  # relative: the next page stays on the History tab
+    r = browser.get("/t/sales/history/", {"page": 2})
     assert versions_listed(r, table) == {1, 0}
     assert "Commits 3–4 of 4" in text(r)
-    r = browser.get("/t/sales/", {"operation": "WRITE"})
+    r = browser.get("/t/sales/history/", {"operation": "WRITE"})
     assert versions_listed(r, table) == {2, 1}
     assert 'href="?operation=WRITE&amp;page=2"' in text(r)
-    r = browser.get("/t/sales/", {"operation": "WRITE", "page": 2})
+    r = browser.get("/t/sales/history/", {"operation": "WRITE", "page": 2})
     assert versions_listed(r, table) == {0}
-    assert versions_listed(browser.get("/t/sales/", {"page": 99}), table) == {1, 0}  # past the end: last page
+    assert versions_listed(browser.get("/t/sales/history/", {"page": 99}), table) == {1, 0}  # past the end: last page
 
 
 def test_log_strings_are_escaped_everywhere(browser, table) -> None:
@@ -194,8 +197,9 @@ def test_log_strings_are_escaped_everywhere(browser, table) -> None:
     sync.sync_table(table.pk)
     escaped = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
     pages = {
-        "table": browser.get("/t/sales/"),
-        "filtered": browser.get("/t/sales/", {"operation": f"WRITE{EVIL}"}),
+        "overview": browser.get("/t/sales/"),
+        "table": browser.get("/t/sales/history/"),
+        "filtered": browser.get("/t/sales/history/", {"operation": f"WRITE{EVIL}"}),
         "version": browser.get("/t/sales/v/4/"),
         "diff": browser.get("/t/sales/diff/", {"from": 3, "to": 4}),
     }
@@ -216,7 +220,7 @@ def test_log_strings_are_escaped_everywhere(browser, table) -> None:
 
 def test_time_travel_answers_with_version_rule_and_link(browser, table) -> None:
     v1 = Commit.objects.get(table=table, version=1)
-    r = browser.get("/t/sales/", {"as_of": format_ms(v1.timestamp)})
+    r = browser.get("/t/sales/versions/", {"as_of": format_ms(v1.timestamp)})
     page = text(r)
     assert r.status_code == 200
     assert "the table was at" in page and "<strong>version 1</strong>" in page
@@ -226,26 +230,26 @@ def test_time_travel_answers_with_version_rule_and_link(browser, table) -> None:
 
 
 def test_time_travel_errors_are_worded_as_the_service(browser, table) -> None:
-    r = browser.get("/t/sales/", {"as_of": "1970-01-01"})
+    r = browser.get("/t/sales/versions/", {"as_of": "1970-01-01"})
     assert r.status_code == 400
     assert "before the earliest version available" in text(r)
     assert "version 0 at" in text(r)
-    r = browser.get("/t/sales/", {"as_of": "2999-01-01 00:00:00"})
+    r = browser.get("/t/sales/versions/", {"as_of": "2999-01-01 00:00:00"})
     assert r.status_code == 400 and "after the latest commit" in text(r)
-    r = browser.get("/t/sales/", {"as_of": "last tuesday"})
+    r = browser.get("/t/sales/versions/", {"as_of": "last tuesday"})
     assert r.status_code == 400 and "is not a timestamp" in text(r)
-    r = browser.get("/t/sales/", {"as_of": ""})
+    r = browser.get("/t/sales/versions/", {"as_of": ""})
     assert r.status_code == 400 and "Give a timestamp" in text(r)
-    # the rest of the page is still there
-    assert "Commits 1–4 of 4" in text(r)
+    # the rest of the tab is still there
+    assert 'id="recent-versions"' in text(r) and 'href="/t/sales/v/3/"' in text(r)
 
 
 def test_timeline_chart_marks_the_ict_boundary(browser, roots) -> None:
     t = registration.register_table("clock", str(ict_table(roots / "clock")))
     sync.sync_table(t.pk)
-    r = browser.get("/t/clock/")
-    page = text(r)
+    page = text(browser.get("/t/clock/"))
     assert "In-Commit Timestamps" in page and "on since version 3" in page
+    r = browser.get("/t/clock/history/")
     figures = browser.get("/t/clock/charts.json").json()
     figure = figures["timeline"]
     assert figure["layout"]["annotations"][0]["text"] == "ICT enabled at v3"
@@ -296,9 +300,10 @@ def test_broken_table_shows_an_error_not_a_traceback(browser, table) -> None:
     r = browser.get("/t/sales/v/1/")
     # the same status as the API's (tables.errors.DELTA_STATUS): the log cannot be read
     assert r.status_code == 422 and "not a Delta table" in text(r)
-    r = browser.get("/t/sales/", {"as_of": "2020-01-01"})
+    r = browser.get("/t/sales/versions/", {"as_of": "2020-01-01"})
     assert r.status_code == 400 and "not a Delta table" in text(r)
-    assert "Commits 1–4 of 4" in text(r)  # the cached history still shows
+    r = browser.get("/t/sales/history/")
+    assert r.status_code == 200 and "Commits 1–4 of 4" in text(r)  # the cached history still shows
 
 
 # --- diff page -------------------------------------------------------------------------
@@ -417,7 +422,7 @@ def test_plotly_is_served_from_the_package_with_caching(browser) -> None:
 
 def test_out_of_range_numbers_are_errors_not_crashes(browser, table) -> None:
     huge = str(2**70)
-    r = browser.get("/t/sales/", {"version_from": huge})
+    r = browser.get("/t/sales/history/", {"version_from": huge})
     assert r.status_code == 200 and "Ensure this value is less than or equal to" in text(r)
     r = browser.get("/t/sales/diff/", {"from": "0", "to": huge})
     assert r.status_code == 400 and "must be a version number" in text(r)

@@ -1,0 +1,219 @@
+"""The table page as an analyst's workbench: tabs with their own URLs, the history as DESCRIBE
+HISTORY (userMetadata, chips with units, sorting, columns) and its streamed export, checked
+against delta-rs's own history of the same table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tables import history_export, pages, registration, sync
+from tables.delta.timestamps import format_ms
+from tables.models import Commit
+from tests.web.ui_tables import EVIL, history_table
+
+deltalake = pytest.importorskip("deltalake")
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def table(roots):
+    """'Sales' (v0..v3 as tests/web/ui_tables.history_table), then v4: an append with userMetadata."""
+    path = history_table(roots / "sales")
+    deltalake.write_deltalake(
+        str(path),
+        pa.table({"x": [5, 6, 7], "p": ["a", "a", "c"]}),
+        mode="append",
+        commit_properties=deltalake.CommitProperties(custom_metadata={"userMetadata": f"nightly load {EVIL}"}),
+    )
+    t = registration.register_table("Sales", str(path), "orders by region")
+    sync.sync_table(t.pk)
+    t.refresh_from_db()
+    return t
+
+
+def text(r) -> str:
+    return r.content.decode()
+
+
+def body(r) -> bytes:
+    return b"".join(r.streaming_content)
+
+
+# --- tabs ------------------------------------------------------------------------------------
+
+
+TABS = {
+    "/t/sales/": "Overview",
+    "/t/sales/history/": "History",
+    "/t/sales/charts/": "Timeline &amp; growth",
+    "/t/sales/versions/": "Versions",
+    "/t/sales/diff/": "Compare",
+    "/t/sales/restores/": "Restores",
+    "/t/sales/v/2/": "Versions",
+}
+
+
+def test_each_tab_has_its_own_url_and_marks_itself_current(browser, table) -> None:
+    for url, name in TABS.items():
+        r = browser.get(url)
+        assert r.status_code == 200, url
+        current = re.findall(r'<a href="([^"]+)" aria-current="page">([^<]+)</a>', text(r))
+        assert [c[1] for c in current] == [name], url
+        assert 'aria-label="Table sections"' in text(r)
+
+
+def test_overview_shows_the_state_now_reachability_and_last_commits(browser, table) -> None:
+    page = text(browser.get("/t/sales/"))
+    assert "orders by region" in page and "In-Commit Timestamps" in page
+    summary = page.split('id="reach-summary"')[1].split("</ul>")[0]
+    assert "<strong>5</strong> versions: readable" in summary
+    last = page.split('id="last-commits"')[1].split("</table>")[0]
+    assert [int(v) for v in re.findall(r'href="/t/sales/v/(\d+)/"', last)] == [4, 3, 2, 1, 0]
+    # the page before tabs answered ?as_of= and history filters: old links land on their tab
+    r = browser.get("/t/sales/", {"as_of": "2020-01-01"})
+    assert r.status_code == 302 and r["Location"] == "/t/sales/versions/?as_of=2020-01-01"
+    r = browser.get("/t/sales/", {"operation": "DELETE", "page": "1"})
+    assert r.status_code == 302 and r["Location"] == "/t/sales/history/?operation=DELETE&page=1"
+
+
+def test_time_travel_past_the_latest_commit_follows_allow_latest(browser, table) -> None:
+    r = browser.get("/t/sales/versions/", {"as_of": "2999-01-01 00:00:00"})
+    assert r.status_code == 400 and "after the latest commit" in text(r)
+    r = browser.get("/t/sales/versions/", {"as_of": "2999-01-01 00:00:00", "allow_latest": "on"})
+    assert r.status_code == 200 and "<strong>version 4</strong>" in text(r)
+    assert 'name="allow_latest" id="tt-allow-latest" checked' in text(r)
+    api = browser.get(f"/api/tables/{table.pk}/resolve/", {"timestamp": "2999-01-01 00:00:00", "allow_latest": "true"})
+    assert api.status_code == 200 and api.json()["version"] == 4  # the same answer as the API's
+
+
+def test_open_a_version_from_the_versions_tab(browser, table) -> None:
+    r = browser.get("/t/sales/versions/", {"v": "3"})
+    assert r.status_code == 302 and r["Location"] == "/t/sales/v/3/"
+    r = browser.get("/t/sales/versions/", {"v": "three"})
+    assert r.status_code == 400 and "must be a version number" in text(r)
+
+
+# --- history ---------------------------------------------------------------------------------
+
+
+def test_history_has_user_metadata_and_chips_with_units(browser, table) -> None:
+    r = browser.get("/t/sales/history/")
+    page = text(r)
+    assert "nightly load &lt;script&gt;" in page and "<script>alert" not in page
+    row = next(x for x in r.context["rows"] if x["version"] == 4)
+    metrics = {c["key"]: c["text"] for c in row["metric_chips"]["shown"] + row["metric_chips"]["more"]}
+    raw = Commit.objects.get(table=table, version=4).operation_metrics
+    # delta-rs names its metrics in snake_case; each number carries its unit
+    rows_key = next(k for k in raw if pages.metric_unit(k) == "rows")
+    assert metrics[rows_key] == f"{int(raw[rows_key]):,} row{'' if int(raw[rows_key]) == 1 else 's'}"
+    ms_key = next(k for k in raw if pages.metric_unit(k) == "ms")
+    assert metrics[ms_key].endswith(("ms", " s", "min"))
+    assert 'class="chip"' in page and '<details class="more-chips">' in page
+
+
+def test_metric_units() -> None:
+    assert pages.metric_text("numOutputRows", "12345") == "12,345 rows"
+    assert pages.metric_text("numOutputRows", 1) == "1 row"
+    assert pages.metric_text("numRemovedBytes", 1536) == "1.5 KB"
+    assert pages.metric_text("numTargetFilesAdded", "3") == "3 files"
+    assert pages.metric_text("executionTimeMs", 65_000) == "1 min 5 s"
+    assert pages.metric_text("scanTimeMs", 250) == "250 ms"
+    assert pages.metric_text("predicate", '["x > 1"]') == '["x > 1"]'
+    assert pages.metric_text("numFiles", "1.5") == "1.5"  # not an integer: as given
+    c = pages.chips({str(i): i for i in range(10)}, units=True)
+    assert len(c["shown"]) == pages.CHIPS_SHOWN and len(c["more"]) == 10 - pages.CHIPS_SHOWN
+
+
+def test_history_sorts_and_keeps_the_sort_in_links(browser, table, monkeypatch) -> None:
+    from tables import views
+
+    def listed(params) -> list[int]:
+        return [row["version"] for row in browser.get("/t/sales/history/", params).context["rows"]]
+
+    assert listed({}) == [4, 3, 2, 1, 0]
+    assert listed({"sort": "version"}) == [0, 1, 2, 3, 4]
+    ops = {c.version: c.operation for c in Commit.objects.filter(table=table)}
+    by_op = listed({"sort": "operation"})
+    assert [ops[v] for v in by_op] == sorted(ops[v] for v in by_op)
+    assert listed({"sort": "nonsense"}) == [4, 3, 2, 1, 0]
+    times = {c.version: c.timestamp for c in Commit.objects.filter(table=table)}
+    asc = listed({"sort": "timestamp"})
+    assert [times[v] for v in asc] == sorted(times.values())
+    monkeypatch.setattr(views, "HISTORY_PAGE_SIZE", 2)
+    page = text(browser.get("/t/sales/history/", {"sort": "version", "operation": "WRITE"}))
+    assert 'href="?sort=version&amp;operation=WRITE&amp;page=2"' in page
+    # the header of the current sort says so to assistive technology, and links to the reverse
+    assert re.search(r'aria-sort="ascending"><a href="\?[^"]*sort=-version', page)
+
+
+def test_history_column_chooser(browser, table) -> None:
+    r = browser.get("/t/sales/history/", {"cols": ["operation", "userMetadata"]})
+    head = text(r).split('class="grid history"')[1].split("</thead>")[0]
+    headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th scope=\"col\"[^>]*>(.*?)</th>", head)]
+    assert headers == ["version", "operation", "userMetadata"]
+    body_ = text(r).split('class="grid history"')[1].split("</tbody>")[0]
+    assert body_.count("<td") == 3 * 5
+    assert 'name="cols" value="operation" checked' in text(r)
+    assert 'name="cols" value="engineInfo">' in text(r)
+
+
+# --- export ----------------------------------------------------------------------------------
+
+
+def _delta_rs_history(table) -> list[dict]:
+    return sorted(deltalake.DeltaTable(table.location).history(), key=lambda h: -h["version"])
+
+
+def test_export_csv_matches_delta_rs_history(browser, table) -> None:
+    r = browser.get("/t/sales/history.csv")
+    assert r.status_code == 200 and r.streaming
+    assert r["Content-Type"].startswith("text/csv")
+    assert r["Content-Disposition"] == 'attachment; filename="sales-history.csv"'
+    rows = list(csv.DictReader(io.StringIO(body(r).decode())))
+    peer = _delta_rs_history(table)
+    assert [int(x["version"]) for x in rows] == [h["version"] for h in peer]
+    assert [x["operation"] for x in rows] == [h["operation"] for h in peer]
+    assert rows[0]["userMetadata"] == f"nightly load {EVIL}"
+    for x, h in zip(rows, peer, strict=True):
+        assert x["timestamp"] == format_ms(Commit.objects.get(table=table, version=h["version"]).timestamp)
+        assert x["engineInfo"] == (h.get("engineInfo") or h.get("clientVersion") or x["engineInfo"])
+    # filters and sort of the tab apply to the download
+    r = browser.get("/t/sales/history.csv", {"operation": "WRITE", "sort": "version"})
+    rows = list(csv.DictReader(io.StringIO(body(r).decode())))
+    assert [int(x["version"]) for x in rows] == [h["version"] for h in reversed(peer) if h["operation"] == "WRITE"]
+
+
+def test_export_parquet_is_a_real_parquet_file(browser, table) -> None:
+    r = browser.get("/t/sales/history.parquet", {"version_from": 1})
+    assert r.status_code == 200 and r.streaming
+    t = pq.read_table(io.BytesIO(body(r)))
+    assert t.schema == history_export.SCHEMA
+    assert t.column("version").to_pylist() == [4, 3, 2, 1]
+    assert t.column("userMetadata").to_pylist()[0] == f"nightly load {EVIL}"
+    expected = [Commit.objects.get(table=table, version=v).timestamp for v in (4, 3, 2, 1)]
+    assert [ts.timestamp() * 1000 for ts in t.column("timestamp").to_pylist()] == expected
+
+
+def test_export_streams_in_row_groups(browser, table, monkeypatch) -> None:
+    monkeypatch.setattr(history_export, "CHUNK_ROWS", 2)
+    r = browser.get("/t/sales/history.parquet")
+    chunks = [c for c in r.streaming_content if c]
+    assert len(chunks) >= 3  # sent as it is written, not built whole
+    f = pq.ParquetFile(io.BytesIO(b"".join(chunks)))
+    assert f.metadata.num_row_groups == 3 and f.metadata.num_rows == 5
+
+
+def test_export_of_bad_filters_is_an_error_page(browser, table) -> None:
+    r = browser.get("/t/sales/history.csv", {"version_from": "abc"})
+    assert r.status_code == 400 and "Enter a whole number" in text(r)
+    assert browser.get("/t/sales/history.xlsx").status_code == 404
+    from django.test import Client
+
+    assert Client().get("/t/sales/history.csv").status_code == 302  # sign-in first
