@@ -11,8 +11,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+import orjson
+from django.db import connections, router, transaction
 from django.db.models import Q
+from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 from alerts import hooks as alert_hooks
@@ -32,6 +34,7 @@ from .owner_access import owner_of
 MAX_TEXT = 10_000  # userMetadata and strings inside JSON fields
 MAX_JSON_TEXT = 2000  # strings inside the stored commitInfo
 MAX_ITEMS = 1000  # entries of a JSON object or array
+MAX_KEY = 200  # keys of a JSON object
 
 
 def truncation_marker(total: int) -> str:
@@ -46,6 +49,20 @@ def cut(text: str, limit: int) -> str:
     return text[: max(limit - len(marker), 0)] + marker
 
 
+def fits(value: Any, limit: int = MAX_TEXT) -> bool:
+    """Whether cut_json would leave `value` as it is (a walk that builds nothing: almost every
+    commitInfo fits, and copying it cost more than reading the commit)."""
+    if isinstance(value, str):
+        return len(value) <= limit
+    if isinstance(value, dict):
+        return len(value) <= MAX_ITEMS and all(
+            isinstance(k, str) and len(k) <= MAX_KEY and fits(v, limit) for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return len(value) <= MAX_ITEMS and all(fits(v, limit) for v in value)
+    return True
+
+
 def cut_json(value: Any, limit: int = MAX_TEXT) -> Any:
     """A JSON value with long strings cut (marked) and long objects and arrays shortened, with
     a marker entry saying how many entries were left out."""
@@ -53,7 +70,7 @@ def cut_json(value: Any, limit: int = MAX_TEXT) -> Any:
         return cut(value, limit)
     if isinstance(value, dict):
         items = list(value.items())
-        out = {cut(str(k), 200): cut_json(v, limit) for k, v in items[:MAX_ITEMS]}
+        out = {cut(str(k), MAX_KEY): cut_json(v, limit) for k, v in items[:MAX_ITEMS]}
         if len(items) > MAX_ITEMS:
             out["…"] = f"[truncated, {len(items)} entries]"
         return out
@@ -139,35 +156,81 @@ def _failed(table: Table, job: Job | None, message: str) -> None:
     jobs.fail(job, message)
 
 
-def _row(times: CommitTimes, timeline_row: dict[str, Any], table: Table) -> Commit:
+def _row(times: CommitTimes, timeline_row: dict[str, Any], table_id: int, sizes: dict[int, tuple[int, int]]) -> dict:
+    """A Commit row's column values (attribute names) for one timeline row."""
     v = timeline_row["version"]
     info = times.reader.get(v).info or {}
+    # a commitInfo within the tightest limit has every part within the looser ones too
+    whole = fits(info, MAX_JSON_TEXT)
+
+    def js(value: Any) -> Any:
+        return value if whole else cut_json(value)
+
     fields = {name: info.get(name) for name in HISTORY_FIELDS}
     rv = fields["readVersion"]
-    return Commit(
-        table=table,
-        version=v,
-        timestamp=timeline_row["timestamp"],
-        timestamp_source=timeline_row["source"],
-        in_commit_timestamp=timeline_row["inCommitTimestamp"],
-        commit_info_timestamp=timeline_row["commitInfoTimestamp"],
-        file_modification_time=timeline_row["fileModificationTime"],
-        adjusted=timeline_row["adjusted"],
-        operation=_text(fields["operation"], 200),
-        operation_parameters=cut_json(fields["operationParameters"]),
-        operation_metrics=cut_json(fields["operationMetrics"]),
-        engine_info=_text(fields["engineInfo"], 500),
-        user_id=_text(fields["userId"], 500),
-        user_name=_text(fields["userName"], 500),
-        read_version=rv if isinstance(rv, int) and not isinstance(rv, bool) else None,
-        isolation_level=_text(fields["isolationLevel"], 100),
-        is_blind_append=fields["isBlindAppend"] if isinstance(fields["isBlindAppend"], bool) else None,
-        user_metadata=_text(fields["userMetadata"], MAX_TEXT),
-        job=cut_json(fields["job"]),
-        notebook=cut_json(fields["notebook"]),
-        cluster_id=_text(fields["clusterId"], 500),
-        commit_info=cut_json(info, MAX_JSON_TEXT),
+    num_files, size_bytes = sizes.get(v, (None, None))
+    return {
+        "table_id": table_id,
+        "version": v,
+        "timestamp": timeline_row["timestamp"],
+        "timestamp_source": timeline_row["source"],
+        "in_commit_timestamp": timeline_row["inCommitTimestamp"],
+        "commit_info_timestamp": timeline_row["commitInfoTimestamp"],
+        "file_modification_time": timeline_row["fileModificationTime"],
+        "adjusted": timeline_row["adjusted"],
+        "operation": _text(fields["operation"], 200),
+        "operation_parameters": js(fields["operationParameters"]),
+        "operation_metrics": js(fields["operationMetrics"]),
+        "engine_info": _text(fields["engineInfo"], 500),
+        "user_id": _text(fields["userId"], 500),
+        "user_name": _text(fields["userName"], 500),
+        "read_version": rv if isinstance(rv, int) and not isinstance(rv, bool) else None,
+        "isolation_level": _text(fields["isolationLevel"], 100),
+        "is_blind_append": fields["isBlindAppend"] if isinstance(fields["isBlindAppend"], bool) else None,
+        "user_metadata": _text(fields["userMetadata"], MAX_TEXT),
+        "job": js(fields["job"]),
+        "notebook": js(fields["notebook"]),
+        "cluster_id": _text(fields["clusterId"], 500),
+        "commit_info": info if whole else cut_json(info, MAX_JSON_TEXT),
+        "num_files": num_files,
+        "size_bytes": size_bytes,
+        "log_expired": False,
+    }
+
+
+def insert_commits(rows: list[dict[str, Any]]) -> None:
+    """Store Commit rows (column values by attribute name), leaving versions stored already
+    as they are: one prepared INSERT run for every row (executemany) instead of the ORM's
+    model instances and statements of a few dozen rows each (SQLite's parameter limit), which
+    made most of a cold sync's time."""
+    if not rows:
+        return
+    conn = connections[router.db_for_write(Commit)]
+    fields = [f for f in Commit._meta.concrete_fields if not f.primary_key]
+    qn = conn.ops.quote_name
+    sql = (
+        f"{conn.ops.insert_statement(on_conflict=OnConflict.IGNORE)} {qn(Commit._meta.db_table)} "
+        f"({', '.join(qn(f.column) for f in fields)}) VALUES ({', '.join(['%s'] * len(fields))})"
     )
+    suffix = conn.ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
+    if suffix:
+        sql += " " + suffix
+    as_json = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+
+    def prep(value: Any) -> Any:
+        if value is None:
+            return None  # SQL NULL, as the ORM stores None in a nullable JSONField
+        if conn.vendor == "sqlite":  # stored as text there: orjson writes it several times faster
+            try:
+                return orjson.dumps(value).decode()
+            except TypeError:
+                pass
+        return conn.ops.adapt_json_value(value, None)
+
+    names = [f.attname for f in fields]
+    params = [tuple(prep(r[n]) if n in as_json else r[n] for n in names) for r in rows]
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def _sync(table: Table, job: Job | None) -> dict[str, Any]:
@@ -212,13 +275,9 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
                 last_row["fileModificationTime"],
                 last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
             )
-        commits = []
-        for r in rows:
-            c = _row(times, r, table)
-            c.num_files, c.size_bytes = sizes.get(r["version"], (None, None))
-            commits.append(c)
+        commits = [_row(times, r, table.pk, sizes) for r in rows]
         with transaction.atomic():
-            Commit.objects.bulk_create(commits, ignore_conflicts=True)
+            insert_commits(commits)
             Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in anomalies])
         stored += len(rows)
         jobs.progress(job, "storing history rows", stored, total)
