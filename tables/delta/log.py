@@ -276,6 +276,10 @@ def merge_ratified(
     keep = [c for c in backfilled if c.version <= target and not (owner_is_authoritative and c.version in by_version)]
     extra = [lf for v, lf in by_version.items() if v > base or owner_is_authoritative]
     missing = [v for v in range(base + 1, target + 1) if v not in by_version]
+    if owner_is_authoritative and keep:
+        # a catalog caps the log below published files: a gap under its latest is one too
+        have = {c.version for c in keep} | set(by_version)
+        missing = [v for v in range(keep[0].version, target + 1) if v not in have]
     relisted = False
     if missing:
         relisted = True

@@ -25,6 +25,7 @@ from .checkpoint import read_checkpoint_files, read_checkpoint_others
 from .errors import (
     CorruptLogError,
     DeltaError,
+    LogGapError,
     ManagedTableError,
     StateReconstructionError,
     UnsupportedFeatureError,
@@ -241,7 +242,7 @@ def ratified_listing(storage: Storage, owner: CommitOwner, listing: LogListing |
     listing = listing if listing is not None else list_log(storage)
     if listing.owner_merged:
         return listing
-    cfg = load_table_config(storage, listing)
+    cfg = _config_before_gap(storage, listing)
     managed = cfg.managed
     if managed is None:
         return listing
@@ -252,7 +253,9 @@ def ratified_listing(storage: Storage, owner: CommitOwner, listing: LogListing |
             owner=managed.owner_name,
         )
     base = listing.latest_backfilled
-    start = 0 if base is None else base + 1
+    # a catalog's copy of a version wins over a published file: ask it for every commit it still
+    # stores (it stores only unpublished ones, so the answer stays short), not just the newer ones
+    start = 0 if base is None or managed.flavor.catalog else base + 1
     answer = owner.get_commits(managed.table_conf(storage.location), start, None)
     who = f"commit-owner '{owner_name}'"
     ratified = [
@@ -275,6 +278,29 @@ def ratified_listing(storage: Storage, owner: CommitOwner, listing: LogListing |
         relisted=relisted,
     )
     return merged
+
+
+def _config_before_gap(storage: Storage, listing: LogListing) -> TableConfig:
+    """The table config that says whether (and by whom) the table is managed. Published files
+    may have a gap a catalog fills (a writer published above the catalog's latest version,
+    which the catalog then makes readers ignore): the config then comes from the commits
+    before the gap, so the catalog is asked before the gap is an error."""
+    try:
+        return load_table_config(storage, listing)
+    except LogGapError as exc:
+        first = min(exc.details.get("missing") or [0])
+        head = LogListing(
+            [c for c in listing.commits if c.version < first],
+            {v: f for v, f in listing.checkpoints.items() if v < first},
+            [c for c in listing.compactions if c.end_version is not None and c.end_version < first],
+            listing.staged,
+        )
+        if not head.commits:
+            raise
+        cfg = load_table_config(storage, head)
+        if cfg.managed is None or not cfg.managed.flavor.catalog:
+            raise  # only a catalog's word can fill a gap
+        return cfg
 
 
 def _with_owner_hint(exc: VersionNotFoundError, storage: Storage, listing: LogListing) -> VersionNotFoundError:

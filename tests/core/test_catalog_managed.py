@@ -1,0 +1,146 @@
+"""catalogManaged as the accepted protocol writes it (tables.delta.catalog_managed), no Django.
+
+Creation-only enablement (reader 3 / writer 7, the feature in both lists, ICT on), staged
+commits with unique txnIds and increasing ICTs, publishing in order (idempotent, never over a
+different file), the maintenance rules, the refusal of a filesystem writer, and the reader
+rules the writer relies on: the catalog's copy of a version wins over a published file, and
+nothing above the catalog's latest version is read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tables.delta import catalog_managed as cm
+from tables.delta import commit as fs_commit
+from tables.delta.errors import CommitConflictError, ManagedTableError
+from tables.delta.owner import Commit
+from tables.delta.snapshot import load_snapshot
+from tests.core.fs_owner import StaticOwner
+
+SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+TABLE_ID = "550e8400-e29b-41d4-a716-446655440000"
+
+
+def add(name: str) -> dict:
+    return {"add": {"path": name, "partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True}}
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def staged_owner(table: Path, staged: list[cm.StagedCommit], latest: int) -> StaticOwner:
+    """The catalog's answer: the staged commits it ratified and its latest version."""
+    commits = [Commit(s.version, s.path, s.size, s.modification_time, s.in_commit_timestamp) for s in staged]
+    return StaticOwner(commits, latest, name="unity")
+
+
+def test_initial_commit_enables_the_feature_at_creation_only(tmp_path: Path) -> None:
+    out = cm.initial_commit(str(tmp_path), TABLE_ID, SCHEMA, clock=lambda: 1_700_000_000_000)
+    first = lines(tmp_path / "_delta_log" / f"{0:020d}.json")
+    info, protocol, metadata = first[0]["commitInfo"], first[1]["protocol"], first[2]["metaData"]
+    assert info["inCommitTimestamp"] == out["inCommitTimestamp"] == 1_700_000_000_000 and info["txnId"]
+    assert protocol["minReaderVersion"] == 3 and protocol["minWriterVersion"] == 7
+    assert "catalogManaged" in protocol["readerFeatures"] and "catalogManaged" in protocol["writerFeatures"]
+    assert "inCommitTimestamp" in protocol["writerFeatures"]
+    assert metadata["configuration"][cm.TABLE_ID_KEY] == TABLE_ID
+    assert metadata["configuration"]["delta.enableInCommitTimestamps"] == "true"
+    snap = load_snapshot(tmp_path, owner=StaticOwner([], 0, name="unity"))
+    assert snap.managed is not None and snap.managed.flavor.name == "catalogManaged" and snap.managed.ict_enabled
+    # a second creator loses; a protocol without the feature or without ICT is refused
+    with pytest.raises(CommitConflictError):
+        cm.initial_commit(str(tmp_path), TABLE_ID, SCHEMA)
+    for proto in (
+        {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [], "writerFeatures": ["inCommitTimestamp"]},
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["catalogManaged"],
+            "writerFeatures": ["catalogManaged"],
+        },
+    ):
+        with pytest.raises(ManagedTableError):
+            cm.initial_commit(str(tmp_path / "other"), TABLE_ID, SCHEMA, protocol=proto)
+    assert not (tmp_path / "other" / "_delta_log").exists()
+
+
+def test_a_filesystem_writer_is_refused(tmp_path: Path) -> None:
+    cm.initial_commit(str(tmp_path), TABLE_ID, SCHEMA)
+    with pytest.raises(ManagedTableError, match="catalogManaged"):
+        fs_commit.commit(str(tmp_path), [add("x.parquet")], "WRITE")
+    assert not (tmp_path / "_delta_log" / f"{1:020d}.json").exists()
+
+
+def test_staged_commits_carry_unique_txn_ids_and_increasing_icts(tmp_path: Path) -> None:
+    first = cm.initial_commit(str(tmp_path), TABLE_ID, SCHEMA, clock=lambda: 5_000)
+    # a clock behind the previous commit: the ICT still moves forward
+    a = cm.stage_commit(
+        str(tmp_path), 1, [add("a.parquet")], "WRITE", previous_ict=first["inCommitTimestamp"], clock=lambda: 10
+    )
+    b = cm.stage_commit(
+        str(tmp_path), 1, [add("b.parquet")], "WRITE", previous_ict=first["inCommitTimestamp"], clock=lambda: 10
+    )
+    assert a.in_commit_timestamp == b.in_commit_timestamp == 5_001
+    assert a.txn_id != b.txn_id and a.file_name != b.file_name
+    for s in (a, b):
+        assert s.file_name.startswith(f"{1:020d}.") and (tmp_path / s.path).stat().st_size == s.size
+        info = lines(tmp_path / s.path)[0]["commitInfo"]
+        assert next(iter(info)) == "inCommitTimestamp" and info["txnId"] == s.txn_id
+    # staged files are not versions: without the catalog's word the table is at 0
+    assert load_snapshot(tmp_path).version == 0
+    assert cm.staged_name_ok(a.file_name, 1) and not cm.staged_name_ok(a.file_name, 2)
+    assert not cm.staged_name_ok("../" + a.file_name, 1) and not cm.staged_name_ok(f"{1:020d}.json", 1)
+
+
+def test_readers_prefer_the_catalogs_copy_and_ignore_versions_above_its_latest(tmp_path: Path) -> None:
+    first = cm.initial_commit(str(tmp_path), TABLE_ID, SCHEMA)
+    ict = first["inCommitTimestamp"]
+    staged = []
+    for v in (1, 2, 3):
+        s = cm.stage_commit(str(tmp_path), v, [add(f"catalog-{v}.parquet")], "WRITE", previous_ict=ict)
+        staged.append(s)
+        ict = s.in_commit_timestamp
+    # a published 1.json that differs from the catalog's copy (a writer around the catalog), and a
+    # published 4.json above the catalog's latest
+    cm.publish(str(tmp_path), [(1, staged[0].file_name)])
+    rogue = tmp_path / "_delta_log" / f"{1:020d}.json"
+    rogue.write_bytes(rogue.read_bytes().replace(b"catalog-1", b"rogue-11"))
+    (tmp_path / "_delta_log" / f"{4:020d}.json").write_bytes(
+        (tmp_path / staged[2].path).read_bytes().replace(b"catalog-3", b"rogue-04")
+    )
+    snap = load_snapshot(tmp_path, owner=staged_owner(tmp_path, staged, 3))
+    assert snap.version == 3
+    assert set(snap.file_paths()) == {"catalog-1.parquet", "catalog-2.parquet", "catalog-3.parquet"}
+
+
+def test_publish_in_order_idempotent_and_never_over_another_file(tmp_path: Path) -> None:
+    first = cm.initial_commit(str(tmp_path), TABLE_ID, SCHEMA)
+    ict, staged = first["inCommitTimestamp"], []
+    for v in (1, 2, 3):
+        s = cm.stage_commit(str(tmp_path), v, [add(f"f{v}.parquet")], "WRITE", previous_ict=ict)
+        staged.append(s)
+        ict = s.in_commit_timestamp
+    ratified = [(s.version, s.file_name) for s in staged]
+    assert cm.publish(str(tmp_path), list(reversed(ratified[:2]))) == 2  # sorted: 1 before 2
+    assert cm.publish(str(tmp_path), ratified[:2]) == 2  # again: identical files are success
+    assert load_snapshot(tmp_path).version == 2
+    (tmp_path / "_delta_log" / f"{3:020d}.json").write_bytes(b'{"commitInfo":{}}\n')
+    with pytest.raises(ManagedTableError, match="other content"):
+        cm.publish(str(tmp_path), ratified)
+
+
+def test_maintenance_rules() -> None:
+    cm.check_maintenance("CHECKPOINT", 10, published_version=10)
+    cm.check_maintenance("CHECKSUM", 12, published_version=10)  # allowed for ratified, unpublished versions
+    with pytest.raises(ManagedTableError, match="only published versions"):
+        cm.check_maintenance("CHECKPOINT", 11, published_version=10)
+    with pytest.raises(ManagedTableError, match="only published versions"):
+        cm.check_maintenance("LOG COMPACTION", 11, published_version=10)
+    for op in ("VACUUM", "OPTIMIZE", "REORG", "METADATA CLEANUP"):
+        with pytest.raises(ManagedTableError, match="unless its catalog permits"):
+            cm.check_maintenance(op, 5, published_version=10)
+    cm.check_maintenance("METADATA CLEANUP", 5, published_version=10, allowed=frozenset({"METADATA CLEANUP"}))
