@@ -12,6 +12,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -21,7 +22,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables import versions
+from tables import history_export, versions
 from tables.errors import printable
 from tables.history import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
 from tables.lookup import INT64_MAX, parse_int64, table_by_key
@@ -35,6 +36,20 @@ from . import restore_serializers as rs
 from . import serializers as s
 from . import shapes
 from .permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
+
+
+def _history_filter(request) -> HistoryFilter:
+    """The history filters of a request (400 for a bad one), for the history and its export."""
+    q = _query(s.HistoryQuerySerializer, request)
+    # a date alone is its whole UTC day, a date-time the instant (as the page's filter)
+    since, until = time_range(q.get("since"), q.get("until"))
+    return HistoryFilter(
+        operation=q.get("operation"),
+        version_min=q.get("version_min"),
+        version_max=q.get("version_max"),
+        since=since,
+        until=until,
+    ).check()
 
 
 class Pagination(LimitOffsetPagination):
@@ -258,16 +273,7 @@ class TableViewSet(viewsets.GenericViewSet):
         the epoch (UTC). Empty until the table has been synced. Bad filters answer 400 (invalid,
         invalid_timestamp, invalid_range)."""
         table = self.get_object()
-        q = _query(s.HistoryQuerySerializer, request)
-        # a date alone is its whole UTC day, a date-time the instant (as the page's filter)
-        since, until = time_range(q.get("since"), q.get("until"))
-        f = HistoryFilter(
-            operation=q.get("operation"),
-            version_min=q.get("version_min"),
-            version_max=q.get("version_max"),
-            since=since,
-            until=until,
-        ).check()
+        f = _history_filter(request)
         # the rows change only with a sync: cache each page of each query until the next one
         key = f"api-hist:{synced_key(table)}:{request.get_full_path()}"
         data = cache.get(key)
@@ -276,6 +282,31 @@ class TableViewSet(viewsets.GenericViewSet):
             data = self.get_paginated_response(s.CommitSerializer(page, many=True).data).data
             cache.set(key, data, CACHE_SECONDS)
         return Response(data)
+
+    @extend_schema(
+        summary="The filtered history as a CSV or Parquet file, streamed",
+        parameters=[
+            TABLE_ID,
+            s.HistoryQuerySerializer,
+            OpenApiParameter("fmt", str, OpenApiParameter.PATH, enum=["csv", "parquet"], description="File format."),
+            OpenApiParameter(
+                "sort",
+                str,
+                enum=[*history_export.SORTS],  # the class defines list()
+                description="Order of the rows: version (default -version, newest first), timestamp, operation or "
+                "user; a leading '-' for descending.",
+            ),
+        ],
+        responses={(200, "text/csv"): OpenApiTypes.BINARY, **_errors(*READ_ERRORS)},
+    )
+    @action(detail=True, methods=["get"], url_path=r"history/(?P<fmt>csv|parquet)")
+    def history_export(self, request, id=None, fmt="csv"):
+        """Every commit the filters select (the history endpoint's operation, version_min, version_max, since,
+        until), sorted, with DESCRIBE HISTORY's column names, as one CSV or Parquet file streamed from the
+        database (not paged). Timestamps: ISO-8601 UTC in CSV, timestamp[ms, UTC] in Parquet."""
+        table = self.get_object()
+        qs = history_export.sorted_history(history(table, _history_filter(request)), request.query_params.get("sort"))
+        return history_export.export_response(table, qs, fmt)
 
     @extend_schema(
         summary="Commit-timestamp timeline: every version's timestamps, the ICT boundary, anomalies",

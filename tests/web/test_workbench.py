@@ -217,3 +217,18 @@ def test_export_of_bad_filters_is_an_error_page(browser, table) -> None:
     from django.test import Client
 
     assert Client().get("/t/sales/history.csv").status_code == 302  # sign-in first
+
+
+def test_api_export_streams_the_same_file_as_the_page(browser, table) -> None:
+    params = {"operation": "WRITE", "sort": "version"}
+    page = body(browser.get("/t/sales/history.csv", {"operation": "WRITE", "sort": "version"}))
+    r = browser.get(f"/api/tables/{table.pk}/history/csv/", params)
+    assert r.status_code == 200 and r.streaming and r["Content-Type"].startswith("text/csv")
+    assert body(r) == page
+    r = browser.get(f"/api/tables/{table.pk}/history/parquet/", {"since": "2000-01-01"})
+    t = pq.read_table(io.BytesIO(body(r)))
+    assert t.column("version").to_pylist() == [4, 3, 2, 1, 0]
+    r = browser.get(f"/api/tables/{table.pk}/history/csv/", {"version_min": 3, "version_max": 1})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_range"
+    r = browser.get(f"/api/tables/{table.pk}/history/xml/")
+    assert r.status_code == 404
