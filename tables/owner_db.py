@@ -37,9 +37,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from tables.delta.catalog_managed import staged_name_ok
+from tables.delta.catalog_managed import check_maintenance, staged_name_ok
+from tables.delta.checkpoint import write_checkpoint
 from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
-from tables.delta.log import STAGED_COMMITS_DIR, commit_name, staged_commit_name
+from tables.delta.log import LOG_DIR, STAGED_COMMITS_DIR, commit_name, staged_commit_name
 from tables.delta.owner import (
     Commit,
     CommitConflict,
@@ -54,6 +55,7 @@ from tables.delta.owner import (
     installs_owner,
     parse_commit,
 )
+from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import Storage, as_storage, open_storage
 
 from .models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
@@ -249,7 +251,53 @@ class DatabaseOwner:
                 backfilled=True
             )
             ManagedTable.objects.filter(pk=mt.pk, backfilled_version__lt=version).update(backfilled_version=version)
+        self._checkpoint_if_due(storage, mt.backfilled_version, version)
         return max(version, mt.backfilled_version)
+
+    def _checkpoint_if_due(self, storage: Storage, before: int, after: int) -> str | None:
+        """Publishing crossed a multiple of DELTAWEB_OWNER_CHECKPOINT_INTERVAL (default 100):
+        checkpoint that version, so a writer or reader replays at most that many commits after
+        it instead of the whole log. Only published versions are checkpointed (the
+        maintenance rule of catalogManaged); an existing checkpoint is kept."""
+        every = int(getattr(settings, "DELTAWEB_OWNER_CHECKPOINT_INTERVAL", 100))
+        if every <= 0 or after <= 0:
+            return None
+        target = after - after % every
+        if target <= before or target <= 0:
+            return None
+        check_maintenance("CHECKPOINT", target, after)
+        name = f"{LOG_DIR}/{target:020d}.checkpoint.parquet"
+        if storage.exists(name):
+            return None
+        return write_checkpoint(storage, load_snapshot(storage, target))
+
+    def cleanup_staged(self, tc: TableConf, retention_seconds: float | None = None) -> int:
+        """Delete staged files of published versions (ratified or losers) older than the
+        retention (DELTAWEB_OWNER_STAGED_RETENTION_SECONDS, default a day): readers that
+        listed before publishing may still open the ratified copy for a while. Returns how
+        many were deleted."""
+        mt = self.managed(tc)
+        if mt is None or mt.state == OwnerState.PROPOSED:
+            return 0
+        keep = float(
+            retention_seconds
+            if retention_seconds is not None
+            else getattr(settings, "DELTAWEB_OWNER_STAGED_RETENTION_SECONDS", 86400)
+        )
+        storage = open_storage(mt.table.location)
+        cutoff = timezone.now().timestamp() * 1000 - keep * 1000
+        deleted = 0
+        for directory in (tc.staged_dir,):
+            if not storage.is_dir(directory):
+                continue
+            for info in list(storage.list_from(directory)):
+                name = info.path.rpartition("/")[2]
+                version = int(name[:20]) if name[:20].isdigit() else None
+                if version is None or version > mt.backfilled_version or info.modification_time > cutoff:
+                    continue
+                storage.delete(info.path if "/" in info.path else f"{directory}/{name}")
+                deleted += 1
+        return deleted
 
     def _releasing(self, mt: ManagedTable) -> bool:
         return ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.RELEASING).exists()
@@ -402,6 +450,12 @@ class DatabaseOwner:
 
     def _backfill(self, storage: Storage, mt: ManagedTable, upto: int) -> None:
         mt.refresh_from_db(fields=["latest_version", "backfilled_version"])
+        before = mt.backfilled_version
+        self._publish(storage, mt, upto)
+        mt.refresh_from_db(fields=["backfilled_version"])
+        self._checkpoint_if_due(storage, before, mt.backfilled_version)
+
+    def _publish(self, storage: Storage, mt: ManagedTable, upto: int) -> None:
         for u in range(mt.backfilled_version + 1, min(upto, mt.latest_version) + 1):
             row = RatifiedCommit.objects.filter(table_id=mt.table_id, version=u).first()
             if row is None:  # never skip a version

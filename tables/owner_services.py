@@ -113,11 +113,14 @@ def backfill(table_pk: int, version: int | None = None) -> int | None:
 
 
 def backfill_all() -> dict[int, int | None]:
-    """Beat: every managed table with a lag (and any interrupted take-over or hand-back)."""
+    """Beat: every managed table with a lag (and any interrupted take-over or hand-back); staged
+    files of published versions are deleted once past the retention."""
     out = {}
     for pk in ManagedTable.objects.exclude(state=OwnerState.RELEASED).values_list("table_id", flat=True):
         try:
             out[pk] = backfill(pk)
+            mt = ManagedTable.objects.select_related("table").get(table_id=pk)
+            database_owner().cleanup_staged(table_conf(mt))  # published staged files past the retention
         except delta_errors.DeltaError as exc:
             logger.warning("backfill of table %s failed: %s", pk, exc)
             out[pk] = None

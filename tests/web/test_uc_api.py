@@ -25,6 +25,7 @@ from tables.delta import catalog_managed as cm
 from tables.delta.snapshot import load_snapshot
 from tables.models import ManagedTable, OwnerRefusal, RatifiedCommit
 from tables.owner_access import database_owner
+from tables.owner_db import table_conf
 from tables.roles import ANALYST, WRITER
 from tests.web.test_api import make_user
 from tests.web.uc_sdk import UcSession, error_type
@@ -227,6 +228,20 @@ def test_eight_sdk_writers_200_versions_then_publish_a_prefix(live_server, token
         setup.commit(table_id, location, None, backfilled=published + 5)
     assert bad.value.status == 400 and error_type(bad.value) == "InvalidParameterValueException"
     assert ManagedTable.objects.get(owner_table_id=table_id).backfilled_version == published
+    # publishing past 100 wrote a checkpoint there (published versions only); readers start from it
+    assert (path / "_delta_log" / f"{100:020d}.checkpoint.parquet").exists()
+    assert not (path / "_delta_log" / f"{200:020d}.checkpoint.parquet").exists()
+    through = load_snapshot(str(path), owner=database_owner())
+    assert through.segment.checkpoint_version == 100 and len(through.files) == total
+    # staged files of published versions go after the retention; the unpublished ones stay
+    mt = ManagedTable.objects.select_related("table").get(owner_table_id=table_id)
+    staged_dir = path / "_delta_log" / "_staged_commits"
+    assert database_owner().cleanup_staged(table_conf(mt), retention_seconds=3600) == 0
+    deleted = database_owner().cleanup_staged(table_conf(mt), retention_seconds=0)
+    left = sorted(int(p.name[:20]) for p in staged_dir.iterdir())
+    assert deleted >= published and left and min(left) == published + 1
+    assert {v for v, _ in won.values() if v > published} <= set(left)
+    assert load_snapshot(str(path), owner=database_owner()).version == total
     setup.close()
 
 
