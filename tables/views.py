@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from django.apps import apps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.paginator import Paginator
+from django.db.models import Count, F, Q
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -66,12 +68,87 @@ ANOMALIES_SHOWN = 50
 # --- table list and registration -------------------------------------------------------
 
 
+TABLES_PAGE_SIZE = 25
+TABLE_SORTS = {
+    "name": ("name", "name, A to Z"),
+    "-name": ("-name", "name, Z to A"),
+    "-synced": ("-last_synced_at", "synced most recently"),
+    "synced": ("last_synced_at", "synced longest ago"),
+    "-size": ("-size_bytes", "largest first"),
+    "-files": ("-num_files", "most files first"),
+    "-version": ("-last_synced_version", "most versions first"),
+}
+TABLE_STATUSES = {
+    "": "any",
+    "error": "sync error",
+    "never": "never synced",
+    "managed": "managed by deltaweb",
+    "alerts": "with alerts",
+}
+
+
+def alerts_installed() -> bool:
+    """Whether the alerts app is part of this deployment (it adds the tables' alerts)."""
+    return apps.is_installed("alerts")
+
+
+def _table_rows(request: HttpRequest) -> tuple[Any, dict[str, Any]]:
+    """The table list's query: search by name or location, a status, an order; and the
+    form's values as given (unknown status or sort: the defaults)."""
+    search = request.GET.get("q", "").strip()[:200]
+    status = request.GET.get("status", "")
+    statuses = {k: v for k, v in TABLE_STATUSES.items() if k != "alerts" or alerts_installed()}
+    status = status if status in statuses else ""
+    sort = request.GET.get("sort", "name")
+    sort = sort if sort in TABLE_SORTS else "name"
+    qs = Table.objects.select_related("managed")
+    if search:
+        qs = qs.filter(Q(name__icontains=search) | Q(location__icontains=search) | Q(slug__icontains=search))
+    if status == "error":
+        qs = qs.filter(Q(sync_state=SyncState.ERROR) | ~Q(last_error=""))
+    elif status == "never":
+        qs = qs.filter(last_synced_version__isnull=True)
+    elif status == "managed":
+        qs = qs.filter(managed__isnull=False).exclude(managed__state="proposed")
+    elif status == "alerts":
+        qs = qs.filter(alerts__isnull=False)
+    if alerts_installed():
+        qs = qs.annotate(alert_count=Count("alerts", distinct=True))
+    field = TABLE_SORTS[sort][0]
+    desc = field.startswith("-")
+    order = F(field.lstrip("-")).desc(nulls_last=True) if desc else F(field).asc(nulls_last=True)
+    qs = qs.order_by(order, "name").distinct()
+    form = {
+        "q": search,
+        "status": status,
+        "sort": sort,
+        "statuses": list(statuses.items()),
+        "sorts": [(k, label) for k, (_f, label) in TABLE_SORTS.items()],
+        "active": bool(search or status),
+    }
+    return qs, form
+
+
 @page
 @require_GET
 def table_list(request: HttpRequest) -> HttpResponse:
-    tables = list(Table.objects.all())
+    qs, form = _table_rows(request)
+    page_obj = Paginator(qs, TABLES_PAGE_SIZE).get_page(request.GET.get("page"))
     job = job_param(request, "job")
-    return render(request, "tables/table_list.html", context(request, tables=tables, job=job))
+    return render(
+        request,
+        "tables/table_list.html",
+        context(
+            request,
+            tables=page_obj.object_list,
+            page_obj=page_obj,
+            query=query(request, ("page", "job")),
+            filters=form,
+            any_tables=form["active"] or page_obj.paginator.count > 0 or Table.objects.exists(),
+            alerts=alerts_installed(),
+            job=job,
+        ),
+    )
 
 
 @page
@@ -323,6 +400,7 @@ def _table_context(request: HttpRequest, table: Table, tab: str) -> dict[str, An
 _HISTORY_KEYS = ("operation", "version_from", "version_to", "date_from", "date_to", "page", "sort", "cols")
 _VERSIONS_KEYS = ("as_of", "vacuum_retention", "allow_latest")
 LAST_COMMITS = 5
+ALERTS_SHOWN = 5
 
 
 def _reach_summary(table: Table) -> list[dict[str, Any]]:
@@ -355,6 +433,9 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
         table=table, status__in=RestoreStatus.awaiting_approval() | RestoreStatus.in_flight()
     ).count()
     ctx.update(_owner_card(request, table))
+    if alerts_installed():
+        ctx["alerts"] = list(table.alerts.all()[:ALERTS_SHOWN])
+        ctx["alert_total"] = table.alerts.count()
     return render(request, "tables/table_overview.html", ctx)
 
 

@@ -232,3 +232,68 @@ def test_api_export_streams_the_same_file_as_the_page(browser, table) -> None:
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_range"
     r = browser.get(f"/api/tables/{table.pk}/history/xml/")
     assert r.status_code == 404
+
+
+# --- the table list --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def many(db):
+    from tables.models import ManagedTable, SyncState, Table
+
+    out = []
+    for i in range(30):
+        out.append(
+            Table.objects.create(
+                name=f"t{i:02d}",
+                slug=f"t{i:02d}",
+                location=f"/data/{'sales' if i % 3 == 0 else 'ops'}/t{i:02d}",
+                num_files=i,
+                size_bytes=i * 1000,
+                sync_state=SyncState.ERROR if i == 7 else SyncState.OK,
+                last_error="boom" if i == 7 else "",
+            )
+        )
+    ManagedTable.objects.create(table=out[4], owner_table_id="abc", state="active")
+    ManagedTable.objects.create(table=out[5], owner_table_id="def", state="proposed")
+    return out
+
+
+def _names(r) -> list[str]:
+    return [t.name for t in r.context["tables"]]
+
+
+def test_table_list_searches_sorts_pages_and_filters(browser, many) -> None:
+    r = browser.get("/")
+    assert _names(r) == [f"t{i:02d}" for i in range(25)] and "Tables 1–25 of 30." in text(r)
+    assert 'href="?page=2"' in text(r)
+    assert _names(browser.get("/", {"page": 2})) == [f"t{i:02d}" for i in range(25, 30)]
+    r = browser.get("/", {"q": "SALES"})  # the location, case-insensitive
+    assert _names(r) == [f"t{i:02d}" for i in range(0, 30, 3)] and "of 10 matching" in text(r)
+    assert _names(browser.get("/", {"q": "t1"})) == [f"t{i}" for i in range(10, 20)]
+    assert _names(browser.get("/", {"sort": "-size"}))[:3] == ["t29", "t28", "t27"]
+    assert _names(browser.get("/", {"sort": "-name"}))[0] == "t29"
+    assert _names(browser.get("/", {"status": "error"})) == ["t07"]
+    assert _names(browser.get("/", {"status": "managed"})) == ["t04"]
+    r = browser.get("/", {"q": "<script>x", "status": "bogus", "sort": "bogus"})
+    assert r.status_code == 200 and "No table matches." in text(r) and "<script>x" not in text(r)
+    page = text(browser.get("/", {"q": "data", "sort": "-files"}))
+    assert 'href="?q=data&amp;sort=-files&amp;page=2"' in page  # the search and order go with the pages
+
+
+def test_table_list_filters_tables_with_alerts(browser, many) -> None:
+    from django.apps import apps
+
+    if not apps.is_installed("alerts"):
+        pytest.skip("the alerts app is not installed")
+    from alerts.models import Alert
+
+    for v in (1, 2):
+        Alert.objects.create(
+            table=many[9], version=v, rule="r", rule_name="big delete", severity="warning", explanation="x"
+        )
+    r = browser.get("/", {"status": "alerts"})
+    assert _names(r) == ["t09"] and [t.alert_count for t in r.context["tables"]] == [2]
+    assert '<option value="alerts" selected>' in text(r)
+    page = text(browser.get("/t/t09/"))
+    assert 'id="alerts"' in page and page.count("big delete") == 2
