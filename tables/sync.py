@@ -8,6 +8,8 @@ table's sync lease, so two syncs of one table never interleave.
 
 from __future__ import annotations
 
+import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +21,7 @@ from django.utils import timezone
 
 from alerts import hooks as alert_hooks
 from tables.delta import errors as delta_errors
+from tables.delta.commitinfo import CommitInfoRead, read_commit_info
 from tables.delta.growth import growth
 from tables.delta.history import HISTORY_FIELDS, scan_versions, table_anomalies
 from tables.delta.storage import as_storage
@@ -61,6 +64,25 @@ def fits(value: Any, limit: int = MAX_TEXT) -> bool:
     if isinstance(value, list):
         return len(value) <= MAX_ITEMS and all(fits(v, limit) for v in value)
     return True
+
+
+# a quoted run longer than MAX_KEY before a colon: where a long key may be (or a false alarm,
+# which only costs the full walk)
+_LONG_KEY = re.compile(rb'"(?:[^"\\]|\\.){%d,}"\s*:' % (MAX_KEY + 1))
+
+
+def fits_serialized(value: Any, limit: int) -> bool:
+    """`fits`, answered from the value's JSON text when that is short: no string (nor, at
+    MAX_ITEMS entries, any object or array) can be longer than the text itself, so only long
+    keys are left to look for. Longer values are walked."""
+    try:
+        text = orjson.dumps(value)
+    except TypeError:
+        return fits(value, limit)
+    # an array or object of more than MAX_ITEMS entries takes at least 2 * MAX_ITEMS + 3 bytes
+    if len(text) <= min(limit, 2 * MAX_ITEMS + 2):
+        return len(text) <= MAX_KEY or _LONG_KEY.search(text) is None
+    return fits(value, limit)
 
 
 def cut_json(value: Any, limit: int = MAX_TEXT) -> Any:
@@ -161,7 +183,7 @@ def _row(times: CommitTimes, timeline_row: dict[str, Any], table_id: int, sizes:
     v = timeline_row["version"]
     info = times.reader.get(v).info or {}
     # a commitInfo within the tightest limit has every part within the looser ones too
-    whole = fits(info, MAX_JSON_TEXT)
+    whole = fits_serialized(info, MAX_JSON_TEXT)
 
     def js(value: Any) -> Any:
         return value if whole else cut_json(value)
@@ -233,6 +255,33 @@ def insert_commits(rows: list[dict[str, Any]]) -> None:
         cursor.executemany(sql, params)
 
 
+READ_THREADS = 4  # local commits are read and stat'ed in threads: the waits on the OS overlap
+
+
+def _read_batch(times: CommitTimes, commits: dict[int, Any], versions: list[int]) -> None:
+    """Read the commitInfo and the file time of `versions` in threads (local storage; a remote
+    store's reader batches its requests itself). A commit that fails here is read again, in
+    order, by the scan, which reports it."""
+    if getattr(times.storage, "remote", False) or len(versions) < 64:
+        return
+    lfs = [commits[v] for v in versions if v in commits]
+
+    def read(part: list) -> list[CommitInfoRead]:
+        out = []
+        for lf in part:
+            try:
+                out.append(read_commit_info(times.storage, lf))
+                _ = lf.modification_time  # the stat, cached on the LogFile
+            except delta_errors.DeltaError:
+                continue
+        return out
+
+    step = max(16, len(lfs) // (READ_THREADS * 4))
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        for reads in pool.map(read, [lfs[i : i + step] for i in range(0, len(lfs), step)]):
+            times.reader.remember(reads)
+
+
 def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     storage = as_storage(table.location)
     jobs.progress(job, "listing the log")
@@ -266,8 +315,10 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
                 times.adjusted.seed(times.index(start_after), prev_row.timestamp)
     total = len(new_versions)
     stored = 0
+    by_version = {c.version: c for c in times.listing.commits}
     for i in range(0, total, BATCH):
         chunk = new_versions[i : i + BATCH]
+        _read_batch(times, by_version, chunk)
         rows, anomalies = scan_versions(times, chunk, prev)
         if rows:
             last_row = rows[-1]

@@ -122,6 +122,14 @@ class CommitInfoReader:
             self._last = version
         return hit
 
+    def remember(self, reads: Iterable[CommitInfoRead]) -> None:
+        """Keep commitInfo read elsewhere (a sync reads a batch of commits in threads), counted
+        as reads; a version read already keeps its first answer."""
+        for read in reads:
+            if read.version not in self._cache:
+                self._cache[read.version] = read
+                self.reads += 1
+
     def prefetch(self, versions: Iterable[int]) -> None:
         """Read the commitInfo of `versions` not read yet, all at once (`read_many`); a version
         without a commit file is skipped, one that fails is left for `get` to report."""
