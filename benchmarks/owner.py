@@ -1,16 +1,23 @@
-"""deltaweb as a commit-owner under load: commits per second and backfill lag.
+"""deltaweb as a commit-owner and catalog under load: commits per second, publish lag.
 
-Usage: .venv/bin/python benchmarks/owner.py [--seconds S] [--writers N] [--postgres URL]
+Usage: .venv/bin/python benchmarks/owner.py [--seconds S] [--postgres URL|auto] [--legacy]
 
-For each database (SQLite always; PostgreSQL when --postgres postgres://... is given, or
-DELTAWEB_BENCH_POSTGRES is set): a fresh database is migrated, a managed table created
-(owner_services.create_managed_table), and gunicorn (4 sync workers) serves deltaweb on
-loopback. N writer threads (default 8) commit through the REST API for S seconds with the
-RestOwnerClient, each looping: read the latest version (get_commits), commit_via_owner at
-latest+1, retry on a conflict (jittered exponential backoff). Meanwhile a backfill loop
-(owner_services.backfill, as the Celery task runs it) runs in this process, and the lag
-(latest ratified - backfilled version) is sampled every 100 ms from the database.
-Afterwards the log is checked: versions contiguous, every commit backfilled.
+Default (the Unity Catalog API, issue 14): for each database (SQLite always; PostgreSQL from
+--postgres URL, DELTAWEB_BENCH_POSTGRES, or `auto`: a private cluster started with the
+installed PostgreSQL server on a free loopback port), a fresh database is migrated and, for
+each log length (100 and 10,000 versions; --lengths), a catalogManaged table is made at that
+length (created through the catalog, its published versions written directly, checkpointed
+every 100 like the owner does), and gunicorn (4 gthread workers with keep-alive) serves
+deltaweb. Then 1 and 8 writer threads (--writer-counts) commit for S seconds each, each with
+its own official SDK client (unitycatalog-client, one kept-alive connection pool): stage the
+commit file, `commit` through DeltaCommitsApi; on a conflict, learn the latest version and
+its ICT from the catalog's answer (or the one published file of that version) and retry at
+once. A publisher thread publishes ratified commits in order and reports the backfilled
+version (the client duty UC assigns); publish lag is the time from a writer's accepted commit
+to its `_delta_log/<v>.json`. Afterwards the log is checked: versions contiguous, none lost.
+
+--legacy measures the older commit-owner REST API instead (RestOwnerClient and
+commit_via_owner, 8 writers, the server-side backfill loop), as the issue's first numbers did.
 Prints a table and, last, one JSON line.
 """
 
@@ -200,7 +207,261 @@ def run_one(args: argparse.Namespace) -> dict:
         log.close()
 
 
-def child(kind: str, database_url: str, args: argparse.Namespace, workdir: Path) -> dict:
+def start_gunicorn(root: Path, workers: str = "4") -> tuple[subprocess.Popen, str, object]:
+    port = free_port()
+    log = open(root / "gunicorn.log", "w")
+    server = subprocess.Popen(
+        [str(REPO / ".venv" / "bin" / "gunicorn"), "deltaweb.wsgi", "-w", workers, "-k", "gthread", "--threads", "4",
+         "--keep-alive", "30", "-b", f"127.0.0.1:{port}", "--timeout", "120"],
+        cwd=REPO,
+        env=os.environ.copy(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    return server, f"http://127.0.0.1:{port}", log
+
+
+def stop_gunicorn(server: subprocess.Popen, log) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+def make_uc_table(user, name: str, length: int) -> tuple[str, str, Path]:
+    """A catalogManaged table of `length` versions: created through the catalog's use cases, the
+    versions after 0 written as published files (what publishing leaves), a checkpoint every
+    100 as the owner writes them, the owner state at the latest version."""
+    from tables import owner_uc
+    from tables.delta import catalog_managed as cm
+    from tables.delta.checkpoint import write_checkpoint
+    from tables.delta.snapshot import load_snapshot
+    from tables.delta.storage import as_storage
+    from tables.models import ManagedTable
+
+    staging = owner_uc.create_staging_table(user, "bench", "s", {"name": name})
+    table_id, uri = staging["table-id"], staging["location"]
+    path = Path(uri.removeprefix("file://"))
+    first = cm.initial_commit(str(path), table_id, SCHEMA)
+    owner_uc.create_table(
+        user,
+        "bench",
+        "s",
+        {
+            "name": name,
+            "table-type": "MANAGED",
+            "location": uri,
+            "properties": {cm.TABLE_ID_KEY: table_id},
+            "protocol": owner_uc.REQUIRED_PROTOCOL,
+        },
+    )
+    ict = first["inCommitTimestamp"]
+    for v in range(1, length):
+        staged = cm.stage_commit(str(path), v, [], "WRITE", previous_ict=ict)
+        cm.publish(str(path), [(v, staged.file_name)])
+        (path / staged.path).unlink()
+        ict = staged.in_commit_timestamp
+        if v % 100 == 0:
+            write_checkpoint(as_storage(str(path)), load_snapshot(path, v))
+    ManagedTable.objects.filter(owner_table_id=table_id).update(
+        latest_version=length - 1, backfilled_version=length - 1, latest_ict=ict
+    )
+    return table_id, uri, path
+
+
+def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers: int, seconds: float) -> dict:
+    """`writers` SDK clients commit for `seconds`; a publisher publishes and reports."""
+    from unitycatalog.client.exceptions import ApiException
+
+    from tables.delta import catalog_managed as cm
+    from tests.web.uc_sdk import UcSession
+
+    def learn(s: UcSession) -> tuple[int, int]:
+        """The latest version and its ICT: the catalog's answer, or that one published file."""
+        answer = s.get_commits(table_id, uri, 0)
+        known = {c.version: c.timestamp for c in answer.commits}
+        latest = answer.latest_table_version
+        if latest in known:
+            return latest, known[latest]
+        head = (path / "_delta_log" / f"{latest:020d}.json").read_bytes().split(b"\n", 1)[0]
+        return latest, json.loads(head)["commitInfo"]["inCommitTimestamp"]
+
+    stop = threading.Event()
+    lock = threading.Lock()
+    latencies: list[float] = []
+    accepted: dict[int, float] = {}  # version -> when its writer heard it was accepted
+    published: dict[int, float] = {}
+    attempts, conflicts = [0], [0]
+    errors: list[BaseException] = []
+
+    def writer(i: int) -> None:
+        s = UcSession(base, token)
+        try:
+            latest, ict = learn(s)
+            k = 0
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                while not stop.is_set():
+                    staged = cm.stage_commit(str(path), latest + 1, [], "WRITE", previous_ict=ict, txn_id=f"w{i}-{k}")
+                    with lock:
+                        attempts[0] += 1
+                    try:
+                        s.commit(table_id, uri, staged)
+                    except ApiException as exc:
+                        if exc.status != 409:
+                            raise
+                        with lock:
+                            conflicts[0] += 1
+                        latest, ict = learn(s)  # the winner, at once: no backoff
+                        continue
+                    now = time.perf_counter()
+                    with lock:
+                        latencies.append(now - t0)
+                        accepted[staged.version] = now
+                    latest, ict, k = staged.version, staged.in_commit_timestamp, k + 1
+                    break
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            s.close()
+
+    def publisher() -> None:
+        s = UcSession(base, token)
+        try:
+            while True:
+                done = stop.is_set()
+                answer = s.get_commits(table_id, uri, 0)
+                todo = sorted((c.version, c.file_name) for c in answer.commits)
+                if todo:
+                    cm.publish(str(path), todo)
+                    now = time.perf_counter()
+                    with lock:
+                        for v, _ in todo:
+                            published.setdefault(v, now)
+                    s.commit(table_id, uri, None, backfilled=todo[-1][0])
+                if done and not todo:
+                    return
+                if not todo:
+                    time.sleep(0.005)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            s.close()
+
+    probe = UcSession(base, token)
+    try:
+        start, _ = learn(probe)
+    finally:
+        probe.close()
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    pub = threading.Thread(target=publisher)
+    started = time.perf_counter()
+    for t in [*threads, pub]:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    pub.join()
+    if errors:
+        raise errors[0]
+    versions = sorted(int(p.name[:20]) for p in (path / "_delta_log").glob("*.json") if p.name[:20].isdigit())
+    latest = versions[-1]
+    assert versions == list(range(latest + 1)), "versions not contiguous"
+    assert sorted(accepted) == list(range(start + 1, latest + 1)), "a commit was lost or counted twice"
+    lags = [published[v] - accepted[v] for v in accepted if v in published]
+    commits = latest - start
+    return {
+        "writers": writers,
+        "commits": commits,
+        "seconds": round(elapsed, 2),
+        "commitsPerSecond": round(commits / elapsed, 1),
+        "attempts": attempts[0],
+        "conflicts": conflicts[0],
+        "commitLatencyMedianMs": round(statistics.median(latencies) * 1000, 1) if latencies else None,
+        "commitLatencyP95Ms": round(pct(latencies, 0.95) * 1000, 1),
+        "publishLagP50Ms": round(pct(lags, 0.5) * 1000, 1),
+        "publishLagP95Ms": round(pct(lags, 0.95) * 1000, 1),
+    }
+
+
+def run_uc(args: argparse.Namespace) -> list[dict]:
+    """In a child process whose environment names the database: the UC API matrix."""
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import Group, User
+    from django.core.management import call_command
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+
+    from tables.roles import WRITER
+
+    call_command("migrate", verbosity=0)
+    root = Path(os.environ["DELTAWEB_ALLOWED_ROOTS"])
+    user = User.objects.get_or_create(username="bench-writer")[0]
+    user.groups.add(Group.objects.get_or_create(name=WRITER)[0])
+    token = Token.objects.get_or_create(user=user)[0].key
+    tables = {}
+    for length in args.lengths:
+        tables[length] = make_uc_table(user, f"t{length}_{os.getpid()}_{int(time.time())}", length)
+    vendor = connection.vendor
+    connection.close()
+    server, base, log = start_gunicorn(root)
+    results = []
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=1):
+                    break
+            except OSError as exc:
+                if time.time() > deadline or server.poll() is not None:
+                    raise RuntimeError(
+                        "gunicorn did not start:\n" + (root / "gunicorn.log").read_text()[-2000:]
+                    ) from exc
+                time.sleep(0.2)
+        for length in args.lengths:
+            table_id, uri, path = tables[length]
+            for writers in args.writer_counts:
+                r = uc_round(base, token, table_id, uri, path, writers, args.seconds)
+                results.append({"database": vendor, "logLength": length, **r})
+    finally:
+        stop_gunicorn(server, log)
+    return results
+
+
+def auto_postgres(workdir: Path) -> tuple[str, object] | None:
+    """A private PostgreSQL cluster on a free loopback port (the installed server), or None."""
+    import glob
+
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not found:
+        return None
+    bindir = Path(found[-1]).parent
+    data = workdir / "pg"
+    data.mkdir()
+    port = free_port()
+    run_as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if run_as:
+        shutil.chown(workdir, "postgres")
+        shutil.chown(data, "postgres")
+    subprocess.run([*run_as, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+                   check=True, capture_output=True)  # fmt: skip
+    opts = f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=on"
+    subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-w", "start", "-l",
+                    str(workdir / "pg.log")], check=True, capture_output=True)  # fmt: skip
+
+    def stop() -> None:
+        subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+
+    return f"postgres://postgres@127.0.0.1:{port}/postgres", stop
+
+
+def child(kind: str, database_url: str, args: argparse.Namespace, workdir: Path) -> list[dict]:
     root = workdir / kind
     root.mkdir(parents=True)
     env = {
@@ -209,54 +470,96 @@ def child(kind: str, database_url: str, args: argparse.Namespace, workdir: Path)
         "PYTHONPATH": str(REPO),
         "DATABASE_URL": database_url,
         "DELTAWEB_ALLOWED_ROOTS": str(root),
-        "DELTAWEB_OWNER_AUTO_BACKFILL": "0",  # the backfill loop below does it
+        "DELTAWEB_OWNER_AUTO_BACKFILL": "0",  # the backfill loop (legacy) or the publisher does it
         "DELTAWEB_RESULTS_DIR": str(root / "results"),
     }
-    cmd = [sys.executable, __file__, "--child", "--seconds", str(args.seconds), "--writers", str(args.writers)]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=args.seconds + 300)
+    cmd = [
+        sys.executable, __file__, "--child", "--seconds", str(args.seconds), "--writers", str(args.writers),
+        "--lengths", ",".join(map(str, args.lengths)), "--writer-counts", ",".join(map(str, args.writer_counts)),
+    ]  # fmt: skip
+    if args.legacy:
+        cmd.append("--legacy")
+    budget = args.seconds * len(args.lengths) * len(args.writer_counts) + 900
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=budget)
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} run failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out if isinstance(out, list) else [out]
+
+
+def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--writers", type=int, default=8, help="writers of the --legacy run")
+    parser.add_argument("--writer-counts", type=ints, default=[1, 8])
+    parser.add_argument("--lengths", type=ints, default=[100, 10_000])
     parser.add_argument("--postgres", default=os.environ.get("DELTAWEB_BENCH_POSTGRES", ""))
+    parser.add_argument("--legacy", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_one(args)))
+        print(json.dumps(run_one(args) if args.legacy else run_uc(args)))
         return
     workdir = Path(tempfile.mkdtemp(prefix="deltaweb-owner-bench-"))
-    results = []
+    results: list[dict] = []
+    stop_pg = None
     try:
-        results.append(child("sqlite", f"sqlite:///{workdir / 'owner.sqlite3'}", args, workdir))
-        if args.postgres:
-            results.append(child("postgresql", args.postgres, args, workdir))
+        results += child("sqlite", f"sqlite:///{workdir / 'owner.sqlite3'}", args, workdir)
+        postgres = args.postgres
+        if postgres == "auto":
+            started = auto_postgres(workdir)
+            postgres, stop_pg = started if started else ("", None)
+        if postgres:
+            results += child("postgresql", postgres, args, workdir)
     finally:
+        if stop_pg is not None:
+            stop_pg()
         shutil.rmtree(workdir, ignore_errors=True)
-    header = ("database", "commits/s", "commits", "conflicts", "latency p50/p95 ms", "lag p50/p95/max")
-    rows = [
-        (
-            r["database"],
-            f"{r['commitsPerSecond']:.1f}",
-            str(r["commits"]),
-            str(r["conflicts"]),
-            f"{r['commitLatencyMedianMs']:.0f} / {r['commitLatencyP95Ms']:.0f}",
-            f"{r['lagMedian']} / {r['lagP95']} / {r['lagMax']}",
+    if args.legacy:
+        print(f"commit-owner API: {args.writers} writers over HTTP (gunicorn), {args.seconds:.0f} s per database")
+        print_table(
+            ("database", "commits/s", "commits", "conflicts", "latency p50/p95 ms", "lag p50/p95/max"),
+            [
+                (
+                    r["database"],
+                    f"{r['commitsPerSecond']:.1f}",
+                    str(r["commits"]),
+                    str(r["conflicts"]),
+                    f"{r['commitLatencyMedianMs']:.0f} / {r['commitLatencyP95Ms']:.0f}",
+                    f"{r['lagMedian']} / {r['lagP95']} / {r['lagMax']}",
+                )
+                for r in results
+            ],
         )
-        for r in results
-    ]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    print(f"commit-owner: {args.writers} writers over HTTP (gunicorn -w 4), {args.seconds:.0f} s per database")
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    else:
+        print(f"Unity Catalog API (official SDK clients, gunicorn gthread), {args.seconds:.0f} s per row")
+        print_table(
+            ("database", "log length", "writers", "commits/s", "commits", "conflicts", "latency p50/p95 ms",
+             "publish lag p50/p95 ms"),
+            [
+                (
+                    r["database"], str(r["logLength"]), str(r["writers"]), f"{r['commitsPerSecond']:.1f}",
+                    str(r["commits"]), str(r["conflicts"]),
+                    f"{r['commitLatencyMedianMs']:.0f} / {r['commitLatencyP95Ms']:.0f}",
+                    f"{r['publishLagP50Ms']:.0f} / {r['publishLagP95Ms']:.0f}",
+                )
+                for r in results
+            ],
+        )  # fmt: skip
     if not args.postgres:
-        print("(PostgreSQL not measured: pass --postgres postgres://user@host:port/db)")
-    print(json.dumps({"benchmark": "owner", "results": results}))
+        print("(PostgreSQL not measured: pass --postgres postgres://user@host:port/db, or --postgres auto)")
+    print(json.dumps({"benchmark": "owner-legacy" if args.legacy else "owner-uc", "results": results}))
 
 
 if __name__ == "__main__":

@@ -100,15 +100,15 @@ class DatabaseOwner:
     def _find(self, tc: TableConf) -> ManagedTable | None:
         qs = ManagedTable.objects.select_related("table")
         if tc.table_id:
-            return qs.filter(owner_table_id=tc.table_id).first()
+            return qs.filter(owner_table_id=tc.table_id).order_by().first()
         root = as_storage(tc.location).display()
         return qs.filter(table__location=root).first()
 
     def managed(self, tc: TableConf) -> ManagedTable | None:
         """The table's owner state, after finishing what a crash or a lost call left."""
         mt = self._find(tc)
-        if mt is not None:
-            self._resolve(mt)
+        if mt is not None and mt.state in (OwnerState.PROPOSED, OwnerState.RELEASING):
+            self._resolve(mt)  # only these states have anything to finish
             mt = self._find(tc)
         return mt
 

@@ -396,10 +396,6 @@ def add_commit(
     preview API answers a resent accepted commit (same version and file) with success.
     """
     version, file_name = commit["version"], commit["file-name"]
-    if idempotent:
-        same = RatifiedCommit.objects.filter(table_id=mt.table_id, version=version).values_list("path", flat=True)
-        if any(p.rpartition("/")[2] == file_name for p in same):
-            return
     if mt.latest_version - mt.backfilled_version >= max_unpublished():
         raise UcError(
             "ResourceExhaustedException",
@@ -418,6 +414,10 @@ def add_commit(
     if isinstance(outcome, CommitResponse):
         return
     if isinstance(outcome, CommitConflict):
+        if idempotent:  # the preview API: resending the accepted commit (same version and file) is success
+            same = RatifiedCommit.objects.filter(table_id=mt.table_id, version=version).values_list("path", flat=True)
+            if any(p.rpartition("/")[2] == file_name for p in same):
+                return
         raise UcError(
             "CommitVersionConflictException",
             409,
