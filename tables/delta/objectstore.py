@@ -55,6 +55,7 @@ from .storage_api import FileInfo, allowed_roots
 
 CONCURRENCY = 32  # requests in flight in read_many
 BLOB_CACHE_BYTES = 256 << 20  # parquet checkpoints are opened twice (non-file actions, then files)
+COMMIT_NAME = re.compile(r"(^|/)_delta_log/\d{20}\.json$")  # immutable once written: kept when read
 
 
 # --- the storage -----------------------------------------------------------------------------------
@@ -312,15 +313,39 @@ class ObjectStoreStorage:
 
     # -- reading
 
+    def _kept(self, key: tuple[tuple[str, str, str | None], str]) -> bytes | None:
+        data = self._blobs.get(key)
+        if data is not None:
+            self._blobs.move_to_end(key)
+        return data
+
+    def _keep(self, key: tuple[tuple[str, str, str | None], str], data: bytes) -> None:
+        if key in self._blobs:
+            return
+        self._blobs[key] = data
+        self._blob_bytes += len(data)
+        while self._blob_bytes > BLOB_CACHE_BYTES and len(self._blobs) > 1:
+            _k, old = self._blobs.popitem(last=False)
+            self._blob_bytes -= len(old)
+
     def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
         import obstore
 
         store_id, obj = self._target(path)
+        if range is None and COMMIT_NAME.search(obj):
+            # a commit file never changes once written (put-if-absent): the replay that found
+            # the table's config and the history that reads commitInfo share one GET
+            hit = self._kept((store_id, obj))
+            if hit is not None:
+                return hit
         store = self._store(store_id)
         with self._errors(path):
             self.requests += 1
             if range is None:
-                return bytes(obstore.get(store, obj).bytes())
+                data = bytes(obstore.get(store, obj).bytes())
+                if COMMIT_NAME.search(obj):
+                    self._keep((store_id, obj), data)
+                return data
             start, end = range
             if end <= start:
                 return b""
@@ -331,11 +356,22 @@ class ObjectStoreStorage:
     def read_many(self, paths: list[str]) -> list[bytes]:
         """The bytes of every path, fetched concurrently (at most CONCURRENCY in flight);
         FileNotFoundError (its filename the missing key) when one is absent."""
+        keys = [self._target(p) for p in paths]
+        out: list[bytes | None] = [self._kept(k) if COMMIT_NAME.search(k[1]) else None for k in keys]
+        todo = [i for i, d in enumerate(out) if d is None]
+        if len(todo) < len(paths):  # only what was not read already
+            fetched = self._fetch_many([paths[i] for i in todo], [keys[i] for i in todo])
+            for i, data in zip(todo, fetched, strict=True):
+                out[i] = data
+            return out  # type: ignore[return-value]
+        return self._fetch_many(paths, keys)
+
+    def _fetch_many(self, paths: list[str], keys: list[tuple[tuple[str, str, str | None], str]]) -> list[bytes]:
         if len(paths) <= 1:
             return [self.read(p) for p in paths]
         import obstore
 
-        targets = [(self._store(sid), obj) for sid, obj in (self._target(p) for p in paths)]
+        targets = [(self._store(sid), obj) for sid, obj in keys]
 
         def one(i: int) -> bytes:
             store, obj = targets[i]
@@ -350,24 +386,22 @@ class ObjectStoreStorage:
         # obstore's blocking calls release the GIL while the request is out: a thread pool
         # keeps CONCURRENCY requests in flight without an event loop
         with ThreadPoolExecutor(min(CONCURRENCY, len(paths))) as pool:
-            return list(pool.map(one, range(len(paths))))
+            blobs = list(pool.map(one, range(len(paths))))
+        for key, data in zip(keys, blobs, strict=True):
+            if COMMIT_NAME.search(key[1]):
+                self._keep(key, data)
+        return blobs
 
     def open_input(self, path: str) -> Any:
         """A seekable in-memory file for pyarrow over the whole object (one GET, kept for a
         second open of the same checkpoint)."""
         import pyarrow as pa
 
-        store_id, obj = self._target(path)
-        data = self._blobs.get((store_id, obj))
+        key = self._target(path)
+        data = self._kept(key)
         if data is None:
             data = self.read(path)
-            self._blobs[(store_id, obj)] = data
-            self._blob_bytes += len(data)
-            while self._blob_bytes > BLOB_CACHE_BYTES and len(self._blobs) > 1:
-                _k, old = self._blobs.popitem(last=False)
-                self._blob_bytes -= len(old)
-        else:
-            self._blobs.move_to_end((store_id, obj))
+            self._keep(key, data)
         return pa.BufferReader(pa.py_buffer(data))
 
     def head(self, path: str) -> FileInfo:

@@ -137,6 +137,104 @@ def local_file(storage: Storage, path: str) -> Path:
     return Path(storage.local_file(storage.resolve(path)))
 
 
+# --- object-store tables: the files spooled to the driver through the storage layer -------------
+# Spark here has no Hadoop connectors for s3a://, abfss:// or gs:// (no jars, no Maven). A
+# bounded job on an object-store table therefore fetches its data files through the storage
+# layer (confined, with the table's credentials, concurrently) into a local spool directory
+# and Spark reads those: the same Parquet reader, field ids and `_metadata.row_index` as for a
+# local table. Data files are immutable (a Delta writer never rewrites a file name), so a
+# spooled file is reused by later jobs until it ages out.
+
+SPOOL_ENV = "DELTAWEB_SPARK_SPOOL_DIR"
+SPOOL_LIMIT_ENV = "DELTAWEB_SPARK_SPOOL_MAX_BYTES"
+SPOOL_LIMIT_DEFAULT = 2 << 30  # the data one job may fetch from an object store
+SPOOL_MAX_AGE_SECONDS = 3600
+SPOOL_BATCH = 32
+
+
+class ObjectStoreReadTooLargeError(StorageError):
+    """A Spark job on an object-store table would fetch more data than the spool allows."""
+
+
+def _spool_limit() -> int:
+    try:
+        return int(os.environ.get(SPOOL_LIMIT_ENV, SPOOL_LIMIT_DEFAULT))
+    except ValueError:
+        return SPOOL_LIMIT_DEFAULT
+
+
+def _spool_dir() -> Path:
+    import tempfile
+
+    return Path(os.environ.get(SPOOL_ENV) or os.path.join(tempfile.gettempdir(), "deltaweb-spool"))
+
+
+def _evict_spool(base: Path, keep: set[Path]) -> None:
+    """Remove spooled files no job touched for an hour (never one the current job uses)."""
+    import time
+
+    cutoff = time.time() - SPOOL_MAX_AGE_SECONDS
+    for f in base.glob("*/*.parquet"):
+        try:
+            if f not in keep and f.stat().st_mtime < cutoff:
+                f.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def spool_files(spark: SparkSession, storage: Storage, paths: list[str], where: str) -> dict[str, Path]:
+    """Local copies of an object-store table's data files (log paths -> spooled file), fetched
+    through the storage (confinement and credentials apply); at most the spool limit in bytes,
+    else ObjectStoreReadTooLargeError; missing files are named as for a local table."""
+    import hashlib
+
+    master = spark.sparkContext.master
+    if not master.startswith("local"):
+        raise StorageError(
+            f"{where}: Spark jobs on object-store tables read the files through the driver's spool, "
+            f"which executors of the cluster {master!r} cannot see; run the job with a local Spark master"
+        )
+    base = _spool_dir() / hashlib.sha256(storage.location.encode()).hexdigest()[:24]
+    base.mkdir(parents=True, exist_ok=True)
+    keys = {p: storage.resolve(p) for p in paths}
+    out = {p: base / (hashlib.sha256(storage.uri(k).encode()).hexdigest()[:40] + ".parquet") for p, k in keys.items()}
+    todo = [p for p in paths if not out[p].is_file()]
+    limit = _spool_limit()
+    fetched = sum(out[p].stat().st_size for p in paths if p not in set(todo))
+    missing: list[str] = []
+    for i in range(0, len(todo), SPOOL_BATCH):
+        batch = todo[i : i + SPOOL_BATCH]
+        try:
+            blobs = storage.read_many([keys[p] for p in batch])
+        except FileNotFoundError:
+            blobs = []
+            for p in batch:  # name every missing file, not only the first
+                try:
+                    blobs.append(storage.read(keys[p]))
+                except FileNotFoundError:
+                    missing.append(unquote(p))
+                    blobs.append(None)
+        for p, data in zip(batch, blobs, strict=True):
+            if data is None:
+                continue
+            fetched += len(data)
+            if fetched > limit:
+                raise ObjectStoreReadTooLargeError(
+                    f"{where}: this job would fetch more than {limit >> 20} MiB of data files from the object "
+                    f"store to the driver (set {SPOOL_LIMIT_ENV} to allow more)"
+                )
+            tmp = out[p].with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, out[p])
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise StorageError(f"{where}: {len(missing)} data file(s) are missing: {shown}", files=missing[:100])
+    for f in out.values():
+        os.utime(f)  # in use: the eviction below and in other jobs leaves it
+    _evict_spool(_spool_dir(), set(out.values()))
+    return out
+
+
 def _spark_uri(uri: str) -> str:
     """Spark's `_metadata.file_path` form of a local file URI (`file:/x`, not `file:///x`)."""
     return re.sub(r"^file:/+", "file:/", uri)
@@ -213,7 +311,17 @@ def scan(
     if layout.mode == "id":
         spark.conf.set(FIELD_ID_CONF, "true")
 
-    files = sorted({local_file(storage, e.path) for e in entries})
+    if getattr(storage, "remote", False):
+        spooled = spool_files(spark, storage, sorted({e.path for e in entries}), storage.display())
+
+        def file_of(path: str) -> Path:
+            return spooled[path]
+    else:
+
+        def file_of(path: str) -> Path:
+            return local_file(storage, path)
+
+    files = sorted({file_of(e.path) for e in entries})
     df, uris = _read_files(spark, files, phys_schema, storage.display())
     data = df.select(
         *[F.col(_quote(pf["name"])) for pf in phys_schema["fields"]],
@@ -234,7 +342,7 @@ def scan(
             + [StructField(f"__dw_x{i}", spark_type(t), True) for i, (_n, t) in enumerate(extra)]
         )
         rows = [
-            (uris[local_file(storage, e.path)], i, e.only, *typed_partition_values(e.partition_values, parts), *e.extra)
+            (uris[file_of(e.path)], i, e.only, *typed_partition_values(e.partition_values, parts), *e.extra)
             for i, e in enumerate(entries)
         ]
         table = spark.createDataFrame(rows, entry_schema)
@@ -276,7 +384,13 @@ def scan(
     out += [F.col(f"__dw_x{i}").alias(n) for i, (n, _t) in enumerate(extra)]
     out += [F.col(_quote(n)) for n, _t in file_columns]
     if with_position:
-        out += [F.col("__dw_file").alias(FILE_COL), F.col("__dw_row").alias(ROW_COL)]
+        file_col = F.col("__dw_file")
+        if getattr(storage, "remote", False):
+            # the table's own file URIs, not the spool's: the same order and names as Spark
+            # reading the store directly would give
+            back = {uris[file_of(p)]: storage.uri(storage.resolve(p)) for p in {e.path for e in entries}}
+            file_col = F.create_map(*[F.lit(x) for kv in sorted(back.items()) for x in kv])[file_col]
+        out += [file_col.alias(FILE_COL), F.col("__dw_row").alias(ROW_COL)]
     return data.select(*out)
 
 

@@ -39,6 +39,7 @@ from tables.delta.dv import deletion_vector_file
 from tables.delta.errors import PathOutsideRootsError, RestoreError
 from tables.delta.replay import canonical_paths, dv_id_column
 from tables.delta.restore import RestorePlan, build_plan, check_removals, metrics_from_totals, prepare_restore
+from tables.delta.restore_actions import missing_files
 from tables.delta.restore_commit import approved_change, commit_restore, find_restore_commit
 from tables.delta.storage import Storage, as_storage, same_table
 
@@ -300,7 +301,10 @@ def spark_plan_restore(
         total = len(add_idx)
         left_out = {"n": 0, "bytes": 0}
         log_names: dict[str, str] = {}
-        if check_files and total:
+        # an object-store table's files have no path an executor can open (no Hadoop
+        # connectors here): the core's check through the storage layer (below) does them
+        remote = bool(getattr(storage, "remote", False))
+        if check_files and total and not remote:
             _report(progress, "checking files exist", 0, total)
             gone_sums = Observation(f"restore-missing-{uuid.uuid4().hex}")
             missing_of = F.udf(_missing_files_function(storage.roots), "array<string>").asNondeterministic()
@@ -323,6 +327,12 @@ def spark_plan_restore(
             job = _Job(spark, "deltaweb restore: checking files exist", checked.toArrow)
 
         def find_missing(adds: list[dict[str, Any]]) -> tuple[list[str], set[int]]:
+            if job is None and check_files and remote and adds:
+                _report(progress, "checking files exist", 0, len(adds))
+                missing, bad = missing_files(storage, adds)
+                left_out.update(n=len(bad), bytes=sum(int(adds[i].get("size") or 0) for i in bad))
+                _report(progress, "checking files exist", len(adds), len(adds))
+                return missing, bad
             if job is None:
                 return [], set()
             gone = job.wait(lambda fraction: _report(progress, "checking files exist", int(total * fraction), total))
