@@ -35,6 +35,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Max
 from django.utils import timezone
 
 from tables.delta.catalog_managed import check_maintenance, staged_name_ok
@@ -159,7 +160,7 @@ class DatabaseOwner:
         self.fault("register:recorded")
         return {**tc.conf, "tableId": new_id}
 
-    def commit(self, tc: TableConf, version: int, actions: bytes) -> CommitOutcome:
+    def commit(self, tc: TableConf, version: int, actions: bytes, *, committed_by: str = "") -> CommitOutcome:
         mt = self.managed(tc)
         if mt is None:
             return CommitRefused(version, f"commit-owner '{self.name}' does not own {tc.location}", "not_owned")
@@ -169,7 +170,7 @@ class DatabaseOwner:
             return self._refuse(mt, version, None, f"the commit is not a valid commit file: {exc}", "invalid_commit")
         try:
             with transaction.atomic():
-                outcome = self._ratify(mt, tc, version, parsed, actions)
+                outcome = self._ratify(mt, tc, version, parsed, actions, committed_by=committed_by)
         except IntegrityError:
             latest = ManagedTable.objects.filter(pk=mt.pk).values_list("latest_version", flat=True).first()
             return CommitConflict(version, max(version, latest if latest is not None else version))
@@ -491,29 +492,50 @@ class DatabaseOwner:
         return Commit(version, commit_name(version), info.size, info.modification_time, ict)
 
 
-def summary(mt: ManagedTable, refusals: int = 10, versions: int = 50) -> dict[str, Any]:
-    """What the table page and the API show of a managed table's owner state."""
-    ratified = list(
-        RatifiedCommit.objects.filter(table_id=mt.table_id, backfilled=False)
-        .order_by("version")
-        .values_list("version", flat=True)[:versions]
+def summary(mt: ManagedTable, refusals: int = 10, versions: int = 50, clients_window: int = 1000) -> dict[str, Any]:
+    """What the table page and the API show of a managed table's owner state: staged (ratified,
+    not yet published) against published versions, the publish lag in versions and in time (the
+    oldest unpublished commit's age), refusals, and which clients committed (the API user and
+    commitInfo.engineInfo) among the latest `clients_window` versions."""
+    unpublished = RatifiedCommit.objects.filter(table_id=mt.table_id, backfilled=False)
+    ratified = list(unpublished.order_by("version").values_list("version", flat=True)[:versions])
+    oldest = unpublished.order_by("version").values_list("created_at", flat=True).first()
+    clients = list(
+        RatifiedCommit.objects.filter(table_id=mt.table_id, version__gt=mt.latest_version - clients_window)
+        .values("committed_by", "engine_info")
+        .annotate(commits=Count("id"), lastVersion=Max("version"))
+        .order_by("-lastVersion")[:20]
     )
     return {
         "tableId": mt.owner_table_id,
         "state": mt.state,
         "stateLabel": OwnerState(mt.state).label,
         "feature": mt.feature,
+        "catalogName": f"{mt.uc_catalog}.{mt.uc_schema}.{mt.uc_name}" if mt.uc_name else None,
         "latestRatifiedVersion": mt.latest_version,
         "backfilledVersion": mt.backfilled_version,
+        "stagedVersions": mt.backfill_lag,
         "unbackfilledVersions": ratified,
         "backfillLag": mt.backfill_lag,
+        "publishLagSeconds": round((timezone.now() - oldest).total_seconds(), 1) if oldest else 0.0,
         "frozen": mt.frozen,
         "frozenBy": mt.frozen_by.get_username() if mt.frozen_by else None,
         "frozenReason": mt.frozen_reason,
         "frozenAt": mt.frozen_at,
+        "refusalCount": OwnerRefusal.objects.filter(table_id=mt.table_id).count(),
         "refusals": list(
             OwnerRefusal.objects.filter(table_id=mt.table_id).values("version", "code", "reason", "operation", "at")[
                 :refusals
             ]
         ),
+        "clients": [
+            {
+                "user": c["committed_by"] or None,
+                "engine": c["engine_info"] or None,
+                "commits": c["commits"],
+                "lastVersion": c["lastVersion"],
+            }
+            for c in clients
+        ],
+        "clientsWindow": clients_window,
     }

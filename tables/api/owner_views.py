@@ -136,7 +136,12 @@ class OwnerCommitsView(_OwnerView):
         ser = CommitRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
-        outcome = database_owner().commit(table_conf(mt), data["version"], encode_actions(list(data["actions"])))
+        outcome = database_owner().commit(
+            table_conf(mt),
+            data["version"],
+            encode_actions(list(data["actions"])),
+            committed_by=request.user.get_username(),
+        )
         status, body = outcome_to_http(outcome)
         return Response(body, status=status)
 

@@ -207,7 +207,8 @@ def test_table_page_shows_the_owner_card_and_approvers_freeze(managed, client) -
     web = Client()
     web.force_login(make_user("appr", group=APPROVER))
     page = web.get(f"/t/{table.slug}/").content.decode()
-    assert "Commit-owner: deltaweb" in page and "only ratified: 5" in page and "Freeze" in page
+    assert "Commit-owner: deltaweb" in page and 'id="owner-staged">1 version (5)' in page and "Freeze" in page
+    assert "the oldest unpublished commit waits for" in page
     resp = web.post(f"/t/{table.slug}/freeze/", {"action": "freeze", "reason": "incident 42"})
     assert resp.status_code == 302
     assert ManagedTable.objects.get(table=table).frozen

@@ -18,15 +18,17 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from django.test import Client
 from rest_framework.authtoken.models import Token
 from unitycatalog.client.exceptions import ApiException
 
+from tables import sync
 from tables.delta import catalog_managed as cm
 from tables.delta.snapshot import load_snapshot
 from tables.models import ManagedTable, OwnerRefusal, RatifiedCommit
 from tables.owner_access import database_owner
 from tables.owner_db import table_conf
-from tables.roles import ANALYST, WRITER
+from tables.roles import ANALYST, APPROVER, WRITER
 from tests.web.test_api import make_user
 from tests.web.uc_sdk import UcSession, error_type
 
@@ -351,3 +353,17 @@ def test_policy_frozen_table_and_unapproved_restore_are_refused_and_recorded(ses
     codes = list(OwnerRefusal.objects.filter(table_id=mt.table_id).values_list("code", "operation"))
     assert sorted(codes) == [("policy", "RESTORE"), ("policy", "WRITE")]
     assert session.get_commits(table_id, location, 0).latest_table_version == 0
+
+    # the owner card: staged against published versions, the lag, refusals, who committed
+    ManagedTable.objects.filter(pk=mt.pk).update(frozen=False)
+    ok = cm.stage_commit(str(path), 1, [add("w.parquet")], "WRITE", previous_ict=ict)
+    session.commit(table_id, location, ok)
+    sync.sync_table(mt.table_id)
+    web = Client()
+    web.force_login(make_user("appr", group=APPROVER))
+    page = web.get(f"/t/{mt.table.slug}/").content.decode()
+    assert "Catalog: deltaweb (Unity Catalog API)" in page and "main.default.events" in page
+    assert 'id="owner-staged">1 version (1)' in page and "the oldest unpublished commit waits for" in page
+    assert "<dt>Refusals</dt><dd>2</dd>" in page
+    clients = page[page.index('id="owner-clients"') :]
+    assert "<td>svc</td><td>deltaweb/0.1.0</td><td>1</td><td>1</td>" in clients
