@@ -29,7 +29,7 @@ class FeedFilter:
     kind: str = "all"
     severity: str | None = None
     operation: str | None = None
-    after_version: int | None = None  # only with a table: commits newer than this version
+    after_version: int | None = None  # commits (and alerts) of versions after this one
     limit: int = 50
 
     @classmethod
@@ -51,8 +51,8 @@ class FeedFilter:
         after = None
         if params.get("afterVersion") not in (None, ""):
             after = parse_int64(params.get("afterVersion"))
-            if after is None or table is None:
-                raise ServiceError("afterVersion is a version number, with table.", "invalid")
+            if after is None:
+                raise ServiceError("afterVersion is a version number (0 or more).", "invalid")
         limit = 50
         if params.get("limit") not in (None, ""):
             n = parse_int64(params.get("limit"))
@@ -66,7 +66,7 @@ class FeedFilter:
         return f"{self.table.pk if self.table else ''}|{self.kind}|{self.severity}|{self.operation}|{self.after_version}|{self.limit}"
 
 
-def _commits(f: FeedFilter) -> QuerySet[Commit]:
+def commits_of(f: FeedFilter) -> QuerySet[Commit]:
     qs = Commit.objects.select_related("table")
     if f.table is not None:
         qs = qs.filter(table=f.table)
@@ -77,7 +77,7 @@ def _commits(f: FeedFilter) -> QuerySet[Commit]:
     return qs
 
 
-def _alerts(f: FeedFilter) -> QuerySet[Alert]:
+def alerts_of(f: FeedFilter) -> QuerySet[Alert]:
     qs = Alert.objects.select_related("table", "commit")
     if f.table is not None:
         qs = qs.filter(table=f.table)
@@ -92,8 +92,8 @@ def _alerts(f: FeedFilter) -> QuerySet[Alert]:
 
 def etag(f: FeedFilter) -> str:
     """Changes whenever a commit or alert the filter selects is added (or the filter changes)."""
-    c = _commits(f).aggregate(m=Max("pk"))["m"] if f.kind in ("all", "commits") else 0
-    a = _alerts(f).aggregate(m=Max("pk"))["m"] if f.kind in ("all", "alerts") else 0
+    c = commits_of(f).aggregate(m=Max("pk"))["m"] if f.kind in ("all", "commits") else 0
+    a = alerts_of(f).aggregate(m=Max("pk"))["m"] if f.kind in ("all", "alerts") else 0
     digest = hashlib.sha256(f"{f.key()}|{c}|{a}".encode()).hexdigest()[:24]
     return f'W/"{digest}"'
 
@@ -132,7 +132,7 @@ def feed(f: FeedFilter) -> dict[str, Any]:
     """The newest commits (by when they were stored) and alerts the filter selects."""
     out: dict[str, Any] = {"commits": [], "alerts": []}
     if f.kind in ("all", "commits"):
-        out["commits"] = [commit_item(c) for c in _commits(f).order_by("-pk")[: f.limit]]
+        out["commits"] = [commit_item(c) for c in commits_of(f).order_by("-pk")[: f.limit]]
     if f.kind in ("all", "alerts"):
-        out["alerts"] = [alert_item(a) for a in _alerts(f).order_by("-pk")[: f.limit]]
+        out["alerts"] = [alert_item(a) for a in alerts_of(f).order_by("-pk")[: f.limit]]
     return out

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from tables.lookup import INT64_MAX
+
 from .models import (
     Alert,
     Channel,
@@ -65,7 +67,9 @@ class SubscriptionSerializer(serializers.ModelSerializer):
 class SubscriptionCreateSerializer(serializers.Serializer):
     table = serializers.CharField(required=False, allow_blank=True, help_text="id or slug; empty = every table")
     channel = serializers.ChoiceField(choices=Channel.choices)
-    endpoint = serializers.IntegerField(required=False, allow_null=True, help_text="your webhook's id (webhook only)")
+    endpoint = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=INT64_MAX, help_text="your webhook's id (webhook only)"
+    )
     minSeverity = serializers.ChoiceField(choices=Severity.choices, default=Severity.WARNING)
 
 
@@ -141,7 +145,9 @@ class NotificationSerializer(serializers.ModelSerializer):
 
 
 class MarkReadSerializer(serializers.Serializer):
-    id = serializers.IntegerField(required=False, allow_null=True, help_text="one notification; absent = all")
+    id = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=INT64_MAX, help_text="one notification; absent = all"
+    )
 
 
 class MarkedSerializer(serializers.Serializer):

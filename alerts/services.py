@@ -5,6 +5,7 @@ deliveries and redelivery. Each checks who may do it; views only parse and rende
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Any
 
@@ -140,17 +141,18 @@ def set_rule(user, table: Table, rule: str, **changes: Any) -> list[dict[str, An
         t = changes["threshold"]
         if BUILTIN[rule].threshold is None:
             raise ServiceError(f"The rule {rule} has no threshold.", "invalid_threshold")
-        if not isinstance(t, int | float) or isinstance(t, bool) or not 0 < t <= 1_000_000:
+        if not isinstance(t, int | float) or isinstance(t, bool) or not (math.isfinite(t) and 0 < t <= 1_000_000):
             raise ServiceError("threshold must be a positive number.", "invalid_threshold")
         s.threshold = float(t)
     s.save()
     return rule_settings(table)
 
 
-def create_rule(user, **fields: Any) -> CustomRule:
-    if not roles.can_register(user):
+def create_rule(actor, **fields: Any) -> CustomRule:
+    """A user's rule; `fields` are CustomRule's (its `user` is the commit's user to match)."""
+    if not roles.can_register(actor):
         raise _denied("Adding an alert rule")
-    rule = CustomRule(created_by=user, **fields)
+    rule = CustomRule(created_by=actor, **fields)
     rule.name = (rule.name or "").strip()[:200]
     if not rule.name:
         raise ServiceError("Give the rule a name.", "invalid_name")
@@ -159,6 +161,8 @@ def create_rule(user, **fields: Any) -> CustomRule:
         raise ServiceError("A rule needs a condition: operation, user, metric or partition.", "invalid_rule")
     if rule.metric and (rule.metric_op not in MetricOp.values or rule.metric_value is None):
         raise ServiceError("A metric condition needs metricOp (gt, ge, lt, le, eq) and metricValue.", "invalid_rule")
+    if rule.metric_value is not None and not math.isfinite(rule.metric_value):
+        raise ServiceError("metricValue must be a finite number.", "invalid_rule")
     if rule.partition and "=" not in rule.partition:
         raise ServiceError("partition is key=value.", "invalid_rule")
     rule.save()

@@ -76,7 +76,7 @@ def test_feed_answers_304_until_something_new_arrives(client, analyst, alerted, 
         ({"severity": "loud"}, 400),
         ({"limit": "0"}, 400),
         ({"limit": "x"}, 400),
-        ({"afterVersion": "3"}, 400),  # without a table
+        ({"afterVersion": "3x"}, 400),
         ({"table": "orders", "afterVersion": "-1"}, 400),
         ({"table": "nope\n"}, 404),
     ],
