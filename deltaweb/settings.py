@@ -113,6 +113,19 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "static"
+# collectstatic gives every file a content-hashed name and a .gz copy; WhiteNoise serves them
+# compressed with a far-future cache. Files not collected yet (a fresh checkout, the tests) keep
+# their plain names and are served from the finders (tables/staticfiles.py).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "tables.staticfiles.StaticStorage"},
+}
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "tables.staticfiles.PlotlyFinder",  # plotly.min.js from the installed package
+]
+WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 

@@ -19,6 +19,8 @@ from .reachability import table_reachability
 MAX_POINTS = 20_000
 # Above this many versions the lines carry no per-version markers (they would merge).
 DENSE = 1_000
+# Above this many versions the timeline gets a range slider.
+RANGESLIDER_FROM = 50
 
 _EFFECTIVE = "#2563eb"
 _ICT = "#16a34a"
@@ -85,6 +87,12 @@ def timeline_figure(
     as a labelled vertical line, anomalies as red crosses and, given the reachability
     entries, shaded bands for which versions can still be read."""
     versions = [r["version"] for r in rows]
+    by_version = {r["version"]: r for r in rows}
+    marked = [a for a in anomalies if a["version"] in by_version]
+    anomaly_text: dict[int, str] = {}
+    for a in marked:  # several anomalies of one version share its hover line
+        text = html.escape(f"{a['kind']}: {a['detail']}")[:300]
+        anomaly_text[a["version"]] = f"{anomaly_text[a['version']]}; {text}" if a["version"] in anomaly_text else text
     effective = {
         "type": "scatter",
         "mode": "lines+markers" if len(rows) <= DENSE else "lines",
@@ -95,10 +103,13 @@ def timeline_figure(
             [
                 "ICT" if r["timestamp_source"] == "ict" else "file" + (", monotonized" if r["adjusted"] else ""),
                 html.escape(r["operation"] or ""),
+                f"<br>anomaly: {anomaly_text[r['version']]}" if r["version"] in anomaly_text else "",
             ]
             for r in rows
         ],
-        "hovertemplate": "v%{x}<br>%{y}<br>source: %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+        # the anomaly line is empty for most versions; its text is escaped above
+        "hovertemplate": "version %{x}<br>%{y} UTC<br>source: %{customdata[0]}<br>%{customdata[1]}"
+        "%{customdata[2]}<extra></extra>",
         "line": {"color": _EFFECTIVE, "width": 2},
         "marker": {"size": 6},
     }
@@ -127,8 +138,6 @@ def timeline_figure(
                 "marker": {"color": _FILE, "symbol": "circle-open", "size": 8},
             }
         )
-    by_version = {r["version"]: r for r in rows}
-    marked = [a for a in anomalies if a["version"] in by_version]
     if marked:
         data.append(
             {
@@ -143,6 +152,10 @@ def timeline_figure(
             }
         )
     layout = _layout(None, "commit timestamp (UTC)", "date")  # the page's heading names it
+    if len(versions) > RANGESLIDER_FROM:
+        # long histories: a slider under the chart to move a zoomed window through the versions
+        layout["xaxis"]["rangeslider"] = {"visible": True, "thickness": 0.08}
+        layout["height"] = 420
     boundary = ict_boundary(table)
     if boundary is not None and versions and versions[0] <= boundary <= versions[-1]:
         layout["shapes"] = [
@@ -268,7 +281,7 @@ def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
                 "name": "files",
                 "x": x,
                 "y": [r["num_files"] for r in known],
-                "hovertemplate": "v%{x}<br>%{y} files<extra></extra>",
+                "hovertemplate": "version %{x}<br>%{y:,} files<extra></extra>",
                 "line": {"shape": "hv", "color": _EFFECTIVE},
             }
         ],
@@ -282,7 +295,7 @@ def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
                 "name": "size",
                 "x": x,
                 "y": [r["size_bytes"] for r in known],
-                "hovertemplate": "v%{x}<br>%{y:,} bytes<extra></extra>",
+                "hovertemplate": "version %{x}<br>%{y:,} bytes<extra></extra>",
                 "line": {"shape": "hv", "color": _ICT},
             }
         ],
@@ -311,4 +324,21 @@ def table_charts(table: Table) -> dict[str, Any]:
     }
 
 
-CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["sendDataToCloud", "lasso2d"]}
+# plotly's modebar keeps what helps here (zoom, pan, reset, download as PNG); selection tools,
+# spike lines and the hover-mode toggles do nothing useful on these charts, "edit in chart
+# studio" sends data away.
+CONFIG = {
+    "displaylogo": False,
+    "responsive": True,
+    "modeBarButtonsToRemove": [
+        "sendDataToCloud",
+        "editInChartStudio",
+        "lasso2d",
+        "select2d",
+        "autoScale2d",
+        "toggleSpikelines",
+        "hoverClosestCartesian",
+        "hoverCompareCartesian",
+    ],
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+}

@@ -33,4 +33,5 @@ urlpatterns = [
     path("restores/<int:pk>.json", restore_views.restore_status, name="restore_status"),
     path("jobs/<int:pk>.json", views.job_status, name="job_status"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly_js"),
+    path("favicon.ico", views.favicon, name="favicon"),
 ]

@@ -8,27 +8,24 @@ sections of the version and diff pages are tables.rows_views.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.metadata
-import importlib.util
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from django.apps import apps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.db.models import Count, F, Q
-from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import etag, require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tables.delta import errors as delta_errors
 from tables.delta.reachability import MAX_INTERVAL_TEXT
@@ -468,7 +465,6 @@ def table_charts_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The Timeline & growth tab: the charts (fetched as JSON) and the anomalies."""
     table = table_of(slug)
     ctx = _table_context(request, table, "charts")
-    ctx["plotly_version"] = plotly_version()
     # the first anomalies on the page; all of them in the API's timeline
     ctx["anomalies"] = list(Anomaly.objects.filter(table=table)[:ANOMALIES_SHOWN])
     ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
@@ -650,34 +646,22 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "tables/diff.html", ctx)
 
 
-# --- plotly.js, served from the installed plotly package (no CDN, not committed) ----------
+# --- plotly.js and the favicon: static files (tables/staticfiles.py), hashed and compressed -----
 
 
-def _plotly_file() -> Path | None:
-    spec = importlib.util.find_spec("plotly")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
-    return path if path.is_file() else None
-
-
-@functools.cache
-def plotly_version() -> str:
-    try:
-        return importlib.metadata.version("plotly")
-    except importlib.metadata.PackageNotFoundError:
-        return "missing"
-
-
-@login_required
 @require_GET
-@etag(lambda request: f'"plotly-{plotly_version()}"')
 def plotly_js(request: HttpRequest) -> HttpResponse:
-    path = _plotly_file()
-    if path is None:
-        return HttpResponse(
-            "// plotly.js is not installed (pip install plotly)\n", status=404, content_type="text/javascript"
-        )
-    resp = FileResponse(path.open("rb"), content_type="text/javascript; charset=utf-8")
-    resp["Cache-Control"] = "private, max-age=2592000, immutable"
+    """The former address of plotly.js: now a static file, cached for ever under its hashed name."""
+    return _static_redirect("vendor/plotly.min.js")
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for whatever the page's <link rel=icon> says."""
+    return _static_redirect("tables/favicon.svg")
+
+
+def _static_redirect(name: str) -> HttpResponse:
+    resp = redirect(staticfiles_storage.url(name))
+    resp["Cache-Control"] = "public, max-age=86400"  # not for ever: the hashed name changes with the file
     return resp

@@ -7,14 +7,32 @@
       el.textContent = text;
     });
   }
+  // a click on a point opens that version's page (x is the version on every chart)
+  function versionUrl(template, version) {
+    return template.replace(/\/0\/$/, "/" + version + "/");
+  }
+  function openOnClick(el, template) {
+    el.on("plotly_click", function (ev) {
+      var p = ev && ev.points && ev.points[0];
+      if (!p || typeof p.x !== "number" || !isFinite(p.x) || p.x < 0 || Math.floor(p.x) !== p.x) {
+        return;
+      }
+      window.location.assign(versionUrl(template, p.x));
+    });
+  }
   function draw(data) {
     var config = data.config || {};
     var drawn = 0;
+    var section = document.querySelector("[data-chart-src]");
+    var template = section && section.getAttribute("data-version-url");
     document.querySelectorAll("[data-figure]").forEach(function (el) {
       var fig = data[el.getAttribute("data-figure")];
       if (fig) {
         el.textContent = "";
         window.Plotly.newPlot(el, fig.data, fig.layout, config);
+        if (template) {
+          openOnClick(el, template);
+        }
         drawn += 1;
       } else {
         el.textContent = "No data to chart yet.";

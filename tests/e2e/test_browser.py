@@ -65,6 +65,19 @@ def browser_page(monkeypatch):
         browser.close()
 
 
+# where a version's point of the timeline is on the screen (plotly's own axis conversions)
+POINT_JS = """(version) => {
+  const el = document.getElementById("chart-timeline");
+  const fl = el._fullLayout, trace = el._fullData[0];
+  const i = trace.x.indexOf(version);
+  const r = el.getBoundingClientRect();
+  return {
+    x: r.left + fl.xaxis._offset + fl.xaxis.l2p(version),
+    y: r.top + fl.yaxis._offset + fl.yaxis.l2p(fl.yaxis.d2l(trace.y[i])),
+  };
+}"""
+
+
 def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
@@ -122,6 +135,14 @@ def test_sign_in_register_history_chart_diff_time_travel(
     expect(page.locator("#chart-files.js-plotly-plot")).to_be_visible()
     expect(page.locator("#chart-size.js-plotly-plot")).to_be_visible()
     shot(page, "03b-table-charts")
+    # hover a point of the timeline: version, time and source; a click opens that version
+    point = page.evaluate(POINT_JS, 4)
+    page.mouse.move(point["x"], point["y"])
+    hover = page.locator("#chart-timeline .hovertext").first
+    expect(hover).to_contain_text("version 4")
+    expect(hover).to_contain_text("source: ICT")
+    page.mouse.click(point["x"], point["y"])
+    expect(page).to_have_url(f"{base}/t/clock/v/4/")
 
     # history filter
     page.goto(f"{base}/t/clock/history/")

@@ -297,3 +297,39 @@ def test_table_list_filters_tables_with_alerts(browser, many) -> None:
     assert '<option value="alerts" selected>' in text(r)
     page = text(browser.get("/t/t09/"))
     assert 'id="alerts"' in page and page.count("big delete") == 2
+
+
+# --- charts ----------------------------------------------------------------------------------
+
+
+def test_chart_hover_names_version_time_source_and_anomaly(browser, table) -> None:
+    from tables import charts
+    from tables.models import Anomaly
+
+    Anomaly.objects.create(table=table, version=2, kind="non_monotonic", detail=f"went back {EVIL}")
+    from django.core.cache import cache
+
+    cache.clear()
+    data = browser.get("/t/sales/charts.json").json()
+    trace = data["timeline"]["data"][0]
+    assert "version %{x}" in trace["hovertemplate"] and "source: %{customdata[0]}" in trace["hovertemplate"]
+    by_version = dict(zip(trace["x"], trace["customdata"], strict=True))
+    assert by_version[2][2].startswith("<br>anomaly: non_monotonic: went back &lt;script&gt;")
+    assert by_version[3][2] == ""
+    removed = set(data["config"]["modeBarButtonsToRemove"])
+    assert {"sendDataToCloud", "lasso2d", "select2d", "toggleSpikelines"} <= removed
+    assert "rangeslider" not in data["timeline"]["layout"]["xaxis"]  # 5 versions: no slider
+    rows = [
+        {
+            "version": v,
+            "timestamp": v * 1000,
+            "timestamp_source": "file",
+            "in_commit_timestamp": None,
+            "file_modification_time": v * 1000,
+            "adjusted": False,
+            "operation": "WRITE",
+        }
+        for v in range(60)
+    ]
+    long = charts.timeline_figure(table, rows, [])
+    assert long["layout"]["xaxis"]["rangeslider"]["visible"] is True
