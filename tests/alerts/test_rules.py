@@ -107,3 +107,52 @@ def test_delta_rs_delete_without_predicate_and_dropped_column(roots) -> None:
     assert {"overwrite", "schema_change"} <= got[3]
     assert "dropped kind" in Alert.objects.get(table=table, version=3, rule="schema_change").explanation
     assert "DELETE without a predicate" in Alert.objects.get(table=table, version=2, rule="overwrite").explanation
+
+
+@pytest.mark.django_db
+def test_vacuum_protocol_upgrade_and_a_new_writer(roots) -> None:
+    from tables.delta.commit import enable_ict
+
+    path = roots / "t"
+    deltalake.write_deltalake(str(path), pa.table({"id": [1, 2, 3]}))
+    deltalake.write_deltalake(str(path), pa.table({"id": [4]}), mode="append")
+    table = register_and_sync("t", path)
+    dt = deltalake.DeltaTable(str(path))
+    dt.delete("id = 1")  # v2
+    dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)  # v3 START, v4 END
+    enable_ict(str(path))  # v5, by deltaweb's own writer: writer 7 with inCommitTimestamp
+    sync_and_scan(table)
+    got = fired(table)
+    ops = dict(table.commits.values_list("version", "operation"))
+    vacuum_end = next(v for v, op in ops.items() if op == "VACUUM END")
+    assert "vacuum" in got[vacuum_end]
+    assert not any("vacuum" in got.get(v, set()) for v in ops if v != vacuum_end)
+    last = max(ops)
+    assert {"protocol_upgrade", "unknown_writer"} <= got[last]
+    text = Alert.objects.get(table=table, version=last, rule="protocol_upgrade").explanation
+    assert "-> 1/7" in text or "-> 3/7" in text
+    assert "inCommitTimestamp" in text
+    assert (
+        "never wrote to this table before"
+        in Alert.objects.get(table=table, version=last, rule="unknown_writer").explanation
+    )
+    assert 2 not in got  # a DELETE with a predicate removing a quarter of the rows
+
+
+def test_commit_rate_burst_and_silence() -> None:
+    from alerts.facts import CommitFacts
+    from alerts.rules import commit_rate
+    from tables.models import Commit, Table
+
+    t = Table(name="x", slug="x")
+    hour = 3_600_000
+    earlier = [Commit(table=t, version=v, timestamp=v * hour) for v in range(10, -1, -1)]  # hourly, newest first
+
+    def facts(ts: int) -> CommitFacts:
+        c = Commit(table=t, version=11, timestamp=ts)
+        return CommitFacts(t, c, earlier[0], [], [], earlier, lambda: None)
+
+    assert commit_rate(facts(11 * hour), None) is None  # on time
+    assert "silence" in commit_rate(facts(10 * hour + 11 * hour), None)
+    assert "burst" in commit_rate(facts(10 * hour + 60_000), None)  # a minute after the last
+    assert commit_rate(facts(10 * hour + 60_000), 100.0) is None  # a looser factor
