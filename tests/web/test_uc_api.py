@@ -24,13 +24,16 @@ from unitycatalog.client.exceptions import ApiException
 
 from tables import sync
 from tables.delta import catalog_managed as cm
+from tables.delta.errors import CommitConflictError
+from tables.delta.managed import commit_via_owner
+from tables.delta.owner import CommitConflict
 from tables.delta.snapshot import load_snapshot
 from tables.models import ManagedTable, OwnerRefusal, RatifiedCommit
 from tables.owner_access import database_owner
 from tables.owner_db import table_conf
 from tables.roles import ANALYST, APPROVER, WRITER
 from tests.web.test_api import make_user
-from tests.web.uc_sdk import UcSession, error_type
+from tests.web.uc_sdk import SdkCatalogOwner, UcSession, error_type
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -367,3 +370,28 @@ def test_policy_frozen_table_and_unapproved_restore_are_refused_and_recorded(ses
     assert "<dt>Refusals</dt><dd>2</dd>" in page
     clients = page[page.index('id="owner-clients"') :]
     assert "<td>svc</td><td>deltaweb/0.1.0</td><td>1</td><td>1</td>" in clients
+
+
+def test_the_cores_writer_and_readers_run_through_the_official_client(session, roots) -> None:
+    """commit_via_owner and load_snapshot with the SDK as their CommitOwner: commits, a conflict
+    naming the winner, history with ICTs, publishing through the client."""
+    table_id, location, path = create_table(session, "events")
+    owner = SdkCatalogOwner(session, table_id, location, str(path))
+    assert commit_via_owner(str(path), owner, [add("a.parquet")], "WRITE").version == 1
+    assert commit_via_owner(str(path), owner, [add("b.parquet")], "WRITE", txn_id="txn-b").version == 2
+    with pytest.raises(CommitConflictError) as lost:
+        commit_via_owner(str(path), owner, [add("c.parquet")], "WRITE", read_version=1)
+    assert lost.value.details["version"] == 2
+    # another writer takes version 3 first: the owner's answer names the winner at once
+    other = cm.stage_commit(str(path), 3, [add("d.parquet")], "WRITE", previous_ict=10**13)
+    session.commit(table_id, location, other)
+    late = owner.commit(None, 3, b'{"commitInfo":{"inCommitTimestamp":1,"txnId":"x"}}\n')
+    assert isinstance(late, CommitConflict) and late.winning_version == 3
+    snap = load_snapshot(str(path), owner=owner)
+    assert snap.version == 3 and set(snap.file_paths()) == {"a.parquet", "b.parquet", "d.parquet"}
+    assert RatifiedCommit.objects.get(table__managed__owner_table_id=table_id, version=2).txn_id == "txn-b"
+    assert load_snapshot(str(path)).version == 0  # nothing published yet
+    assert owner.backfill_to_version(None, 3) == 3
+    assert load_snapshot(str(path)).version == 3
+    assert session.get_commits(table_id, location, 0).commits == []
+    assert ManagedTable.objects.get(owner_table_id=table_id).backfilled_version == 3

@@ -118,3 +118,81 @@ def error_type(exc: ApiException) -> str | None:
         return json.loads(exc.body)["error"]["type"]
     except (TypeError, ValueError, KeyError):
         return None
+
+
+class SdkCatalogOwner:
+    """The core's CommitOwner for one catalogManaged table, spoken through the official SDK: so
+    `managed.commit_via_owner` and every reader (`load_snapshot(..., owner=...)`) run against
+    deltaweb as a Unity Catalog with the official client instead of RestOwnerClient.
+
+    commit: the client stages the file itself (`_delta_log/_staged_commits/<v>.<uuid>.json`)
+    and proposes it; backfill: the client publishes in order, then reports the version.
+    """
+
+    name = "unity"
+
+    def __init__(self, session: UcSession, table_id: str, table_uri: str, root: str) -> None:
+        self.session, self.table_id, self.table_uri, self.root = session, table_id, table_uri, root
+
+    def commit(self, table_conf, version: int, actions: bytes):
+        import uuid as _uuid
+
+        from tables.delta.catalog_managed import StagedCommit
+        from tables.delta.log import STAGED_COMMITS_DIR, staged_commit_name
+        from tables.delta.owner import Commit as OwnerCommit
+        from tables.delta.owner import CommitConflict, CommitRefused, CommitResponse, parse_commit
+        from tables.delta.storage import as_storage
+
+        storage = as_storage(self.root)
+        rel = staged_commit_name(version, str(_uuid.uuid4()), STAGED_COMMITS_DIR)
+        storage.put(rel, actions)
+        head = storage.head(rel)
+        parsed = parse_commit(actions)
+        staged = StagedCommit(
+            version,
+            rel.rpartition("/")[2],
+            head.size,
+            head.modification_time,
+            parsed.in_commit_timestamp or 0,
+            parsed.txn_id or "",
+        )
+        try:
+            self.session.commit(self.table_id, self.table_uri, staged)
+        except ApiException as exc:
+            message = (json.loads(exc.body or "{}").get("error") or {}).get("message", "")
+            if exc.status == 409:
+                latest = self.session.get_commits(self.table_id, self.table_uri, 0).latest_table_version
+                return CommitConflict(version, latest, message)
+            code = "policy" if exc.status == 403 else "invalid_commit"
+            return CommitRefused(version, message, code)
+        return CommitResponse(OwnerCommit(version, rel, head.size, head.modification_time, parsed.in_commit_timestamp))
+
+    def get_commits(self, table_conf, start: int = 0, end: int | None = None):
+        from tables.delta.log import STAGED_COMMITS_DIR
+        from tables.delta.owner import Commit as OwnerCommit
+        from tables.delta.owner import GetCommitsResponse
+
+        answer = self.session.get_commits(self.table_id, self.table_uri, start, end)
+        commits = [
+            OwnerCommit(
+                c.version,
+                f"{STAGED_COMMITS_DIR}/{c.file_name}",
+                c.file_size,
+                c.file_modification_timestamp,
+                c.timestamp,
+            )
+            for c in sorted(answer.commits, key=lambda c: c.version)
+        ]
+        return GetCommitsResponse(commits, answer.latest_table_version)
+
+    def backfill_to_version(self, table_conf, version: int) -> int | None:
+        from tables.delta.catalog_managed import publish
+
+        answer = self.session.get_commits(self.table_id, self.table_uri, 0, version)
+        done = publish(self.root, [(c.version, c.file_name) for c in answer.commits])
+        if done is not None:
+            self.session.commit(self.table_id, self.table_uri, None, backfilled=done)
+        return done
+
+    def register_table(self, table_conf, current_version: int) -> dict[str, str]:
+        raise NotImplementedError("catalog-managed tables are created through staging tables, not taken over")
