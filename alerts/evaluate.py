@@ -8,6 +8,7 @@ A sync never waits for any of this: the hook only writes one row and sends one m
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -50,23 +51,34 @@ def run_scan(scan_id: int) -> dict[str, Any]:
     return {"alerts": len(alerts)}
 
 
-def _settings(table: Table) -> dict[str, RuleSetting]:
-    return {s.rule: s for s in RuleSetting.objects.filter(table=table)}
+@dataclass(frozen=True)
+class RulesInForce:
+    """What runs on a table: its built-in rule settings and the users' enabled rules (read
+    once per scan, not once per commit)."""
+
+    settings: dict[str, RuleSetting]
+    custom: list[CustomRule]
+
+    @classmethod
+    def of(cls, table: Table) -> RulesInForce:
+        return cls(
+            {s.rule: s for s in RuleSetting.objects.filter(table=table)},
+            list(CustomRule.objects.filter(Q(table=table) | Q(table__isnull=True), enabled=True)),
+        )
 
 
-def fire(table: Table, facts: CommitFacts) -> list[tuple[str, str, str, str]]:
+def fire(rules: RulesInForce, facts: CommitFacts) -> list[tuple[str, str, str, str]]:
     """(rule key, rule name, severity, explanation) of every rule that fires on one commit."""
     out = []
-    settings_of = _settings(table)
     for key, rule in BUILTIN.items():
-        s = settings_of.get(key)
+        s = rules.settings.get(key)
         if s is not None and not s.enabled:
             continue
         threshold = s.threshold if s is not None and s.threshold is not None else rule.threshold
         text = rule.check(facts, threshold)
         if text:
             out.append((key, rule.name, (s.severity if s is not None and s.severity else rule.severity), text))
-    for r in CustomRule.objects.filter(Q(table=table) | Q(table__isnull=True), enabled=True):
+    for r in rules.custom:
         text = custom(r, facts)
         if text:
             out.append((f"custom:{r.pk}", r.name, r.severity, text))
@@ -77,8 +89,9 @@ def evaluate(table: Table, versions: list[int]) -> list[Alert]:
     """Fire the rules on the stored commits of `versions`; each firing is stored once (a scan
     run twice adds nothing) and fanned out to the subscribers when it is new."""
     created = []
+    rules = RulesInForce.of(table)
     for facts in commit_facts(table, versions):
-        for key, name, severity, text in fire(table, facts):
+        for key, name, severity, text in fire(rules, facts):
             try:
                 with transaction.atomic():
                     alert = Alert.objects.create(
