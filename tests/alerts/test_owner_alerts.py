@@ -1,0 +1,41 @@
+"""Rules on commits deltaweb's owner ratified: a DELETE of every row committed through the
+owner API (RestOwnerClient against the live server) is evaluated when the next sync stores
+it, before it is backfilled to `_delta_log/`, with its actions read through the owner."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from alerts import evaluate
+from alerts.models import Alert, Scan
+from tables import owner_services, registration, sync
+from tables.delta.managed import commit_via_owner
+from tables.delta.snapshot import load_snapshot
+from tests.web.test_api import write_table
+from tests.web.test_owner import client, log_versions, roots  # noqa: F401 (fixtures)
+
+pytest.importorskip("deltalake")
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_ratified_delete_of_every_row_fires(roots, client) -> None:  # noqa: F811
+    path = write_table(roots / "events")
+    table = registration.register_table("events", str(path))
+    owner_services.take_over(table)  # version 4
+    sync.sync_table(table.pk)  # the first sync: the past, no scan
+    assert not Scan.objects.filter(table=table).exists()
+
+    files = load_snapshot(path, owner=client).file_paths()
+    now = int(time.time() * 1000)
+    removes = [{"remove": {"path": p, "deletionTimestamp": now, "dataChange": True}} for p in files]
+    result = commit_via_owner(path, client, removes, "DELETE", {})
+    assert result.version == 5 and log_versions(path)[-1] == 4  # ratified, not backfilled
+
+    sync.sync_table(table.pk)
+    scan = Scan.objects.get(table=table)
+    evaluate.run_scan(scan.pk)
+    rules = set(Alert.objects.filter(table=table, version=5).values_list("rule", flat=True))
+    assert {"overwrite", "large_removal"} <= rules
+    assert "DELETE without a predicate" in Alert.objects.get(table=table, rule="overwrite").explanation
