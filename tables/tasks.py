@@ -2,14 +2,24 @@
 
 This module imports the use cases; none of them imports it: they enqueue by task name
 (tables.jobs), so the names here are a contract (the beat schedule in settings uses them too).
+
+Spark: a worker keeps one Spark session (one driver JVM) for its whole life, in the worker
+process itself. The worker's pool is threads (deltaweb.celery), so every task runs in that
+process and shares the session; a prefork pool would start a JVM in each child. The session
+starts when the worker is ready (in the background, so the worker takes tasks at once, and
+only when SPARK_START_WITH_WORKER is on, the default), and stops when the worker shuts down.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import transaction
 
@@ -17,6 +27,8 @@ from tables.delta.restore import RestorePlan
 
 from . import data_jobs, jobs, owner_services, restore_runs, sync
 from .models import Job, Table
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name=jobs.SYNC_TASK, acks_late=True)
@@ -119,3 +131,30 @@ def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progres
 def run_data_job(job_id: int) -> dict:
     """Preview / change data / row diff on Spark; the claim makes a redelivered message a no-op."""
     return data_jobs.run_job(job_id, spark_data_job)
+
+
+def _start_spark() -> None:
+    from tables.spark.session import get_spark
+
+    try:
+        get_spark(settings.SPARK_MASTER)
+    except Exception:  # a job that needs it later fails with the same error on its row
+        logger.exception("the Spark session did not start with the worker")
+
+
+@worker_ready.connect
+def start_spark_with_worker(sender=None, **kwargs: Any) -> None:
+    """Start the worker's Spark session when it is ready (it runs the tasks: threads pool)."""
+    if os.environ.get("SPARK_START_WITH_WORKER", "1") not in ("1", "true", "yes"):
+        return
+    threading.Thread(target=_start_spark, name="spark-session-start", daemon=True).start()
+
+
+@worker_shutdown.connect
+def stop_spark_with_worker(sender=None, **kwargs: Any) -> None:
+    import sys
+
+    if "tables.spark.session" in sys.modules:  # never import pyspark just to stop nothing
+        from tables.spark.session import stop_spark
+
+        stop_spark()

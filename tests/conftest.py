@@ -38,6 +38,28 @@ def golden_copy(tmp_path):
     return copy
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+    """On a server database (PostgreSQL, DATABASE_URL), one test database per test process, so
+    that runs side by side on one server do not drop each other's (SQLite has a file per pid)."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if not db["ENGINE"].endswith("sqlite3") and not (db.get("TEST") or {}).get("NAME"):
+        db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+
+
+def database_url() -> str:
+    """The test database as a DATABASE_URL, for processes the tests start (workers)."""
+    from django.db import connection
+
+    d = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{d['NAME']}"
+    auth = d["USER"] + (f":{d['PASSWORD']}" if d.get("PASSWORD") else "")
+    return f"postgres://{auth}@{d['HOST'] or '127.0.0.1'}:{d['PORT'] or 5432}/{d['NAME']}"
+
+
 def free_port() -> int:
     import socket
 
@@ -88,11 +110,9 @@ def celery_worker_factory(redis_url, transactional_db, settings, tmp_path):
     import sys
     import time
 
-    from django.db import connection
-
     from deltaweb.celery import app
 
-    db_name = connection.settings_dict["NAME"]
+    db_url = database_url()
     app.conf.broker_url = redis_url
     app.conf.task_always_eager = False
     app._pool = None  # connections made before (to another broker) must not be reused
@@ -103,9 +123,11 @@ def celery_worker_factory(redis_url, transactional_db, settings, tmp_path):
         full_env = {
             **os.environ,
             "CELERY_BROKER_URL": redis_url,
-            "DATABASE_URL": f"sqlite:///{db_name}",
+            "DATABASE_URL": db_url,
             "DELTAWEB_ALLOWED_ROOTS": ",".join(settings.DELTAWEB_ALLOWED_ROOTS),
             "PYTHONUNBUFFERED": "1",
+            # a JVM per test worker only where a test runs Spark jobs on it (it starts on first use)
+            "SPARK_START_WITH_WORKER": "0",
             **(env or {}),
         }
         path = tmp_path / f"{name}.log"

@@ -3,19 +3,29 @@
 Contract:
 - The master is the argument, else the SPARK_MASTER environment variable, else `local[*]`.
   Callers in the web app pass `settings.SPARK_MASTER`; this module never imports Django.
+- Every master gets the executors' Python set explicitly (`spark.pyspark.python`, and the
+  PYSPARK_PYTHON that PySpark ships with each task): SPARK_EXECUTOR_PYTHON, else this
+  interpreter, which must exist at the same path on every Spark worker (the docker-compose
+  Spark services run the app's image for that). A worker left to its own `python3` runs
+  tasks without the project's packages, or fails on another minor version.
+- When the session starts, one tiny task checks the executors' Python: another minor
+  version than the driver's, or one without pyarrow and the project's code, stops the
+  session and raises SparkPythonMismatch with what was found and what to set.
 - A `local[...]` master gets a conservative configuration for a small box (few shuffle
-  partitions, modest driver memory, no UI, driver bound to 127.0.0.1, Python workers
-  running this interpreter). A `spark://` (or any other) master is used unchanged: the
-  driver binds as Spark decides and the workers use their own Python.
+  partitions, modest driver memory, no UI, driver bound to 127.0.0.1). A `spark://` master
+  on loopback (CI's standalone cluster) binds the driver to 127.0.0.1 too; other masters
+  bind as Spark decides.
 - Nothing is fetched from the network: no Delta Lake jars, no packages. The jobs read the
   Delta log with the project's own core and hand Spark plain file lists.
 - The session is cached per process and recreated when it was stopped (or when another
-  master is asked for, in which case the old session is stopped first).
+  master is asked for, in which case the old session is stopped first). A Celery worker
+  starts it once, in the process that runs the tasks (tables.tasks, worker_ready).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -43,9 +53,19 @@ LOCAL_CONF: dict[str, str] = {
     "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "2g"),
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
-    "spark.pyspark.python": sys.executable,
-    "spark.pyspark.driver.python": sys.executable,
 }
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+class SparkPythonMismatch(RuntimeError):
+    """The executors run a Python the jobs cannot use (another minor version, missing packages)."""
+
+
+def executor_python() -> str:
+    """The interpreter Spark's Python workers run: SPARK_EXECUTOR_PYTHON, else this one."""
+    return os.environ.get("SPARK_EXECUTOR_PYTHON") or sys.executable
+
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -60,13 +80,72 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
 
 
+def _loopback_cluster(master: str) -> bool:
+    host = master.split("://", 1)[-1].rsplit(":", 1)[0]
+    return master.startswith("spark://") and host in LOOPBACK_HOSTS
+
+
 def session_conf(master: str, app_name: str = "deltaweb", extra: dict[str, str] | None = None) -> dict[str, str]:
     """The configuration get_spark() builds a session with (for tests and the UI)."""
-    conf = {"spark.master": master, "spark.app.name": app_name, **BASE_CONF}
+    conf = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        **BASE_CONF,
+        "spark.pyspark.python": executor_python(),
+        "spark.pyspark.driver.python": sys.executable,
+    }
     if is_local(master):
         conf.update(LOCAL_CONF)
+    else:
+        # a cluster's executors: their memory, and a share of the cluster's cores so that
+        # several workers' sessions (one per Celery worker) run side by side (default: all)
+        conf["spark.executor.memory"] = os.environ.get("SPARK_EXECUTOR_MEMORY", "1g")
+        if os.environ.get("SPARK_CORES_MAX"):
+            conf["spark.cores.max"] = os.environ["SPARK_CORES_MAX"]
+        if _loopback_cluster(master):
+            # executors on this machine connect back to the driver: on loopback, like the master
+            conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     conf.update(extra or {})
     return conf
+
+
+def check_executor_python(spark: SparkSession) -> None:
+    """Run one task on an executor; SparkPythonMismatch if its Python cannot run the jobs."""
+    driver = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    python = spark.sparkContext.getConf().get("spark.pyspark.python") or executor_python()
+    hint = (
+        f"Spark's executors must run Python {driver} with the project installed: set "
+        f"SPARK_EXECUTOR_PYTHON (now {python}) to such an interpreter on the Spark workers"
+    )
+
+    def probe(_: Any) -> tuple[str, str, str]:
+        # runs on an executor; nested, so it travels by value and needs no project code there
+        import importlib
+        import sys as executor_sys
+
+        missing = []
+        for module in ("pyarrow", "tables.spark"):
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                missing.append(module)
+        major, minor = executor_sys.version_info[:2]
+        return f"{major}.{minor}", executor_sys.executable, ",".join(missing)
+
+    try:
+        version, path, missing = spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
+    except Exception as exc:  # Spark wraps the worker's error in Py4J/PySpark exceptions
+        text = str(exc)
+        if "PYTHON_VERSION_MISMATCH" in text or "different version" in text:
+            # "Python in worker has different version: 3.10 than that in driver: 3.11, ..."
+            found = re.search(r"different version:? \(?([\d., ]+?)\)? than that in driver", text)
+            seen = found.group(1).replace(", ", ".").strip() if found else "another version"
+            raise SparkPythonMismatch(f"The executors run Python {seen}, the driver {driver}. {hint}.") from None
+        raise
+    if version != driver:
+        raise SparkPythonMismatch(f"The executors run Python {version} ({path}), the driver {driver}. {hint}.")
+    if missing:
+        raise SparkPythonMismatch(f"The executors' Python ({path}) cannot import {missing}. {hint}.")
 
 
 def _alive(spark: SparkSession | None) -> bool:
@@ -92,16 +171,22 @@ def get_spark(
             _session.stop()  # type: ignore[union-attr]
         from pyspark.sql import SparkSession
 
-        if is_local(wanted):
+        conf = session_conf(wanted, app_name, extra_conf)
+        if is_local(wanted) or _loopback_cluster(wanted):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            # PySpark starts its Python workers with PYSPARK_PYTHON (default: `python3` on
-            # PATH), not with spark.pyspark.python: locally, this interpreter and its packages
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # PySpark ships PYSPARK_PYTHON (default: `python3` on the worker's PATH) with every task
+        # and ignores spark.pyspark.python in an in-process driver: both must name one interpreter
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
         builder: Any = SparkSession.builder
-        for key, value in session_conf(wanted, app_name, extra_conf).items():
+        for key, value in conf.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("SPARK_LOG_LEVEL", "ERROR"))
+        try:
+            check_executor_python(spark)
+        except Exception:
+            spark.stop()
+            raise
         _session, _master = spark, wanted
         return spark
 

@@ -322,8 +322,8 @@ def test_session_is_cached_and_configured(spark) -> None:
     from tables.spark.session import get_spark, session_conf
 
     assert get_spark() is spark
-    if spark.sparkContext.master.startswith("local"):  # Python workers run this interpreter
-        assert spark.sparkContext.parallelize([0], 1).map(lambda _: sys.executable).collect() == [sys.executable]
+    # Python workers run this interpreter, on every master
+    assert spark.sparkContext.parallelize([0], 1).map(lambda _: sys.executable).collect() == [sys.executable]
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.ui.enabled") == "false"
     assert conf.get("spark.sql.shuffle.partitions") == "4"
@@ -332,5 +332,8 @@ def test_session_is_cached_and_configured(spark) -> None:
     assert local["spark.driver.bindAddress"] == "127.0.0.1" and local["spark.driver.host"] == "127.0.0.1"
     cluster = session_conf("spark://spark-master:7077")
     assert cluster["spark.master"] == "spark://spark-master:7077"
-    assert not {"spark.driver.bindAddress", "spark.driver.host", "spark.pyspark.python"} & set(cluster)
+    assert not {"spark.driver.bindAddress", "spark.driver.host"} & set(cluster)
+    assert cluster["spark.pyspark.python"] == local["spark.pyspark.python"] == sys.executable
+    loopback = session_conf("spark://127.0.0.1:7077")
+    assert loopback["spark.driver.host"] == loopback["spark.driver.bindAddress"] == "127.0.0.1"
     assert not any("jars" in k or "packages" in k for k in {**local, **cluster})
