@@ -188,14 +188,16 @@ class DatabaseOwner:
         committed_by: str = "",
         claimed: tuple[int, int] | None = None,
         etag_version: int | None = None,
+        known: ManagedTable | None = None,
     ) -> CommitOutcome:
         """Ratify a staged commit the client wrote itself (catalogManaged, Unity Catalog's
         add-commit): the file must be `_delta_log/_staged_commits/<v>.<uuid>.json` of this
         version; it is read (the owner's checks and policy need its commitInfo), never rewritten.
         `claimed` (ICT, size) is what the client said of the file; `etag_version` the metadata
         version its etag named (checked under the row lock). O(1) in the log's length: one file
-        read, one row locked, one row inserted."""
-        mt = self.managed(tc)
+        read, one row locked, one row inserted. `known`: the caller's row of an active table (one
+        query less; the row is read again under the lock anyway)."""
+        mt = known if known is not None and known.state == OwnerState.ACTIVE else self.managed(tc)
         if mt is None:
             return CommitRefused(version, f"commit-owner '{self.name}' does not own {tc.location}", "not_owned")
         if not staged_name_ok(file_name, version):

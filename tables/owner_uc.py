@@ -410,6 +410,7 @@ def add_commit(
         committed_by=user.get_username(),
         claimed=(commit["timestamp"], commit["file-size"]),
         etag_version=etag_version,
+        known=mt,
     )
     if isinstance(outcome, CommitResponse):
         return
