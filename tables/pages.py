@@ -128,15 +128,20 @@ def file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def change_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Property and protocol changes from tables.versions.diff, values as text."""
-    return [
-        {
-            "key": c["key"],
-            "change": c["change"],
-            "from": compact_json(c["from"]) if c["from"] is not None else "",
-            "to": compact_json(c["to"]) if c["to"] is not None else "",
-        }
-        for c in changes
-    ]
+    out = []
+    for c in changes:
+        (f_text, f_title), (t_text, t_title) = epoch_title(c["key"], c["from"]), epoch_title(c["key"], c["to"])
+        out.append(
+            {
+                "key": c["key"],
+                "change": c["change"],
+                "from": f_text,
+                "to": t_text,
+                "from_title": f_title,
+                "to_title": t_title,
+            }
+        )
+    return out
 
 
 def schema_change_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -366,3 +371,44 @@ def chips(values: Any, units: bool) -> dict[str, Any]:
         text = metric_text(str(key), value) if units else raw
         out.append({"key": str(key), "text": text, "raw": raw if text != raw else ""})
     return {"shown": out[:CHIPS_SHOWN], "more": out[CHIPS_SHOWN:]}
+
+
+# --- readable values: epoch milliseconds as dates, copy as SQL -----------------------------
+
+_EPOCH_KEYS = ("timestamp", "time", "ms")
+
+
+def epoch_title(key: str, value: Any) -> tuple[str, str]:
+    """(text, title) of a property value: a key naming a time (…Timestamp, …Time) whose value
+    is epoch milliseconds reads as a UTC date, the raw value in the title; else as given."""
+    text = compact_json(value) if value is not None else ""
+    if key.lower().endswith(_EPOCH_KEYS) and text.isdigit() and 9 <= len(text) <= 16:
+        return format_ms(int(text)) or text, f"{text} (epoch milliseconds)"
+    return text, ""
+
+
+def sql_identifier(location: str) -> str:
+    """A path table in Spark SQL: delta.`location`, a backtick in the path doubled."""
+    return "delta.`" + location.replace("`", "``") + "`"
+
+
+def sql_snippets(location: str, version: int, timestamp_ms: int | None) -> list[dict[str, str]]:
+    """The queries that read this version, in Spark and Databricks SQL (VERSION AS OF,
+    TIMESTAMP AS OF and Databricks' @v shorthand)."""
+    ident = sql_identifier(location)
+    out = [{"label": "Spark SQL, by version", "sql": f"SELECT * FROM {ident} VERSION AS OF {version}"}]
+    if timestamp_ms is not None:
+        ts = format_ms(timestamp_ms)  # ISO-8601 with Z: UTC whatever the session's time zone
+        out.append({"label": "Spark SQL, by time", "sql": f"SELECT * FROM {ident} TIMESTAMP AS OF '{ts}'"})
+    out.append({"label": "Databricks SQL", "sql": f"SELECT * FROM {ident}@v{version}"})
+    return out
+
+
+def diff_sql(location: str, v_from: int, v_to: int) -> list[dict[str, str]]:
+    """Rows in one version and not the other, as queries (Spark and Databricks SQL alike)."""
+    ident = sql_identifier(location)
+    a, b = f"{ident} VERSION AS OF {v_from}", f"{ident} VERSION AS OF {v_to}"
+    return [
+        {"label": f"rows in {v_to} and not in {v_from}", "sql": f"SELECT * FROM {b}\nEXCEPT ALL\nSELECT * FROM {a}"},
+        {"label": f"rows in {v_from} and not in {v_to}", "sql": f"SELECT * FROM {a}\nEXCEPT ALL\nSELECT * FROM {b}"},
+    ]

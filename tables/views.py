@@ -352,6 +352,7 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
             "requested_iso": format_ms(result["requestedTimestamp"]),
             "by_info": alts.get("commitInfoTimestamp"),
             "by_file": alts.get("fileModificationTime"),
+            "sql": pages.sql_snippets(table.location, result["version"], result["requestedTimestamp"]),
         }
     return {"tt_form": form, "tt_result": result, "tt_error": error, "tt_allow_latest": allow_latest}
 
@@ -580,7 +581,11 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         timestamp_source=pages.source_label(summary["timestampSource"]) if summary.get("timestampSource") else None,
         schema=pages.schema_rows(md.get("schema"), md.get("partitionColumns") or []),
         partition_columns=md.get("partitionColumns") or [],
-        properties=sorted((md.get("configuration") or {}).items()),
+        properties=[
+            dict(zip(("key", "text", "title"), (k, *pages.epoch_title(k, v)), strict=True))
+            for k, v in sorted((md.get("configuration") or {}).items())
+        ],
+        sql_snippets=pages.sql_snippets(table.location, version, summary.get("timestamp")),
         protocol=protocol,
         reader_features=protocol.get("readerFeatures"),
         writer_features=protocol.get("writerFeatures"),
@@ -641,6 +646,7 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         removed_partitions=[pages.compact_json(p) for p in removed["partitions"]],
         commits=pages.diff_commit_rows(result["commits"]),
         commits_expected=max(0, v_to - v_from),
+        sql_snippets=pages.diff_sql(table.location, v_from, v_to),
     )
     ctx.update(diff_rows_context(request, table, v_from, v_to))
     return render(request, "tables/diff.html", ctx)

@@ -212,8 +212,17 @@ def test_ui_preview_and_row_diff(eager, table, client, django_capture_on_commit_
     with django_capture_on_commit_callbacks(execute=True):
         r = client.post(f"/t/{table.slug}/diff/rows/", {"from": 0, "to": 3, "keys": "id", "kind": "rowdiff"})
     assert r.status_code == 302 and "rowjob=" in r["Location"]
-    html = client.get(r["Location"]).content.decode()
+    diff_url = r["Location"]
+    html = client.get(diff_url).content.decode()
     assert 'id="row-counts"' in html and "added" in html and "changed" in html
+    # side by side: a changed row shows the columns that differ, before and after
+    assert 'class="grid compact side-by-side"' in html and "Before (version 0)" in html
+    assert '<tbody class="diff-changed">' in html and 'class="cell-after"' in html
+    job = Job.objects.filter(kind="rowdiff").latest("pk")
+    for kind in ("added", "removed", "changed"):
+        page = client.get(diff_url.replace("#rows", f"&change={kind}"))
+        pairs = page.context["rows_pairs"]
+        assert len(pairs) == min(job.result["counts"][kind], 25) and {p["kind"] for p in pairs} <= {kind}
 
     with django_capture_on_commit_callbacks(execute=True):
         r = client.post(f"/t/{table.slug}/diff/rows/", {"from": 0, "to": 3, "kind": "changes"})
@@ -222,7 +231,10 @@ def test_ui_preview_and_row_diff(eager, table, client, django_capture_on_commit_
 
     before = Job.objects.count()
     r = client.post(f"/t/{table.slug}/diff/rows/", {"from": 0, "to": 3, "keys": "nope", "kind": "rowdiff"})
-    assert r.status_code == 400 and b"nope" in r.content and Job.objects.count() == before
+    assert r.status_code == 302 and Job.objects.count() == before  # back to the form, not an error page
+    html = client.get(r["Location"]).content.decode()
+    assert 'id="row-keys-error"' in html and "nope" in html and 'aria-invalid="true"' in html
+    assert 'value="nope"' in html and '<option value="id">' in html  # what was typed, and the columns
 
 
 def test_long_values_are_escaped_and_truncated(eager, tmp_path, settings, client, django_capture_on_commit_callbacks):

@@ -333,3 +333,38 @@ def test_chart_hover_names_version_time_source_and_anomaly(browser, table) -> No
     ]
     long = charts.timeline_figure(table, rows, [])
     assert long["layout"]["xaxis"]["rangeslider"]["visible"] is True
+
+
+# --- readable diffs and copy as SQL ----------------------------------------------------------
+
+
+def test_ict_enablement_timestamp_reads_as_a_date_with_the_raw_value_on_hover(browser, roots) -> None:
+    from tables.delta.commit import enable_ict
+
+    path = history_table(roots / "clock")
+    enable_ict(str(path))  # v4
+    t = registration.register_table("clock", str(path))
+    sync.sync_table(t.pk)
+    t.refresh_from_db()
+    raw = str(t.ict_enablement_timestamp)
+    r = browser.get("/t/clock/diff/", {"from": 3, "to": 4})
+    row = next(c for c in r.context["property_changes"] if c["key"] == "delta.inCommitTimestampEnablementTimestamp")
+    assert row["to"] == format_ms(int(raw)) and row["to_title"] == f"{raw} (epoch milliseconds)"
+    assert f'title="{raw} (epoch milliseconds)">{format_ms(int(raw))}</code>' in text(r)
+    page = text(browser.get("/t/clock/v/4/"))
+    assert f'title="{raw} (epoch milliseconds)">{format_ms(int(raw))}</code>' in page
+
+
+def test_copy_as_sql_for_a_version_a_time_travel_and_a_diff(browser, table) -> None:
+    loc = table.location
+    page = text(browser.get("/t/sales/v/2/"))
+    assert f"SELECT * FROM delta.`{loc}` VERSION AS OF 2" in page
+    assert f"SELECT * FROM delta.`{loc}`@v2" in page
+    ts = format_ms(Commit.objects.get(table=table, version=2).timestamp)
+    assert f"SELECT * FROM delta.`{loc}` TIMESTAMP AS OF &#x27;{ts}&#x27;" in page
+    assert 'data-copy="sql-q-1"' in page and 'id="sql-q-1"' in page and "tables/copy" in page
+    page = text(browser.get("/t/sales/versions/", {"as_of": ts}))
+    assert f"SELECT * FROM delta.`{loc}` VERSION AS OF 2" in page and 'id="sql-tt-1"' in page
+    page = text(browser.get("/t/sales/diff/", {"from": 1, "to": 3}))
+    assert f"VERSION AS OF 3\nEXCEPT ALL\nSELECT * FROM delta.`{loc}` VERSION AS OF 1" in page
+    assert pages.sql_identifier("/a/b`c") == "delta.`/a/b``c`"
