@@ -289,6 +289,7 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
         return latest, json.loads(head)["commitInfo"]["inCommitTimestamp"]
 
     stop = threading.Event()
+    writers_done = threading.Event()
     lock = threading.Lock()
     latencies: list[float] = []
     accepted: dict[int, float] = {}  # version -> when its writer heard it was accepted
@@ -331,7 +332,7 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
         s = UcSession(base, token)
         try:
             while True:
-                done = stop.is_set()
+                done = writers_done.is_set()  # after the last writer's last answer, not before
                 answer = s.get_commits(table_id, uri, 0)
                 todo = sorted((c.version, c.file_name) for c in answer.commits)
                 if todo:
@@ -365,6 +366,7 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - started
+    writers_done.set()
     pub.join()
     if errors:
         raise errors[0]

@@ -16,9 +16,13 @@ import pytest
 
 from tables.delta import catalog_managed as cm
 from tables.delta import commit as fs_commit
+from tables.delta.checkpoint import write_checkpoint
+from tables.delta.commit import commit_bytes
 from tables.delta.errors import CommitConflictError, ManagedTableError
-from tables.delta.owner import Commit
+from tables.delta.managed import commit_via_owner
+from tables.delta.owner import Commit, CommitResponse
 from tables.delta.snapshot import load_snapshot
+from tables.delta.storage import LocalStorage
 from tests.core.fs_owner import StaticOwner
 
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
@@ -144,3 +148,43 @@ def test_maintenance_rules() -> None:
         with pytest.raises(ManagedTableError, match="unless its catalog permits"):
             cm.check_maintenance(op, 5, published_version=10)
     cm.check_maintenance("METADATA CLEANUP", 5, published_version=10, allowed=frozenset({"METADATA CLEANUP"}))
+
+
+class _CountingStorage(LocalStorage):
+    """The local storage, remembering every file it reads."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+
+    def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
+        self.reads.append(path)
+        return super().read(path, range)
+
+
+class _AcceptingCatalog(StaticOwner):
+    """A catalog that ratifies whatever it is sent as the next version (the writer's view only)."""
+
+    def commit(self, table_conf, version: int, actions: bytes):
+        assert version == self.latest_table_version + 1
+        self.latest_table_version = version
+        return CommitResponse(Commit(version, f"_delta_log/{version:020d}.json", len(actions), 0, None))
+
+
+def test_a_writer_reads_the_latest_checkpoint_and_the_tail_not_the_log(tmp_path: Path) -> None:
+    first = cm.initial_commit(str(tmp_path), TABLE_ID, SCHEMA)
+    ict = first["inCommitTimestamp"]
+    for v in range(1, 251):
+        ict += 1
+        (tmp_path / "_delta_log" / f"{v:020d}.json").write_bytes(
+            commit_bytes([add(f"f{v}.parquet")], {"operation": "WRITE", "txnId": str(v)}, ict)
+        )
+    write_checkpoint(LocalStorage(str(tmp_path)), load_snapshot(tmp_path, 200))
+    storage = _CountingStorage(str(tmp_path))
+    result = commit_via_owner(storage, _AcceptingCatalog([], 250, name="unity"), [add("new.parquet")], "WRITE")
+    assert result.version == 251 and result.in_commit_timestamp == max(ict + 1, result.in_commit_timestamp)
+    commits_read = {int(p.rpartition("/")[2][:20]) for p in storage.reads if p.endswith(".json") and "/_" not in p}
+    assert commits_read and min(commits_read) > 200  # nothing before the checkpoint is opened
+    # the tail is read twice (once to learn the table is managed, once after the catalog's merge):
+    # bounded by the checkpoint interval, not by the log's length
+    assert len(storage.reads) <= 2 * (250 - 200) + 5
