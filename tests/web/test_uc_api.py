@@ -132,6 +132,16 @@ def test_create_load_and_config(session, roots) -> None:
     }
     dup = session.call("POST", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/staging-tables", {"name": "events"})
     assert dup.status == 409 and dup.error_type == "AlreadyExistsException"
+    assert session.call("HEAD", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/tables/events").status == 204
+    assert session.call("HEAD", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/tables/nope").status == 404
+    creds = session.call(
+        "GET", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/tables/events/credentials", query={"operation": "READ"}
+    )
+    assert creds.status == 200 and creds.body == {"storage-credentials": []}
+    bad_op = session.call(
+        "GET", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/tables/events/credentials", query={"operation": "ALL"}
+    )
+    assert bad_op.status == 400 and bad_op.error_type == "InvalidParameterValueException"
     # deltaweb's own reader sees the new table through its catalog
     assert load_snapshot(str(path), owner=database_owner()).version == 0
 
