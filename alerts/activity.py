@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db.models import Max, QuerySet
 
+from tables.delta.timestamps import format_ms
 from tables.errors import ServiceError, printable
 from tables.lookup import parse_int64, table_by_key
 from tables.models import Commit, Table
@@ -104,6 +105,7 @@ def commit_item(c: Commit) -> dict[str, Any]:
         "tableName": c.table.name,
         "version": c.version,
         "timestamp": c.timestamp,
+        "timestampIso": format_ms(c.timestamp),
         "timestampSource": c.timestamp_source,
         "operation": c.operation,
         "userName": c.user_name or c.user_id,

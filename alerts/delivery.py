@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from tables.delta.timestamps import format_ms
 from tables.errors import ServiceError, one_line
 from tables.models import Commit
 
@@ -69,7 +70,7 @@ def payload(delivery: Delivery) -> dict[str, Any]:
         "table": {"id": alert.table_id, "name": alert.table.name, "slug": alert.table.slug},
         "version": alert.version,
         "timestamp": ts,
-        "timestampIso": datetime.fromtimestamp(ts / 1000, tz=UTC).isoformat() if ts is not None else None,
+        "timestampIso": format_ms(ts),  # a log may say any number: never an exception here
         "timestampSource": commit.timestamp_source if commit is not None else None,
         "operation": alert.operation,
         "operationParameters": commit.operation_parameters if commit is not None else None,

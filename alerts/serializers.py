@@ -159,6 +159,7 @@ class FeedCommitSerializer(serializers.Serializer):
     tableName = serializers.CharField()
     version = serializers.IntegerField()
     timestamp = serializers.IntegerField(allow_null=True, help_text="ms since the epoch (UTC)")
+    timestampIso = serializers.CharField(allow_null=True, help_text="the same, as ISO-8601 UTC")
     timestampSource = serializers.CharField()
     operation = serializers.CharField()
     userName = serializers.CharField()

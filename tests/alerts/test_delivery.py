@@ -13,6 +13,7 @@ import pytest
 from alerts import services
 from alerts.models import Alert, Delivery, DeliveryStatus, Notification, Severity
 from tables import sync
+from tables.delta.timestamps import format_ms
 from tests.alerts.conftest import register_and_sync
 from tests.alerts.receivers import HANG, MailSink, WebhookReceiver, verify, wait_until
 from tests.conftest import free_port
@@ -119,6 +120,7 @@ def test_subscribed_user_gets_one_signed_delivery_a_mail_and_the_feed(
     body = json.loads(next(r for r in accepted if r.headers["idempotency-key"] == one_key).body)
     assert body["table"]["slug"] == "orders" and body["version"] == 2 and body["operation"] == "DELETE"
     assert body["timestampSource"] == "file" and isinstance(body["timestamp"], int)
+    assert body["timestampIso"] == format_ms(body["timestamp"])
     assert body["link"] == "https://deltaweb.example/t/orders/v/2/"
     assert body["alert"]["rule"] == "overwrite" and body["alert"]["severity"] == "critical"
     log = Delivery.objects.get(key=one_key).attempts_log.all()

@@ -14,7 +14,6 @@
     if (cls) { el.className = cls; }
     return el;
   }
-  function when(ms) { return ms === null || ms === undefined ? "—" : new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC"; }
   function versionLink(item) {
     var a = document.createElement("a");
     a.href = "/t/" + encodeURIComponent(item.table) + "/v/" + item.version + "/";
@@ -25,7 +24,7 @@
     var tr = document.createElement("tr");
     if (withTable) { tr.appendChild(text("td", c.tableName)); }
     var td = document.createElement("td"); td.appendChild(versionLink(c)); tr.appendChild(td);
-    tr.appendChild(text("td", when(c.timestamp)));
+    tr.appendChild(text("td", c.timestampIso));
     tr.appendChild(text("td", c.operation));
     tr.appendChild(text("td", c.userName));
     return tr;
