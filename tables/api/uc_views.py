@@ -27,6 +27,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables import owner_uc as uc
+from tables.delta.errors import DeltaError
+from tables.errors import ServiceError, http_status
 
 
 class BearerTokenAuthentication(TokenAuthentication):
@@ -50,6 +52,10 @@ def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
     """Every error of this API in UC's shape; nothing else leaks (no traceback, no HTML)."""
     if isinstance(exc, uc.UcError):
         return Response(exc.body(), status=exc.status)
+    if isinstance(exc, ServiceError | DeltaError):  # from the core or a shared use case: same shape
+        status = http_status(exc)
+        kind = _TYPES.get(status, "InternalServerErrorException" if status >= 500 else "BadRequestException")
+        return Response({"error": {"type": kind, "code": status, "message": str(exc)}}, status=status)
     if isinstance(exc, exceptions.APIException):
         status = exc.status_code
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):

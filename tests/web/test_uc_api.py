@@ -146,6 +146,13 @@ def test_create_load_and_config(session, roots) -> None:
     assert load_snapshot(str(path), owner=database_owner()).version == 0
 
 
+def test_a_storage_root_outside_the_allowed_roots_is_refused_in_ucs_shape(session, settings, tmp_path) -> None:
+    settings.DELTAWEB_UC_STORAGE_ROOT = "/etc/deltaweb-tables"
+    answer = session.call("POST", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/staging-tables", {"name": "x"})
+    assert answer.status == 403 and answer.error_type == "PermissionDeniedException"
+    assert "/etc" not in str(tmp_path) and not Path("/etc/deltaweb-tables").exists()
+
+
 def test_unauthenticated_and_read_only_users_get_ucs_errors(live_server, roots) -> None:
     anon = UcSession(live_server.url, "not-a-token")
     try:
