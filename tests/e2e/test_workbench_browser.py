@@ -32,9 +32,7 @@ pytest.importorskip("deltalake")
 def axe_source() -> str:
     """axe-core, installed from the npm registry (tests/e2e/package.json) on first use."""
     if not AXE.exists():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"], cwd=HERE, check=True, capture_output=True, timeout=300
-        )
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=HERE, check=True, capture_output=True, timeout=300)
     return AXE.read_text()
 
 
@@ -102,6 +100,15 @@ def test_every_page_passes_the_accessibility_check(workbench) -> None:
             page.locator("#chart-timeline.js-plotly-plot").wait_for(timeout=60_000)
         report[url] = serious_violations(page, source)
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    # the README's pictures: the Overview, and the History with the columns most read
+    page.goto(f"{base}/t/clock/")
+    page.screenshot(path=str(SHOTS / "readme-table-overview.png"))
+    cols = "&".join(
+        f"cols={c}" for c in ("readable", "timestamp", "operation", "operationParameters", "operationMetrics")
+    )
+    page.goto(f"{base}/t/clock/history/?{cols}")
+    page.locator("#history-count").scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "readme-table-history.png"))
     (SHOTS / "axe-report.txt").write_text("\n".join(f"{u}: {v}" for u, v in report.items()))
     assert report == {url: [] for url in urls.values()}
     assert errors == []
