@@ -279,6 +279,7 @@ def test_table_list_searches_sorts_pages_and_filters(browser, many) -> None:
     assert r.status_code == 200 and "No table matches." in text(r) and "<script>x" not in text(r)
     page = text(browser.get("/", {"q": "data", "sort": "-files"}))
     assert 'href="?q=data&amp;sort=-files&amp;page=2"' in page  # the search and order go with the pages
+    assert 'name="next" value="/?q=data&amp;sort=-files"' in page  # "Sync now" comes back to this list
 
 
 def test_table_list_filters_tables_with_alerts(browser, many) -> None:
