@@ -25,7 +25,13 @@ def subscribers(alert: Alert):
 def fan_out(alert: Alert) -> list[Delivery]:
     """Notifications and Delivery rows for every subscription the alert concerns."""
     deliveries = []
+    seen: set[tuple[int, str, int | None]] = set()
     for sub in subscribers(alert):
+        # one table's subscription and an all-tables one of the same user and channel: one delivery
+        target = (sub.user_id, sub.channel, sub.endpoint_id)
+        if target in seen:
+            continue
+        seen.add(target)
         if sub.channel == Channel.IN_APP:
             Notification.objects.get_or_create(user_id=sub.user_id, alert=alert)
             continue

@@ -193,10 +193,12 @@ def test_notifications_and_redelivery_are_the_users_own(client, analyst, viewer,
     settings.DELTAWEB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     ep, _ = services.create_endpoint(analyst, "mine", "http://127.0.0.1:9/")
     services.subscribe(analyst, alerted, "webhook", Severity.INFO, ep.pk)
+    services.subscribe(analyst, None, "webhook", Severity.INFO, ep.pk)  # the same hook for all tables
     services.subscribe(analyst, None, "in_app", Severity.INFO)
     Alert.objects.all().delete()
     evaluate.evaluate(alerted, [1])
     n = Alert.objects.count()
+    assert Delivery.objects.count() == n  # one delivery per alert, not one per subscription
     assert Notification.objects.filter(user=analyst, read_at__isnull=True).count() == n
     d = Delivery.objects.first()
     client.force_login(viewer)
