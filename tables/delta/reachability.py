@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 from urllib.parse import unquote
 
@@ -20,6 +21,7 @@ import pyarrow as pa
 
 from .actions import read_json_actions
 from .checkpoint import read_checkpoint_files, read_checkpoint_others
+from .commitinfo import parse_commit_info
 from .dv import deletion_vector_file
 from .errors import DeltaError, PathOutsideRootsError
 from .log import LOG_DIR, LogListing, complete_checkpoint, latest_version, list_log
@@ -168,6 +170,7 @@ class Interval:
     end: int  # exclusive; latest + 1 while still active
     path: str
     dv_file: str | None
+    key: str | None = None  # the file identity (path and deletion vector)
 
 
 def _run_files(storage: Storage, listing: LogListing, first: int, last: int, from_checkpoint: bool) -> pa.Table:
@@ -196,15 +199,27 @@ def file_intervals(
     storage: Storage, listing: LogListing, first: int, last: int, from_checkpoint: bool
 ) -> list[Interval]:
     """The intervals of every file identity active somewhere in [first, last]."""
-    files = _run_files(storage, listing, first, last, from_checkpoint)
+    closed: list[Interval] = []
+    open_: dict[str, Interval] = {}
+    extend_intervals(closed, open_, _run_files(storage, listing, first, last, from_checkpoint), first, last)
+    return closed + list(open_.values())
+
+
+def extend_intervals(
+    closed: list[Interval], open_: dict[str, Interval], files: pa.Table, first: int, last: int
+) -> None:
+    """Apply file actions of versions up to `last` (rows before `first`, a checkpoint's, count
+    from `first`): an add opens an identity's interval, a later action closes it. Intervals
+    still open end at `last` + 1; `open_` (identity -> interval) carries them to the next
+    update, so that new commits extend the intervals without reading the old ones again."""
+    for iv in open_.values():
+        iv.end = last + 1
     if files.num_rows == 0:
-        return []
+        return
     files = files.sort_by([("version", "ascending"), ("seq", "ascending")])
     keys = identity_keys(files).to_pylist()
     paths = canonical_paths(files.column("path")).to_pylist()
     dvs = files.column("deletionVector").to_pylist()
-    out: list[Interval] = []
-    open_: dict[str, Interval] = {}
     for key, version, is_add, path, dv in zip(
         keys, files.column("version").to_pylist(), files.column("is_add").to_pylist(), paths, dvs, strict=True
     ):
@@ -213,11 +228,9 @@ def file_intervals(
         if current is not None:
             current.end = version
             if current.end > current.start:
-                out.append(current)
+                closed.append(current)
         if is_add:
-            open_[key] = Interval(version, last + 1, path, deletion_vector_file(dv))
-    out.extend(open_.values())
-    return out
+            open_[key] = Interval(version, last + 1, path, deletion_vector_file(dv), key)
 
 
 def existing_files(storage: Storage) -> set[str]:
@@ -226,6 +239,8 @@ def existing_files(storage: Storage) -> set[str]:
 
 
 def _present(storage: Storage, log_path: str, listed: set[str]) -> bool:
+    if log_path in listed and "%" not in log_path:  # the common case, without decoding
+        return True
     key = unquote(log_path) if not log_path.startswith("file:") else log_path
     if key in listed:
         return True
@@ -240,6 +255,115 @@ def _present(storage: Storage, log_path: str, listed: set[str]) -> bool:
 # --- the whole map ---------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class ReachState:
+    """What a reachability answer is computed from, kept to answer again after new commits
+    without reading the old ones: the log's shape, each commit's time, the file intervals (the
+    open ones by identity) and the last listing of the table's files."""
+
+    latest: int
+    first_commit: int
+    commits: set[int]  # versions with a commit file
+    checkpoints: set[int]  # versions with a complete checkpoint
+    runs: list[tuple[int, int, bool]]
+    stamps: list[int | None]  # each version's commit time (None when unknown)
+    ict: Any  # the IctConfig of the table config the state was built with
+    log_ret: int
+    file_ret: int
+    closed: list[Interval]
+    open_: dict[str, Interval]  # identities active at `latest` (the last run reaches it)
+    listed: set[str]
+    updates: int = 0  # incremental updates since the full computation (benchmarks, tests)
+
+
+def reach_state(location: str | Storage, listing: LogListing | None = None) -> ReachState:
+    """The full computation: every reproducible run replayed once, every file listed once."""
+    storage = as_storage(location)
+    listing = listing or list_log(storage)
+    latest, runs = reproducible_runs(listing)
+    times = commit_times(storage, listing)  # loads the latest table config too: used below
+    conf = times.config.metadata.configuration or {}
+    log_ret = interval_ms(conf.get("delta.logRetentionDuration"), DEFAULT_LOG_RETENTION)
+    file_ret = interval_ms(conf.get("delta.deletedFileRetentionDuration"), DEFAULT_DELETED_FILE_RETENTION)
+    stamps = [_timestamp(times, v) for v in range(latest + 1)]  # each commit's time, read once
+    closed: list[Interval] = []
+    open_: dict[str, Interval] = {}
+    for first, last, from_checkpoint in runs:
+        run_open: dict[str, Interval] = {}
+        extend_intervals(closed, run_open, _run_files(storage, listing, first, last, from_checkpoint), first, last)
+        if last == latest:
+            open_ = run_open
+        else:
+            closed.extend(run_open.values())
+    return ReachState(
+        latest=latest,
+        first_commit=min((c.version for c in listing.commits), default=0),
+        commits={c.version for c in listing.commits},
+        checkpoints={v for v, files in listing.checkpoints.items() if complete_checkpoint(files)},
+        runs=runs,
+        stamps=stamps,
+        ict=times.ict,
+        log_ret=log_ret,
+        file_ret=file_ret,
+        closed=closed,
+        open_=open_,
+        listed=existing_files(storage),
+    )
+
+
+def update_state(state: ReachState | None, location: str | Storage) -> ReachState:
+    """The state after what changed since it was built: the new commits are read and extend
+    the intervals, the file listing is taken again (names only) and compared. Falls back to
+    the full computation when the old part of the log changed (log cleanup, a checkpoint
+    written below the old latest version), a new commit changes the table's metadata or
+    protocol (its retention), or the new versions do not continue the last reproducible run."""
+    storage = as_storage(location)
+    listing = list_log(storage)
+    if state is None:
+        return reach_state(storage, listing)
+    latest = latest_version(listing)
+    commits = {c.version for c in listing.commits}
+    checkpoints = {v for v, files in listing.checkpoints.items() if complete_checkpoint(files)}
+    old = state.latest
+    if (
+        latest is None
+        or latest < old
+        or {v for v in commits if v <= old} != state.commits
+        or {v for v in checkpoints if v <= old} != state.checkpoints
+        or not state.runs
+        or state.runs[-1][1] != old
+        or any(v not in commits for v in range(old + 1, latest + 1))
+    ):
+        return reach_state(storage, listing)
+    if latest == old:
+        state.listed = existing_files(storage)
+        state.updates += 1
+        return state
+    by_version = {c.version: c for c in listing.commits}
+    new = [by_version[v] for v in range(old + 1, latest + 1)]
+    blobs = storage.read_many([c.path for c in new])
+    batch = read_json_actions([(storage.display(c.path), c.version, b) for c, b in zip(new, blobs, strict=True)], [])
+    if any(name in ("metaData", "protocol") for _v, name, _b in batch.others):
+        return reach_state(storage, listing)
+    stamps = list(state.stamps)
+    infos = {v: parse_commit_info(b, c) for v, c, b in zip(range(old + 1, latest + 1), new, blobs, strict=True)}
+    prev = stamps[-1] if stamps else None
+    for c in new:
+        if state.ict.applies(c.version):
+            stamps.append(infos[c.version].in_commit_timestamp)
+        else:  # file times, monotonized as commit_times does
+            t = c.modification_time
+            stamps.append(t if prev is None or t > prev else prev + 1)
+        prev = stamps[-1]
+    first, _last, from_checkpoint = state.runs[-1]
+    extend_intervals(state.closed, state.open_, batch.files.select(_COLUMNS), old + 1, latest)
+    state.runs = [*state.runs[:-1], (first, latest, from_checkpoint)]
+    state.latest, state.commits, state.checkpoints, state.stamps = latest, commits, checkpoints, stamps
+    state.listed = existing_files(storage)
+    state.updates += 1
+    return state
+
+
 def reachability(
     location: str | Storage, now: int, listing: LogListing | None = None, vacuum_retention: int | None = None
 ) -> Reachability:
@@ -249,48 +373,54 @@ def reachability(
     the versions readable today that it would break (it deletes every file the latest version
     no longer holds whose removal is older than the retention)."""
     storage = as_storage(location)
-    listing = listing or list_log(storage)
-    latest, runs = reproducible_runs(listing)
-    times = commit_times(storage, listing)  # loads the latest table config too: used below
-    conf = times.config.metadata.configuration or {}
-    log_ret = interval_ms(conf.get("delta.logRetentionDuration"), DEFAULT_LOG_RETENTION)
-    file_ret = interval_ms(conf.get("delta.deletedFileRetentionDuration"), DEFAULT_DELETED_FILE_RETENTION)
-    stamps = [_timestamp(times, v) for v in range(latest + 1)]  # each commit's time, read once
+    return answer(reach_state(storage, listing), storage, now, vacuum_retention)
 
-    listed = existing_files(storage)
+
+def answer(state: ReachState, location: str | Storage, now: int, vacuum_retention: int | None = None) -> Reachability:
+    """The reachability map of a state as of `now` (see `reachability`)."""
+    storage = as_storage(location)
+    latest, stamps, listed = state.latest, state.stamps, state.listed
+    log_ret, file_ret = state.log_ret, state.file_ret
     missing_all = [0] * (latest + 2)  # difference arrays over versions
     missing_added = [0] * (latest + 2)  # ... of files the latest version does not hold
     gone: list[Interval] = []
     reproducible = [False] * (latest + 1)
     doomed = [0] * (latest + 2)  # files a VACUUM with `vacuum_retention` would delete
     horizon = None if vacuum_retention is None else now - vacuum_retention
-    for first, last, from_checkpoint in runs:
+    for first, last, _from_checkpoint in state.runs:
         for v in range(first, last + 1):
             reproducible[v] = True
-        for iv in file_intervals(storage, listing, first, last, from_checkpoint):
-            if horizon is not None and iv.end <= latest:
-                removed_at = stamps[iv.end]
-                if removed_at is not None and removed_at < horizon:
-                    doomed[iv.start] += 1
-                    doomed[iv.end] -= 1
-            lost = [p for p in (iv.path, iv.dv_file) if p is not None and not _present(storage, p, listed)]
-            if not lost:
-                continue
-            iv.path = unquote(lost[0])
-            gone.append(iv)
-            missing_all[iv.start] += 1
-            missing_all[iv.end] -= 1
-            if iv.end <= latest:
-                missing_added[iv.start] += 1
-                missing_added[iv.end] -= 1
+    intervals = [*state.closed, *state.open_.values()]
+    # which named files are absent: set differences in C, then the few left checked one by one
+    named = {iv.path for iv in intervals}
+    named.update(iv.dv_file for iv in intervals if iv.dv_file is not None)
+    absent = {p for p in named - listed if not _present(storage, p, listed)}
+    for iv in intervals:
+        if horizon is not None and iv.end <= latest:
+            removed_at = stamps[iv.end]
+            if removed_at is not None and removed_at < horizon:
+                doomed[iv.start] += 1
+                doomed[iv.end] -= 1
+        if iv.path not in absent and (iv.dv_file is None or iv.dv_file not in absent):
+            continue
+        lost = [p for p in (iv.path, iv.dv_file) if p is not None and p in absent]
+        gone.append(Interval(iv.start, iv.end, unquote(lost[0]), iv.dv_file, iv.key))
+        missing_all[iv.start] += 1
+        missing_all[iv.end] -= 1
+        # a RESTORE adds the files the latest version does not hold: a file removed and added
+        # again later (the same identity) is held, so its absence does not stop a restore
+        if iv.end <= latest and iv.key not in state.open_:
+            missing_added[iv.start] += 1
+            missing_added[iv.end] -= 1
 
-    first_commit = min((c.version for c in listing.commits), default=0)
+    first_commit = state.first_commit
     gone.sort(key=lambda iv: iv.start)
     out: list[VersionReach] = []
     active: dict[int, Interval] = {}  # missing files of version v, in the order they went missing
     expiry: list[tuple[int, int]] = []  # (end, key) of the active ones: no scan of all per version
     n_all = n_added = 0
     g = 0
+    listed_paths: list[str] | None = None
     for v in range(latest + 1):
         n_all += missing_all[v]
         n_added += missing_added[v]
@@ -298,8 +428,10 @@ def reachability(
             active[g] = gone[g]
             heapq.heappush(expiry, (gone[g].end, g))
             g += 1
+            listed_paths = None
         while expiry and expiry[0][0] <= v:
             del active[heapq.heappop(expiry)[1]]
+            listed_paths = None
         ts = stamps[v]
         in_log = None if ts is None else ts >= now - log_ret
         nxt = stamps[v + 1] if v < latest else now
@@ -308,11 +440,13 @@ def reachability(
             reason = "log_expired" if v < first_commit else "not_reproducible"
             out.append(VersionReach(v, False, False, reason, timestamp=ts, inside_log_retention=in_log))
             continue
-        paths = [iv.path for iv in list(active.values())[:MAX_LISTED]] if n_all else []
+        if listed_paths is None:  # the same missing files as the version before: the same list
+            listed_paths = sorted(iv.path for iv in islice(active.values(), MAX_LISTED))
+        paths = listed_paths if n_all else []
         readable = n_all == 0
         restorable = readable or n_added == 0
         reason = "files_missing" if n_all else ("beyond_retention" if in_files is False else None)
-        out.append(VersionReach(v, readable, restorable, reason, n_all, sorted(paths), ts, in_log, in_files))
+        out.append(VersionReach(v, readable, restorable, reason, n_all, list(paths), ts, in_log, in_files))
     out.reverse()
     result = Reachability(latest, log_ret, file_ret, out)
     if horizon is not None:

@@ -192,19 +192,26 @@ class LocalStorage:
     def list_tree(self, prefix: str = "", exclude: tuple[str, ...] = ()) -> Iterator[str]:
         """Every file below `prefix`, as keys relative to the root, in no order; top-level
         directories in `exclude` are skipped. Symbolic links are not followed into
-        directories, and a linked file counts only when it resolves inside the roots."""
+        directories, and a linked file counts only when it resolves inside the roots.
+        One scandir per directory: the entry's type comes with it (no stat per file)."""
         base = self._dir(prefix)
-        for directory, dirs, files in os.walk(base):
-            rel_dir = os.path.relpath(directory, base)
-            if rel_dir == ".":
-                dirs[:] = [d for d in dirs if d not in exclude]
-                rel_dir = ""
-            for name in files:
-                key = os.path.join(prefix, rel_dir, name) if prefix or rel_dir else name
-                full = os.path.join(directory, name)
-                if os.path.islink(full) and not is_under(os.path.realpath(full), self.roots):
-                    continue
-                yield key
+        stack = [(base, prefix.rstrip("/") + "/" if prefix else "", True)]
+        while stack:
+            directory, rel, top = stack.pop()
+            try:
+                with os.scandir(directory) as it:
+                    for entry in it:
+                        if entry.is_dir(follow_symlinks=False):
+                            if not (top and entry.name in exclude):
+                                stack.append((entry.path, f"{rel}{entry.name}/", False))
+                        elif entry.is_symlink():
+                            real = os.path.realpath(entry.path)
+                            if os.path.isfile(real) and is_under(real, self.roots):
+                                yield rel + entry.name
+                        elif entry.is_file(follow_symlinks=False):
+                            yield rel + entry.name
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed while listing
 
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the files directly in `rel_dir`, sorted; no stat (the directory entry's

@@ -228,3 +228,52 @@ def test_vacuum_forecast_agrees_with_a_real_vacuum(tmp_path: Path) -> None:
     assert forecast.to_dict()["vacuumForecast"]["breaksVersions"] == broken
     # with a week's retention nothing written today would go
     assert reachability(str(table), now, vacuum_retention=7 * 86_400_000).vacuum_breaks == []
+
+
+# --- the incremental update ---------------------------------------------------------------------
+
+
+def test_an_update_after_new_commits_equals_the_full_computation(tmp_path: Path) -> None:
+    from tables.delta.reachability import answer, reach_state, update_state
+
+    path = history_table(tmp_path / "t")
+    state = reach_state(str(path))
+    # new commits (an append, an overwrite, a delete) and files vacuumed with no commit at all
+    write_deltalake(str(path), pa.table({"id": pa.array([50], pa.int64())}), mode="append")
+    write_deltalake(str(path), pa.table({"id": pa.array([60], pa.int64())}), mode="overwrite")
+    DeltaTable(str(path)).delete("id = 60")
+    kept = path / "kept.tmp"
+    first = sorted(rel_files(path, 0))[0]
+    shutil.copy(path / first, kept)
+    gone = vacuum_all_removed(path)
+    assert first in gone
+    shutil.move(kept, path / first)  # one removed file left for the step below
+    state = update_state(state, str(path))
+    assert state.updates == 1 and state.latest == 11  # extended, not recomputed
+    assert answer(state, str(path), NOW).to_dict() == reachability(str(path), NOW).to_dict()
+    # nothing new: the listing alone is taken again and a vacuumed file is noticed
+    before = answer(state, str(path), NOW).to_dict()
+    (path / first).unlink()
+    state = update_state(state, str(path))
+    assert state.updates == 2
+    after = answer(state, str(path), NOW).to_dict()
+    assert after == reachability(str(path), NOW).to_dict() and after != before
+
+
+def test_an_update_recomputes_when_the_old_log_or_the_metadata_changed(tmp_path: Path) -> None:
+    from tables.delta.reachability import answer, reach_state, update_state
+
+    path = history_table(tmp_path / "t")
+    DeltaTable(str(path)).create_checkpoint()
+    state = reach_state(str(path))
+    clean_log_before(path, 8)  # log cleanup below the checkpoint
+    state = update_state(state, str(path))
+    assert state.updates == 0  # built again
+    assert answer(state, str(path), NOW).to_dict() == reachability(str(path), NOW).to_dict()
+    assert not answer(state, str(path), NOW).versions[-1].readable  # version 0: log expired
+
+    # a new commit that changes the retention (metaData): built again with the new retention
+    DeltaTable(str(path)).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 2 days"})
+    state = update_state(state, str(path))
+    assert state.updates == 0 and state.file_ret == 2 * 86_400_000
+    assert answer(state, str(path), NOW).to_dict() == reachability(str(path), NOW).to_dict()
