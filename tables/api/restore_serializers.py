@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tables.lookup import INT64_MAX as MAX_VERSION
@@ -183,8 +184,16 @@ class RestoreRequestSerializer(RestoreSummarySerializer):
         return without_staff_detail(self, super().to_representation(instance))
 
 
+_STATE = "(" + "|".join(RestoreStatus.values) + ")"
+
+
+@extend_schema_field({"type": "string", "pattern": f"^ *{_STATE} *(, *{_STATE} *)*,? *$"})
+class _StatesField(serializers.CharField):
+    """Comma-separated restore states; the schema says which (the view explains a bad one)."""
+
+
 class RestoreQuerySerializer(serializers.Serializer):
-    status = serializers.CharField(
+    status = _StatesField(
         required=False, help_text="Only requests in these states (comma-separated), e.g. pending,stale."
     )
 
