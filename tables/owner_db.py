@@ -164,6 +164,8 @@ class DatabaseOwner:
         mt = self.managed(tc)
         if mt is None:
             return CommitRefused(version, f"commit-owner '{self.name}' does not own {tc.location}", "not_owned")
+        if mt.state == OwnerState.ACTIVE and version <= mt.latest_version:
+            return CommitConflict(version, mt.latest_version)  # lost for certain: answered before any lock
         try:
             parsed = parse_commit(actions)
         except ValueError as exc:
@@ -200,6 +202,10 @@ class DatabaseOwner:
         mt = known if known is not None and known.state == OwnerState.ACTIVE else self.managed(tc)
         if mt is None:
             return CommitRefused(version, f"commit-owner '{self.name}' does not own {tc.location}", "not_owned")
+        if mt.state == OwnerState.ACTIVE and version <= mt.latest_version:
+            # versions only grow: a version the row already shows as taken is lost for certain, so
+            # the writer hears it at once, without the file read or the row lock the winner holds
+            return CommitConflict(version, mt.latest_version)
         if not staged_name_ok(file_name, version):
             return self._refuse(
                 mt,
