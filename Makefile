@@ -9,7 +9,7 @@ PORT ?= 8000
 REDIS_PORT ?= 6379
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps test-deps run test lint bench clean
+.PHONY: install system-deps test-deps run test test-postgres test-cluster lint bench clean
 
 install: system-deps $(STAMP)
 
@@ -38,11 +38,13 @@ run: install
 	@bash scripts/run.sh $(PORT) $(REDIS_PORT)
 
 # the browser tests drive Debian's Chromium; docker-compose validates the deployment file;
-# the Azure tests run against Azurite (npm)
+# the Azure tests run against Azurite (npm); the PostgreSQL pass runs Debian's server
+# (scripts/postgres.sh: private port and data directory under var/postgres)
 test-deps:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing:$$missing"; \
@@ -61,8 +63,28 @@ test-deps:
 	  { command -v npm >/dev/null 2>&1 && npm install -s --prefix var/azurite --no-audit --no-fund azurite@3.35.0 >/dev/null; } || \
 	  echo "could not install Azurite: the Azure tests skip"
 
+# `make test`: the whole suite (SQLite, local Spark), then the web suite again on PostgreSQL
+# and the Spark data jobs again on a standalone cluster (both skipped when PYTEST_ARGS picks
+# tests). PostgreSQL pass: tests/web without the Spark-heavy modules (Spark does not touch the
+# database) and without the fuzzer (it tests the API's schema, not the database). Cluster pass:
+# the session and executor checks, change data and keyed row diffs (jobs whose tasks read and
+# write files on executors in other JVMs), compared with delta-rs as on the local master.
+PG_SUITE := tests/web --ignore=tests/web/test_rows.py --ignore=tests/web/test_confinement.py \
+	--ignore=tests/web/test_schemathesis.py --ignore=tests/web/test_restore_worker.py
+CLUSTER_SUITE := tests/spark/test_cluster.py tests/spark/test_changes.py tests/spark/test_rowdiff.py
+
 test: install test-deps
 	@$(PY) -m pytest $(PYTEST_ARGS)
+	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster; fi
+
+test-postgres: install test-deps
+	@url=$$(scripts/postgres.sh start) && echo "== the web suite on PostgreSQL ($$url)" && \
+	  DATABASE_URL=$$url $(PY) -m pytest $(PG_SUITE)
+
+test-cluster: install
+	@master=$$(scripts/spark-cluster.sh start) && echo "== Spark jobs on a standalone cluster ($$master)" && \
+	  { SPARK_MASTER=$$master SPARK_CORES_MAX=1 $(PY) -m pytest $(CLUSTER_SUITE); rc=$$?; \
+	    scripts/spark-cluster.sh stop; exit $$rc; }
 
 lint: install
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
