@@ -15,6 +15,7 @@ from typing import Any
 
 from tables.delta.actions import Metadata, Protocol, parse_actions
 from tables.delta.log import LogFile, list_log
+from tables.delta.restore_actions import file_rows, log_add_actions
 from tables.delta.snapshot import Snapshot, ratified_listing, read_commit_bytes
 from tables.delta.storage import as_storage
 from tables.models import Anomaly, Commit, Table
@@ -23,6 +24,10 @@ from tables.versions import snapshot_at
 
 # How many earlier commits tell what is usual on a table (writers, users, commit intervals).
 HISTORY_WINDOW = 200
+# Rows before a commit are counted from the statistics of every live file's add action; beyond
+# this many files that read is left out (the byte share, from cached sizes, still applies).
+ROWS_FILE_LIMIT = 10_000
+ROWS_DELETED_METRICS = ("numDeletedRows", "numTargetRowsDeleted")
 
 
 @dataclass
@@ -85,6 +90,44 @@ class CommitFacts:
     def before(self) -> Snapshot | None:
         """The state at the version before (None for version 0 or when it cannot be read)."""
         return self.load_before()
+
+    def removes_data(self) -> bool:
+        """Whether the commit removes files as a data change (not OPTIMIZE's rewrite)."""
+        return any(b.get("dataChange") is not False for b in self.bodies("remove"))
+
+    def rows_removed(self) -> tuple[int, str] | None:
+        """(rows the commit removed, where that comes from): operationMetrics, else the rows of
+        the removed files less those of the added ones, when every such file has statistics."""
+        for name in ROWS_DELETED_METRICS:
+            value = self.metric(name)
+            if value is not None and value >= 0:
+                return int(value), "operationMetrics"
+        net = 0
+        for kind, sign in (("remove", 1), ("add", -1)):
+            for body in self.bodies(kind):
+                if body.get("dataChange") is False:
+                    continue
+                n = file_rows(body)
+                if n is None:
+                    return None
+                net += sign * n
+        return (net, "file statistics") if net > 0 else None
+
+    @cached_property
+    def rows_before(self) -> int | None:
+        """Live rows at the version before, from its files' statistics (numRecords less deletion
+        vectors); None without statistics for every file, or beyond ROWS_FILE_LIMIT files."""
+        snap = self.before
+        if snap is None or snap.num_files > ROWS_FILE_LIMIT:
+            return None
+        adds, _found = log_add_actions(as_storage(self.table.location), snap, snap.files)
+        total = 0
+        for body in adds:
+            n = file_rows(body)
+            if n is None:
+                return None
+            total += n
+        return total
 
     def partitions_touched(self) -> set[tuple[str, str | None]]:
         """(key, value) of every partition a file was added to or removed from."""

@@ -66,29 +66,58 @@ def overwrite(facts: CommitFacts, _t: float | None) -> str | None:
     return None
 
 
-def large_removal(facts: CommitFacts, threshold: float | None) -> str | None:
-    """Bytes the table lost in this commit, against its size before: from the files' sizes the
-    log records (the cached growth of every commit), else from operationMetrics."""
-    pct = threshold if threshold is not None else 50.0
+def _byte_share(facts: CommitFacts) -> tuple[float, str] | None:
+    """(percent of the bytes lost, how it was counted): the files' sizes the log records (the
+    cached growth of every commit), else operationMetrics."""
     prev = facts.previous
     before = prev.size_bytes if prev is not None and prev.version == facts.version - 1 else None
+    if not before:
+        return None
     after = facts.commit.size_bytes
-    if before and after is not None:
-        lost = before - after
-        source = "file statistics"
+    if after is not None:
+        lost, source = before - after, "file statistics"
     else:
         removed, added = facts.metric("numRemovedBytes"), facts.metric("numAddedBytes")
-        if removed is None or not before:
+        if removed is None:
             return None
-        lost = removed - (added or 0)
-        source = "operationMetrics"
-    if before and lost > 0 and lost * 100 >= pct * before:
-        share = 100.0 * lost / before
-        return (
-            f"version {facts.version}: {_q(facts.operation) or 'a commit'} removed {share:.1f}% of the table's bytes "
-            f"({lost} of {before}, from {source}; threshold {pct:g}%)"
-        )
-    return None
+        lost, source = int(removed - (added or 0)), "operationMetrics"
+    if lost <= 0:
+        return None
+    return 100.0 * lost / before, f"{lost} of {before} bytes, from {source}"
+
+
+def _row_share(facts: CommitFacts) -> tuple[float, str] | None:
+    """(percent of the rows removed, how it was counted): removed rows from operationMetrics,
+    else from the files' statistics; the rows before from the statistics of the version before.
+    Only commits that remove data are counted (an append never reads the state before)."""
+    if not facts.removes_data():
+        return None
+    removed = facts.rows_removed()
+    if removed is None or removed[0] <= 0:
+        return None
+    before = facts.rows_before
+    if not before:
+        return None
+    return 100.0 * min(removed[0], before) / before, f"{removed[0]} of {before} rows, from {removed[1]}"
+
+
+def large_removal(facts: CommitFacts, threshold: float | None) -> str | None:
+    """A commit that removes at least `threshold` percent of the table's rows or bytes."""
+    pct = threshold if threshold is not None else 50.0
+    shares = {"bytes": _byte_share(facts), "rows": _row_share(facts)}
+    if not any(share is not None and share[0] >= pct for share in shares.values()):
+        return None
+    said = [
+        f"{share:.1f}% of the table's {what} ({how})"
+        for what, s in shares.items()
+        if s is not None
+        for share, how in [s]
+    ]
+    return (
+        f"version {facts.version}: {_q(facts.operation) or 'a commit'} removed "
+        + " and ".join(said)
+        + f"; threshold {pct:g}%"
+    )
 
 
 def schema_change(facts: CommitFacts, _t: float | None) -> str | None:

@@ -42,14 +42,19 @@ def test_golden_overwrite_and_restore_fire_appends_do_not(roots, golden_copy) ->
     bring_back(path, aside)
     scan = sync_and_scan(table)
     assert (scan.first_version, scan.last_version) == (1, 3)
-    assert fired(table) == {2: {"overwrite"}, 3: {"restore"}}  # v1, an append, fires nothing
+    # v1, an append, fires nothing; the RESTORE to v1 takes the table from 500 rows back to 200
+    assert fired(table) == {2: {"overwrite"}, 3: {"restore", "large_removal"}}
+    rows = {v: deltalake.DeltaTable(str(path), version=v).to_pyarrow_table().num_rows for v in (2, 3)}
+    assert rows == {2: 500, 3: 200}
+    removal = Alert.objects.get(table=table, version=3, rule="large_removal").explanation
+    assert "60.0% of the table's rows (300 of 500 rows, from file statistics)" in removal
     overwrite = Alert.objects.get(table=table, version=2)
     assert overwrite.severity == "critical" and overwrite.operation == "WRITE"
     assert "Overwrite mode" in overwrite.explanation
-    assert "RESTORE to 1" in Alert.objects.get(table=table, version=3).explanation
+    assert "RESTORE to 1" in Alert.objects.get(table=table, version=3, rule="restore").explanation
     # a scan run again (a redelivered message) adds nothing
     assert evaluate.evaluate(table, [1, 2, 3]) == []
-    assert Alert.objects.filter(table=table).count() == 2
+    assert Alert.objects.filter(table=table).count() == 3
 
 
 @pytest.mark.django_db
@@ -58,21 +63,36 @@ def test_golden_deletes_with_predicates_and_a_removal_threshold(roots, golden_co
     aside = hold_back(path, 5)
     table = register_and_sync("dels", path)
     bring_back(path, aside)
-    size = {
-        v: sum(
-            deltalake.DeltaTable(str(path), version=v).get_add_actions(flatten=True).column("size_bytes").to_pylist()
-        )
-        for v in (12, 13)
+    # what delta-rs reads at every version: rows and bytes
+    rows, size = {}, {}
+    for v in range(4, 14):
+        dt = deltalake.DeltaTable(str(path), version=v)
+        rows[v] = dt.to_pyarrow_table().num_rows
+        size[v] = sum(dt.get_add_actions(flatten=True).column("size_bytes").to_pylist())
+    threshold = 15.0
+    expected = {
+        v
+        for v in range(5, 14)
+        if max(100.0 * (rows[v - 1] - rows[v]) / rows[v - 1], 100.0 * (size[v - 1] - size[v]) / size[v - 1])
+        >= threshold
     }
-    share = 100.0 * (size[12] - size[13]) / size[12]
-    assert 5 < share < 50
-    RuleSetting.objects.create(table=table, rule="large_removal", threshold=5.0)
+    assert expected and expected != set(range(5, 14))  # the threshold separates the DELETEs
+    RuleSetting.objects.create(table=table, rule="large_removal", threshold=threshold)
     sync_and_scan(table)
     got = fired(table)
-    # DELETEs with a predicate are not "every row"; only v13 removed more than 5% of the bytes
-    assert got == {13: {"large_removal"}}, got
+    # DELETEs with a predicate are not "every row"; the ones past the threshold are large
+    assert got == {v: {"large_removal"} for v in expected}, got
     text = Alert.objects.get(table=table, version=13).explanation
-    assert f"{size[12] - size[13]} of {size[12]}" in text and f"{share:.1f}%" in text
+    removed = rows[12] - rows[13]
+    assert (
+        f"{100.0 * removed / rows[12]:.1f}% of the table's rows ({removed} of {rows[12]} rows, from operationMetrics)"
+        in text
+    )
+    lost = size[12] - size[13]
+    assert (
+        f"{100.0 * lost / size[12]:.1f}% of the table's bytes ({lost} of {size[12]} bytes, from file statistics)"
+        in text
+    )
 
 
 @pytest.mark.django_db
