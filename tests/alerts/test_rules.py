@@ -176,3 +176,23 @@ def test_commit_rate_burst_and_silence() -> None:
     assert "silence" in commit_rate(facts(10 * hour + 11 * hour), None)
     assert "burst" in commit_rate(facts(10 * hour + 60_000), None)  # a minute after the last
     assert commit_rate(facts(10 * hour + 60_000), 100.0) is None  # a looser factor
+
+
+@pytest.mark.django_db
+def test_ict_switched_off_and_a_user_never_seen(roots) -> None:
+    from tables.delta.commit import commit, enable_ict
+    from tables.delta.snapshot import load_snapshot
+
+    path = roots / "clock"
+    deltalake.write_deltalake(str(path), pa.table({"id": [1]}))
+    enable_ict(str(path))  # v1
+    commit(str(path), [], "WRITE", {"mode": "Append"}, user_name="ana")  # v2
+    table = register_and_sync("clock", path)
+    md = load_snapshot(str(path)).metadata.to_dict()
+    md["configuration"] = {**md["configuration"], "delta.enableInCommitTimestamps": "false"}
+    commit(str(path), [{"metaData": md}], "SET TBLPROPERTIES", user_name="mallory")  # v3
+    sync_and_scan(table)
+    got = fired(table)
+    assert {"ict", "unknown_writer"} <= got[3]
+    assert Alert.objects.get(table=table, rule="ict").explanation == "version 3: In-Commit Timestamps disabled"
+    assert "user mallory never committed" in Alert.objects.get(table=table, rule="unknown_writer").explanation
