@@ -92,7 +92,8 @@ def _email(delivery: Delivery) -> Outcome:
         f"Delivery {delivery.key}\n"
     )
     try:
-        send_mail(subject.replace("\n", " ")[:200], body, None, [to], fail_silently=False)
+        # names and operations come from users and logs: one line, whatever they contain
+        send_mail(" ".join(subject.split())[:200], body, None, [to], fail_silently=False)
     except Exception as exc:  # SMTP and socket errors of every kind: retried
         return Outcome(False, None, one_line(f"{type(exc).__name__}: {exc}"))
     return Outcome(True, 250, "")

@@ -231,3 +231,22 @@ def test_schema_is_clean() -> None:
     from django.core.management import call_command
 
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null")
+
+
+def test_webhook_payloads_are_bounded_and_signed() -> None:
+    import json
+
+    from alerts.webhook import bounded_body, signature
+
+    payload = {
+        "alert": {"explanation": "x" * 500},
+        "operationParameters": {"predicate": "y" * 100_000},
+        "metrics": {f"m{i}": str(i) for i in range(5000)},
+    }
+    body = bounded_body(payload, 64 * 1024)
+    assert len(body) <= 64 * 1024
+    slim = json.loads(body)
+    assert slim["truncated"] is True and slim["operationParameters"] is None and slim["metrics"] is None
+    small = bounded_body({"alert": {}, "metrics": {"a": "1"}}, 64 * 1024)
+    assert "truncated" not in json.loads(small)
+    assert signature("s", "1", small) != signature("s", "2", small) != signature("t", "1", small)
