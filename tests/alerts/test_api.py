@@ -250,3 +250,36 @@ def test_webhook_payloads_are_bounded_and_signed() -> None:
     small = bounded_body({"alert": {}, "metrics": {"a": "1"}}, 64 * 1024)
     assert "truncated" not in json.loads(small)
     assert signature("s", "1", small) != signature("s", "2", small) != signature("t", "1", small)
+
+
+@pytest.mark.django_db
+def test_retries_back_off_with_jitter_and_stop_after_the_window(analyst, alerted, settings) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from alerts import delivery
+
+    settings.DELTAWEB_ALERT_RETRY_BASE_SECONDS = 30
+    settings.DELTAWEB_ALERT_RETRY_MAX_SECONDS = 3600
+    for n, base in ((1, 30), (2, 60), (3, 120), (8, 3600), (20, 3600)):
+        delays = {delivery.backoff(n) for _ in range(50)}
+        assert all(base / 2 <= d <= base for d in delays) and len(delays) > 1  # jittered, bounded
+    settings.DELTAWEB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    ep, _ = services.create_endpoint(analyst, "gone", "http://127.0.0.1:9/")  # nothing listens there
+    services.subscribe(analyst, alerted, "webhook", Severity.INFO, ep.pk)
+    Alert.objects.all().delete()
+    evaluate.evaluate(alerted, [1])
+    d = Delivery.objects.first()
+    out = delivery.deliver(d.pk)
+    d.refresh_from_db()
+    assert out["status"] == "retrying" and d.status == DeliveryStatus.RETRYING and d.attempts == 1
+    assert d.next_attempt_at > timezone.now() and "Connection" in d.last_error
+    assert delivery.deliver(d.pk) == {"skipped": True}  # not due yet: a duplicate message does nothing
+    # 24 h later, still failing: given up
+    Delivery.objects.filter(pk=d.pk).update(
+        retry_since=timezone.now() - timedelta(hours=24), next_attempt_at=timezone.now()
+    )
+    assert delivery.deliver(d.pk)["status"] == "failed"
+    d.refresh_from_db()
+    assert d.status == DeliveryStatus.FAILED and d.attempts == 2 and d.attempts_log.count() == 2
