@@ -84,3 +84,91 @@ def test_unreadable_log_keeps_cached_history(roots) -> None:
     table.refresh_from_db()
     assert table.sync_state == SyncState.ERROR and table.last_error
     assert Commit.objects.filter(table=table).count() == 2
+
+
+def _write_commits(root, versions: range) -> None:
+    """Small commits written directly: commitInfo first (with nested, unicode and null values),
+    then one add; version 0 also holds the protocol and metadata."""
+    import json
+
+    log = root / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    for v in versions:
+        info = {
+            "timestamp": 1_700_000_000_000 + v * 1000,
+            "operation": "WRITE" if v % 3 else "MERGE",
+            "operationParameters": {"mode": "Append", "predicate": f"id = {v} ∧ ünïcode", "nested": {"k": [v, None]}},
+            "operationMetrics": {"numFiles": "1"},
+            "engineInfo": "test-engine",
+            "userMetadata": None,
+            "isBlindAppend": v % 2 == 0,
+        }
+        if v:
+            info["readVersion"] = v - 1
+        lines = [{"commitInfo": info}]
+        if v == 0:
+            lines.append({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
+            lines.append({"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                                       "schemaString": json.dumps(schema), "partitionColumns": [],
+                                       "configuration": {}, "createdTime": 0}})  # fmt: skip
+        lines.append({"add": {"path": f"part-{v:05d}.parquet", "partitionValues": {}, "size": 100 + v,
+                              "modificationTime": 0, "dataChange": True}})  # fmt: skip
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+@pytest.mark.django_db
+def test_batched_sync_stores_what_delta_rs_reads(roots) -> None:
+    """More commits than one threaded read batch, stored by the bulk INSERT: every row's
+    commitInfo fields, read back through the ORM, equal delta-rs's history(); a second sync
+    adds the new commits once and leaves the stored ones alone."""
+    path = roots / "many"
+    _write_commits(path, range(150))
+    table = registration.register_table("many", str(path))
+    assert sync.sync_table(table.pk)["newCommits"] == 150
+    _write_commits(path, range(150, 230))
+    assert sync.sync_table(table.pk)["newCommits"] == 80
+    assert sync.sync_table(table.pk)["newCommits"] == 0
+    rows = {c.version: c for c in Commit.objects.filter(table=table)}
+    assert sorted(rows) == list(range(230))
+    theirs = {h["version"]: h for h in deltalake.DeltaTable(str(path)).history()}
+    assert sorted(theirs) == list(range(230))
+    for v, row in rows.items():
+        h = theirs[v]
+        assert row.operation == h["operation"]
+        assert row.operation_parameters == h["operationParameters"]
+        assert row.operation_metrics == h["operationMetrics"]
+        assert row.commit_info_timestamp == h["timestamp"]
+        assert row.is_blind_append is h["isBlindAppend"]
+        assert row.read_version == h.get("readVersion")
+        assert row.commit_info["operationParameters"]["predicate"].endswith("ünïcode")
+        assert row.commit_info["userMetadata"] is None and row.user_metadata == ""
+        assert (row.num_files, row.size_bytes) == (v + 1, sum(100 + i for i in range(v + 1)))
+    assert Commit.objects.filter(table=table, job__isnull=True).count() == 230  # None stays SQL NULL
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},
+        {"a": "x" * 1999},
+        {"a": "x" * 2001},
+        {"k" * 201: 1},
+        {"k" * 199: 1},
+        {"a": [0] * 1001},
+        {"a": [0] * 999},
+        {"a": {"b": "é" * 1990}},
+        {"a": '"' * 900},
+        {"x": {"k" * 250: "v"}},
+        {"a": '"' + "k" * 300 + '": 1'},
+        [{"b": i} for i in range(400)],
+    ],
+)
+def test_fits_serialized_never_lets_a_value_skip_cutting(value) -> None:
+    """The fast check may send a fitting value to cut_json (which leaves it equal), never the
+    other way round."""
+    for limit in (sync.MAX_JSON_TEXT, sync.MAX_TEXT):
+        if sync.fits_serialized(value, limit):
+            assert sync.fits(value, limit)
+        if sync.fits(value, limit):
+            assert sync.cut_json(value, limit) == value
