@@ -174,3 +174,30 @@ def test_racing_identical_requests_make_one_job(live_server, redis_url, table) -
     assert len({i for _, i in answers}) == 1
     assert Job.objects.filter(kind=JobKind.CHANGES).count() == 1
     assert Job.objects.get().status == JobStatus.QUEUED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_applies_over_existing_duplicate_active_jobs() -> None:
+    """0009 on a database that already holds two identical queued jobs (possible before it):
+    it applies, the newest keeps its hash (inside the rule), the older one stays outside it."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("tables", "0008_restore_txn_id_unique")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    table = old.get_model("tables", "Table").objects.create(name="m", slug="m", location="/nowhere/m")
+    OldJob = old.get_model("tables", "Job")
+    older, newer = (OldJob.objects.create(kind="changes", table_id=table.pk, params={"from": 0, "to": 1}) for _ in "ab")
+    done = OldJob.objects.create(kind="changes", table_id=table.pk, params={"to": 1, "from": 0}, status="failed")
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    hashes = dict(Job.objects.values_list("pk", "params_hash"))
+    assert hashes[newer.pk] == hashes[done.pk] != "" and hashes[older.pk] == ""
+    # the rule holds from now on: the identical request joins the newest
+    assert jobs.create_or_join("changes", Table.objects.get(pk=table.pk), None, {"from": 0, "to": 1}) == (
+        Job.objects.get(pk=newer.pk),
+        False,
+    )
