@@ -95,6 +95,7 @@ bench: install
 	@$(PY) benchmarks/time_travel.py
 	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = "0" ] && apt-get install -y -q wrk >/dev/null; }
 	@$(PY) benchmarks/web.py
+	@$(PY) benchmarks/sync.py
 	@$(PY) benchmarks/restore.py
 	@$(PY) benchmarks/spark_rows.py --quick
 	@$(PY) benchmarks/owner.py
