@@ -41,6 +41,7 @@ def activity_page(request: HttpRequest) -> HttpResponse:
             severities=Severity.values,
             api_url=api,
             unread=services.notifications_of(request.user, unread_only=True).count(),
+            rules=services.rule_settings(f.table) if f.table is not None else None,
         ),
     )
 
@@ -94,6 +95,24 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             messages.success(request, "Subscription removed.")
         elif what == "mark_read":
             services.mark_read(request.user)
+        elif what == "set_rule":
+            table = table_by_key(request.POST.get("table", ""))
+            if table is None:
+                raise ServiceError("There is no such table.", "not_found", 404)
+            threshold = request.POST.get("threshold", "").strip()
+            try:
+                value = float(threshold) if threshold else None
+            except ValueError as exc:
+                raise ServiceError("The threshold is a number.", "invalid_threshold") from exc
+            services.set_rule(
+                request.user,
+                table,
+                request.POST.get("rule", ""),
+                enabled=request.POST.get("enabled") == "on",
+                threshold=value,
+            )
+            messages.success(request, "Rule saved.")
+            return redirect(reverse("alerts:activity") + "?table=" + table.slug)
         elif what == "redeliver":
             services.redeliver(request.user, _pk(request))
             messages.success(request, "Delivery queued again.")

@@ -283,3 +283,24 @@ def test_retries_back_off_with_jitter_and_stop_after_the_window(analyst, alerted
     assert delivery.deliver(d.pk)["status"] == "failed"
     d.refresh_from_db()
     assert d.status == DeliveryStatus.FAILED and d.attempts == 2 and d.attempts_log.count() == 2
+
+
+@pytest.mark.django_db
+def test_rules_switched_on_the_activity_page(client, analyst, viewer, alerted) -> None:
+    client.force_login(analyst)
+    page = client.get("/activity/?table=orders").content.decode()
+    assert "Rules on orders" in page and 'value="large_removal"' in page
+    r = client.post(
+        "/alerts/settings/", {"action": "set_rule", "table": "orders", "rule": "large_removal", "threshold": "20"}
+    )
+    assert r.status_code == 302 and r["Location"] == "/activity/?table=orders"
+    s = RuleSetting.objects.get(table=alerted, rule="large_removal")
+    assert s.enabled is False and s.threshold == 20.0  # the unchecked box switched it off
+    bad = client.post(
+        "/alerts/settings/", {"action": "set_rule", "table": "orders", "rule": "large_removal", "threshold": "x"}
+    )
+    assert bad.status_code == 400 and "threshold is a number" in bad.content.decode()
+    client.force_login(viewer)
+    denied = client.post("/alerts/settings/", {"action": "set_rule", "table": "orders", "rule": "overwrite"})
+    assert denied.status_code == 403
+    assert not RuleSetting.objects.filter(rule="overwrite").exists()
