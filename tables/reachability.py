@@ -4,13 +4,15 @@ retention windows move with the clock."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from django.core.cache import cache
 
 from tables.delta import errors as delta_errors
-from tables.delta.reachability import parse_interval, reachability
+from tables.delta.reachability import Reachability, ReachState, answer, parse_interval, update_state
 
 from .errors import ServiceError, from_delta
 from .history import synced_key
@@ -47,11 +49,30 @@ def table_reachability(table: Table, vacuum_retention: int | None = None) -> dic
     data = cache.get(key)
     if data is None:
         try:
-            data = reachability(table.location, now, vacuum_retention=vacuum_retention).to_dict()
+            data = _compute(table.location, now, vacuum_retention).to_dict()
         except delta_errors.DeltaError as exc:
             raise from_delta(exc) from exc
         cache.set(key, data, CACHE_SECONDS)
     return data
+
+
+# The states of the last few tables answered, in this process: the next answer after a sync
+# reads only the new commits and compares the file listing (tables.delta.reachability
+# update_state), instead of replaying the whole log again. A process without one (another
+# worker, after a restart) computes it in full once.
+MAX_STATES = 4
+_states: OrderedDict[str, ReachState] = OrderedDict()
+_states_lock = threading.Lock()
+
+
+def _compute(location: str, now: int, vacuum_retention: int | None) -> Reachability:
+    with _states_lock:  # an update changes the state in place: one at a time
+        state = _states.pop(location, None)
+        state = update_state(state, location)
+        _states[location] = state
+        while len(_states) > MAX_STATES:
+            _states.popitem(last=False)
+        return answer(state, location, now, vacuum_retention)
 
 
 def version_reachability(table: Table, version: int) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from .errors import ServiceError, http_status, one_line, public_message
 from .lookup import INT64_MAX
 from .models import RestoreEvent, RestoreRequest, RestoreStatus, Table
 from .owner_access import owner_of
+from .reachability import version_reachability
 from .versions import snapshot_at
 
 RESTORE_WARNING = (
@@ -148,6 +149,44 @@ def _resolution_rule(plan: dict[str, Any]) -> str:
     return f"version {plan['targetVersion']} as given"
 
 
+def check_restorable(table: Table, version: int, ignore_missing_files: bool = False) -> None:
+    """Refuse, before anything is planned or saved, a target the reachability answer says
+    cannot be restored: its commits are gone (log cleanup) or cannot rebuild it, or files a
+    restore would add were deleted (unless the request ignores missing files, as Delta's
+    RESTORE can). A version the answer does not know is left to the planner."""
+    try:
+        entry = version_reachability(table, version)
+    except ServiceError:
+        return  # the log cannot be read: the planner says why
+    if entry is None or entry["restorable"]:
+        return
+    reason = entry["reason"]
+    if reason == "files_missing":
+        if ignore_missing_files:
+            return
+        count, paths = entry["missingFiles"]["count"], entry["missingFiles"]["paths"]
+        shown = ", ".join(paths[:5]) + (f" and {count - 5} more" if count > 5 else "")
+        raise ServiceError(
+            f"Version {version} of {table.name} cannot be restored: {count} of its data files "
+            f"{'was' if count == 1 else 'were'} deleted (VACUUM): {shown}. Restore a more recent version, or "
+            "ignore missing files to restore the table without them.",
+            "restore_missing_files",
+            400,
+            files=paths,
+            missingCount=count,
+        )
+    why = {
+        "log_expired": "its commits were deleted by log cleanup (the log expired), so its state cannot be rebuilt",
+        "not_reproducible": "its state cannot be rebuilt from the log (a commit is missing and no checkpoint covers it)",
+    }.get(reason, "it cannot be read")
+    raise ServiceError(
+        f"Version {version} of {table.name} cannot be restored: {why}. Restore a more recent version.",
+        "version_not_restorable",
+        400,
+        reason=reason,
+    )
+
+
 def request_restore(
     table: Table,
     user,
@@ -169,6 +208,8 @@ def request_restore(
         )
     reason = _text(reason, "reason for the restore (the approver reads it)", True, "invalid_reason")
     version, timestamp = _restore_target(version, timestamp)
+    if version is not None:
+        check_restorable(table, version, bool(ignore_missing_files))
     try:
         plan = plan_restore(
             table.location,
@@ -182,6 +223,8 @@ def request_restore(
         payload = plan_payload(table, plan.to_dict())
     except delta_errors.DeltaError as exc:
         raise _restore_error(exc, table) from exc
+    if version is None:  # a timestamp: checked once the plan resolved it to a version
+        check_restorable(table, plan.target_version, bool(ignore_missing_files))
     with transaction.atomic():
         req = RestoreRequest.objects.create(
             table=table,

@@ -1,0 +1,84 @@
+"""A restore request to a version the reachability answer says cannot be restored is refused
+before anything is planned or saved (the API and the page's form use the same service), with
+a message that says why; ignoring missing files still allows a restore without them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tables.models import RestoreRequest, Table
+
+from .test_api import assert_error, make_user, token_client
+
+deltalake = pytest.importorskip("deltalake")
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def table(settings, tmp_path) -> Table:
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    path = tmp_path / "events"
+    for i in range(4):
+        write_deltalake(str(path), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    write_deltalake(str(path), pa.table({"id": pa.array([9], pa.int64())}), mode="overwrite")
+    return Table.objects.create(name="events", slug="events", location=str(path))
+
+
+def data_files(path: Path, version: int) -> set[str]:
+    return {u.rsplit("/", 1)[1] for u in DeltaTable(str(path), version=version).file_uris()}
+
+
+def test_a_version_with_deleted_files_is_refused_unless_they_are_ignored(table) -> None:
+    path = Path(table.location)
+    gone = sorted(data_files(path, 1))[0]
+    (path / gone).unlink()  # as VACUUM would: the overwrite at version 4 removed it
+    api = token_client(make_user("ana", group="analyst"))
+    url = f"/api/tables/{table.pk}/restores/"
+    body = assert_error(api.post(url, {"version": 1, "reason": "undo"}, format="json"), 400, "restore_missing_files")
+    assert "Version 1 of events cannot be restored: 1 of its data files was deleted" in body and gone in body
+    assert not RestoreRequest.objects.exists()
+    # a timestamp that resolves to that version: refused the same way
+    ts = DeltaTable(str(path)).history()[-2]["timestamp"]  # version 1
+    assert_error(api.post(url, {"timestamp": str(ts), "reason": "undo"}, format="json"), 400, "restore_missing_files")
+    assert not RestoreRequest.objects.exists()
+    r = api.post(url, {"version": 1, "reason": "undo", "ignoreMissingFiles": True}, format="json")
+    assert r.status_code == 201, r.content
+    assert RestoreRequest.objects.get().plan["missingFiles"] == [gone]
+
+
+def test_a_version_whose_log_expired_is_refused_with_the_reason(table) -> None:
+    path = Path(table.location)
+    DeltaTable(str(path)).create_checkpoint()
+    for f in (path / "_delta_log").glob("0000000000000000000[0-2].json"):
+        f.unlink()  # log cleanup below the checkpoint at version 4
+    shutil.rmtree(path / "_delta_log" / "_commits", ignore_errors=True)
+    api = token_client(make_user("ana", group="analyst"))
+    body = assert_error(
+        api.post(f"/api/tables/{table.pk}/restores/", {"version": 1, "reason": "undo"}, format="json"),
+        400,
+        "version_not_restorable",
+    )
+    assert "commits were deleted by log cleanup" in body and str(path) not in body
+    # version 3's commit is there, but nothing before it to rebuild it from
+    body = assert_error(
+        api.post(f"/api/tables/{table.pk}/restores/", {"version": 3, "reason": "undo"}, format="json"),
+        400,
+        "version_not_restorable",
+    )
+    assert "cannot be rebuilt from the log" in body
+    assert not RestoreRequest.objects.exists()
+
+
+def test_the_form_refuses_it_with_the_message(table, client) -> None:
+    path = Path(table.location)
+    (path / sorted(data_files(path, 1))[0]).unlink()
+    client.force_login(make_user("ana", group="analyst"))
+    r = client.post(f"/t/{table.slug}/restore/", {"version": "1", "reason": "undo"})
+    assert r.status_code == 400 and "1 file(s) of the version to restore are missing" in r.content.decode()
+    assert not RestoreRequest.objects.exists()
