@@ -18,6 +18,7 @@ from .actions import Metadata, Protocol
 from .commitinfo import read_commit_info
 from .errors import CommitConflictError, DeltaError, ManagedTableError
 from .log import LOG_DIR, commit_name, list_log
+from .owner import CATALOG_MANAGED
 from .snapshot import TableConfig, load_table_config
 from .storage import Storage, as_storage
 from .timestamps import ICT_FEATURES, ict_config
@@ -78,6 +79,17 @@ def refuse_managed(cfg: TableConfig, where: str) -> None:
         )
 
 
+def refuse_catalog_enablement(protocol: Protocol, where: str) -> None:
+    """catalogManaged is enabled only when a table is created through its catalog (version 0
+    written at the location the catalog allocated); a commit may not turn it on later."""
+    for feature in CATALOG_MANAGED.features:
+        if protocol.has_writer_feature(feature) or feature in (protocol.reader_features or ()):
+            raise ManagedTableError(
+                f"{where}: {feature} can only be enabled when the table is created through its catalog, "
+                f"not by a commit to an existing table"
+            )
+
+
 def write_commit(
     storage: Storage,
     version: int,
@@ -130,6 +142,7 @@ def commit(
             version=cfg.version,
         )
     protocol, metadata = after_actions(cfg, actions)
+    refuse_catalog_enablement(protocol, storage.display())
     before = ict_config(cfg)
     after = ict_config(TableConfig(cfg.version + 1, protocol, metadata, cfg.segment))
     now = clock()

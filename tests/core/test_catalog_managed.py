@@ -188,3 +188,26 @@ def test_a_writer_reads_the_latest_checkpoint_and_the_tail_not_the_log(tmp_path:
     # the tail is read twice (once to learn the table is managed, once after the catalog's merge):
     # bounded by the checkpoint interval, not by the log's length
     assert len(storage.reads) <= 2 * (250 - 200) + 5
+
+
+def test_enabling_the_feature_on_an_existing_table_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    metadata = {
+        "id": "t",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(SCHEMA),
+        "partitionColumns": [],
+        "configuration": {},
+    }
+    (log / f"{0:020d}.json").write_bytes(
+        commit_bytes(
+            [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": metadata}],
+            {"operation": "CREATE TABLE"},
+            None,
+        )
+    )
+    enable = {"protocol": cm.catalog_protocol()}
+    with pytest.raises(ManagedTableError, match="only be enabled when the table is created"):
+        fs_commit.commit(str(tmp_path), [enable], "SET TBLPROPERTIES")
+    assert load_snapshot(tmp_path).version == 0
