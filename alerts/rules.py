@@ -251,7 +251,12 @@ BUILTIN: dict[str, Builtin] = {
     for b in (
         Builtin("overwrite", "Overwrite, TRUNCATE or DELETE without a predicate", Severity.CRITICAL, overwrite),
         Builtin(
-            "large_removal", "Large removal", Severity.CRITICAL, large_removal, 50.0, "percent of the table's bytes"
+            "large_removal",
+            "Large removal",
+            Severity.CRITICAL,
+            large_removal,
+            50.0,
+            "percent of the table's rows or bytes",
         ),
         Builtin("schema_change", "Column dropped or retyped", Severity.WARNING, schema_change),
         Builtin("protocol_upgrade", "Protocol upgrade or new table features", Severity.WARNING, protocol_upgrade),
