@@ -249,8 +249,12 @@ def insert_commits(rows: list[dict[str, Any]]) -> None:
                 pass
         return conn.ops.adapt_json_value(value, None)
 
+    # a column the rows do not name (one added to the model later) gets the field's default
+    defaults = {f.attname: f.get_db_prep_save(f.get_default(), conn) for f in fields if f.attname not in rows[0]}
     names = [f.attname for f in fields]
-    params = [tuple(prep(r[n]) if n in as_json else r[n] for n in names) for r in rows]
+    params = [
+        tuple(defaults[n] if n in defaults else prep(r[n]) if n in as_json else r[n] for n in names) for r in rows
+    ]
     with conn.cursor() as cursor:
         cursor.executemany(sql, params)
 
