@@ -10,13 +10,13 @@ operationMetrics, job, notebook) JSON text in both.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 from django.http import StreamingHttpResponse
 
 from tables.delta.timestamps import format_ms
@@ -148,14 +148,12 @@ SCHEMA = pa.schema(
 )
 
 
-def _json_text(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 def _rows(qs: QuerySet[Commit]) -> Iterator[tuple[Any, ...]]:
     """The rows as tuples of FIELDS, fetched CHUNK_ROWS at a time (a server-side cursor where
-    the database has one)."""
-    yield from qs.values_list(*FIELDS).iterator(chunk_size=CHUNK_ROWS)
+    the database has one). JSON columns come as the database's JSON text: decoding and
+    encoding them again was half the time of an export."""
+    columns = [Cast(f, TextField()) if f in _JSON else f for f in FIELDS]
+    yield from qs.values_list(*columns).iterator(chunk_size=CHUNK_ROWS)
 
 
 class _Echo:
@@ -166,7 +164,19 @@ class _Echo:
 
 
 def csv_stream(qs: QuerySet[Commit]) -> Iterator[str]:
-    """The history as CSV lines: the header, then one line per commit."""
+    """The history as CSV text: the header, then CHUNK_ROWS lines at a time (one write per
+    line would make a 100,000-commit download 100,000 tiny writes)."""
+    lines: list[str] = []
+    for line in _csv_lines(qs):
+        lines.append(line)
+        if len(lines) >= CHUNK_ROWS:
+            yield "".join(lines)
+            lines = []
+    if lines:
+        yield "".join(lines)
+
+
+def _csv_lines(qs: QuerySet[Commit]) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(NAMES)
     for row in _rows(qs):
@@ -175,7 +185,7 @@ def csv_stream(qs: QuerySet[Commit]) -> Iterator[str]:
             if name in _TIMES:
                 out.append(format_ms(value) if value is not None else "")
             elif name in _JSON:
-                out.append(_json_text(value) or "")
+                out.append(value or "")
             elif value is None:
                 out.append("")
             else:
@@ -204,11 +214,7 @@ class _Chunks:
 
 def _batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(FIELDS)
-    arrays = []
-    for name, field, values in zip(FIELDS, SCHEMA, columns, strict=True):
-        if name in _JSON:
-            values = [_json_text(v) for v in values]
-        arrays.append(pa.array(list(values), type=field.type))
+    arrays = [pa.array(list(values), type=field.type) for field, values in zip(SCHEMA, columns, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
