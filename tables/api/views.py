@@ -297,7 +297,11 @@ class TableViewSet(viewsets.GenericViewSet):
                 "user; a leading '-' for descending.",
             ),
         ],
-        responses={(200, "text/csv"): OpenApiTypes.BINARY, **_errors(*READ_ERRORS)},
+        responses={
+            (200, "text/csv"): OpenApiTypes.BINARY,
+            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+            **_errors(*READ_ERRORS),
+        },
     )
     @action(detail=True, methods=["get"], url_path=r"history/(?P<fmt>csv|parquet)")
     def history_export(self, request, id=None, fmt="csv"):
