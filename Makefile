@@ -63,14 +63,16 @@ test-deps:
 	  { command -v npm >/dev/null 2>&1 && npm install -s --prefix var/azurite --no-audit --no-fund azurite@3.35.0 >/dev/null; } || \
 	  echo "could not install Azurite: the Azure tests skip"
 
-# `make test`: the whole suite (SQLite, local Spark), then the web suite again on PostgreSQL
-# and the Spark data jobs again on a standalone cluster (both skipped when PYTEST_ARGS picks
-# tests). PostgreSQL pass: tests/web without the Spark-heavy modules (Spark does not touch the
-# database) and without the fuzzer (it tests the API's schema, not the database). Cluster pass:
-# the session and executor checks, change data and keyed row diffs (jobs whose tasks read and
-# write files on executors in other JVMs), compared with delta-rs as on the local master.
-PG_SUITE := tests/web --ignore=tests/web/test_rows.py --ignore=tests/web/test_confinement.py \
-	--ignore=tests/web/test_schemathesis.py --ignore=tests/web/test_restore_worker.py
+# `make test`: the whole suite (SQLite, local Spark), then the database-heavy web modules again
+# on PostgreSQL and the Spark data jobs again on a standalone cluster (both skipped when
+# PYTEST_ARGS picks tests). PostgreSQL pass: the modules whose subject is the database's
+# behaviour (constraints, transactions, concurrent writers, JSON queries, the migrations, the
+# worker and owner processes sharing the database), not the pages that render the same queries,
+# the object stores or the Spark-heavy modules. Cluster pass: the session and executor checks,
+# change data and keyed row diffs (tasks that read and write files on executors in other JVMs),
+# compared with delta-rs as on the local master.
+PG_SUITE := $(addprefix tests/web/,test_api.py test_app_layer.py test_jobs_on_purpose.py test_sync.py \
+	test_restores.py test_restore_flow.py test_owner.py test_owner_stress.py test_uc_api.py test_worker.py)
 CLUSTER_SUITE := tests/spark/test_cluster.py tests/spark/test_changes.py tests/spark/test_rowdiff.py
 
 test: install test-deps
@@ -78,7 +80,7 @@ test: install test-deps
 	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster; fi
 
 test-postgres: install test-deps
-	@url=$$(scripts/postgres.sh start) && echo "== the web suite on PostgreSQL ($$url)" && \
+	@url=$$(scripts/postgres.sh start) && echo "== the database-heavy web modules on PostgreSQL ($$url)" && \
 	  DATABASE_URL=$$url $(PY) -m pytest $(PG_SUITE)
 
 test-cluster: install

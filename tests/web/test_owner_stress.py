@@ -32,7 +32,7 @@ from tables.delta.snapshot import load_snapshot
 from tables.models import ManagedTable, RatifiedCommit, Table
 from tables.owner_db import DatabaseOwner, table_conf
 from tables.roles import WRITER
-from tests.conftest import REPO
+from tests.conftest import REPO, database_url
 from tests.web.test_api import make_user, write_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -175,13 +175,11 @@ print("survived")
 
 
 def run_killed(table: Table, step: str, settings) -> subprocess.CompletedProcess:
-    from django.db import connection
-
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
         "DJANGO_SETTINGS_MODULE": "deltaweb.settings",
-        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "DATABASE_URL": database_url(),  # the test database, SQLite or PostgreSQL
         "DELTAWEB_ALLOWED_ROOTS": ",".join(settings.DELTAWEB_ALLOWED_ROOTS),
         "DELTAWEB_OWNER_AUTO_BACKFILL": "0",
     }
