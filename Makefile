@@ -101,6 +101,7 @@ bench: install
 	@$(PY) benchmarks/restore.py
 	@$(PY) benchmarks/spark_rows.py --quick
 	@$(PY) benchmarks/owner.py
+	@$(PY) benchmarks/load.py
 
 clean:
 	rm -rf $(VENV) var
