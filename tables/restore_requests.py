@@ -149,32 +149,19 @@ def _resolution_rule(plan: dict[str, Any]) -> str:
     return f"version {plan['targetVersion']} as given"
 
 
-def check_restorable(table: Table, version: int, ignore_missing_files: bool = False) -> None:
+def check_restorable(table: Table, version: int) -> None:
     """Refuse, before anything is planned or saved, a target the reachability answer says
-    cannot be restored: its commits are gone (log cleanup) or cannot rebuild it, or files a
-    restore would add were deleted (unless the request ignores missing files, as Delta's
-    RESTORE can). A version the answer does not know is left to the planner."""
+    cannot be rebuilt: its commits are gone (log cleanup) or nothing before it can rebuild it.
+    Missing data files are left to the planner's existence check, which agrees with the
+    answer (only files the restore would add count), names exactly those files, honours
+    "ignore missing files" and refuses a path outside the allowed roots as such (403)."""
     try:
         entry = version_reachability(table, version)
     except ServiceError:
         return  # the log cannot be read: the planner says why
-    if entry is None or entry["restorable"]:
+    if entry is None or entry["restorable"] or entry["reason"] == "files_missing":
         return
     reason = entry["reason"]
-    if reason == "files_missing":
-        if ignore_missing_files:
-            return
-        count, paths = entry["missingFiles"]["count"], entry["missingFiles"]["paths"]
-        shown = ", ".join(paths[:5]) + (f" and {count - 5} more" if count > 5 else "")
-        raise ServiceError(
-            f"Version {version} of {table.name} cannot be restored: {count} of its data files "
-            f"{'was' if count == 1 else 'were'} deleted (VACUUM): {shown}. Restore a more recent version, or "
-            "ignore missing files to restore the table without them.",
-            "restore_missing_files",
-            400,
-            files=paths,
-            missingCount=count,
-        )
     why = {
         "log_expired": "its commits were deleted by log cleanup (the log expired), so its state cannot be rebuilt",
         "not_reproducible": "its state cannot be rebuilt from the log (a commit is missing and no checkpoint covers it)",
@@ -209,7 +196,7 @@ def request_restore(
     reason = _text(reason, "reason for the restore (the approver reads it)", True, "invalid_reason")
     version, timestamp = _restore_target(version, timestamp)
     if version is not None:
-        check_restorable(table, version, bool(ignore_missing_files))
+        check_restorable(table, version)
     try:
         plan = plan_restore(
             table.location,
@@ -224,7 +211,7 @@ def request_restore(
     except delta_errors.DeltaError as exc:
         raise _restore_error(exc, table) from exc
     if version is None:  # a timestamp: checked once the plan resolved it to a version
-        check_restorable(table, plan.target_version, bool(ignore_missing_files))
+        check_restorable(table, plan.target_version)
     with transaction.atomic():
         req = RestoreRequest.objects.create(
             table=table,

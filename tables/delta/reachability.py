@@ -404,7 +404,7 @@ def answer(state: ReachState, location: str | Storage, now: int, vacuum_retentio
         if iv.path not in absent and (iv.dv_file is None or iv.dv_file not in absent):
             continue
         lost = [p for p in (iv.path, iv.dv_file) if p is not None and p in absent]
-        gone.append(Interval(iv.start, iv.end, unquote(lost[0]), iv.dv_file, iv.key))
+        gone.append(Interval(iv.start, iv.end, _shown(lost[0]), iv.dv_file, iv.key))
         missing_all[iv.start] += 1
         missing_all[iv.end] -= 1
         # a RESTORE adds the files the latest version does not hold: a file removed and added
@@ -459,6 +459,16 @@ def answer(state: ReachState, location: str | Storage, now: int, vacuum_retentio
         result.vacuum_breaks = sorted(broken, reverse=True)
         result.vacuum_retention_ms = vacuum_retention
     return result
+
+
+def _shown(log_path: str) -> str:
+    """A missing file as answers list it: relative to the table as the log names it, decoded;
+    a file named by an absolute path or URI only by its name (answers never tell the server's
+    directories or another bucket's layout)."""
+    key = unquote(log_path)
+    if key.startswith(("/", "file:")) or "://" in key:
+        return ".../" + key.rstrip("/").rsplit("/", 1)[-1]
+    return key
 
 
 def _timestamp(times: Any, version: int) -> int | None:

@@ -1,6 +1,8 @@
 """A restore request to a version the reachability answer says cannot be restored is refused
-before anything is planned or saved (the API and the page's form use the same service), with
-a message that says why; ignoring missing files still allows a restore without them."""
+before an approver is asked and nothing is saved (the API and the page's form use the same
+service), with a message that says why: expired or unrebuildable logs from the answer itself,
+missing files from the planner's check (which agrees with the answer and names them);
+ignoring missing files still allows a restore without them."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def test_a_version_with_deleted_files_is_refused_unless_they_are_ignored(table) 
     api = token_client(make_user("ana", group="analyst"))
     url = f"/api/tables/{table.pk}/restores/"
     body = assert_error(api.post(url, {"version": 1, "reason": "undo"}, format="json"), 400, "restore_missing_files")
-    assert "Version 1 of events cannot be restored: 1 of its data files was deleted" in body and gone in body
+    assert "1 missing" in body and gone in body and "ignore missing files" in body
     assert not RestoreRequest.objects.exists()
     # a timestamp that resolves to that version: refused the same way
     ts = DeltaTable(str(path)).history()[-2]["timestamp"]  # version 1
@@ -82,3 +84,24 @@ def test_the_form_refuses_it_with_the_message(table, client) -> None:
     r = client.post(f"/t/{table.slug}/restore/", {"version": "1", "reason": "undo"})
     assert r.status_code == 400 and "1 file(s) of the version to restore are missing" in r.content.decode()
     assert not RestoreRequest.objects.exists()
+
+
+def test_a_file_outside_the_roots_is_refused_and_never_shown_with_its_directory(table, tmp_path) -> None:
+    import json
+
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    secret = outside / "secret.parquet"
+    secret.write_bytes(b"PAR1")
+    log = Path(table.location) / "_delta_log"
+    add = {"path": str(secret), "partitionValues": {}, "size": 4, "modificationTime": 0, "dataChange": True}
+    (log / f"{5:020d}.json").write_text(
+        json.dumps({"commitInfo": {"operation": "WRITE"}}) + "\n" + json.dumps({"add": add}) + "\n"
+    )
+    write_deltalake(table.location, pa.table({"id": pa.array([7], pa.int64())}), mode="overwrite")  # version 6
+    api = token_client(make_user("ana", group="analyst"))
+    reach = api.get(f"/api/tables/{table.pk}/reachability/").content.decode()
+    assert str(outside) not in reach and ".../secret.parquet" in reach
+    r = api.post(f"/api/tables/{table.pk}/restores/", {"version": 5, "reason": "undo"}, format="json")
+    assert_error(r, 403, "path_outside_roots")
+    assert str(outside) not in r.content.decode() and not RestoreRequest.objects.exists()
