@@ -62,8 +62,8 @@ def test_time_travel_says_when_the_version_cannot_be_read(vacuumed, client) -> N
     assert body["version"] == 0
     assert body["reachability"]["readable"] is False and body["reachability"]["reason"] == "files_missing"
     client.force_login(make_user("viewer"))
-    html = client.get(f"/t/{vacuumed.slug}/?as_of={t0}").content.decode()
+    html = client.get(f"/t/{vacuumed.slug}/versions/?as_of={t0}").content.decode()
     assert 'id="tt-unreachable"' in html and "1 of its files was deleted" in html
     latest = commit_times(vacuumed.location).timestamp(5)[0]
-    html = client.get(f"/t/{vacuumed.slug}/?as_of={latest}").content.decode()
+    html = client.get(f"/t/{vacuumed.slug}/versions/?as_of={latest}").content.decode()
     assert 'id="tt-answer"' in html and 'id="tt-unreachable"' not in html
