@@ -311,16 +311,20 @@ def table_charts(table: Table) -> dict[str, Any]:
         return {"timeline": None, "files": None, "size": None, "truncated": False, "max_points": MAX_POINTS}
     anomalies = list(Anomaly.objects.filter(table=table).values("version", "kind", "detail"))
     files, size = growth_figures(rows)
+    pending = False
     try:
-        reach = table_reachability(table)["versions"]
+        data = table_reachability(table, wait=False)
+        pending = data is None  # a long log's answer is being computed: bands on a later load
     except ServiceError:  # the log cannot be read right now: the chart without its bands
-        reach = None
+        data = None
+    reach = data["versions"] if data else None
     return {
         "timeline": timeline_figure(table, rows, anomalies, reach),
         "files": files,
         "size": size,
         "truncated": truncated,
         "max_points": MAX_POINTS,
+        "bandsPending": pending,
     }
 
 

@@ -1,14 +1,22 @@
 """Reachability of a registered table's versions (which can still be read or restored, and
 why not), computed by the core and cached until the next sync or for a few minutes, since
-retention windows move with the clock."""
+retention windows move with the clock.
+
+Pages never wait for it on a long log: above DELTAWEB_REACHABILITY_INLINE_VERSIONS versions a
+page asks with `wait=False`, gets the last answer this process computed for the same synced
+state (or None), and the answer is computed in a background thread for the next request. A
+first full map of a 100,000-version table takes minutes; a web worker is killed long before."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 
 from tables.delta import errors as delta_errors
@@ -38,22 +46,77 @@ def cache_epoch(now_ms: int | None = None) -> int:
     return now // (CACHE_SECONDS * 1000)
 
 
-def table_reachability(table: Table, vacuum_retention: int | None = None) -> dict[str, Any]:
+def table_reachability(
+    table: Table, vacuum_retention: int | None = None, *, wait: bool = True
+) -> dict[str, Any] | None:
     """`{latestVersion, logRetentionMs, deletedFileRetentionMs, versions: [...]}`, newest first;
     with `vacuum_retention` (ms) also `vacuumForecast {retentionMs, breaksVersions}`: the
     readable versions a VACUUM run now with that retention would break. Cached per retention,
-    since the forecast costs the same replay as the answer itself."""
+    since the forecast costs the same replay as the answer itself.
+
+    With `wait=False` on a log longer than `inline_versions()`, None (or the previous answer
+    for the same synced state) instead of computing now; the computation runs in the
+    background and the next request gets it."""
     now = int(time.time() * 1000)
     forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
-    key = f"reach:{synced_key(table)}:{cache_epoch(now)}{forecast}"
+    state_key = f"reach:{synced_key(table)}{forecast}"
+    key = f"{state_key}:{cache_epoch(now)}"
     data = cache.get(key)
-    if data is None:
-        try:
-            data = _compute(table.location, now, vacuum_retention).to_dict()
-        except delta_errors.DeltaError as exc:
-            raise from_delta(exc) from exc
-        cache.set(key, data, CACHE_SECONDS)
+    if data is not None:
+        return data
+    if not wait and (table.last_synced_version or 0) >= inline_versions():
+        with _latest_lock:
+            previous = _latest.get(state_key)  # read first: the thread may finish at once
+        _compute_later(key, state_key, table.location, now, vacuum_retention)
+        return previous
+    try:
+        data = _compute(table.location, now, vacuum_retention).to_dict()
+    except delta_errors.DeltaError as exc:
+        raise from_delta(exc) from exc
+    _remember(key, state_key, data)
     return data
+
+
+def inline_versions() -> int:
+    """Above this many versions, pages do not wait for a reachability answer."""
+    return int(getattr(settings, "DELTAWEB_REACHABILITY_INLINE_VERSIONS", 5000))
+
+
+logger = logging.getLogger(__name__)
+# one background computation at a time per process: each is a full replay's worth of CPU
+_background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reachability")
+_queued: set[str] = set()
+# the newest answer per synced state, whatever its clock window: a page shows it while the
+# next window's answer is computed (it can only be older by the time one computation takes)
+_latest: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_latest_lock = threading.Lock()
+
+
+def _remember(key: str, state_key: str, data: dict[str, Any]) -> None:
+    cache.set(key, data, CACHE_SECONDS)
+    with _latest_lock:
+        _latest.pop(state_key, None)
+        _latest[state_key] = data
+        while len(_latest) > MAX_STATES:
+            _latest.popitem(last=False)
+
+
+def _compute_later(key: str, state_key: str, location: str, now: int, vacuum_retention: int | None) -> None:
+    with _latest_lock:
+        if key in _queued:
+            return
+        _queued.add(key)
+
+    def run() -> None:
+        try:
+            _remember(key, state_key, _compute(location, now, vacuum_retention).to_dict())
+        except Exception:  # a page asking later computes again; its own path reports errors
+            logger.warning("reachability of %s failed in the background", state_key, exc_info=True)
+        finally:
+            with _latest_lock:
+                _queued.discard(key)
+
+    _background.submit(run)
 
 
 # The states of the last few tables answered, in this process: the next answer after a sync
@@ -75,9 +138,11 @@ def _compute(location: str, now: int, vacuum_retention: int | None) -> Reachabil
         return answer(state, location, now, vacuum_retention)
 
 
-def version_reachability(table: Table, version: int) -> dict[str, Any] | None:
-    """One version's entry, or None when the version is not in the table's log at all."""
-    for entry in table_reachability(table)["versions"]:
+def version_reachability(table: Table, version: int, *, wait: bool = True) -> dict[str, Any] | None:
+    """One version's entry, or None when the version is not in the table's log at all (or,
+    with `wait=False`, when the answer for a long log is still being computed)."""
+    data = table_reachability(table, wait=wait)
+    for entry in data["versions"] if data else ():
         if entry["version"] == version:
             return entry
     return None

@@ -156,7 +156,8 @@ def check_restorable(table: Table, version: int) -> None:
     answer (only files the restore would add count), names exactly those files, honours
     "ignore missing files" and refuses a path outside the allowed roots as such (403)."""
     try:
-        entry = version_reachability(table, version)
+        # a long log's answer may still be computing: the planner checks the same files then
+        entry = version_reachability(table, version, wait=False)
     except ServiceError:
         return  # the log cannot be read: the planner says why
     if entry is None or entry["restorable"] or entry["reason"] == "files_missing":

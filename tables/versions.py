@@ -72,7 +72,8 @@ def resolve(table: Table, timestamp_text: str, allow_latest: bool = False) -> di
     except delta_errors.TimestampOutOfRangeError as exc:
         raise ServiceError(str(exc), "timestamp_out_of_range", 400) from exc
     # the answer says before anyone tries whether that version can still be read
-    out["reachability"] = version_reachability(table, out["version"])
+    # (null while a long log's answer is still computed: resolving never waits for it)
+    out["reachability"] = version_reachability(table, out["version"], wait=False)
     return out
 
 

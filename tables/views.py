@@ -225,19 +225,22 @@ def table_charts_json(request: HttpRequest, slug: str) -> JsonResponse:
     data = cache.get(key)
     if data is None:
         data = {**charts.table_charts(table), "config": charts.CONFIG}
-        cache.set(key, data, CACHE_SECONDS)
+        if not data.get("bandsPending"):
+            cache.set(key, data, CACHE_SECONDS)
     resp = JsonResponse(data)
     resp["Cache-Control"] = "private, no-cache"
     return resp
 
 
-def _reach_by_version(table: Table) -> dict[int, dict[str, Any]]:
+def _reach_by_version(table: Table) -> dict[int, dict[str, Any]] | None:
     """One reachability answer (cached) for the whole history page; empty when the log
-    cannot be read now: the cached history still shows, its column blank."""
+    cannot be read now: the cached history still shows, its column blank. None while a long
+    log's answer is computed in the background (the page does not wait for it)."""
     try:
-        return {v["version"]: v for v in table_reachability(table)["versions"]}
+        data = table_reachability(table, wait=False)
     except (ServiceError, delta_errors.DeltaError):
         return {}
+    return None if data is None else {v["version"]: v for v in data["versions"]}
 
 
 def _history_query(request: HttpRequest, table: Table) -> tuple[HistoryFilterForm, bool, Any]:
@@ -274,6 +277,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     if html is None:
         page_obj = Paginator(qs, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
         reach = _reach_by_version(table) if page_obj.object_list and "readable" in columns else {}
+        reach_pending = reach is None
+        reach = reach or {}
         restores = restore_ids_by_version(table, page_obj.object_list)
         rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
         html = render_to_string(
@@ -288,9 +293,11 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
                 "sort_label": history_export.SORT_LABELS[sort],
                 "show": set(columns),
                 "headers": _sort_headers(request, sort),
+                "reach_pending": reach_pending,
             },
         )
-        cache.set(html_key, html, CACHE_SECONDS)
+        if not reach_pending:  # the readable column fills in on the next request
+            cache.set(html_key, html, CACHE_SECONDS)
     export_q = query(request, ("page", "job", "cols"))
     return {
         "filter_form": form,
@@ -367,7 +374,10 @@ def _vacuum_forecast(request: HttpRequest, table: Table) -> dict[str, Any]:
     raw = request.GET.get("vacuum_retention", "")[:MAX_INTERVAL_TEXT]
     result = error = None
     try:
-        forecast = vacuum_forecast(table_reachability(table, vacuum_retention=parse_retention(raw)), FORECAST_SHOWN)
+        data = table_reachability(table, vacuum_retention=parse_retention(raw), wait=False)
+        if data is None:
+            raise ServiceError(REACH_PENDING)
+        forecast = vacuum_forecast(data, FORECAST_SHOWN)
     except ServiceError as exc:
         error = public_message(exc.message, table)
     else:
@@ -401,10 +411,17 @@ LAST_COMMITS = 5
 ALERTS_SHOWN = 5
 
 
-def _reach_summary(table: Table) -> list[dict[str, Any]]:
-    """How many versions are in each reachability state (the timeline's bands), in words."""
+REACH_PENDING = "This table's log is long: what can still be read is being computed. Reload in a moment."
+
+
+def _reach_summary(table: Table) -> list[dict[str, Any]] | None:
+    """How many versions are in each reachability state (the timeline's bands), in words;
+    None while the answer is being computed."""
     counts: dict[str, int] = {}
-    for entry in _reach_by_version(table).values():
+    reach = _reach_by_version(table)
+    if reach is None:
+        return None
+    for entry in reach.values():
         state = charts.band_state(entry)
         counts[state] = counts.get(state, 0) + 1
     return [
@@ -425,6 +442,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx = _table_context(request, table, "overview")
     ctx["last_commits"] = [pages.history_row(c) for c in history(table)[:LAST_COMMITS]]
     ctx["reach_summary"] = _reach_summary(table) if ctx["synced"] else []
+    ctx["reach_pending"] = REACH_PENDING if ctx["reach_summary"] is None else ""
     ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
     ctx["has_expired"] = table.commits.filter(log_expired=True).exists()
     ctx["open_restores"] = RestoreRequest.objects.filter(

@@ -196,6 +196,39 @@ def test_history_column_says_which_versions_can_be_read(synced_vacuumed, client,
     assert len(calls) == 1  # the rendered history is cached
 
 
+def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, client, settings) -> None:
+    """Above the inline limit the page answers at once, says the column is being computed, and
+    shows the same answer as the core once the background computation has finished."""
+    from django.core.cache import cache
+
+    from tables import reachability as app_reach
+
+    cache.clear()
+    app_reach._latest.clear()
+    settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 5  # v7 is "long" here
+    client.force_login(make_user("viewer"))
+    api = token_client(make_user("reader"))
+    first = client.get(f"/t/{synced_vacuumed.slug}/history/").content.decode()
+    assert 'id="reach-pending"' in first and set(_column(first).values()) == {""}
+    deadline = time.monotonic() + 120
+    while True:  # the background thread fills the answer in; the page never waited for it
+        html = client.get(f"/t/{synced_vacuumed.slug}/history/").content.decode()
+        if 'id="reach-pending"' not in html or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    column = _column(html)
+    core = {v.version: v for v in reachability(synced_vacuumed.location, int(time.time() * 1000)).versions}
+    assert 'id="reach-pending"' not in html and len(column) == 8
+    assert all((cell == "✓") == core[v].readable for v, cell in column.items())
+    overview = client.get(f"/t/{synced_vacuumed.slug}/").content.decode()
+    assert 'id="reach-summary"' in overview and 'id="reach-pending"' not in overview
+    from tables.delta.timestamps import commit_times
+
+    t0 = commit_times(synced_vacuumed.location).timestamp(0)[0]
+    body = api.get(f"/api/tables/{synced_vacuumed.pk}/resolve/?timestamp={t0}").json()
+    assert body["version"] == 0 and body["reachability"]["readable"] is core[0].readable is False
+
+
 def test_reach_words() -> None:
     from tables.pages import reach_text
 
