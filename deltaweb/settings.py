@@ -156,6 +156,8 @@ SESSION_COOKIE_HTTPONLY = True
 # Tables may only be registered under these roots (after resolving symlinks and '..').
 DELTAWEB_ALLOWED_ROOTS = env_list("DELTAWEB_ALLOWED_ROOTS", str(BASE_DIR / "var" / "tables"))
 DELTAWEB_SYNC_INTERVAL_SECONDS = int(env("DELTAWEB_SYNC_INTERVAL_SECONDS", "300"))
+# above this many versions pages show reachability computed in the background, never waiting
+DELTAWEB_REACHABILITY_INLINE_VERSIONS = int(env("DELTAWEB_REACHABILITY_INLINE_VERSIONS", "5000"))
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 # Job state lives on Job rows in the database, so task results are not stored anywhere else.
