@@ -19,6 +19,7 @@ from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from django.http import StreamingHttpResponse
 
+from tables.delta.history import HISTORY_FIELDS
 from tables.delta.timestamps import format_ms
 
 from .models import Commit, Table
@@ -101,26 +102,7 @@ FIELDS = (
     "user_metadata",
     "engine_info",
 )
-NAMES = (
-    "version",
-    "timestamp",
-    "timestampSource",
-    "inCommitTimestamp",
-    "fileModificationTime",
-    "userId",
-    "userName",
-    "operation",
-    "operationParameters",
-    "job",
-    "notebook",
-    "clusterId",
-    "readVersion",
-    "isolationLevel",
-    "isBlindAppend",
-    "operationMetrics",
-    "userMetadata",
-    "engineInfo",
-)
+NAMES = ("version", "timestamp", "timestampSource", "inCommitTimestamp", "fileModificationTime", *HISTORY_FIELDS)
 _TIMES = {"timestamp", "in_commit_timestamp", "file_modification_time"}
 _JSON = {"operation_parameters", "operation_metrics", "job", "notebook"}
 
