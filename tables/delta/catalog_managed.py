@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from .commit import ENGINE_INFO, commit_bytes, now_ms
+from .commit import ENGINE_INFO, commit_bytes, new_table_metadata, now_ms
 from .errors import CommitConflictError, ManagedTableError
 from .log import LOG_DIR, STAGED_COMMITS_DIR, commit_name, ratified_commit_path, staged_commit_name
 from .storage import Storage, as_storage
@@ -88,16 +88,7 @@ def initial_commit(
         raise ManagedTableError(f"{storage.display()}: {FEATURE} requires the {ICT_FEATURE} writer feature")
     now = clock()
     config = {**(properties or {}), _ICT_ON: "true", TABLE_ID_KEY: table_id}
-    metadata = {
-        "id": table_id,
-        "name": name,
-        "description": description,
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": schema if isinstance(schema, str) else orjson.dumps(schema).decode(),
-        "partitionColumns": list(partition_columns),
-        "configuration": config,
-        "createdTime": now,
-    }
+    metadata = new_table_metadata(table_id, name, description, schema, partition_columns, config, now)
     info = {
         "timestamp": now,
         "operation": "CREATE TABLE",

@@ -43,6 +43,28 @@ class CommitResult:
     path: str
 
 
+def new_table_metadata(
+    table_id: str,
+    name: str | None,
+    description: str | None,
+    schema: str | dict[str, Any],
+    partition_columns: list[str] | tuple[str, ...],
+    configuration: dict[str, str],
+    created_time: int,
+) -> dict[str, Any]:
+    """The metaData action of a table's version 0 (Parquet data, the schema as JSON text)."""
+    return {
+        "id": table_id,
+        "name": name,
+        "description": description,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": schema if isinstance(schema, str) else orjson.dumps(schema).decode(),
+        "partitionColumns": list(partition_columns),
+        "configuration": configuration,
+        "createdTime": created_time,
+    }
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 

@@ -29,6 +29,7 @@ from .commit import (
     CommitResult,
     after_actions,
     commit_bytes,
+    new_table_metadata,
     next_in_commit_timestamp,
     now_ms,
     upgraded_protocol,
@@ -342,16 +343,7 @@ def create_managed_table(
     now = clock()
     config = {**(configuration or {}), _ICT_ON: "true", **_owner_properties(owner, conf)}
     protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": [ICT_FEATURES[0], feature]}
-    metadata = {
-        "id": str(uuid.uuid4()),
-        "name": name,
-        "description": description,
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": schema if isinstance(schema, str) else orjson.dumps(schema).decode(),
-        "partitionColumns": list(partition_columns),
-        "configuration": config,
-        "createdTime": now,
-    }
+    metadata = new_table_metadata(str(uuid.uuid4()), name, description, schema, partition_columns, config, now)
     info = {
         "timestamp": now,
         "operation": "CREATE TABLE",
