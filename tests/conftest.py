@@ -68,6 +68,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process(proc, grace: float = 10) -> None:
+    """Terminate a server the tests started; kill it when it does not stop within `grace` s."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 @pytest.fixture(scope="session")
 def redis_url():
     """A real redis-server on a free loopback port for the whole test session."""
@@ -154,12 +166,7 @@ def celery_worker_factory(redis_url, transactional_db, settings, tmp_path):
     yield start
     for proc, log in started:
         if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop_process(proc, grace=20)
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # whatever the worker left in its group
         except (ProcessLookupError, PermissionError):
@@ -289,12 +296,7 @@ def s3_server():
         urllib.request.urlopen(req, timeout=10).read()
         yield S3Server(endpoint, key["AccessKeyId"], key["SecretAccessKey"])
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
 
 
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -374,9 +376,4 @@ def azure_server(tmp_path_factory):
                 time.sleep(0.1)
         yield AzureServer(endpoint)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
