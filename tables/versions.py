@@ -61,14 +61,18 @@ def version_files(table: Table, version: int, offset: int, limit: int) -> tuple[
     return snap.num_files, snap.file_dicts(offset, limit)
 
 
-def resolve(table: Table, timestamp_text: str, allow_latest: bool = False) -> dict[str, Any]:
-    """TIMESTAMP AS OF: the version current at a time, with the rule applied."""
+def resolve(
+    table: Table, timestamp_text: str, allow_latest: bool = False, allow_earliest: bool = False
+) -> dict[str, Any]:
+    """TIMESTAMP AS OF: the version current at a time, with the rule applied; allow_latest and
+    allow_earliest answer the last / first version for a time after / before every commit."""
     try:
         t = parse_timestamp(timestamp_text)
     except delta_errors.InvalidTimestampError as exc:
         raise ServiceError(str(exc), "invalid_timestamp") from exc
     try:
-        out = resolve_timestamp(commit_times(table.location, owner=owner_of(table)), t, allow_latest=allow_latest)
+        times = commit_times(table.location, owner=owner_of(table))
+        out = resolve_timestamp(times, t, allow_latest=allow_latest, allow_earliest=allow_earliest)
     except delta_errors.TimestampOutOfRangeError as exc:
         raise ServiceError(str(exc), "timestamp_out_of_range", 400) from exc
     # the answer says before anyone tries whether that version can still be read

@@ -335,16 +335,21 @@ def _sort_headers(request: HttpRequest, sort: str) -> dict[str, dict[str, str]]:
 
 
 def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
-    # the API's allow_latest: a time after the last commit means the latest version
+    # the API's allow_latest / allow_earliest: a time after the last commit means the latest
+    # version, one before the first commit the earliest
     allow_latest = request.GET.get("allow_latest") in ("on", "true", "1")
+    allow_earliest = request.GET.get("allow_earliest") in ("on", "true", "1")
+    flags = {"tt_allow_latest": allow_latest, "tt_allow_earliest": allow_earliest}
     if "as_of" not in request.GET:
-        return {"tt_form": TimeTravelForm(), "tt_result": None, "tt_error": None, "tt_allow_latest": False}
+        return {"tt_form": TimeTravelForm(), "tt_result": None, "tt_error": None, **flags}
     form = TimeTravelForm({"as_of": request.GET.get("as_of", "")})
     form.fields["as_of"].widget.attrs["autofocus"] = True  # to refine the answer from the keyboard
     result = error = None
     if form.is_valid():
         try:
-            result = resolve(table, form.cleaned_data["as_of"], allow_latest=allow_latest)
+            result = resolve(
+                table, form.cleaned_data["as_of"], allow_latest=allow_latest, allow_earliest=allow_earliest
+            )
         except ServiceError as exc:
             error = public_message(exc.message, table)
         except delta_errors.DeltaError as exc:
@@ -361,7 +366,7 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
             "by_file": alts.get("fileModificationTime"),
             "sql": pages.sql_snippets(table.location, result["version"], result["requestedTimestamp"]),
         }
-    return {"tt_form": form, "tt_result": result, "tt_error": error, "tt_allow_latest": allow_latest}
+    return {"tt_form": form, "tt_result": result, "tt_error": error, **flags}
 
 
 FORECAST_SHOWN = 50  # versions listed on the page; the API has the rest
@@ -406,7 +411,7 @@ def _table_context(request: HttpRequest, table: Table, tab: str) -> dict[str, An
 
 # query parameters of the one-page table view before it had tabs: old links land on their tab
 _HISTORY_KEYS = ("operation", "version_from", "version_to", "date_from", "date_to", "page", "sort", "cols")
-_VERSIONS_KEYS = ("as_of", "vacuum_retention", "allow_latest")
+_VERSIONS_KEYS = ("as_of", "vacuum_retention", "allow_latest", "allow_earliest")
 LAST_COMMITS = 5
 ALERTS_SHOWN = 5
 

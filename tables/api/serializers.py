@@ -338,6 +338,11 @@ class ResolveQuerySerializer(serializers.Serializer):
         default=False,
         help_text="Answer the latest version for a time after the latest commit (as RESTORE does).",
     )
+    allow_earliest = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Answer the earliest available version for a time before it (Delta's canReturnEarliestCommit).",
+    )
 
 
 class AlternativesSerializer(serializers.Serializer):

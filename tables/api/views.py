@@ -395,10 +395,13 @@ class TableViewSet(viewsets.GenericViewSet):
     def resolve(self, request, id=None):
         """The latest version whose commit timestamp is at or before `timestamp` (ICT where it applies,
         file times otherwise), with the rule that was applied. 400 timestamp_out_of_range before the
-        earliest available version, or after the latest commit unless allow_latest=true."""
+        earliest available version unless allow_earliest=true, or after the latest commit unless
+        allow_latest=true."""
         table = self.get_object()
         q = _query(s.ResolveQuerySerializer, request)
-        return Response(versions.resolve(table, q["timestamp"], allow_latest=q["allow_latest"]))
+        return Response(
+            versions.resolve(table, q["timestamp"], allow_latest=q["allow_latest"], allow_earliest=q["allow_earliest"])
+        )
 
     @extend_schema(
         summary="What changed between two versions (schema, properties, protocol, files, commits)",

@@ -335,7 +335,9 @@ def resolve_timestamp(
                 earliestTimestamp=earliest_ts,
                 **base,
             )
+        # Delta's canReturnEarliestCommit: a time before the first commit reads the earliest one
         found = lo
+        base["rule"] = f"{rule}; the time is before version {lo}'s commit, so allow_earliest answered version {lo}"
     ts, src = times.timestamp(found)
     if found == latest and ts is not None and t > ts and not allow_latest:
         raise TimestampOutOfRangeError(

@@ -93,6 +93,29 @@ def test_time_travel_past_the_latest_commit_follows_allow_latest(browser, table)
     assert api.status_code == 200 and api.json()["version"] == 4  # the same answer as the API's
 
 
+def test_time_travel_before_the_first_commit_follows_allow_earliest(browser, table) -> None:
+    r = browser.get("/t/sales/versions/", {"as_of": "2000-01-01 00:00:00"})
+    assert r.status_code == 400 and "before the earliest version" in text(r)
+    assert 'name="allow_earliest" id="tt-allow-earliest">' in text(r)  # offered, not ticked
+    r = browser.get("/t/sales/versions/", {"as_of": "2000-01-01 00:00:00", "allow_earliest": "on"})
+    page = text(r)
+    assert r.status_code == 200 and "<strong>version 0</strong>" in page
+    assert 'name="allow_earliest" id="tt-allow-earliest" checked' in page
+    assert "allow_earliest answered version 0" in page  # the answer says why it is version 0
+    answer = page.split('id="tt-answer"')[1].split("</section>")[0]
+    assert 'href="/t/sales/v/0/"' in answer  # the version page, and the diff with the latest
+    assert 'href="/t/sales/diff/?from=0&amp;to=4"' in answer
+    api = browser.get(f"/api/tables/{table.pk}/resolve/", {"timestamp": "2000-01-01 00:00:00", "allow_earliest": "1"})
+    assert api.status_code == 200 and api.json()["version"] == 0  # the same answer as the API's
+    assert "allow_earliest answered version 0" in api.json()["rule"]
+    refused = browser.get(f"/api/tables/{table.pk}/resolve/", {"timestamp": "2000-01-01", "allow_earliest": "x"})
+    assert refused.status_code == 400 and "allow_earliest" in text(refused)
+    # allow_earliest never changes a time inside the history: the table's first commit time answers v0
+    v0 = Commit.objects.get(table=table, version=0).timestamp
+    same = browser.get(f"/api/tables/{table.pk}/resolve/", {"timestamp": str(v0), "allow_earliest": "1"}).json()
+    assert same["version"] == 0 and "allow_earliest" not in same["rule"]
+
+
 def test_open_a_version_from_the_versions_tab(browser, table) -> None:
     r = browser.get("/t/sales/versions/", {"v": "3"})
     assert r.status_code == 302 and r["Location"] == "/t/sales/v/3/"
