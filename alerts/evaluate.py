@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tables.errors import one_line
-from tables.models import Table
+from tables.models import Commit, Table
 
 from . import fanout
 from .facts import CommitFacts, commit_facts
@@ -85,27 +85,36 @@ def fire(rules: RulesInForce, facts: CommitFacts) -> list[tuple[str, str, str, s
     return out
 
 
+def record(table: Table, commit: Commit | None, version: int, operation: str, firing: tuple[str, str, str, str]):
+    """Store one firing (rule key, rule name, severity, explanation) as an Alert and fan it out
+    to the subscribers; None when that rule fired on that version already."""
+    key, name, severity, text = firing
+    try:
+        with transaction.atomic():
+            alert = Alert.objects.create(
+                table=table,
+                commit=commit,
+                version=version,
+                operation=operation[:200],
+                rule=key,
+                rule_name=name[:200],
+                severity=severity,
+                explanation=one_line(text, 500),
+            )
+            fanout.fan_out(alert)
+    except IntegrityError:
+        return None  # fired already (a scan redelivered, a rebuilt history, a second silence check)
+    return alert
+
+
 def evaluate(table: Table, versions: list[int]) -> list[Alert]:
     """Fire the rules on the stored commits of `versions`; each firing is stored once (a scan
     run twice adds nothing) and fanned out to the subscribers when it is new."""
     created = []
     rules = RulesInForce.of(table)
     for facts in commit_facts(table, versions):
-        for key, name, severity, text in fire(rules, facts):
-            try:
-                with transaction.atomic():
-                    alert = Alert.objects.create(
-                        table=table,
-                        commit=facts.commit,
-                        version=facts.version,
-                        operation=facts.operation[:200],
-                        rule=key,
-                        rule_name=name[:200],
-                        severity=severity,
-                        explanation=one_line(text, 500),
-                    )
-                    fanout.fan_out(alert)
-            except IntegrityError:
-                continue  # fired already (a scan redelivered, or a rebuilt history)
-            created.append(alert)
+        for firing in fire(rules, facts):
+            alert = record(table, facts.commit, facts.version, facts.operation, firing)
+            if alert is not None:
+                created.append(alert)
     return created

@@ -224,20 +224,34 @@ def unknown_writer(facts: CommitFacts, _t: float | None) -> str | None:
 
 
 MIN_INTERVALS = 5
+DEFAULT_RATE_FACTOR = 10.0
+
+
+def rate_factor(factor: float | None) -> float:
+    """N of "N times the usual interval": the setting when it means anything (above 1)."""
+    return factor if factor is not None and factor > 1 else DEFAULT_RATE_FACTOR
+
+
+def usual_interval(times: list[int]) -> float | None:
+    """The median interval (ms) between commits at `times` (newest first); None while there
+    are fewer than MIN_INTERVALS intervals to tell what is usual."""
+    if len(times) < MIN_INTERVALS + 1:
+        return None
+    intervals = [a - b for a, b in itertools.pairwise(times) if a - b > 0]
+    if len(intervals) < MIN_INTERVALS:
+        return None
+    return statistics.median(intervals)
 
 
 def commit_rate(facts: CommitFacts, factor: float | None) -> str | None:
     """A commit much sooner (burst) or much later (silence) than the median interval of the
     commits before it."""
-    n = factor if factor is not None and factor > 1 else 10.0
-    times = [c.timestamp for c in facts.earlier if c.timestamp is not None]
+    n = rate_factor(factor)
     now = facts.commit.timestamp
-    if now is None or len(times) < MIN_INTERVALS + 1:
+    times = [c.timestamp for c in facts.earlier if c.timestamp is not None]
+    usual = usual_interval(times)
+    if now is None or usual is None:
         return None
-    intervals = [a - b for a, b in itertools.pairwise(times) if a - b > 0]
-    if len(intervals) < MIN_INTERVALS:
-        return None
-    usual = statistics.median(intervals)
     gap = now - times[0]
     if gap > n * usual:
         return f"version {facts.version}: first commit after {gap / 1000:.0f} s of silence (usually {usual / 1000:.0f} s; {n:g}x)"

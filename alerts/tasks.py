@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from . import delivery, evaluate
+from . import delivery, evaluate, silence
 from .fanout import DELIVER_TASK
 from .hooks import EVALUATE_TASK
 
@@ -23,3 +23,8 @@ def deliver(delivery_id: int, how: str = "") -> dict:
 @shared_task(name="alerts.sweep")
 def sweep() -> dict:
     return delivery.sweep()
+
+
+@shared_task(name="alerts.check_silence")
+def check_silence() -> dict:
+    return silence.check_tables()

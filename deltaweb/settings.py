@@ -201,6 +201,8 @@ DELTAWEB_ALERT_RETRY_BASE_SECONDS = float(env("DELTAWEB_ALERT_RETRY_BASE_SECONDS
 DELTAWEB_ALERT_RETRY_MAX_SECONDS = float(env("DELTAWEB_ALERT_RETRY_MAX_SECONDS", "3600"))
 DELTAWEB_ALERT_RETRY_WINDOW_HOURS = float(env("DELTAWEB_ALERT_RETRY_WINDOW_HOURS", "24"))
 DELTAWEB_ALERT_SWEEP_SECONDS = float(env("DELTAWEB_ALERT_SWEEP_SECONDS", "60"))
+# how often the beat looks for tables silent beyond N times their usual commit interval
+DELTAWEB_ALERT_SILENCE_CHECK_SECONDS = float(env("DELTAWEB_ALERT_SILENCE_CHECK_SECONDS", "300"))
 DELTAWEB_BASE_URL = env("DELTAWEB_BASE_URL", "http://localhost:8000")
 # E-mail (alert deliveries): SMTP by default; the secret comes from the environment only.
 EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
@@ -220,6 +222,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS),
     },
     "alerts-sweep": {"task": "alerts.sweep", "schedule": DELTAWEB_ALERT_SWEEP_SECONDS},
+    "alerts-silence": {"task": "alerts.check_silence", "schedule": DELTAWEB_ALERT_SILENCE_CHECK_SECONDS},
 }
 
 REST_FRAMEWORK = {
