@@ -5,7 +5,9 @@ per-table switch and factor obeyed, delivered like any other alert."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 
 import pyarrow as pa
@@ -17,6 +19,7 @@ from alerts import delivery, services, silence
 from alerts.models import Alert, Delivery, Notification, RuleSetting, Severity
 from tables import sync
 from tests.alerts.conftest import register_and_sync
+from tests.alerts.receivers import WebhookReceiver, verify, wait_until
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -117,3 +120,45 @@ def test_too_few_commits_tell_nothing_and_the_beat_runs_the_check(roots) -> None
     from alerts import tasks
 
     assert tasks.check_silence.name == entry["task"]
+
+
+@pytest.fixture
+def receiver():
+    r = WebhookReceiver()
+    r.url = r.start()
+    yield r
+    r.stop()
+
+
+def test_the_beat_task_on_a_real_worker_delivers_one_signed_webhook(
+    roots, receiver, settings, celery_worker_factory, django_user_model
+) -> None:
+    """The beat's entry sent twice to a real Celery worker (two processes, so the checks may
+    overlap): one alert, one signed delivery to a loopback receiver."""
+    from deltaweb.celery import app
+
+    settings.DELTAWEB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    start = int(time.time()) * 1000 - 30 * 24 * HOUR
+    table = register_and_sync("stale", hourly_table(roots, "stale", start))
+    user = django_user_model.objects.create_user("ops", password="secret-pass-1")
+    endpoint, secret = services.create_endpoint(user, "ops hook", receiver.url)
+    services.subscribe(user, table, "webhook", Severity.INFO, endpoint.pk)
+    celery_worker_factory(env={"DELTAWEB_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"})
+
+    task = settings.CELERY_BEAT_SCHEDULE["alerts-silence"]["task"]
+    app.send_task(task)
+    app.send_task(task)
+    log = roots / "worker.log"
+
+    def done(name: str) -> int:
+        return len(re.findall(rf"Task {re.escape(name)}\[[^]]+\] succeeded", log.read_text()))
+
+    # both checks ran, and the one delivery they made was sent
+    assert wait_until(lambda: done(task) == 2 and done("alerts.deliver") >= 1, timeout=60), log.read_text()[-2000:]
+    assert done("alerts.deliver") == 1 and len(receiver.accepted()) == 1
+    [alert] = silences(table)
+    assert alert.version == COMMITS - 1
+    [received] = receiver.requests
+    assert verify(secret, received)
+    body = json.loads(received.body)
+    assert body["alert"]["rule"] == "silence" and body["table"]["slug"] == "stale" and body["version"] == COMMITS - 1
