@@ -85,7 +85,7 @@ def diff(table: Table, v_from: int, v_to: int, sample: int = 50) -> dict[str, An
     """What changed between two versions: schema, properties, protocol, files, commits."""
     if v_from > v_to:
         raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
-    out = snapshot_diff(snapshot_at(table, v_from), snapshot_at(table, v_to), sample)
+    out = snapshot_diff(snapshot_at(table, v_from), snapshot_at(table, v_to), sample, storage=table.location)
     out["from"], out["to"] = v_from, v_to
     out["commits"] = list(
         Commit.objects.filter(table=table, version__gt=v_from, version__lte=v_to)

@@ -634,6 +634,20 @@ def _version_param(request: HttpRequest, name: str) -> int | None:
     return None if raw == "" else version_param(raw, name)
 
 
+def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The diff's sampled files as table rows: partition values as compact JSON, the row count
+    with thousands separators (None when the file's add has no stats)."""
+    return [
+        {
+            "path": f["path"],
+            "partition": pages.compact_json(f["partitionValues"]) if f["partitionValues"] else "",
+            "size": f["size"],
+            "rows": None if f["numRecords"] is None else pages.human_count(f["numRecords"]),
+        }
+        for f in files
+    ]
+
+
 @page
 @require_GET
 def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
@@ -667,6 +681,8 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         removed=removed,
         added_partitions=[pages.compact_json(p) for p in added["partitions"]],
         removed_partitions=[pages.compact_json(p) for p in removed["partitions"]],
+        added_files=_diff_file_rows(added["sampleFiles"]),
+        removed_files=_diff_file_rows(removed["sampleFiles"]),
         commits=pages.diff_commit_rows(result["commits"]),
         commits_expected=max(0, v_to - v_from),
         sql_snippets=pages.diff_sql(table.location, v_from, v_to),

@@ -397,7 +397,11 @@ class TimelineSerializer(serializers.Serializer):
 class DiffQuerySerializer(serializers.Serializer):
     to = serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The later version.")
     sample = serializers.IntegerField(
-        required=False, default=50, min_value=0, max_value=1000, help_text="How many added/removed paths to list."
+        required=False,
+        default=50,
+        min_value=0,
+        max_value=1000,
+        help_text="How many added/removed files to list (sample and sampleFiles).",
     )
 
 
@@ -441,12 +445,20 @@ class SchemaChangeSerializer(serializers.Serializer):
 _add_field(SchemaChangeSerializer, "from", serializers.JSONField(allow_null=True), before="to")
 
 
+class DiffFileSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    size = serializers.IntegerField()
+    partitionValues = serializers.DictField(child=serializers.CharField(allow_null=True))
+    numRecords = serializers.IntegerField(allow_null=True, help_text="from the add's stats; null without stats")
+
+
 class FilesChangeSerializer(serializers.Serializer):
     count = serializers.IntegerField()
     bytes = serializers.IntegerField()
     partitions = serializers.ListField(child=serializers.DictField(), help_text="at most 200")
     partitionCount = serializers.IntegerField()
-    sample = serializers.ListField(child=serializers.CharField())
+    sample = serializers.ListField(child=serializers.CharField(), help_text="the first `sample` paths")
+    sampleFiles = DiffFileSerializer(many=True, help_text="the same files with size, partitions and row count")
 
 
 class DiffCommitSerializer(serializers.Serializer):

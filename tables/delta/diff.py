@@ -14,7 +14,9 @@ import pyarrow.compute as pc
 
 from .actions import Metadata
 from .replay import identity_keys
+from .restore_actions import file_rows, log_add_actions
 from .snapshot import Snapshot
+from .storage import Storage, as_storage
 
 
 def schema_fields(md: Metadata) -> dict[str, dict[str, Any]]:
@@ -55,19 +57,46 @@ def _summary(t: pa.Table) -> dict[str, Any]:
     return {
         "count": t.num_rows,
         "bytes": size,
-        "partitions": [dict(p) for p in sorted(parts)][:200],
+        # a null partition value (the __HIVE_DEFAULT_PARTITION__) sorts first, never against a str
+        "partitions": [dict(p) for p in sorted(parts, key=lambda p: [(k, v is not None, v or "") for k, v in p])][:200],
         "partitionCount": len(parts),
     }
 
 
-def snapshot_diff(a: Snapshot, b: Snapshot, sample: int = 50) -> dict[str, Any]:
-    """What changed from snapshot a to snapshot b (files by identity: path + deletion vector)."""
+def sample_files(storage: Storage, snap: Snapshot, rows: pa.Table) -> list[dict[str, Any]]:
+    """path, size, partitionValues and numRecords of some of a snapshot's files. The snapshot
+    keeps only replay's columns, so the stats come from the commit (or checkpoint) that added
+    each file; numRecords is None when its add has no stats."""
+    out = []
+    for body in log_add_actions(storage, snap, rows)[0]:
+        out.append(
+            {
+                "path": unquote(body["path"]),
+                "size": body.get("size"),
+                "partitionValues": body.get("partitionValues") or {},
+                # the stats' numRecords as written (a deletion vector's rows are not taken off)
+                "numRecords": file_rows({"stats": body.get("stats")}),
+            }
+        )
+    return out
+
+
+def snapshot_diff(a: Snapshot, b: Snapshot, sample: int = 50, storage: Storage | str | None = None) -> dict[str, Any]:
+    """What changed from snapshot a to snapshot b (files by identity: path + deletion vector).
+    Each side lists its first `sample` files twice: `sample` as bare paths, `sampleFiles` with
+    size, partition values and row count (read from the log through `storage`, b's location
+    when not given)."""
     ka, kb = identity_keys(a.files), identity_keys(b.files)
     added = b.files.filter(pc.invert(pc.is_in(kb, value_set=ka))) if b.num_files else b.files
     removed = a.files.filter(pc.invert(pc.is_in(ka, value_set=kb))) if a.num_files else a.files
+    store = as_storage(storage if storage is not None else b.location)
 
     def sample_paths(t: pa.Table) -> list[str]:
         return [unquote(p) for p in t.column("path").to_pylist()[:sample]]
+
+    def files_of(snap: Snapshot, t: pa.Table) -> dict[str, Any]:
+        head = t.slice(0, sample)
+        return {**_summary(t), "sample": sample_paths(t), "sampleFiles": sample_files(store, snap, head)}
 
     return {
         "from": a.version,
@@ -76,8 +105,8 @@ def snapshot_diff(a: Snapshot, b: Snapshot, sample: int = 50) -> dict[str, Any]:
         "partitionColumns": {"from": list(a.metadata.partition_columns), "to": list(b.metadata.partition_columns)},
         "properties": dict_diff(a.metadata.configuration, b.metadata.configuration),
         "protocol": dict_diff(a.protocol.to_dict(), b.protocol.to_dict()),
-        "filesAdded": {**_summary(added), "sample": sample_paths(added)},
-        "filesRemoved": {**_summary(removed), "sample": sample_paths(removed)},
+        "filesAdded": files_of(b, added),
+        "filesRemoved": files_of(a, removed),
         "numFiles": {"from": a.num_files, "to": b.num_files},
         "sizeBytes": {"from": a.size_bytes, "to": b.size_bytes},
     }

@@ -392,3 +392,48 @@ def test_copy_as_sql_for_a_version_a_time_travel_and_a_diff(browser, table) -> N
     page = text(browser.get("/t/sales/diff/", {"from": 1, "to": 3}))
     assert f"VERSION AS OF 3\nEXCEPT ALL\nSELECT * FROM delta.`{loc}` VERSION AS OF 1" in page
     assert pages.sql_identifier("/a/b`c") == "delta.`/a/b``c`"
+
+
+def test_diff_lists_files_with_size_partitions_and_rows_as_delta_rs_reads_them(browser, table) -> None:
+    from urllib.parse import unquote
+
+    def adds(version: int) -> dict[str, tuple[int, int, str]]:
+        rows = pa.table(deltalake.DeltaTable(table.location, version=version).get_add_actions(flatten=True))
+        return {unquote(r["path"]): (r["size_bytes"], r["num_records"], r["partition.p"]) for r in rows.to_pylist()}
+
+    before, after = adds(0), adds(4)
+    r = browser.get("/t/sales/diff/", {"from": 0, "to": 4})
+    page = text(r)
+    for side, expected in (("added", set(after) - set(before)), ("removed", set(before) - set(after))):
+        table_html = page.split(f'id="files-{side}"')[1].split("</table>")[0]
+        shown = re.findall(
+            r'<code class="path">([^<]+)</code></td><td class="json small"><code>([^<]*)</code></td>\s*'
+            r'<td class="num nowrap" title="(\d+) bytes">([^<]+)</td>\s*<td class="num">([^<]+)</td>',
+            table_html,
+        )
+        assert {s[0] for s in shown} == expected and shown, side
+        ref = after if side == "added" else before
+        for path, part, size, human, rows in shown:
+            ref_size, ref_rows, ref_part = ref[path]
+            assert int(size) == ref_size and rows == f"{ref_rows:,}", path
+            assert part == f"{{&quot;p&quot;: &quot;{ref_part}&quot;}}"
+            assert human.replace("\xa0", " ").endswith("bytes")  # human units, the bytes on hover
+    assert '<th scope="col" class="num">Rows</th>' in page
+    # the API keeps `sample` (paths) and adds `sampleFiles` with the same facts
+    api = browser.get(f"/api/tables/{table.pk}/diff/", {"from": 0, "to": 4}).json()
+    files = api["filesRemoved"]["sampleFiles"]
+    assert api["filesRemoved"]["sample"] == [f["path"] for f in files]
+    assert [(f["size"], f["numRecords"], f["partitionValues"]["p"]) for f in files] == [
+        before[f["path"]] for f in files
+    ]
+
+
+def test_diff_file_without_stats_reads_rows_unknown(browser, roots) -> None:
+    from tests.web.ui_tables import ict_table
+
+    t = registration.register_table("ict", str(ict_table(roots / "ict")))
+    sync.sync_table(t.pk)
+    page = text(browser.get("/t/ict/diff/", {"from": 3, "to": 5}))
+    added = page.split('id="files-added"')[1].split("</table>")[0]
+    assert added.count('title="the file\'s add action has no stats">unknown</span>') == 2
+    assert 'title="1234 bytes">1.2' in added and "p=z/extra-0.parquet" in added
