@@ -44,8 +44,9 @@ def silence_of(times: list[int], now_ms: int, factor: float | None) -> str | Non
 
 
 def check_tables(now_ms: int | None = None) -> dict[str, Any]:
-    """Fire the silence alert on every synced table that is silent beyond its threshold.
-    Tables whose sync failed are left out: their silence may be ours, not the writers'."""
+    """Fire the silence alert on every synced table that is silent beyond its threshold, as of
+    its last sync. Tables whose sync failed are left out: their silence may be ours, not the
+    writers'."""
     now = _now_ms() if now_ms is None else now_ms
     rule = BUILTIN[RATE_RULE]
     settings = {s.table_id: s for s in RuleSetting.objects.filter(rule=RATE_RULE)}
@@ -63,7 +64,9 @@ def check_tables(now_ms: int | None = None) -> dict[str, Any]:
         )
         if not rows:
             continue
-        text = silence_of([c.timestamp for c in rows], now, s.threshold if s is not None else rule.threshold)
+        # the log is known only up to the last sync: a stalled sync is not a silent table
+        seen_until = min(now, int(table.last_synced_at.timestamp() * 1000)) if table.last_synced_at else now
+        text = silence_of([c.timestamp for c in rows], seen_until, s.threshold if s is not None else rule.threshold)
         if text is None:
             continue
         latest = rows[0]

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import time
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
@@ -18,6 +19,7 @@ from django.core import mail
 from alerts import delivery, services, silence
 from alerts.models import Alert, Delivery, Notification, RuleSetting, Severity
 from tables import sync
+from tables.models import Table
 from tests.alerts.conftest import register_and_sync
 from tests.alerts.receivers import WebhookReceiver, verify, wait_until
 
@@ -110,11 +112,18 @@ def test_switch_factor_and_severity_of_the_commit_rate_rule(roots) -> None:
 
 
 @pytest.mark.django_db
-def test_too_few_commits_tell_nothing_and_the_beat_runs_the_check(roots) -> None:
+def test_too_few_commits_or_a_stalled_sync_tell_nothing_and_the_beat_runs_the_check(roots) -> None:
     start = int(time.time()) * 1000 - 30 * 24 * HOUR
     table = register_and_sync("young", hourly_table(roots, "young", start, commits=4))
     assert silence.check_tables(now_ms=start + 1000 * HOUR)["alerts"] == 0  # 3 intervals: no usual yet
     assert silences(table) == []
+
+    # a table whose sync stopped right after its last commit: silent only as far as we know
+    stalled = register_and_sync("stalled", hourly_table(roots, "stalled", start))
+    last_commit = start + (COMMITS - 1) * HOUR
+    Table.objects.filter(pk=stalled.pk).update(last_synced_at=datetime.fromtimestamp(last_commit / 1000 + 60, UTC))
+    assert silence.check_tables(now_ms=last_commit + 100 * HOUR)["alerts"] == 0
+    assert silences(stalled) == []
     entry = settings.CELERY_BEAT_SCHEDULE["alerts-silence"]
     assert entry["task"] == "alerts.check_silence"
     from alerts import tasks
