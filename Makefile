@@ -81,7 +81,7 @@ PG_SUITE_ALL := $(PG_SUITE) $(addprefix tests/web/,test_api.py test_restores.py 
 CLUSTER_SUITE := tests/spark/test_cluster.py
 
 test: install test-deps
-	@$(PY) -m pytest --durations=15 $(PYTEST_ARGS)
+	@$(PY) -m pytest -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
 	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster; fi
 
 test-postgres: install test-deps
