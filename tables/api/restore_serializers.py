@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -58,6 +59,19 @@ class RestoreDecisionSerializer(serializers.Serializer):
         required=False,
         help_text="The plan's fingerprint as you reviewed it; the approval fails (409 plan_changed) if the plan "
         "changed since.",
+    )
+
+
+class RestoreRejectSerializer(serializers.Serializer):
+    """A rejection: the comment saying why is required."""
+
+    # documents the body only: the view parses it as a decision, so that a missing or blank
+    # comment gets the service's own error (400 invalid_comment)
+
+    comment = StrictCharField(
+        max_length=5000,
+        validators=[RegexValidator(r"\S", "Give a comment saying why the restore is rejected.")],
+        help_text="Shown to the requester: why the restore is rejected.",
     )
 
 

@@ -555,7 +555,7 @@ class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
     @extend_schema(
         summary="Reject the request (a comment saying why is required)",
-        request=rs.RestoreDecisionSerializer,
+        request=rs.RestoreRejectSerializer,
         responses={200: rs.RestoreRequestSerializer, **_errors(400, 401, 403, 404, 409)},
     )
     @action(detail=True, methods=["post"])
