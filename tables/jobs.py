@@ -92,11 +92,6 @@ def create_or_join(kind: str, table: Table | None, user=None, params: dict[str, 
         return existing, False
 
 
-def create(kind: str, table: Table | None, user=None, params: dict[str, Any] | None = None) -> Job:
-    """A queued job row, or the identical one already queued or running (see `create_or_join`)."""
-    return create_or_join(kind, table, user, params)[0]
-
-
 def enqueue(job: Job, task_name: str, on_unreachable: Callable[[], None] | None = None) -> None:
     """Send the job to `task_name` once the transaction commits (at once outside one)."""
     transaction.on_commit(lambda: _send(job, task_name, on_unreachable))

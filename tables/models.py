@@ -155,7 +155,7 @@ class Job(models.Model):
         ordering = ["-created_at"]
         constraints = [
             # at most one queued or running job per (kind, table, parameters): a second request
-            # joins it (tables.jobs.create), also when two requests race
+            # joins it (tables.jobs.create_or_join), also when two requests race
             models.UniqueConstraint(
                 fields=["kind", "table", "params_hash"],
                 condition=models.Q(status__in=["queued", "running"]) & ~models.Q(params_hash=""),

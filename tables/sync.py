@@ -115,8 +115,11 @@ MAX_ERROR = 5000
 
 def start_sync(table: Table, user=None) -> Job:
     """Create the job row, mark the table queued, and enqueue the job once the transaction
-    commits. An unreachable broker fails the job and puts the table's state back as it was."""
-    job = jobs.create(JobKind.SYNC, table, user)
+    commits. An unreachable broker fails the job and puts the table's state back as it was.
+    An identical sync already queued or running is returned as it is: it was sent when created."""
+    job, created = jobs.create_or_join(JobKind.SYNC, table, user)
+    if not created:
+        return job
     before = table.sync_state
     marked = before in (SyncState.NEVER, SyncState.OK, SyncState.ERROR) and (
         Table.objects.filter(pk=table.pk, sync_state=before).update(sync_state=SyncState.QUEUED) == 1

@@ -424,7 +424,7 @@ def test_sync_and_job_errors_name_the_table(api, table) -> None:
     body = api.get(f"/api/jobs/{job.pk}/").json()
     assert table.location not in body["error"]
     assert table.location not in api.get(f"/api/tables/{table.pk}/").json()["lastError"]
-    other = jobs.create(JobKind.SYNC, table)
+    other, _ = jobs.create_or_join(JobKind.SYNC, table)
     jobs.fail(other, f"cannot open {table.location}/_delta_log/00.json")
     assert Job.objects.get(pk=other.pk).error == "cannot open Sales/_delta_log/00.json"
 
