@@ -92,13 +92,18 @@ _latest: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _latest_lock = threading.Lock()
 
 
+def _keep_newest(kept: OrderedDict[str, Any], key: str, value: Any) -> None:
+    """Store `value` as the newest of `kept`, dropping the oldest beyond MAX_STATES."""
+    kept.pop(key, None)
+    kept[key] = value
+    while len(kept) > MAX_STATES:
+        kept.popitem(last=False)
+
+
 def _remember(key: str, state_key: str, data: dict[str, Any]) -> None:
     cache.set(key, data, CACHE_SECONDS)
     with _latest_lock:
-        _latest.pop(state_key, None)
-        _latest[state_key] = data
-        while len(_latest) > MAX_STATES:
-            _latest.popitem(last=False)
+        _keep_newest(_latest, state_key, data)
 
 
 def _compute_later(key: str, state_key: str, location: str, now: int, vacuum_retention: int | None) -> None:
@@ -132,9 +137,7 @@ def _compute(location: str, now: int, vacuum_retention: int | None) -> Reachabil
     with _states_lock:  # an update changes the state in place: one at a time
         state = _states.pop(location, None)
         state = update_state(state, location)
-        _states[location] = state
-        while len(_states) > MAX_STATES:
-            _states.popitem(last=False)
+        _keep_newest(_states, location, state)
         return answer(state, location, now, vacuum_retention)
 
 
