@@ -1,7 +1,6 @@
 """What the browser views share: sign-in and error pages (PageError, ServiceError and
 DeltaError shown with the status of tables.errors), the table of a URL, the common context
-and query-string helpers. views.py, rows_views.py and restore_views.py import this; it
-imports none of them.
+and query-string helpers. Every *views.py module imports this; it imports none of them.
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from django.apps import apps
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -110,6 +110,11 @@ def version_param(raw: str, name: str, table: Table | None = None) -> int:
     if value is None:
         raise PageError(f"'{name}' must be a version number (0 or more), not '{(raw or '').strip()[:40]}'.", 400, table)
     return value
+
+
+def alerts_installed() -> bool:
+    """Whether the alerts app is part of this deployment (it adds the tables' alerts)."""
+    return apps.is_installed("alerts")
 
 
 def focus_first_error(form) -> None:

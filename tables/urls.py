@@ -2,28 +2,30 @@
 
 from django.urls import path, re_path
 
-from . import restore_views, rows_views, views
+from . import compare_views, history_views, overview_views, restore_views, rows_views, versions_views, views
 
 app_name = "tables"
 
 urlpatterns = [
     path("", views.table_list, name="table_list"),
     path("tables/register/", views.register, name="register"),
-    path("t/<slug:slug>/", views.table_detail, name="table_detail"),
-    path("t/<slug:slug>/history/", views.table_history, name="table_history"),
+    path("t/<slug:slug>/", overview_views.table_detail, name="table_detail"),
+    path("t/<slug:slug>/history/", history_views.table_history, name="table_history"),
     re_path(
-        r"^t/(?P<slug>[-a-zA-Z0-9_]+)/history\.(?P<fmt>csv|parquet)$", views.history_download, name="history_download"
+        r"^t/(?P<slug>[-a-zA-Z0-9_]+)/history\.(?P<fmt>csv|parquet)$",
+        history_views.history_download,
+        name="history_download",
     ),
-    path("t/<slug:slug>/charts/", views.table_charts_page, name="table_charts_page"),
-    path("t/<slug:slug>/versions/", views.table_versions, name="table_versions"),
-    path("t/<slug:slug>/restores/", views.table_restores, name="table_restores"),
+    path("t/<slug:slug>/charts/", overview_views.table_charts_page, name="table_charts_page"),
+    path("t/<slug:slug>/versions/", versions_views.table_versions, name="table_versions"),
+    path("t/<slug:slug>/restores/", overview_views.table_restores, name="table_restores"),
     path("t/<slug:slug>/sync/", views.sync_now, name="sync_now"),
-    path("t/<slug:slug>/charts.json", views.table_charts_json, name="table_charts"),
-    path("t/<slug:slug>/v/<int:version>/", views.version_detail, name="version_detail"),
-    path("t/<slug:slug>/diff/", views.diff_view, name="diff"),
+    path("t/<slug:slug>/charts.json", overview_views.table_charts_json, name="table_charts"),
+    path("t/<slug:slug>/v/<int:version>/", versions_views.version_detail, name="version_detail"),
+    path("t/<slug:slug>/diff/", compare_views.diff_view, name="diff"),
     path("t/<slug:slug>/diff/rows/", rows_views.diff_rows_start, name="diff_rows"),
     path("t/<slug:slug>/v/<int:version>/preview/", rows_views.preview_start, name="version_preview"),
-    path("t/<slug:slug>/freeze/", views.managed_freeze, name="managed_freeze"),
+    path("t/<slug:slug>/freeze/", overview_views.managed_freeze, name="managed_freeze"),
     path("t/<slug:slug>/restore/", restore_views.restore_new, name="restore_new"),
     path("restores/", restore_views.restore_list, name="restore_list"),
     path("restores/<int:pk>/", restore_views.restore_detail, name="restore_detail"),

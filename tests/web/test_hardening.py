@@ -204,13 +204,13 @@ def test_debug_mode_answers_the_projects_404_not_the_url_list(settings, browser)
 
 
 def test_debug_mode_answers_the_projects_500_without_a_traceback(settings, browser, monkeypatch, table) -> None:
-    from tables import views
+    from tables import overview_views
 
     def boom(slug):
         raise ZeroDivisionError("secret detail")
 
     settings.DEBUG = True
-    monkeypatch.setattr(views, "table_of", boom)
+    monkeypatch.setattr(overview_views, "table_of", boom)
     r = browser.get("/t/sales/")
     html = r.content.decode()
     assert r.status_code == 500 and "Something went wrong" in html

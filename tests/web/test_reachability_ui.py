@@ -172,12 +172,12 @@ def _column(html: str) -> dict[int, str]:
 def test_history_column_says_which_versions_can_be_read(synced_vacuumed, client, monkeypatch) -> None:
     from django.core.cache import cache
 
-    from tables import views
+    from tables import table_tabs
 
     cache.clear()
     calls = []
-    real = views.table_reachability
-    monkeypatch.setattr(views, "table_reachability", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = table_tabs.table_reachability
+    monkeypatch.setattr(table_tabs, "table_reachability", lambda *a, **k: calls.append(a) or real(*a, **k))
     client.force_login(make_user("viewer"))
     html = client.get(f"/t/{synced_vacuumed.slug}/history/").content.decode()
     assert len(calls) == 1  # once for the whole page, not per row

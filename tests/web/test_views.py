@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tables import registration, sync, views
+from tables import history_views, registration, sync, versions_views
 from tables.delta.commit import enable_ict
 from tables.delta.timestamps import format_ms
 from tables.models import Commit, Job, SyncState, Table
@@ -175,7 +175,7 @@ def test_history_filters(browser, table) -> None:
 
 
 def test_history_pagination_keeps_filters(browser, table, monkeypatch) -> None:
-    monkeypatch.setattr(views, "HISTORY_PAGE_SIZE", 2)
+    monkeypatch.setattr(history_views, "HISTORY_PAGE_SIZE", 2)
     r = browser.get("/t/sales/history/")
     assert versions_listed(r, table) == {3, 2}
     assert "Commits 1–2 of 4, newest first." in text(r) and "page 1 of 2" in text(r)
@@ -278,7 +278,7 @@ def test_version_page(browser, table, monkeypatch) -> None:
     assert "Files 1–3 of 3." in page and "p=a/" in page and "{&quot;p&quot;: &quot;a&quot;}" in page
     assert 'href="/t/sales/v/0/"' in page and 'href="/t/sales/v/2/"' in page
     assert 'href="/t/sales/diff/?from=0&amp;to=1"' in page
-    monkeypatch.setattr(views, "FILES_PAGE_SIZE", 2)
+    monkeypatch.setattr(versions_views, "FILES_PAGE_SIZE", 2)
     r = browser.get("/t/sales/v/1/", {"page": 2})
     assert "Files 3–3 of 3." in text(r) and len(r.context["page_obj"].object_list) == 1
 

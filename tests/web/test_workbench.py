@@ -155,7 +155,7 @@ def test_metric_units() -> None:
 
 
 def test_history_sorts_and_keeps_the_sort_in_links(browser, table, monkeypatch) -> None:
-    from tables import views
+    from tables import history_views
 
     def listed(params) -> list[int]:
         return [row["version"] for row in browser.get("/t/sales/history/", params).context["rows"]]
@@ -169,7 +169,7 @@ def test_history_sorts_and_keeps_the_sort_in_links(browser, table, monkeypatch) 
     times = {c.version: c.timestamp for c in Commit.objects.filter(table=table)}
     asc = listed({"sort": "timestamp"})
     assert [times[v] for v in asc] == sorted(times.values())
-    monkeypatch.setattr(views, "HISTORY_PAGE_SIZE", 2)
+    monkeypatch.setattr(history_views, "HISTORY_PAGE_SIZE", 2)
     page = text(browser.get("/t/sales/history/", {"sort": "version", "operation": "WRITE"}))
     assert 'href="?sort=version&amp;operation=WRITE&amp;page=2"' in page
     # the header of the current sort says so to assistive technology, and links to the reverse

@@ -1,0 +1,140 @@
+"""The table page's History tab (DESCRIBE HISTORY filtered, sorted and paged in the URL, with
+its reachability column) and the history's CSV/Parquet download."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.core.cache import cache
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET
+
+from . import history_export, pages
+from .forms import HistoryFilterForm
+from .history import CACHE_SECONDS, HistoryFilter, history, operations, synced_key
+from .models import Table
+from .reachability import cache_epoch
+from .restore_requests import restore_ids_by_version
+from .table_tabs import reach_by_version, tab_context
+from .ui import PageError, page, query, table_of
+
+HISTORY_PAGE_SIZE = 50
+
+
+def _history_query(request: HttpRequest, table: Table) -> tuple[HistoryFilterForm, bool, Any]:
+    """The history filter form of the URL, whether it filters, and the filtered, sorted query
+    (the one the tab pages and the export stream both read)."""
+    form = HistoryFilterForm(request.GET or None)
+    valid = form.is_bound and form.is_valid()
+    f = HistoryFilter()
+    if valid:
+        data = form.cleaned_data
+        start, end = form.timestamp_range()
+        f = HistoryFilter(
+            operation=data.get("operation") or None,
+            version_min=data.get("version_from"),
+            version_max=data.get("version_to"),
+            since=start,
+            until=end,
+        )
+    qs = history_export.sorted_history(history(table, f), request.GET.get("sort"))
+    return form, (form.active if valid else False), qs
+
+
+def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """The filter form and the rendered history table; the table is cached until the next
+    sync (the same page of the same query is the same for every reader)."""
+    form, filtered, qs = _history_query(request, table)
+    sort = history_export.sort_of(request.GET.get("sort"))
+    columns = history_export.columns_of(request.GET.getlist("cols"))
+    q = query(request, ("page", "job"))
+    # reachability moves with the clock and with VACUUM, not only with syncs
+    digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}".encode()).hexdigest()[:32]
+    html_key = f"hist:{synced_key(table)}:{cache_epoch()}:{digest}"
+    html = cache.get(html_key)
+    if html is None:
+        page_obj = Paginator(qs, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+        reach = reach_by_version(table) if page_obj.object_list and "readable" in columns else {}
+        reach_pending = reach is None
+        reach = reach or {}
+        restores = restore_ids_by_version(table, page_obj.object_list)
+        rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
+        html = render_to_string(
+            "tables/_history_rows.html",
+            {
+                "table": table,
+                "page_obj": page_obj,
+                "rows": rows,
+                "filtered": filtered,
+                "query": q,
+                "sort": sort,
+                "sort_label": history_export.SORT_LABELS[sort],
+                "show": set(columns),
+                "headers": _sort_headers(request, sort),
+                "reach_pending": reach_pending,
+            },
+        )
+        if not reach_pending:  # the readable column fills in on the next request
+            cache.set(html_key, html, CACHE_SECONDS)
+    export_q = query(request, ("page", "job", "cols"))
+    return {
+        "filter_form": form,
+        "filtered": filtered,
+        "history_html": mark_safe(html),  # rendered above by our own template, autoescaped
+        "operations": operations(table),
+        "query": q,
+        "sort": sort,
+        "sorts": list(history_export.SORT_LABELS.items()),
+        "columns": [(c, label, c in columns) for c, label in history_export.COLUMNS.items()],
+        "export_query": export_q,
+    }
+
+
+def _sort_headers(request: HttpRequest, sort: str) -> dict[str, dict[str, str]]:
+    """For each sortable column: the link that sorts by it (reversing the current order when
+    it is already the key) and its aria-sort state."""
+    out = {}
+    for col, key in (("version", "version"), ("timestamp", "timestamp"), ("operation", "operation"), ("user", "user")):
+        current = sort.lstrip("-") == key
+        descending = sort.startswith("-")
+        # first click: newest / A-Z as a reader expects; a second click reverses
+        target = (
+            ("" if descending else "-") + key if current else ("-" + key if key in ("version", "timestamp") else key)
+        )
+        q = request.GET.copy()
+        q.pop("page", None)
+        q.pop("job", None)
+        q["sort"] = target
+        out[col] = {
+            "href": f"?{q.urlencode()}",
+            "aria": ("descending" if descending else "ascending") if current else "none",
+        }
+    return out
+
+
+@page
+@require_GET
+def table_history(request: HttpRequest, slug: str) -> HttpResponse:
+    """The History tab: DESCRIBE HISTORY, filtered, sorted and paged in the URL, full width."""
+    table = table_of(slug)
+    ctx = tab_context(request, table, "history")
+    ctx.update(_history(request, table))
+    ctx["has_expired"] = table.commits.filter(log_expired=True).exists()
+    return render(request, "tables/table_history.html", ctx)
+
+
+@page
+@require_GET
+def history_download(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    """The filtered, sorted history as CSV or Parquet, streamed (the History tab's filters)."""
+    table = table_of(slug)
+    form, _filtered, qs = _history_query(request, table)
+    if form.is_bound and not form.is_valid():
+        errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
+        raise PageError(f"The history filters are not valid: {errors}", 400, table)
+    return history_export.export_response(table, qs, fmt)
