@@ -171,8 +171,7 @@ class DatabaseOwner:
         except ValueError as exc:
             return self._refuse(mt, version, None, f"the commit is not a valid commit file: {exc}", "invalid_commit")
         try:
-            with transaction.atomic():
-                outcome = self._ratify(mt, tc, version, parsed, actions, committed_by=committed_by)
+            outcome = self._ratify(mt, tc, version, parsed, actions, committed_by=committed_by)
         except IntegrityError:
             latest = ManagedTable.objects.filter(pk=mt.pk).values_list("latest_version", flat=True).first()
             return CommitConflict(version, max(version, latest if latest is not None else version))
@@ -233,10 +232,9 @@ class DatabaseOwner:
                 "invalid_commit",
             )
         try:
-            with transaction.atomic():
-                outcome = self._ratify(
-                    mt, tc, version, parsed, data, staged=path, committed_by=committed_by, etag_version=etag_version
-                )
+            outcome = self._ratify(
+                mt, tc, version, parsed, data, staged=path, committed_by=committed_by, etag_version=etag_version
+            )
         except IntegrityError:
             latest = ManagedTable.objects.filter(pk=mt.pk).values_list("latest_version", flat=True).first()
             return CommitConflict(version, max(version, latest if latest is not None else version))
@@ -354,10 +352,13 @@ class DatabaseOwner:
         staged: str | None = None,
         committed_by: str = "",
         etag_version: int | None = None,
+        retries: int = 2,
     ) -> CommitOutcome:
-        # take the row for writing before reading it (SQLite: the write lock; PostgreSQL: the row lock)
-        ManagedTable.objects.filter(pk=mt.pk).update(updated_at=timezone.now())
-        mt = ManagedTable.objects.select_related("table", "frozen_by").get(pk=mt.pk)
+        """Check the commit against the row as read, then ratify it with one conditional UPDATE
+        (the row still at version-1, active, not frozen, the etag's metadata version) and one
+        INSERT in a short transaction. Every check and every file operation happens before it,
+        so the row lock (PostgreSQL) or SQLite's write lock is held for two statements, never
+        across file IO. If the row moved in between, it is read again and checked again."""
         if mt.state != OwnerState.ACTIVE:
             code = "handing_back" if mt.state == OwnerState.RELEASING else "not_owned"
             return self._refuse(mt, version, parsed, f"commit-owner '{self.name}' does not own {tc.location}", code)
@@ -394,34 +395,65 @@ class DatabaseOwner:
             storage.put_if_absent(staged, actions)
         self.fault("commit:staged")
         info = storage.stat(staged)
-        engine = (parsed.commit_info or {}).get("engineInfo")
-        RatifiedCommit.objects.create(
-            table_id=mt.table_id,
-            version=version,
-            path=staged,
-            size=info.size,
-            modification_time=info.modification_time,
-            in_commit_timestamp=parsed.in_commit_timestamp,
-            txn_id=(parsed.txn_id or "")[:200],
-            operation=(parsed.operation or "")[:200],
-            engine_info=(engine if isinstance(engine, str) else "")[:200],
-            committed_by=committed_by[:150],
+        releasing = bool(hands_back(tc, parsed))
+        if releasing:
+            changes: dict[str, Any] = {
+                "state": OwnerState.RELEASING,
+                "releasing_version": version,
+                "releasing_path": staged,
+            }
+        else:
+            changes = {"latest_version": version, "latest_ict": parsed.in_commit_timestamp}
+            if parsed.metadata is not None or parsed.protocol is not None:
+                changes["metadata_version"] = version  # the etag moves with metadata changes only
+        unchanged = ManagedTable.objects.filter(
+            pk=mt.pk,
+            state=OwnerState.ACTIVE,
+            owner_table_id=mt.owner_table_id,
+            latest_version=latest,
+            frozen=False,
         )
-        commit = Commit(version, staged, info.size, info.modification_time, parsed.in_commit_timestamp)
-        if hands_back(tc, parsed):
-            ManagedTable.objects.filter(pk=mt.pk).update(
-                state=OwnerState.RELEASING, releasing_version=version, releasing_path=staged
+        if etag_version is not None:
+            unchanged = unchanged.filter(metadata_version=etag_version)
+        with transaction.atomic():
+            won = unchanged.update(updated_at=timezone.now(), **changes)
+            if won:
+                engine = (parsed.commit_info or {}).get("engineInfo")
+                RatifiedCommit.objects.create(
+                    table_id=mt.table_id,
+                    version=version,
+                    path=staged,
+                    size=info.size,
+                    modification_time=info.modification_time,
+                    in_commit_timestamp=parsed.in_commit_timestamp,
+                    txn_id=(parsed.txn_id or "")[:200],
+                    operation=(parsed.operation or "")[:200],
+                    engine_info=(engine if isinstance(engine, str) else "")[:200],
+                    committed_by=committed_by[:150],
+                )
+                if self.on_ratified is not None and not releasing:
+                    self.on_ratified(mt, version)
+                transaction.on_commit(lambda: self.fault("handback:releasing" if releasing else "commit:ratified"))
+        if not won:
+            # the row moved since it was read (a winner, a freeze, a metadata change): read it
+            # again and answer from what it says now
+            fresh = ManagedTable.objects.select_related("table", "frozen_by").filter(pk=mt.pk).first()
+            if fresh is None:
+                return CommitRefused(version, f"commit-owner '{self.name}' does not own {tc.location}", "not_owned")
+            if retries <= 0:
+                return CommitConflict(version, max(version, fresh.latest_version))
+            return self._ratify(
+                fresh,
+                tc,
+                version,
+                parsed,
+                actions,
+                staged=staged,
+                committed_by=committed_by,
+                etag_version=etag_version,
+                retries=retries - 1,
             )
-            transaction.on_commit(lambda: self.fault("handback:releasing"))
-            return CommitResponse(commit)
-        changes = {"latest_version": version, "latest_ict": parsed.in_commit_timestamp}
-        if parsed.metadata is not None or parsed.protocol is not None:
-            changes["metadata_version"] = version  # the etag moves with metadata changes only
-        ManagedTable.objects.filter(pk=mt.pk).update(**changes)
-        if self.on_ratified is not None:
-            self.on_ratified(mt, version)
-        transaction.on_commit(lambda: self.fault("commit:ratified"))
-        return CommitResponse(commit)
+        return CommitResponse(Commit(version, staged, info.size, info.modification_time, parsed.in_commit_timestamp))
 
     def get_commits(self, tc: TableConf, start: int = 0, end: int | None = None) -> GetCommitsResponse:
         mt = self.managed(tc)
