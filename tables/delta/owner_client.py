@@ -3,10 +3,11 @@ the mapping of a commit's outcome onto the answer that API gives (so both ends a
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
+import http.client
+import threading
+import time
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
@@ -24,6 +25,10 @@ from .owner import (
 
 REFUSED_STATUS = 403
 CONFLICT_STATUS = 409
+# a kept-alive connection idle longer than this is replaced before use: below gunicorn's default
+# keep-alive (2 s), so a request is never sent on a connection the server is closing (a POST on
+# one would leave its outcome unknown)
+REUSE_IDLE_SECONDS = 1.5
 
 
 def outcome_to_http(outcome: CommitOutcome) -> tuple[int, dict[str, Any]]:
@@ -66,6 +71,8 @@ class RestOwnerClient:
     GET  {base}/api/owner/tables/{id}/commits?start=&end=  -> {commits: [...], latestTableVersion}
     POST {base}/api/owner/tables/{id}/backfill?version=    -> {backfilledVersion}
     The table id is the `tableId` of the table's owner conf (its metadata) unless given here.
+    Each thread keeps one connection alive and reuses it (a fresh connection per call cost a
+    TCP handshake and the server's accept per commit attempt).
     """
 
     def __init__(
@@ -76,6 +83,11 @@ class RestOwnerClient:
         self.name = name
         self.table_id = table_id
         self.timeout = timeout
+        parts = urlsplit(self.base_url)
+        self._https = parts.scheme == "https"
+        self._netloc = parts.netloc
+        self._prefix = len(f"{parts.scheme}://{parts.netloc}")
+        self._local = threading.local()  # one kept-alive connection per thread (http.client is not thread-safe)
 
     def __repr__(self) -> str:
         return f"RestOwnerClient({self.base_url!r}, name={self.name!r})"
@@ -90,21 +102,57 @@ class RestOwnerClient:
         query = {k: v for k, v in (query or {}).items() if v is not None}
         return f"{url}?{urlencode(query)}" if query else url
 
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """The thread's connection and whether it was used before (a fresh one after idling)."""
+        conn, last = getattr(self._local, "conn", None), getattr(self._local, "last", 0.0)
+        if conn is not None and time.monotonic() - last < REUSE_IDLE_SECONDS:
+            return conn, True
+        if conn is not None:
+            conn.close()
+        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = self._local.conn = kind(self._netloc, timeout=self.timeout)
+        return conn, False
+
+    def close(self) -> None:
+        """Close this thread's kept-alive connection (the next call opens a new one)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _send(self, method: str, url: str, data: bytes | None) -> tuple[int, bytes]:
+        headers = {"Authorization": f"Token {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in range(2):
+            conn, reused = self._connection()
+            try:
+                conn.request(method, url[self._prefix :] or "/", body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()
+                # the server closed a kept-alive connection: a GET is safe to send again; a
+                # POST's outcome is unknown, which the writer must find out (txnId), not us
+                if reused and method == "GET" and attempt == 0:
+                    continue
+                raise
+            except (OSError, http.client.HTTPException):
+                self.close()
+                raise
+            if resp.will_close:
+                self.close()
+            else:
+                self._local.last = time.monotonic()
+            return resp.status, raw
+        raise AssertionError("unreachable")
+
     def _request(self, method: str, url: str, body: Any = None) -> tuple[int, Any]:
         data = orjson.dumps(body) if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Authorization", f"Token {self.token}")
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                status, raw = resp.status, resp.read()
-        except urllib.error.HTTPError as exc:
-            status, raw = exc.code, exc.read()
-        except OSError as exc:  # URLError, timeouts, refused and reset connections
-            reason = getattr(exc, "reason", exc)
-            raise OwnerUnavailableError(f"commit-owner '{self.name}' at {url} is unreachable ({reason})") from exc
+            status, raw = self._send(method, url, data)
+        except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, garbled
+            raise OwnerUnavailableError(f"commit-owner '{self.name}' at {url} is unreachable ({exc})") from exc
         try:
             payload = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:

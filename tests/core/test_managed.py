@@ -1025,6 +1025,58 @@ def test_rest_client_speaks_the_owner_api(owner_api) -> None:
     assert ("POST", f"/api/owner/tables/{tc.table_id}/backfill?version=5") in handler.requests
 
 
+def test_rest_client_keeps_one_connection_alive_per_thread(tmp_path: Path) -> None:
+    """Every call of a writer thread goes over that thread's one kept-alive connection (an
+    HTTP/1.1 server here): two threads committing and reading open two connections, not one
+    per call; a connection the server closes is replaced on the next call."""
+    table, owner = managed_table(tmp_path, unbackfilled=0)
+    tc = conf_of(table)
+    connections: list[int] = []
+
+    class KeepAlive(_OwnerApi):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            connections.append(1)
+            super().setup()
+
+    handler = type("Api", (KeepAlive,), {"owner": owner, "tables": {tc.table_id: tc}, "requests": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = RestOwnerClient(f"http://127.0.0.1:{server.server_address[1]}", TOKEN, name="fs")
+        results: list[int] = []
+
+        def writer(i: int) -> None:
+            for k in range(3):
+                while True:
+                    try:
+                        results.append(
+                            commit_via_owner(table, client, [builders.add(f"t{i}-{k}.parquet")], "WRITE").version
+                        )
+                        break
+                    except CommitConflictError:
+                        continue
+            client.close()
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(results) == list(range(4, 10))
+        calls = len(handler.requests)
+        assert calls >= 12 and len(connections) == 2  # each commit: a read and a commit, 2 threads
+        client.get_commits(tc, 0)  # closed above: a new connection, then kept
+        client.get_commits(tc, 0)
+        assert len(connections) == 3
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 def test_rest_client_failures_are_errors_not_outcomes(owner_api, tmp_path: Path) -> None:
     table, _owner, handler, base = owner_api
     tc = conf_of(table)
