@@ -14,7 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .actions import NON_FILE_ACTIONS, ActionBatch, chunk_slices, file_batch_schema, read_json_actions, true_runs
+from .actions import (
+    NON_FILE_ACTIONS,
+    ActionBatch,
+    bool_array,
+    chunk_slices,
+    file_batch_schema,
+    int64_array,
+    read_json_actions,
+    true_runs,
+)
 from .errors import CorruptCheckpointError, CorruptLogError
 from .log import LOG_DIR, LogFile
 from .storage import Storage
@@ -44,45 +53,124 @@ def open_parquet(storage: Storage, rel: str) -> pq.ParquetFile:
         raise CorruptCheckpointError(f"{storage.display(rel)}: unreadable checkpoint ({exc})", file=rel) from exc
 
 
-def _parquet_others(
-    storage: Storage, rel: str, only: tuple[str, ...] | None = None
-) -> list[tuple[str, dict[str, Any]]]:
-    """Non-file actions of a parquet checkpoint; with `only` (one of each: protocol,
-    metaData), reading stops at the batch where all were found."""
-    pf = open_parquet(storage, rel)
-    names = [n for n in (only or NON_FILE_ACTIONS) if n in pf.schema_arrow.names]
-    if not names:
-        return []
-    out = []
-    try:
-        for batch in pf.iter_batches(batch_size=8192, columns=names):
-            for name in names:
-                col = batch.column(name)
-                out.extend((name, plain_value(v)) for v in col.filter(col.is_valid()).to_pylist())
-            if only and {n for n, _b in out} >= set(names):
-                break
-    except (pa.ArrowException, OSError) as exc:
-        raise CorruptCheckpointError(f"{storage.display(rel)}: unreadable checkpoint ({exc})", file=rel) from exc
-    return out
+# A field every action of the kind must have: where the footer's statistics count it null in
+# every row of a row group, that row group holds no such action.
+_KEY_FIELD = {
+    "add": "path",
+    "remove": "path",
+    "metaData": "id",
+    "protocol": "minReaderVersion",
+    "txn": "appId",
+    "domainMetadata": "domain",
+    "sidecar": "path",
+    "checkpointMetadata": "version",
+}
 
 
-def _parquet_files(storage: Storage, rel: str, version: int, keys: list[str]) -> pa.Table:
-    pf = open_parquet(storage, rel)
-    top = pf.schema_arrow
-    parts = []
-    for kind, wanted in _FILE_FIELDS.items():
-        if kind not in top.names:
-            continue
-        present = [f for f in wanted if f in {c.name for c in top.field(kind).type}]
+class ParquetPart:
+    """One Parquet checkpoint file (a part or a sidecar), opened once.
+
+    Its footer says, per row group, how many rows hold each kind of action (the null count of
+    the kind's key field): a checkpoint is mostly adds, so removes, txns, domain metadata and
+    sidecars are usually absent and never decoded, and reading protocol and metaData stops
+    once the counted rows were found.
+    """
+
+    def __init__(self, storage: Storage, rel: str) -> None:
+        self.storage, self.rel = storage, rel
+        self.file = open_parquet(storage, rel)
+        self.meta = self.file.metadata
+        self.names = set(self.file.schema_arrow.names)
+        groups = self.meta.num_row_groups
+        first = self.meta.row_group(0) if groups else None
+        self._leaf = {first.column(i).path_in_schema: i for i in range(first.num_columns)} if first else {}
+
+    def error(self, exc: Exception) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"{self.storage.display(self.rel)}: unreadable checkpoint ({exc})", file=self.rel)
+
+    def non_null(self, leaf: str) -> list[int | None]:
+        """Per row group, the rows where the leaf column `leaf` (dotted) is set; None where
+        the statistics do not say (or the column is not there)."""
+        idx = self._leaf.get(leaf)
+        out: list[int | None] = []
+        for g in range(self.meta.num_row_groups):
+            rg = self.meta.row_group(g)
+            st = rg.column(idx).statistics if idx is not None else None
+            out.append(rg.num_rows - st.null_count if st is not None and st.has_null_count else None)
+        return out
+
+    def counts(self, kind: str) -> list[int | None]:
+        """Per row group, how many `kind` actions it holds (None: unknown, read to see)."""
+        return self.non_null(f"{kind}.{_KEY_FIELD[kind]}")
+
+    def others(self, only: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """Non-file actions; with `only` (one of each: protocol, metaData), reading stops at
+        the batch where all were found, as it does once every counted action was found."""
+        names = [n for n in (only or NON_FILE_ACTIONS) if n in self.names]
+        counts = {n: self.counts(n) for n in names}
+        names = [n for n in names if any(c != 0 for c in counts[n])]
+        groups = [g for g in range(self.meta.num_row_groups) if any(counts[n][g] != 0 for n in names)]
+        if not names or not groups:
+            return []
+        expected = {n: None if None in counts[n] else sum(c or 0 for c in counts[n]) for n in names}
+        known = all(e is not None for e in expected.values())
+        found = dict.fromkeys(names, 0)
+        out = []
         try:
-            table = pf.read(columns=[f"{kind}.{f}" for f in present])
+            # big batches: writers put protocol and metadata anywhere (delta-rs after the adds of
+            # the older commits), and decoding these mostly-null columns costs the same whole
+            for batch in self.file.iter_batches(batch_size=65536, row_groups=groups, columns=names):
+                for name in names:
+                    col = batch.column(name)
+                    if col.null_count == len(col):
+                        continue
+                    bodies = [plain_value(v) for v in col.filter(col.is_valid()).to_pylist()]
+                    found[name] += sum(1 for b in bodies if b.get(_KEY_FIELD[name]) is not None)
+                    out.extend((name, b) for b in bodies)
+                if only and {n for n, _b in out} >= set(names):
+                    break
+                if known and all(found[n] >= (expected[n] or 0) for n in names):
+                    break
         except (pa.ArrowException, OSError) as exc:
-            raise CorruptCheckpointError(f"{storage.display(rel)}: unreadable checkpoint ({exc})", file=rel) from exc
-        part = _action_rows(kind, table, present, version, keys)
-        if part is not None:
-            parts.append(part)
-    schema = file_batch_schema(keys)
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+            raise self.error(exc) from exc
+        return out
+
+    def files(self, version: int, keys: list[str]) -> pa.Table:
+        """Add and remove actions in the file batch schema, reading only the columns replay
+        needs (never stats or tags) of the row groups that hold them, in one read."""
+        columns, kinds = [], []
+        wanted_groups: set[int] = set()
+        for kind, wanted in _FILE_FIELDS.items():
+            if kind not in self.names:
+                continue
+            groups = [g for g, c in enumerate(self.counts(kind)) if c != 0]
+            if not groups:
+                continue
+            fields = {c.name for c in self.file.schema_arrow.field(kind).type}
+            present = [f for f in wanted if f in fields]
+            if not keys and "partitionValues" in present:
+                present.remove("partitionValues")  # unpartitioned: nothing to read
+            if "deletionVector" in present and all(
+                c == 0 for c in (self.non_null(f"{kind}.deletionVector.storageType")[g] for g in groups)
+            ):
+                present.remove("deletionVector")  # no file of this kind has one
+            columns += [f"{kind}.{f}" for f in present]
+            kinds.append((kind, present))
+            wanted_groups.update(groups)
+        if not kinds:
+            return file_batch_schema(keys).empty_table()
+        try:
+            if len(wanted_groups) == self.meta.num_row_groups:
+                table = self.file.read(columns=columns)
+            else:
+                table = self.file.read_row_groups(sorted(wanted_groups), columns=columns)
+        except (pa.ArrowException, OSError) as exc:
+            raise self.error(exc) from exc
+        parts = [_action_rows(kind, table, present, version, keys) for kind, present in kinds]
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return file_batch_schema(keys).empty_table()
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
 def _map_values(m: pa.MapArray, keys: list[str]) -> list[pa.Array]:
@@ -99,7 +187,7 @@ def _map_values(m: pa.MapArray, keys: list[str]) -> list[pa.Array]:
         flat_items = m.items.slice(off[0], n * k)
         out = []
         for j, key in enumerate(keys):
-            idx = None if k == 1 else pa.array(np.arange(j, n * k, k))
+            idx = None if k == 1 else int64_array(np.arange(j, n * k, k))
             ks = flat_keys if idx is None else flat_keys.take(idx)
             if not pc.all(pc.equal(ks, key)).as_py():
                 break
@@ -109,27 +197,34 @@ def _map_values(m: pa.MapArray, keys: list[str]) -> list[pa.Array]:
     return [pc.map_lookup(m, pa.scalar(key), "first").cast(pa.string()) for key in keys]
 
 
+def _struct_of(table: pa.Table, kind: str, present: list[str]) -> tuple[dict[str, pa.ChunkedArray], Any]:
+    """The selected fields of one action column, whichever form the reader gave them in (a
+    struct column named after the action, or dotted columns), and which rows hold one (the
+    action and its path set)."""
+    if kind in table.column_names:
+        struct = table.column(kind)
+        cols = {f: pa.chunked_array([c.field(f) for c in struct.chunks], struct.type.field(f).type) for f in present}
+        return cols, pc.and_(struct.is_valid(), cols["path"].is_valid())
+    cols = {f: table.column(f"{kind}.{f}") for f in present}
+    return cols, cols["path"].is_valid()
+
+
+def _mask(valid: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    if isinstance(valid, pa.Array):
+        return valid.to_numpy(zero_copy_only=False)
+    if not valid.num_chunks:
+        return np.zeros(0, bool)
+    return np.concatenate([c.to_numpy(zero_copy_only=False) for c in valid.chunks])
+
+
 def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, keys: list[str]) -> pa.Table | None:
     """The rows of one action column (add or remove) in the file batch schema.
 
     Checkpoint rows of one kind come in long runs: they are taken as zero-copy slices.
     """
     schema = file_batch_schema(keys)
-    if table.num_columns == 1 and table.column_names[0] == kind:
-        # nested selection may come back as one struct column named after the action
-        struct = table.column(0)
-        cols = {f: pa.chunked_array([c.field(f) for c in struct.chunks], struct.type.field(f).type) for f in present}
-        valid = pc.and_(struct.is_valid(), cols["path"].is_valid())
-    else:
-        cols = {f: table.column(f) for f in present}
-        valid = cols["path"].is_valid()
-    runs = true_runs(
-        valid.to_numpy(zero_copy_only=False)
-        if isinstance(valid, pa.Array)
-        else np.concatenate([c.to_numpy(zero_copy_only=False) for c in valid.chunks])
-        if valid.num_chunks
-        else np.zeros(0, bool)
-    )
+    cols, valid = _struct_of(table, kind, present)
+    runs = true_runs(_mask(valid))
     if not runs:
         return None
     n = sum(b - a for a, b in runs)
@@ -147,13 +242,15 @@ def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, k
         pv = pa.chunked_array(
             [pa.StructArray.from_arrays(_map_values(chunk, keys), names=keys) for chunk in raw.chunks], pv_type
         )
+    elif keys:
+        pv = pa.chunked_array([pa.nulls(n, pv_type)])
     else:
-        pv = pa.chunked_array([pa.array([{}] * n, pv_type) if not keys else pa.nulls(n, pv_type)])
+        pv = pa.chunked_array([pa.Array.from_buffers(pv_type, n, [None])])  # n empty structs
     return pa.table(
         {
-            "version": pa.array(np.full(n, version, dtype=np.int64)),
-            "seq": pa.array(np.full(n, -1, dtype=np.int64)),
-            "is_add": pa.array(np.full(n, kind == "add")),
+            "version": int64_array(np.full(n, version, dtype=np.int64)),
+            "seq": int64_array(np.full(n, -1, dtype=np.int64)),
+            "is_add": bool_array(np.full(n, kind == "add")),
             "path": column("path"),
             "size": column("size"),
             "modificationTime": column("modificationTime"),
@@ -173,13 +270,28 @@ def sidecar_key(storage: Storage, path: str) -> str:
     return storage.resolve(f"{LOG_DIR}/_sidecars/{path}")
 
 
-def read_checkpoint_others(
-    storage: Storage, files: list[LogFile], only: tuple[str, ...] | None = None
-) -> list[tuple[str, dict[str, Any]]]:
-    """Non-file actions of a checkpoint, sidecar references included (or just `only`)."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    for f in files:
-        if f.fmt == "json":
+class CheckpointReader:
+    """A checkpoint (its parts, or a v2 checkpoint and its sidecars) whose Parquet files are
+    opened once for both reads: the non-file actions first (protocol and metadata decide the
+    partition keys), then the file actions."""
+
+    def __init__(self, storage: Storage, files: list[LogFile]) -> None:
+        self.storage, self.files = storage, files
+        self._parts: dict[str, ParquetPart] = {}
+
+    def part(self, rel: str) -> ParquetPart:
+        if rel not in self._parts:
+            self._parts[rel] = ParquetPart(self.storage, rel)
+        return self._parts[rel]
+
+    def others(self, only: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """Non-file actions of the checkpoint, sidecar references included (or just `only`)."""
+        storage = self.storage
+        out: list[tuple[str, dict[str, Any]]] = []
+        for f in self.files:
+            if f.fmt != "json":
+                out.extend(self.part(f.path).others(only))
+                continue
             try:
                 data = storage.read(f.path)
             except FileNotFoundError as exc:
@@ -196,35 +308,45 @@ def read_checkpoint_others(
                         f"{storage.display(f.path)}: line {lineno} is not valid JSON", file=f.path, line=lineno
                     ) from exc
                 out.extend((name, obj[name]) for name in (only or NON_FILE_ACTIONS) if isinstance(obj.get(name), dict))
-        else:
-            out.extend(_parquet_others(storage, f.path, only))
-    return out
+        return out
+
+    def file_actions(self, others: list[tuple[str, dict[str, Any]]], keys: list[str]) -> pa.Table:
+        """Add and remove actions of the checkpoint and its sidecars, columnar."""
+        storage = self.storage
+        version = self.files[0].version
+        tables = []
+        for f in self.files:
+            if f.fmt == "json":
+                try:
+                    batch: ActionBatch = read_json_actions([(f.path, version, storage.read(f.path))], keys)
+                except CorruptLogError as exc:
+                    raise CorruptCheckpointError(
+                        f"{storage.display(f.path)}: unreadable checkpoint ({exc})", file=f.path
+                    ) from exc
+                t = batch.files
+                tables.append(t.set_column(1, "seq", int64_array(np.full(t.num_rows, -1, dtype=np.int64))))
+            else:
+                tables.append(self.part(f.path).files(version, keys))
+        for name, body in others:
+            if name == "sidecar":
+                tables.append(self.part(sidecar_key(storage, body["path"])).files(version, keys))
+        if not tables:
+            return file_batch_schema(keys).empty_table()
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def read_checkpoint_others(
+    storage: Storage, files: list[LogFile], only: tuple[str, ...] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """Non-file actions of a checkpoint, sidecar references included (or just `only`)."""
+    return CheckpointReader(storage, files).others(only)
 
 
 def read_checkpoint_files(
     storage: Storage, files: list[LogFile], others: list[tuple[str, dict[str, Any]]], keys: list[str]
 ) -> pa.Table:
     """Add and remove actions of a checkpoint and its sidecars, columnar."""
-    version = files[0].version
-    tables = []
-    for f in files:
-        if f.fmt == "json":
-            try:
-                batch: ActionBatch = read_json_actions([(f.path, version, storage.read(f.path))], keys)
-            except CorruptLogError as exc:
-                raise CorruptCheckpointError(
-                    f"{storage.display(f.path)}: unreadable checkpoint ({exc})", file=f.path
-                ) from exc
-            t = batch.files
-            tables.append(t.set_column(1, "seq", pa.array(np.full(t.num_rows, -1, dtype=np.int64))))
-        else:
-            tables.append(_parquet_files(storage, f.path, version, keys))
-    for name, body in others:
-        if name == "sidecar":
-            tables.append(_parquet_files(storage, sidecar_key(storage, body["path"]), version, keys))
-    if not tables:
-        return file_batch_schema(keys).empty_table()
-    return pa.concat_tables(tables)
+    return CheckpointReader(storage, files).file_actions(others, keys)
 
 
 _MAP = pa.map_(pa.string(), pa.string())
