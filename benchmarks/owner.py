@@ -240,7 +240,7 @@ def make_uc_table(user, name: str, length: int) -> tuple[str, str, Path]:
     from tables.delta.commit import commit_bytes
     from tables.delta.snapshot import load_snapshot
     from tables.delta.storage import as_storage
-    from tables.models import ManagedTable
+    from tables.models import ManagedTable, RatifiedCommit
 
     staging = owner_uc.create_staging_table(user, "bench", "s", {"name": name})
     table_id, uri = staging["table-id"], staging["location"]
@@ -259,13 +259,25 @@ def make_uc_table(user, name: str, length: int) -> tuple[str, str, Path]:
         },
     )
     ict = first["inCommitTimestamp"]
+    mt = ManagedTable.objects.get(owner_table_id=table_id)
+    rows = []
     for v in range(1, length):  # setup only: plain writes, no fsync per file
         ict += 1
         info = {"timestamp": ict, "operation": "WRITE", "readVersion": v - 1, "txnId": f"setup-{v}"}
-        (path / "_delta_log" / f"{v:020d}.json").write_bytes(commit_bytes([], info, ict))
+        data = commit_bytes([], info, ict)
+        (path / "_delta_log" / f"{v:020d}.json").write_bytes(data)
+        # the catalog's record of each version, published (what ratifying and publishing leave)
+        rows.append(
+            RatifiedCommit(
+                table_id=mt.table_id, version=v, path=f"_delta_log/_staged_commits/{v:020d}.setup.json",
+                size=len(data), modification_time=ict, in_commit_timestamp=ict, txn_id=f"setup-{v}",
+                operation="WRITE", backfilled=True, committed_by="setup",
+            )
+        )  # fmt: skip
         if v % 100 == 0:
             write_checkpoint(as_storage(str(path)), load_snapshot(path, v))
-    ManagedTable.objects.filter(owner_table_id=table_id).update(
+    RatifiedCommit.objects.bulk_create(rows, batch_size=1000)
+    ManagedTable.objects.filter(pk=mt.pk).update(
         latest_version=length - 1, backfilled_version=length - 1, latest_ict=ict
     )
     return table_id, uri, path
@@ -296,6 +308,11 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
     published: dict[int, float] = {}
     attempts, conflicts = [0], [0]
     errors: list[BaseException] = []
+    # where a commit's time goes, client side: staging the file, the accepted commit's round
+    # trip, a conflict's round trip and the reload after it; the publisher's reload, writes, report
+    spent: dict[str, list[float]] = {
+        k: [] for k in ("stage", "commit", "conflict", "learn", "pubGet", "pubWrite", "pubReport", "pubBatch")
+    }
 
     def writer(i: int) -> None:
         s = UcSession(base, token)
@@ -305,19 +322,27 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
             while not stop.is_set():
                 t0 = time.perf_counter()
                 while not stop.is_set():
+                    t1 = time.perf_counter()
                     staged = cm.stage_commit(str(path), latest + 1, [], "WRITE", previous_ict=ict, txn_id=f"w{i}-{k}")
+                    t2 = time.perf_counter()
                     with lock:
                         attempts[0] += 1
+                        spent["stage"].append(t2 - t1)
                     try:
                         s.commit(table_id, uri, staged)
                     except ApiException as exc:
                         if exc.status != 409:
                             raise
+                        t3 = time.perf_counter()
+                        latest, ict = learn(s)  # the winner, at once: no backoff
                         with lock:
                             conflicts[0] += 1
-                        latest, ict = learn(s)  # the winner, at once: no backoff
+                            spent["conflict"].append(t3 - t2)
+                            spent["learn"].append(time.perf_counter() - t3)
                         continue
                     now = time.perf_counter()
+                    with lock:
+                        spent["commit"].append(now - t2)
                     with lock:
                         latencies.append(now - t0)
                         accepted[staged.version] = now
@@ -333,15 +358,22 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
         try:
             while True:
                 done = writers_done.is_set()  # after the last writer's last answer, not before
+                t1 = time.perf_counter()
                 answer = s.get_commits(table_id, uri, 0)
                 todo = sorted((c.version, c.file_name) for c in answer.commits)
                 if todo:
+                    t2 = time.perf_counter()
                     cm.publish(str(path), todo)
                     now = time.perf_counter()
                     with lock:
                         for v, _ in todo:
                             published.setdefault(v, now)
                     s.commit(table_id, uri, None, backfilled=todo[-1][0])
+                    with lock:
+                        spent["pubGet"].append(t2 - t1)
+                        spent["pubWrite"].append(now - t2)
+                        spent["pubReport"].append(time.perf_counter() - now)
+                        spent["pubBatch"].append(len(todo))
                 if done and not todo:
                     return
                 if not todo:
@@ -387,6 +419,13 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
         "commitLatencyP95Ms": round(pct(latencies, 0.95) * 1000, 1),
         "publishLagP50Ms": round(pct(lags, 0.5) * 1000, 1),
         "publishLagP95Ms": round(pct(lags, 0.95) * 1000, 1),
+        "clientMs": {
+            k: [
+                round(pct(v, 0.5) * (1 if k == "pubBatch" else 1000), 1),
+                round(pct(v, 0.95) * (1 if k == "pubBatch" else 1000), 1),
+            ]
+            for k, v in spent.items()
+        },
     }
 
 
@@ -428,6 +467,9 @@ def run_uc(args: argparse.Namespace) -> list[dict]:
                 time.sleep(0.2)
         for length in args.lengths:
             table_id, uri, path = tables[length]
+            # untimed: every server process answers its first requests slowly (lazy imports, URL
+            # resolver, connections); seconds of that would be counted against the first row
+            uc_round(base, token, table_id, uri, path, max(args.writer_counts), args.warmup)
             for writers in args.writer_counts:
                 r = uc_round(base, token, table_id, uri, path, writers, args.seconds)
                 results.append({"database": vendor, "logLength": length, **r})
@@ -477,6 +519,7 @@ def child(kind: str, database_url: str, args: argparse.Namespace, workdir: Path)
     }
     cmd = [
         sys.executable, __file__, "--child", "--seconds", str(args.seconds), "--writers", str(args.writers),
+        "--warmup", str(args.warmup),
         "--lengths", ",".join(map(str, args.lengths)), "--writer-counts", ",".join(map(str, args.writer_counts)),
     ]  # fmt: skip
     if args.legacy:
@@ -503,6 +546,7 @@ def ints(text: str) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0, help="untimed seconds before each table's rows")
     parser.add_argument("--writers", type=int, default=8, help="writers of the --legacy run")
     parser.add_argument("--writer-counts", type=ints, default=[1, 8])
     parser.add_argument("--lengths", type=ints, default=[100, 10_000])

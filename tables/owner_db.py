@@ -254,9 +254,9 @@ class DatabaseOwner:
             if not storage.exists(commit_name(u)):
                 raise ValueError(f"{commit_name(u)} is not published; publish versions in order before reporting them")
         with transaction.atomic():
-            RatifiedCommit.objects.filter(table_id=mt.table_id, version__lte=version, backfilled=False).update(
-                backfilled=True
-            )
+            RatifiedCommit.objects.filter(
+                table_id=mt.table_id, version__gt=mt.backfilled_version, version__lte=version, backfilled=False
+            ).update(backfilled=True)
             ManagedTable.objects.filter(pk=mt.pk, backfilled_version__lt=version).update(backfilled_version=version)
         self._checkpoint_if_due(storage, mt.backfilled_version, version)
         return max(version, mt.backfilled_version)
@@ -461,8 +461,13 @@ class DatabaseOwner:
             return GetCommitsResponse([], -1)
         latest = mt.latest_version
         hi = latest if end is None or end < 0 else min(end, latest)
+        # above the published version only: a range of the (table, version) index as long as the
+        # unpublished commits, not a scan of every row the table ever had
         rows = RatifiedCommit.objects.filter(
-            table_id=mt.table_id, backfilled=False, version__gte=start, version__lte=hi
+            table_id=mt.table_id,
+            backfilled=False,
+            version__gte=max(start, mt.backfilled_version + 1),
+            version__lte=hi,
         ).order_by("version")
         return GetCommitsResponse(
             [Commit(r.version, r.path, r.size, r.modification_time, r.in_commit_timestamp) for r in rows], latest
@@ -537,7 +542,9 @@ def summary(mt: ManagedTable, refusals: int = 10, versions: int = 50, clients_wi
     not yet published) against published versions, the publish lag in versions and in time (the
     oldest unpublished commit's age), refusals, and which clients committed (the API user and
     commitInfo.engineInfo) among the latest `clients_window` versions."""
-    unpublished = RatifiedCommit.objects.filter(table_id=mt.table_id, backfilled=False)
+    unpublished = RatifiedCommit.objects.filter(
+        table_id=mt.table_id, version__gt=mt.backfilled_version, backfilled=False
+    )
     ratified = list(unpublished.order_by("version").values_list("version", flat=True)[:versions])
     oldest = unpublished.order_by("version").values_list("created_at", flat=True).first()
     clients = list(

@@ -527,8 +527,11 @@ def preview_get_commits(user, body: dict[str, Any]) -> dict[str, Any]:
     end = body.get("end_version")
     if end is not None and (not isinstance(end, int) or isinstance(end, bool) or end < start):
         raise bad("'end_version' must be an integer >= start_version")
-    rows = RatifiedCommit.objects.filter(
-        table_id=mt.table_id, backfilled=False, version__gte=start, version__lte=mt.latest_version
+    rows = RatifiedCommit.objects.filter(  # the unpublished range only (see DatabaseOwner.get_commits)
+        table_id=mt.table_id,
+        backfilled=False,
+        version__gte=max(start, mt.backfilled_version + 1),
+        version__lte=mt.latest_version,
     )
     if end is not None:
         rows = rows.filter(version__lte=end)

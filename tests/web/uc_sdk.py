@@ -72,7 +72,12 @@ class UcSession:
             )
             resp = await self.api.call_api(*params)
             data = await resp.read()
-            return UcAnswer(resp.status, json.loads(data) if data else None)
+            try:
+                return UcAnswer(resp.status, json.loads(data) if data else None)
+            except ValueError:  # not this API's JSON (a proxy's or a dying worker's page): say what came
+                return UcAnswer(
+                    resp.status, {"error": {"type": "NotJson", "message": data[:500].decode("utf-8", "replace")}}
+                )
 
         return self.run(go())
 
