@@ -9,8 +9,13 @@ table's sync lease, so two syncs of one table never interleave.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -21,11 +26,13 @@ from django.utils import timezone
 
 from alerts import hooks as alert_hooks
 from tables.delta import errors as delta_errors
-from tables.delta.commitinfo import CommitInfoRead, read_commit_info
-from tables.delta.growth import growth
-from tables.delta.history import HISTORY_FIELDS, scan_versions, table_anomalies
-from tables.delta.storage import as_storage
-from tables.delta.timestamps import CommitTimes, commit_times
+from tables.delta.commitinfo import CommitInfoRead, parse_commit_info
+from tables.delta.growth import FileState, growth_base, growth_start
+from tables.delta.history import scan_versions, table_anomalies
+from tables.delta.log import LogFile, commit_name, latest_version, list_log_from
+from tables.delta.snapshot import TableConfig, read_commit_bytes
+from tables.delta.storage import Storage, as_storage
+from tables.delta.timestamps import CommitTimes, commit_times, times_of
 
 from . import jobs
 from .errors import public_message
@@ -79,9 +86,20 @@ def fits_serialized(value: Any, limit: int) -> bool:
         text = orjson.dumps(value)
     except TypeError:
         return fits(value, limit)
+    return fits_text(value, text, limit)
+
+
+def fits_text(value: Any, text: bytes, limit: int) -> bool:
+    """`fits_serialized` of a value whose JSON text (orjson's) is `text`."""
     # an array or object of more than MAX_ITEMS entries takes at least 2 * MAX_ITEMS + 3 bytes
     if len(text) <= min(limit, 2 * MAX_ITEMS + 2):
-        return len(text) <= MAX_KEY or _LONG_KEY.search(text) is None
+        if len(text) <= MAX_KEY:
+            return True
+        # no run between two quotes longer than MAX_KEY and no escaped quote: no key can be
+        # longer (a split is several times cheaper than the pattern's search)
+        if b'\\"' not in text and max(map(len, text.split(b'"'))) <= MAX_KEY:
+            return True
+        return _LONG_KEY.search(text) is None
     return fits(value, limit)
 
 
@@ -181,18 +199,43 @@ def _failed(table: Table, job: Job | None, message: str) -> None:
     jobs.fail(job, message)
 
 
+class Dumped:
+    """A JSON value with its orjson text, written as it is to SQLite (no second serialization)."""
+
+    __slots__ = ("text", "value")
+
+    def __init__(self, value: Any, text: bytes) -> None:
+        self.value, self.text = value, text
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == (other.value if isinstance(other, Dumped) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _text_of(value: Any, limit: int) -> str:
+    if type(value) is str and len(value) <= limit:  # nearly always: no copy, no cut
+        return value
+    return _text(value, limit)
+
+
 def _row(times: CommitTimes, timeline_row: dict[str, Any], table_id: int, sizes: dict[int, tuple[int, int]]) -> dict:
     """A Commit row's column values (attribute names) for one timeline row."""
     v = timeline_row["version"]
     info = times.reader.get(v).info or {}
+    try:
+        text: bytes | None = orjson.dumps(info)
+    except TypeError:
+        text = None
     # a commitInfo within the tightest limit has every part within the looser ones too
-    whole = fits_serialized(info, MAX_JSON_TEXT)
+    whole = fits_text(info, text, MAX_JSON_TEXT) if text is not None else fits(info, MAX_JSON_TEXT)
 
     def js(value: Any) -> Any:
         return value if whole else cut_json(value)
 
-    fields = {name: info.get(name) for name in HISTORY_FIELDS}
-    rv = fields["readVersion"]
+    get = info.get  # the names are HISTORY_FIELDS, each in its column
+    rv = get("readVersion")
+    blind = get("isBlindAppend")
     num_files, size_bytes = sizes.get(v, (None, None))
     return {
         "table_id": table_id,
@@ -203,20 +246,20 @@ def _row(times: CommitTimes, timeline_row: dict[str, Any], table_id: int, sizes:
         "commit_info_timestamp": timeline_row["commitInfoTimestamp"],
         "file_modification_time": timeline_row["fileModificationTime"],
         "adjusted": timeline_row["adjusted"],
-        "operation": _text(fields["operation"], 200),
-        "operation_parameters": js(fields["operationParameters"]),
-        "operation_metrics": js(fields["operationMetrics"]),
-        "engine_info": _text(fields["engineInfo"], 500),
-        "user_id": _text(fields["userId"], 500),
-        "user_name": _text(fields["userName"], 500),
+        "operation": _text_of(get("operation"), 200),
+        "operation_parameters": js(get("operationParameters")),
+        "operation_metrics": js(get("operationMetrics")),
+        "engine_info": _text_of(get("engineInfo"), 500),
+        "user_id": _text_of(get("userId"), 500),
+        "user_name": _text_of(get("userName"), 500),
         "read_version": rv if isinstance(rv, int) and not isinstance(rv, bool) else None,
-        "isolation_level": _text(fields["isolationLevel"], 100),
-        "is_blind_append": fields["isBlindAppend"] if isinstance(fields["isBlindAppend"], bool) else None,
-        "user_metadata": _text(fields["userMetadata"], MAX_TEXT),
-        "job": js(fields["job"]),
-        "notebook": js(fields["notebook"]),
-        "cluster_id": _text(fields["clusterId"], 500),
-        "commit_info": info if whole else cut_json(info, MAX_JSON_TEXT),
+        "isolation_level": _text_of(get("isolationLevel"), 100),
+        "is_blind_append": blind if isinstance(blind, bool) else None,
+        "user_metadata": _text_of(get("userMetadata"), MAX_TEXT),
+        "job": js(get("job")),
+        "notebook": js(get("notebook")),
+        "cluster_id": _text_of(get("clusterId"), 500),
+        "commit_info": (Dumped(info, text) if text is not None else info) if whole else cut_json(info, MAX_JSON_TEXT),
         "num_files": num_files,
         "size_bytes": size_bytes,
         "log_expired": False,
@@ -240,12 +283,16 @@ def insert_commits(rows: list[dict[str, Any]]) -> None:
     suffix = conn.ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
     if suffix:
         sql += " " + suffix
-    as_json = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    sqlite = conn.vendor == "sqlite"
 
     def prep(value: Any) -> Any:
         if value is None:
             return None  # SQL NULL, as the ORM stores None in a nullable JSONField
-        if conn.vendor == "sqlite":  # stored as text there: orjson writes it several times faster
+        if type(value) is Dumped:
+            if sqlite:
+                return value.text.decode()
+            value = value.value
+        if sqlite:  # stored as text there: orjson writes it several times faster
             try:
                 return orjson.dumps(value).decode()
             except TypeError:
@@ -254,45 +301,167 @@ def insert_commits(rows: list[dict[str, Any]]) -> None:
 
     # a column the rows do not name (one added to the model later) gets the field's default
     defaults = {f.attname: f.get_db_prep_save(f.get_default(), conn) for f in fields if f.attname not in rows[0]}
+    if defaults:
+        rows = [{**defaults, **r} for r in rows]
     names = [f.attname for f in fields]
-    params = [
-        tuple(defaults[n] if n in defaults else prep(r[n]) if n in as_json else r[n] for n in names) for r in rows
-    ]
+    pick = itemgetter(*names)
+    as_json = [i for i, f in enumerate(fields) if f.get_internal_type() == "JSONField" and f.attname not in defaults]
+    params = []
+    for r in rows:
+        values = list(pick(r))
+        for i in as_json:
+            values[i] = prep(values[i])
+        params.append(values)
     with conn.cursor() as cursor:
         cursor.executemany(sql, params)
 
 
-READ_THREADS = 4  # local commits are read and stat'ed in threads: the waits on the OS overlap
+READ_THREADS = 4  # local commits are read in threads: the waits on the OS overlap
+KEEP_BYTES = 1 << 20  # a bigger commit is read again for growth (memory-mapped when big)
+Read = tuple[LogFile, bytes | None, CommitInfoRead | None]
 
 
-def _read_batch(times: CommitTimes, commits: dict[int, Any], versions: list[int]) -> None:
-    """Read the commitInfo and the file time of `versions` in threads (local storage; a remote
-    store's reader batches its requests itself). A commit that fails here is read again, in
-    order, by the scan, which reports it."""
-    if getattr(times.storage, "remote", False) or len(versions) < 64:
-        return
-    lfs = [commits[v] for v in versions if v in commits]
-
-    def read(part: list) -> list[CommitInfoRead]:
-        out = []
-        for lf in part:
-            try:
-                out.append(read_commit_info(times.storage, lf))
+def _read_part(storage: Storage, lfs: list[LogFile]) -> list[Read]:
+    """Each commit's bytes and commitInfo, its size and time learnt from the same open. A
+    commit that fails here is read again, in order, by the scan, which reports it."""
+    with_info = getattr(storage, "read_with_info", None)
+    out: list[Read] = []
+    for lf in lfs:
+        try:
+            if with_info is not None:
+                data, info = with_info(lf.path)
+                lf.known(info.size, info.modification_time)
+            else:
+                data = storage.read(lf.path)
                 _ = lf.modification_time  # the stat, cached on the LogFile
+            read = parse_commit_info(data, lf)
+        except (FileNotFoundError, delta_errors.DeltaError):
+            continue
+        out.append((lf, data if len(data) <= KEEP_BYTES else None, read))
+    return out
+
+
+def _read_commits(storage: Storage, lfs: list[LogFile], pool: ThreadPoolExecutor) -> Callable[[], list[Read]]:
+    """Start reading `lfs`; the returned function waits for the reads. Local commits are read
+    in the pool's threads (while the caller stores the batch before); a remote store's batch
+    is fetched at once (`read_many`: concurrent requests)."""
+    if getattr(storage, "remote", False):
+        try:
+            blobs = storage.read_many([lf.path for lf in lfs])
+        except (FileNotFoundError, delta_errors.DeltaError):
+            return list  # the scan reads them one by one and reports what fails
+        out: list[Read] = []
+        for lf, data in zip(lfs, blobs, strict=True):
+            try:
+                out.append((lf, data if len(data) <= KEEP_BYTES else None, parse_commit_info(data, lf)))
             except delta_errors.DeltaError:
                 continue
-        return out
+        return lambda: out
+    step = max(16, len(lfs) // READ_THREADS + 1)
+    futures = [pool.submit(_read_part, storage, lfs[i : i + step]) for i in range(0, len(lfs), step)]
+    return lambda: [r for f in futures for r in f.result()]
 
-    step = max(16, len(lfs) // (READ_THREADS * 4))
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        for reads in pool.map(read, [lfs[i : i + step] for i in range(0, len(lfs), step)]):
-            times.reader.remember(reads)
+
+# The state of the last few tables synced in this process: the next sync of one lists only the
+# log's tail (from the last synced commit on) and carries growth and the configuration on,
+# instead of listing the whole log and loading its snapshot twice. A process without it (another
+# worker, after a restart) syncs in full once.
+MAX_KEPT = 4
+KEEP_FILES_MAX = 2_000_000  # active files beyond which a table's state is not kept
+
+
+@dataclass(slots=True)
+class Kept:
+    version: int  # the last synced version
+    last_file: tuple[int, int]  # its commit file's (size, time): a rewritten log is not continued
+    config: TableConfig
+    files: FileState
+
+
+_kept: OrderedDict[str, Kept] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _kept_key(table: Table) -> str:
+    return f"{table.pk}:{table.location}"
+
+
+def _continue(table: Table, storage: Storage) -> tuple[CommitTimes, Kept] | None:
+    """The commit times of the log's tail and the kept state, when this process synced the
+    table last and the log only grew since; else None (a full sync)."""
+    with _kept_lock:
+        kept = _kept.pop(_kept_key(table), None)
+    last, earliest = table.last_synced_version, table.earliest_version
+    if kept is None or last is None or earliest is None or kept.version != last:
+        return None
+    tail = list_log_from(storage, last)
+    versions = [c.version for c in tail.commits]
+    if not versions or versions[0] != last or versions[-1] - last + 1 != len(versions):
+        return None  # the last synced commit is gone, or the tail has a gap: the full path says why
+    if (
+        latest_version(tail) != versions[-1]
+        or (tail.commits[0].size, tail.commits[0].modification_time) != kept.last_file
+    ):
+        return None
+    oldest = (
+        Commit.objects.filter(table=table, log_expired=False).order_by("version").values_list("version", flat=True)
+    ).first()
+    if oldest is not None and oldest < last and not storage.exists(commit_name(oldest)):
+        return None  # log cleanup since the last sync: the full path marks the rows expired
+    return times_of(storage, tail, kept.config, earliest, versions[-1]), kept
+
+
+def _keep(table: Table, times: CommitTimes, files: FileState) -> None:
+    if len(files.sizes) > KEEP_FILES_MAX or times.latest not in times.versions:
+        return
+    lf = times.listing.commits[times.index(times.latest)]
+    try:
+        last_file = (lf.size, lf.modification_time)
+    except delta_errors.DeltaError:
+        return
+    with _kept_lock:
+        _kept[_kept_key(table)] = Kept(times.latest, last_file, times.config, files)  # the newest, last
+        while len(_kept) > MAX_KEPT:
+            _kept.popitem(last=False)
+
+
+def _changes_config(reads: list[Read]) -> bool:
+    """Whether a commit may hold a protocol or metaData action (a mention is enough: the full
+    path then decides), or was not kept to look at."""
+    return any(data is None or b'"metaData"' in data or b'"protocol"' in data for _lf, data, _r in reads)
 
 
 def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     storage = as_storage(table.location)
     jobs.progress(job, "listing the log")
-    times = commit_times(storage, owner=owner_of(table))
+    owner = owner_of(table)
+    tail = _continue(table, storage) if owner is None else None
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        first: list[Read] | None = None
+        if tail is not None:
+            times = tail[0]
+            new_lfs = times.listing.commits[1:]
+            if len(new_lfs) <= BATCH:
+                first = _read_commits(storage, new_lfs, pool)()
+            if first is None or len(first) != len(new_lfs) or _changes_config(first):
+                tail, first = None, None
+        if tail is None:
+            times = commit_times(storage, owner=owner)
+        return _store(table, job, storage, times, tail[1] if tail else None, first, pool)
+
+
+def _store(
+    table: Table,
+    job: Job | None,
+    storage: Storage,
+    times: CommitTimes,
+    kept: Kept | None,
+    first: list[Read] | None,
+    pool: ThreadPoolExecutor,
+) -> dict[str, Any]:
+    """Store the rows of the commits after the last synced one, in batches: each batch's
+    commits are read once (commitInfo, file time and growth), the next batch's while this one
+    is stored. With `kept` (see _continue) `times` lists only the log's tail."""
     ict = times.ict
     ict_changed = (ict.enabled, ict.enablement_version, ict.enablement_timestamp) != (
         table.ict_enabled,
@@ -310,8 +479,14 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     # earliest version the log still holds (the rows already synced stay, see below)
     growth_from = start_after if start_after in times.versions else -1
     sizes: dict[int, tuple[int, int]] = {}
-    if new_versions:
-        sizes = growth(storage, times, growth_from, new_versions, lambda *a: jobs.progress(job, *a))
+    files: FileState | None = None
+    base = start_after
+    if kept is not None:
+        files = kept.files
+    elif new_versions:
+        jobs.progress(job, f"loading the snapshot at version {growth_base(times, growth_from)}")
+        base, files, at_base = growth_start(storage, times, growth_from)
+        sizes[base] = at_base
     prev = None
     if start_after in times.versions:
         prev_row = Commit.objects.filter(table=table, version=start_after).first()
@@ -323,16 +498,31 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     total = len(new_versions)
     stored = 0
     by_version = {c.version: c for c in times.listing.commits}
-    for i in range(0, total, BATCH):
-        chunk = new_versions[i : i + BATCH]
-        _read_batch(times, by_version, chunk)
-        rows, anomalies = scan_versions(times, chunk, prev)
+    chunks = [[by_version[v] for v in new_versions[i : i + BATCH]] for i in range(0, total, BATCH)]
+    pending = (lambda: first) if first is not None else (_read_commits(storage, chunks[0], pool) if chunks else None)
+    for n, chunk in enumerate(chunks):
+        reads = pending()
+        pending = _read_commits(storage, chunks[n + 1], pool) if n + 1 < len(chunks) else None
+        times.reader.remember(r for _lf, _data, r in reads if r is not None)
+        rows, anomalies = scan_versions(times, [lf.version for lf in chunk], prev)
         if rows:
             last_row = rows[-1]
             prev = (
                 last_row["fileModificationTime"],
                 last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
             )
+        if files is not None:
+            kept_bytes = {lf.version: data for lf, data, _r in reads}
+            sources = [
+                (
+                    storage.display(lf.path),
+                    lf.version,
+                    kept_bytes.get(lf.version) or read_commit_bytes(storage, lf.path, lf.size),
+                )
+                for lf in chunk
+                if lf.version > base
+            ]
+            sizes.update(files.apply_sources(sources))
         commits = [_row(times, r, table.pk, sizes) for r in rows]
         with transaction.atomic():
             insert_commits(commits)
@@ -342,13 +532,16 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     if ict_changed and last is not None:
         jobs.progress(job, "recomputing timestamps (ICT configuration changed)")
         _retime(table, times)
-    # history outlives the log: rows of commits log cleanup deleted stay, marked expired
-    first_listed = times.versions[0] if times.versions else times.earliest
-    Commit.objects.filter(table=table, version__lt=first_listed, log_expired=False).update(log_expired=True)
+    if kept is None:
+        # history outlives the log: rows of commits log cleanup deleted stay, marked expired
+        # (a continued sync checked that nothing was deleted)
+        first_listed = times.versions[0] if times.versions else times.earliest
+        Commit.objects.filter(table=table, version__lt=first_listed, log_expired=False).update(log_expired=True)
     with transaction.atomic():
-        Anomaly.objects.filter(table=table, kind="enablement_properties_inconsistent").delete()
-        Anomaly.objects.filter(table=table, kind="enablement_not_after_previous").delete()
-        Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in table_anomalies(times)])
+        if kept is None:  # a continued sync keeps the configuration, hence these anomalies
+            Anomaly.objects.filter(table=table, kind="enablement_properties_inconsistent").delete()
+            Anomaly.objects.filter(table=table, kind="enablement_not_after_previous").delete()
+            Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in table_anomalies(times)])
         latest_row = Commit.objects.filter(table=table, version=times.latest).first()
         Table.objects.filter(pk=table.pk).update(
             sync_state=SyncState.OK,
@@ -364,6 +557,8 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
             size_bytes=latest_row.size_bytes if latest_row else table.size_bytes,
         )
         alert_hooks.commits_stored(table, new_versions, first_sync=last is None)  # evaluated by a worker
+    if files is not None and (new_versions or kept is not None):
+        _keep(table, times, files)  # a sync rolled back leaves another last version: not continued
     return {"latestVersion": times.latest, "newCommits": total, "commitReads": times.reader.reads}
 
 

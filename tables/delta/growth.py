@@ -1,7 +1,9 @@
 """Growth per version: the number of active files and their bytes after each commit.
 
 Replays forward from a snapshot, carrying the active files (identity -> size) commit by
-commit; commits are parsed in batches. Plain Python over pyarrow (no Django, no Spark).
+commit; commits are parsed in batches, from their bytes when the caller read them already (a
+sync reads each commit once, for its commitInfo and for growth). Plain Python over pyarrow
+(no Django, no Spark).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Callable
 
 import pyarrow.compute as pc
 
-from .actions import read_json_actions
+from .actions import Source, read_json_actions
 from .replay import identity_keys
 from .snapshot import Snapshot, load_snapshot, read_commit_bytes
 from .storage import Storage
@@ -33,11 +35,14 @@ class FileState:
         self.total = sum(s or 0 for s in self.sizes.values())
 
     def apply(self, storage: Storage, lfs: list) -> dict[int, tuple[int, int]]:
-        """(files, bytes) after each of the commits `lfs` (ascending), parsed in one go.
-
-        Partition values play no part in a file's identity, so they are not even parsed.
-        """
+        """(files, bytes) after each of the commits `lfs` (ascending), read and parsed in one go."""
         sources = [(storage.display(lf.path), lf.version, read_commit_bytes(storage, lf.path, lf.size)) for lf in lfs]
+        return self.apply_sources(sources)
+
+    def apply_sources(self, sources: list[Source]) -> dict[int, tuple[int, int]]:
+        """(files, bytes) after each commit of `sources` ((name, version, content), ascending),
+        parsed in one go. Partition values play no part in a file's identity, so they are not
+        even parsed."""
         f = read_json_actions(sources, []).files
         f = f.take(pc.sort_indices(f, sort_keys=[("version", "ascending"), ("seq", "ascending")])) if f.num_rows else f
         out: dict[int, tuple[int, int]] = {}
@@ -48,21 +53,23 @@ class FileState:
             f.column("size").to_pylist(),
             strict=True,
         )
-        pending = iter(lf.version for lf in lfs)
+        sizes, total = self.sizes, self.total
+        pending = iter(version for _name, version, _data in sources)
         current = next(pending, None)
         for version, key, is_add, size in rows:
             while current is not None and current < version:
-                out[current] = (len(self.sizes), self.total)
+                out[current] = (len(sizes), total)
                 current = next(pending, None)
-            old = self.sizes.pop(key, None)
+            old = sizes.pop(key, None)
             if old is not None:
-                self.total -= old
+                total -= old
             if is_add:
-                self.sizes[key] = size or 0
-                self.total += size or 0
+                sizes[key] = size or 0
+                total += size or 0
         while current is not None:
-            out[current] = (len(self.sizes), self.total)
+            out[current] = (len(sizes), total)
             current = next(pending, None)
+        self.total = total
         return out
 
 
@@ -78,6 +85,16 @@ def growth_base(times: CommitTimes, start_after: int, replay_limit: int = GROWTH
     return times.earliest
 
 
+def growth_start(
+    storage: Storage, times: CommitTimes, start_after: int, replay_limit: int = GROWTH_REPLAY_LIMIT
+) -> tuple[int, FileState, tuple[int, int]]:
+    """(base version, the active files at it, its (files, bytes)): where a replay for growth
+    after `start_after` begins (see growth_base)."""
+    base = growth_base(times, start_after, replay_limit)
+    snap = load_snapshot(storage, base, listing=times.listing)
+    return base, FileState(snap), (snap.num_files, snap.size_bytes)
+
+
 def growth(
     storage: Storage,
     times: CommitTimes,
@@ -88,11 +105,9 @@ def growth(
 ) -> dict[int, tuple[int, int]]:
     """Files and bytes after each of `versions` (and the base), replaying forward from a snapshot."""
     report = progress or (lambda *args, **kwargs: None)
-    base = growth_base(times, start_after, replay_limit)
-    report(f"loading the snapshot at version {base}")
-    snap = load_snapshot(storage, base, listing=times.listing)
-    state = FileState(snap)
-    out = {base: (snap.num_files, snap.size_bytes)}
+    report(f"loading the snapshot at version {growth_base(times, start_after, replay_limit)}")
+    base, state, at_base = growth_start(storage, times, start_after, replay_limit)
+    out = {base: at_base}
     commits = {c.version: c for c in times.listing.commits}
     todo = [commits[v] for v in versions if v > base]
     for i in range(0, len(todo), BATCH):

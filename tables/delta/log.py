@@ -80,6 +80,10 @@ class LogFile:
             ) from exc
         self._size, self._mtime = info.size, info.modification_time
 
+    def known(self, size: int, modification_time: int) -> None:
+        """Size and time learnt elsewhere (a read that fstat'ed the file): no stat later."""
+        self._size, self._mtime = size, modification_time
+
     @property
     def size(self) -> int:
         if self._size is None:
@@ -228,6 +232,25 @@ def list_log(storage: Storage, include_staged: bool = False) -> LogListing:
         listing.staged = list_staged(storage)
     if not listing.commits and not listing.checkpoints:
         raise NotADeltaTableError(f"{storage.display()}: not a Delta table ({LOG_DIR}/ holds no commits)")
+    return listing
+
+
+def list_log_from(storage: Storage, version: int) -> LogListing:
+    """The log's files from `version` on (its commit, checkpoint and checksum, and everything
+    later), listed with the storage's `start_after`: an object store lists only the tail, a
+    local directory stats only the tail's files. Staged commits are not listed."""
+    listing = LogListing()
+    for info in storage.list_from(LOG_DIR, start_after=f"{LOG_DIR}/{version:020d}"):
+        lf = classify(info)
+        if lf is None or lf.version < version:
+            continue
+        if lf.kind == "commit":
+            listing.commits.append(lf)
+        elif lf.kind == "checkpoint":
+            listing.checkpoints.setdefault(lf.version, []).append(lf)
+        elif lf.kind == "compaction":
+            listing.compactions.append(lf)
+    listing.commits.sort(key=lambda f: f.version)
     return listing
 
 

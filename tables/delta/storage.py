@@ -166,8 +166,20 @@ class LocalStorage:
     # -- the interface
 
     def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
-        infos = self.list_dir(prefix)
-        return iter(infos if start_after is None else [f for f in infos if f.path > start_after])
+        if start_after is None:
+            return iter(self.list_dir(prefix))
+        # names first, then a stat of only the files after `start_after`: the tail of a long
+        # log costs one directory scan, not a stat of every file in it
+        out = []
+        for name in self.list_names(prefix):
+            key = f"{prefix}/{name}"
+            if key > start_after:
+                try:
+                    info = self.head(key)
+                except FileNotFoundError:
+                    continue  # gone since the scan (a writer's temporary file)
+                out.append(info)
+        return iter(out)
 
     def list_dir(self, rel_dir: str) -> list[FileInfo]:
         """Files (not directories) directly in `rel_dir`, sorted by name."""
@@ -234,6 +246,13 @@ class LocalStorage:
             start, end = range
             fh.seek(start)
             return fh.read(max(0, end - start))
+
+    def read_with_info(self, path: str) -> tuple[bytes, FileInfo]:
+        """The file's bytes and its size and time, from one open (an fstat of the file read,
+        instead of a second lookup of the path)."""
+        with os.fdopen(self._open_read(path), "rb") as fh:
+            st = os.fstat(fh.fileno())
+            return fh.read(), FileInfo(path, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def read_many(self, paths: list[str]) -> list[bytes]:
         """The bytes of every path, in order (a plain loop: local reads need no batching)."""

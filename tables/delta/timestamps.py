@@ -253,6 +253,13 @@ def commit_times(
     config = load_table_config(storage, listing)
     rng = available_versions(listing)
     earliest, latest = rng if rng else (config.version, config.version)
+    return times_of(storage, listing, config, earliest, latest)
+
+
+def times_of(storage: Storage, listing: LogListing, config: TableConfig, earliest: int, latest: int) -> CommitTimes:
+    """CommitTimes of the commits `listing` holds, with the latest `config` and the range of
+    versions known already: a sync that continues from what it stored passes the listing of
+    the log's tail (from its last synced commit) and the configuration it kept."""
     commits = {c.version: c for c in listing.commits}
     versions = sorted(commits)
     raw = FileTimes([commits[v] for v in versions])

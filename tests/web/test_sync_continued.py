@@ -1,0 +1,177 @@
+"""A sync after one this process ran continues from what it kept (the log's tail listed, growth
+and the configuration carried on): the rows equal a full sync's of the same log, and anything
+the tail cannot vouch for (a rewritten log, a new configuration, log cleanup) syncs in full."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+from tables import registration, sync
+from tables.delta.commit import enable_ict
+from tables.models import Anomaly, Commit, Table
+
+deltalake = pytest.importorskip("deltalake")
+
+COLUMNS = [f.attname for f in Commit._meta.concrete_fields if f.attname not in ("id", "table_id")]
+
+
+@pytest.fixture
+def roots(settings, tmp_path):
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    sync._kept.clear()
+    return tmp_path
+
+
+class Listings:
+    """Counts the syncs that list the whole log (the continued path lists only its tail)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.full = 0
+        real = sync.commit_times
+
+        def counted(*args, **kwargs):
+            self.full += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(sync, "commit_times", counted)
+
+
+def _rows(table: Table) -> list[tuple]:
+    return [tuple(r[c] for c in COLUMNS) for r in Commit.objects.filter(table=table).order_by("version").values()]
+
+
+def _anomalies(table: Table) -> list[tuple]:
+    return sorted(Anomaly.objects.filter(table=table).values_list("version", "kind", "detail"))
+
+
+def _summary(table: Table) -> tuple:
+    table.refresh_from_db()
+    return (table.last_synced_version, table.earliest_version, table.num_files, table.size_bytes, table.ict_enabled)
+
+
+def _write(path, i: int, mode: str = "append") -> None:
+    deltalake.write_deltalake(str(path), pa.table({"x": [i, i + 1], "s": [f"v{i}", None]}), mode=mode)
+
+
+def _append_ict(path, v: int) -> None:
+    """Commit v of an ICT table (delta-rs does not write those): commitInfo first, with an
+    inCommitTimestamp after the previous one, then one add."""
+    log = path / "_delta_log"
+    before = json.loads((log / f"{v - 1:020d}.json").read_text().splitlines()[0])["commitInfo"]
+    ict = before["inCommitTimestamp"] + 1000
+    lines = [
+        {"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict, "operation": "WRITE", "readVersion": v - 1}},
+        {"add": {"path": f"part-{v}.parquet", "partitionValues": {}, "size": 500 + v, "modificationTime": ict,
+                 "dataChange": True}},
+    ]  # fmt: skip
+    (log / f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def _full_sync_of_copy(roots, path, name: str) -> Table:
+    copy = roots / name
+    shutil.copytree(path, copy)  # copy2: the commit files keep their times
+    other = registration.register_table(name, str(copy))
+    sync.sync_table(other.pk)
+    return other
+
+
+@pytest.mark.django_db
+def test_continued_sync_equals_a_full_sync(roots, monkeypatch) -> None:
+    """Appends, an overwrite (every file removed) and a delete after the first sync: the
+    continued sync stores the rows, anomalies and summary a full sync of a copy of the same
+    log stores, and the files and bytes delta-rs reads."""
+    path = roots / "t"
+    for i in range(3):
+        _write(path, i)
+    table = registration.register_table("t", str(path))
+    listings = Listings(monkeypatch)
+    assert sync.sync_table(table.pk)["newCommits"] == 3
+    _write(path, 10)
+    _write(path, 20, mode="overwrite")
+    _write(path, 30)
+    deltalake.DeltaTable(str(path)).delete("x = 31")
+    out = sync.sync_table(table.pk)
+    assert (out["latestVersion"], out["newCommits"]) == (6, 4)
+    assert sync.sync_table(table.pk)["newCommits"] == 0
+    assert listings.full == 1  # the first sync only
+
+    other = _full_sync_of_copy(roots, path, "copy")
+    assert listings.full == 2
+    assert _rows(table) == _rows(other)
+    assert _anomalies(table) == _anomalies(other)
+    assert _summary(table)[1:] == _summary(other)[1:]
+    dt = deltalake.DeltaTable(str(path))
+    sizes = dt.get_add_actions(flatten=True).column("size_bytes").to_pylist()
+    assert (table.num_files, table.size_bytes) == (len(dt.file_uris()), sum(sizes))
+    assert [r[0] for r in _rows(table)] == list(range(7))
+
+
+@pytest.mark.django_db
+def test_a_new_configuration_syncs_in_full(roots, monkeypatch) -> None:
+    """A commit with a metaData action (ICT enabled) is not continued: the full sync reads the
+    new configuration and times the commit by its inCommitTimestamp."""
+    path = roots / "t"
+    for i in range(2):
+        _write(path, i)
+    table = registration.register_table("t", str(path))
+    listings = Listings(monkeypatch)
+    sync.sync_table(table.pk)
+    enable_ict(str(path))
+    _append_ict(path, 3)
+    sync.sync_table(table.pk)
+    assert listings.full == 2
+    sources = dict(Commit.objects.filter(table=table).values_list("version", "timestamp_source"))
+    assert sources == {0: "file", 1: "file", 2: "ict", 3: "ict"}
+    _append_ict(path, 4)
+    sync.sync_table(table.pk)
+    assert listings.full == 2  # continued, with the configuration the full sync read
+    assert Commit.objects.get(table=table, version=4).timestamp_source == "ict"
+    assert _rows(table) == _rows(_full_sync_of_copy(roots, path, "copy"))
+
+
+@pytest.mark.django_db
+def test_a_rewritten_log_syncs_in_full(roots, monkeypatch) -> None:
+    """The last synced commit rewritten (another size and time) and a new one after it: the kept
+    state no longer describes the log, so the sync starts over from the listing."""
+    path = roots / "t"
+    for i in range(3):
+        _write(path, i)
+    table = registration.register_table("t", str(path))
+    listings = Listings(monkeypatch)
+    sync.sync_table(table.pk)
+    last = path / "_delta_log" / f"{2:020d}.json"
+    lines = last.read_text().splitlines()
+    info = json.loads(lines[0])
+    info["commitInfo"]["userMetadata"] = "rewritten"
+    last.write_text("\n".join([json.dumps(info), *lines[1:]]) + "\n")
+    os.utime(last, (1_900_000_000, 1_900_000_000))
+    _write(path, 3)
+    sync.sync_table(table.pk)
+    assert listings.full == 2
+    assert Commit.objects.filter(table=table).count() == 4
+
+
+@pytest.mark.django_db
+def test_log_cleanup_after_a_sync_marks_rows_expired(roots, monkeypatch) -> None:
+    """Commits deleted below a checkpoint since the last sync: the sync is not continued, and
+    the rows of the deleted commits stay, marked expired, as a full sync marks them."""
+    path = roots / "t"
+    for i in range(4):
+        _write(path, i)
+    deltalake.DeltaTable(str(path)).create_checkpoint()
+    table = registration.register_table("t", str(path))
+    listings = Listings(monkeypatch)
+    sync.sync_table(table.pk)
+    for v in range(3):
+        (path / "_delta_log" / f"{v:020d}.json").unlink()
+    _write(path, 9)
+    sync.sync_table(table.pk)
+    assert listings.full == 2
+    expired = dict(Commit.objects.filter(table=table).values_list("version", "log_expired"))
+    assert expired == {0: True, 1: True, 2: True, 3: False, 4: False}
+    assert _summary(table)[:2] == (4, 3)
