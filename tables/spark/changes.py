@@ -31,7 +31,7 @@ from tables.delta.errors import at_version
 from tables.delta.storage import Storage, as_storage
 from tables.results import read_page, type_name
 
-from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, scan
+from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -86,13 +86,28 @@ def _change_frame(spark: SparkSession, storage: Storage, plan: ChangePlan) -> tu
     return df.select(*names, *(n for n, _t in CHANGE_COLUMNS), FILE_COL, ROW_COL), plan
 
 
-def write_sorted(df: DataFrame, path: Path, order: list[Any], drop: tuple[str, ...] = ()) -> None:
+def write_sorted(df: DataFrame, path: Path, order: list[Any], drop: tuple[str, ...] = (), single: bool = False) -> None:
     """Sort, drop the sort-only columns, and write a result as Parquet: part files in
     partition order hold the rows in sort order. Timestamps are written as TIMESTAMP_MICROS
-    (pyarrow reads them back as UTC instants, timestamp_ntz as local times)."""
+    (pyarrow reads them back as UTC instants, timestamp_ntz as local times).
+
+    `single` (for small results) sorts and writes in one task, one part file: a global sort
+    first runs the whole query to sample its range boundaries, then again to shuffle, three
+    jobs where one is enough."""
     spark = df.sparkSession
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    df.orderBy(*order).drop(*drop).write.mode("overwrite").parquet(str(path))
+    ordered = df.coalesce(1).sortWithinPartitions(*order) if single else df.orderBy(*order)
+    ordered.drop(*drop).write.mode("overwrite").parquet(str(path))
+
+
+# Inputs up to this many bytes of data files are sorted and written by one task (write_sorted).
+SINGLE_TASK_BYTES = 32 << 20
+
+
+def small_input(df: DataFrame) -> bool:
+    """Whether the data files a result is computed from are small enough for one task."""
+    size = input_bytes(df)
+    return size is not None and size <= SINGLE_TASK_BYTES
 
 
 def change_data(
@@ -101,7 +116,8 @@ def change_data(
     """Write the changes of versions start..end under out_dir (module contract)."""
     df, plan = change_data_frame(spark, location, start, end)
     path = Path(out_dir) / "changes"
-    write_sorted(df, path, ["_commit_version", FILE_COL, ROW_COL, "_change_type"], drop=(FILE_COL, ROW_COL))
+    order = ["_commit_version", FILE_COL, ROW_COL, "_change_type"]
+    write_sorted(df, path, order, drop=(FILE_COL, ROW_COL), single=small_input(df))
     rows = sorted(_written_counts(path), key=_count_order)
     return {
         "path": str(path),

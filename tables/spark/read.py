@@ -240,6 +240,62 @@ def _spark_uri(uri: str) -> str:
     return re.sub(r"^file:/+", "file:/", uri)
 
 
+def input_files(df: DataFrame) -> list[str]:
+    """The files a DataFrame reads, as Spark names them (its `inputFiles()`), fetched in one
+    call through the JVM bridge: iterating the Java array costs one round trip per file."""
+    names = df._jdf.inputFiles()
+    # Scala's generic array wrapper takes the String[] (Java's Object[] methods are not found
+    # for it by the bridge); file names never hold a NUL
+    joined = df.sparkSession._jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(names).mkString("\0")
+    return str(joined).split("\0") if joined else []
+
+
+def input_bytes(df: DataFrame) -> int | None:
+    """Bytes of the local files a DataFrame reads (None when one is not a local file): what
+    decides whether a job's result is small enough to be sorted and written by one task."""
+    total = 0
+    for uri in input_files(df):
+        parsed = urlparse(uri)
+        if parsed.scheme != "file":
+            return None
+        try:
+            total += os.path.getsize(unquote(parsed.path))
+        except OSError:
+            return None
+    return total
+
+
+LOCAL_RELATION_BYTES = 8 << 20
+
+
+def small_frame(spark: SparkSession, table: pa.Table, schema: Any = None) -> DataFrame:
+    """A DataFrame of a small Arrow table kept in the plan (a local relation, built from Arrow
+    batches, not Python rows pickled for the JVM to unpickle in a job of their own). Above
+    LOCAL_RELATION_BYTES the rows go to the executors as an RDD (the session's setting, see
+    tables.spark.session)."""
+    if table.nbytes > LOCAL_RELATION_BYTES:
+        return spark.createDataFrame(table, schema)
+    key = "spark.sql.execution.arrow.localRelationThreshold"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(LOCAL_RELATION_BYTES))
+    try:
+        return spark.createDataFrame(table, schema)
+    finally:
+        spark.conf.set(key, before)
+
+
+def rows_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Any) -> DataFrame:
+    """`small_frame` of Python rows in a Spark schema (the entries table of a scan)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema)
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in arrow_schema]
+    table = pa.Table.from_arrays(
+        [pa.array(list(c), f.type) for c, f in zip(columns, arrow_schema, strict=True)], schema=arrow_schema
+    )
+    return small_frame(spark, table, schema)
+
+
 def _read_files(
     spark: SparkSession, paths: list[Path], schema: dict[str, Any], where: str
 ) -> tuple[DataFrame, dict[Path, str]]:
@@ -253,7 +309,7 @@ def _read_files(
     globbed = [_GLOB.sub(r"\\\1", str(p)) for p in paths]
     df = spark.read.schema(StructType.fromJson(schema)).parquet(*globbed)
     uris = {}
-    for u in df.inputFiles():
+    for u in input_files(df):
         uris[Path(os.path.normpath(unquote(urlparse(u).path)))] = _spark_uri(u)
     unlisted = [str(p) for p in paths if p not in uris]
     if unlisted:
@@ -345,7 +401,7 @@ def scan(
             (uris[file_of(e.path)], i, e.only, *typed_partition_values(e.partition_values, parts), *e.extra)
             for i, e in enumerate(entries)
         ]
-        table = spark.createDataFrame(rows, entry_schema)
+        table = rows_frame(spark, rows, entry_schema)
         data = data.join(F.broadcast(table), data["__dw_file"] == table["__dw_key"], "inner")
         if selections:
             ids = np.concatenate(
@@ -356,8 +412,9 @@ def scan(
                 ]
             )
             idx = np.concatenate([e.rows.astype(np.int64) for e in entries if e.rows is not None and len(e.rows)])
-            sel = spark.createDataFrame(
-                pa.table({"__dw_sel_entry": pa.array(ids, pa.int32()), "__dw_sel_row": pa.array(idx, pa.int64())})
+            sel = small_frame(
+                spark,
+                pa.table({"__dw_sel_entry": pa.array(ids, pa.int32()), "__dw_sel_row": pa.array(idx, pa.int64())}),
             ).withColumn("__dw_hit", F.lit(True))
             if len(idx) <= BROADCAST_SELECTION_ROWS:
                 sel = F.broadcast(sel)

@@ -40,6 +40,13 @@ BASE_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
+    # adaptive execution sizes shuffles from what the first stage produced (coalescing small
+    # partitions, broadcasting a small side found at run time)
+    "spark.sql.adaptive.enabled": "true",
+    # the jobs hand Spark explicit file lists: above this many paths Spark lists them with a
+    # distributed job (one task per few files, a whole job before any data is read); one
+    # status call per file on the driver is far cheaper
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # createDataFrame(pyarrow.Table) keeps small tables as a driver-side LocalRelation, whose
     # rows then travel inside every task and make each query over them slow; 0 sends the
