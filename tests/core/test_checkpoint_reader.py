@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tables.delta.checkpoint import ParquetPart
+from tables.delta.checkpoint import ParquetPart, _all_equal
 from tables.delta.snapshot import Snapshot, _has_byte, load_snapshot
 from tables.delta.storage import as_storage
 
@@ -168,3 +168,22 @@ def test_has_byte(values: list[str], expected: bool) -> None:
     if len(values) == 3:
         assert _has_byte(arr.slice(2), b"%") is False, "a slice scans only its own strings"
         assert _has_byte(arr.slice(1, 1), b"%") is expected
+
+
+@pytest.mark.parametrize(
+    ("values", "key", "expected"),
+    [
+        (["part", "part", "part"], "part", True),
+        (["part", "parx", "part"], "part", False),
+        (["part", "par", "partt"], "part", False),  # same total length, other boundaries
+        (["é", "é"], "é", True),
+        (["", ""], "", True),
+        (["part", None], "part", False),
+        ([], "part", True),
+    ],
+)
+def test_all_equal(values: list[str | None], key: str, expected: bool) -> None:
+    arr = pa.array(values, pa.string())
+    assert _all_equal(arr, key) is expected
+    assert _all_equal(pa.array(values, pa.large_string()), key) is expected
+    assert _all_equal(pa.array(["zz", *values], pa.string()).slice(1), key) is expected, "a slice"
