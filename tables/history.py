@@ -10,6 +10,7 @@ last; a date-time or epoch milliseconds means that instant, and both ends are in
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -130,3 +131,26 @@ def operations(table: Table, limit: int = 200) -> list[str]:
         ops = [o for o in qs.distinct()[:limit] if o]
         cache.set(key, ops, CACHE_SECONDS)
     return ops
+
+
+def has_expired(table: Table) -> bool:
+    """Whether any cached commit's log file has expired, cached until the next sync (on
+    SQLite the flag is not indexed: the question scans every commit of the table)."""
+    key = f"expired:{synced_key(table)}"
+    found = cache.get(key)
+    if found is None:
+        found = table.commits.filter(log_expired=True).exists()
+        cache.set(key, found, CACHE_SECONDS)
+    return found
+
+
+def history_count(table: Table, qs: QuerySet[Commit]) -> int:
+    """The number of rows of a history query, cached until the next sync: a COUNT over a
+    100,000-commit table costs more than the page it paginates."""
+    digest = hashlib.sha256(str(qs.query).encode()).hexdigest()[:32]
+    key = f"hcount:{synced_key(table)}:{digest}"
+    n = cache.get(key)
+    if n is None:
+        n = qs.count()
+        cache.set(key, n, CACHE_SECONDS)
+    return n

@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET
 
 from . import history_export, pages
 from .forms import HistoryFilterForm
-from .history import CACHE_SECONDS, HistoryFilter, history, operations, synced_key
+from .history import CACHE_SECONDS, HistoryFilter, has_expired, history, history_count, operations, synced_key
 from .models import Table
-from .reachability import cache_epoch
+from .reachability import answer_token, cache_epoch
 from .restore_requests import restore_ids_by_version
 from .table_tabs import reach_by_version, tab_context
 from .ui import PageError, page, query, table_of
@@ -53,12 +53,16 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     sort = history_export.sort_of(request.GET.get("sort"))
     columns = history_export.columns_of(request.GET.getlist("cols"))
     q = query(request, ("page", "job"))
-    # reachability moves with the clock and with VACUUM, not only with syncs
+    # reachability moves with the clock and with VACUUM, not only with syncs: the rows are
+    # cached per answer they show (or while it is being computed, until it is there)
     digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}".encode()).hexdigest()[:32]
-    html_key = f"hist:{synced_key(table)}:{cache_epoch()}:{digest}"
+    reach_key = answer_token(table) if "readable" in columns else f"-:{cache_epoch()}"  # restore links move too
+    html_key = f"hist:{synced_key(table)}:{reach_key}:{digest}"
     html = cache.get(html_key)
     if html is None:
-        page_obj = Paginator(qs, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+        paginator = Paginator(qs, HISTORY_PAGE_SIZE)
+        paginator.count = history_count(table, qs)  # the same for every page until the next sync
+        page_obj = paginator.get_page(request.GET.get("page"))
         reach = reach_by_version(table) if page_obj.object_list and "readable" in columns else {}
         reach_pending = reach is None
         reach = reach or {}
@@ -79,8 +83,7 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
                 "reach_pending": reach_pending,
             },
         )
-        if not reach_pending:  # the readable column fills in on the next request
-            cache.set(html_key, html, CACHE_SECONDS)
+        cache.set(html_key, html, CACHE_SECONDS)
     export_q = query(request, ("page", "job", "cols"))
     return {
         "filter_form": form,
@@ -124,7 +127,7 @@ def table_history(request: HttpRequest, slug: str) -> HttpResponse:
     table = table_of(slug)
     ctx = tab_context(request, table, "history")
     ctx.update(_history(request, table))
-    ctx["has_expired"] = table.commits.filter(log_expired=True).exists()
+    ctx["has_expired"] = has_expired(table)
     return render(request, "tables/table_history.html", ctx)
 
 

@@ -19,12 +19,12 @@ from django.views.decorators.http import require_GET, require_POST
 from . import charts, owner_services, pages, roles
 from .errors import ServiceError
 from .forms import RestoreRequestForm
-from .history import CACHE_SECONDS, history, synced_key
+from .history import CACHE_SECONDS, has_expired, history, synced_key
 from .models import Anomaly, RestoreRequest, RestoreStatus, Table
 from .owner_access import managed_of
 from .owner_db import summary as owner_summary
 from .reachability import cache_epoch
-from .table_tabs import REACH_PENDING, reach_by_version, tab_context
+from .table_tabs import REACH_PENDING, derived, reach_by_version, tab_context
 from .ui import PageError, alerts_installed, page, table_of
 
 ANOMALIES_SHOWN = 50
@@ -39,10 +39,14 @@ ALERTS_SHOWN = 5
 def _reach_summary(table: Table) -> list[dict[str, Any]] | None:
     """How many versions are in each reachability state (the timeline's bands), in words;
     None while the answer is being computed."""
-    counts: dict[str, int] = {}
     reach = reach_by_version(table)
     if reach is None:
         return None
+    return derived(reach, "summary", _count_states)
+
+
+def _count_states(reach: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    counts: dict[str, int] = {}
     for entry in reach.values():
         state = charts.band_state(entry)
         counts[state] = counts.get(state, 0) + 1
@@ -66,7 +70,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx["reach_summary"] = _reach_summary(table) if ctx["synced"] else []
     ctx["reach_pending"] = REACH_PENDING if ctx["reach_summary"] is None else ""
     ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
-    ctx["has_expired"] = table.commits.filter(log_expired=True).exists()
+    ctx["has_expired"] = has_expired(table)
     ctx["open_restores"] = RestoreRequest.objects.filter(
         table=table, status__in=RestoreStatus.awaiting_approval() | RestoreStatus.in_flight()
     ).count()

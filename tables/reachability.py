@@ -58,23 +58,47 @@ def table_reachability(
     for the same synced state) instead of computing now; the computation runs in the
     background and the next request gets it."""
     now = int(time.time() * 1000)
-    forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
-    state_key = f"reach:{synced_key(table)}{forecast}"
-    key = f"{state_key}:{cache_epoch(now)}"
+    state_key, key = _keys(table, vacuum_retention, now)
+    with _latest_lock:
+        kept = _latest.get(state_key)
+    if kept is not None and kept[0] == key and cache.has_key(key):
+        # this process's own answer, valid while the cache holds it: no copy out of the cache
+        # (unpickling a 100,000-version answer takes seconds)
+        return kept[1]
     data = cache.get(key)
     if data is not None:
+        with _latest_lock:
+            _keep_newest(_latest, state_key, (key, data))
         return data
     if not wait and (table.last_synced_version or 0) >= inline_versions():
-        with _latest_lock:
-            previous = _latest.get(state_key)  # read first: the thread may finish at once
         _compute_later(key, state_key, table.location, now, vacuum_retention)
-        return previous
+        return None if kept is None else kept[1]  # read first: the thread may finish at once
     try:
         data = _compute(table.location, now, vacuum_retention).to_dict()
     except delta_errors.DeltaError as exc:
         raise from_delta(exc) from exc
     _remember(key, state_key, data)
     return data
+
+
+def _keys(table: Table, vacuum_retention: int | None, now: int) -> tuple[str, str]:
+    """(the key of the table's synced state, and of that state's answer in this clock window)."""
+    forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
+    state_key = f"reach:{synced_key(table)}{forecast}"
+    return state_key, f"{state_key}:{cache_epoch(now)}"
+
+
+def answer_token(table: Table) -> str:
+    """Names the reachability answer a page asking now with `wait=False` would show, without
+    reading it: pages that embed it key their own caches by this token (a page rendered while
+    the answer is computed is cached too, and replaced once the answer is there)."""
+    now = int(time.time() * 1000)
+    state_key, key = _keys(table, None, now)
+    if (table.last_synced_version or 0) < inline_versions() or cache.has_key(key):
+        return key  # computed inline, or there
+    with _latest_lock:
+        kept = _latest.get(state_key)
+    return f"{key}:pending" if kept is None else f"{key}:{kept[0]}"  # or the previous window's
 
 
 def inline_versions() -> int:
@@ -86,9 +110,10 @@ logger = logging.getLogger(__name__)
 # one background computation at a time per process: each is a full replay's worth of CPU
 _background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reachability")
 _queued: set[str] = set()
-# the newest answer per synced state, whatever its clock window: a page shows it while the
-# next window's answer is computed (it can only be older by the time one computation takes)
-_latest: OrderedDict[str, dict[str, Any]] = OrderedDict()
+# the newest answer per synced state (with its key: the clock window it was computed in),
+# whatever its window: a page shows it while the next window's answer is computed (it can
+# only be older by the time one computation takes)
+_latest: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
 _latest_lock = threading.Lock()
 
 
@@ -103,7 +128,7 @@ def _keep_newest(kept: OrderedDict[str, Any], key: str, value: Any) -> None:
 def _remember(key: str, state_key: str, data: dict[str, Any]) -> None:
     cache.set(key, data, CACHE_SECONDS)
     with _latest_lock:
-        _keep_newest(_latest, state_key, data)
+        _keep_newest(_latest, state_key, (key, data))
 
 
 def _compute_later(key: str, state_key: str, location: str, now: int, vacuum_retention: int | None) -> None:

@@ -4,6 +4,8 @@ context above the tab's content, and the table's reachability by version as page
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest
@@ -41,4 +43,28 @@ def reach_by_version(table: Table) -> dict[int, dict[str, Any]] | None:
         data = table_reachability(table, wait=False)
     except (ServiceError, delta_errors.DeltaError):
         return {}
-    return None if data is None else {v["version"]: v for v in data["versions"]}
+    return None if data is None else derived(data, "by_version", lambda d: {v["version"]: v for v in d["versions"]})
+
+
+# What pages derive from a reachability answer (its index by version, its counts per state),
+# kept beside the answer object this process holds: a 100,000-version answer is indexed once,
+# not on every page. Keyed by the answer's identity; the answer is kept with it, so the
+# identity cannot be reused while the entry lives.
+_DERIVED_KEPT = 8
+_derived: dict[tuple[int, str], tuple[dict[str, Any], Any]] = {}
+_derived_lock = threading.Lock()
+
+
+def derived(data: dict[str, Any], name: str, make: Callable[[dict[str, Any]], Any]) -> Any:
+    """`make(data)`, computed once per answer object and name (answers are never changed)."""
+    key = (id(data), name)
+    with _derived_lock:
+        kept = _derived.get(key)
+    if kept is not None and kept[0] is data:
+        return kept[1]
+    value = make(data)
+    with _derived_lock:
+        _derived[key] = (data, value)
+        while len(_derived) > _DERIVED_KEPT:
+            _derived.pop(next(iter(_derived)))
+    return value
