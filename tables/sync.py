@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -266,54 +266,72 @@ def _row(times: CommitTimes, timeline_row: dict[str, Any], table_id: int, sizes:
     }
 
 
-def insert_commits(rows: list[dict[str, Any]]) -> None:
-    """Store Commit rows (column values by attribute name), leaving versions stored already
-    as they are: one prepared INSERT run for every row (executemany) instead of the ORM's
-    model instances and statements of a few dozen rows each (SQLite's parameter limit), which
-    made most of a cold sync's time."""
-    if not rows:
-        return
-    conn = connections[router.db_for_write(Commit)]
-    fields = [f for f in Commit._meta.concrete_fields if not f.primary_key]
-    qn = conn.ops.quote_name
-    sql = (
-        f"{conn.ops.insert_statement(on_conflict=OnConflict.IGNORE)} {qn(Commit._meta.db_table)} "
-        f"({', '.join(qn(f.column) for f in fields)}) VALUES ({', '.join(['%s'] * len(fields))})"
-    )
-    suffix = conn.ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
-    if suffix:
-        sql += " " + suffix
-    sqlite = conn.vendor == "sqlite"
+class CommitInsert:
+    """The prepared INSERT of Commit rows (column values by attribute name), leaving versions
+    stored already as they are: one statement run for every row (executemany) instead of the
+    ORM's model instances and statements of a few dozen rows each (SQLite's parameter limit),
+    which made most of a cold sync's time. `params` is plain Python (a sync prepares the next
+    batch's in another thread while this one is written); `run` uses the connection."""
 
-    def prep(value: Any) -> Any:
+    def __init__(self, alias: str | None = None) -> None:
+        self.alias = alias or router.db_for_write(Commit)
+        conn = connections[self.alias]
+        self.fields = [f for f in Commit._meta.concrete_fields if not f.primary_key]
+        qn = conn.ops.quote_name
+        sql = (
+            f"{conn.ops.insert_statement(on_conflict=OnConflict.IGNORE)} {qn(Commit._meta.db_table)} "
+            f"({', '.join(qn(f.column) for f in self.fields)}) VALUES ({', '.join(['%s'] * len(self.fields))})"
+        )
+        suffix = conn.ops.on_conflict_suffix_sql(self.fields, OnConflict.IGNORE, None, None)
+        self.sql = f"{sql} {suffix}" if suffix else sql
+        self.sqlite = conn.vendor == "sqlite"
+        self.ops = conn.ops
+        # a column the rows may not name (one added to the model later) gets the field's default
+        self.defaults = {f.attname: f.get_db_prep_save(f.get_default(), conn) for f in self.fields}
+
+    def _prep(self, value: Any) -> Any:
         if value is None:
             return None  # SQL NULL, as the ORM stores None in a nullable JSONField
         if type(value) is Dumped:
-            if sqlite:
+            if self.sqlite:
                 return value.text.decode()
             value = value.value
-        if sqlite:  # stored as text there: orjson writes it several times faster
+        if self.sqlite:  # stored as text there: orjson writes it several times faster
             try:
                 return orjson.dumps(value).decode()
             except TypeError:
                 pass
-        return conn.ops.adapt_json_value(value, None)
+        return self.ops.adapt_json_value(value, None)
 
-    # a column the rows do not name (one added to the model later) gets the field's default
-    defaults = {f.attname: f.get_db_prep_save(f.get_default(), conn) for f in fields if f.attname not in rows[0]}
-    if defaults:
-        rows = [{**defaults, **r} for r in rows]
-    names = [f.attname for f in fields]
-    pick = itemgetter(*names)
-    as_json = [i for i, f in enumerate(fields) if f.get_internal_type() == "JSONField" and f.attname not in defaults]
-    params = []
-    for r in rows:
-        values = list(pick(r))
-        for i in as_json:
-            values[i] = prep(values[i])
-        params.append(values)
-    with conn.cursor() as cursor:
-        cursor.executemany(sql, params)
+    def params(self, rows: list[dict[str, Any]]) -> list[list[Any]]:
+        if not rows:
+            return []
+        missing = {n: v for n, v in self.defaults.items() if n not in rows[0]}
+        if missing:
+            rows = [{**missing, **r} for r in rows]
+        pick = itemgetter(*[f.attname for f in self.fields])
+        as_json = [
+            i for i, f in enumerate(self.fields) if f.get_internal_type() == "JSONField" and f.attname not in missing
+        ]
+        prep = self._prep
+        out = []
+        for r in rows:
+            values = list(pick(r))
+            for i in as_json:
+                values[i] = prep(values[i])
+            out.append(values)
+        return out
+
+    def run(self, params: list[list[Any]]) -> None:
+        if params:
+            with connections[self.alias].cursor() as cursor:
+                cursor.executemany(self.sql, params)
+
+
+def insert_commits(rows: list[dict[str, Any]]) -> None:
+    """Store Commit rows (column values by attribute name), leaving stored versions alone."""
+    insert = CommitInsert()
+    insert.run(insert.params(rows))
 
 
 READ_THREADS = 4  # local commits are read in threads: the waits on the OS overlap
@@ -431,6 +449,19 @@ def _changes_config(reads: list[Read]) -> bool:
     return any(data is None or b'"metaData"' in data or b'"protocol"' in data for _lf, data, _r in reads)
 
 
+def _ahead(items: Iterator[Any], pool: ThreadPoolExecutor | None) -> Iterator[Any]:
+    """`items`, each computed in `pool` while the caller works on the one before (None: here)."""
+    if pool is None:
+        yield from items
+        return
+    done = object()
+    step = lambda: next(items, done)  # noqa: E731
+    future = pool.submit(step)
+    while (item := future.result()) is not done:
+        future = pool.submit(step)
+        yield item
+
+
 def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     storage = as_storage(table.location)
     jobs.progress(job, "listing the log")
@@ -499,35 +530,46 @@ def _store(
     stored = 0
     by_version = {c.version: c for c in times.listing.commits}
     chunks = [[by_version[v] for v in new_versions[i : i + BATCH]] for i in range(0, total, BATCH)]
-    pending = (lambda: first) if first is not None else (_read_commits(storage, chunks[0], pool) if chunks else None)
-    for n, chunk in enumerate(chunks):
-        reads = pending()
-        pending = _read_commits(storage, chunks[n + 1], pool) if n + 1 < len(chunks) else None
-        times.reader.remember(r for _lf, _data, r in reads if r is not None)
-        rows, anomalies = scan_versions(times, [lf.version for lf in chunk], prev)
-        if rows:
-            last_row = rows[-1]
-            prev = (
-                last_row["fileModificationTime"],
-                last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
-            )
-        if files is not None:
-            kept_bytes = {lf.version: data for lf, data, _r in reads}
-            sources = [
-                (
-                    storage.display(lf.path),
-                    lf.version,
-                    kept_bytes.get(lf.version) or read_commit_bytes(storage, lf.path, lf.size),
+    insert = CommitInsert()
+
+    def batches() -> Iterator[tuple[list[list[Any]], list[dict[str, Any]]]]:
+        """Each batch's INSERT parameters and anomalies, in order (plain Python: no database)."""
+        nonlocal prev
+        pending = (
+            (lambda: first) if first is not None else (_read_commits(storage, chunks[0], pool) if chunks else None)
+        )
+        for n, chunk in enumerate(chunks):
+            reads = pending()
+            pending = _read_commits(storage, chunks[n + 1], pool) if n + 1 < len(chunks) else None
+            times.reader.remember(r for _lf, _data, r in reads if r is not None)
+            rows, anomalies = scan_versions(times, [lf.version for lf in chunk], prev)
+            if rows:
+                last_row = rows[-1]
+                prev = (
+                    last_row["fileModificationTime"],
+                    last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
                 )
-                for lf in chunk
-                if lf.version > base
-            ]
-            sizes.update(files.apply_sources(sources))
-        commits = [_row(times, r, table.pk, sizes) for r in rows]
+            if files is not None:
+                kept_bytes = {lf.version: data for lf, data, _r in reads}
+                sources = [
+                    (
+                        storage.display(lf.path),
+                        lf.version,
+                        kept_bytes.get(lf.version) or read_commit_bytes(storage, lf.path, lf.size),
+                    )
+                    for lf in chunk
+                    if lf.version > base
+                ]
+                sizes.update(files.apply_sources(sources))
+            yield insert.params([_row(times, r, table.pk, sizes) for r in rows]), anomalies
+
+    # the next batch is prepared in a thread while this one is written: SQLite works without
+    # holding the interpreter, so the two overlap
+    for params, anomalies in _ahead(batches(), pool if len(chunks) > 1 else None):
         with transaction.atomic():
-            insert_commits(commits)
+            insert.run(params)
             Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in anomalies])
-        stored += len(rows)
+        stored += len(params)
         jobs.progress(job, "storing history rows", stored, total)
     if ict_changed and last is not None:
         jobs.progress(job, "recomputing timestamps (ICT configuration changed)")

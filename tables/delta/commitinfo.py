@@ -8,7 +8,7 @@ sequential reads are batched (CommitInfoReader's read-ahead).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -20,21 +20,23 @@ from .storage import Storage
 MAX_STRING = 10_000  # a log is untrusted input: bound what we carry around
 
 
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None  # not a bool, not a float
+
+
 @dataclass(frozen=True, slots=True)
 class CommitInfoRead:
     version: int
     info: dict[str, Any] | None
     first: bool  # commitInfo was the first action of the commit
+    # taken from `info` once: a sync asks for them several times per commit
+    in_commit_timestamp: int | None = field(init=False)
+    timestamp: int | None = field(init=False)
 
-    @property
-    def in_commit_timestamp(self) -> int | None:
-        ict = (self.info or {}).get("inCommitTimestamp")
-        return ict if isinstance(ict, int) and not isinstance(ict, bool) else None
-
-    @property
-    def timestamp(self) -> int | None:
-        ts = (self.info or {}).get("timestamp")
-        return ts if isinstance(ts, int) and not isinstance(ts, bool) else None
+    def __post_init__(self) -> None:
+        info = self.info or {}
+        object.__setattr__(self, "in_commit_timestamp", _int_or_none(info.get("inCommitTimestamp")))
+        object.__setattr__(self, "timestamp", _int_or_none(info.get("timestamp")))
 
 
 def _loads(line: bytes, lf: LogFile, lineno: int) -> Any:

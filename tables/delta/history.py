@@ -82,11 +82,18 @@ def scan_versions(
             times.reader.get(before).in_commit_timestamp if ict.applies(before) else None,
         )
     prev_file, prev_ict = prev if prev is not None else (None, None)
-    for v in versions:
-        i = times.index(v)
-        read = times.reader.get(v)
-        ts, source = times.timestamp(v)
-        raw = times.file_times[i]
+    first = times.index(versions[0]) if versions else 0
+    # the versions are usually a run of the listing: their indexes follow, no search each
+    run = times.versions[first : first + len(versions)] == versions
+    get, file_times, adjusted, applies = times.reader.get, times.file_times, times.adjusted, ict.applies
+    for k, v in enumerate(versions):
+        i = first + k if run else times.index(v)
+        read = get(v)
+        if applies(v):  # times.timestamp(v), without looking the version up again
+            ts, source = read.in_commit_timestamp, "ict"
+        else:
+            ts, source = adjusted[i], "file"
+        raw = file_times[i]
         rows.append(
             {
                 "version": v,
@@ -105,7 +112,7 @@ def scan_versions(
                 f"commit file time {raw} is not after the previous commit's {prev_file} (was the table copied or moved?)",
             )
         prev_file = raw
-        if not ict.applies(v):
+        if source != "ict":
             continue
         if read.info is None:
             flag(v, "ict_missing", "ICT is on for this version but the commit has no commitInfo")
