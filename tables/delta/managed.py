@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from .actions import Protocol
+from .actions import Metadata, Protocol
 from .commit import (
     ENGINE_INFO,
     CommitResult,
@@ -36,8 +36,8 @@ from .commit import (
     write_commit,
 )
 from .commitinfo import read_commit_info
-from .errors import CommitConflictError, CommitRefusedError, DeltaError, ManagedTableError
-from .log import LOG_DIR, LogListing, list_log
+from .errors import CommitConflictError, CommitRefusedError, DeltaError, LogGapError, ManagedTableError
+from .log import LOG_DIR, LogListing, build_segment, complete_checkpoint, list_log, list_log_from, read_last_checkpoint
 from .owner import (
     MANAGED_COMMIT,
     CommitConflict,
@@ -47,8 +47,9 @@ from .owner import (
     CommitResponse,
     TableConf,
     managed_config,
+    parse_commit,
 )
-from .snapshot import TableConfig, load_table_config, ratified_listing
+from .snapshot import TableConfig, check_reader_protocol, load_table_config, ratified_listing
 from .storage import Storage, as_storage
 from .timestamps import ICT_FEATURES, ict_config
 
@@ -63,6 +64,69 @@ def _storage(location: str | Storage) -> Storage:
 
 def _owner_name(owner: CommitOwner) -> str:
     return getattr(owner, "name", None) or "commit-owner"
+
+
+def tail_listing(storage: Storage) -> LogListing:
+    """The log from its latest checkpoint on (`_last_checkpoint` names it): one listing of the
+    tail (an object store lists only those keys, a local directory stats only them), so a
+    writer's cost does not grow with the log's length. The whole log when there is no usable
+    hint (none, or its checkpoint is missing or incomplete)."""
+    hint = read_last_checkpoint(storage)
+    if hint is not None and hint["version"] > 0:
+        tail = list_log_from(storage, hint["version"])
+        if complete_checkpoint(tail.checkpoints.get(hint["version"], [])):
+            return tail
+    return list_log(storage)
+
+
+def writer_state(storage: Storage, owner: CommitOwner) -> tuple[LogListing, TableConfig, int | None]:
+    """What a writer of a managed table needs, reading the log once: the listing with the
+    owner's ratified commits merged in, the table's config at the latest ratified version, and
+    that version's ICT when a commit read here says it (None: read it from the commit).
+
+    The published log's config (latest checkpoint and the commits after it) is read before the
+    owner is asked and handed to the merge; then only the ratified commits after it are read.
+    A catalog's copy of a published version is the same bytes (publishing checks that; a
+    different size means otherwise and the merged log is read whole). A catalog whose latest
+    version is below the published files, or a gap, is rare: the merged log is read then too.
+    """
+    listing = tail_listing(storage)
+    try:
+        base = load_table_config(storage, listing)
+    except LogGapError:
+        merged = ratified_listing(storage, owner, listing)
+        return merged, load_table_config(storage, merged), None
+    merged = ratified_listing(storage, owner, listing, config=base)
+    if merged is listing:  # a filesystem table: the owner was not asked
+        return listing, base, None
+    published = {c.version: c for c in base.segment.commits}
+    if merged.latest_commit is None or merged.latest_commit < base.version:
+        return merged, load_table_config(storage, merged), None
+    for c in merged.commits:
+        before = published.get(c.version)
+        if before is not None and c.path != before.path and c.size != before.size:
+            return merged, load_table_config(storage, merged), None
+    protocol, metadata = base.protocol, base.metadata
+    ict = None
+    for c in merged.commits:
+        if c.version <= base.version:
+            continue
+        parsed = parse_commit(storage.read(c.path))
+        if parsed.protocol is not None:
+            protocol = Protocol.from_dict(parsed.protocol)
+        if parsed.metadata is not None:
+            metadata = Metadata.from_dict(parsed.metadata)
+        ict = parsed.in_commit_timestamp
+    if merged.latest_commit == base.version:
+        return merged, base, None
+    where = f"{storage.display()} at version {merged.latest_commit}"
+    check_reader_protocol(protocol, where)
+    segment = build_segment(storage, merged, use_hint=False)
+    return (
+        merged,
+        TableConfig(segment.version, protocol, metadata, segment, managed_config(protocol, metadata, where)),
+        ict,
+    )
 
 
 def next_managed_ict(storage: Storage, listing: LogListing, cfg: TableConfig, now: int) -> int:
@@ -119,8 +183,7 @@ def commit_via_owner(
     """
     storage = _storage(location)
     where = storage.display()
-    listing = ratified_listing(storage, owner)
-    cfg = load_table_config(storage, listing)
+    listing, cfg, previous_ict = writer_state(storage, owner)
     managed = cfg.managed
     if managed is None:
         raise ManagedTableError(f"{where}: a filesystem table (no commit-owner); commit with commit.commit")
@@ -141,7 +204,7 @@ def commit_via_owner(
             f"{where}: {managed.feature} requires In-Commit Timestamps; the commit would leave them off"
         )
     now = clock()
-    ict = next_managed_ict(storage, listing, cfg, now)
+    ict = max(now, previous_ict + 1) if previous_ict is not None else next_managed_ict(storage, listing, cfg, now)
     info: dict[str, Any] = {
         "timestamp": now,
         "operation": operation,
@@ -263,8 +326,7 @@ def hand_back(location: str | Storage, owner: CommitOwner, *, clock: Callable[[]
     """
     storage = _storage(location)
     where = storage.display()
-    listing = ratified_listing(storage, owner)
-    cfg = load_table_config(storage, listing)
+    listing, cfg, previous_ict = writer_state(storage, owner)
     managed = cfg.managed
     if managed is None:
         return {"changed": False, "version": cfg.version}
@@ -280,7 +342,7 @@ def hand_back(location: str | Storage, owner: CommitOwner, *, clock: Callable[[]
     config = {k: v for k, v in cfg.metadata.configuration.items() if k not in managed.flavor.keys}
     metadata = {**cfg.metadata.to_dict(), "configuration": config}
     now = clock()
-    ict = next_managed_ict(storage, listing, cfg, now)
+    ict = max(now, previous_ict + 1) if previous_ict is not None else next_managed_ict(storage, listing, cfg, now)
     info = {
         "timestamp": now,
         "operation": "DROP FEATURE",

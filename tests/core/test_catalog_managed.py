@@ -19,7 +19,7 @@ from tables.delta import commit as fs_commit
 from tables.delta.checkpoint import write_checkpoint
 from tables.delta.commit import commit_bytes
 from tables.delta.errors import CommitConflictError, ManagedTableError
-from tables.delta.managed import commit_via_owner
+from tables.delta.managed import commit_via_owner, writer_state
 from tables.delta.owner import Commit, CommitResponse
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import LocalStorage
@@ -157,9 +157,22 @@ class _CountingStorage(LocalStorage):
         super().__init__(root)
         self.reads: list[str] = []
 
+        self.listed_from: list[str | None] = []
+        self.stats = 0
+
     def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
         self.reads.append(path)
         return super().read(path, range)
+
+    def list_from(self, prefix: str, start_after: str | None = None):
+        self.listed_from.append(start_after)
+        return super().list_from(prefix, start_after)
+
+    def head(self, path: str):
+        self.stats += 1
+        return super().head(path)
+
+    stat = head
 
 
 class _AcceptingCatalog(StaticOwner):
@@ -185,9 +198,41 @@ def test_a_writer_reads_the_latest_checkpoint_and_the_tail_not_the_log(tmp_path:
     assert result.version == 251 and result.in_commit_timestamp == max(ict + 1, result.in_commit_timestamp)
     commits_read = {int(p.rpartition("/")[2][:20]) for p in storage.reads if p.endswith(".json") and "/_" not in p}
     assert commits_read and min(commits_read) > 200  # nothing before the checkpoint is opened
-    # the tail is read twice (once to learn the table is managed, once after the catalog's merge):
+    # each commit of the tail is read once (the catalog's answer is merged onto the config read
+    # before it was asked; the latest once more for its ICT), and only the tail is listed:
     # bounded by the checkpoint interval, not by the log's length
-    assert len(storage.reads) <= 2 * (250 - 200) + 5
+    tail = [p for p in storage.reads if p.endswith(".json") and "/_" not in p]
+    assert len(set(tail)) == 50 and len(tail) <= 51 and len(storage.reads) <= 50 + 4
+    assert storage.listed_from == ["_delta_log/00000000000000000200"] and storage.stats <= 50 + 4
+
+
+def _ratified(path: Path, version: int, actions: list, ict: int) -> Commit:
+    staged = cm.stage_commit(str(path), version, actions, "WRITE", previous_ict=ict - 1, clock=lambda: ict)
+    return Commit(version, staged.path, staged.size, staged.modification_time, staged.in_commit_timestamp)
+
+
+def test_a_writer_learns_the_config_from_the_catalogs_answer_on_the_published_tail(tmp_path: Path) -> None:
+    """Unpublished ratified commits (one changes a property) count for the writer: its commit is
+    the next version with an ICT after the last ratified one, and what they say is the table's
+    config; each file is read once."""
+    first = cm.initial_commit(str(tmp_path), TABLE_ID, SCHEMA)
+    ict = first["inCommitTimestamp"] + 10**6  # ahead of the wall clock: the ICT must come from the log
+    metadata = load_snapshot(tmp_path).metadata.to_dict()
+    metadata["configuration"] = {**metadata["configuration"], "team": "blue"}
+    ratified = [
+        _ratified(tmp_path, 1, [add("a.parquet")], ict + 1),
+        _ratified(tmp_path, 2, [{"metaData": metadata}], ict + 2),
+    ]
+    catalog = _AcceptingCatalog(ratified, 2, name="unity")
+    storage = _CountingStorage(str(tmp_path))
+    listing, cfg, previous_ict = writer_state(storage, catalog)
+    assert cfg.version == 2 and cfg.metadata.configuration["team"] == "blue" and previous_ict == ict + 2
+    assert cfg.managed is not None and cfg.managed.flavor.catalog
+    assert [c.version for c in listing.commits] == [0, 1, 2]
+    files = [p for p in storage.reads if not p.endswith("_last_checkpoint")]  # the hint: a few bytes
+    assert len(files) == len(set(files)) == 3
+    result = commit_via_owner(storage, catalog, [add("b.parquet")], "WRITE")
+    assert result.version == 3 and result.in_commit_timestamp == ict + 3
 
 
 def test_enabling_the_feature_on_an_existing_table_is_refused(tmp_path: Path) -> None:
