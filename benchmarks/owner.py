@@ -8,13 +8,18 @@ installed PostgreSQL server on a free loopback port), a fresh database is migrat
 each log length (100 and 10,000 versions; --lengths), a catalogManaged table is made at that
 length (created through the catalog, its published versions written directly, checkpointed
 every 100 like the owner does), and gunicorn (4 gthread workers with keep-alive) serves
-deltaweb. Then 1 and 8 writer threads (--writer-counts) commit for S seconds each, each with
-its own official SDK client (unitycatalog-client, one kept-alive connection pool): stage the
-commit file, `commit` through DeltaCommitsApi; on a conflict, learn the latest version and
+deltaweb. The tables carry the catalog's records of their published versions (a RatifiedCommit
+row each), and every table's rows follow an untimed warm-up (--warmup). Then 1 and 8 writers
+(--writer-counts; each its own process, as separate clients are, with its own official SDK
+client: unitycatalog-client, one kept-alive connection pool) commit for S seconds each: stage
+the commit file, `commit` through DeltaCommitsApi; on a conflict, learn the latest version and
 its ICT from the catalog's answer (or the one published file of that version) and retry at
 once. A publisher thread publishes ratified commits in order and reports the backfilled
 version (the client duty UC assigns); publish lag is the time from a writer's accepted commit
 to its `_delta_log/<v>.json`. Afterwards the log is checked: versions contiguous, none lost.
+Each row also says where a commit's time goes on the client (`clientMs`, p50/p95): staging,
+an accepted commit's round trip, a conflict's round trip and the reload after it, and the
+publisher's reload, writes and report (and its batch size).
 
 --legacy measures the older commit-owner REST API instead (RestOwnerClient and
 commit_via_owner, 8 writers, the server-side backfill loop), as the issue's first numbers did.
@@ -283,24 +288,96 @@ def make_uc_table(user, name: str, length: int) -> tuple[str, str, Path]:
     return table_id, uri, path
 
 
-def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers: int, seconds: float) -> dict:
-    """`writers` SDK clients commit for `seconds`; a publisher publishes and reports."""
+def server_cpu(master: int) -> float:
+    """CPU seconds the server's worker processes have used so far (/proc; 0 where unreadable):
+    per commit, a measure the machine's other load does not change much."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        workers = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    except OSError:
+        return 0.0
+    total = 0
+    for pid in workers:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def learn(s, table_id: str, uri: str, path: Path) -> tuple[int, int]:
+    """The latest version and its ICT: the catalog's answer, or that one published file."""
+    answer = s.get_commits(table_id, uri, 0)
+    known = {c.version: c.timestamp for c in answer.commits}
+    latest = answer.latest_table_version
+    if latest in known:
+        return latest, known[latest]
+    head = (path / "_delta_log" / f"{latest:020d}.json").read_bytes().split(b"\n", 1)[0]
+    return latest, json.loads(head)["commitInfo"]["inCommitTimestamp"]
+
+
+def writer_process(i: int, base: str, token: str, table_id: str, uri: str, path: Path, stop, out) -> None:
+    """One writer in its own process (its own interpreter lock, as separate clients are): stage
+    the next version, `commit` it; on a conflict reload and retry at once. Its numbers go to
+    `out` when `stop` is set (times from perf_counter: the system's monotonic clock, comparable
+    across processes)."""
     from unitycatalog.client.exceptions import ApiException
 
     from tables.delta import catalog_managed as cm
     from tests.web.uc_sdk import UcSession
 
-    def learn(s: UcSession) -> tuple[int, int]:
-        """The latest version and its ICT: the catalog's answer, or that one published file."""
-        answer = s.get_commits(table_id, uri, 0)
-        known = {c.version: c.timestamp for c in answer.commits}
-        latest = answer.latest_table_version
-        if latest in known:
-            return latest, known[latest]
-        head = (path / "_delta_log" / f"{latest:020d}.json").read_bytes().split(b"\n", 1)[0]
-        return latest, json.loads(head)["commitInfo"]["inCommitTimestamp"]
+    latencies: list[float] = []
+    accepted: dict[int, float] = {}
+    spent: dict[str, list[float]] = {"stage": [], "commit": [], "conflict": [], "learn": []}
+    attempts = conflicts = 0
+    error = None
+    s = UcSession(base, token)
+    try:
+        latest, ict = learn(s, table_id, uri, path)
+        k = 0
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            while not stop.is_set():
+                t1 = time.perf_counter()
+                staged = cm.stage_commit(str(path), latest + 1, [], "WRITE", previous_ict=ict, txn_id=f"w{i}-{k}")
+                t2 = time.perf_counter()
+                attempts += 1
+                spent["stage"].append(t2 - t1)
+                try:
+                    s.commit(table_id, uri, staged)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    t3 = time.perf_counter()
+                    latest, ict = learn(s, table_id, uri, path)  # the winner, at once: no backoff
+                    conflicts += 1
+                    spent["conflict"].append(t3 - t2)
+                    spent["learn"].append(time.perf_counter() - t3)
+                    continue
+                now = time.perf_counter()
+                spent["commit"].append(now - t2)
+                latencies.append(now - t0)
+                accepted[staged.version] = now
+                latest, ict, k = staged.version, staged.in_commit_timestamp, k + 1
+                break
+    except BaseException as exc:  # reported by the parent
+        error = f"{type(exc).__name__}: {exc}"[:3000]
+    finally:
+        s.close()
+    out.put({"latencies": latencies, "accepted": accepted, "spent": spent, "attempts": attempts,
+             "conflicts": conflicts, "error": error, "cpu": time.process_time()})  # fmt: skip
 
-    stop = threading.Event()
+
+def uc_round(
+    base: str, token: str, table_id: str, uri: str, path: Path, writers: int, seconds: float, server_pid: int
+) -> dict:
+    """`writers` SDK clients commit for `seconds`; a publisher publishes and reports."""
+    import multiprocessing
+
+    from tables.delta import catalog_managed as cm
+    from tests.web.uc_sdk import UcSession
+
     writers_done = threading.Event()
     lock = threading.Lock()
     latencies: list[float] = []
@@ -313,45 +390,6 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
     spent: dict[str, list[float]] = {
         k: [] for k in ("stage", "commit", "conflict", "learn", "pubGet", "pubWrite", "pubReport", "pubBatch")
     }
-
-    def writer(i: int) -> None:
-        s = UcSession(base, token)
-        try:
-            latest, ict = learn(s)
-            k = 0
-            while not stop.is_set():
-                t0 = time.perf_counter()
-                while not stop.is_set():
-                    t1 = time.perf_counter()
-                    staged = cm.stage_commit(str(path), latest + 1, [], "WRITE", previous_ict=ict, txn_id=f"w{i}-{k}")
-                    t2 = time.perf_counter()
-                    with lock:
-                        attempts[0] += 1
-                        spent["stage"].append(t2 - t1)
-                    try:
-                        s.commit(table_id, uri, staged)
-                    except ApiException as exc:
-                        if exc.status != 409:
-                            raise
-                        t3 = time.perf_counter()
-                        latest, ict = learn(s)  # the winner, at once: no backoff
-                        with lock:
-                            conflicts[0] += 1
-                            spent["conflict"].append(t3 - t2)
-                            spent["learn"].append(time.perf_counter() - t3)
-                        continue
-                    now = time.perf_counter()
-                    with lock:
-                        spent["commit"].append(now - t2)
-                    with lock:
-                        latencies.append(now - t0)
-                        accepted[staged.version] = now
-                    latest, ict, k = staged.version, staged.in_commit_timestamp, k + 1
-                    break
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            s.close()
 
     def publisher() -> None:
         s = UcSession(base, token)
@@ -385,21 +423,39 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
 
     probe = UcSession(base, token)
     try:
-        start, _ = learn(probe)
+        start, _ = learn(probe, table_id, uri, path)
     finally:
         probe.close()
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    ctx = multiprocessing.get_context("fork")  # the parent's Django set-up, no database connection open
+    stop_all, out = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=writer_process, args=(i, base, token, table_id, uri, path, stop_all, out))
+        for i in range(writers)
+    ]
     pub = threading.Thread(target=publisher)
+    cpu_before = server_cpu(server_pid)
     started = time.perf_counter()
-    for t in [*threads, pub]:
-        t.start()
+    for proc in procs:
+        proc.start()
+    pub.start()
     time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
+    stop_all.set()
+    reports = [out.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=30)
     elapsed = time.perf_counter() - started
     writers_done.set()
     pub.join()
+    server_seconds = server_cpu(server_pid) - cpu_before
+    for r in reports:
+        if r["error"]:
+            errors.append(RuntimeError(f"a writer failed: {r['error']}"))
+        latencies.extend(r["latencies"])
+        accepted.update(r["accepted"])
+        attempts[0] += r["attempts"]
+        conflicts[0] += r["conflicts"]
+        for k, v in r["spent"].items():
+            spent[k].extend(v)
     if errors:
         raise errors[0]
     versions = sorted(int(p.name[:20]) for p in (path / "_delta_log").glob("*.json") if p.name[:20].isdigit())
@@ -419,6 +475,8 @@ def uc_round(base: str, token: str, table_id: str, uri: str, path: Path, writers
         "commitLatencyP95Ms": round(pct(latencies, 0.95) * 1000, 1),
         "publishLagP50Ms": round(pct(lags, 0.5) * 1000, 1),
         "publishLagP95Ms": round(pct(lags, 0.95) * 1000, 1),
+        "serverCpuMsPerCommit": round(server_seconds * 1000 / max(commits, 1), 2),
+        "writerCpuMsPerCommit": round(sum(r["cpu"] for r in reports) * 1000 / max(commits, 1), 2),
         "clientMs": {
             k: [
                 round(pct(v, 0.5) * (1 if k == "pubBatch" else 1000), 1),
@@ -469,9 +527,9 @@ def run_uc(args: argparse.Namespace) -> list[dict]:
             table_id, uri, path = tables[length]
             # untimed: every server process answers its first requests slowly (lazy imports, URL
             # resolver, connections); seconds of that would be counted against the first row
-            uc_round(base, token, table_id, uri, path, max(args.writer_counts), args.warmup)
+            uc_round(base, token, table_id, uri, path, max(args.writer_counts), args.warmup, server.pid)
             for writers in args.writer_counts:
-                r = uc_round(base, token, table_id, uri, path, writers, args.seconds)
+                r = uc_round(base, token, table_id, uri, path, writers, args.seconds, server.pid)
                 results.append({"database": vendor, "logLength": length, **r})
     finally:
         stop_gunicorn(server, log)
@@ -592,13 +650,13 @@ def main() -> None:
         print(f"Unity Catalog API (official SDK clients, gunicorn gthread), {args.seconds:.0f} s per row")
         print_table(
             ("database", "log length", "writers", "commits/s", "commits", "conflicts", "latency p50/p95 ms",
-             "publish lag p50/p95 ms"),
+             "publish lag p50/p95 ms", "server CPU ms/commit"),
             [
                 (
                     r["database"], str(r["logLength"]), str(r["writers"]), f"{r['commitsPerSecond']:.1f}",
                     str(r["commits"]), str(r["conflicts"]),
                     f"{r['commitLatencyMedianMs']:.0f} / {r['commitLatencyP95Ms']:.0f}",
-                    f"{r['publishLagP50Ms']:.0f} / {r['publishLagP95Ms']:.0f}",
+                    f"{r['publishLagP50Ms']:.0f} / {r['publishLagP95Ms']:.0f}", f"{r['serverCpuMsPerCommit']:.1f}",
                 )
                 for r in results
             ],
