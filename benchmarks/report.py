@@ -10,6 +10,8 @@ Usage (from the repository root):
                                                   # SCRIPTS (tens of minutes; a quiet machine)
   .venv/bin/python benchmarks/report.py --collect # only rewrite the README from results/
   .venv/bin/python benchmarks/report.py --only web snapshot_load   # those scripts, then the README
+  .venv/bin/python benchmarks/report.py --add web out.json "benchmarks/web.py --duration 5"
+                                                  # a run made by hand (its --json file)
 
 Every run stores its JSON in benchmarks/results/<name>.json (the scripts' last printed line,
 with the command, the time and the load average before and after), so the README always
@@ -419,8 +421,19 @@ def main() -> None:
     ap.add_argument("--collect", action="store_true", help="only rewrite the README from benchmarks/results/")
     ap.add_argument("--only", nargs="*", choices=[*SCRIPTS, "scaling"], help="run only these")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/deltaweb-bench/report"))
+    ap.add_argument("--add", nargs=3, metavar=("NAME", "FILE", "COMMAND"), help="store a run made by hand")
     args = ap.parse_args()
-    if not args.collect:
+    if args.add:
+        name, file, command = args.add
+        result = json.loads(Path(file).read_text().strip().splitlines()[-1])
+        load = result.get("loadavg") or os.getloadavg()  # the script's own, taken at its end
+        store(name, result, command, tuple(load))
+        rec = json.loads((RESULTS / f"{name}.json").read_text())
+        rec["loadavg_after"] = list(load)
+        if "at" in result:
+            rec["at"] = datetime.fromtimestamp(result["at"], UTC).strftime("%Y-%m-%d %H:%M UTC")
+        (RESULTS / f"{name}.json").write_text(json.dumps(rec, indent=1) + "\n")
+    elif not args.collect:
         todo = args.only if args.only is not None else ["scaling"] + ([] if args.quick else list(SCRIPTS))
         if "scaling" in todo:
             sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
