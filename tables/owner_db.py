@@ -240,11 +240,12 @@ class DatabaseOwner:
             return CommitConflict(version, max(version, latest if latest is not None else version))
         return outcome
 
-    def mark_published(self, tc: TableConf, version: int) -> int:
+    def mark_published(self, tc: TableConf, version: int, *, known: ManagedTable | None = None) -> int:
         """A client published every ratified commit up to `version` (set-latest-backfilled-version):
         each `_delta_log/<u>.json` is checked to exist before the owner forgets the staged copy.
-        Idempotent; a version above the latest ratified one is refused (ValueError)."""
-        mt = self.managed(tc)
+        Idempotent; a version above the latest ratified one is refused (ValueError). `known`: the
+        caller's fresh row of an active table (one query less)."""
+        mt = known if known is not None and known.state == OwnerState.ACTIVE else self.managed(tc)
         if mt is None:
             raise ManagedTableError(f"commit-owner '{self.name}' does not own {tc.location}", owner=self.name)
         if version > mt.latest_version:

@@ -432,9 +432,10 @@ def add_commit(
     raise bad(f"Version {version} refused ({outcome.code}): {outcome.reason}")
 
 
-def set_backfilled(mt: ManagedTable, version: int) -> None:
+def set_backfilled(mt: ManagedTable, version: int, *, fresh: bool = False) -> None:
+    """`fresh`: `mt` was read in this request and nothing changed it since (no commit before)."""
     try:
-        database_owner().mark_published(table_conf(mt), version)
+        database_owner().mark_published(table_conf(mt), version, known=mt if fresh else None)
     except ValueError as exc:
         raise bad(str(exc)) from exc
 
@@ -514,8 +515,9 @@ def preview_commit(user, body: dict[str, Any]) -> dict[str, Any]:
     if backfilled is not None:
         if not isinstance(backfilled, int) or isinstance(backfilled, bool) or backfilled < 0:
             raise bad("'latest_backfilled_version' must be a non-negative integer")
-        mt.refresh_from_db()
-        set_backfilled(mt, backfilled)
+        if info is not None:
+            mt.refresh_from_db()  # the commit above moved it
+        set_backfilled(mt, backfilled, fresh=True)
     return {}
 
 

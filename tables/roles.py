@@ -9,7 +9,12 @@ ROLES = (ANALYST, APPROVER, WRITER)
 
 
 def in_group(user, name: str) -> bool:
-    return bool(user and user.is_authenticated and user.groups.filter(name=name).exists())
+    if not (user and user.is_authenticated):
+        return False
+    known = getattr(user, "known_groups", None)  # memberships the authentication looked up already
+    if known is not None and name in known:
+        return known[name]
+    return user.groups.filter(name=name).exists()
 
 
 def can_browse(user) -> bool:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import Group
+from django.db.models import Exists, OuterRef
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
@@ -27,11 +29,30 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables import owner_uc as uc
+from tables import roles
 from tables.delta.errors import DeltaError
 from tables.errors import ServiceError, http_status
 
 
-class BearerTokenAuthentication(TokenAuthentication):
+class UcTokenAuthentication(TokenAuthentication):
+    """The app's API tokens (`Token <key>`). The token, its user and whether the user is a writer
+    come from one query: every request of this API asks the writer question (commits, publishing)
+    or is answered faster without a second round trip to the database."""
+
+    def authenticate_credentials(self, key: str):
+        model = self.get_model()
+        writer = Group.objects.filter(user=OuterRef("user_id"), name=roles.WRITER)
+        try:
+            token = model.objects.select_related("user").annotate(is_writer=Exists(writer)).get(key=key)
+        except model.DoesNotExist:
+            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        if not token.user.is_active:
+            raise exceptions.AuthenticationFailed("User inactive or deleted.")
+        token.user.known_groups = {roles.WRITER: token.is_writer}  # roles.in_group answers from it
+        return token.user, token
+
+
+class BearerTokenAuthentication(UcTokenAuthentication):
     """The app's API tokens sent as OAuth-style bearer tokens, as Unity Catalog clients do."""
 
     keyword = "Bearer"
@@ -67,7 +88,7 @@ def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
 
 
 class _UcView(APIView):
-    authentication_classes = [BearerTokenAuthentication, TokenAuthentication]
+    authentication_classes = [BearerTokenAuthentication, UcTokenAuthentication]
     permission_classes = [IsAuthenticated]
     parser_classes = [JSONParser]
 

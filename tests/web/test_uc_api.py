@@ -166,6 +166,16 @@ def test_unauthenticated_and_read_only_users_get_ucs_errors(live_server, roots) 
         assert denied.status == 403 and denied.error_type == "PermissionDeniedException"
     finally:
         reader.close()
+    # the token's query also answers whether its user writes: a disabled writer is not let in
+    former = make_user("gone", group=WRITER)
+    former.is_active = False
+    former.save()
+    disabled = UcSession(live_server.url, Token.objects.create(user=former).key)
+    try:
+        answer = disabled.call("POST", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/staging-tables", {"name": "x"})
+        assert answer.status == 401 and answer.error_type == "NotAuthorizedException"
+    finally:
+        disabled.close()
 
 
 def test_eight_sdk_writers_200_versions_then_publish_a_prefix(live_server, token, roots) -> None:
