@@ -1,8 +1,13 @@
 """Keyed row diff of two versions on Spark: rows added, removed and changed, by key columns.
 
 Works on any table (no change data feed needed): both versions are read with
-`tables.spark.read.read_version`, checked for duplicate keys (one job over the key columns),
-and joined with a full outer join on null-safe key equality.
+`tables.spark.read.read_version`. A first pass groups the rows of both versions by key with a
+64-bit fingerprint of their compared columns (xxhash64, null flags included): it finds
+repeated keys and the keys that are on one side only or whose fingerprints differ, moving a
+few bytes per row. A second pass joins only those keys' rows, with a full outer join on
+null-safe key equality, and compares them column by column (a differing fingerprint whose
+columns are all equal, e.g. 0.0 and -0.0, is no change). Two rows with equal fingerprints are
+taken as equal: a change is missed only if two 64-bit hashes collide.
 
 - added: the key is only in `v_to`; removed: only in `v_from`;
 - changed: in both, and at least one compared column differs (null-safe; NaN equals NaN).
@@ -62,32 +67,77 @@ def _quoted(name: str):
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def duplicate_keys(a: DataFrame, b: DataFrame, keys: list[str]) -> tuple[int, int]:
-    """How many key values repeat in `a` and in `b` (one job over the key columns only)."""
+# Diffs with at most this many differing keys are sorted and written by one task.
+SINGLE_TASK_ROWS = 1_000_000
+
+
+def _compared_types(a: DataFrame, b: DataFrame, keys: list[str]) -> dict[str, bool]:
+    """The compared columns (non-key, in both versions), each with whether it is compared by
+    its JSON form (its type changed, or it holds a map Spark cannot compare)."""
+    types_a = {f.name: f.dataType for f in a.schema.fields}
+    types_b = {f.name: f.dataType for f in b.schema.fields}
+    return {c: types_a[c] != types_b[c] or _has_map(types_a[c]) for c in a.columns if c not in keys and c in types_b}
+
+
+def _fingerprint(compared: dict[str, bool], types: dict[str, Any]):
+    """A 64-bit hash of a row's compared columns. Each value is preceded by its null flag
+    (xxhash64 skips nulls, so (null, 1) and (1, null) would otherwise collide), and nested
+    values are hashed by their JSON form (nulls inside arrays and structs are skipped too)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    parts = []
+    for c, as_json in compared.items():
+        v = _quoted(c)
+        if as_json or isinstance(types[c], ArrayType | MapType | StructType):
+            v = F.to_json(F.struct(v.alias("v")))
+        parts += [v.isNull(), v]
+    return F.xxhash64(*parts) if parts else F.lit(0).cast("long")
+
+
+def differing_keys(a: DataFrame, b: DataFrame, keys: list[str], compared: dict[str, bool]) -> DataFrame:
+    """Per key value (`__k0`, `__k1`, ...) of either version: how many rows hold it in `a`
+    (`__na`) and in `b` (`__nb`) and their fingerprints (`__ha`, `__hb`), kept only for keys
+    that repeat, are on one side only or whose fingerprints differ. One aggregation over the
+    keys and a hash per row: the shuffle moves a few bytes per row instead of whole rows, and
+    duplicates are found in the same pass."""
     from pyspark.sql import functions as F
 
-    sides = [df.select(*[_quoted(k) for k in keys]).withColumn("__side", F.lit(i)) for i, df in enumerate((a, b))]
-    repeated = (
-        sides[0]
-        .unionByName(sides[1])
-        .groupBy("__side", *[_quoted(k) for k in keys])
-        .count()
-        .where(F.col("count") > 1)
-        .groupBy("__side")
-        .count()
-        .collect()
+    def side(df: DataFrame, tag: int) -> DataFrame:
+        types = {f.name: f.dataType for f in df.schema.fields}
+        return df.select(
+            *[_quoted(k).alias(f"__k{i}") for i, k in enumerate(keys)],
+            F.lit(tag).alias("__side"),
+            _fingerprint(compared, types).alias("__h"),
+        )
+
+    both = side(a, 0).unionByName(side(b, 1))
+    in_a, in_b = F.col("__side") == 0, F.col("__side") == 1
+    per_key = both.groupBy(*[f"__k{i}" for i in range(len(keys))]).agg(
+        F.count_if(in_a).alias("__na"),
+        F.count_if(in_b).alias("__nb"),
+        F.max(F.when(in_a, F.col("__h"))).alias("__ha"),
+        F.max(F.when(in_b, F.col("__h"))).alias("__hb"),
     )
-    found = {r["__side"]: r["count"] for r in repeated}
-    return found.get(0, 0), found.get(1, 0)
+    return per_key.where((F.col("__na") != 1) | (F.col("__nb") != 1) | (F.col("__ha") != F.col("__hb")))
+
+
+def _only_keys(df: DataFrame, flagged: DataFrame, keys: list[str]) -> DataFrame:
+    """The rows of `df` whose key is among the flagged ones (null-safe key equality)."""
+    cond = None
+    for i, k in enumerate(keys):
+        c = _quoted(k).eqNullSafe(flagged[f"__k{i}"])
+        cond = c if cond is None else cond & c
+    return df.join(flagged, cond, "left_semi")
 
 
 def diff_frame(a: DataFrame, b: DataFrame, keys: list[str]) -> tuple[DataFrame, list[str]]:
-    """The diff rows of two DataFrames unique on `keys` (unsorted), and the compared columns."""
+    """The diff rows of two DataFrames unique on `keys` (unsorted), and the compared columns:
+    every compared column of both rows of a key, null-safe (NaN equals NaN)."""
     from pyspark.sql import functions as F
 
-    types_a = {f.name: f.dataType for f in a.schema.fields}
-    types_b = {f.name: f.dataType for f in b.schema.fields}
-    compared = [c for c in a.columns if c not in keys and c in types_b]
+    by_json = _compared_types(a, b, keys)
+    compared = list(by_json)
 
     def side(df: DataFrame, tag: str) -> DataFrame:
         others = [c for c in df.columns if c not in keys]
@@ -112,7 +162,7 @@ def diff_frame(a: DataFrame, b: DataFrame, keys: list[str]) -> tuple[DataFrame, 
 
     diffs = []
     for c in compared:
-        as_json = types_a[c] != types_b[c] or _has_map(types_a[c])
+        as_json = by_json[c]
         diffs.append(F.when(~value("a", c, as_json).eqNullSafe(value("b", c, as_json)), F.lit(c)))
     none = F.array().cast("array<string>")
     changed = F.filter(F.array(*diffs), lambda x: x.isNotNull()) if diffs else none
@@ -153,16 +203,28 @@ def keyed_diff(
     for key in keys:
         if _has_map(a.schema[key].dataType) or _has_map(b.schema[key].dataType):
             raise InvalidColumnsError(f"{storage.display()}: key column {key} holds a map, which cannot be compared")
-    for v, n in zip((v_from, v_to), duplicate_keys(a, b, keys), strict=True):
-        if n:
-            raise InvalidColumnsError(
-                f"{storage.display()}: key ({', '.join(keys)}) is not unique in version {v}: {n} key value(s) repeat",
-                version=v,
-                columns=keys,
-            )
-    out, compared = diff_frame(a, b, keys)
-    path = Path(out_dir) / "rowdiff"
-    write_sorted(out, path, [*keys, "_diff"])
+    from pyspark.sql import functions as F
+
+    # first pass: the keys that differ (and repeated keys), kept in memory for the second
+    flagged = differing_keys(a, b, keys, _compared_types(a, b, keys)).cache()
+    try:
+        repeated_a, repeated_b, n_flagged = flagged.select(
+            F.count_if(F.col("__na") > 1), F.count_if(F.col("__nb") > 1), F.count("*")
+        ).first()
+        for v, n in ((v_from, repeated_a), (v_to, repeated_b)):
+            if n:
+                raise InvalidColumnsError(
+                    f"{storage.display()}: key ({', '.join(keys)}) is not unique in version {v}: "
+                    f"{n} key value(s) repeat",
+                    version=v,
+                    columns=keys,
+                )
+        # second pass: whole rows only for those keys, compared column by column
+        out, compared = diff_frame(_only_keys(a, flagged, keys), _only_keys(b, flagged, keys), keys)
+        path = Path(out_dir) / "rowdiff"
+        write_sorted(out, path, [*keys, "_diff"], single=n_flagged <= SINGLE_TASK_ROWS)
+    finally:
+        flagged.unpersist()
     counts = _written_counts(path)
     return {
         "path": str(path),
