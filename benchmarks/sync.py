@@ -87,6 +87,8 @@ def setup_django(workdir: Path) -> None:
     from deltaweb.celery import app
 
     app.loader.import_default_modules()  # a worker has its task modules loaded before any sync
+    with app.connection_for_write() as conn:  # and its broker connection up (the redis client imported)
+        conn.ensure_connection(max_retries=3)
 
 
 def delta_rs_state(path: Path) -> dict:

@@ -214,7 +214,10 @@ class Dumped:
 
 
 def _text_of(value: Any, limit: int) -> str:
-    if type(value) is str and len(value) <= limit:  # nearly always: no copy, no cut
+    """`_text`, with the common cases first (a field left out, a short string: no copy)."""
+    if value is None:
+        return ""
+    if type(value) is str and len(value) <= limit:
         return value
     return _text(value, limit)
 
@@ -230,10 +233,9 @@ def _row(times: CommitTimes, timeline_row: dict[str, Any], table_id: int, sizes:
     # a commitInfo within the tightest limit has every part within the looser ones too
     whole = fits_text(info, text, MAX_JSON_TEXT) if text is not None else fits(info, MAX_JSON_TEXT)
 
-    def js(value: Any) -> Any:
-        return value if whole else cut_json(value)
-
     get = info.get  # the names are HISTORY_FIELDS, each in its column
+    nested = (get("operationParameters"), get("operationMetrics"), get("job"), get("notebook"))
+    params, metrics, job, notebook = nested if whole else [cut_json(x) for x in nested]
     rv = get("readVersion")
     blind = get("isBlindAppend")
     num_files, size_bytes = sizes.get(v, (None, None))
@@ -247,17 +249,17 @@ def _row(times: CommitTimes, timeline_row: dict[str, Any], table_id: int, sizes:
         "file_modification_time": timeline_row["fileModificationTime"],
         "adjusted": timeline_row["adjusted"],
         "operation": _text_of(get("operation"), 200),
-        "operation_parameters": js(get("operationParameters")),
-        "operation_metrics": js(get("operationMetrics")),
+        "operation_parameters": params,
+        "operation_metrics": metrics,
         "engine_info": _text_of(get("engineInfo"), 500),
         "user_id": _text_of(get("userId"), 500),
         "user_name": _text_of(get("userName"), 500),
-        "read_version": rv if isinstance(rv, int) and not isinstance(rv, bool) else None,
+        "read_version": rv if type(rv) is int else None,  # not a bool
         "isolation_level": _text_of(get("isolationLevel"), 100),
         "is_blind_append": blind if isinstance(blind, bool) else None,
         "user_metadata": _text_of(get("userMetadata"), MAX_TEXT),
-        "job": js(get("job")),
-        "notebook": js(get("notebook")),
+        "job": job,
+        "notebook": notebook,
         "cluster_id": _text_of(get("clusterId"), 500),
         "commit_info": (Dumped(info, text) if text is not None else info) if whole else cut_json(info, MAX_JSON_TEXT),
         "num_files": num_files,
@@ -313,12 +315,15 @@ class CommitInsert:
         as_json = [
             i for i, f in enumerate(self.fields) if f.get_internal_type() == "JSONField" and f.attname not in missing
         ]
-        prep = self._prep
+        prep, sqlite = self._prep, self.sqlite
         out = []
         for r in rows:
             values = list(pick(r))
             for i in as_json:
-                values[i] = prep(values[i])
+                value = values[i]
+                if value is None:
+                    continue  # SQL NULL, as the ORM stores None in a nullable JSONField
+                values[i] = value.text.decode() if sqlite and type(value) is Dumped else prep(value)
             out.append(values)
         return out
 

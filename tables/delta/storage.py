@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -168,17 +169,28 @@ class LocalStorage:
     def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
         if start_after is None:
             return iter(self.list_dir(prefix))
-        # names first, then a stat of only the files after `start_after`: the tail of a long
-        # log costs one directory scan, not a stat of every file in it
+        # one listing of bare names (no entry objects), then a stat of only the names after
+        # `start_after`: the tail of a log of 100,000 commits costs one directory read
+        base = self._dir(prefix)
+        head = f"{prefix}/"
+        try:
+            if start_after.startswith(head):
+                after = start_after[len(head) :]
+                names = [n for n in os.listdir(base) if n > after]
+            else:
+                names = [n for n in os.listdir(base) if head + n > start_after]
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"{self.display(prefix)}: cannot list ({exc.strerror})") from exc
         out = []
-        for name in self.list_names(prefix):
-            key = f"{prefix}/{name}"
-            if key > start_after:
-                try:
-                    info = self.head(key)
-                except FileNotFoundError:
-                    continue  # gone since the scan (a writer's temporary file)
-                out.append(info)
+        for name in sorted(names):
+            try:
+                st = os.stat(os.path.join(base, name))
+            except FileNotFoundError:
+                continue  # gone since the listing (a writer's temporary file)
+            if stat.S_ISREG(st.st_mode):
+                out.append(FileInfo(head + name, st.st_size, st.st_mtime_ns // 1_000_000))
         return iter(out)
 
     def list_dir(self, rel_dir: str) -> list[FileInfo]:
