@@ -6,6 +6,8 @@ actions come back as dicts with maps turned into plain dicts.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,7 @@ from .actions import (
     read_json_actions,
     true_runs,
 )
-from .errors import CorruptCheckpointError, CorruptLogError
+from .errors import CorruptCheckpointError, CorruptLogError, DeltaError
 from .log import LOG_DIR, LogFile
 from .storage import Storage
 
@@ -88,6 +90,7 @@ class ParquetPart:
         groups = self.meta.num_row_groups
         first = self.meta.row_group(0) if groups else None
         self._leaf = {first.column(i).path_in_schema: i for i in range(first.num_columns)} if first else {}
+        self._pending: _Background | None = None
 
     def error(self, exc: Exception) -> CorruptCheckpointError:
         return CorruptCheckpointError(f"{self.storage.display(self.rel)}: unreadable checkpoint ({exc})", file=self.rel)
@@ -139,9 +142,23 @@ class ParquetPart:
             raise self.error(exc) from exc
         return out
 
-    def files(self, version: int, keys: list[str]) -> pa.Table:
-        """Add and remove actions in the file batch schema, reading only the columns replay
-        needs (never stats or tags) of the row groups that hold them, in one read."""
+    def all_null(self, leaf: str, groups: list[int]) -> bool:
+        """Whether the statistics say the leaf column holds no value in these row groups
+        (for a map's keys: every map empty)."""
+        idx = self._leaf.get(leaf)
+        if idx is None:
+            return False
+        for g in groups:
+            col = self.meta.row_group(g).column(idx)
+            st = col.statistics
+            if st is None or not st.has_null_count or st.null_count != col.num_values:
+                return False
+        return True
+
+    def _file_plan(self) -> tuple[list[str], list[tuple[str, list[str], bool]], list[int] | None]:
+        """What to read of the adds and removes: the columns replay needs (never stats or
+        tags), per kind the fields and whether its partition values are all empty maps (then
+        not read), and the row groups that hold them (None: all)."""
         columns, kinds = [], []
         wanted_groups: set[int] = set()
         for kind, wanted in _FILE_FIELDS.items():
@@ -152,29 +169,69 @@ class ParquetPart:
                 continue
             fields = {c.name for c in self.file.schema_arrow.field(kind).type}
             present = [f for f in wanted if f in fields]
-            if not keys and "partitionValues" in present:
+            no_pv = "partitionValues" in present and self.all_null(f"{kind}.partitionValues.key_value.key", groups)
+            if no_pv:
                 present.remove("partitionValues")  # unpartitioned: nothing to read
-            if "deletionVector" in present and all(
-                c == 0 for c in (self.non_null(f"{kind}.deletionVector.storageType")[g] for g in groups)
-            ):
+            if "deletionVector" in present and self.all_null(f"{kind}.deletionVector.storageType", groups):
                 present.remove("deletionVector")  # no file of this kind has one
             columns += [f"{kind}.{f}" for f in present]
-            kinds.append((kind, present))
+            kinds.append((kind, present, no_pv))
             wanted_groups.update(groups)
-        if not kinds:
-            return file_batch_schema(keys).empty_table()
+        return columns, kinds, None if len(wanted_groups) == self.meta.num_row_groups else sorted(wanted_groups)
+
+    def _read(self, file: pq.ParquetFile, columns: list[str], groups: list[int] | None) -> pa.Table:
         try:
-            if len(wanted_groups) == self.meta.num_row_groups:
-                table = self.file.read(columns=columns)
-            else:
-                table = self.file.read_row_groups(sorted(wanted_groups), columns=columns)
+            return file.read(columns=columns) if groups is None else file.read_row_groups(groups, columns=columns)
         except (pa.ArrowException, OSError) as exc:
             raise self.error(exc) from exc
-        parts = [_action_rows(kind, table, present, version, keys) for kind, present in kinds]
+
+    def start_reading_files(self) -> None:
+        """Read the file columns on a thread meanwhile (pyarrow decodes without the GIL; the
+        columns do not depend on the partition keys the non-file actions decide). The
+        thread opens the file again: one reader object is not shared between threads."""
+        if self._pending is not None:
+            return
+        columns, kinds, groups = self._file_plan()
+        if kinds:
+            self._pending = _Background(
+                lambda: (self._read(open_parquet(self.storage, self.rel, mapped=True), columns, groups), kinds)
+            )
+
+    def files(self, version: int, keys: list[str]) -> pa.Table:
+        """Add and remove actions in the file batch schema."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            table, kinds = pending.result()
+        else:
+            columns, kinds, groups = self._file_plan()
+            table = self._read(self.file, columns, groups) if kinds else None
+        parts = [_action_rows(kind, table, present, version, keys, no_pv) for kind, present, no_pv in kinds]
         parts = [p for p in parts if p is not None]
         if not parts:
             return file_batch_schema(keys).empty_table()
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+class _Background:
+    """A call run on a thread; result() waits for it and raises what it raised."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._result = fn()
+        except BaseException as exc:  # handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
 
 
 def _map_values(m: pa.MapArray, keys: list[str]) -> list[pa.Array]:
@@ -240,7 +297,9 @@ def _mask(valid: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.concatenate([c.to_numpy(zero_copy_only=False) for c in valid.chunks])
 
 
-def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, keys: list[str]) -> pa.Table | None:
+def _action_rows(
+    kind: str, table: pa.Table, present: list[str], version: int, keys: list[str], no_pv: bool = False
+) -> pa.Table | None:
     """The rows of one action column (add or remove) in the file batch schema.
 
     Checkpoint rows of one kind come in long runs: they are taken as zero-copy slices.
@@ -265,6 +324,8 @@ def _action_rows(kind: str, table: pa.Table, present: list[str], version: int, k
         pv = pa.chunked_array(
             [pa.StructArray.from_arrays(_map_values(chunk, keys), names=keys) for chunk in raw.chunks], pv_type
         )
+    elif keys and no_pv:  # every map empty: each key looked up is null
+        pv = pa.chunked_array([pa.StructArray.from_arrays([pa.nulls(n, pa.string())] * len(keys), names=keys)])
     elif keys:
         pv = pa.chunked_array([pa.nulls(n, pv_type)])
     else:
@@ -306,6 +367,22 @@ class CheckpointReader:
         if rel not in self._parts:
             self._parts[rel] = ParquetPart(self.storage, rel)
         return self._parts[rel]
+
+    def start_reading_files(self, others: Sequence[tuple[str, dict[str, Any]]] | None = None) -> None:
+        """Start reading the file actions of the Parquet parts (or, given `others`, of the
+        sidecars they name) on threads while the caller works on the rest of the log."""
+        if others is None:
+            for f in self.files:
+                if f.fmt != "json":
+                    self.part(f.path).start_reading_files()
+            return
+        for name, body in others:
+            if name != "sidecar":
+                continue
+            try:
+                self.part(sidecar_key(self.storage, body["path"])).start_reading_files()
+            except DeltaError:
+                pass  # raised again by file_actions, after the checks the load makes first
 
     def others(self, only: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, Any]]]:
         """Non-file actions of the checkpoint, sidecar references included (or just `only`)."""

@@ -393,7 +393,10 @@ def load_snapshot(
     cp_others: list[tuple[str, dict[str, Any]]] = []
     checkpoint = CheckpointReader(storage, segment.checkpoint) if segment.checkpoint else None
     if checkpoint is not None:
+        # the adds and removes are decoded on threads while the rest of the log is read
+        checkpoint.start_reading_files()
         cp_others = checkpoint.others()
+        checkpoint.start_reading_files(cp_others)
         for name, body in cp_others:
             state.apply(segment.checkpoint[0].version, name, body)
     commit_data = [

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tables.delta.checkpoint import ParquetPart, _all_equal
+from tables.delta.errors import CorruptCheckpointError
 from tables.delta.snapshot import Snapshot, _has_byte, load_snapshot
 from tables.delta.storage import as_storage
 
@@ -187,3 +188,28 @@ def test_all_equal(values: list[str | None], key: str, expected: bool) -> None:
     assert _all_equal(arr, key) is expected
     assert _all_equal(pa.array(values, pa.large_string()), key) is expected
     assert _all_equal(pa.array(["zz", *values], pa.string()).slice(1), key) is expected, "a slice"
+
+
+def test_a_missing_sidecar_is_named(golden_copy) -> None:
+    """The sidecars' reads start on threads; a missing one is still one clear error."""
+    t = golden_copy("v2-checkpoint-parquet")
+    (sidecar,) = sorted((t / LOG / "_sidecars").glob("*.0000000001.*.parquet"))
+    sidecar.unlink()
+    with pytest.raises(CorruptCheckpointError, match="checkpoint file is missing") as exc:
+        load_snapshot(t)
+    assert sidecar.name in str(exc.value)
+
+
+def test_unreadable_file_actions_are_a_corrupt_checkpoint(source: Path, tmp_path: Path) -> None:
+    """The add column's pages are decoded on a thread: its failure reaches the caller as the
+    checkpoint's error (the footer, protocol and metadata still read fine)."""
+    path = tmp_path / "t"
+    shutil.copytree(source, path)
+    cp = _checkpoint(path)
+    rg = pq.ParquetFile(cp).metadata.row_group(0)
+    (col,) = [rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == "add.path"]
+    with open(cp, "r+b") as fh:
+        fh.seek(col.data_page_offset)
+        fh.write(b"\xff" * 32)
+    with pytest.raises(CorruptCheckpointError, match="unreadable checkpoint"):
+        load_snapshot(path)
