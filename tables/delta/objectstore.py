@@ -523,6 +523,16 @@ class ObjectStoreStorage:
         store_id, obj = self._target(path)
         return self._loc_for(store_id).uri(obj)
 
+    def object_ref(self, path: str) -> tuple[str, str]:
+        """(the bucket's URI, the object path) of a key, checked against the allowed prefixes:
+        what an engine that builds its own store (Spark's executors) needs to fetch it."""
+        store_id, obj = self._target(path)
+        return self._loc_for(store_id).uri(), obj
+
+    def store_options(self) -> dict[str, Any]:
+        """The per-location options this storage was opened with (secrets included: never log them)."""
+        return dict(self._options)
+
     def display(self, path: str = "") -> str:
         if not path:
             return self.location

@@ -367,26 +367,46 @@ def scan(
     if layout.mode == "id":
         spark.conf.set(FIELD_ID_CONF, "true")
 
-    if getattr(storage, "remote", False):
-        spooled = spool_files(spark, storage, sorted({e.path for e in entries}), storage.display())
-
-        def file_of(path: str) -> Path:
-            return spooled[path]
+    remote = getattr(storage, "remote", False)
+    if remote:
+        from tables.spark.objectstore_source import objectstore_route, read_objects
+    route = objectstore_route(spark.sparkContext.master) if remote else None
+    back: dict[str, str] | None = None  # the join key of a file -> the table's own URI, when they differ
+    if route in ("datasource", "hadoop"):
+        # read in the executors (tables/spark/objectstore_source.py)
+        read = read_objects(spark, storage, sorted({e.path for e in entries}), phys_schema, route)
+        data, back, n_files = read.data, read.table_uris, len(read.keys)
+        key_of = read.keys.__getitem__
     else:
+        if remote:
+            spooled = spool_files(spark, storage, sorted({e.path for e in entries}), storage.display())
 
-        def file_of(path: str) -> Path:
-            return local_file(storage, path)
+            def file_of(path: str) -> Path:
+                return spooled[path]
+        else:
 
-    files = sorted({file_of(e.path) for e in entries})
-    df, uris = _read_files(spark, files, phys_schema, storage.display())
-    data = df.select(
-        *[F.col(_quote(pf["name"])) for pf in phys_schema["fields"]],
-        F.col("_metadata.file_path").alias("__dw_file"),
-        F.col("_metadata.row_index").alias("__dw_row"),
-    )
+            def file_of(path: str) -> Path:
+                return local_file(storage, path)
+
+        files = sorted({file_of(e.path) for e in entries})
+        df, uris = _read_files(spark, files, phys_schema, storage.display())
+        data = df.select(
+            *[F.col(_quote(pf["name"])) for pf in phys_schema["fields"]],
+            F.col("_metadata.file_path").alias("__dw_file"),
+            F.col("_metadata.row_index").alias("__dw_row"),
+        )
+        n_files = len(files)
+
+        def key_of(path: str) -> str:
+            return uris[file_of(path)]
+
+        if remote:
+            # the table's own file URIs, not the spool's: the same order and names as Spark
+            # reading the store directly would give
+            back = {key_of(p): storage.uri(storage.resolve(p)) for p in {e.path for e in entries}}
 
     selections = [e for e in entries if e.rows is not None and len(e.rows)]
-    join_needed = bool(parts or extra or selections or len(entries) != len(files))
+    join_needed = bool(parts or extra or selections or len(entries) != n_files)
     if join_needed:
         entry_schema = StructType(
             [
@@ -398,7 +418,7 @@ def scan(
             + [StructField(f"__dw_x{i}", spark_type(t), True) for i, (_n, t) in enumerate(extra)]
         )
         rows = [
-            (uris[file_of(e.path)], i, e.only, *typed_partition_values(e.partition_values, parts), *e.extra)
+            (key_of(e.path), i, e.only, *typed_partition_values(e.partition_values, parts), *e.extra)
             for i, e in enumerate(entries)
         ]
         table = rows_frame(spark, rows, entry_schema)
@@ -442,10 +462,7 @@ def scan(
     out += [F.col(_quote(n)) for n, _t in file_columns]
     if with_position:
         file_col = F.col("__dw_file")
-        if getattr(storage, "remote", False):
-            # the table's own file URIs, not the spool's: the same order and names as Spark
-            # reading the store directly would give
-            back = {uris[file_of(p)]: storage.uri(storage.resolve(p)) for p in {e.path for e in entries}}
+        if back:
             file_col = F.create_map(*[F.lit(x) for kv in sorted(back.items()) for x in kv])[file_col]
         out += [file_col.alias(FILE_COL), F.col("__dw_row").alias(ROW_COL)]
     return data.select(*out)

@@ -23,6 +23,15 @@ pytest.importorskip("obstore")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 from tables.spark.changes import change_data, read_page  # noqa: E402
+from tables.spark.objectstore_source import (  # noqa: E402
+    FORWARDED_ENV,
+    ROUTE_ENV,
+    executor_options,
+    hadoop_options,
+    hadoop_uri,
+    objectstore_route,
+    redacted,
+)
 from tables.spark.read import SPOOL_ENV, SPOOL_LIMIT_ENV, ObjectStoreReadTooLargeError, preview_rows, read_version  # noqa: E402
 from tables.spark.restore import run_restore, spark_plan_restore  # noqa: E402
 from tables.spark.rowdiff import keyed_diff  # noqa: E402
@@ -138,3 +147,303 @@ def test_a_restore_on_spark_commits_to_the_bucket_and_deltars_reads_it(spark, s3
         plan_restore(uri, version=1)
     assert str(info.value) == str(core.value) and key.rsplit("/", 1)[1] in str(info.value)
     assert DeltaTable(uri, storage_options=opts).version() == 4
+
+
+# --- the datasource route: the executors read the objects (any master, no jars) ---------------------
+
+# Tables Spark's own Parquet reader reads from disk; the data source in the executors must give
+# the same rows: nested types, maps, arrays, decimals (dictionary-encoded too), INT96 and
+# millisecond timestamps, timestamp_ntz, column mapping by name and by field id, deletion
+# vectors, escaped file names and a column added after the first files were written.
+GOLDEN_ON_SPARK = [
+    "data-reader-primitives",
+    "data-reader-partition-values",
+    "data-reader-array-primitives",
+    "data-reader-array-complex-objects",
+    "data-reader-map",
+    "data-reader-nested-struct",
+    "data-reader-escaped-chars",
+    "data-reader-timestamp_ntz-id-mode",
+    "data-reader-timestamp_ntz-name-mode",
+    "table-with-columnmapping-mode-id",
+    "dv-with-columnmapping",
+    "kernel-timestamp-INT96",
+    "kernel-timestamp-TIMESTAMP_MILLIS",
+    "parquet-all-types",
+    "parquet-all-types-legacy-format",
+    "parquet-decimal-dictionaries",
+    "decimal-various-scale-precision",
+    "basic-decimal-table-legacy",
+    "time-travel-schema-changes-b",
+]
+
+
+@pytest.fixture
+def datasource(monkeypatch):
+    monkeypatch.setenv(ROUTE_ENV, "datasource")
+
+
+@pytest.fixture(scope="module")
+def golden_bucket(s3_server):
+    client = s3_server.boto3()
+    if BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=BUCKET)
+    return {name: upload(client, golden_path(name), f"golden-ds/{name}") for name in GOLDEN_ON_SPARK}
+
+
+@pytest.mark.parametrize("name", GOLDEN_ON_SPARK)
+def test_the_datasource_route_reads_as_spark_reads_the_table_on_disk(
+    spark, s3, datasource, golden_bucket, name
+) -> None:
+    local = str(golden_path(name))
+    want = read_version(spark, local).toArrow()
+    got = read_version(spark, golden_bucket[name]).toArrow()
+    assert got.schema == want.schema
+    assert got.num_rows == want.num_rows and multiset(got) == multiset(want)
+
+
+def test_datasource_previews_change_data_and_keyed_diffs_equal_the_local_table(
+    spark, datasource, history_table, golden_bucket, tmp_path
+) -> None:
+    for name in ("dv-with-columnmapping", "data-reader-partition-values"):
+        local = str(golden_path(name))
+        assert preview_rows(spark, golden_bucket[name], None, 2, 9) == preview_rows(spark, local, None, 2, 9)
+    local, uri = history_table
+    theirs = DeltaTable(uri, storage_options=s3_options()).to_pyarrow_table()
+    assert multiset(read_version(spark, uri).toArrow()) == multiset(theirs)  # delta-rs on the bucket
+    a = change_data(spark, str(local), 1, None, tmp_path / "a")
+    b = change_data(spark, uri, 1, None, tmp_path / "b")
+    assert b["counts"] == a["counts"] and b["total"] == a["total"] > 0
+
+    def rows(path: str) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "_commit_timestamp"} for r in read_page(path, 0, 100)["rows"]]
+
+    assert rows(b["path"]) == rows(a["path"])
+    da = keyed_diff(spark, str(local), 0, 3, ["id"], tmp_path / "da")
+    db = keyed_diff(spark, uri, 0, 3, ["id"], tmp_path / "db")
+    assert diff_page(db["path"], 0, 100)["rows"] == diff_page(da["path"], 0, 100)["rows"]
+    assert db["counts"] == da["counts"]
+
+
+def s3_options() -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k.startswith("AWS_")}, "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+
+
+def test_datasource_missing_files_are_named_and_paths_confined(spark, s3, datasource, history_table) -> None:
+    _local, uri = history_table
+    dt = DeltaTable(uri, storage_options=s3.storage_options())
+    gone = dt.file_uris()[0].split(f"{uri}/", 1)[1]
+    s3.boto3().delete_object(Bucket=BUCKET, Key=f"{uri.split(BUCKET + '/', 1)[1]}/{gone}")
+    with pytest.raises(StorageError, match=r"1 data file\(s\) are missing") as info:
+        read_version(spark, uri)  # before any task runs
+    assert gone in str(info.value)
+
+
+def test_the_executors_get_the_credentials_in_options_that_no_plan_shows(spark, s3, datasource, golden_bucket) -> None:
+    """The driver's AWS_* variables reach the executors as the data source's options (a
+    cluster's executors do not have the driver's environment); Spark's plans mask them."""
+    from pyspark.sql import functions as F
+
+    df = read_version(spark, golden_bucket["data-reader-primitives"])
+    assert df.count() > 0
+    plans = df._jdf.queryExecution().toString() + df.select(F.count("*"))._jdf.queryExecution().toString()
+    assert "deltaweb_objects" in plans or "PythonDataSource" in plans or "BatchScan" in plans
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+    assert secret not in plans and os.environ["AWS_ACCESS_KEY_ID"] not in plans
+    if spark.sparkContext.master.startswith("spark://"):
+        # the executors run without the test's AWS_* variables: only the options carried them
+        seen = (
+            spark.sparkContext.parallelize([0], 1)
+            .map(lambda _: sorted(k for k in os.environ if k.startswith("AWS_")))
+            .collect()
+        )
+        assert seen == [[]]
+
+
+def test_executor_options_forward_the_environment_and_stored_options(s3, monkeypatch) -> None:
+    from tables.delta.objectstore_config import build_store, parse_location
+    from tables.delta.storage import open_storage
+
+    st = open_storage(f"s3://{BUCKET}/t", options={"aws_region": "eu-west-3"})
+    opts = executor_options(st)
+    assert opts["aws_secret_access_key"] == os.environ["AWS_SECRET_ACCESS_KEY"]
+    assert opts["aws_region"] == "eu-west-3"  # the stored option wins over AWS_REGION
+    # every forwarded variable set at once (spellings of one setting too): a config the store
+    # accepts, with no unknown or duplicated key (either would fail every task of the job)
+    for kind, names in FORWARDED_ENV.items():
+        for name in names:
+            flag = name.endswith(("HTTP", "EMULATOR", "STYLE_REQUEST", "SIGNATURE", "PAYER"))
+            monkeypatch.setenv(name, "true" if flag else "eDEyMzQ=")  # base64, as account keys are
+        monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+        location = {"s3": "s3://b/t", "az": "az://c/t", "gs": "gs://b/t"}[kind]
+        stored = {"s3": {"aws_endpoint": "http://127.0.0.1:1"}, "az": {"endpoint": "http://127.0.0.1:2"}, "gs": {}}
+        opts = executor_options(open_storage(location, options=stored[kind]))
+        try:
+            build_store(parse_location(location), opts)
+        except Exception as exc:  # a GCS key that is not one: refused later, not for its name
+            assert "Unknown" not in type(exc).__name__ and "Duplicate" not in str(exc), exc
+            assert kind == "gs", exc
+
+
+def test_a_cluster_master_refuses_the_spool_and_an_unknown_route_is_named(monkeypatch) -> None:
+    monkeypatch.delenv(ROUTE_ENV, raising=False)
+    assert objectstore_route("local[2]") == "spool"
+    assert objectstore_route("spark://127.0.0.1:7077") == "datasource"
+    monkeypatch.setenv(ROUTE_ENV, "hadoop")
+    assert objectstore_route("local[*]") == "hadoop"
+    monkeypatch.setenv(ROUTE_ENV, "ftp")
+    with pytest.raises(StorageError, match=ROUTE_ENV):
+        objectstore_route("local[*]")
+
+
+# --- the hadoop route: only its configuration can be checked here (no connector jars) --------------
+
+
+def test_hadoop_route_configuration_for_s3(s3, monkeypatch) -> None:
+    from tables.delta.storage import open_storage
+
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "tok-123456")
+    st = open_storage(f"s3a://{BUCKET}/tables/t")
+    conf = hadoop_options(st)
+    pre = f"fs.s3a.bucket.{BUCKET}."
+    assert conf[pre + "access.key"] == os.environ["AWS_ACCESS_KEY_ID"]
+    assert conf[pre + "secret.key"] == os.environ["AWS_SECRET_ACCESS_KEY"]
+    assert conf[pre + "session.token"] == "tok-123456"
+    assert conf[pre + "aws.credentials.provider"] == "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+    assert conf[pre + "endpoint"] == s3.endpoint and conf[pre + "path.style.access"] == "true"
+    assert conf[pre + "connection.ssl.enabled"] == "false" and conf[pre + "endpoint.region"] == "us-east-1"
+    assert hadoop_uri(st, st.resolve("part-0 x.parquet")) == f"s3a://{BUCKET}/tables/t/part-0 x.parquet"
+    shown = redacted(conf)
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(shown) and "tok-123456" not in str(shown)
+    assert shown[pre + "access.key"] == "********"
+
+
+def test_hadoop_route_configuration_for_azure_and_gcs(monkeypatch, tmp_path) -> None:
+    import json
+
+    from tables.delta.storage import open_storage
+
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
+            monkeypatch.delenv(name)
+    st = open_storage("abfss://lake@acct.dfs.core.windows.net/t", options={"azure_storage_account_key": "a2V5a2V5"})
+    assert hadoop_options(st)["fs.azure.account.key.acct.dfs.core.windows.net"] == "a2V5a2V5"
+    assert hadoop_uri(st, "x/p.parquet") == "abfss://lake@acct.dfs.core.windows.net/t/x/p.parquet"
+    sas = open_storage(
+        "az://lake/t", options={"azure_storage_account_name": "acct", "azure_storage_sas_key": "sv=1&sig=zz"}
+    )
+    conf = hadoop_options(sas)
+    assert conf["fs.azure.account.auth.type.acct.dfs.core.windows.net"] == "SAS"
+    assert conf["fs.azure.sas.fixed.token.acct.dfs.core.windows.net"] == "sv=1&sig=zz"
+    assert hadoop_uri(sas, "p.parquet") == "abfss://lake@acct.dfs.core.windows.net/t/p.parquet"
+    key = {"client_email": "sa@p.iam.gserviceaccount.com", "private_key_id": "kid", "private_key": "-----BEGIN-----"}
+    (tmp_path / "sa.json").write_text(json.dumps(key))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "sa.json"))
+    gs = open_storage("gs://bkt/t")
+    conf = hadoop_options(gs)
+    assert conf["fs.gs.auth.service.account.email"] == key["client_email"]
+    assert conf["fs.gs.auth.service.account.private.key"] == key["private_key"]
+    assert hadoop_uri(gs, "p.parquet") == "gs://bkt/t/p.parquet"
+
+
+def test_the_hadoop_route_without_connectors_is_a_named_error_without_secrets(
+    spark, s3, history_table, monkeypatch
+) -> None:
+    _local, uri = history_table
+    monkeypatch.setenv(ROUTE_ENV, "hadoop")
+    with pytest.raises(StorageError, match=r"no Hadoop connector for s3a:// \(hadoop-aws\)") as info:
+        read_version(spark, uri)
+    assert ROUTE_ENV in str(info.value) and os.environ["AWS_SECRET_ACCESS_KEY"] not in str(info.value)
+
+
+# --- Azure: an abfss:// table read in the executors ---------------------------------------------------
+
+
+@pytest.fixture
+def azure_table(azure_server, monkeypatch, tmp_path, request):
+    """A table delta-rs wrote on disk (with change data), uploaded to Azurite with the Azure
+    SDK; only the AZURE_* variables set."""
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
+            monkeypatch.delenv(name)
+    for name, value in azure_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
+    root = tmp_path / "local"
+    write_deltalake(
+        root,
+        pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "v": ["a", "b", "c", "d"], "p": ["x", "y", "x", "y"]}),
+        partition_by=["p"],
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    write_deltalake(root, pa.table({"id": pa.array([5], pa.int64()), "v": ["e"], "p": ["x"]}), mode="append")
+    dt = DeltaTable(root)
+    dt.delete("id = 2")
+    dt.update(updates={"v": "'z'"}, predicate="id = 3")
+    cont = azure_server.blob_service().get_container_client("sparklake")
+    if not cont.exists():
+        cont.create_container()
+    prefix = f"t/{request.node.name[:40]}"
+    for f in sorted(root.rglob("*")):
+        if f.is_file():
+            with open(f, "rb") as fh:
+                cont.upload_blob(f"{prefix}/{f.relative_to(root).as_posix()}", fh, overwrite=True)
+    return root, f"abfss://sparklake@{azure_server.account}.dfs.core.windows.net/{prefix}"
+
+
+def test_an_abfss_table_through_the_datasource_equals_the_local_table(
+    spark, datasource, azure_table, azure_server, tmp_path
+) -> None:
+    local, uri = azure_table
+    ours = read_version(spark, uri).toArrow()
+    theirs = DeltaTable(uri, storage_options=azure_server.storage_options()).to_pyarrow_table()
+    assert multiset(ours) == multiset(theirs) and ours.num_rows == 4
+    assert preview_rows(spark, uri, 1, 1, 3)["rows"] == preview_rows(spark, str(local), 1, 1, 3)["rows"]
+    a = change_data(spark, str(local), 1, None, tmp_path / "a")
+    b = change_data(spark, uri, 1, None, tmp_path / "b")
+    assert b["counts"] == a["counts"] and b["total"] == a["total"] > 0
+    da = keyed_diff(spark, str(local), 0, 3, ["id"], tmp_path / "da")
+    db = keyed_diff(spark, uri, 0, 3, ["id"], tmp_path / "db")
+    assert diff_page(db["path"], 0, 100)["rows"] == diff_page(da["path"], 0, 100)["rows"]
+
+
+# --- docker-compose's example table: the seeding script against a real S3 server ---------------------
+
+
+def test_the_example_table_seeding_script_writes_a_table_delta_rs_and_spark_read(spark, s3, tmp_path) -> None:
+    """scripts/seed_example_table.py as docker-compose's one-shot service runs it (only the
+    AWS_* variables and the allowed roots set): three versions delta-rs reads, the same rows
+    on Spark; a second run leaves the table alone; the compose file wires that location."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    s3.boto3().create_bucket(Bucket="deltaweb")
+    uri = "s3://deltaweb/examples/sales"
+    env = {**os.environ, storage_module.ROOTS_ENV: "/data,s3://deltaweb/examples", "PYTHONPATH": str(REPO)}
+    script = [sys.executable, "scripts/seed_example_table.py", uri]
+    first = subprocess.run(script, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "versions 0..2" in first.stdout
+    dt = DeltaTable(uri, storage_options=s3.storage_options())
+    assert dt.version() == 2 and [h["operation"] for h in dt.history()] == ["DELETE", "WRITE", "CREATE TABLE AS SELECT"]
+    theirs = dt.to_pyarrow_table()
+    assert theirs.num_rows == 90 - sum(1 for i in range(40) if round(10 + (i * 7.3) % 90, 2) < 20)
+    assert multiset(read_version(spark, uri).toArrow()) == multiset(theirs)
+    again = subprocess.run(script, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "left alone" in again.stdout
+    assert DeltaTable(uri, storage_options=s3.storage_options()).version() == 2
+    # outside the allowed roots: refused, one line, nothing written
+    bad = subprocess.run([*script[:2], "s3://deltaweb/elsewhere/t"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr and "outside the allowed" in bad.stderr
+    assert "Contents" not in s3.boto3().list_objects_v2(Bucket="deltaweb", Prefix="elsewhere/")
+
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    seed = compose["services"]["seed"]
+    assert seed["command"].split()[-2:] == ["scripts/seed_example_table.py", uri]
+    roots = compose["x-app"]["environment"]["DELTAWEB_ALLOWED_ROOTS"].split(",")
+    assert "s3://deltaweb/examples" in roots and "minio" in compose["services"]
+    assert compose["x-app"]["environment"]["AWS_ENDPOINT_URL"] == "http://minio:9000"

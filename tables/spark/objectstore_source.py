@@ -1,0 +1,584 @@
+"""Spark reading an object-store table's data files, on any master, without Delta or Hadoop jars.
+
+Which route a job takes is a setting, DELTAWEB_SPARK_OBJECTSTORE_ROUTE:
+
+- `spool` (the default on a local master): the driver fetches the files through the storage
+  layer into a local spool and Spark's Parquet reader reads them there (`read.spool_files`).
+  Executors of a cluster cannot see that spool, so a cluster master refuses it.
+- `datasource` (the default on any other master): a Python data source (Spark 4's
+  `pyspark.sql.datasource`) whose readers run in the executors. The driver resolves and
+  confines every path through the storage layer (and checks the files exist, one HEAD each,
+  concurrently) before the job; executors get only the resolved bucket URIs and object paths
+  plus the store's configuration, build an obstore store with the project's own
+  `build_store`, fetch each object and decode it with pyarrow into the read schema (names, or
+  Parquet field ids in column-mapping id mode; missing columns null; types cast as Spark's
+  Parquet reader would), with each row's file URI and index in its file, as Spark's
+  `_metadata.file_path` / `row_index` give them.
+- `hadoop`: Spark's own Parquet reader on `s3a://`, `abfss://` or `gs://` URIs, the table's
+  credentials passed as per-bucket Hadoop configuration in the read's options. Needs the
+  connectors (hadoop-aws, hadoop-azure, gcs-connector) on the cluster; this machine has none,
+  so only the configuration is tested.
+
+Secrets: the store configuration travels in one data source option whose name contains
+"secret", which Spark's redaction (`spark.redaction.regex`) masks wherever it prints options;
+it is never logged here and a store's error is scrubbed of every secret value before it
+leaves an executor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from tables.delta.columnmapping import PARQUET_FIELD_ID
+from tables.delta.errors import StorageError
+from tables.delta.objectstore_config import is_secret_option, parse_location, secrets_of
+from tables.delta.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+ROUTE_ENV = "DELTAWEB_SPARK_OBJECTSTORE_ROUTE"
+ROUTES = ("spool", "datasource", "hadoop")
+SOURCE_NAME = "deltaweb_objects"
+FILE_COL = "__dw_file"
+ROW_COL = "__dw_row"
+STORE_OPTION = "secret.store"  # "secret" in the name: Spark redacts the value where it shows options
+BATCH_ROWS = 10_000  # Spark's spark.sql.execution.arrow.maxRecordsPerBatch
+SPLIT_BYTES = 128 << 20  # Spark's spark.sql.files.maxPartitionBytes
+OPEN_COST = 4 << 20  # Spark's spark.sql.files.openCostInBytes
+HEAD_CONCURRENCY = 32
+_ARROW_ID = b"PARQUET:field_id"
+
+# The standard variables of each store kind a driver's process may hold credentials in; they
+# are forwarded to executors (whose environment need not have them) as store options.
+FORWARDED_ENV = {
+    "s3": (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT",
+        "AWS_ALLOW_HTTP",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
+        "AWS_REQUEST_PAYER",
+        "AWS_SKIP_SIGNATURE",
+    ),
+    "az": (
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_ACCESS_KEY",
+        "AZURE_STORAGE_SAS_KEY",
+        "AZURE_STORAGE_TOKEN",
+        "AZURE_STORAGE_ENDPOINT",
+        "AZURE_STORAGE_USE_EMULATOR",
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "AZURE_ALLOW_HTTP",
+        "AZURE_CLIENT_ID",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_TENANT_ID",
+    ),
+    "gs": ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_KEY"),
+}
+
+
+# --- the route ----------------------------------------------------------------------------------
+
+
+def objectstore_route(master: str) -> str:
+    """The route Spark jobs on object-store tables take on `master` (see the module's doc)."""
+    from tables.spark.session import is_local
+
+    value = os.environ.get(ROUTE_ENV, "").strip().lower()
+    if not value:
+        return "spool" if is_local(master) else "datasource"
+    if value not in ROUTES:
+        raise StorageError(f"{ROUTE_ENV}={value[:40]!r}: expected one of {', '.join(ROUTES)}")
+    return value
+
+
+# --- what executors get: store options ------------------------------------------------------------
+
+
+def executor_options(storage: Storage) -> dict[str, Any]:
+    """The store options an executor builds the table's store with: the standard variables of
+    this process's environment for the store's kind (executors' environments need not hold
+    them), overridden by the location's stored options. Secrets included: never log this."""
+    kind = parse_location(storage.location).kind
+    stored = getattr(storage, "store_options", None)
+    out: dict[str, Any] = dict(stored() if stored else {})
+    given = {_canonical(k) for k in out}
+    for name in FORWARDED_ENV[kind]:
+        # one value per setting: a stored option, else the first of its spellings set here
+        if os.environ.get(name) and _canonical(name) not in given:
+            out[name.lower()] = os.environ[name]
+            given.add(_canonical(name))
+    if kind == "gs" and os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") and "service_account_key" not in given:
+        # a key file on the driver's disk is not on the executors': send its content
+        try:
+            with open(os.environ["GOOGLE_APPLICATION_CREDENTIALS"], encoding="utf-8") as fh:
+                out["google_service_account_key"] = fh.read()
+        except OSError as exc:
+            raise StorageError(f"GOOGLE_APPLICATION_CREDENTIALS cannot be read: {exc.strerror}") from None
+    return out
+
+
+# spellings of one store setting (an S3 store refuses a config naming it twice)
+_SYNONYMS = {
+    "endpoint_url": "endpoint",
+    "default_region": "region",
+    "access_key": "account_key",
+    "sas_token": "sas_key",
+    "token": "session_token",
+    "application_credentials": "service_account_key",
+}
+
+
+def _canonical(name: str) -> str:
+    n = name.lower()
+    for prefix in ("aws_", "azure_storage_", "azure_", "google_"):
+        if n.startswith(prefix):
+            n = n[len(prefix) :]
+            break
+    return _SYNONYMS.get(n, n)
+
+
+# --- the data source (its readers run in the executors) ---------------------------------------------
+
+
+class ObjectFiles(InputPartition):
+    """The files one task reads: (bucket URI index, object path, file URI) each."""
+
+    def __init__(self, index: int, files: list[tuple[int, str, str]]) -> None:
+        super().__init__(index)
+        self.files = files
+
+
+class ObjectFilesSource(DataSource):
+    """Parquet files of an object store as rows: the read schema's columns, then the file's
+    URI and the row's index in it. Options: `files` (JSON: the bucket URIs and, per file, its
+    bucket, object path, URI and size), `secret.store` (JSON: the store options), `tasks`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return ObjectFilesReader(self.options, schema)
+
+
+class ObjectFilesReader(DataSourceReader):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        listing = json.loads(options["files"])
+        self.stores: list[str] = listing["stores"]
+        self.files: list[list[Any]] = listing["files"]
+        self.store_options: dict[str, Any] = json.loads(options[STORE_OPTION])
+        self.tasks = max(1, int(options.get("tasks", "1")))
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        """Files packed into tasks as Spark packs file splits: at most SPLIT_BYTES (less when
+        the total would give fewer tasks than cores), each file costing OPEN_COST more."""
+        total = sum(int(f[3]) + OPEN_COST for f in self.files)
+        target = min(SPLIT_BYTES, max(OPEN_COST, total // self.tasks))
+        parts: list[list[tuple[int, str, str]]] = []
+        size = 0
+        for store, obj, uri, nbytes in sorted(self.files, key=lambda f: -int(f[3])):
+            if not parts or (parts[-1] and size + int(nbytes) + OPEN_COST > target):
+                parts.append([])
+                size = 0
+            parts[-1].append((store, obj, uri))
+            size += int(nbytes) + OPEN_COST
+        return [ObjectFiles(i, files) for i, files in enumerate(parts)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ObjectFiles)
+        target = arrow_schema(self.schema)
+        data_fields = [f for f in target if f.name not in (FILE_COL, ROW_COL)]
+        stores: dict[int, Any] = {}
+        for store_index, obj, uri in partition.files:
+            if store_index not in stores:
+                stores[store_index] = _executor_store(self.stores[store_index], self.store_options)
+            yield from _file_batches(stores[store_index], obj, uri, data_fields, target, self.store_options)
+
+
+def _executor_store(bucket_uri: str, options: dict[str, Any]) -> Any:
+    from tables.delta.objectstore_config import build_store
+
+    try:
+        return build_store(parse_location(bucket_uri), options)
+    except Exception as exc:
+        raise RuntimeError(f"{bucket_uri}: the store could not be configured: {_scrub(exc, options)}") from None
+
+
+def _scrub(exc: BaseException, options: Mapping[str, Any]) -> str:
+    """A store's error as one line, without any secret value or query string."""
+    import re
+
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = re.sub(r"(https?://[^\s?]+)\?\S*", r"\1?…", text)
+    for secret in secrets_of(options):
+        text = text.replace(secret, "***")
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def _file_batches(
+    store: Any, obj: str, uri: str, fields: list[pa.Field], target: pa.Schema, options: Mapping[str, Any]
+) -> Iterator[pa.RecordBatch]:
+    """One object's rows as batches of the target schema (runs in an executor)."""
+    import obstore
+    import pyarrow.parquet as pq
+
+    try:
+        data = obstore.get(store, obj).bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{uri}: the data file is missing") from None
+    except Exception as exc:
+        raise RuntimeError(f"{uri}: {_scrub(exc, options)}") from None
+    pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(memoryview(data))), coerce_int96_timestamp_unit="us")
+    source = list(pf.schema_arrow)
+    picks = [_match(f, source) for f in fields]
+    columns = sorted({source[i].name for i in picks if i is not None})
+    if columns:
+        batches: Iterator[Any] = pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False)
+    else:  # only partition values or nulls wanted: the row count is in the footer
+        total = pf.metadata.num_rows
+        batches = iter([min(BATCH_ROWS, total - s) for s in range(0, total, BATCH_ROWS)])
+    start = 0
+    for batch in batches:
+        n = batch if isinstance(batch, int) else batch.num_rows
+        arrays = [
+            pa.nulls(n, field.type) if i is None else _conform(batch.column(source[i].name), field.type)
+            for field, i in zip(fields, picks, strict=True)
+        ]
+        arrays.append(pa.array([uri] * n, pa.string()))
+        arrays.append(pa.array(np.arange(start, start + n, dtype=np.int64)))
+        start += n
+        yield pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _field_id(field: pa.Field) -> bytes | None:
+    return (field.metadata or {}).get(_ARROW_ID)
+
+
+def _match(want: pa.Field, have: list[pa.Field]) -> int | None:
+    """The index of the file's field `want` reads: by Parquet field id when it has one (column
+    mapping id mode), else by name, exactly, then ignoring case (as Spark's reader does)."""
+    fid = _field_id(want)
+    if fid is not None:
+        for i, f in enumerate(have):
+            if _field_id(f) == fid:
+                return i
+        if any(_field_id(f) is not None for f in have):
+            return None
+    for i, f in enumerate(have):
+        if f.name == want.name:
+            return i
+    lowered = [i for i, f in enumerate(have) if f.name.lower() == want.name.lower()]
+    return lowered[0] if len(lowered) == 1 else None
+
+
+def _conform(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """An array of the file's type as `target`: struct fields matched by id or name (missing
+    ones null), list and map values conformed, other types cast (timestamps truncated to
+    microseconds, as Spark reads them)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    src = arr.type
+    if src == target:
+        return arr
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(target) and pa.types.is_struct(src):
+        have = [src.field(j) for j in range(src.num_fields)]
+        children = []
+        for tf in target:
+            i = _match(tf, have)
+            children.append(pa.nulls(len(arr), tf.type) if i is None else _conform(arr.field(i), tf.type))
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_map(target) and pa.types.is_map(src):
+        keys = _conform(arr.keys, target.key_type)
+        items = _conform(arr.items, target.item_type)
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=mask)
+    if pa.types.is_list(target) and (pa.types.is_list(src) or pa.types.is_large_list(src)):
+        values = _conform(arr.values, target.value_type)
+        offsets = arr.offsets.cast(pa.int32())
+        return pa.ListArray.from_arrays(offsets, values, type=target, mask=mask)
+    if pa.types.is_dictionary(src):
+        return _conform(arr.dictionary_decode(), target)
+    return arr.cast(target, safe=not pa.types.is_timestamp(target))
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects for `schema`, every field nullable, Parquet field ids
+    kept in the fields' metadata (what the reader matches columns by in id mode)."""
+    return pa.schema([_arrow_field(f) for f in schema.fields])
+
+
+def _arrow_field(f: Any) -> pa.Field:
+    fid = (f.metadata or {}).get(PARQUET_FIELD_ID)
+    meta = {_ARROW_ID: str(fid).encode()} if fid is not None else None
+    return pa.field(f.name, _arrow_type(f.dataType), True, meta)
+
+
+def _arrow_type(dt: DataType) -> pa.DataType:
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(dt, StructType):
+        return pa.struct([_arrow_field(f) for f in dt.fields])
+    if isinstance(dt, ArrayType):
+        return pa.list_(pa.field("element", _arrow_type(dt.elementType), True))
+    if isinstance(dt, MapType):
+        return pa.map_(
+            pa.field("key", _arrow_type(dt.keyType), False), pa.field("value", _arrow_type(dt.valueType), True)
+        )
+    return to_arrow_type(dt)
+
+
+def _nullable(t: Any) -> Any:
+    """A Delta/Spark JSON type with every field, element and value nullable (as Spark's file
+    readers read a schema: a file may lack a column)."""
+    if not isinstance(t, dict):
+        return t
+    if t.get("type") == "struct":
+        return {**t, "fields": [{**f, "nullable": True, "type": _nullable(f["type"])} for f in t["fields"]]}
+    if t.get("type") == "array":
+        return {**t, "containsNull": True, "elementType": _nullable(t["elementType"])}
+    if t.get("type") == "map":
+        return {
+            **t,
+            "valueContainsNull": True,
+            "keyType": _nullable(t["keyType"]),
+            "valueType": _nullable(t["valueType"]),
+        }
+    return t
+
+
+# --- the driver's side ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRead:
+    """Data files read on the executors: `data` has the read schema's columns, then FILE_COL
+    (`keys[log path]` for each file) and ROW_COL (the row's index in its file); `table_uris`
+    maps a FILE_COL value back to the table's own URI when the two differ (hadoop route)."""
+
+    data: DataFrame
+    keys: dict[str, str]
+    table_uris: dict[str, str] | None
+
+
+def _missing_error(where: str, missing: list[str]) -> StorageError:
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return StorageError(f"{where}: {len(missing)} data file(s) are missing: {shown}", files=missing[:100])
+
+
+def _sizes(storage: Storage, paths: list[str], keys: dict[str, str]) -> dict[str, int]:
+    """Each file's size, one HEAD per file (HEAD_CONCURRENCY in flight); a missing file is
+    named as the log names it, before any task runs."""
+
+    def head(p: str) -> int | None:
+        try:
+            return storage.head(keys[p]).size
+        except FileNotFoundError:
+            return None
+
+    with ThreadPoolExecutor(max(1, min(HEAD_CONCURRENCY, len(paths)))) as pool:
+        sizes = dict(zip(paths, pool.map(head, paths), strict=True))
+    missing = [unquote(p) for p in paths if sizes[p] is None]
+    if missing:
+        raise _missing_error(storage.display(), missing)
+    return sizes  # type: ignore[return-value]
+
+
+def read_objects(
+    spark: SparkSession, storage: Storage, paths: list[str], schema: dict[str, Any], route: str
+) -> ObjectRead:
+    """The rows of an object-store table's data files (log paths, resolved and confined here)
+    read in the executors by `route` ("datasource" or "hadoop"), with `schema` (the Parquet
+    read schema, Delta JSON)."""
+    keys = {p: storage.resolve(p) for p in paths}  # PathOutsideRootsError before anything runs
+    if route == "hadoop":
+        return _read_hadoop(spark, storage, paths, keys, schema)
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    refs = {p: storage.object_ref(keys[p]) for p in paths}  # type: ignore[attr-defined]
+    uris = {p: storage.uri(keys[p]) for p in paths}
+    sizes = _sizes(storage, paths, keys)
+    buckets = sorted({bucket for bucket, _obj in refs.values()})
+    index = {b: i for i, b in enumerate(buckets)}
+    listing = {"stores": buckets, "files": [[index[refs[p][0]], refs[p][1], uris[p], sizes[p]] for p in paths]}
+    read_schema = StructType.fromJson(_nullable({"type": "struct", "fields": schema["fields"]}))
+    read_schema = StructType(
+        [*read_schema.fields, StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())]
+    )
+    spark.dataSource.register(ObjectFilesSource)
+    df = (
+        spark.read.format(SOURCE_NAME)
+        .schema(read_schema)
+        .option("files", json.dumps(listing))
+        .option(STORE_OPTION, json.dumps(executor_options(storage)))
+        .option("tasks", str(spark.sparkContext.defaultParallelism))
+        .load()
+    )
+    return ObjectRead(df, uris, None)
+
+
+# --- the hadoop route: Spark's reader on s3a:// / abfss:// / gs:// --------------------------------------
+
+HADOOP_SCHEMES = {"s3": "s3a", "az": "abfss", "gs": "gs"}
+HADOOP_JARS = {"s3": "hadoop-aws", "az": "hadoop-azure", "gs": "gcs-connector"}
+
+
+def hadoop_uri(storage: Storage, key: str) -> str:
+    """The URI Hadoop's connector opens for a key: s3a://bucket/key,
+    abfss://container@account.dfs.core.windows.net/key, gs://bucket/key."""
+    bucket_uri, obj = storage.object_ref(key)  # type: ignore[attr-defined]
+    loc = parse_location(bucket_uri)
+    if loc.kind == "az":
+        host = loc.host if loc.host and ".dfs." in loc.host else f"{_azure_account(storage, loc)}.dfs.core.windows.net"
+        return f"abfss://{loc.bucket}@{host}/{obj}"
+    return f"{HADOOP_SCHEMES[loc.kind]}://{loc.bucket}/{obj}"
+
+
+def _azure_account(storage: Storage, loc: Any) -> str:
+    account = loc.account or executor_options(storage).get("azure_storage_account_name")
+    if not account:
+        raise StorageError(f"{storage.display()}: no Azure storage account named for the Hadoop route")
+    return str(account)
+
+
+def hadoop_options(storage: Storage) -> dict[str, str]:
+    """The Hadoop configuration (per bucket or account, so tables with other credentials do
+    not share it) that gives Spark's connectors this table's credentials: passed as the read's
+    options, which Spark's file sources merge into the Hadoop configuration of that read.
+    Empty when the credentials come from the cluster itself (instance roles, managed identity)."""
+    opts = {k.lower(): str(v) for k, v in executor_options(storage).items()}
+    loc = parse_location(storage.location)
+    out: dict[str, str] = {"fs.s3a.impl.disable.cache": "true", "fs.abfss.impl.disable.cache": "true"}
+    if loc.kind == "s3":
+        pre = f"fs.s3a.bucket.{loc.bucket}."
+
+        def opt(*names: str) -> str | None:
+            return next((opts[n] for n in names if opts.get(n)), None)
+
+        key_id, secret = opt("aws_access_key_id", "access_key_id"), opt("aws_secret_access_key", "secret_access_key")
+        token = opt("aws_session_token", "aws_token", "session_token", "token")
+        if key_id and secret:
+            out[pre + "access.key"] = key_id
+            out[pre + "secret.key"] = secret
+            provider = "TemporaryAWSCredentialsProvider" if token else "SimpleAWSCredentialsProvider"
+            out[pre + "aws.credentials.provider"] = f"org.apache.hadoop.fs.s3a.{provider}"
+            if token:
+                out[pre + "session.token"] = token
+        region = opt("aws_region", "aws_default_region", "region")
+        if region:
+            out[pre + "endpoint.region"] = region
+        endpoint = opt("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint")
+        if endpoint:  # an S3-compatible server: path-style requests, plain HTTP when it says so
+            out[pre + "endpoint"] = endpoint
+            out[pre + "path.style.access"] = "true"
+            out[pre + "connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+        return out
+    if loc.kind == "az":
+        host = hadoop_uri(storage, "").split("@", 1)[1].split("/", 1)[0] if loc.bucket else ""
+        key = opts.get("azure_storage_account_key") or opts.get("azure_storage_access_key") or opts.get("account_key")
+        sas = opts.get("azure_storage_sas_key") or opts.get("sas_key") or opts.get("azure_storage_sas_token")
+        client_id, client_secret = opts.get("azure_client_id"), opts.get("azure_client_secret")
+        if key:
+            out[f"fs.azure.account.key.{host}"] = key
+        elif sas:
+            out[f"fs.azure.account.auth.type.{host}"] = "SAS"
+            out[f"fs.azure.sas.fixed.token.{host}"] = sas
+        elif client_id and client_secret and opts.get("azure_tenant_id"):
+            out[f"fs.azure.account.auth.type.{host}"] = "OAuth"
+            out[f"fs.azure.account.oauth.provider.type.{host}"] = (
+                "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider"
+            )
+            out[f"fs.azure.account.oauth2.client.id.{host}"] = client_id
+            out[f"fs.azure.account.oauth2.client.secret.{host}"] = client_secret
+            out[f"fs.azure.account.oauth2.client.endpoint.{host}"] = (
+                f"https://login.microsoftonline.com/{opts['azure_tenant_id']}/oauth2/token"
+            )
+        return out
+    raw = opts.get("google_service_account_key") or opts.get("service_account_key")
+    if raw:
+        try:
+            info = json.loads(raw)
+        except ValueError:
+            raise StorageError(f"{storage.display()}: the service-account key is not JSON") from None
+        out.update(
+            {
+                "fs.gs.auth.type": "SERVICE_ACCOUNT_JSON_KEYFILE",
+                "fs.gs.auth.service.account.email": str(info.get("client_email", "")),
+                "fs.gs.auth.service.account.private.key.id": str(info.get("private_key_id", "")),
+                "fs.gs.auth.service.account.private.key": str(info.get("private_key", "")),
+            }
+        )
+    return out
+
+
+def redacted(options: Mapping[str, str]) -> dict[str, str]:
+    """Options as they may be shown: secret values masked."""
+    return {k: "********" if is_secret_option(k) else v for k, v in options.items()}
+
+
+def _read_hadoop(
+    spark: SparkSession, storage: Storage, paths: list[str], keys: dict[str, str], schema: dict[str, Any]
+) -> ObjectRead:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from tables.spark.read import _GLOB, _quote
+
+    uris = {p: hadoop_uri(storage, keys[p]) for p in paths}
+    options = hadoop_options(storage)
+    # data source options with these words are masked where Spark shows a plan's options
+    spark.conf.set("spark.sql.redaction.options.regex", "(?i)url|key|secret|token|sas|password")
+    try:
+        df = (
+            spark.read.options(**options)
+            .schema(StructType.fromJson(schema))
+            .parquet(*[_GLOB.sub(r"\\\1", u) for u in sorted(set(uris.values()))])
+        )
+        listed = {unquote(u): u for u in df.inputFiles()}
+    except Exception as exc:  # Py4J / analysis errors: one line, no secret
+        raise _hadoop_error(storage, exc, options) from None
+    keyed = {p: listed.get(unquote(u), u) for p, u in uris.items()}
+    data = df.select(
+        *[F.col(_quote(f["name"])) for f in schema["fields"]],
+        F.col("_metadata.file_path").alias(FILE_COL),
+        F.col("_metadata.row_index").alias(ROW_COL),
+    )
+    back = {keyed[p]: storage.uri(keys[p]) for p in paths}
+    return ObjectRead(data, keyed, back)
+
+
+def _hadoop_error(storage: Storage, exc: BaseException, options: Mapping[str, str]) -> StorageError:
+    text = str(exc)
+    kind = parse_location(storage.location).kind
+    scheme = HADOOP_SCHEMES[kind]
+    if "No FileSystem for scheme" in text or "UnsupportedFileSystem" in text or "ClassNotFound" in text:
+        return StorageError(
+            f"{storage.display()}: Spark has no Hadoop connector for {scheme}:// ({HADOOP_JARS[kind]}) on this "
+            f"cluster; install it, or set {ROUTE_ENV}=datasource (no jars needed)"
+        )
+    if "PATH_NOT_FOUND" in text or "FileNotFoundException" in text:
+        return StorageError(f"{storage.display()}: Spark's connector did not find a data file of this version")
+    secrets = [v for k, v in options.items() if is_secret_option(k) and len(v) >= 4]
+    line = _scrub(exc, {k: v for k, v in options.items() if is_secret_option(k)})
+    for s in secrets:
+        line = line.replace(s, "***")
+    return StorageError(f"{storage.display()}: Spark could not read the data files through {scheme}://: {line}")
