@@ -355,8 +355,12 @@ def _headline(name: str, r: dict) -> str:
                     walk(f"{prefix}.{k}" if prefix else k, x)
         elif isinstance(v, bool) or v is None:
             return
-        elif isinstance(v, int | float):
-            flat.append(f"{prefix} {v:,.3g}" if isinstance(v, float) else f"{prefix} {v:,}")
+        elif isinstance(v, int):
+            flat.append(f"{prefix} {v:,}")
+        elif isinstance(v, float):
+            flat.append(f"{prefix} {v:,.0f}" if abs(v) >= 100 else f"{prefix} {v:.3g}")
+        elif isinstance(v, list) and v and all(isinstance(x, int | float) for x in v):
+            flat.append(f"{prefix} median {statistics.median(v):,.3g} of {len(v)}")
 
     walk("", r)
     return "; ".join(flat) or "see the JSON"
