@@ -420,7 +420,7 @@ def write_readme() -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--quick", action="store_true", help="logs of 1k and 10k commits, no other script")
     ap.add_argument("--collect", action="store_true", help="only rewrite the README from benchmarks/results/")
     ap.add_argument("--only", nargs="*", choices=[*SCRIPTS, "scaling"], help="run only these")
