@@ -42,6 +42,7 @@ from tables.delta.catalog_managed import check_maintenance, staged_name_ok
 from tables.delta.checkpoint import write_checkpoint
 from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
 from tables.delta.log import LOG_DIR, STAGED_COMMITS_DIR, commit_name, staged_commit_name
+from tables.delta.managed import tail_listing
 from tables.delta.owner import (
     Commit,
     CommitConflict,
@@ -277,7 +278,11 @@ class DatabaseOwner:
         name = f"{LOG_DIR}/{target:020d}.checkpoint.parquet"
         if storage.exists(name):
             return None
-        return write_checkpoint(storage, load_snapshot(storage, target))
+        # from the previous checkpoint on, not the whole log: O(interval) per checkpoint
+        listing = tail_listing(storage)
+        if any(v > target for v in listing.checkpoints):
+            return None  # a later checkpoint exists already
+        return write_checkpoint(storage, load_snapshot(storage, target, listing=listing))
 
     def cleanup_staged(self, tc: TableConf, retention_seconds: float | None = None) -> int:
         """Delete staged files of published versions (ratified or losers) older than the

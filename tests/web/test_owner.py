@@ -239,3 +239,26 @@ def test_management_command_creates_a_managed_table_and_a_restarted_owner_sees_i
     assert _json.loads(out.getvalue())["frozen"] is True
     with pytest.raises(CommitRefusedError, match="maintenance"):
         commit_via_owner(path, client, [], "WRITE")
+
+
+def test_publishing_writes_a_checkpoint_every_n_versions(managed, settings) -> None:
+    """Backfilling past each multiple of DELTAWEB_OWNER_CHECKPOINT_INTERVAL writes a checkpoint
+    there (the later ones built from the previous checkpoint and the commits after it); each holds
+    the files delta-rs sees at its version."""
+    settings.DELTAWEB_OWNER_CHECKPOINT_INTERVAL = 3
+    table, path = managed
+    owner = DatabaseOwner()
+    tc = table_conf(ManagedTable.objects.get(table=table))
+    for i in range(8):  # versions 5..12
+        commit_via_owner(path, owner, [add_file(path, f"c{i}.parquet", [i])], "WRITE")
+        owner.backfill_to_version(tc, 100)
+    checkpoints = sorted(int(p.name[:20]) for p in (path / "_delta_log").glob("*.checkpoint.parquet"))
+    assert checkpoints == [6, 9, 12]
+
+    def names(version: int | None = None) -> list[str]:
+        return sorted(u.rsplit("/", 1)[1] for u in deltalake.DeltaTable(str(path), version=version).file_uris())
+
+    for v in checkpoints:
+        rows = pq.read_table(path / "_delta_log" / f"{v:020d}.checkpoint.parquet").column("add").to_pylist()
+        assert sorted(r["path"] for r in rows if r) == names(v)
+    assert names() == sorted(load_snapshot(path).file_paths())
