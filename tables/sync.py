@@ -554,7 +554,7 @@ def _store(
                     last_row["fileModificationTime"],
                     last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
                 )
-            if files is not None:
+            if files is not None and chunk[-1].version > base:
                 kept_bytes = {lf.version: data for lf, data, _r in reads}
                 sources = [
                     (
