@@ -4,13 +4,14 @@
 # directories under var/spark-cluster.
 #   scripts/spark-cluster.sh start  -> prints the SPARK_MASTER URL (starts them if needed)
 #   scripts/spark-cluster.sh stop
-# SPARK_CLUSTER_PORT (default 57077) is the master's port; the worker offers
+# SPARK_CLUSTER_PORT (default 57077) is the master's port, SPARK_CLUSTER_DIR (var/spark-cluster)
+# its pid files, logs and work directories (one per cluster); the worker offers
 # SPARK_WORKER_CORES (2) and SPARK_WORKER_MEMORY (2g) to the executors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 PORT=${SPARK_CLUSTER_PORT:-57077}
-ROOT=$PWD/var/spark-cluster
+ROOT=${SPARK_CLUSTER_DIR:-$PWD/var/spark-cluster}
 URL="spark://127.0.0.1:$PORT"
 SPARK_HOME=$($PY -c "import os, pyspark; print(os.path.dirname(pyspark.__file__))")
 export SPARK_HOME SPARK_LOCAL_IP=127.0.0.1 SPARK_LOG_DIR=$ROOT/logs SPARK_PID_DIR=$ROOT

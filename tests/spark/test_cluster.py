@@ -90,3 +90,70 @@ def test_an_executor_python_of_another_minor_version_is_caught_at_session_start(
     line = next(x for x in r.stdout.splitlines() if x.startswith("MISMATCH:"))
     assert f"The executors run Python {other}, the driver {driver}." in line
     assert "SPARK_EXECUTOR_PYTHON" in line and str(wrapper) in line and "Traceback" not in line
+
+
+# --- object-store tables: read in the executors (no jars, no driver-side spool) -----------------------
+
+
+def _data_jobs_equal(spark, local, uri, storage_options, tmp_path) -> None:
+    """Rows, a preview, change data and a keyed diff of `uri` equal those of the same table
+    on disk (Spark's own reader there) and delta-rs reading the store."""
+    from tables.spark.changes import change_data, read_page
+    from tables.spark.read import preview_rows, read_version
+    from tables.spark.rowdiff import keyed_diff
+    from tables.spark.rowdiff import read_page as diff_page
+    from tests.spark.compare import multiset
+
+    theirs = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table()
+    ours = read_version(spark, uri).toArrow()
+    assert multiset(ours) == multiset(theirs) and ours.num_rows == 4
+    assert preview_rows(spark, uri, 1, 1, 3)["rows"] == preview_rows(spark, str(local), 1, 1, 3)["rows"]
+    a = change_data(spark, str(local), 1, None, tmp_path / "a")
+    b = change_data(spark, uri, 1, None, tmp_path / "b")
+    assert b["counts"] == a["counts"] and b["total"] == a["total"] > 0
+
+    def rows(path: str) -> list[dict]:  # commit times are the objects' (upload) times
+        return [{k: v for k, v in r.items() if k != "_commit_timestamp"} for r in read_page(path, 0, 100)["rows"]]
+
+    assert rows(b["path"]) == rows(a["path"])
+    da = keyed_diff(spark, str(local), 0, 3, ["id"], tmp_path / "da")
+    db = keyed_diff(spark, uri, 0, 3, ["id"], tmp_path / "db")
+    assert diff_page(db["path"], 0, 100)["rows"] == diff_page(da["path"], 0, 100)["rows"]
+    assert db["counts"] == da["counts"]
+
+
+def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch, tmp_path) -> None:
+    """On a cluster master the default route is the Python data source: the executors (other
+    JVMs, without the driver's AWS_* variables) fetch the objects; then a RESTORE planned on
+    Spark commits to the bucket and delta-rs reads it."""
+    from tables.spark.objectstore_source import ROUTE_ENV, objectstore_route
+    from tables.spark.restore import run_restore, spark_plan_restore
+    from tests.spark.compare import multiset
+    from tests.spark.objectstore_tables import only_env, upload_s3, write_history_table
+
+    only_env(monkeypatch, s3_server.env())
+    monkeypatch.delenv(ROUTE_ENV, raising=False)
+    if spark.sparkContext.master.startswith("spark://"):
+        assert objectstore_route(spark.sparkContext.master) == "datasource"
+    local = write_history_table(tmp_path / "local")
+    uri = upload_s3(s3_server.boto3(), local, "cluster-tables", "history")
+    opts = s3_server.storage_options()
+    _data_jobs_equal(spark, local, uri, opts, tmp_path)
+    plan = spark_plan_restore(spark, uri, version=0)
+    result = run_restore(spark, uri, plan.to_dict(), "txn-cluster-s3")
+    dt = DeltaTable(uri, storage_options=opts)
+    assert dt.version() == result["version"] == 4 and dt.history(1)[0]["operation"] == "RESTORE"
+    assert multiset(dt.to_pyarrow_table()) == multiset(
+        DeltaTable(uri, version=0, storage_options=opts).to_pyarrow_table()
+    )
+
+
+def test_an_abfss_table_on_azurite_read_in_the_executors(spark, azure_server, monkeypatch, tmp_path) -> None:
+    from tables.spark.objectstore_source import ROUTE_ENV
+    from tests.spark.objectstore_tables import only_env, upload_azure, write_history_table
+
+    only_env(monkeypatch, azure_server.env())
+    monkeypatch.delenv(ROUTE_ENV, raising=False)
+    local = write_history_table(tmp_path / "local", partitioned=True)
+    uri = upload_azure(azure_server, local, "clusterlake", "history")
+    _data_jobs_equal(spark, local, uri, azure_server.storage_options(), tmp_path)

@@ -1,0 +1,64 @@
+"""Tables the object-store Spark tests read: one delta-rs writes on disk (create, append,
+delete, update, with change data), uploaded to the S3 server (boto3) or Azurite (the Azure
+SDK), and the standard environment variables of one server alone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tables.delta import storage as storage_module
+
+
+def only_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """The process's AWS_*/AZURE_*/GOOGLE_* variables replaced by `env`; no allowed roots."""
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
+
+
+def write_history_table(root: Path, partitioned: bool = False) -> Path:
+    """Versions 0..3: four rows, one appended, id 2 deleted, id 3 updated (change data on)."""
+    from deltalake import DeltaTable, write_deltalake
+
+    first = {"id": pa.array([1, 2, 3, 4], pa.int64()), "v": ["a", "b", "c", "d"]}
+    more = {"id": pa.array([5], pa.int64()), "v": ["e"]}
+    if partitioned:
+        first["p"], more["p"] = ["x", "y", "x", "y"], ["x"]
+    write_deltalake(
+        root,
+        pa.table(first),
+        partition_by=["p"] if partitioned else None,
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    write_deltalake(root, pa.table(more), mode="append")
+    dt = DeltaTable(root)
+    dt.delete("id = 2")
+    dt.update(updates={"v": "'z'"}, predicate="id = 3")
+    return root
+
+
+def upload_s3(client, root: Path, bucket: str, prefix: str) -> str:
+    if bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=bucket)
+    for f in sorted(root.rglob("*")):
+        if f.is_file():
+            client.upload_file(str(f), bucket, f"{prefix}/{f.relative_to(root).as_posix()}")
+    return f"s3://{bucket}/{prefix}"
+
+
+def upload_azure(server, root: Path, container: str, prefix: str) -> str:
+    cont = server.blob_service().get_container_client(container)
+    if not cont.exists():
+        cont.create_container()
+    for f in sorted(root.rglob("*")):
+        if f.is_file():
+            with open(f, "rb") as fh:
+                cont.upload_blob(f"{prefix}/{f.relative_to(root).as_posix()}", fh, overwrite=True)
+    return f"abfss://{container}@{server.account}.dfs.core.windows.net/{prefix}"
