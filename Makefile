@@ -70,7 +70,8 @@ test-deps:
 # worker and owner processes sharing the database), not the pages that render the same queries,
 # the object stores or the Spark-heavy modules. Cluster pass: the session and executor checks,
 # change data and keyed row diffs (tasks that read and write files on executors in other JVMs),
-# compared with delta-rs as on the local master.
+# compared with delta-rs as on the local master, and object-store tables (moto, Azurite) whose
+# files the executors fetch themselves (the Python data source route).
 # The second passes prove what differs by engine, within CI's time: on PostgreSQL the job
 # uniqueness rule and its migration, racing requests, concurrent owners and catalog writers,
 # the sync's bulk INSERT and the worker's claims; on a cluster, executors in other JVMs and
@@ -91,7 +92,7 @@ test-postgres: install test-deps
 test-postgres-all: PG_SUITE := $(PG_SUITE_ALL)
 test-postgres-all: test-postgres
 
-test-cluster: install
+test-cluster: install test-deps
 	@master=$$(scripts/spark-cluster.sh start) && echo "== Spark jobs on a standalone cluster ($$master)" && \
 	  { SPARK_MASTER=$$master SPARK_CORES_MAX=1 $(PY) -m pytest $(CLUSTER_SUITE); rc=$$?; \
 	    scripts/spark-cluster.sh stop; exit $$rc; }
