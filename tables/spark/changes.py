@@ -40,6 +40,7 @@ __all__ = ["CHANGE_COLUMNS", "change_data", "change_data_frame", "read_page", "w
 
 CHANGE_COLUMNS = (("_change_type", "string"), ("_commit_version", "long"), ("_commit_timestamp", "timestamp"))
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ENTRY_KIND = "__dw_entry_change_type"
 
 
 def ms_to_datetime(ms: int) -> datetime:
@@ -56,32 +57,33 @@ def change_data_frame(
 
 
 def _change_frame(spark: SparkSession, storage: Storage, plan: ChangePlan) -> tuple[DataFrame, ChangePlan]:
+    from pyspark.sql import functions as F
+
     for protocol in [*plan.protocols, plan.protocol]:
         check_readable(protocol, f"{storage.display()} between versions {plan.start} and {plan.end}")
     layout = Layout.of(plan.metadata, plan.protocol)
-    data, cdc = [], []
+    entries, any_cdc = [], False
     for e in plan.entries:
         when = ms_to_datetime(plan.timestamp(e.version))
-        if e.cdc:
-            cdc.append(ScanEntry(e.path, e.partition_values, extra=(e.version, when)))
-        else:
-            data.append(ScanEntry(e.path, e.partition_values, (e.change_type, e.version, when), e.rows, e.only))
-    frames = []
-    if data or not cdc:
-        frames.append(scan(spark, storage, layout, data, extra=list(CHANGE_COLUMNS), with_position=True))
-    if cdc:
-        frames.append(
-            scan(
-                spark,
-                storage,
-                layout,
-                cdc,
-                extra=list(CHANGE_COLUMNS[1:]),
-                file_columns=[CHANGE_COLUMNS[0]],
-                with_position=True,
-            )
-        )
-    df = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+        # a cdc file's rows carry their own _change_type; other files' rows get the entry's
+        kind = None if e.cdc else e.change_type
+        entries.append(ScanEntry(e.path, e.partition_values, (kind, e.version, when), e.rows, e.only))
+        any_cdc = any_cdc or e.cdc
+    # every file of the range in one scan (one listing, one entries table, one job): data
+    # files have no _change_type column (a reserved name in tables with change data), so
+    # Spark reads it as null there and the entry's change type fills it in
+    extra = [(_ENTRY_KIND, "string"), *CHANGE_COLUMNS[1:]]
+    df = scan(
+        spark,
+        storage,
+        layout,
+        entries,
+        extra=extra,
+        file_columns=[CHANGE_COLUMNS[0]] if any_cdc else [],
+        with_position=True,
+    )
+    kind = F.coalesce(F.col("_change_type"), F.col(_ENTRY_KIND)) if any_cdc else F.col(_ENTRY_KIND)
+    df = df.withColumn("_change_type", kind)
     names = [f["name"] for f in plan.metadata.schema.get("fields", [])]
     return df.select(*names, *(n for n, _t in CHANGE_COLUMNS), FILE_COL, ROW_COL), plan
 
