@@ -98,10 +98,16 @@ class Snapshot:
 
     def file_paths(self) -> list[str]:
         """Active file paths, URL-decoded (decoding only the ones that need it)."""
-        paths = self.files.column("path").combine_chunks()
-        out = paths.to_pylist()
-        if _has_byte(paths, b"%"):
-            out = [unquote(p) if "%" in p else p for p in out]
+        # chunk by chunk: combining them first would copy every path once more
+        out: list[str] = []
+        for chunk in self.files.column("path").chunks:
+            paths = chunk.to_pylist()
+            if _has_byte(chunk, b"%"):
+                paths = [unquote(p) if "%" in p else p for p in paths]
+            if out:
+                out += paths
+            else:
+                out = paths
         return out
 
     def summary(self, files: bool = True) -> dict[str, Any]:
