@@ -354,6 +354,9 @@ def sidecar_key(storage: Storage, path: str) -> str:
     return storage.resolve(f"{LOG_DIR}/_sidecars/{path}")
 
 
+_READS_AHEAD = 4  # Parquet files of one checkpoint read on threads at once
+
+
 class CheckpointReader:
     """A checkpoint (its parts, or a v2 checkpoint and its sidecars) whose Parquet files are
     opened once for both reads: the non-file actions first (protocol and metadata decide the
@@ -362,6 +365,7 @@ class CheckpointReader:
     def __init__(self, storage: Storage, files: list[LogFile]) -> None:
         self.storage, self.files = storage, files
         self._parts: dict[str, ParquetPart] = {}
+        self._started = 0
 
     def part(self, rel: str) -> ParquetPart:
         if rel not in self._parts:
@@ -370,19 +374,22 @@ class CheckpointReader:
 
     def start_reading_files(self, others: Sequence[tuple[str, dict[str, Any]]] | None = None) -> None:
         """Start reading the file actions of the Parquet parts (or, given `others`, of the
-        sidecars they name) on threads while the caller works on the rest of the log."""
+        sidecars they name) on threads while the caller works on the rest of the log; the
+        first few only (a checkpoint of hundreds of parts must not start hundreds of reads at
+        once), the others are read when file_actions reaches them."""
         if others is None:
-            for f in self.files:
-                if f.fmt != "json":
-                    self.part(f.path).start_reading_files()
-            return
-        for name, body in others:
-            if name != "sidecar":
-                continue
+            rels = [f.path for f in self.files if f.fmt != "json"]
+        else:
+            rels = [body["path"] for name, body in others if name == "sidecar"]
+        for rel in rels:
+            if self._started >= _READS_AHEAD:
+                return
             try:
-                self.part(sidecar_key(self.storage, body["path"])).start_reading_files()
+                part = self.part(rel if others is None else sidecar_key(self.storage, rel))
             except DeltaError:
-                pass  # raised again by file_actions, after the checks the load makes first
+                continue  # raised again by file_actions, after the checks the load makes first
+            part.start_reading_files()
+            self._started += 1
 
     def others(self, only: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, Any]]]:
         """Non-file actions of the checkpoint, sidecar references included (or just `only`)."""

@@ -213,3 +213,25 @@ def test_unreadable_file_actions_are_a_corrupt_checkpoint(source: Path, tmp_path
         fh.write(b"\xff" * 32)
     with pytest.raises(CorruptCheckpointError, match="unreadable checkpoint"):
         load_snapshot(path)
+
+
+def test_a_checkpoint_in_more_parts_than_are_read_ahead(source: Path, tmp_path: Path) -> None:
+    """A multi-part checkpoint of 7 parts (more than the reads started on threads), rows
+    shuffled across them: the same state as delta-rs and as the JSON commits."""
+    path = tmp_path / "t"
+    shutil.copytree(source, path)
+    cp = _checkpoint(path)
+    version = int(cp.name.split(".")[0])
+    table = pq.read_table(cp)
+    table = table.take(pa.array(np.random.default_rng(3).permutation(table.num_rows)))
+    parts = 7
+    bounds = np.linspace(0, table.num_rows, parts + 1).astype(int)
+    for i in range(parts):
+        name = f"{version:020d}.checkpoint.{i + 1:010d}.{parts:010d}.parquet"
+        pq.write_table(table.slice(bounds[i], bounds[i + 1] - bounds[i]), path / LOG / name)
+    cp.unlink()
+    (path / LOG / "_last_checkpoint").write_text(f'{{"version":{version},"size":{table.num_rows},"parts":{parts}}}')
+    ours = load_snapshot(path)
+    assert len(ours.segment.checkpoint) == parts
+    assert sorted(ours.file_paths()) == _deltars_paths(path)
+    assert _state(ours) == _state(_json_only(source, tmp_path / "json"))
