@@ -26,7 +26,7 @@ from tables import sync
 from tables.delta import catalog_managed as cm
 from tables.delta.errors import CommitConflictError
 from tables.delta.managed import commit_via_owner
-from tables.delta.owner import CommitConflict
+from tables.delta.owner import CommitConflict, CommitRefused, CommitResponse
 from tables.delta.snapshot import load_snapshot
 from tables.models import ManagedTable, OwnerRefusal, RatifiedCommit
 from tables.owner_access import database_owner
@@ -397,6 +397,32 @@ def test_policy_frozen_table_and_unapproved_restore_are_refused_and_recorded(ses
     assert "<dt>Refusals</dt><dd>2</dd>" in page
     clients = page[page.index('id="owner-clients"') :]
     assert "<td>svc</td><td>deltaweb/0.1.0</td><td>1</td><td>1</td>" in clients
+
+
+def test_a_row_that_moved_after_the_request_read_it_is_read_again(session, roots) -> None:
+    """The owner checks a commit on the row as the request read it and ratifies with a
+    conditional UPDATE; when the row moved in between (frozen, or the version taken), it is read
+    again: the freeze refuses (recorded), the taken version is a conflict naming the winner."""
+    table_id, location, path = create_table(session, "moving")
+    owner = database_owner()
+    read = ManagedTable.objects.select_related("table").get(owner_table_id=table_id)  # the request's read
+    _, ict = previous_ict(session, table_id, location, path)
+    ManagedTable.objects.filter(pk=read.pk).update(frozen=True, frozen_reason="audit")  # after the read
+    staged = cm.stage_commit(str(path), 1, [add("a.parquet")], "WRITE", previous_ict=ict)
+    out = owner.commit_staged(table_conf(read), 1, staged.file_name, known=read)
+    assert isinstance(out, CommitRefused) and out.code == "policy" and "frozen" in out.reason
+    assert OwnerRefusal.objects.filter(table_id=read.table_id, code="policy").count() == 1
+    assert not RatifiedCommit.objects.filter(table_id=read.table_id, version=1).exists()
+
+    ManagedTable.objects.filter(pk=read.pk).update(frozen=False)
+    read = ManagedTable.objects.select_related("table").get(pk=read.pk)
+    winner = cm.stage_commit(str(path), 1, [add("w.parquet")], "WRITE", previous_ict=ict)
+    assert isinstance(owner.commit_staged(table_conf(read), 1, winner.file_name), CommitResponse)
+    loser = cm.stage_commit(str(path), 1, [add("l.parquet")], "WRITE", previous_ict=ict)
+    assert owner.commit_staged(table_conf(read), 1, loser.file_name, known=read) == CommitConflict(1, 1)
+    (row,) = RatifiedCommit.objects.filter(table_id=read.table_id, version=1)
+    assert row.path.endswith(winner.file_name)
+    assert ManagedTable.objects.get(pk=read.pk).latest_version == 1
 
 
 def test_the_cores_writer_and_readers_run_through_the_official_client(session, roots) -> None:
