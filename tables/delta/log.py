@@ -306,7 +306,7 @@ def merge_ratified(
     relisted = False
     if missing:
         relisted = True
-        fresh = {c.version: c for c in list_log(storage).commits}
+        fresh = {c.version: c for c in list_log_from(storage, missing[0]).commits}  # the tail only
         found = [fresh[v] for v in missing if v in fresh]
         still = [v for v in missing if v not in fresh]
         if still:
