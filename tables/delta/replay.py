@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import Metadata, Protocol
+from .actions import Metadata, Protocol, int64_array
 
 
 @dataclass(slots=True)
@@ -58,12 +58,18 @@ def canonical_paths(path: pa.Array) -> pa.Array:
     return pc.replace_substring_regex(path, r"^file:(?://(?:localhost)?)?/", "/")
 
 
-def identity_keys(files: pa.Table) -> pa.Array:
-    """path, or path NUL dv-id for files with a deletion vector: the same key in any batch."""
+def identity_keys(files: pa.Table, contiguous: bool = True) -> pa.Array | pa.ChunkedArray:
+    """path, or path NUL dv-id for files with a deletion vector: the same key in any batch.
+
+    `contiguous`: one array (hashing a chunked column for uniqueness or group_by costs up to
+    4x more); without it, a table without deletion vectors keeps its chunks (no copy of every
+    path, for a lookup with is_in)."""
     path = canonical_paths(files.column("path"))
-    # one contiguous array: hashing a chunked column (uniqueness, group_by) costs up to 4x more
+    dvs = files.column("deletionVector")
+    if not contiguous and dvs.null_count == len(dvs):
+        return path
     path = path.combine_chunks() if isinstance(path, pa.ChunkedArray) else path
-    dv = files.column("deletionVector").combine_chunks()
+    dv = dvs.combine_chunks()
     if dv.null_count == len(dv):
         return path
     return pc.if_else(pc.is_valid(dv), pc.binary_join_element_wise(path, dv_id_column(dv), "\x00"), path)
@@ -85,7 +91,9 @@ def reconcile_files(files: pa.Table) -> tuple[pa.Table, pa.Table]:
         if rest.num_rows == 0:
             return _split_by_kind(base)
         rest_adds, rest_tombs = _reconcile_commits(rest)
-        touched = pc.is_in(identity_keys(base), value_set=pa.chunked_array([identity_keys(rest)]).combine_chunks())
+        touched = pc.is_in(
+            identity_keys(base, contiguous=False), value_set=pa.chunked_array([identity_keys(rest)]).combine_chunks()
+        )
         kept = base.filter(pc.invert(touched)) if pc.any(touched).as_py() else base
         kept_adds, kept_tombs = _split_by_kind(kept)
         return pa.concat_tables([kept_adds, rest_adds]), pa.concat_tables([kept_tombs, rest_tombs])
@@ -104,15 +112,26 @@ def _reconcile_commits(files: pa.Table) -> tuple[pa.Table, pa.Table]:
     if not _in_order(files):
         files = files.take(pc.sort_indices(files, sort_keys=[("version", "ascending"), ("seq", "ascending")]))
     keys = identity_keys(files)
-    if pc.all(files.column("is_add")).as_py() and _all_unique(keys):
+    all_adds = pc.all(files.column("is_add")).as_py()
+    if files.num_rows <= _SMALL:
+        # a few commits after a checkpoint: a dict beats starting a group_by (10-20 ms cold)
+        last = {k: i for i, k in enumerate(keys.to_pylist())}
+        if all_adds and len(last) == files.num_rows:
+            return files, files.schema.empty_table()
+        winners = np.sort(np.fromiter(last.values(), dtype=np.int64, count=len(last)))
+        return _split_by_kind(files.take(int64_array(winners)))
+    if all_adds and _all_unique(keys):
         return files, files.schema.empty_table()
-    last = (
-        pa.table({"k": keys, "i": pa.array(np.arange(files.num_rows))})
+    last_t = (
+        pa.table({"k": keys, "i": int64_array(np.arange(files.num_rows))})
         .group_by("k", use_threads=False)
         .aggregate([("i", "max")])
     )
-    winners = np.sort(last.column("i_max").to_numpy())
-    return _split_by_kind(files.take(pa.array(winners)))
+    winners = np.sort(last_t.column("i_max").to_numpy())
+    return _split_by_kind(files.take(int64_array(winners)))
+
+
+_SMALL = 20_000  # file actions reconciled with a dict rather than a group_by
 
 
 def _in_order(files: pa.Table) -> bool:
