@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -58,6 +60,7 @@ BATCH_ROWS = 10_000  # Spark's spark.sql.execution.arrow.maxRecordsPerBatch
 SPLIT_BYTES = 128 << 20  # Spark's spark.sql.files.maxPartitionBytes
 OPEN_COST = 4 << 20  # Spark's spark.sql.files.openCostInBytes
 HEAD_CONCURRENCY = 32
+PREFETCH = 4  # objects in flight per task while one is decoded
 _ARROW_ID = b"PARQUET:field_id"
 
 # The standard variables of each store kind a driver's process may hold credentials in; they
@@ -207,11 +210,25 @@ class ObjectFilesReader(DataSourceReader):
         assert isinstance(partition, ObjectFiles)
         target = arrow_schema(self.schema)
         data_fields = [f for f in target if f.name not in (FILE_COL, ROW_COL)]
-        stores: dict[int, Any] = {}
-        for store_index, obj, uri in partition.files:
-            if store_index not in stores:
-                stores[store_index] = _executor_store(self.stores[store_index], self.store_options)
-            yield from _file_batches(stores[store_index], obj, uri, data_fields, target, self.store_options)
+        stores = {
+            i: _executor_store(self.stores[i], self.store_options) for i in sorted({f[0] for f in partition.files})
+        }
+
+        def fetch(item: tuple[int, str, str]) -> Any:
+            return _fetch(stores[item[0]], item[1], item[2], self.store_options)
+
+        # the next objects are fetched while one is decoded (PREFETCH in flight): a task over
+        # many small files waits for one round trip at a time, not one per file
+        items = iter(partition.files)
+        with ThreadPoolExecutor(PREFETCH) as pool:
+            pending = deque((item, pool.submit(fetch, item)) for item in islice(items, PREFETCH))
+            while pending:
+                (_store, _obj, uri), future = pending.popleft()
+                data = future.result()
+                following = next(items, None)
+                if following is not None:
+                    pending.append((following, pool.submit(fetch, following)))
+                yield from _file_batches(data, uri, data_fields, target)
 
 
 def _executor_store(bucket_uri: str, options: dict[str, Any]) -> Any:
@@ -234,19 +251,22 @@ def _scrub(exc: BaseException, options: Mapping[str, Any]) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
-def _file_batches(
-    store: Any, obj: str, uri: str, fields: list[pa.Field], target: pa.Schema, options: Mapping[str, Any]
-) -> Iterator[pa.RecordBatch]:
-    """One object's rows as batches of the target schema (runs in an executor)."""
+def _fetch(store: Any, obj: str, uri: str, options: Mapping[str, Any]) -> Any:
+    """An object's bytes (runs in an executor); errors name the file, never a secret."""
     import obstore
-    import pyarrow.parquet as pq
 
     try:
-        data = obstore.get(store, obj).bytes()
+        return obstore.get(store, obj).bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"{uri}: the data file is missing") from None
     except Exception as exc:
         raise RuntimeError(f"{uri}: {_scrub(exc, options)}") from None
+
+
+def _file_batches(data: Any, uri: str, fields: list[pa.Field], target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """One object's rows as batches of the target schema (runs in an executor)."""
+    import pyarrow.parquet as pq
+
     pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(memoryview(data))), coerce_int96_timestamp_unit="us")
     source = list(pf.schema_arrow)
     picks = [_match(f, source) for f in fields]
