@@ -1,0 +1,49 @@
+"""The session's settings for interactive jobs: file lists read without listing jobs, names
+fetched from the JVM whole, and the warm-up leaving nothing behind."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tables.spark.read import _read_files, input_files
+from tables.spark.session import warm_up
+
+
+def _jobs_during(spark, label: str, fn):
+    sc = spark.sparkContext
+    sc.setJobGroup(label, label)
+    try:
+        out = fn()
+    finally:
+        sc.setJobGroup("", "")
+    return out, list(sc.statusTracker().getJobIdsForGroup(label))
+
+
+def test_many_files_are_listed_on_the_driver_with_their_names(spark, tmp_path) -> None:
+    """80 files (Spark lists more than 32 paths with a job of its own by default), some with
+    characters a URI escapes: no job runs before the data is read, and every file's name is
+    Spark's own (as `_metadata.file_path` gives it)."""
+    files = []
+    for i in range(80):
+        name = f"part {i} %{i}.parquet" if i % 10 == 0 else f"part-{i}.parquet"
+        pq.write_table(pa.table({"id": pa.array([i, i + 1000], pa.int64())}), tmp_path / name)
+        files.append(tmp_path / name)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    (df, uris), jobs = _jobs_during(spark, "listing", lambda: _read_files(spark, files, schema, "test"))
+    assert jobs == []
+    assert sorted(uris) == sorted(files)
+    assert sorted(input_files(df)) == sorted(df._jdf.inputFiles())  # one call == Spark's own list
+    seen = {r["f"] for r in df.selectExpr("_metadata.file_path AS f").distinct().collect()}
+    assert seen == set(uris.values())
+    assert sorted(r["id"] for r in df.collect()) == sorted([*range(80), *range(1000, 1080)])
+
+
+def test_warm_up_leaves_nothing_behind(spark) -> None:
+    before = set(Path(tempfile.gettempdir()).glob("deltaweb-warm-up-*"))
+    warm_up(spark)
+    assert set(Path(tempfile.gettempdir()).glob("deltaweb-warm-up-*")) == before
+    assert spark.range(3).count() == 3
