@@ -1,19 +1,28 @@
-"""Row-level jobs on local Spark: keyed diff of a big table, change data over many commits.
+"""Row-level jobs on local Spark: keyed diff of a big table, change data over many commits, preview.
 
-Usage: .venv/bin/python benchmarks/spark_rows.py [--quick] [--rows N] [--commits N] [--workdir DIR]
+Usage: .venv/bin/python benchmarks/spark_rows.py [--quick] [--rows N] [--commits N]
+       [--many-commits N] [--workdir DIR] [--master URL]
 
 a) keyed diff: a table of `--rows` rows (default 10,000,000; id, region, amount, qty, note)
    written by delta-rs; version 1 overwrites it with 1% of the rows updated, 0.1% deleted and
    0.1% new ids. `tables.spark.rowdiff.keyed_diff(..., keys=["id"])` between 0 and 1; the
    counts are checked against what was generated. Rows/second = rows of both versions / time.
+   Peer, same run: both versions read by delta-rs and joined on the key by pyarrow (full
+   outer join, then the changed rows found column by column), with the same counts.
 b) change data: a table with delta.enableChangeDataFeed=true written by delta-rs: 10,000 rows,
    then `--commits` commits (default 100) cycling append 1,000 rows / update 100 rows /
    delete 100 rows. `tables.spark.changes.change_data` over versions 0..commits, and
    delta-rs's `load_cdf(0, commits)` read to Arrow, for the same range; row counts must agree.
+   `--many-commits` (default 0: skipped; the goal's size is 10,000) repeats this on a second
+   table with that many commits of a tenth of the rows each (generating it takes minutes).
+c) preview: `tables.spark.preview.write_preview` (first 100 rows and the row count) of the
+   change-data table's last version; "cold" is the first job of a fresh session (session
+   start included), "warm" the median of 3 afterwards. Peer: delta-rs opening the version,
+   reading the first 100 rows and counting them.
 
 The Spark session (local[*], tables.spark.session) is started, and both jobs run once on tiny
 tables, before timing: the numbers are for a warm, long-lived session as the worker keeps.
-Prints a table and, last, one JSON line with every number.
+Prints a table and, last, one JSON line with every number (and the load average).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ if str(ROOT) not in sys.path:
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 from tables.spark.changes import change_data  # noqa: E402
+from tables.spark.preview import write_preview  # noqa: E402
 from tables.spark.rowdiff import keyed_diff  # noqa: E402
 from tables.spark.session import get_spark  # noqa: E402
 
@@ -81,31 +91,76 @@ def bench_diff(spark, workdir: Path, n: int) -> dict:
     secs = time.perf_counter() - t
     expected = {"added": n_new, "removed": n_del, "changed": n_upd}
     assert result["counts"] == expected, (result["counts"], expected)
+    t = time.perf_counter()
+    peer = pyarrow_diff(str(path), 0, 1, "id")
+    peer_secs = time.perf_counter() - t
+    assert peer == expected, (peer, expected)
     rows = n + (n - n_del + n_new)
-    return {"rows": n, "generate_s": gen, "keyed_diff_s": secs, "rows_per_s": rows / secs, "counts": result["counts"]}
+    return {
+        "rows": n,
+        "generate_s": gen,
+        "keyed_diff_s": secs,
+        "rows_per_s": rows / secs,
+        "counts": result["counts"],
+        "peer_pyarrow_s": peer_secs,
+        "peer_rows_per_s": rows / peer_secs,
+    }
 
 
-def bench_changes(spark, workdir: Path, commits: int) -> dict:
+def pyarrow_diff(path: str, v_from: int, v_to: int, key: str) -> dict:
+    """The peer: both versions read by delta-rs, a full outer join on the key by pyarrow, the
+    changed rows found column by column (null-safe, NaN equal to NaN)."""
+    import pyarrow.compute as pc
+
+    a = DeltaTable(path, version=v_from).to_pyarrow_table()
+    b = DeltaTable(path, version=v_to).to_pyarrow_table()
+    others = [c for c in a.column_names if c != key and c in b.column_names]
+    a = a.rename_columns([c if c == key else f"{c}__a" for c in a.column_names]).append_column(
+        "__in_a", pa.repeat(True, a.num_rows)
+    )
+    b = b.rename_columns([c if c == key else f"{c}__b" for c in b.column_names]).append_column(
+        "__in_b", pa.repeat(True, b.num_rows)
+    )
+    j = a.join(b, keys=key, join_type="full outer")
+    in_a, in_b = pc.is_valid(j["__in_a"]), pc.is_valid(j["__in_b"])
+    both = pc.and_(in_a, in_b)
+    differs = pa.repeat(False, j.num_rows)
+    for c in others:
+        x, y = j[f"{c}__a"], j[f"{c}__b"]
+        same = pc.fill_null(pc.equal(x, y), False)
+        if pa.types.is_floating(x.type):
+            same = pc.or_(same, pc.and_(pc.fill_null(pc.is_nan(x), False), pc.fill_null(pc.is_nan(y), False)))
+        same = pc.or_(same, pc.and_(pc.is_null(x), pc.is_null(y)))
+        differs = pc.or_(differs, pc.invert(same))
+    count = lambda m: pc.sum(pc.cast(m, pa.int64())).as_py() or 0  # noqa: E731
+    return {
+        "added": count(pc.invert(in_a)),
+        "removed": count(pc.invert(in_b)),
+        "changed": count(pc.and_(both, differs)),
+    }
+
+
+def bench_changes(spark, workdir: Path, commits: int, name: str = "cdf", batch: int = 1000) -> dict:
     rng = np.random.default_rng(SEED)
-    path = workdir / "cdf"
+    path = workdir / name
     t0 = time.perf_counter()
-    write_deltalake(str(path), big_table(10_000, rng), configuration={"delta.enableChangeDataFeed": "true"})
-    next_id = 10_000
+    write_deltalake(str(path), big_table(10 * batch, rng), configuration={"delta.enableChangeDataFeed": "true"})
+    next_id, touched = 10 * batch, batch // 10
     for i in range(commits):
         kind = i % 3
         if kind == 0:
-            write_deltalake(str(path), big_table(1000, rng, np.arange(next_id, next_id + 1000)), mode="append")
-            next_id += 1000
+            write_deltalake(str(path), big_table(batch, rng, np.arange(next_id, next_id + batch)), mode="append")
+            next_id += batch
         elif kind == 1:
-            lo = int(rng.integers(0, next_id - 100))
-            DeltaTable(str(path)).update(updates={"qty": "qty + 1"}, predicate=f"id >= {lo} AND id < {lo + 100}")
+            lo = int(rng.integers(0, next_id - touched))
+            DeltaTable(str(path)).update(updates={"qty": "qty + 1"}, predicate=f"id >= {lo} AND id < {lo + touched}")
         else:
-            lo = int(rng.integers(0, next_id - 100))
-            DeltaTable(str(path)).delete(f"id >= {lo} AND id < {lo + 100}")
+            lo = int(rng.integers(0, next_id - touched))
+            DeltaTable(str(path)).delete(f"id >= {lo} AND id < {lo + touched}")
     gen = time.perf_counter() - t0
     end = DeltaTable(str(path)).version()
     t = time.perf_counter()
-    result = change_data(spark, str(path), 0, end, workdir / "cdf-out")
+    result = change_data(spark, str(path), 0, end, workdir / f"{name}-out")
     ours = time.perf_counter() - t
     t = time.perf_counter()
     reader = DeltaTable(str(path)).load_cdf(starting_version=0, ending_version=end)
@@ -123,6 +178,23 @@ def bench_changes(spark, workdir: Path, commits: int) -> dict:
     }
 
 
+def bench_preview(spark, path: Path, workdir: Path, reps: int = 3) -> dict:
+    """write_preview of the table's last version, `reps` times (the median), and delta-rs
+    reading the first 100 rows of that version and counting its rows."""
+    version = DeltaTable(str(path)).version()
+    ours = []
+    for i in range(reps):
+        t = time.perf_counter()
+        result = write_preview(spark, str(path), version, workdir / f"preview-{i}")
+        ours.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    ds = DeltaTable(str(path), version=version).to_pyarrow_dataset()
+    head, total = ds.head(100), ds.count_rows()
+    theirs = time.perf_counter() - t
+    assert result["total"] == total and result["rows"] == head.num_rows, (result, total)
+    return {"preview_s": sorted(ours)[len(ours) // 2], "total": total, "delta_rs_s": theirs}
+
+
 def warm_up(spark, workdir: Path) -> None:
     """Run both jobs once on tiny tables: the JVM compiles their code paths before timing."""
     rng = np.random.default_rng(SEED)
@@ -131,43 +203,80 @@ def warm_up(spark, workdir: Path) -> None:
     DeltaTable(str(path)).update(updates={"qty": "qty + 1"}, predicate="id < 10")
     keyed_diff(spark, str(path), 0, 1, ["id"], workdir / "warm-diff")
     change_data(spark, str(path), 0, 1, workdir / "warm-cdf")
+    write_preview(spark, str(path), 1, workdir / "warm-preview")
 
 
 def main() -> None:
+    import os
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1,000,000 rows and 20 commits")
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--commits", type=int, default=100)
+    ap.add_argument("--many-commits", type=int, default=0, help="a second change-data range (goal: 10,000)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--master", default=None, help="Spark master (default: SPARK_MASTER or local[*])")
     args = ap.parse_args()
     rows, commits = (1_000_000, 20) if args.quick else (args.rows, args.commits)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="deltaweb-spark-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    many = None
     try:
+        # the table the cold preview reads (10 files of 10,000 rows), written before the session starts
+        rng = np.random.default_rng(SEED)
+        for i in range(10):
+            ids = np.arange(i * 10_000, (i + 1) * 10_000, dtype=np.int64)
+            write_deltalake(str(workdir / "cold"), big_table(10_000, rng, ids), mode="append")
         t = time.perf_counter()
         spark = get_spark(args.master)
-        spark.range(1000).selectExpr("sum(id)").collect()  # warm up the JVM
         startup = time.perf_counter() - t
+        write_preview(spark, str(workdir / "cold"), 9, workdir / "cold-preview")
+        cold_preview = time.perf_counter() - t
         warm_up(spark, workdir)
         diff = bench_diff(spark, workdir, rows)
         changes = bench_changes(spark, workdir, commits)
+        preview = bench_preview(spark, workdir / "cdf", workdir)
+        if args.many_commits:
+            many = bench_changes(spark, workdir, args.many_commits, name="cdf-many", batch=100)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(f"Spark {spark.version}, master {spark.sparkContext.master}, session start {startup:.1f} s")
-    print("| job | input | deltaweb on Spark | rows/s | delta-rs |")
+    load = os.getloadavg()
+    print(f"Spark {spark.version}, master {spark.sparkContext.master}, session start {startup:.1f} s, ", end="")
+    print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print("| job | input | deltaweb on Spark | rows/s | peer (same run) |")
     print("| --- | --- | --- | --- | --- |")
     print(
         f"| keyed diff, 2 versions | {diff['rows']:,} rows, {sum(diff['counts'].values()):,} differences | "
-        f"{diff['keyed_diff_s']:.1f} s | {diff['rows_per_s']:,.0f} | — (no keyed diff) |"
+        f"{diff['keyed_diff_s']:.1f} s | {diff['rows_per_s']:,.0f} | delta-rs read + pyarrow join "
+        f"{diff['peer_pyarrow_s']:.1f} s ({diff['peer_rows_per_s']:,.0f} rows/s) |"
+    )
+    for c in (changes, many):
+        if c is None:
+            continue
+        print(
+            f"| change data, versions 0..{c['commits']} | {c['change_rows']:,} change rows | "
+            f"{c['change_data_s']:.2f} s | {c['rows_per_s']:,.0f} | load_cdf {c['delta_rs_load_cdf_s']:.2f} s "
+            f"({c['delta_rs_rows_per_s']:,.0f} rows/s) |"
+        )
+    print(
+        f"| preview, first 100 rows + count | {preview['total']:,} rows | warm {preview['preview_s']:.2f} s; "
+        f"first job of a fresh session {cold_preview - startup:.1f} s (+ session start {startup:.1f} s) | — | delta-rs head + count "
+        f"{preview['delta_rs_s']:.2f} s |"
     )
     print(
-        f"| change data, versions 0..{changes['commits']} | {changes['change_rows']:,} change rows | "
-        f"{changes['change_data_s']:.1f} s | {changes['rows_per_s']:,.0f} | load_cdf {changes['delta_rs_load_cdf_s']:.2f} s "
-        f"({changes['delta_rs_rows_per_s']:,.0f} rows/s) |"
+        json.dumps(
+            {
+                "startup_s": startup,
+                "cold_preview_s": cold_preview,
+                "load": load,
+                "diff": diff,
+                "changes": changes,
+                "many_commits": many,
+                "preview": preview,
+            }
+        )
     )
-    print(json.dumps({"startup_s": startup, "diff": diff, "changes": changes}))
 
 
 if __name__ == "__main__":
