@@ -56,7 +56,7 @@ SOURCE_NAME = "deltaweb_objects"
 FILE_COL = "__dw_file"
 ROW_COL = "__dw_row"
 STORE_OPTION = "secret.store"  # "secret" in the name: Spark redacts the value where it shows options
-BATCH_ROWS = 10_000  # Spark's spark.sql.execution.arrow.maxRecordsPerBatch
+BATCH_ROWS = 65_536  # rows per Arrow batch handed to Spark (fewer, larger batches cost less per row)
 SPLIT_BYTES = 128 << 20  # Spark's spark.sql.files.maxPartitionBytes
 OPEN_COST = 4 << 20  # Spark's spark.sql.files.openCostInBytes
 HEAD_CONCURRENCY = 32
@@ -283,7 +283,7 @@ def _file_batches(data: Any, uri: str, fields: list[pa.Field], target: pa.Schema
             pa.nulls(n, field.type) if i is None else _conform(batch.column(source[i].name), field.type)
             for field, i in zip(fields, picks, strict=True)
         ]
-        arrays.append(pa.array([uri] * n, pa.string()))
+        arrays.append(pa.array([uri], pa.string()).take(np.zeros(n, dtype=np.int32)))  # n copies, in C++
         arrays.append(pa.array(np.arange(start, start + n, dtype=np.int64)))
         start += n
         yield pa.RecordBatch.from_arrays(arrays, schema=target)
