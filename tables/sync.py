@@ -454,17 +454,19 @@ def _changes_config(reads: list[Read]) -> bool:
     return any(data is None or b'"metaData"' in data or b'"protocol"' in data for _lf, data, _r in reads)
 
 
-def _ahead(items: Iterator[Any], pool: ThreadPoolExecutor | None) -> Iterator[Any]:
-    """`items`, each computed in `pool` while the caller works on the one before (None: here)."""
-    if pool is None:
+def _ahead(items: Iterator[Any], ahead: bool) -> Iterator[Any]:
+    """`items`, each computed in a thread of its own while the caller works on the one before
+    (not the readers' pool: the items wait for reads there). Without `ahead`, here."""
+    if not ahead:
         yield from items
         return
     done = object()
     step = lambda: next(items, done)  # noqa: E731
-    future = pool.submit(step)
-    while (item := future.result()) is not done:
-        future = pool.submit(step)
-        yield item
+    with ThreadPoolExecutor(1) as producer:
+        future = producer.submit(step)
+        while (item := future.result()) is not done:
+            future = producer.submit(step)
+            yield item
 
 
 def _sync(table: Table, job: Job | None) -> dict[str, Any]:
@@ -570,7 +572,7 @@ def _store(
 
     # the next batch is prepared in a thread while this one is written: SQLite works without
     # holding the interpreter, so the two overlap
-    for params, anomalies in _ahead(batches(), pool if len(chunks) > 1 else None):
+    for params, anomalies in _ahead(batches(), len(chunks) > 1):
         with transaction.atomic():
             insert.run(params)
             Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in anomalies])
