@@ -175,3 +175,24 @@ def test_log_cleanup_after_a_sync_marks_rows_expired(roots, monkeypatch) -> None
     expired = dict(Commit.objects.filter(table=table).values_list("version", "log_expired"))
     assert expired == {0: True, 1: True, 2: True, 3: False, 4: False}
     assert _summary(table)[:2] == (4, 3)
+
+
+@pytest.mark.django_db
+def test_batches_prepared_ahead_store_what_one_batch_stores(roots, monkeypatch) -> None:
+    """Many small batches (each prepared on a thread while the one before is written, with a
+    single reader thread) store the rows one batch stores, growth included."""
+    path = roots / "t"
+    for i in range(12):
+        _write(path, i, mode="overwrite" if i == 6 else "append")
+    table = registration.register_table("t", str(path))
+    monkeypatch.setattr(sync, "BATCH", 5)
+    monkeypatch.setattr(sync, "READ_THREADS", 1)
+    assert sync.sync_table(table.pk)["newCommits"] == 12
+    monkeypatch.undo()
+    sync._kept.clear()
+    other = _full_sync_of_copy(roots, path, "copy")
+    assert _rows(table) == _rows(other)
+    assert _anomalies(table) == _anomalies(other)
+    files = dict(Commit.objects.filter(table=table).values_list("version", "num_files"))
+    assert files == {v: len(deltalake.DeltaTable(str(path), version=v).file_uris()) for v in range(12)}
+    assert files[6] == 1  # the overwrite, inside the second batch
