@@ -31,7 +31,7 @@ from tables.delta.errors import at_version
 from tables.delta.storage import Storage, as_storage
 from tables.results import read_page, type_name
 
-from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
+from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, input_files, scan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -102,8 +102,11 @@ def write_sorted(df: DataFrame, path: Path, order: list[Any], drop: tuple[str, .
     ordered.drop(*drop).write.mode("overwrite").parquet(str(path))
 
 
-# Inputs up to this many bytes of data files are sorted and written by one task (write_sorted).
+# Inputs up to this many bytes of data files are sorted and written by one task (write_sorted);
+# above SINGLE_TASK_FILES files they are still read in parallel and brought to that task by a
+# shuffle (one task opening a thousand small files one after the other is the slower way).
 SINGLE_TASK_BYTES = 32 << 20
+SINGLE_TASK_FILES = 128
 
 
 def small_input(df: DataFrame) -> bool:
@@ -119,7 +122,10 @@ def change_data(
     df, plan = change_data_frame(spark, location, start, end)
     path = Path(out_dir) / "changes"
     order = ["_commit_version", FILE_COL, ROW_COL, "_change_type"]
-    write_sorted(df, path, order, drop=(FILE_COL, ROW_COL), single=small_input(df))
+    single = small_input(df)
+    if single and len(input_files(df)) > SINGLE_TASK_FILES:
+        df = df.repartition(1)
+    write_sorted(df, path, order, drop=(FILE_COL, ROW_COL), single=single)
     rows = sorted(_written_counts(path), key=_count_order)
     return {
         "path": str(path),
