@@ -410,3 +410,22 @@ def test_the_example_table_seeding_script_writes_a_table_delta_rs_and_spark_read
     roots = compose["x-app"]["environment"]["DELTAWEB_ALLOWED_ROOTS"].split(",")
     assert "s3://deltaweb/examples" in roots and "minio" in compose["services"]
     assert compose["x-app"]["environment"]["AWS_ENDPOINT_URL"] == "http://minio:9000"
+
+
+@pytest.mark.parametrize("hostile", ["../escaped/part-0.parquet", f"s3://{BUCKET}-other/part-0.parquet"])
+def test_datasource_refuses_a_log_path_outside_the_location_before_any_task(
+    spark, s3, datasource, history_table, hostile
+) -> None:
+    """A path the log names outside the allowed locations (climbing out with '..', another
+    bucket) is refused on the driver: no executor is handed it."""
+    from tables.delta.commit import commit
+    from tables.delta.errors import PathOutsideRootsError
+
+    _local, uri = history_table
+    add = {"path": hostile, "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}
+    commit(uri, [{"add": add}], "WRITE", {"mode": "Append"})
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup())
+    with pytest.raises(PathOutsideRootsError):
+        read_version(spark, uri)
+    assert set(tracker.getJobIdsForGroup()) == before  # nothing ran
