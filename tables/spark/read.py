@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,6 +267,7 @@ def input_bytes(df: DataFrame) -> int | None:
 
 
 LOCAL_RELATION_BYTES = 8 << 20
+_LOCAL_RELATION_LOCK = threading.Lock()
 
 
 def small_frame(spark: SparkSession, table: pa.Table, schema: Any = None) -> DataFrame:
@@ -276,12 +278,15 @@ def small_frame(spark: SparkSession, table: pa.Table, schema: Any = None) -> Dat
     if table.nbytes > LOCAL_RELATION_BYTES:
         return spark.createDataFrame(table, schema)
     key = "spark.sql.execution.arrow.localRelationThreshold"
-    before = spark.conf.get(key)
-    spark.conf.set(key, str(LOCAL_RELATION_BYTES))
-    try:
-        return spark.createDataFrame(table, schema)
-    finally:
-        spark.conf.set(key, before)
+    # the worker's jobs share one session from several threads: one at a time here, so
+    # that the setting is always put back as it was
+    with _LOCAL_RELATION_LOCK:
+        before = spark.conf.get(key)
+        spark.conf.set(key, str(LOCAL_RELATION_BYTES))
+        try:
+            return spark.createDataFrame(table, schema)
+        finally:
+            spark.conf.set(key, before)
 
 
 def rows_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Any) -> DataFrame:
