@@ -109,9 +109,10 @@ SINGLE_TASK_BYTES = 32 << 20
 SINGLE_TASK_FILES = 128
 
 
-def small_input(df: DataFrame) -> bool:
-    """Whether the data files a result is computed from are small enough for one task."""
-    size = input_bytes(df)
+def small_input(files: list[str]) -> bool:
+    """Whether the data files a result is computed from (`input_files`) are small enough for
+    one task."""
+    size = input_bytes(files)
     return size is not None and size <= SINGLE_TASK_BYTES
 
 
@@ -122,8 +123,9 @@ def change_data(
     df, plan = change_data_frame(spark, location, start, end)
     path = Path(out_dir) / "changes"
     order = ["_commit_version", FILE_COL, ROW_COL, "_change_type"]
-    single = small_input(df)
-    if single and len(input_files(df)) > SINGLE_TASK_FILES:
+    files = input_files(df)
+    single = small_input(files)
+    if single and len(files) > SINGLE_TASK_FILES:
         df = df.repartition(1)
     write_sorted(df, path, order, drop=(FILE_COL, ROW_COL), single=single)
     rows = sorted(_written_counts(path), key=_count_order)

@@ -251,11 +251,11 @@ def input_files(df: DataFrame) -> list[str]:
     return str(joined).split("\0") if joined else []
 
 
-def input_bytes(df: DataFrame) -> int | None:
-    """Bytes of the local files a DataFrame reads (None when one is not a local file): what
+def input_bytes(files: list[str]) -> int | None:
+    """Bytes of the files `input_files` named (None when one is not a local file): what
     decides whether a job's result is small enough to be sorted and written by one task."""
     total = 0
-    for uri in input_files(df):
+    for uri in files:
         parsed = urlparse(uri)
         if parsed.scheme != "file":
             return None
