@@ -240,7 +240,13 @@ def list_log_from(storage: Storage, version: int) -> LogListing:
     later), listed with the storage's `start_after`: an object store lists only the tail, a
     local directory stats only the tail's files. Staged commits are not listed."""
     listing = LogListing()
-    for info in storage.list_from(LOG_DIR, start_after=f"{LOG_DIR}/{version:020d}"):
+    try:
+        infos = list(storage.list_from(LOG_DIR, start_after=f"{LOG_DIR}/{version:020d}"))
+    except FileNotFoundError:
+        # no log directory (deleted since): an empty tail, as an object store lists it; the
+        # callers' full paths then say "not a Delta table"
+        return listing
+    for info in infos:
         lf = classify(info)
         if lf is None or lf.version < version:
             continue
