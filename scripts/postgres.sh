@@ -42,7 +42,14 @@ case "${1:-start}" in
       as_owner "$BIN/initdb" -D "$DATA" -U "$DB" -A trust -E UTF8 --no-sync >"$ROOT/initdb.log" 2>&1 ||
         { cat "$ROOT/initdb.log" >&2; exit 1; }
     fi
-    if ! as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+    if as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+      PORT=$(sed -n 4p "$DATA/postmaster.pid")  # the port it was started on
+    else
+      # another checkout's server (or anything else) on the port: the next free one, unless
+      # PG_PORT asked for this one
+      if [ -z "${PG_PORT:-}" ]; then
+        while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do PORT=$((PORT + 1)); done
+      fi
       # durability off: a test database is thrown away, and fsyncs would dominate its time
       as_owner "$BIN/pg_ctl" -D "$DATA" -l "$ROOT/server.log" -w -t 60 start -o \
         "-p $PORT -k $ROOT -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
