@@ -9,7 +9,7 @@ PORT ?= 8000
 REDIS_PORT ?= 6379
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps test-deps run test test-postgres test-postgres-all test-cluster lint bench clean
+.PHONY: install system-deps test-deps run test test-postgres test-postgres-all test-cluster test-cluster-all lint bench clean
 
 install: system-deps $(STAMP)
 
@@ -63,24 +63,24 @@ test-deps:
 	  { command -v npm >/dev/null 2>&1 && npm install -s --prefix var/azurite --no-audit --no-fund azurite@3.35.0 >/dev/null; } || \
 	  echo "could not install Azurite: the Azure tests skip"
 
-# `make test`: the whole suite (SQLite, local Spark), then the web suite again on PostgreSQL and
-# the Spark data jobs again on a standalone cluster (both skipped when PYTEST_ARGS picks tests).
-# PostgreSQL pass: every module of tests/web, in two processes as the main pass (each its own
-# test database): the job uniqueness rule and its migration, racing requests, concurrent owners
-# and catalog writers, the sync's bulk INSERT, the worker's claims, and every page and API
-# answer on the other engine. Cluster pass: the
-# cluster checks (executors without the driver's environment, another Python caught at session
-# start, object-store tables read in the executors), then the Spark suite in two processes
-# (each its own application on the cluster): reads, previews, change data, keyed row diffs,
-# restores and object-store tables with executors in other JVMs, compared with delta-rs as on
-# the local master. Two golden-table sweeps of the object-store module are left to the local
-# pass (CLUSTER_DESELECT): they check the data source's decoding, the same code on any master.
-# `make test-postgres-all` adds the alerts suite on PostgreSQL; `make test-cluster
-# CLUSTER_DESELECT=` runs the Spark suite whole on the cluster.
-PG_SUITE := tests/web
-PG_SUITE_ALL := $(PG_SUITE) tests/alerts
-CLUSTER_CHECKS := tests/spark/test_cluster.py
-CLUSTER_SUITE := tests/spark
+# `make test`: the whole suite (SQLite, local Spark), then the engine-dependent web modules
+# again on PostgreSQL and the Spark data jobs again on a standalone cluster (both skipped when
+# PYTEST_ARGS picks tests), each pass in two processes (each its own test database, each its
+# own application on the cluster). PostgreSQL pass (PG_SUITE): the modules whose subject is the
+# database's behaviour: the job uniqueness rule and its migration, racing requests, concurrent
+# owners and catalog writers, the sync's bulk INSERT, the worker's claims, the API's queries.
+# Cluster pass (CLUSTER_SUITE): the cluster checks (executors without the driver's environment,
+# another Python caught at session start, object-store tables read in the executors), then
+# previews, change data and keyed row diffs with executors in other JVMs, compared with
+# delta-rs as on the local master. Both are chosen to keep CI short; the whole suites run with
+# `make test-postgres-all` (tests/web and tests/alerts) and `make test-cluster-all` (tests/spark
+# but for two golden-table sweeps of the object-store module, CLUSTER_DESELECT: they check the
+# data source's decoding, the same code on any master).
+PG_SUITE := $(addprefix tests/web/,test_jobs_on_purpose.py test_sync.py test_owner_stress.py test_uc_api.py \
+	test_worker.py test_app_layer.py test_api.py)
+PG_SUITE_ALL := tests/web tests/alerts
+CLUSTER_SUITE := $(addprefix tests/spark/,test_cluster.py test_changes.py test_rowdiff.py test_preview.py)
+CLUSTER_SUITE_ALL := tests/spark
 CLUSTER_DESELECT := $(addprefix tests/spark/test_objectstore_spark.py::,\
 	test_the_datasource_route_reads_as_spark_reads_the_table_on_disk \
 	test_a_version_read_on_spark_equals_deltars_on_the_bucket)
@@ -90,7 +90,7 @@ test: install test-deps
 	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster; fi
 
 test-postgres: install test-deps
-	@url=$$(scripts/postgres.sh start) && echo "== the web suite on PostgreSQL ($$url)" && \
+	@url=$$(scripts/postgres.sh start) && echo "== web modules on PostgreSQL ($$url)" && \
 	  DATABASE_URL=$$url $(PY) -m pytest -n 2 --dist loadfile $(PG_SUITE)
 
 test-postgres-all: PG_SUITE := $(PG_SUITE_ALL)
@@ -98,11 +98,12 @@ test-postgres-all: test-postgres
 
 test-cluster: install test-deps
 	@master=$$(scripts/spark-cluster.sh start) && echo "== Spark jobs on a standalone cluster ($$master)" && \
-	  { export SPARK_MASTER=$$master SPARK_CORES_MAX=1; \
-	    $(PY) -m pytest $(CLUSTER_CHECKS) && \
-	    $(PY) -m pytest -n 2 --dist loadfile $(CLUSTER_SUITE) --deselect $(CLUSTER_CHECKS) \
+	  { SPARK_MASTER=$$master SPARK_CORES_MAX=1 $(PY) -m pytest -n 2 --dist loadfile $(CLUSTER_SUITE) \
 	      $(addprefix --deselect ,$(CLUSTER_DESELECT)); rc=$$?; \
 	    scripts/spark-cluster.sh stop; exit $$rc; }
+
+test-cluster-all: CLUSTER_SUITE := $(CLUSTER_SUITE_ALL)
+test-cluster-all: test-cluster
 
 lint: install
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
