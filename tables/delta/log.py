@@ -195,6 +195,15 @@ class LogListing:
     owner_merged: bool = False  # the owner's ratified commits are in `commits` already
     owner_view: Any = None  # owner.OwnerView of the merge, when there was one
 
+    def add(self, lf: LogFile) -> None:
+        """File a classified log file (checksums and other files are not kept)."""
+        if lf.kind == "commit":
+            self.commits.append(lf)
+        elif lf.kind == "checkpoint":
+            self.checkpoints.setdefault(lf.version, []).append(lf)
+        elif lf.kind == "compaction":
+            self.compactions.append(lf)
+
     @property
     def latest_commit(self) -> int | None:
         return self.commits[-1].version if self.commits else None
@@ -219,14 +228,8 @@ def list_log(storage: Storage, include_staged: bool = False) -> LogListing:
             commits.append(LogFile("commit", int(name[:20]), f"{LOG_DIR}/{name}", fmt="json", storage=storage))
             continue
         lf = classify_name(f"{LOG_DIR}/{name}", storage)
-        if lf is None:
-            continue
-        if lf.kind == "commit":
-            listing.commits.append(lf)
-        elif lf.kind == "checkpoint":
-            listing.checkpoints.setdefault(lf.version, []).append(lf)
-        elif lf.kind == "compaction":
-            listing.compactions.append(lf)
+        if lf is not None:
+            listing.add(lf)
     listing.commits.sort(key=lambda f: f.version)
     if include_staged:
         listing.staged = list_staged(storage)
@@ -248,14 +251,8 @@ def list_log_from(storage: Storage, version: int) -> LogListing:
         return listing
     for info in infos:
         lf = classify(info)
-        if lf is None or lf.version < version:
-            continue
-        if lf.kind == "commit":
-            listing.commits.append(lf)
-        elif lf.kind == "checkpoint":
-            listing.checkpoints.setdefault(lf.version, []).append(lf)
-        elif lf.kind == "compaction":
-            listing.compactions.append(lf)
+        if lf is not None and lf.version >= version:
+            listing.add(lf)
     listing.commits.sort(key=lambda f: f.version)
     return listing
 

@@ -95,33 +95,6 @@ def test_an_executor_python_of_another_minor_version_is_caught_at_session_start(
 # --- object-store tables: read in the executors (no jars, no driver-side spool) -----------------------
 
 
-def _data_jobs_equal(spark, local, uri, storage_options, tmp_path) -> None:
-    """Rows, a preview, change data and a keyed diff of `uri` equal those of the same table
-    on disk (Spark's own reader there) and delta-rs reading the store."""
-    from tables.spark.changes import change_data, read_page
-    from tables.spark.read import preview_rows, read_version
-    from tables.spark.rowdiff import keyed_diff
-    from tables.spark.rowdiff import read_page as diff_page
-    from tests.spark.compare import multiset
-
-    theirs = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table()
-    ours = read_version(spark, uri).toArrow()
-    assert multiset(ours) == multiset(theirs) and ours.num_rows == 4
-    assert preview_rows(spark, uri, 1, 1, 3)["rows"] == preview_rows(spark, str(local), 1, 1, 3)["rows"]
-    a = change_data(spark, str(local), 1, None, tmp_path / "a")
-    b = change_data(spark, uri, 1, None, tmp_path / "b")
-    assert b["counts"] == a["counts"] and b["total"] == a["total"] > 0
-
-    def rows(path: str) -> list[dict]:  # commit times are the objects' (upload) times
-        return [{k: v for k, v in r.items() if k != "_commit_timestamp"} for r in read_page(path, 0, 100)["rows"]]
-
-    assert rows(b["path"]) == rows(a["path"])
-    da = keyed_diff(spark, str(local), 0, 3, ["id"], tmp_path / "da")
-    db = keyed_diff(spark, uri, 0, 3, ["id"], tmp_path / "db")
-    assert diff_page(db["path"], 0, 100)["rows"] == diff_page(da["path"], 0, 100)["rows"]
-    assert db["counts"] == da["counts"]
-
-
 def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch, tmp_path) -> None:
     """On a cluster master the default route is the Python data source: the executors (other
     JVMs, without the driver's AWS_* variables) fetch the objects; then a RESTORE planned on
@@ -129,7 +102,7 @@ def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch
     from tables.spark.objectstore_source import ROUTE_ENV, objectstore_route
     from tables.spark.restore import run_restore, spark_plan_restore
     from tests.spark.compare import multiset
-    from tests.spark.objectstore_tables import only_env, upload_s3, write_history_table
+    from tests.spark.objectstore_tables import assert_data_jobs_equal, only_env, upload_s3, write_history_table
 
     only_env(monkeypatch, s3_server.env())
     monkeypatch.delenv(ROUTE_ENV, raising=False)
@@ -138,7 +111,7 @@ def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch
     local = write_history_table(tmp_path / "local")
     uri = upload_s3(s3_server.boto3(), local, "cluster-tables", "history")
     opts = s3_server.storage_options()
-    _data_jobs_equal(spark, local, uri, opts, tmp_path)
+    assert_data_jobs_equal(spark, local, uri, opts, tmp_path)
     plan = spark_plan_restore(spark, uri, version=0)
     result = run_restore(spark, uri, plan.to_dict(), "txn-cluster-s3")
     dt = DeltaTable(uri, storage_options=opts)
@@ -150,10 +123,10 @@ def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch
 
 def test_an_abfss_table_on_azurite_read_in_the_executors(spark, azure_server, monkeypatch, tmp_path) -> None:
     from tables.spark.objectstore_source import ROUTE_ENV
-    from tests.spark.objectstore_tables import only_env, upload_azure, write_history_table
+    from tests.spark.objectstore_tables import assert_data_jobs_equal, only_env, upload_azure, write_history_table
 
     only_env(monkeypatch, azure_server.env())
     monkeypatch.delenv(ROUTE_ENV, raising=False)
     local = write_history_table(tmp_path / "local", partitioned=True)
     uri = upload_azure(azure_server, local, "clusterlake", "history")
-    _data_jobs_equal(spark, local, uri, azure_server.storage_options(), tmp_path)
+    assert_data_jobs_equal(spark, local, uri, azure_server.storage_options(), tmp_path)

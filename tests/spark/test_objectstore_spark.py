@@ -16,13 +16,18 @@ from tables.delta.errors import MissingFilesError, StorageError
 from tables.delta.restore import plan_restore
 from tests.conftest import golden_path
 from tests.spark.compare import multiset
-from tests.spark.objectstore_tables import only_env, upload_azure, upload_s3, write_history_table
+from tests.spark.objectstore_tables import (
+    assert_data_jobs_equal,
+    only_env,
+    upload_azure,
+    upload_s3,
+    write_history_table,
+)
 
 deltalake = pytest.importorskip("deltalake")
 pytest.importorskip("obstore")
 from deltalake import DeltaTable  # noqa: E402
 
-from tables.spark.changes import change_data, read_page  # noqa: E402
 from tables.spark.objectstore_source import (  # noqa: E402
     FORWARDED_ENV,
     ROUTE_ENV,
@@ -34,8 +39,6 @@ from tables.spark.objectstore_source import (  # noqa: E402
 )
 from tables.spark.read import SPOOL_ENV, SPOOL_LIMIT_ENV, ObjectStoreReadTooLargeError, preview_rows, read_version  # noqa: E402
 from tables.spark.restore import run_restore, spark_plan_restore  # noqa: E402
-from tables.spark.rowdiff import keyed_diff  # noqa: E402
-from tables.spark.rowdiff import read_page as diff_page  # noqa: E402
 
 BUCKET = "spark-tables"
 
@@ -78,19 +81,7 @@ def test_a_version_read_on_spark_equals_deltars_on_the_bucket(spark, s3) -> None
 
 def test_change_data_and_a_keyed_diff_equal_the_local_table(spark, history_table, tmp_path) -> None:
     local, uri = history_table
-    a = change_data(spark, str(local), 1, None, tmp_path / "a")
-    b = change_data(spark, uri, 1, None, tmp_path / "b")
-    assert b["counts"] == a["counts"] and b["total"] == a["total"] > 0
-
-    # commit times are the files' times: the upload's on the bucket, so compare the rest
-    def rows(path: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if k != "_commit_timestamp"} for r in read_page(path, 0, 100)["rows"]]
-
-    assert rows(b["path"]) == rows(a["path"])
-    da = keyed_diff(spark, str(local), 0, 3, ["id"], tmp_path / "da")
-    db = keyed_diff(spark, uri, 0, 3, ["id"], tmp_path / "db")
-    rows = diff_page(db["path"], 0, 100)["rows"]
-    assert rows == diff_page(da["path"], 0, 100)["rows"] and len(rows) == 3  # 2 gone, 3 changed, 5 new
+    assert_data_jobs_equal(spark, local, uri, s3_options(), tmp_path)
 
 
 def test_the_spool_is_bounded_and_missing_files_are_named(spark, s3, history_table, monkeypatch) -> None:
@@ -198,20 +189,7 @@ def test_datasource_previews_change_data_and_keyed_diffs_equal_the_local_table(
         local = str(golden_path(name))
         assert preview_rows(spark, golden_bucket[name], None, 2, 9) == preview_rows(spark, local, None, 2, 9)
     local, uri = history_table
-    theirs = DeltaTable(uri, storage_options=s3_options()).to_pyarrow_table()
-    assert multiset(read_version(spark, uri).toArrow()) == multiset(theirs)  # delta-rs on the bucket
-    a = change_data(spark, str(local), 1, None, tmp_path / "a")
-    b = change_data(spark, uri, 1, None, tmp_path / "b")
-    assert b["counts"] == a["counts"] and b["total"] == a["total"] > 0
-
-    def rows(path: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if k != "_commit_timestamp"} for r in read_page(path, 0, 100)["rows"]]
-
-    assert rows(b["path"]) == rows(a["path"])
-    da = keyed_diff(spark, str(local), 0, 3, ["id"], tmp_path / "da")
-    db = keyed_diff(spark, uri, 0, 3, ["id"], tmp_path / "db")
-    assert diff_page(db["path"], 0, 100)["rows"] == diff_page(da["path"], 0, 100)["rows"]
-    assert db["counts"] == da["counts"]
+    assert_data_jobs_equal(spark, local, uri, s3_options(), tmp_path)
 
 
 def s3_options() -> dict[str, str]:
@@ -358,16 +336,7 @@ def test_an_abfss_table_through_the_datasource_equals_the_local_table(
     spark, datasource, azure_table, azure_server, tmp_path
 ) -> None:
     local, uri = azure_table
-    ours = read_version(spark, uri).toArrow()
-    theirs = DeltaTable(uri, storage_options=azure_server.storage_options()).to_pyarrow_table()
-    assert multiset(ours) == multiset(theirs) and ours.num_rows == 4
-    assert preview_rows(spark, uri, 1, 1, 3)["rows"] == preview_rows(spark, str(local), 1, 1, 3)["rows"]
-    a = change_data(spark, str(local), 1, None, tmp_path / "a")
-    b = change_data(spark, uri, 1, None, tmp_path / "b")
-    assert b["counts"] == a["counts"] and b["total"] == a["total"] > 0
-    da = keyed_diff(spark, str(local), 0, 3, ["id"], tmp_path / "da")
-    db = keyed_diff(spark, uri, 0, 3, ["id"], tmp_path / "db")
-    assert diff_page(db["path"], 0, 100)["rows"] == diff_page(da["path"], 0, 100)["rows"]
+    assert_data_jobs_equal(spark, local, uri, azure_server.storage_options(), tmp_path)
 
 
 # --- docker-compose's example table: the seeding script against a real S3 server ---------------------
