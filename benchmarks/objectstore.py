@@ -1,11 +1,15 @@
 """Cold snapshot load from S3-compatible storage: deltaweb vs delta-rs on a local moto server.
 
 Usage: .venv/bin/python benchmarks/objectstore.py [--reps N] [--commits N] [--latency-ms MS] [--workdir DIR]
+                                                 [--large] [--no-serial]
 
 Tables, uploaded to one bucket of a moto server started for the run (loopback, no auth):
   commits     N commits (default 1,000) of 2 adds each, no checkpoint: every commit is a GET
   checkpoint  the same table with a delta-rs checkpoint at its last version but 10
   golden      the golden table dv-partitioned-with-checkpoint (when present)
+and with --large the 300,000-file table of snapshot_load.py (3 commits of 100,000 adds with
+statistics, JSON only: files300k) and its copy with a delta-rs checkpoint (files300k-cp).
+--no-serial leaves out the one-request-after-another case (minutes on a 10,000-commit log).
 
 Cases, each in a fresh subprocess per repetition (deltaweb and delta-rs interleaved):
   deltaweb         load_snapshot("s3://...") then file_paths(); commits fetched concurrently
@@ -34,6 +38,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -189,6 +194,16 @@ def write_commits(root: Path, commits: int) -> None:
         (log / f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
 
 
+def prepare_large(workdir: Path) -> dict[str, Path]:
+    """snapshot_load.py's 300,000-file table and its checkpointed copy (generated once)."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import snapshot_load
+
+    paths = snapshot_load.prepare(workdir)
+    return {"files300k": paths["json"], "files300k-cp": paths["checkpoint"]}
+
+
 def prepare(workdir: Path, commits: int) -> dict[str, Path]:
     base = workdir / "objectstore"
     marker = base / ".complete"
@@ -221,10 +236,14 @@ def upload(endpoint: str, tables: dict[str, Path]) -> None:
         "s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
     )
     client.create_bucket(Bucket=BUCKET)
-    for name, root in tables.items():
-        for f in sorted(root.rglob("*")):
-            if f.is_file():
-                client.upload_file(str(f), BUCKET, f"{name}/{f.relative_to(root).as_posix()}")
+    files = [(f, f"{name}/{f.relative_to(root).as_posix()}") for name, root in tables.items() for f in root.rglob("*")]
+    # in parallel: the server holds every request, and a 10,000-commit log is 10,000 objects
+    with ThreadPoolExecutor(16) as pool:
+        list(
+            pool.map(
+                lambda item: client.upload_file(str(item[0]), BUCKET, item[1]), [x for x in files if x[0].is_file()]
+            )
+        )
 
 
 def run_worker(lib: str, op: str, location: str, env: dict[str, str], moto: Moto) -> dict:
@@ -249,6 +268,9 @@ def main() -> None:
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--latency-ms", type=float, default=20.0, help="round-trip time added to every request")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/deltaweb-bench"))
+    ap.add_argument("--large", action="store_true", help="also the 300,000-file table, JSON only and checkpointed")
+    ap.add_argument("--no-serial", action="store_true", help="leave out deltaweb-serial")
+    ap.add_argument("--only", help="comma-separated tables to measure (commits, checkpoint, golden, files300k, ...)")
     ap.add_argument("--worker", nargs=3, metavar=("LIB", "OP", "LOCATION"), help=argparse.SUPPRESS)
     ap.add_argument("--serve", nargs=2, metavar=("PORT", "LATENCY_MS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -260,6 +282,11 @@ def main() -> None:
         return
     args.workdir.mkdir(parents=True, exist_ok=True)
     tables = prepare(args.workdir, args.commits)
+    if args.large:
+        tables |= prepare_large(args.workdir)
+    if args.only:
+        tables = {name: path for name, path in tables.items() if name in args.only.split(",")}
+    libs = tuple(lib for lib in LIBS if not (args.no_serial and lib == "deltaweb-serial"))
     moto = Moto(args.workdir, args.latency_ms)
     try:
         env = env_for(moto.endpoint)
@@ -267,16 +294,20 @@ def main() -> None:
         upload(moto.endpoint, tables)
         print(f"uploaded {', '.join(tables)} to {moto.endpoint} in {time.perf_counter() - t:.1f}s")
         print(f"the server holds every request {args.latency_ms:g} ms")
-        cases = [(name, "snapshot") for name in tables] + [("commits", "history")]
+        cases = [(name, "snapshot") for name in tables] + [("commits", "history")] * ("commits" in tables)
         results: dict[str, dict[str, list[dict]]] = {}
         for name, op in cases:
             case = f"{name}/{op}"
-            results[case] = {lib: [] for lib in LIBS}
+            results[case] = {lib: [] for lib in libs}
             location = f"s3://{BUCKET}/{name}"
             for rep in range(args.reps):
-                order = LIBS if rep % 2 == 0 else LIBS[::-1]
+                order = libs if rep % 2 == 0 else libs[::-1]
                 for lib in order:
                     results[case][lib].append(run_worker(lib, op, location, env, moto))
+            done = ", ".join(
+                f"{lib} {statistics.median(r['total_s'] for r in runs):.2f}s" for lib, runs in results[case].items()
+            )
+            print(f"{case}: {done}", flush=True)
             versions = {r["version"] for runs in results[case].values() for r in runs}
             counts = {r["n"] for runs in results[case].values() for r in runs}
             if len(versions) != 1 or len(counts) != 1:
@@ -285,7 +316,7 @@ def main() -> None:
         moto.stop()
 
     summary = {}
-    print(f"\n{'case':<22}{'library':<17}{'median ms':>10}{'requests':>10}{'vs delta-rs':>13}")
+    print(f"\n{'case':<26}{'library':<17}{'median ms':>10}{'requests':>10}{'vs delta-rs':>13}")
     for case, by_lib in results.items():
         rs = statistics.median(r["total_s"] for r in by_lib["delta-rs"])
         summary[case] = {}
@@ -293,7 +324,7 @@ def main() -> None:
             med = statistics.median(r["total_s"] for r in runs)
             req = statistics.median(r["requests"] for r in runs)
             summary[case][lib] = {"median_ms": round(med * 1000, 1), "requests": req, "ratio_vs_deltars": med / rs}
-            print(f"{case:<22}{lib:<17}{med * 1000:>10.1f}{req:>10.0f}{med / rs:>12.2f}x")
+            print(f"{case:<26}{lib:<17}{med * 1000:>10.1f}{req:>10.0f}{med / rs:>12.2f}x")
     print(json.dumps({"reps": args.reps, "commits": args.commits, "latency_ms": args.latency_ms, "results": summary}))
 
 

@@ -41,8 +41,7 @@ from django.utils import timezone
 from tables.delta.catalog_managed import check_maintenance, staged_name_ok
 from tables.delta.checkpoint import write_checkpoint
 from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
-from tables.delta.log import LOG_DIR, STAGED_COMMITS_DIR, commit_name, staged_commit_name
-from tables.delta.managed import tail_listing
+from tables.delta.log import LOG_DIR, STAGED_COMMITS_DIR, commit_name, staged_commit_name, tail_listing
 from tables.delta.owner import (
     Commit,
     CommitConflict,

@@ -388,6 +388,24 @@ def read_last_checkpoint(storage: Storage) -> dict | None:
     return hint
 
 
+HINT_UNREAD: Any = object()  # build_segment: read `_last_checkpoint` itself
+
+
+def tail_listing(storage: Storage, hint: dict | Any | None = HINT_UNREAD) -> LogListing:
+    """The log from its latest checkpoint on (`_last_checkpoint` names it; `hint`: as read
+    already): one listing of the tail (an object store lists only those keys, a local
+    directory stats only them), so the cost of the latest state does not grow with the log's
+    length. The whole log when there is no usable hint (none, or its checkpoint is missing or
+    incomplete)."""
+    if hint is HINT_UNREAD:
+        hint = read_last_checkpoint(storage)
+    if hint is not None and hint["version"] > 0:
+        tail = list_log_from(storage, hint["version"])
+        if complete_checkpoint(tail.checkpoints.get(hint["version"], [])):
+            return tail
+    return list_log(storage)
+
+
 @dataclass(slots=True)
 class LogSegment:
     """What a snapshot at `version` is built from."""
@@ -425,9 +443,14 @@ def latest_version(listing: LogListing) -> int | None:
 
 
 def build_segment(
-    storage: Storage, listing: LogListing, version: int | None = None, use_hint: bool = True
+    storage: Storage,
+    listing: LogListing,
+    version: int | None = None,
+    use_hint: bool = True,
+    hint: dict | Any | None = HINT_UNREAD,
 ) -> LogSegment:
-    """The log segment for `version` (latest when None)."""
+    """The log segment for `version` (latest when None); `hint`: `_last_checkpoint` as read
+    already (None: there was none)."""
     latest = latest_version(listing)
     if latest is None:
         raise NotADeltaTableError(f"{storage.display()}: {LOG_DIR}/ holds no complete checkpoint or commit")
@@ -437,7 +460,10 @@ def build_segment(
             f"{storage.display()}: version {target} not found; {_describe_available(listing)}",
             version=target,
         )
-    hint = read_last_checkpoint(storage) if use_hint and version is None else None
+    if not (use_hint and version is None):
+        hint = None
+    elif hint is HINT_UNREAD:
+        hint = read_last_checkpoint(storage)
     cp_files: list[LogFile] | None = None
     if hint is not None and hint["version"] <= target and hint["version"] in listing.checkpoints:
         cp_files = complete_checkpoint(listing.checkpoints[hint["version"]])

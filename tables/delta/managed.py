@@ -37,7 +37,7 @@ from .commit import (
 )
 from .commitinfo import read_commit_info
 from .errors import CommitConflictError, CommitRefusedError, DeltaError, LogGapError, ManagedTableError
-from .log import LOG_DIR, LogListing, build_segment, complete_checkpoint, list_log, list_log_from, read_last_checkpoint
+from .log import LOG_DIR, LogListing, build_segment, list_log, tail_listing
 from .owner import (
     MANAGED_COMMIT,
     CommitConflict,
@@ -64,19 +64,6 @@ def _storage(location: str | Storage) -> Storage:
 
 def _owner_name(owner: CommitOwner) -> str:
     return getattr(owner, "name", None) or "commit-owner"
-
-
-def tail_listing(storage: Storage) -> LogListing:
-    """The log from its latest checkpoint on (`_last_checkpoint` names it): one listing of the
-    tail (an object store lists only those keys, a local directory stats only them), so a
-    writer's cost does not grow with the log's length. The whole log when there is no usable
-    hint (none, or its checkpoint is missing or incomplete)."""
-    hint = read_last_checkpoint(storage)
-    if hint is not None and hint["version"] > 0:
-        tail = list_log_from(storage, hint["version"])
-        if complete_checkpoint(tail.checkpoints.get(hint["version"], [])):
-            return tail
-    return list_log(storage)
 
 
 def writer_state(storage: Storage, owner: CommitOwner) -> tuple[LogListing, TableConfig, int | None]:

@@ -515,3 +515,40 @@ def test_reachability_on_s3_matches_the_local_copy(s3, golden_bucket) -> None:
         return [(v.version, v.readable, v.restorable, v.reason) for v in reachability(loc, now).versions]
 
     assert flags(f"s3://{BUCKET}/{name}") == flags(str(local))
+
+
+def test_the_latest_snapshot_lists_only_the_log_after_its_checkpoint(s3, golden_bucket, monkeypatch, tmp_path) -> None:
+    """`_last_checkpoint` names the checkpoint: the listing starts there (a 10,000-commit log
+    is not listed page after page), and the snapshot is delta-rs's. A hint whose checkpoint is
+    missing falls back to the whole listing."""
+    import shutil
+
+    calls: list[tuple[str, str | None]] = []
+    real_from, real_names = ObjectStoreStorage.list_from, ObjectStoreStorage.list_names
+
+    def list_from(self, prefix, start_after=None):
+        calls.append(("from", start_after))
+        return real_from(self, prefix, start_after)
+
+    def list_names(self, rel_dir):
+        calls.append(("all", rel_dir))
+        return real_names(self, rel_dir)
+
+    monkeypatch.setattr(ObjectStoreStorage, "list_from", list_from)
+    monkeypatch.setattr(ObjectStoreStorage, "list_names", list_names)
+    name = "basic-with-inserts-deletes-checkpoint"
+    snap = load_snapshot(f"s3://{BUCKET}/{name}")
+    assert calls == [("from", "_delta_log/00000000000000000010")]
+    theirs = deltalake.DeltaTable(str(golden_path(name)))
+    assert snap.version == theirs.version() > 10
+    assert sorted(p.rsplit("/", 1)[-1] for p in snap.file_paths()) == sorted(
+        p.rsplit("/", 1)[-1] for p in theirs.file_uris()
+    )
+
+    local = tmp_path / name
+    shutil.copytree(golden_path(name), local)
+    (local / "_delta_log" / "_last_checkpoint").write_text('{"version": 7, "size": 13}')  # no checkpoint at 7
+    stale = load_snapshot(str(local))
+    assert stale.version == snap.version and sorted(stale.file_paths()) == sorted(
+        load_snapshot(str(golden_path(name))).file_paths()
+    )
