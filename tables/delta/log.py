@@ -388,17 +388,12 @@ def read_last_checkpoint(storage: Storage) -> dict | None:
     return hint
 
 
-HINT_UNREAD: Any = object()  # build_segment: read `_last_checkpoint` itself
-
-
-def tail_listing(storage: Storage, hint: dict | Any | None = HINT_UNREAD) -> LogListing:
-    """The log from its latest checkpoint on (`_last_checkpoint` names it; `hint`: as read
-    already): one listing of the tail (an object store lists only those keys, a local
-    directory stats only them), so the cost of the latest state does not grow with the log's
-    length. The whole log when there is no usable hint (none, or its checkpoint is missing or
-    incomplete)."""
-    if hint is HINT_UNREAD:
-        hint = read_last_checkpoint(storage)
+def tail_listing(storage: Storage) -> LogListing:
+    """The log from its latest checkpoint on (`_last_checkpoint` names it): one listing of the
+    tail (an object store lists only those keys, a local directory stats only them), so the
+    cost of the latest state does not grow with the log's length. The whole log when there is
+    no usable hint (none, or its checkpoint is missing or incomplete)."""
+    hint = read_last_checkpoint(storage)
     if hint is not None and hint["version"] > 0:
         tail = list_log_from(storage, hint["version"])
         if complete_checkpoint(tail.checkpoints.get(hint["version"], [])):
@@ -442,15 +437,9 @@ def latest_version(listing: LogListing) -> int | None:
     return max(candidates) if candidates else None
 
 
-def build_segment(
-    storage: Storage,
-    listing: LogListing,
-    version: int | None = None,
-    use_hint: bool = True,
-    hint: dict | Any | None = HINT_UNREAD,
-) -> LogSegment:
-    """The log segment for `version` (latest when None); `hint`: `_last_checkpoint` as read
-    already (None: there was none)."""
+def build_segment(storage: Storage, listing: LogListing, version: int | None = None) -> LogSegment:
+    """The log segment for `version` (latest when None): the newest complete checkpoint at or
+    before it in `listing` (which `_last_checkpoint` could only confirm), and the commits after."""
     latest = latest_version(listing)
     if latest is None:
         raise NotADeltaTableError(f"{storage.display()}: {LOG_DIR}/ holds no complete checkpoint or commit")
@@ -460,21 +449,11 @@ def build_segment(
             f"{storage.display()}: version {target} not found; {_describe_available(listing)}",
             version=target,
         )
-    if not (use_hint and version is None):
-        hint = None
-    elif hint is HINT_UNREAD:
-        hint = read_last_checkpoint(storage)
     cp_files: list[LogFile] | None = None
-    if hint is not None and hint["version"] <= target and hint["version"] in listing.checkpoints:
-        cp_files = complete_checkpoint(listing.checkpoints[hint["version"]])
-    candidates = sorted((v for v in listing.checkpoints if v <= target), reverse=True)
-    if cp_files is None or (candidates and candidates[0] > cp_files[0].version):
-        # the hint is missing, stale or points at something incomplete: the listing decides
-        cp_files = None
-        for v in candidates:
-            cp_files = complete_checkpoint(listing.checkpoints[v])
-            if cp_files:
-                break
+    for v in sorted((v for v in listing.checkpoints if v <= target), reverse=True):
+        cp_files = complete_checkpoint(listing.checkpoints[v])
+        if cp_files:
+            break
     start = cp_files[0].version + 1 if cp_files else 0
     commits = [c for c in listing.commits if start <= c.version <= target]
     present = {c.version for c in commits}

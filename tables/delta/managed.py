@@ -108,7 +108,7 @@ def writer_state(storage: Storage, owner: CommitOwner) -> tuple[LogListing, Tabl
         return merged, base, None
     where = f"{storage.display()} at version {merged.latest_commit}"
     check_reader_protocol(protocol, where)
-    segment = build_segment(storage, merged, use_hint=False)
+    segment = build_segment(storage, merged)
     return (
         merged,
         TableConfig(segment.version, protocol, metadata, segment, managed_config(protocol, metadata, where)),

@@ -33,7 +33,6 @@ from .errors import (
     VersionNotFoundError,
 )
 from .log import (
-    HINT_UNREAD,
     LogFile,
     LogListing,
     LogSegment,
@@ -43,7 +42,6 @@ from .log import (
     list_staged,
     merge_ratified,
     ratified_log_file,
-    read_last_checkpoint,
     tail_listing,
 )
 from .owner import CommitOwner, ManagedConfig, OwnerView, managed_config
@@ -391,17 +389,15 @@ def load_snapshot(
     without it, the latest snapshot of a managed table carries a `staleness_warning`.
     """
     storage = as_storage(location)
-    hint: Any = HINT_UNREAD
     if owner is not None:
         listing = ratified_listing(storage, owner, listing)
     elif listing is None and version is None:
         # the latest state needs only the log from its latest checkpoint on: one GET of the
         # hint and a listing of the tail, not a listing of every commit the table ever had
-        hint = read_last_checkpoint(storage)
-        listing = tail_listing(storage, hint)
+        listing = tail_listing(storage)
     listing = listing or list_log(storage)
     try:
-        segment = build_segment(storage, listing, version, hint=hint)
+        segment = build_segment(storage, listing, version)
     except VersionNotFoundError as exc:
         raise _with_owner_hint(exc, storage, listing) from exc
     state = NonFileState()
