@@ -237,13 +237,10 @@ def upload(endpoint: str, tables: dict[str, Path]) -> None:
     )
     client.create_bucket(Bucket=BUCKET)
     files = [(f, f"{name}/{f.relative_to(root).as_posix()}") for name, root in tables.items() for f in root.rglob("*")]
+    files = [(str(f), key) for f, key in files if f.is_file()]
     # in parallel: the server holds every request, and a 10,000-commit log is 10,000 objects
     with ThreadPoolExecutor(16) as pool:
-        list(
-            pool.map(
-                lambda item: client.upload_file(str(item[0]), BUCKET, item[1]), [x for x in files if x[0].is_file()]
-            )
-        )
+        list(pool.map(lambda item: client.upload_file(item[0], BUCKET, item[1]), files))
 
 
 def run_worker(lib: str, op: str, location: str, env: dict[str, str], moto: Moto) -> dict:
