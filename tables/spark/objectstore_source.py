@@ -46,6 +46,9 @@ from tables.delta.errors import StorageError
 from tables.delta.objectstore_config import is_secret_option, parse_location, secrets_of
 from tables.delta.storage import Storage
 
+from .masters import is_local
+from .names import escape_glob, quote_column
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
@@ -102,8 +105,6 @@ FORWARDED_ENV = {
 
 def objectstore_route(master: str) -> str:
     """The route Spark jobs on object-store tables take on `master` (see the module's doc)."""
-    from tables.spark.session import is_local
-
     value = os.environ.get(ROUTE_ENV, "").strip().lower()
     if not value:
         return "spool" if is_local(master) else "datasource"
@@ -561,8 +562,6 @@ def _read_hadoop(
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from tables.spark.read import _GLOB, _quote
-
     uris = {p: hadoop_uri(storage, keys[p]) for p in paths}
     options = hadoop_options(storage)
     # data source options with these words are masked where Spark shows a plan's options
@@ -571,14 +570,14 @@ def _read_hadoop(
         df = (
             spark.read.options(**options)
             .schema(StructType.fromJson(schema))
-            .parquet(*[_GLOB.sub(r"\\\1", u) for u in sorted(set(uris.values()))])
+            .parquet(*[escape_glob(u) for u in sorted(set(uris.values()))])
         )
         listed = {unquote(u): u for u in df.inputFiles()}
     except Exception as exc:  # Py4J / analysis errors: one line, no secret
         raise _hadoop_error(storage, exc, options) from None
     keyed = {p: listed.get(unquote(u), u) for p, u in uris.items()}
     data = df.select(
-        *[F.col(_quote(f["name"])) for f in schema["fields"]],
+        *[F.col(quote_column(f["name"])) for f in schema["fields"]],
         F.col("_metadata.file_path").alias(FILE_COL),
         F.col("_metadata.row_index").alias(ROW_COL),
     )

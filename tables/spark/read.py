@@ -52,6 +52,8 @@ from tables.delta.snapshot import MAX_READER_VERSION, load_snapshot
 from tables.delta.storage import Storage, as_storage
 from tables.results import table_to_json
 
+from .names import escape_glob, quote_column
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -64,8 +66,6 @@ FILE_COL = "_dw_file"
 ROW_COL = "_dw_row_index"
 FIELD_ID_CONF = "spark.sql.parquet.fieldId.read.enabled"
 BROADCAST_SELECTION_ROWS = 2_000_000
-
-_GLOB = re.compile(r"([\\{}\[\]*?])")
 
 
 def check_readable(protocol: Protocol, where: str) -> None:
@@ -126,10 +126,6 @@ def spark_type(delta_type: Any):
         .fields[0]
         .dataType
     )
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def local_file(storage: Storage, path: str) -> Path:
@@ -325,7 +321,7 @@ def _read_files(
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         raise StorageError(f"{where}: {len(missing)} data file(s) are missing: {shown}", files=missing[:100])
-    globbed = [_GLOB.sub(r"\\\1", str(p)) for p in paths]
+    globbed = [escape_glob(str(p)) for p in paths]
     df = _parquet(spark, StructType.fromJson(schema), globbed)
     uris = {}
     for u in input_files(df):
@@ -410,7 +406,7 @@ def scan(
         files = sorted({file_of(e.path) for e in entries})
         df, uris = _read_files(spark, files, phys_schema, storage.display())
         data = df.select(
-            *[F.col(_quote(pf["name"])) for pf in phys_schema["fields"]],
+            *[F.col(quote_column(pf["name"])) for pf in phys_schema["fields"]],
             F.col("_metadata.file_path").alias("__dw_file"),
             F.col("_metadata.row_index").alias("__dw_row"),
         )
@@ -472,13 +468,13 @@ def scan(
         elif n in part_by_name:
             out.append(F.col(f"__dw_p{parts.index(part_by_name[n])}").alias(n))
         else:
-            col = F.col(_quote(physical_name(fields[n], layout.mode)))
+            col = F.col(quote_column(physical_name(fields[n], layout.mode)))
             target = spark_type(logical[n]["type"])
             if layout.mode != "none" and isinstance(logical[n]["type"], dict):
                 col = col.cast(target)  # nested physical names -> logical (positional)
             out.append(col.alias(n))
     out += [F.col(f"__dw_x{i}").alias(n) for i, (n, _t) in enumerate(extra)]
-    out += [F.col(_quote(n)) for n, _t in file_columns]
+    out += [F.col(quote_column(n)) for n, _t in file_columns]
     if with_position:
         file_col = F.col("__dw_file")
         if back:

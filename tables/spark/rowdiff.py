@@ -39,6 +39,7 @@ from tables.delta.storage import Storage, as_storage
 from tables.results import part_files, read_page, type_name
 
 from .changes import write_sorted
+from .names import quote_column
 from .read import read_version
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def _has_map(dtype: Any) -> bool:
 def _quoted(name: str):
     from pyspark.sql import functions as F
 
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(quote_column(name))
 
 
 # Diffs with at most this many differing keys are sorted and written by one task.

@@ -33,6 +33,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from .masters import is_local, is_loopback_cluster
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -65,8 +67,6 @@ LOCAL_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
 }
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-
 
 class SparkPythonMismatch(RuntimeError):
     """The executors run a Python the jobs cannot use (another minor version, missing packages)."""
@@ -86,15 +86,6 @@ def resolve_master(master: str | None = None) -> str:
     return (master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER).strip()
 
 
-def is_local(master: str) -> bool:
-    return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
-
-
-def _loopback_cluster(master: str) -> bool:
-    host = master.split("://", 1)[-1].rsplit(":", 1)[0]
-    return master.startswith("spark://") and host in LOOPBACK_HOSTS
-
-
 def session_conf(master: str, app_name: str = "deltaweb", extra: dict[str, str] | None = None) -> dict[str, str]:
     """The configuration get_spark() builds a session with (for tests and the UI)."""
     conf = {
@@ -112,7 +103,7 @@ def session_conf(master: str, app_name: str = "deltaweb", extra: dict[str, str] 
         conf["spark.executor.memory"] = os.environ.get("SPARK_EXECUTOR_MEMORY", "1g")
         if os.environ.get("SPARK_CORES_MAX"):
             conf["spark.cores.max"] = os.environ["SPARK_CORES_MAX"]
-        if _loopback_cluster(master):
+        if is_loopback_cluster(master):
             # executors on this machine connect back to the driver: on loopback, like the master
             conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     conf.update(extra or {})
@@ -216,7 +207,7 @@ def get_spark(
         from pyspark.sql import SparkSession
 
         conf = session_conf(wanted, app_name, extra_conf)
-        if is_local(wanted) or _loopback_cluster(wanted):
+        if is_local(wanted) or is_loopback_cluster(wanted):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # PySpark ships PYSPARK_PYTHON (default: `python3` on the worker's PATH) with every task
         # and ignores spark.pyspark.python in an in-process driver: both must name one interpreter
