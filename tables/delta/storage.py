@@ -78,6 +78,10 @@ class LocalStorage:
         # roots that are all object-store prefixes allow no local directory
         self.roots = given if configured else (os.path.realpath(self.root),)
         self._dirs: dict[str, str] = {}  # directory -> its resolved path, checked against the roots
+        # a key's directory part, as written, -> its checked directory: only parts that were
+        # already normal (no '..', '.', '//', not absolute), so the next key in the same
+        # directory (a log's next commit) skips the join, normpath and split
+        self._key_dirs: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"LocalStorage({self._root_text!r})"
@@ -98,9 +102,16 @@ class LocalStorage:
         file itself is opened without following a symlink, or resolved and checked too)."""
         if "\x00" in key:
             raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
+        head, _sep, name = key.rpartition("/")
+        checked = self._key_dirs.get(head)
+        if checked is not None and name not in ("", ".", ".."):
+            return f"{checked}{os.sep}{name}"
         full = os.path.normpath(os.path.join(self._root_text, key))
         directory, name = os.path.split(full)
-        return os.path.join(self._checked_dir(directory, key), name)
+        checked = self._checked_dir(directory, key)
+        if head and directory == f"{self._root_text}{os.sep}{head}":  # `head` was normal
+            self._key_dirs[head] = checked
+        return os.path.join(checked, name)
 
     def _checked_file(self, key: str) -> str:
         """`_full` with a symlinked file resolved and checked (for openers that follow links)."""
@@ -269,6 +280,8 @@ class LocalStorage:
             parts, want = [], st.st_size + 1
             while chunk := os.read(fd, want):
                 parts.append(chunk)
+                if len(chunk) < want:  # a short read of a regular file: its end
+                    break
                 want = 1 << 20  # the file grew since the fstat: read it to its end
         finally:
             os.close(fd)

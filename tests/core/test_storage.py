@@ -112,6 +112,22 @@ def test_a_sidecar_outside_the_log_is_refused(table: Path) -> None:
     assert lf.version == 0 and not was_read(outside)
 
 
+def test_keys_after_a_log_read_still_cannot_climb_out(table: Path) -> None:
+    """Once a commit in `_delta_log/` was read, later keys through the same directory part
+    (`..` as the name, `..` inside, a doubled slash) are still resolved and refused."""
+    outside = sentinel(table.parent.parent / "secret.json", b'{"commitInfo": {}}\n')
+    st = as_storage(str(table))
+    assert st.read("_delta_log/00000000000000000000.json").startswith(b"{")
+    for key in ("_delta_log/../../../secret.json", "_delta_log//../../../secret.json", "_delta_log/.."):
+        with pytest.raises(PathOutsideRootsError):
+            st.read(key)
+    assert not was_read(outside)
+    assert (
+        st.read("_delta_log/00000000000000000000.json")
+        == (table / "_delta_log" / "00000000000000000000.json").read_bytes()
+    )
+
+
 def test_a_symlinked_log_is_refused_and_allowed_only_with_its_target_root(table: Path, tmp_path: Path) -> None:
     real = tmp_path / "elsewhere" / "real"
     write_deltalake(str(real), pa.table({"id": pa.array([7], pa.int64())}))
