@@ -55,6 +55,9 @@ _CLIENT_KEYS = {
     "user_agent",
 }
 _BOOL_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "http1_only", "http2_only", "randomize_addresses"}
+# Plain HTTP (emulators, private endpoints) from the environment, as obstore would read it were
+# no client options passed (passing any replaces the environment's)
+_ALLOW_HTTP_ENV = {"s3": "AWS_ALLOW_HTTP", "az": "AZURE_ALLOW_HTTP", "gs": "GOOGLE_ALLOW_HTTP"}
 # delta-rs storage options with no meaning to obstore (locking providers, rename safety)
 _IGNORED_KEYS = {"s3_allow_unsafe_rename", "s3_locking_provider", "dynamodb_table_name", "s3_lock_timeout_seconds"}
 # option and environment names whose values are secrets (scrubbed from any message)
@@ -237,14 +240,12 @@ def _split_options(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any
             config.update(_connection_string(str(value), client))
         else:
             config[name] = value
-    if kind == "s3" and "allow_http" not in client and os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true":
-        client["allow_http"] = True
     if kind == "az":
         conn = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
         if conn and not any(k in config for k in ("account_key", "azure_storage_account_key", "sas_key")):
             config = {**_connection_string(conn, client), **config}
-        if "allow_http" not in client and os.environ.get("AZURE_ALLOW_HTTP", "").lower() == "true":
-            client["allow_http"] = True
+    if "allow_http" not in client and os.environ.get(_ALLOW_HTTP_ENV[kind], "").lower() == "true":
+        client["allow_http"] = True
     return config, client
 
 
