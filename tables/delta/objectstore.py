@@ -265,7 +265,8 @@ class ObjectStoreStorage:
 
     def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
         """Objects directly under `prefix`, sorted, after `start_after` (the listing starts
-        there: an offset, not a filter over the whole directory)."""
+        there: an offset, not a filter over the whole directory; checked again here, since
+        a server may ignore the offset and list the whole directory)."""
         import obstore
 
         store_id, path = self._target(prefix) if prefix else (self._loc.store_id, self._loc.prefix)
@@ -278,7 +279,7 @@ class ObjectStoreStorage:
             for batch in obstore.list(store, path or None, offset=offset, chunk_size=1000, return_arrow=True):
                 for p, s, t in self._remember(store_id, batch):
                     name = p[len(base) :]
-                    if "/" not in name:
+                    if "/" not in name and (offset is None or p > offset):
                         out.append(FileInfo(f"{prefix}/{name}" if prefix else name, s, t))
         out.sort(key=lambda f: f.path)
         return iter(out)
