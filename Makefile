@@ -76,6 +76,8 @@ test-deps:
 # `make test-postgres-all` (tests/web and tests/alerts) and `make test-cluster-all` (tests/spark
 # but for two golden-table sweeps of the object-store module, CLUSTER_DESELECT: they check the
 # data source's decoding, the same code on any master).
+# two processes, each test module kept in one (module fixtures start servers once)
+PYTEST_PARALLEL := -n 2 --dist loadfile
 PG_SUITE := $(addprefix tests/web/,test_jobs_on_purpose.py test_sync.py test_owner_stress.py test_uc_api.py \
 	test_worker.py test_app_layer.py test_api.py)
 PG_SUITE_ALL := tests/web tests/alerts
@@ -86,19 +88,19 @@ CLUSTER_DESELECT := $(addprefix tests/spark/test_objectstore_spark.py::,\
 	test_a_version_read_on_spark_equals_deltars_on_the_bucket)
 
 test: install test-deps
-	@$(PY) -m pytest -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
+	@$(PY) -m pytest $(PYTEST_PARALLEL) --durations=15 $(PYTEST_ARGS)
 	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster; fi
 
 test-postgres: install test-deps
 	@url=$$(scripts/postgres.sh start) && echo "== web modules on PostgreSQL ($$url)" && \
-	  DATABASE_URL=$$url $(PY) -m pytest -n 2 --dist loadfile $(PG_SUITE)
+	  DATABASE_URL=$$url $(PY) -m pytest $(PYTEST_PARALLEL) $(PG_SUITE)
 
 test-postgres-all: PG_SUITE := $(PG_SUITE_ALL)
 test-postgres-all: test-postgres
 
 test-cluster: install test-deps
 	@master=$$(scripts/spark-cluster.sh start) && echo "== Spark jobs on a standalone cluster ($$master)" && \
-	  { SPARK_MASTER=$$master SPARK_CORES_MAX=1 $(PY) -m pytest -n 2 --dist loadfile $(CLUSTER_SUITE) \
+	  { SPARK_MASTER=$$master SPARK_CORES_MAX=1 $(PY) -m pytest $(PYTEST_PARALLEL) $(CLUSTER_SUITE) \
 	      $(addprefix --deselect ,$(CLUSTER_DESELECT)); rc=$$?; \
 	    scripts/spark-cluster.sh stop; exit $$rc; }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from tables import errors, registration, sync
+from tables import errors, registration, stored_text, sync
 from tables.delta.commit import enable_ict
 from tables.delta.snapshot import load_snapshot
 from tables.models import Anomaly, Commit, SyncState
@@ -167,8 +167,8 @@ def test_batched_sync_stores_what_delta_rs_reads(roots) -> None:
 def test_fits_serialized_never_lets_a_value_skip_cutting(value) -> None:
     """The fast check may send a fitting value to cut_json (which leaves it equal), never the
     other way round."""
-    for limit in (sync.MAX_JSON_TEXT, sync.MAX_TEXT):
-        if sync.fits_serialized(value, limit):
-            assert sync.fits(value, limit)
-        if sync.fits(value, limit):
-            assert sync.cut_json(value, limit) == value
+    for limit in (stored_text.MAX_JSON_TEXT, stored_text.MAX_TEXT):
+        if stored_text.fits_serialized(value, limit):
+            assert stored_text.fits(value, limit)
+        if stored_text.fits(value, limit):
+            assert stored_text.cut_json(value, limit) == value
