@@ -84,17 +84,32 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
             },
         )
         cache.set(html_key, html, CACHE_SECONDS)
-    export_q = query(request, ("page", "job", "cols"))
+    # the filter form (its widgets are most of the page's rendering) depends on nothing but
+    # the table's synced state (the operations it suggests) and the query string
+    filters_key = f"hist-filters:{synced_key(table)}:{table.slug}:{hashlib.sha256(q.encode()).hexdigest()[:32]}"
+    filters = cache.get(filters_key)
+    if filters is None:
+        filters = render_to_string(
+            "tables/_history_filters.html",
+            {
+                "table": table,
+                "filter_form": form,
+                "filtered": filtered,
+                "operations": operations(table),
+                "sort": sort,
+                "sorts": list(history_export.SORT_LABELS.items()),
+                "columns": [(c, label, c in columns) for c, label in history_export.COLUMNS.items()],
+                "export_query": query(request, ("page", "job", "cols")),
+                "request": request,
+            },
+        )
+        cache.set(filters_key, filters, CACHE_SECONDS)
     return {
-        "filter_form": form,
         "filtered": filtered,
         "history_html": mark_safe(html),  # rendered above by our own template, autoescaped
-        "operations": operations(table),
+        "filters_html": mark_safe(filters),  # the same
         "query": q,
         "sort": sort,
-        "sorts": list(history_export.SORT_LABELS.items()),
-        "columns": [(c, label, c in columns) for c, label in history_export.COLUMNS.items()],
-        "export_query": export_q,
     }
 
 

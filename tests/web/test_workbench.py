@@ -187,6 +187,28 @@ def test_history_column_chooser(browser, table) -> None:
     assert 'name="cols" value="engineInfo">' in text(r)
 
 
+def test_history_filters_follow_the_query_and_the_next_sync(browser, table) -> None:
+    """The filter form is rendered once per query and synced state: another query shows its
+    own values, and a sync that brings a new operation offers it."""
+    first = text(browser.get("/t/sales/history/", {"operation": "WRITE"}))
+    assert 'name="operation" value="WRITE"' in first
+    other = text(browser.get("/t/sales/history/", {"operation": "DELETE", "cols": ["userMetadata"]}))
+    assert 'name="operation" value="DELETE"' in other and 'value="WRITE"' not in other.split("<datalist")[0]
+    assert 'name="cols" value="operation" checked' in first and 'name="cols" value="operation">' in other
+    ops = re.findall(
+        r'<option value="([^"]+)">',
+        text(browser.get("/t/sales/history/")).split('<datalist id="operations">')[1].split("</datalist>")[0],
+    )
+    assert "OPTIMIZE" not in ops
+    deltalake.DeltaTable(table.location).optimize.compact()
+    sync.sync_table(table.pk)
+    ops_after = re.findall(
+        r'<option value="([^"]+)">',
+        text(browser.get("/t/sales/history/")).split('<datalist id="operations">')[1].split("</datalist>")[0],
+    )
+    assert ops_after == sorted({*ops, "OPTIMIZE"})
+
+
 # --- export ----------------------------------------------------------------------------------
 
 
