@@ -24,7 +24,6 @@ import os
 import pstats
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,27 +45,6 @@ def source_log(workdir: Path) -> Path:
 
     root, _info, _known = time_travel.prepare(workdir, "ict", 0, time_travel.SEED)
     return root
-
-
-def start_redis(workdir: Path) -> subprocess.Popen:
-    """A real redis-server on a free loopback port: the sync's follow-up tasks (alerts) are
-    sent to a broker as in production (nobody consumes them here)."""
-    from web import free_port
-
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{port}/0"
-    for _ in range(100):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("redis-server did not start")
 
 
 def setup_django(workdir: Path) -> None:
@@ -169,6 +147,8 @@ def main() -> None:
     work = args.workdir / "sync"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    from web import start_redis
+
     redis = start_redis(work)
     try:
         setup_django(work)

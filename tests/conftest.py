@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +68,40 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_until_answering(url: str, proc: subprocess.Popen, name: str, seconds: float) -> None:
+    """Wait for a server started as `proc` to answer `url` (any HTTP answer, an error status
+    too: it is up); fail the test naming `name` when it exits or does not answer in time."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited at start")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{name} did not start within {seconds:g} s")
+            time.sleep(0.05)
+
+
+def use_store_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """Only `env` of the object stores' standard variables (AWS_*, AZURE_*, GOOGLE_*), and no
+    allowed roots: a test's store sees exactly the credentials it sets."""
+    from tables.delta import storage as storage_module
+
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
 
 
 def stop_process(proc, grace: float = 10) -> None:
@@ -254,7 +290,6 @@ def s3_server():
     import json
     import subprocess
     import sys
-    import time
     import urllib.request
 
     pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[test]')")
@@ -266,16 +301,7 @@ def s3_server():
         stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail("moto_server exited at start")
-                time.sleep(0.05)
-        else:
-            pytest.fail("moto_server did not start")
+        wait_until_answering(f"{endpoint}/moto-api/", proc, "moto_server", 10)
         import boto3
 
         # authentication is off until reset-auth: create a user allowed everything, then turn it on
@@ -344,9 +370,6 @@ def azure_server(tmp_path_factory):
     """A real Azure Storage emulator (Azurite, from npm) on a free loopback port for the whole
     session; requests must be signed with the emulator account's key."""
     import subprocess
-    import time
-    import urllib.error
-    import urllib.request
 
     exe = azurite_executable()
     if exe is None:
@@ -361,19 +384,8 @@ def azure_server(tmp_path_factory):
     )  # fmt: skip
     endpoint = f"http://127.0.0.1:{port}/devstoreaccount1"
     try:
-        deadline = time.monotonic() + 90  # node starts slowly on a loaded machine
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}?comp=list", timeout=5)
-                break
-            except urllib.error.HTTPError:
-                break  # it answers (unsigned requests are refused): it is up
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail("azurite exited at start")
-                if time.monotonic() > deadline:
-                    pytest.fail("azurite did not start within 90 s")
-                time.sleep(0.1)
+        # node starts slowly on a loaded machine; unsigned requests are refused, which is an answer
+        wait_until_answering(f"{endpoint}?comp=list", proc, "azurite", 90)
         yield AzureServer(endpoint)
     finally:
         stop_process(proc)
@@ -467,8 +479,6 @@ def gcs_server(tmp_path_factory):
     session, and a service-account key file that points clients at it."""
     import json
     import subprocess
-    import time
-    import urllib.request
 
     exe = fake_gcs_server_executable()
     if exe is None:
@@ -482,17 +492,7 @@ def gcs_server(tmp_path_factory):
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=5).read()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail("fake-gcs-server exited at start")
-                if time.monotonic() > deadline:
-                    pytest.fail("fake-gcs-server did not start within 30 s")
-                time.sleep(0.02)
+        wait_until_answering(f"{endpoint}/storage/v1/b", proc, "fake-gcs-server", 30)
         key = tmp_path_factory.mktemp("gcs") / "service-account.json"
         # no OAuth (the emulator takes any request), so the key's credentials are empty
         account = {

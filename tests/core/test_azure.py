@@ -15,7 +15,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables.delta import storage as storage_module
 from tables.delta.commit import commit
 from tables.delta.errors import CommitConflictError
 from tables.delta.history import history_rows
@@ -23,7 +22,7 @@ from tables.delta.objectstore_config import BucketNotFoundError, ObjectStoreAcce
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import open_storage
 from tables.delta.timestamps import commit_times
-from tests.conftest import REPO, golden_path
+from tests.conftest import REPO, golden_path, use_store_environment
 
 pytest.importorskip("obstore")
 deltalake = pytest.importorskip("deltalake")
@@ -58,12 +57,7 @@ def container(azure_server):
 @pytest.fixture
 def az(container, monkeypatch):
     """The standard AZURE_* environment pointing at the server (and no allowed roots)."""
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
-            monkeypatch.delenv(name)
-    for name, value in container.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
+    use_store_environment(monkeypatch, container.env())
     return container
 
 

@@ -20,7 +20,6 @@ from datetime import datetime
 import pyarrow as pa
 import pytest
 
-from tables.delta import storage as storage_module
 from tables.delta.errors import NotADeltaTableError
 from tables.delta.history import history_rows
 from tables.delta.log import list_log_from
@@ -29,7 +28,7 @@ from tables.delta.objectstore_config import BucketNotFoundError, StorageUnavaila
 from tables.delta.snapshot import Snapshot, load_snapshot
 from tables.delta.storage import open_storage
 from tables.delta.timestamps import commit_times
-from tests.conftest import REPO, golden_path
+from tests.conftest import REPO, golden_path, use_store_environment
 
 pytest.importorskip("obstore")
 deltalake = pytest.importorskip("deltalake")
@@ -59,12 +58,7 @@ def bucket(gcs_server):
 @pytest.fixture
 def gcs(bucket, monkeypatch):
     """The standard GOOGLE_* environment pointing at the server (and no allowed roots)."""
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
-            monkeypatch.delenv(name)
-    for name, value in bucket.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
+    use_store_environment(monkeypatch, bucket.env())
     return bucket
 
 

@@ -30,7 +30,7 @@ from tables.delta.objectstore_config import (
 from tables.delta.snapshot import Snapshot, load_snapshot
 from tables.delta.storage import LocalStorage, allowed_roots, open_storage
 from tables.delta.timestamps import commit_times, resolve_timestamp
-from tests.conftest import REPO, free_port, golden_path
+from tests.conftest import REPO, free_port, golden_path, use_store_environment
 
 pytest.importorskip("obstore")
 deltalake = pytest.importorskip("deltalake")
@@ -80,12 +80,7 @@ def golden_bucket(s3_server):
 @pytest.fixture
 def s3(s3_server, monkeypatch):
     """The standard AWS_* environment pointing at the server (and no allowed roots)."""
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
-            monkeypatch.delenv(name)
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
+    use_store_environment(monkeypatch, s3_server.env())
     return s3_server
 
 
