@@ -104,6 +104,18 @@ def use_store_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) 
     monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
 
 
+def delta_snapshot_cli(location: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`delta snapshot LOCATION --json` in a fresh process whose environment is only the
+    basics (PATH, HOME, ...) and `env`: what a user's shell with those variables runs."""
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")}
+    return subprocess.run(
+        [sys.executable, "-m", "tables.delta.cli", "snapshot", location, "--json"],
+        cwd=REPO, env={**base, **env}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
 def stop_process(proc, grace: float = 10) -> None:
     """Terminate a server the tests started; kill it when it does not stop within `grace` s."""
     import subprocess

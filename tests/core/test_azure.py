@@ -7,9 +7,6 @@ the `delta` command works with only the AZURE_* variables set."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +19,7 @@ from tables.delta.objectstore_config import BucketNotFoundError, ObjectStoreAcce
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import open_storage
 from tables.delta.timestamps import commit_times
-from tests.conftest import REPO, golden_path, use_store_environment
+from tests.conftest import delta_snapshot_cli, golden_path, use_store_environment
 
 pytest.importorskip("obstore")
 deltalake = pytest.importorskip("deltalake")
@@ -144,13 +141,7 @@ def test_wrong_keys_and_a_missing_container_are_named_errors(az, monkeypatch) ->
 
 
 def test_the_command_line_reads_an_azure_table_with_only_the_environment(az) -> None:
-    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-
-    def run(path: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "tables.delta.cli", "snapshot", path, "--json"],
-            cwd=REPO, env={**base, **env}, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+    run = delta_snapshot_cli
 
     remote = run(f"az://{CONTAINER}/golden/dv-partitioned-with-checkpoint", az.env())
     assert remote.returncode == 0, remote.stderr

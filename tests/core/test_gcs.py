@@ -12,9 +12,6 @@ GCS store sends (fake-gcs-server answers 400 "invalid uploadType", fsouza/fake-g
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import datetime
 
 import pyarrow as pa
@@ -28,7 +25,7 @@ from tables.delta.objectstore_config import BucketNotFoundError, StorageUnavaila
 from tables.delta.snapshot import Snapshot, load_snapshot
 from tables.delta.storage import open_storage
 from tables.delta.timestamps import commit_times
-from tests.conftest import REPO, golden_path, use_store_environment
+from tests.conftest import delta_snapshot_cli, golden_path, use_store_environment
 
 pytest.importorskip("obstore")
 deltalake = pytest.importorskip("deltalake")
@@ -196,13 +193,7 @@ def test_a_missing_bucket_and_a_missing_table_are_named_errors(gcs) -> None:
 
 
 def test_the_command_line_reads_a_gcs_table_with_only_the_environment(gcs) -> None:
-    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-
-    def run(path: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "tables.delta.cli", "snapshot", path, "--json"],
-            cwd=REPO, env={**base, **env}, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+    run = delta_snapshot_cli
 
     name = "dv-partitioned-with-checkpoint"
     remote = run(f"gs://{BUCKET}/golden/{name}", gcs.env())

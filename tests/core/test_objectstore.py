@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,7 +28,7 @@ from tables.delta.objectstore_config import (
 from tables.delta.snapshot import Snapshot, load_snapshot
 from tables.delta.storage import LocalStorage, allowed_roots, open_storage
 from tables.delta.timestamps import commit_times, resolve_timestamp
-from tests.conftest import REPO, free_port, golden_path, use_store_environment
+from tests.conftest import REPO, delta_snapshot_cli, free_port, golden_path, use_store_environment
 
 pytest.importorskip("obstore")
 deltalake = pytest.importorskip("deltalake")
@@ -310,17 +308,7 @@ def test_a_store_without_conditional_puts_is_refused_for_writing(s3, s3_table, m
 
 def test_the_command_line_reads_an_s3_table_with_only_the_environment(s3, golden_bucket) -> None:
     local = golden_path("dv-partitioned-with-checkpoint")
-    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")}
-
-    def run(path: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "tables.delta.cli", "snapshot", path, "--json"],
-            cwd=REPO,
-            env={**base, **env},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    run = delta_snapshot_cli
 
     remote = run(f"s3://{BUCKET}/dv-partitioned-with-checkpoint", s3.env())
     assert remote.returncode == 0, remote.stderr

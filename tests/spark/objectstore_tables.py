@@ -4,23 +4,9 @@ SDK), and the standard environment variables of one server alone."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
-
-from tables.delta import storage as storage_module
-
-
-def only_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
-    """The process's AWS_*/AZURE_*/GOOGLE_* variables replaced by `env`; no allowed roots."""
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
-            monkeypatch.delenv(name)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
 
 
 def write_history_table(root: Path, partitioned: bool = False) -> Path:

@@ -101,10 +101,11 @@ def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch
     Spark commits to the bucket and delta-rs reads it."""
     from tables.spark.objectstore_source import ROUTE_ENV, objectstore_route
     from tables.spark.restore import run_restore, spark_plan_restore
+    from tests.conftest import use_store_environment
     from tests.spark.compare import multiset
-    from tests.spark.objectstore_tables import assert_data_jobs_equal, only_env, upload_s3, write_history_table
+    from tests.spark.objectstore_tables import assert_data_jobs_equal, upload_s3, write_history_table
 
-    only_env(monkeypatch, s3_server.env())
+    use_store_environment(monkeypatch, s3_server.env())
     monkeypatch.delenv(ROUTE_ENV, raising=False)
     if spark.sparkContext.master.startswith("spark://"):
         assert objectstore_route(spark.sparkContext.master) == "datasource"
@@ -123,9 +124,10 @@ def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch
 
 def test_an_abfss_table_on_azurite_read_in_the_executors(spark, azure_server, monkeypatch, tmp_path) -> None:
     from tables.spark.objectstore_source import ROUTE_ENV
-    from tests.spark.objectstore_tables import assert_data_jobs_equal, only_env, upload_azure, write_history_table
+    from tests.conftest import use_store_environment
+    from tests.spark.objectstore_tables import assert_data_jobs_equal, upload_azure, write_history_table
 
-    only_env(monkeypatch, azure_server.env())
+    use_store_environment(monkeypatch, azure_server.env())
     monkeypatch.delenv(ROUTE_ENV, raising=False)
     local = write_history_table(tmp_path / "local", partitioned=True)
     uri = upload_azure(azure_server, local, "clusterlake", "history")

@@ -14,11 +14,10 @@ import pytest
 from tables.delta import storage as storage_module
 from tables.delta.errors import MissingFilesError, StorageError
 from tables.delta.restore import plan_restore
-from tests.conftest import golden_path
+from tests.conftest import golden_path, use_store_environment
 from tests.spark.compare import multiset
 from tests.spark.objectstore_tables import (
     assert_data_jobs_equal,
-    only_env,
     upload_azure,
     upload_s3,
     write_history_table,
@@ -49,7 +48,7 @@ def upload(client, root: Path, prefix: str) -> str:
 
 @pytest.fixture
 def s3(s3_server, monkeypatch, tmp_path):
-    only_env(monkeypatch, s3_server.env())
+    use_store_environment(monkeypatch, s3_server.env())
     monkeypatch.setenv(SPOOL_ENV, str(tmp_path / "spool"))
     client = s3_server.boto3()
     if BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
@@ -326,7 +325,7 @@ def test_the_hadoop_route_without_connectors_is_a_named_error_without_secrets(
 def azure_table(azure_server, monkeypatch, tmp_path, request):
     """A table delta-rs wrote on disk (with change data), uploaded to Azurite with the Azure
     SDK; only the AZURE_* variables set."""
-    only_env(monkeypatch, azure_server.env())
+    use_store_environment(monkeypatch, azure_server.env())
     root = write_history_table(tmp_path / "local", partitioned=True)
     uri = upload_azure(azure_server, root, "sparklake", f"t/{request.node.name[:40]}")
     return root, uri
