@@ -14,10 +14,10 @@ Which route a job takes is a setting, DELTAWEB_SPARK_OBJECTSTORE_ROUTE:
   Parquet field ids in column-mapping id mode; missing columns null; types cast as Spark's
   Parquet reader would), with each row's file URI and index in its file, as Spark's
   `_metadata.file_path` / `row_index` give them.
-- `hadoop`: Spark's own Parquet reader on `s3a://`, `abfss://` or `gs://` URIs, the table's
-  credentials passed as per-bucket Hadoop configuration in the read's options. Needs the
-  connectors (hadoop-aws, hadoop-azure, gcs-connector) on the cluster; this machine has none,
-  so only the configuration is tested.
+- `hadoop` (tables/spark/hadoop_route.py): Spark's own Parquet reader on `s3a://`,
+  `abfss://` or `gs://` URIs, the table's credentials passed as per-bucket Hadoop
+  configuration in the read's options. Needs the connectors (hadoop-aws, hadoop-azure,
+  gcs-connector) on the cluster; this machine has none, so only the configuration is tested.
 
 Secrets: the store configuration travels in one data source option whose name contains
 "secret", which Spark's redaction (`spark.redaction.regex`) masks wherever it prints options;
@@ -43,11 +43,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from tables.delta.columnmapping import PARQUET_FIELD_ID
 from tables.delta.errors import StorageError
-from tables.delta.objectstore_config import is_secret_option, parse_location, secrets_of
+from tables.delta.objectstore_config import parse_location, secrets_of
 from tables.delta.storage import Storage
 
 from .masters import is_local
-from .names import escape_glob, quote_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -238,10 +237,10 @@ def _executor_store(bucket_uri: str, options: dict[str, Any]) -> Any:
     try:
         return build_store(parse_location(bucket_uri), options)
     except Exception as exc:
-        raise RuntimeError(f"{bucket_uri}: the store could not be configured: {_scrub(exc, options)}") from None
+        raise RuntimeError(f"{bucket_uri}: the store could not be configured: {scrub_error(exc, options)}") from None
 
 
-def _scrub(exc: BaseException, options: Mapping[str, Any]) -> str:
+def scrub_error(exc: BaseException, options: Mapping[str, Any]) -> str:
     """A store's error as one line, without any secret value or query string."""
     import re
 
@@ -261,7 +260,7 @@ def _fetch(store: Any, obj: str, uri: str, options: Mapping[str, Any]) -> Any:
     except FileNotFoundError:
         raise FileNotFoundError(f"{uri}: the data file is missing") from None
     except Exception as exc:
-        raise RuntimeError(f"{uri}: {_scrub(exc, options)}") from None
+        raise RuntimeError(f"{uri}: {scrub_error(exc, options)}") from None
 
 
 def _file_batches(data: Any, uri: str, fields: list[pa.Field], target: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -424,15 +423,11 @@ def _sizes(storage: Storage, paths: list[str], keys: dict[str, str]) -> dict[str
     return sizes  # type: ignore[return-value]
 
 
-def read_objects(
-    spark: SparkSession, storage: Storage, paths: list[str], schema: dict[str, Any], route: str
-) -> ObjectRead:
+def read_objects(spark: SparkSession, storage: Storage, paths: list[str], schema: dict[str, Any]) -> ObjectRead:
     """The rows of an object-store table's data files (log paths, resolved and confined here)
-    read in the executors by `route` ("datasource" or "hadoop"), with `schema` (the Parquet
-    read schema, Delta JSON)."""
+    read in the executors by this module's data source (the "datasource" route; the "hadoop"
+    route is tables/spark/hadoop_route.py), with `schema` (the Parquet read schema, Delta JSON)."""
     keys = {p: storage.resolve(p) for p in paths}  # PathOutsideRootsError before anything runs
-    if route == "hadoop":
-        return _read_hadoop(spark, storage, paths, keys, schema)
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     refs = {p: storage.object_ref(keys[p]) for p in paths}  # type: ignore[attr-defined]
@@ -455,149 +450,3 @@ def read_objects(
         .load()
     )
     return ObjectRead(df, uris, None)
-
-
-# --- the hadoop route: Spark's reader on s3a:// / abfss:// / gs:// --------------------------------------
-
-HADOOP_SCHEMES = {"s3": "s3a", "az": "abfss", "gs": "gs"}
-HADOOP_JARS = {"s3": "hadoop-aws", "az": "hadoop-azure", "gs": "gcs-connector"}
-
-
-def hadoop_uri(storage: Storage, key: str) -> str:
-    """The URI Hadoop's connector opens for a key: s3a://bucket/key,
-    abfss://container@account.dfs.core.windows.net/key, gs://bucket/key."""
-    bucket_uri, obj = storage.object_ref(key)  # type: ignore[attr-defined]
-    loc = parse_location(bucket_uri)
-    if loc.kind == "az":
-        host = loc.host if loc.host and ".dfs." in loc.host else f"{_azure_account(storage, loc)}.dfs.core.windows.net"
-        return f"abfss://{loc.bucket}@{host}/{obj}"
-    return f"{HADOOP_SCHEMES[loc.kind]}://{loc.bucket}/{obj}"
-
-
-def _azure_account(storage: Storage, loc: Any) -> str:
-    account = loc.account or executor_options(storage).get("azure_storage_account_name")
-    if not account:
-        raise StorageError(f"{storage.display()}: no Azure storage account named for the Hadoop route")
-    return str(account)
-
-
-def hadoop_options(storage: Storage) -> dict[str, str]:
-    """The Hadoop configuration (per bucket or account, so tables with other credentials do
-    not share it) that gives Spark's connectors this table's credentials: passed as the read's
-    options, which Spark's file sources merge into the Hadoop configuration of that read.
-    Empty when the credentials come from the cluster itself (instance roles, managed identity)."""
-    opts = {k.lower(): str(v) for k, v in executor_options(storage).items()}
-    loc = parse_location(storage.location)
-    out: dict[str, str] = {"fs.s3a.impl.disable.cache": "true", "fs.abfss.impl.disable.cache": "true"}
-    if loc.kind == "s3":
-        pre = f"fs.s3a.bucket.{loc.bucket}."
-
-        def opt(*names: str) -> str | None:
-            return next((opts[n] for n in names if opts.get(n)), None)
-
-        key_id, secret = opt("aws_access_key_id", "access_key_id"), opt("aws_secret_access_key", "secret_access_key")
-        token = opt("aws_session_token", "aws_token", "session_token", "token")
-        if key_id and secret:
-            out[pre + "access.key"] = key_id
-            out[pre + "secret.key"] = secret
-            provider = "TemporaryAWSCredentialsProvider" if token else "SimpleAWSCredentialsProvider"
-            out[pre + "aws.credentials.provider"] = f"org.apache.hadoop.fs.s3a.{provider}"
-            if token:
-                out[pre + "session.token"] = token
-        region = opt("aws_region", "aws_default_region", "region")
-        if region:
-            out[pre + "endpoint.region"] = region
-        endpoint = opt("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint")
-        if endpoint:  # an S3-compatible server: path-style requests, plain HTTP when it says so
-            out[pre + "endpoint"] = endpoint
-            out[pre + "path.style.access"] = "true"
-            out[pre + "connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
-        return out
-    if loc.kind == "az":
-        host = hadoop_uri(storage, "").split("@", 1)[1].split("/", 1)[0] if loc.bucket else ""
-        key = opts.get("azure_storage_account_key") or opts.get("azure_storage_access_key") or opts.get("account_key")
-        sas = opts.get("azure_storage_sas_key") or opts.get("sas_key") or opts.get("azure_storage_sas_token")
-        client_id, client_secret = opts.get("azure_client_id"), opts.get("azure_client_secret")
-        if key:
-            out[f"fs.azure.account.key.{host}"] = key
-        elif sas:
-            out[f"fs.azure.account.auth.type.{host}"] = "SAS"
-            out[f"fs.azure.sas.fixed.token.{host}"] = sas
-        elif client_id and client_secret and opts.get("azure_tenant_id"):
-            out[f"fs.azure.account.auth.type.{host}"] = "OAuth"
-            out[f"fs.azure.account.oauth.provider.type.{host}"] = (
-                "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider"
-            )
-            out[f"fs.azure.account.oauth2.client.id.{host}"] = client_id
-            out[f"fs.azure.account.oauth2.client.secret.{host}"] = client_secret
-            out[f"fs.azure.account.oauth2.client.endpoint.{host}"] = (
-                f"https://login.microsoftonline.com/{opts['azure_tenant_id']}/oauth2/token"
-            )
-        return out
-    raw = opts.get("google_service_account_key") or opts.get("service_account_key")
-    if raw:
-        try:
-            info = json.loads(raw)
-        except ValueError:
-            raise StorageError(f"{storage.display()}: the service-account key is not JSON") from None
-        out.update(
-            {
-                "fs.gs.auth.type": "SERVICE_ACCOUNT_JSON_KEYFILE",
-                "fs.gs.auth.service.account.email": str(info.get("client_email", "")),
-                "fs.gs.auth.service.account.private.key.id": str(info.get("private_key_id", "")),
-                "fs.gs.auth.service.account.private.key": str(info.get("private_key", "")),
-            }
-        )
-    return out
-
-
-def redacted(options: Mapping[str, str]) -> dict[str, str]:
-    """Options as they may be shown: secret values masked."""
-    return {k: "********" if is_secret_option(k) else v for k, v in options.items()}
-
-
-def _read_hadoop(
-    spark: SparkSession, storage: Storage, paths: list[str], keys: dict[str, str], schema: dict[str, Any]
-) -> ObjectRead:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    uris = {p: hadoop_uri(storage, keys[p]) for p in paths}
-    options = hadoop_options(storage)
-    # data source options with these words are masked where Spark shows a plan's options
-    spark.conf.set("spark.sql.redaction.options.regex", "(?i)url|key|secret|token|sas|password")
-    try:
-        df = (
-            spark.read.options(**options)
-            .schema(StructType.fromJson(schema))
-            .parquet(*[escape_glob(u) for u in sorted(set(uris.values()))])
-        )
-        listed = {unquote(u): u for u in df.inputFiles()}
-    except Exception as exc:  # Py4J / analysis errors: one line, no secret
-        raise _hadoop_error(storage, exc, options) from None
-    keyed = {p: listed.get(unquote(u), u) for p, u in uris.items()}
-    data = df.select(
-        *[F.col(quote_column(f["name"])) for f in schema["fields"]],
-        F.col("_metadata.file_path").alias(FILE_COL),
-        F.col("_metadata.row_index").alias(ROW_COL),
-    )
-    back = {keyed[p]: storage.uri(keys[p]) for p in paths}
-    return ObjectRead(data, keyed, back)
-
-
-def _hadoop_error(storage: Storage, exc: BaseException, options: Mapping[str, str]) -> StorageError:
-    text = str(exc)
-    kind = parse_location(storage.location).kind
-    scheme = HADOOP_SCHEMES[kind]
-    if "No FileSystem for scheme" in text or "UnsupportedFileSystem" in text or "ClassNotFound" in text:
-        return StorageError(
-            f"{storage.display()}: Spark has no Hadoop connector for {scheme}:// ({HADOOP_JARS[kind]}) on this "
-            f"cluster; install it, or set {ROUTE_ENV}=datasource (no jars needed)"
-        )
-    if "PATH_NOT_FOUND" in text or "FileNotFoundException" in text:
-        return StorageError(f"{storage.display()}: Spark's connector did not find a data file of this version")
-    secrets = [v for k, v in options.items() if is_secret_option(k) and len(v) >= 4]
-    line = _scrub(exc, {k: v for k, v in options.items() if is_secret_option(k)})
-    for s in secrets:
-        line = line.replace(s, "***")
-    return StorageError(f"{storage.display()}: Spark could not read the data files through {scheme}://: {line}")

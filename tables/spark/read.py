@@ -384,12 +384,15 @@ def scan(
 
     remote = getattr(storage, "remote", False)
     if remote:
+        from tables.spark.hadoop_route import read_hadoop
         from tables.spark.objectstore_source import objectstore_route, read_objects
     route = objectstore_route(spark.sparkContext.master) if remote else None
     back: dict[str, str] | None = None  # the join key of a file -> the table's own URI, when they differ
     if route in ("datasource", "hadoop"):
-        # read in the executors (tables/spark/objectstore_source.py)
-        read = read_objects(spark, storage, sorted({e.path for e in entries}), phys_schema, route)
+        # read in the executors (tables/spark/objectstore_source.py, hadoop_route.py)
+        paths = sorted({e.path for e in entries})
+        reader = read_hadoop if route == "hadoop" else read_objects
+        read = reader(spark, storage, paths, phys_schema)
         data, back, n_files = read.data, read.table_uris, len(read.keys)
         key_of = read.keys.__getitem__
     else:
