@@ -73,23 +73,6 @@ def postgres_url(name: str) -> str:
     return f"{server}/{name}"
 
 
-def start_redis(workdir: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    import redis
-
-    for _ in range(100):
-        try:
-            redis.Redis(port=port).ping()
-            break
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.05)
-    return proc, f"redis://127.0.0.1:{port}/0"
-
-
 def wait_http(url: str) -> None:
     import requests
 
@@ -123,7 +106,10 @@ def run_one(db: str, args: argparse.Namespace) -> dict:
     write_table(workdir / "events", args.versions)
     write_table(workdir / "restored", 12)
     url = f"sqlite:///{workdir / 'load.sqlite3'}" if db == "sqlite" else postgres_url("deltaweb_load")
-    redis_proc, broker = start_redis(workdir)
+    from web import start_redis
+
+    redis_proc = start_redis(workdir)  # it names itself in CELERY_BROKER_URL
+    broker = os.environ["CELERY_BROKER_URL"]
     env = {
         **os.environ,
         "DATABASE_URL": url,
