@@ -49,6 +49,7 @@ from .objectstore_config import (
     normalize_key,
     parse_location,
     scheme_of,
+    scrubbed_line,
     secrets_of,
 )
 from .storage_api import FileInfo, allowed_roots
@@ -163,11 +164,7 @@ class ObjectStoreStorage:
 
     def _clean(self, text: str) -> str:
         """One line of a store's error, without query strings or any secret."""
-        line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-        line = re.sub(r"(https?://[^\s?]+)\?\S*", r"\1?…", line)
-        for secret in self._secret_values:
-            line = line.replace(secret, "***")
-        return line[:200]
+        return scrubbed_line(str(text), self._secret_values)[:200]
 
     @contextmanager
     def _errors(self, key: str) -> Iterator[None]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -278,6 +278,19 @@ def secrets_of(options: Mapping[str, Any]) -> tuple[str, ...]:
     values = [os.environ.get(name, "") for name in _ENV_SECRETS]
     values += [str(v) for k, v in options.items() if is_secret_option(k)]
     return tuple(v for v in values if len(v) >= 4)
+
+
+_URL_QUERY = re.compile(r"(https?://[^\s?]+)\?\S*")
+
+
+def scrubbed_line(text: str, secrets: Iterable[str]) -> str:
+    """The first line of a store's error ("" when it has none) with URLs' query strings cut
+    (they may carry signatures) and every secret value masked."""
+    stripped = text.strip()
+    line = _URL_QUERY.sub(r"\1?…", stripped.splitlines()[0] if stripped else "")
+    for secret in secrets:
+        line = line.replace(secret, "***")
+    return line
 
 
 def build_store(loc: ObjectLocation, options: Mapping[str, Any] | None = None) -> Any:

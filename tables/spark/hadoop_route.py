@@ -160,8 +160,5 @@ def _hadoop_error(storage: Storage, exc: BaseException, options: Mapping[str, st
         )
     if "PATH_NOT_FOUND" in text or "FileNotFoundException" in text:
         return StorageError(f"{storage.display()}: Spark's connector did not find a data file of this version")
-    secrets = [v for k, v in options.items() if is_secret_option(k) and len(v) >= 4]
-    line = scrub_error(exc, {k: v for k, v in options.items() if is_secret_option(k)})
-    for s in secrets:
-        line = line.replace(s, "***")
+    line = scrub_error(exc, options)  # masks every secret option's value (secrets_of)
     return StorageError(f"{storage.display()}: Spark could not read the data files through {scheme}://: {line}")

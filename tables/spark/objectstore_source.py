@@ -43,7 +43,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from tables.delta.columnmapping import PARQUET_FIELD_ID
 from tables.delta.errors import StorageError
-from tables.delta.objectstore_config import parse_location, secrets_of
+from tables.delta.objectstore_config import parse_location, scrubbed_line, secrets_of
 from tables.delta.storage import Storage
 
 from .masters import is_local
@@ -242,12 +242,7 @@ def _executor_store(bucket_uri: str, options: dict[str, Any]) -> Any:
 
 def scrub_error(exc: BaseException, options: Mapping[str, Any]) -> str:
     """A store's error as one line, without any secret value or query string."""
-    import re
-
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    text = re.sub(r"(https?://[^\s?]+)\?\S*", r"\1?…", text)
-    for secret in secrets_of(options):
-        text = text.replace(secret, "***")
+    text = scrubbed_line(str(exc), secrets_of(options)) or type(exc).__name__
     return f"{type(exc).__name__}: {text[:300]}"
 
 
