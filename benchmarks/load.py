@@ -108,7 +108,7 @@ def run_one(db: str, args: argparse.Namespace) -> dict:
     url = f"sqlite:///{workdir / 'load.sqlite3'}" if db == "sqlite" else postgres_url("deltaweb_load")
     from web import start_redis
 
-    redis_proc = start_redis(workdir)  # it names itself in CELERY_BROKER_URL
+    redis_proc = start_redis(workdir)  # it sets CELERY_BROKER_URL
     broker = os.environ["CELERY_BROKER_URL"]
     env = {
         **os.environ,

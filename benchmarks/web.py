@@ -9,7 +9,8 @@ here the same way when missing). Measured:
      its follow-up tasks sent to a real redis-server)
   b) incremental sync of 100 new commits, three times
   c) latency of the history page (HTML, the History tab with its readable column) and the
-     history API (JSON), first and a deep page, served by gunicorn (4 workers; --threads N: gthread workers with keep-alive) on loopback,
+     history API (JSON), first and a deep page, served by gunicorn on loopback (4 sync
+     workers; --threads N: gthread workers with N threads and keep-alive),
      with wrk at 20 concurrent connections: median and p95 (wrk's HdrHistogram). Before the
      HTML cases, the history page is asked until every worker shows the readable column (the
      reachability of 100,000 versions is computed once per worker, in the background): the
@@ -60,8 +61,9 @@ def free_port() -> int:
 
 
 def start_redis(workdir: Path) -> subprocess.Popen:
-    """A real redis-server on a free loopback port: the sync's follow-up tasks (alerts) are
-    sent to a broker as in production (nobody consumes them here)."""
+    """A real redis-server on a free loopback port, named in this process's CELERY_BROKER_URL
+    (the environment Django and the servers started afterwards read): the sync's follow-up
+    tasks (alerts) are sent to a broker as in production (nobody consumes them here)."""
     port = free_port()
     proc = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",

@@ -118,7 +118,6 @@ def delta_snapshot_cli(location: str, env: dict[str, str]) -> subprocess.Complet
 
 def stop_process(proc, grace: float = 10) -> None:
     """Terminate a server the tests started; kill it when it does not stop within `grace` s."""
-    import subprocess
 
     proc.terminate()
     try:
@@ -131,8 +130,6 @@ def stop_process(proc, grace: float = 10) -> None:
 @pytest.fixture(scope="session")
 def redis_url():
     """A real redis-server on a free loopback port for the whole test session."""
-    import subprocess
-    import time
 
     exe = shutil.which("redis-server")
     if exe is None:
@@ -166,9 +163,7 @@ def celery_worker_factory(redis_url, transactional_db, settings, tmp_path):
     start(name, env) -> Popen. Each runs in its own process group (its pool children and a
     Spark JVM with it), so a test can SIGKILL a whole worker; all are stopped afterwards."""
     import signal
-    import subprocess
     import sys
-    import time
 
     from deltaweb.celery import app
 
@@ -300,7 +295,6 @@ def s3_server():
     for the whole session, with authentication on: requests must be signed with the keys of
     the IAM user it creates, so wrong credentials are refused as S3 refuses them."""
     import json
-    import subprocess
     import sys
     import urllib.request
 
@@ -381,7 +375,6 @@ def azurite_executable() -> str | None:
 def azure_server(tmp_path_factory):
     """A real Azure Storage emulator (Azurite, from npm) on a free loopback port for the whole
     session; requests must be signed with the emulator account's key."""
-    import subprocess
 
     exe = azurite_executable()
     if exe is None:
@@ -490,7 +483,6 @@ def gcs_server(tmp_path_factory):
     """A real GCS emulator (fake-gcs-server, in memory) on a free loopback port for the whole
     session, and a service-account key file that points clients at it."""
     import json
-    import subprocess
 
     exe = fake_gcs_server_executable()
     if exe is None:

@@ -75,6 +75,6 @@ def assert_data_jobs_equal(spark, local: Path, uri: str, storage_options: dict[s
     assert rows(b["path"]) == rows(a["path"])
     da = keyed_diff(spark, str(local), 0, 3, ["id"], tmp_path / "da")
     db = keyed_diff(spark, uri, 0, 3, ["id"], tmp_path / "db")
-    rows = diff_page(db["path"], 0, 100)["rows"]
-    assert rows == diff_page(da["path"], 0, 100)["rows"] and len(rows) == 3  # ids 1, 3 and 5
+    diffs = diff_page(db["path"], 0, 100)["rows"]
+    assert diffs == diff_page(da["path"], 0, 100)["rows"] and len(diffs) == 3  # ids 1, 3 and 5
     assert db["counts"] == da["counts"]
