@@ -37,6 +37,7 @@ from .errors import ServiceError
 from .models import ManagedTable, OwnerState, RatifiedCommit, Table, UcStagingTable
 from .owner_access import database_owner
 from .owner_db import table_conf
+from .owner_rows import managed_row
 from .registration import check_new_location, validate_location
 
 PROTOCOL_VERSION = "1.0"
@@ -249,7 +250,7 @@ def create_table(user, catalog: str, schema: str, body: dict[str, Any]) -> dict[
 
 
 def find(catalog: str, schema: str, name: str) -> ManagedTable:
-    mt = ManagedTable.objects.select_related("table").filter(uc_catalog=catalog, uc_schema=schema, uc_name=name).first()
+    mt = managed_row(uc_name=(catalog, schema, name))
     if mt is None:
         raise UcError("NoSuchTableException", 404, f"Table '{catalog}.{schema}.{name}' does not exist")
     return mt
@@ -492,8 +493,8 @@ def _by_id(body: dict[str, Any]) -> ManagedTable:
     table_id, uri = body.get("table_id"), body.get("table_uri")
     if not isinstance(table_id, str) or not isinstance(uri, str):
         raise bad("'table_id' and 'table_uri' are required")
-    mt = ManagedTable.objects.select_related("table").filter(owner_table_id=table_id, feature=FEATURE).first()
-    if mt is None:
+    mt = managed_row(owner_table_id=table_id)
+    if mt is None or mt.feature != FEATURE:
         raise UcError("NoSuchTableException", 404, f"No catalog-managed table with id {table_id[:64]}")
     if _local(uri) != mt.table.location.rstrip("/"):
         raise bad(f"table_uri {uri[:300]} is not the location of table {table_id[:64]}")

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import Group
-from django.db.models import Exists, OuterRef
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
@@ -28,28 +26,25 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tables import owner_rows, roles
 from tables import owner_uc as uc
-from tables import roles
 from tables.delta.errors import DeltaError
 from tables.errors import ServiceError, http_status
 
 
 class UcTokenAuthentication(TokenAuthentication):
-    """The app's API tokens (`Token <key>`). The token, its user and whether the user is a writer
-    come from one query: every request of this API asks the writer question (commits, publishing)
-    or is answered faster without a second round trip to the database."""
+    """The app's API tokens (`Token <key>`). The token's user and whether the user is a writer
+    come from one written-out query (tables.owner_rows): every request of this API asks the
+    writer question (commits, publishing) or is answered faster without a second round trip."""
 
     def authenticate_credentials(self, key: str):
-        model = self.get_model()
-        writer = Group.objects.filter(user=OuterRef("user_id"), name=roles.WRITER)
-        try:
-            token = model.objects.select_related("user").annotate(is_writer=Exists(writer)).get(key=key)
-        except model.DoesNotExist:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
-        if not token.user.is_active:
+        user = owner_rows.token_user(key, roles.WRITER)
+        if user is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        if not user.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
-        token.user.known_groups = {roles.WRITER: token.is_writer}  # roles.in_group answers from it
-        return token.user, token
+        user.known_groups = {roles.WRITER: user.in_group}  # roles.in_group answers from it
+        return user, key
 
 
 class BearerTokenAuthentication(UcTokenAuthentication):
