@@ -6,6 +6,7 @@ version or a table key means the same thing everywhere.
 
 from __future__ import annotations
 
+from .hot_queries import table_row
 from .models import Table
 
 INT64_MAX = 2**63 - 1  # the largest version or id the database can hold
@@ -21,10 +22,9 @@ def parse_int64(raw: str) -> int | None:
 
 
 def table_by_key(key: str, queryset=None) -> Table | None:
-    """The table with this numeric id, else with this slug, else None."""
-    qs = Table.objects.all() if queryset is None else queryset
+    """The table with this numeric id, else with this slug, else None (from `queryset` if given)."""
     key = str(key)
-    table = None
-    if key.isascii() and key.isdigit() and len(key) <= 18:
-        table = qs.filter(pk=int(key)).first()
-    return table or qs.filter(slug=key).first()
+    numeric = key.isascii() and key.isdigit() and len(key) <= 18
+    if queryset is None:  # every API request of a table asks: one written-out query each
+        return (table_row(pk=int(key)) if numeric else None) or table_row(slug=key)
+    return (queryset.filter(pk=int(key)).first() if numeric else None) or queryset.filter(slug=key).first()

@@ -34,10 +34,10 @@ from tables.delta.storage import open_storage
 
 from . import roles
 from .errors import ServiceError
+from .hot_queries import managed_row
 from .models import ManagedTable, OwnerState, RatifiedCommit, Table, UcStagingTable
 from .owner_access import database_owner
 from .owner_db import table_conf
-from .owner_rows import managed_row
 from .registration import check_new_location, validate_location
 
 PROTOCOL_VERSION = "1.0"

@@ -20,34 +20,18 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables import owner_rows, roles
 from tables import owner_uc as uc
+from tables.api.tokens import RoleTokenAuthentication
 from tables.delta.errors import DeltaError
 from tables.errors import ServiceError, http_status
 
 
-class UcTokenAuthentication(TokenAuthentication):
-    """The app's API tokens (`Token <key>`). The token's user and whether the user is a writer
-    come from one written-out query (tables.owner_rows): every request of this API asks the
-    writer question (commits, publishing) or is answered faster without a second round trip."""
-
-    def authenticate_credentials(self, key: str):
-        user = owner_rows.token_user(key, roles.WRITER)
-        if user is None:
-            raise exceptions.AuthenticationFailed("Invalid token.")
-        if not user.is_active:
-            raise exceptions.AuthenticationFailed("User inactive or deleted.")
-        user.known_groups = {roles.WRITER: user.in_group}  # roles.in_group answers from it
-        return user, key
-
-
-class BearerTokenAuthentication(UcTokenAuthentication):
+class BearerTokenAuthentication(RoleTokenAuthentication):
     """The app's API tokens sent as OAuth-style bearer tokens, as Unity Catalog clients do."""
 
     keyword = "Bearer"
@@ -83,7 +67,7 @@ def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
 
 
 class _UcView(APIView):
-    authentication_classes = [BearerTokenAuthentication, UcTokenAuthentication]
+    authentication_classes = [BearerTokenAuthentication, RoleTokenAuthentication]
     permission_classes = [IsAuthenticated]
     parser_classes = [JSONParser]
 

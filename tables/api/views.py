@@ -188,7 +188,7 @@ class TableViewSet(viewsets.GenericViewSet):
 
     def get_object(self) -> Table:
         key = str(self.kwargs[self.lookup_url_kwarg])
-        table = table_by_key(key, self.get_queryset())
+        table = table_by_key(key)  # the table alone: its creator loads if an answer shows it
         if table is None:
             raise NotFound(f"No table with id or slug '{printable(key)}'.")
         self.check_object_permissions(self.request, table)

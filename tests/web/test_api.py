@@ -250,6 +250,21 @@ def test_user_without_role_can_read_but_not_register_or_sync(reader_api, table, 
     assert Table.objects.count() == 1 and Job.objects.count() == 0
 
 
+def test_a_tokens_roles_follow_its_user_from_the_next_request_on(table) -> None:
+    user = make_user("later")
+    client = token_client(user)
+    assert_error(client.post(url(table, "sync/")), 403, "permission_denied")
+    user.groups.add(Group.objects.get_or_create(name=ANALYST)[0])  # an administrator grants the role
+    assert client.post(url(table, "sync/")).status_code == 202
+    user.groups.clear()
+    assert_error(client.post(url(table, "sync/")), 403, "permission_denied")
+    User.objects.filter(pk=user.pk).update(is_active=False)
+    assert_error(client.get(url(table, "history/")), 401, "authentication_failed")
+    Token.objects.filter(user=user).delete()
+    User.objects.filter(pk=user.pk).update(is_active=True)
+    assert_error(client.get(url(table, "history/")), 401, "authentication_failed")  # a revoked token
+
+
 def test_list_and_retrieve_by_id_or_slug(api, table, roots) -> None:
     other = registration.register_table("Other Table", str(write_table(roots / "other")))
     r = api.get("/api/tables/")
