@@ -128,6 +128,9 @@ STATICFILES_FINDERS = [
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
+# Django's password sign-in; each request's user (and its roles) is read by one query
+AUTHENTICATION_BACKENDS = ["tables.auth_backend.RoleModelBackend"]
+SESSION_ENGINE = "tables.session_store"  # Django's database sessions, read by one query
 
 # --- security defaults ---------------------------------------------------------------------
 # Debug mode (make run) still answers the project's own 404/500 pages, not Django's pages that

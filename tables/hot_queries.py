@@ -1,6 +1,6 @@
-"""The lookups every API request makes, written out in SQL: the API token's user (with its
-roles), the registered table by id or slug, and a catalogManaged table's owner row (with its
-location).
+"""The lookups every request makes, written out in SQL: the session and its user (with its
+roles), the API token's user (with its roles), the registered table by id or slug, and a
+catalogManaged table's owner row (with its location).
 
 Through the ORM each cost 1-2 ms of query compiling (the owner row joined all 46 columns of
 its table), most of what a history page of the API, a commit attempt or a getCommits spent on
@@ -15,7 +15,10 @@ from functools import cache
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.sessions.models import Session
+from django.core.exceptions import ValidationError
 from django.db import connection
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from .models import ManagedTable, Table
@@ -27,7 +30,8 @@ def _q(name: str) -> str:
 
 
 @cache
-def _token_sql(vendor: str) -> str:
+def _user_sql(vendor: str, by: str) -> str:
+    """The user with its role memberships, by API token key ("token") or by id ("id")."""
     user_model = get_user_model()
     members = user_model.groups.through._meta
     user_pk = f"u.{_q(user_model._meta.pk.column)}"
@@ -37,19 +41,34 @@ def _token_sql(vendor: str) -> str:
         f"ON g.{_q('id')} = ug.{_q('group_id')} WHERE {member} = {user_pk} AND g.{_q('name')} = %s) AS role_{i}"
         for i in range(len(ROLES))
     )
-    return (
-        f"SELECT u.*, {roles} FROM {_q(user_model._meta.db_table)} u "
-        f"JOIN {_q(Token._meta.db_table)} t ON t.{_q('user_id')} = {user_pk} WHERE t.{_q('key')} = %s"
-    )
+    if by == "token":
+        source = f"JOIN {_q(Token._meta.db_table)} t ON t.{_q('user_id')} = {user_pk} WHERE t.{_q('key')} = %s"
+    else:
+        source = f"WHERE {user_pk} = %s"
+    return f"SELECT u.*, {roles} FROM {_q(user_model._meta.db_table)} u {source}"
+
+
+def _with_roles(by: str, value: object):
+    for user in get_user_model().objects.raw(_user_sql(connection.vendor, by), [*ROLES, value]):
+        user.known_groups = {role: bool(getattr(user, f"role_{i}")) for i, role in enumerate(ROLES)}
+        return user
+    return None
 
 
 def token_user(key: str):
     """The user of API token `key`, its role memberships in `known_groups` (roles.in_group
     answers from them); None for an unknown token."""
-    for user in get_user_model().objects.raw(_token_sql(connection.vendor), [*ROLES, key]):
-        user.known_groups = {role: bool(getattr(user, f"role_{i}")) for i, role in enumerate(ROLES)}
-        return user
-    return None
+    return _with_roles("token", key)
+
+
+def user_row(pk: object):
+    """The user with this id (as a session stores it), its roles in `known_groups`; None if
+    there is none."""
+    try:
+        pk = get_user_model()._meta.pk.to_python(pk)
+    except ValidationError:
+        return None
+    return _with_roles("id", pk)
 
 
 @cache
@@ -89,4 +108,19 @@ def managed_row(*, owner_table_id: str | None = None, uc_name: tuple[str, str, s
     for mt in ManagedTable.objects.raw(_managed_sql(connection.vendor, by), params):
         mt.table = Table.from_db(connection.alias, ["id", "location"], [mt.table_id, mt.table_location])
         return mt
+    return None
+
+
+@cache
+def _session_sql(vendor: str) -> str:
+    return f"SELECT * FROM {_q(Session._meta.db_table)} WHERE {_q('session_key')} = %s AND {_q('expire_date')} > %s"
+
+
+def session_row(key: str | None) -> Session | None:
+    """The unexpired session with this key, or None."""
+    if not key:
+        return None
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    for session in Session.objects.raw(_session_sql(connection.vendor), [key, now]):
+        return session
     return None

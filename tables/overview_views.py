@@ -20,6 +20,7 @@ from . import charts, owner_services, pages, roles
 from .errors import ServiceError
 from .forms import RestoreRequestForm
 from .history import CACHE_SECONDS, has_expired, history, synced_key
+from .hot_queries import table_row
 from .models import Anomaly, RestoreRequest, RestoreStatus, Table
 from .owner_access import managed_of
 from .owner_db import summary as owner_summary
@@ -100,7 +101,7 @@ def table_charts_page(request: HttpRequest, slug: str) -> HttpResponse:
 def table_charts_json(request: HttpRequest, slug: str) -> JsonResponse:
     """The table page's figures, fetched by the page after it renders and cached until the
     next sync: a 100,000-version table's page stays small and fast."""
-    table = Table.objects.filter(slug=slug).first()
+    table = table_row(slug=slug)
     if table is None:
         return JsonResponse({"error": f"There is no table '{slug[:100]}'."}, status=404)
     key = f"charts:{synced_key(table)}:{cache_epoch()}"  # the reachability bands move with the clock

@@ -18,6 +18,7 @@ from tables.delta import errors as delta_errors
 
 from . import roles
 from .errors import ServiceError, http_status, public_message
+from .hot_queries import table_row
 from .lookup import INT64_MAX, parse_int64
 from .models import Job, Table
 
@@ -68,7 +69,7 @@ def page_error(exc: ServiceError | delta_errors.DeltaError, table: Table | None 
 
 def table_of(slug: str) -> Table:
     """The table of a page's URL, or a 404 page."""
-    table = Table.objects.filter(slug=slug).first()
+    table = table_row(slug=slug)
     if table is None:
         raise PageError(f"There is no table '{slug}'. It may have been removed or renamed.", 404)
     return table

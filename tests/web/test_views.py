@@ -408,6 +408,28 @@ def test_user_without_a_role_cannot_register_or_sync(client, django_user_model, 
     assert client.get("/t/sales/").status_code == 200  # browsing needs no role
 
 
+def test_a_sessions_roles_and_sign_in_are_read_afresh_on_each_request(client, django_user_model, table) -> None:
+    from django.contrib.auth.models import Group
+    from django.contrib.sessions.models import Session
+    from django.utils import timezone
+
+    user = django_user_model.objects.create_user("later", password="x-secret-9")
+    client.force_login(user)
+    assert client.get("/tables/register/").status_code == 403
+    user.groups.add(Group.objects.get_or_create(name="analyst")[0])  # an administrator grants the role
+    assert client.get("/tables/register/").status_code == 200
+    assert "Register a table" in text(client.get("/"))
+    user.groups.clear()
+    assert client.get("/tables/register/").status_code == 403
+    django_user_model.objects.filter(pk=user.pk).update(is_active=False)  # deactivated: signed out
+    assert client.get("/t/sales/")["Location"].startswith("/accounts/login/")
+    django_user_model.objects.filter(pk=user.pk).update(is_active=True)
+    client.force_login(user)
+    assert client.get("/t/sales/").status_code == 200
+    Session.objects.update(expire_date=timezone.now())  # expired on the server: signed out
+    assert client.get("/t/sales/")["Location"].startswith("/accounts/login/")
+
+
 def test_plotly_is_a_static_file_from_the_package(browser) -> None:
     from django.contrib.staticfiles.storage import staticfiles_storage
 
