@@ -80,6 +80,14 @@ class LogFile:
             ) from exc
         self._size, self._mtime = info.size, info.modification_time
 
+    @property
+    def stat_known(self) -> bool:
+        return self._mtime is not None
+
+    @property
+    def storage(self) -> Storage | None:
+        return self._storage
+
     def known(self, size: int, modification_time: int) -> None:
         """Size and time learnt elsewhere (a read that fstat'ed the file): no stat later."""
         self._size, self._mtime = size, modification_time

@@ -262,6 +262,22 @@ class LocalStorage:
         names.sort()
         return names
 
+    def file_times(self, rel_dir: str) -> dict[str, tuple[int, int]]:
+        """(size, modification time in ms) of each regular file directly in `rel_dir`, from one
+        directory scan: a stat per entry without resolving any path again. Symbolic links are
+        left out (their targets are checked where they are opened or stat'ed)."""
+        base = self._dir(rel_dir)
+        out: dict[str, tuple[int, int]] = {}
+        try:
+            with os.scandir(base) as it:
+                for e in it:
+                    if e.is_file(follow_symlinks=False):
+                        st = e.stat(follow_symlinks=False)
+                        out[e.name] = (st.st_size, st.st_mtime_ns // 1_000_000)
+        except OSError as exc:
+            raise StorageError(f"{self.display(rel_dir)}: cannot list ({exc.strerror})") from exc
+        return out
+
     def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
         with os.fdopen(self._open_read(path), "rb") as fh:
             if range is None:

@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from tables.delta.commit import commit, enable_ict
-from tables.delta.errors import CommitConflictError, InvalidTimestampError, TimestampOutOfRangeError
+from tables.delta.errors import (
+    CommitConflictError,
+    InvalidTimestampError,
+    PathOutsideRootsError,
+    TimestampOutOfRangeError,
+)
 from tables.delta.history import history_rows, timeline
 from tables.delta.timestamps import commit_times, monotonize, parse_timestamp, resolve_timestamp
 from tests.conftest import golden_path
@@ -233,6 +238,26 @@ def test_history_page_reads_only_its_commits(tmp_path: Path) -> None:
         "clusterId", "readVersion", "isolationLevel", "isBlindAppend", "operationMetrics", "userMetadata",
         "engineInfo", "inCommitTimestamp", "fileModificationTime", "timestampSource",
     }  # fmt: skip
+
+
+def test_a_long_logs_file_times_come_from_one_scan_and_links_are_still_checked(tmp_path: Path) -> None:
+    t = file_table(tmp_path / "t", [1000 + 2 * v for v in range(200)])
+    log = t / "_delta_log"
+    # version 150's commit file is a symbolic link to a file inside the table: its target's time
+    moved = t / "moved.json"
+    os.replace(log / f"{150:020d}.json", moved)
+    (log / f"{150:020d}.json").symlink_to(moved)
+    times = commit_times(str(t))
+    assert [times.timestamp(v)[0] for v in (199, 151, 150, 0)] == [1398, 1302, 1300, 1000]
+    assert [r["timestamp"] for r in history_rows(times, limit=3)] == [1398, 1396, 1394]
+
+    # a link out of the table's root is refused (the scan leaves links to the checked opener)
+    outside = tmp_path / "elsewhere.json"
+    outside.write_bytes((log / f"{160:020d}.json").read_bytes())
+    (log / f"{160:020d}.json").unlink()
+    (log / f"{160:020d}.json").symlink_to(outside)
+    with pytest.raises(PathOutsideRootsError):
+        history_rows(commit_times(str(t)), limit=3)
 
 
 # --- delta-rs agreement (no ICT) -----------------------------------------------------
