@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,15 +34,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from web import free_port  # the benchmarks' one way to pick a loopback port
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENV_BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pct(values: list[float], p: float) -> float:

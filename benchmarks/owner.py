@@ -42,14 +42,10 @@ import threading
 import time
 from pathlib import Path
 
+from web import free_port  # the benchmarks' one way to pick a loopback port
+
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pct(values: list[float], q: float) -> float:
