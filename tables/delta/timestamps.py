@@ -185,7 +185,11 @@ class FileTimes:
             return
         found = scan(LOG_DIR)
         prefix = LOG_DIR + "/"
-        for f in missing:
+        # the scan stat'ed every file: keep all their times (a binary search over the times
+        # asks for later indexes next, and must not scan again)
+        for f in self._files:
+            if f.stat_known:
+                continue
             info = found.get(f.path[len(prefix) :]) if f.path.startswith(prefix) else None
             if info is not None:  # others (staged commits, symbolic links): stat'ed one by one
                 f.known(*info)
