@@ -14,7 +14,8 @@ b) change data: a table with delta.enableChangeDataFeed=true written by delta-rs
    delete 100 rows. `tables.spark.changes.change_data` over versions 0..commits, and
    delta-rs's `load_cdf(0, commits)` read to Arrow, for the same range; row counts must agree.
    `--many-commits` (default 0: skipped; the goal's size is 10,000) repeats this on a second
-   table with that many commits of a tenth of the rows each (generating it takes minutes).
+   table with that many commits of a tenth of the rows each, its commits written directly
+   (write_changes_directly: delta-rs's update and delete would take hours for 10,000).
 c) preview: `tables.spark.preview.write_preview` (first 100 rows and the row count) of the
    change-data table's last version; "cold" is the first job of a fresh session (session
    start included), "warm" the median of 3 afterwards. Peer: delta-rs opening the version,
@@ -140,13 +141,76 @@ def pyarrow_diff(path: str, v_from: int, v_to: int, key: str) -> dict:
     }
 
 
-def bench_changes(spark, workdir: Path, commits: int, name: str = "cdf", batch: int = 1000) -> dict:
+def write_changes_directly(path: Path, commits: int, batch: int, rng: np.random.Generator) -> None:
+    """`commits` commits after version 0 cycling append / update / delete, written as a Delta
+    writer with change data leaves them (the data files, `_change_data/` files with the
+    update pre/post images and the deleted rows, one JSON commit each), without a writer's
+    per-commit cost: delta-rs's update and delete reload the table each time, hours for 10,000
+    commits here. An update or delete rewrites one whole file. delta-rs's load_cdf, the peer,
+    reads the same log and must count the same rows."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    dt = DeltaTable(str(path))
+    rels = [Path(u.removeprefix("file://")).resolve().relative_to(path.resolve()).as_posix() for u in dt.file_uris()]
+    live = {rel: pq.read_table(path / rel) for rel in rels}  # path -> its rows
+    next_id, touched = int(max(pc.max(t["id"]).as_py() for t in live.values())) + 1, batch // 10
+    now = int(time.time() * 1000)
+    log = path / "_delta_log"
+    (path / "_change_data").mkdir(exist_ok=True)
+
+    def write(rel: str, table: pa.Table) -> dict:
+        pq.write_table(table, path / rel)
+        return {"path": rel, "partitionValues": {}, "size": (path / rel).stat().st_size}
+
+    def remove(rel: str) -> dict:
+        return {"remove": {"path": rel, "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
+                           "partitionValues": {}, "size": (path / rel).stat().st_size}}  # fmt: skip
+
+    def changes(table: pa.Table, kind: str) -> pa.Table:
+        return table.append_column("_change_type", pa.array([kind] * table.num_rows, pa.string()))
+
+    for i in range(commits):
+        v, kind = dt.version() + 1 + i, i % 3
+        if kind == 0:
+            rel = f"part-{v:06d}-append.parquet"
+            actions = [{"add": {**write(rel, big_table(batch, rng, np.arange(next_id, next_id + batch))),
+                                "modificationTime": now, "dataChange": True}}]  # fmt: skip
+            live[rel] = pq.read_table(path / rel)
+            next_id, op = next_id + batch, "WRITE"
+        else:
+            old = sorted(live)[int(rng.integers(0, len(live)))]
+            rows = live.pop(old)
+            n = min(touched, rows.num_rows)
+            hit, rest = rows.slice(0, n), rows.slice(n)
+            if kind == 1:
+                after = hit.set_column(3, "qty", pc.add(hit["qty"], pa.scalar(1, pa.int32())))
+                new_rows = pa.concat_tables([after, rest])
+                cdc = pa.concat_tables([changes(hit, "update_preimage"), changes(after, "update_postimage")])
+                op = "UPDATE"
+            else:
+                new_rows, cdc, op = rest, changes(hit, "delete"), "DELETE"
+            rel = f"part-{v:06d}-{op.lower()}.parquet"
+            actions = [remove(old)]
+            if new_rows.num_rows:
+                actions.append({"add": {**write(rel, new_rows), "modificationTime": now, "dataChange": True}})
+                live[rel] = new_rows
+            actions.append({"cdc": {**write(f"_change_data/cdc-{v:06d}.parquet", cdc), "dataChange": False}})
+        info = {"commitInfo": {"timestamp": now + v, "operation": op, "readVersion": v - 1}}
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(a) for a in [info, *actions]) + "\n")
+
+
+def bench_changes(
+    spark, workdir: Path, commits: int, name: str = "cdf", batch: int = 1000, direct: bool = False
+) -> dict:
     rng = np.random.default_rng(SEED)
     path = workdir / name
     t0 = time.perf_counter()
     write_deltalake(str(path), big_table(10 * batch, rng), configuration={"delta.enableChangeDataFeed": "true"})
+    if direct:
+        write_changes_directly(path, commits, batch, rng)
     next_id, touched = 10 * batch, batch // 10
-    for i in range(commits):
+    for i in range(0 if direct else commits):
         kind = i % 3
         if kind == 0:
             write_deltalake(str(path), big_table(batch, rng, np.arange(next_id, next_id + batch)), mode="append")
@@ -237,7 +301,7 @@ def main() -> None:
         changes = bench_changes(spark, workdir, commits)
         preview = bench_preview(spark, workdir / "cdf", workdir)
         if args.many_commits:
-            many = bench_changes(spark, workdir, args.many_commits, name="cdf-many", batch=100)
+            many = bench_changes(spark, workdir, args.many_commits, name="cdf-many", batch=100, direct=True)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
