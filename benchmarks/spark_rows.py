@@ -15,7 +15,7 @@ b) change data: a table with delta.enableChangeDataFeed=true written by delta-rs
    delta-rs's `load_cdf(0, commits)` read to Arrow, for the same range; row counts must agree.
    `--many-commits` (default 0: skipped; the goal's size is 10,000) repeats this on a second
    table with that many commits of a tenth of the rows each, its commits written directly
-   (write_changes_directly: delta-rs's update and delete would take hours for 10,000).
+   (write_changes_directly: delta-rs's update and delete reload the table every time).
 c) preview: `tables.spark.preview.write_preview` (first 100 rows and the row count) of the
    change-data table's last version; "cold" is the first job of a fresh session (session
    start included), "warm" the median of 3 afterwards. Peer: delta-rs opening the version,
@@ -145,7 +145,7 @@ def write_changes_directly(path: Path, commits: int, batch: int, rng: np.random.
     """`commits` commits after version 0 cycling append / update / delete, written as a Delta
     writer with change data leaves them (the data files, `_change_data/` files with the
     update pre/post images and the deleted rows, one JSON commit each), without a writer's
-    per-commit cost: delta-rs's update and delete reload the table each time, hours for 10,000
+    per-commit cost: delta-rs's update and delete reload the table each time, tens of minutes for 10,000
     commits here. An update or delete rewrites one whole file. delta-rs's load_cdf, the peer,
     reads the same log and must count the same rows."""
     import pyarrow.compute as pc
