@@ -162,6 +162,7 @@ def plan_changes(location: str | Storage, start: int, end: int | None = None) ->
                     known[canonical_path(r["path"])] = r["partitionValues"]
         return known.get(canonical_path(path))
 
+    times.warm(start, end)
     for v in range(start, end + 1):
         ts, source = times.timestamp(v)
         if ts is None:

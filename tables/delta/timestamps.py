@@ -266,6 +266,16 @@ class CommitTimes:
     def file_time(self, version: int) -> int:
         return self.adjusted[self.index(version)]
 
+    def warm(self, start: int, end: int) -> None:
+        """Versions start..end's timestamps will be asked for, oldest first: compute the file
+        times among them at once (one scan of a local log) rather than one stat per call."""
+        if self.ict.applies(start):
+            return  # In-Commit Timestamps from `start` on: no file time is needed
+        last = end if not self.ict.applies(end) else (self.ict.enablement_version or 0) - 1
+        i = bisect.bisect_right(self.versions, last) - 1
+        if i >= 0:
+            self.adjusted[i]  # computes every time up to it
+
     def timestamp(self, version: int) -> tuple[int | None, str]:
         """(effective commit timestamp, source) of a version."""
         if self.ict.applies(version):
