@@ -54,7 +54,7 @@ METRICS = ("snapshot", "sync", "resolve", "history")
 SCRIPTS: dict[str, list[str]] = {
     "snapshot_load": ["--reps", "3"],
     "sync": ["--reps", "1", "--incremental", "3"],
-    "time_travel": [],
+    "time_travel": ["--delta-rs-samples", "3"],  # delta-rs replays the log: 1-2 minutes a call
     "reachability": [],
     "web": [],
 }
