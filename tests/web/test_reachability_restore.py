@@ -6,7 +6,9 @@ ignoring missing files still allows a restore without them."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,8 +47,13 @@ def test_a_version_with_deleted_files_is_refused_unless_they_are_ignored(table) 
     body = assert_error(api.post(url, {"version": 1, "reason": "undo"}, format="json"), 400, "restore_missing_files")
     assert "1 missing" in body and gone in body and "ignore missing files" in body
     assert not RestoreRequest.objects.exists()
-    # a timestamp that resolves to that version: refused the same way
-    ts = DeltaTable(str(path)).history()[-2]["timestamp"]  # version 1
+    # a timestamp that resolves to that version: refused the same way. The commit files' times
+    # (what a table without In-Commit Timestamps resolves by) are set a minute apart: as written
+    # they may fall in one millisecond, or after the commitInfo time delta-rs reports
+    start = int(time.time() * 1000) - 10 * 60_000
+    for v in range(5):
+        os.utime(path / "_delta_log" / f"{v:020d}.json", ns=((start + v * 60_000) * 1_000_000,) * 2)
+    ts = start + 60_000 + 30_000  # between versions 1 and 2
     assert_error(api.post(url, {"timestamp": str(ts), "reason": "undo"}, format="json"), 400, "restore_missing_files")
     assert not RestoreRequest.objects.exists()
     r = api.post(url, {"version": 1, "reason": "undo", "ignoreMissingFiles": True}, format="json")
