@@ -29,6 +29,11 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
+def _first(model, sql: str, params: list):
+    """The first instance `sql` gives, or None."""
+    return next(iter(model.objects.raw(sql, params)), None)
+
+
 @cache
 def _user_sql(vendor: str, by: str) -> str:
     """The user with its role memberships, by API token key ("token") or by id ("id")."""
@@ -49,10 +54,10 @@ def _user_sql(vendor: str, by: str) -> str:
 
 
 def _with_roles(by: str, value: object):
-    for user in get_user_model().objects.raw(_user_sql(connection.vendor, by), [*ROLES, value]):
+    user = _first(get_user_model(), _user_sql(connection.vendor, by), [*ROLES, value])
+    if user is not None:
         user.known_groups = {role: bool(getattr(user, f"role_{i}")) for i, role in enumerate(ROLES)}
-        return user
-    return None
+    return user
 
 
 def token_user(key: str):
@@ -79,9 +84,7 @@ def _table_sql(vendor: str, by: str) -> str:
 def table_row(*, pk: int | None = None, slug: str | None = None) -> Table | None:
     """The registered table with this id or slug (its creator loads on first use)."""
     by, value = ("id", pk) if pk is not None else ("slug", slug)
-    for table in Table.objects.raw(_table_sql(connection.vendor, by), [value]):
-        return table
-    return None
+    return _first(Table, _table_sql(connection.vendor, by), [value])
 
 
 _BY = {"id": ("owner_table_id",), "name": ("uc_catalog", "uc_schema", "uc_name")}
@@ -105,10 +108,10 @@ def managed_row(*, owner_table_id: str | None = None, uc_name: tuple[str, str, s
         by, params = "name", list(uc_name)
     else:
         raise TypeError("managed_row needs owner_table_id or uc_name")
-    for mt in ManagedTable.objects.raw(_managed_sql(connection.vendor, by), params):
+    mt = _first(ManagedTable, _managed_sql(connection.vendor, by), params)
+    if mt is not None:
         mt.table = Table.from_db(connection.alias, ["id", "location"], [mt.table_id, mt.table_location])
-        return mt
-    return None
+    return mt
 
 
 @cache
@@ -121,6 +124,4 @@ def session_row(key: str | None) -> Session | None:
     if not key:
         return None
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    for session in Session.objects.raw(_session_sql(connection.vendor), [key, now]):
-        return session
-    return None
+    return _first(Session, _session_sql(connection.vendor), [key, now])

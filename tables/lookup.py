@@ -21,10 +21,8 @@ def parse_int64(raw: str) -> int | None:
     return value if value <= INT64_MAX else None
 
 
-def table_by_key(key: str, queryset=None) -> Table | None:
-    """The table with this numeric id, else with this slug, else None (from `queryset` if given)."""
+def table_by_key(key: str) -> Table | None:
+    """The table with this numeric id, else with this slug, else None."""
     key = str(key)
     numeric = key.isascii() and key.isdigit() and len(key) <= 18
-    if queryset is None:  # every API request of a table asks: one written-out query each
-        return (table_row(pk=int(key)) if numeric else None) or table_row(slug=key)
-    return (queryset.filter(pk=int(key)).first() if numeric else None) or queryset.filter(slug=key).first()
+    return (table_row(pk=int(key)) if numeric else None) or table_row(slug=key)
