@@ -34,9 +34,10 @@ from tables.results import read_page, type_name
 from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, input_files, scan
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CHANGE_COLUMNS", "change_data", "change_data_frame", "read_page", "write_sorted"]
+__all__ = ["CHANGE_COLUMNS", "change_data", "change_data_frame", "read_page", "write_on_driver", "write_sorted"]
 
 CHANGE_COLUMNS = (("_change_type", "string"), ("_commit_version", "long"), ("_commit_timestamp", "timestamp"))
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -102,18 +103,34 @@ def write_sorted(df: DataFrame, path: Path, order: list[Any], drop: tuple[str, .
     ordered.drop(*drop).write.mode("overwrite").parquet(str(path))
 
 
+def write_on_driver(df: DataFrame, path: Path, order: list[str], drop: tuple[str, ...] = ()) -> pa.Table:
+    """Bring a small result to the driver as Arrow, sort it there and write it with pyarrow as
+    one part file (replacing `path`); returns the written table. One Spark job whose scan runs
+    on every core, without the single task and the output commit protocol of a Spark write:
+    half the time of a 100-commit change-data job. `order` names columns that are never null
+    or NaN (versions, positions, change types), where Arrow's order and Spark's agree.
+    Timestamps are written as microseconds (UTC instants; timestamp_ntz as local times), as
+    `write_sorted` writes them."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    table = df.toArrow()
+    table = table.sort_by([(c, "ascending") for c in order]).drop_columns(list(drop))
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    pq.write_table(table, path / "part-00000.parquet")
+    return table
+
+
+# Results read from at most this many bytes of data files are sorted and written on the
+# driver (write_on_driver): its Arrow copy of the rows is a few times this size.
+DRIVER_BYTES = 16 << 20
 # Inputs up to this many bytes of data files are sorted and written by one task (write_sorted);
 # above SINGLE_TASK_FILES files they are still read in parallel and brought to that task by a
 # shuffle (one task opening a thousand small files one after the other is the slower way).
 SINGLE_TASK_BYTES = 32 << 20
 SINGLE_TASK_FILES = 128
-
-
-def small_input(files: list[str]) -> bool:
-    """Whether the data files a result is computed from (`input_files`) are small enough for
-    one task."""
-    size = input_bytes(files)
-    return size is not None and size <= SINGLE_TASK_BYTES
 
 
 def change_data(
@@ -124,11 +141,18 @@ def change_data(
     path = Path(out_dir) / "changes"
     order = ["_commit_version", FILE_COL, ROW_COL, "_change_type"]
     files = input_files(df)
-    single = small_input(files)
-    if single and len(files) > SINGLE_TASK_FILES:
-        df = df.repartition(1)
-    write_sorted(df, path, order, drop=(FILE_COL, ROW_COL), single=single)
-    rows = sorted(_written_counts(path), key=_count_order)
+    size = input_bytes(files)
+    if size is not None and size <= DRIVER_BYTES:
+        table = write_on_driver(df, path, order, drop=(FILE_COL, ROW_COL))
+        rows = _counts(table)
+        columns = _columns_of(table.schema)
+    else:
+        single = size is not None and size <= SINGLE_TASK_BYTES
+        if single and len(files) > SINGLE_TASK_FILES:
+            df = df.repartition(1)
+        write_sorted(df, path, order, drop=(FILE_COL, ROW_COL), single=single)
+        rows, columns = _written_counts(path), _columns(path)
+    rows.sort(key=_count_order)
     return {
         "path": str(path),
         "start": plan.start,
@@ -136,7 +160,7 @@ def change_data(
         "total": sum(r["rows"] for r in rows),
         "counts": rows,
         "versions": [v.to_dict() for v in plan.versions],
-        "columns": _columns(path),
+        "columns": columns,
     }
 
 
@@ -149,9 +173,11 @@ def _written_counts(path: Path) -> list[dict[str, Any]]:
     from tables.results import part_files
 
     tables = [pq.read_table(f, columns=["_commit_version", "_change_type"]) for f in part_files(path)]
-    if not tables:
-        return []
-    counted = pa.concat_tables(tables).group_by(["_commit_version", "_change_type"]).aggregate([([], "count_all")])
+    return _counts(pa.concat_tables(tables)) if tables else []
+
+
+def _counts(table: pa.Table) -> list[dict[str, Any]]:
+    counted = table.group_by(["_commit_version", "_change_type"]).aggregate([([], "count_all")])
     return [
         {"version": v, "changeType": t, "rows": n}
         for v, t, n in zip(
@@ -175,6 +201,8 @@ def _columns(path: Path) -> list[dict[str, str]]:
     from tables.results import part_files
 
     files = part_files(path)
-    if not files:
-        return []
-    return [{"name": f.name, "type": type_name(f.type)} for f in pq.ParquetFile(files[0]).schema_arrow]
+    return _columns_of(pq.ParquetFile(files[0]).schema_arrow) if files else []
+
+
+def _columns_of(schema: pa.Schema) -> list[dict[str, str]]:
+    return [{"name": f.name, "type": type_name(f.type)} for f in schema]

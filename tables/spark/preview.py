@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.errors import at_version
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import Storage, as_storage
-from tables.results import part_files, type_name
+from tables.results import type_name
 
-from .changes import write_sorted
+from .changes import write_on_driver
 from .read import FILE_COL, ROW_COL, Layout, ScanEntry, _read_files, check_readable, local_file, scan, version_entries
 
 if TYPE_CHECKING:
@@ -69,8 +69,6 @@ def write_preview(
     spark: SparkSession, location: str | Storage, version: int, out_dir: str | Path, limit: int = PREVIEW_ROWS
 ) -> dict[str, Any]:
     """Write the first `limit` rows of `version` under out_dir (module contract)."""
-    import pyarrow.parquet as pq
-
     storage = as_storage(location)
     limit = max(0, int(limit))
     snap = load_snapshot(storage, version)
@@ -83,13 +81,9 @@ def write_preview(
             entries, total = first_files(spark, storage, entries, limit)
         df: DataFrame = scan(spark, storage, layout, entries, with_position=True)
     path = Path(out_dir) / "preview"
-    first = df.orderBy(FILE_COL, ROW_COL).limit(limit)
-    write_sorted(first, path, [FILE_COL, ROW_COL], drop=(FILE_COL, ROW_COL), single=True)
-    files = part_files(path)
-    written = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    columns = (
-        [{"name": f.name, "type": type_name(f.type)} for f in pq.ParquetFile(files[0]).schema_arrow] if files else []
-    )
+    first = write_on_driver(df.orderBy(FILE_COL, ROW_COL).limit(limit), path, [FILE_COL, ROW_COL], (FILE_COL, ROW_COL))
+    written = first.num_rows
+    columns = [{"name": f.name, "type": type_name(f.type)} for f in first.schema]
     return {
         "path": str(path),
         "version": version,

@@ -39,9 +39,9 @@ def test_tasks_run_in_executor_processes_with_the_configured_python(spark) -> No
         assert executors >= 1
 
 
-def test_a_preview_written_by_executors_equals_delta_rs(spark, tmp_path) -> None:
-    """A data job end to end: executors read the table's files and write the Parquet result
-    the web process then pages (no driver-local state, paths every executor can read)."""
+def test_a_preview_read_by_executors_equals_delta_rs(spark, tmp_path) -> None:
+    """A data job end to end: executors read the table's files (paths every executor can
+    read), and the Parquet result the web process then pages holds the version's rows."""
     from tables.spark.preview import write_preview
 
     path = tmp_path / "t"
