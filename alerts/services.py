@@ -9,7 +9,7 @@ import math
 import secrets
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -182,6 +182,21 @@ def delete_rule(user, pk: int) -> None:
 def notifications_of(user, unread_only: bool = False) -> QuerySet[Notification]:
     qs = Notification.objects.filter(user=user).select_related("alert__table")
     return qs.filter(read_at__isnull=True) if unread_only else qs
+
+
+def unread_count(user) -> int:
+    """How many of `user`'s notifications are unread: the count every page's navigation bar
+    shows, written out in SQL (through the ORM, compiling the query cost more than running
+    it, a sixth of a page's time)."""
+    qn = connection.ops.quote_name
+    meta = Notification._meta
+    sql = (
+        f"SELECT COUNT(*) FROM {qn(meta.db_table)} WHERE {qn(meta.get_field('user').column)} = %s "
+        f"AND {qn(meta.get_field('read_at').column)} IS NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [user.pk])
+        return cursor.fetchone()[0]
 
 
 def mark_read(user, pk: int | None = None) -> int:

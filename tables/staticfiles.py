@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.staticfiles.finders import BaseFinder
 from django.core.files.storage import FileSystemStorage
 from whitenoise.storage import CompressedManifestStaticFilesStorage
@@ -25,8 +26,27 @@ from whitenoise.storage import CompressedManifestStaticFilesStorage
 PLOTLY_NAME = "vendor/plotly.min.js"
 
 
+URLS_KEPT = 1000
+
+
 class StaticStorage(CompressedManifestStaticFilesStorage):
     manifest_strict = False  # a name missing from the manifest falls back instead of a 500
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._urls: dict[tuple[str | None, bool, bool], str] = {}
+
+    def url(self, name: str | None, force: bool = False) -> str:
+        # every page asks for the same few names, and each answer is fixed for the process
+        # (the manifest is read once, at start; an uncollected file keeps its plain name):
+        # a page's five lookups were a twentieth of its time
+        key = (name, force, settings.DEBUG)
+        found = self._urls.get(key)
+        if found is None:
+            found = super().url(name, force)
+            if len(self._urls) < URLS_KEPT:
+                self._urls[key] = found
+        return found
 
     def hashed_name(self, name: str, content: Any = None, filename: str | None = None) -> str:
         try:

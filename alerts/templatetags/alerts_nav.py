@@ -15,4 +15,4 @@ def unread_notifications(user) -> int:
     """How many of `user`'s in-app notifications are unread (0 when signed out)."""
     if user is None or not user.is_authenticated:
         return 0
-    return services.notifications_of(user, unread_only=True).count()
+    return services.unread_count(user)
