@@ -13,6 +13,8 @@ b) change data: a table with delta.enableChangeDataFeed=true written by delta-rs
    then `--commits` commits (default 100) cycling append 1,000 rows / update 100 rows /
    delete 100 rows. `tables.spark.changes.change_data` over versions 0..commits, and
    delta-rs's `load_cdf(0, commits)` read to Arrow, for the same range; row counts must agree.
+   The job runs 5 times (the median, with the first run beside it: the JVM compiles the
+   job's code for this size of input during the first runs).
    `--many-commits` (default 0: skipped; the goal's size is 10,000) repeats this on a second
    table with that many commits of a tenth of the rows each, its commits written directly
    (write_changes_directly: delta-rs's update and delete reload the table every time).
@@ -201,7 +203,7 @@ def write_changes_directly(path: Path, commits: int, batch: int, rng: np.random.
 
 
 def bench_changes(
-    spark, workdir: Path, commits: int, name: str = "cdf", batch: int = 1000, direct: bool = False
+    spark, workdir: Path, commits: int, name: str = "cdf", batch: int = 1000, direct: bool = False, reps: int = 1
 ) -> dict:
     rng = np.random.default_rng(SEED)
     path = workdir / name
@@ -223,9 +225,12 @@ def bench_changes(
             DeltaTable(str(path)).delete(f"id >= {lo} AND id < {lo + touched}")
     gen = time.perf_counter() - t0
     end = DeltaTable(str(path)).version()
-    t = time.perf_counter()
-    result = change_data(spark, str(path), 0, end, workdir / f"{name}-out")
-    ours = time.perf_counter() - t
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        result = change_data(spark, str(path), 0, end, workdir / f"{name}-out")
+        times.append(time.perf_counter() - t)
+    ours = sorted(times)[len(times) // 2]
     t = time.perf_counter()
     reader = DeltaTable(str(path)).load_cdf(starting_version=0, ending_version=end)
     theirs_rows = pa.RecordBatchReader.from_stream(reader).read_all().num_rows
@@ -236,6 +241,7 @@ def bench_changes(
         "change_rows": result["total"],
         "generate_s": gen,
         "change_data_s": ours,
+        "change_data_runs_s": times,
         "rows_per_s": result["total"] / ours,
         "delta_rs_load_cdf_s": theirs,
         "delta_rs_rows_per_s": theirs_rows / theirs,
@@ -257,6 +263,13 @@ def bench_preview(spark, path: Path, workdir: Path, reps: int = 3) -> dict:
     theirs = time.perf_counter() - t
     assert result["total"] == total and result["rows"] == head.num_rows, (result, total)
     return {"preview_s": sorted(ours)[len(ours) // 2], "total": total, "delta_rs_s": theirs}
+
+
+def _runs(times: list[float]) -> str:
+    """How a median of several runs came about: the first run and the range."""
+    if len(times) < 2:
+        return ""
+    return f" (median of {len(times)}; first {times[0]:.2f} s, {min(times):.2f}-{max(times):.2f} s)"
 
 
 def warm_up(spark, workdir: Path) -> None:
@@ -298,7 +311,7 @@ def main() -> None:
         cold_preview = time.perf_counter() - t
         warm_up(spark, workdir)
         diff = bench_diff(spark, workdir, rows)
-        changes = bench_changes(spark, workdir, commits)
+        changes = bench_changes(spark, workdir, commits, reps=5)
         preview = bench_preview(spark, workdir / "cdf", workdir)
         if args.many_commits:
             many = bench_changes(spark, workdir, args.many_commits, name="cdf-many", batch=100, direct=True)
@@ -320,7 +333,8 @@ def main() -> None:
             continue
         print(
             f"| change data, versions 0..{c['commits']} | {c['change_rows']:,} change rows | "
-            f"{c['change_data_s']:.2f} s | {c['rows_per_s']:,.0f} | load_cdf {c['delta_rs_load_cdf_s']:.2f} s "
+            f"{c['change_data_s']:.2f} s{_runs(c['change_data_runs_s'])} | {c['rows_per_s']:,.0f} | "
+            f"load_cdf {c['delta_rs_load_cdf_s']:.2f} s "
             f"({c['delta_rs_rows_per_s']:,.0f} rows/s) |"
         )
     print(
