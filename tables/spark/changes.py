@@ -31,7 +31,7 @@ from tables.delta.errors import at_version
 from tables.delta.storage import Storage, as_storage
 from tables.results import read_page, type_name
 
-from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, input_files, scan
+from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -49,15 +49,17 @@ def ms_to_datetime(ms: int) -> datetime:
 
 
 def change_data_frame(
-    spark: SparkSession, location: str | Storage, start: int, end: int | None = None
+    spark: SparkSession, location: str | Storage, start: int, end: int | None = None, inputs: list[str] | None = None
 ) -> tuple[DataFrame, ChangePlan]:
     storage = as_storage(location)
     plan = plan_changes(storage, start, end)
     with at_version(f"versions {plan.start} to {plan.end}"):
-        return _change_frame(spark, storage, plan)
+        return _change_frame(spark, storage, plan, inputs)
 
 
-def _change_frame(spark: SparkSession, storage: Storage, plan: ChangePlan) -> tuple[DataFrame, ChangePlan]:
+def _change_frame(
+    spark: SparkSession, storage: Storage, plan: ChangePlan, inputs: list[str] | None = None
+) -> tuple[DataFrame, ChangePlan]:
     from pyspark.sql import functions as F
 
     for protocol in [*plan.protocols, plan.protocol]:
@@ -82,11 +84,12 @@ def _change_frame(spark: SparkSession, storage: Storage, plan: ChangePlan) -> tu
         extra=extra,
         file_columns=[CHANGE_COLUMNS[0]] if any_cdc else [],
         with_position=True,
+        inputs=inputs,
     )
     kind = F.coalesce(F.col("_change_type"), F.col(_ENTRY_KIND)) if any_cdc else F.col(_ENTRY_KIND)
-    df = df.withColumn("_change_type", kind)
     names = [f["name"] for f in plan.metadata.schema.get("fields", [])]
-    return df.select(*names, *(n for n, _t in CHANGE_COLUMNS), FILE_COL, ROW_COL), plan
+    # one select (each DataFrame step is analysed by the JVM as it is made)
+    return df.select(*names, kind.alias("_change_type"), *(n for n, _t in CHANGE_COLUMNS[1:]), FILE_COL, ROW_COL), plan
 
 
 def write_sorted(df: DataFrame, path: Path, order: list[Any], drop: tuple[str, ...] = (), single: bool = False) -> None:
@@ -137,10 +140,10 @@ def change_data(
     spark: SparkSession, location: str | Storage, start: int, end: int | None, out_dir: str | Path
 ) -> dict[str, Any]:
     """Write the changes of versions start..end under out_dir (module contract)."""
-    df, plan = change_data_frame(spark, location, start, end)
+    files: list[str] = []
+    df, plan = change_data_frame(spark, location, start, end, inputs=files)
     path = Path(out_dir) / "changes"
     order = ["_commit_version", FILE_COL, ROW_COL, "_change_type"]
-    files = input_files(df)
     size = input_bytes(files)
     if size is not None and size <= DRIVER_BYTES:
         table = write_on_driver(df, path, order, drop=(FILE_COL, ROW_COL))

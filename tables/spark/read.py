@@ -344,12 +344,15 @@ def scan(
     extra: Sequence[tuple[str, Any]] = (),
     file_columns: Sequence[tuple[str, Any]] = (),
     with_position: bool = False,
+    inputs: list[str] | None = None,
 ) -> DataFrame:
     """Rows of `entries` as a DataFrame: logical columns (all, or `columns` in that order),
     then `extra` columns (name, Delta type; values from each entry's `extra`), then
     `file_columns` (read from the files as they are, e.g. `_change_type` of CDC files), then
     the position columns when asked. An entry's rows are filtered by its selection; a file
-    listed in several entries yields its rows once per entry."""
+    listed in several entries yields its rows once per entry. `inputs`, when given, receives
+    the URI of every file the frame reads (`file:` for a local or spooled file, the store's
+    URI when executors read the store: `input_bytes` tells them apart)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -394,6 +397,8 @@ def scan(
         reader = read_hadoop if route == "hadoop" else read_objects
         read = reader(spark, storage, paths, phys_schema)
         data, back, n_files = read.data, read.table_uris, len(read.keys)
+        if inputs is not None:
+            inputs.extend(storage.uri(storage.resolve(p)) for p in paths)
         key_of = read.keys.__getitem__
     else:
         if remote:
@@ -408,6 +413,8 @@ def scan(
 
         files = sorted({file_of(e.path) for e in entries})
         df, uris = _read_files(spark, files, phys_schema, storage.display())
+        if inputs is not None:
+            inputs.extend(uris.values())
         data = df.select(
             *[F.col(quote_column(pf["name"])) for pf in phys_schema["fields"]],
             F.col("_metadata.file_path").alias("__dw_file"),
