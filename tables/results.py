@@ -104,9 +104,20 @@ def json_value(value: Any, t: pa.DataType | None = None) -> Any:
     return str(value)
 
 
+def columns_of(schema: pa.Schema) -> list[dict[str, str]]:
+    """[{name, type}] of a result's columns, the types by Delta's names."""
+    return [{"name": f.name, "type": type_name(f.type)} for f in schema]
+
+
+def written_columns(path: str | Path) -> list[dict[str, str]]:
+    """`columns_of` a written result, from its first part file ([] when it has none)."""
+    files = part_files(path)
+    return columns_of(pq.ParquetFile(files[0]).schema_arrow) if files else []
+
+
 def table_to_json(table: pa.Table) -> dict[str, Any]:
     """{"columns": [{name, type}], "rows": [{column: value}]} for an Arrow table."""
-    columns = [{"name": f.name, "type": type_name(f.type)} for f in table.schema]
+    columns = columns_of(table.schema)
     types = {f.name: f.type for f in table.schema}
     rows = [{k: json_value(v, types[k]) for k, v in row.items()} for row in table.to_pylist()]
     return {"columns": columns, "rows": rows}

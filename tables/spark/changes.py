@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.changes import ChangePlan, plan_changes
 from tables.delta.errors import at_version
 from tables.delta.storage import Storage, as_storage
-from tables.results import read_page, type_name
+from tables.results import columns_of, read_page, written_columns
 
 from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 
@@ -148,13 +148,13 @@ def change_data(
     if size is not None and size <= DRIVER_BYTES:
         table = write_on_driver(df, path, order, drop=(FILE_COL, ROW_COL))
         rows = _counts(table)
-        columns = _columns_of(table.schema)
+        columns = columns_of(table.schema)
     else:
         single = size is not None and size <= SINGLE_TASK_BYTES
         if single and len(files) > SINGLE_TASK_FILES:
             df = df.repartition(1)
         write_sorted(df, path, order, drop=(FILE_COL, ROW_COL), single=single)
-        rows, columns = _written_counts(path), _columns(path)
+        rows, columns = _written_counts(path), written_columns(path)
     rows.sort(key=_count_order)
     return {
         "path": str(path),
@@ -196,16 +196,3 @@ def _count_order(row: dict[str, Any]) -> tuple[int, int]:
     types = ("delete", "update_preimage", "update_postimage", "insert")
     kind = row["changeType"]
     return row["version"], types.index(kind) if kind in types else len(types)
-
-
-def _columns(path: Path) -> list[dict[str, str]]:
-    import pyarrow.parquet as pq
-
-    from tables.results import part_files
-
-    files = part_files(path)
-    return _columns_of(pq.ParquetFile(files[0]).schema_arrow) if files else []
-
-
-def _columns_of(schema: pa.Schema) -> list[dict[str, str]]:
-    return [{"name": f.name, "type": type_name(f.type)} for f in schema]

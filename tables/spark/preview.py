@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.errors import at_version
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import Storage, as_storage
-from tables.results import type_name
+from tables.results import columns_of
 
 from .changes import write_on_driver
 from .read import FILE_COL, ROW_COL, Layout, ScanEntry, _read_files, check_readable, local_file, scan, version_entries
@@ -83,7 +83,7 @@ def write_preview(
     path = Path(out_dir) / "preview"
     first = write_on_driver(df.orderBy(FILE_COL, ROW_COL).limit(limit), path, [FILE_COL, ROW_COL], (FILE_COL, ROW_COL))
     written = first.num_rows
-    columns = [{"name": f.name, "type": type_name(f.type)} for f in first.schema]
+    columns = columns_of(first.schema)
     return {
         "path": str(path),
         "version": version,

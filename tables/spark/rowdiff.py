@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import InvalidColumnsError
 from tables.delta.storage import Storage, as_storage
-from tables.results import part_files, read_page, type_name
+from tables.results import part_files, read_page, written_columns
 
 from .changes import write_sorted
 from .names import quote_column
@@ -235,7 +235,7 @@ def keyed_diff(
         "counts": counts,
         "total": sum(counts.values()),
         "compared": compared,
-        "columns": _columns(path),
+        "columns": written_columns(path),
     }
 
 
@@ -250,10 +250,3 @@ def _written_counts(path: Path) -> dict[str, int]:
         for item in pc.value_counts(pq.read_table(f, columns=["_diff"]).column("_diff")).to_pylist():
             counts[item["values"]] = counts.get(item["values"], 0) + item["counts"]
     return counts
-
-
-def _columns(path: Path) -> list[dict[str, str]]:
-    import pyarrow.parquet as pq
-
-    files = part_files(path)
-    return [{"name": f.name, "type": type_name(f.type)} for f in pq.ParquetFile(files[0]).schema_arrow] if files else []
