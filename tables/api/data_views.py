@@ -25,8 +25,9 @@ from tables.models import Job, JobStatus, Table
 from tables.results import MAX_PAGE
 
 from . import serializers as s
+from .params import validated_query
 from .permissions import CanBrowse
-from .views import TABLE_ID, VERSION, _errors, _job_location, _query, _version
+from .views import TABLE_ID, VERSION, _errors, _job_location, _version
 
 MAX_VERSION = INT64_MAX
 
@@ -122,7 +123,7 @@ class VersionRowsView(_DataView):
         was started (POST to start one), version_not_found for a missing version."""
         table = _table(request, self, id)
         v = _version(version)
-        q = _query(PageQuerySerializer, request)
+        q = validated_query(PageQuerySerializer, request)
         job = data_jobs.latest_preview(table, v)
         if job is None:
             data_jobs.check_version(table, v)
@@ -142,7 +143,7 @@ class VersionRowsView(_DataView):
         one is started again. 404 version_not_found for a missing version (no job is created)."""
         table = _table(request, self, id)
         v = _version(version)
-        q = _query(PageQuerySerializer, request)
+        q = validated_query(PageQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_preview(table, v, user=request.user)
         job.refresh_from_db()
@@ -179,7 +180,7 @@ class ChangesView(_DataView):
         per version and change type at /api/jobs/{id}/results/.
         400 invalid_range when from > to; 404 version_not_found. No job is created on an error."""
         table = _table(request, self, id)
-        q = _query(RangeQuerySerializer, request)
+        q = validated_query(RangeQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_changes(table, q["from"], q["to"], user=request.user)
         job.refresh_from_db()
@@ -202,7 +203,7 @@ class RowDiffView(_DataView):
         version_not_found. No job is created on an error. Duplicate keys fail the job (its error
         says which version)."""
         table = _table(request, self, id)
-        q = _query(RowDiffQuerySerializer, request)
+        q = validated_query(RowDiffQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_row_diff(table, q["from"], q["to"], q["keys"], user=request.user)
         job.refresh_from_db()
@@ -230,5 +231,5 @@ class JobResultsView(_DataView):
         job = Job.objects.filter(pk=pk).first() if pk is not None else None
         if job is None:
             raise NotFound(f"There is no job {id[:40]}.")
-        q = _query(PageQuerySerializer, request)
+        q = validated_query(PageQuerySerializer, request)
         return Response(data_jobs.result_page(job, q["offset"], q["limit"]))

@@ -7,7 +7,6 @@ go through tables.versions. No view parses a log. Errors are rendered by tables.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from django.core.cache import cache
@@ -15,10 +14,9 @@ from django.db import transaction
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.fields import empty
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
@@ -37,12 +35,13 @@ from tables.sync import start_sync
 from . import restore_serializers as rs
 from . import serializers as s
 from . import shapes
+from .params import validated_query
 from .permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 
 
 def _history_filter(request) -> HistoryFilter:
     """The history filters of a request (400 for a bad one), for the history and its export."""
-    q = _query(s.HistoryQuerySerializer, request)
+    q = validated_query(s.HistoryQuerySerializer, request)
     # a date alone is its whole UTC day, a date-time the instant (as the page's filter)
     since, until = time_range(q.get("since"), q.get("until"))
     return HistoryFilter(
@@ -138,30 +137,6 @@ PAGE_PARAMS = [
     OpenApiParameter(p["name"], p["schema"], OpenApiParameter.QUERY, description=p["description"])
     for p in Pagination().get_schema_operation_parameters(None)
 ]
-
-
-@functools.cache
-def _optional_names(serializer_cls: type[serializers.Serializer]) -> frozenset[str] | None:
-    """The field names of a query serializer whose fields are all optional, without defaults
-    and without a cross-field check (so that a query naming none of them is valid, and reads
-    as {}); None for any other."""
-    fields = serializer_cls().fields
-    if serializer_cls.validate is not serializers.Serializer.validate:
-        return None
-    if any(f.required or f.default is not empty for f in fields.values()):
-        return None
-    return frozenset(fields)
-
-
-def _query(serializer_cls: type[serializers.Serializer], request) -> dict[str, Any]:
-    # the first page of a history names no filter: building the serializer (a deep copy of
-    # its fields) was a sixth of that request
-    names = _optional_names(serializer_cls)
-    if names is not None and names.isdisjoint(request.query_params):
-        return {}
-    ser = serializer_cls(data=request.query_params)
-    ser.is_valid(raise_exception=True)
-    return ser.validated_data
 
 
 def _version(raw: str) -> int:
@@ -418,7 +393,7 @@ class TableViewSet(viewsets.GenericViewSet):
         earliest available version unless allow_earliest=true, or after the latest commit unless
         allow_latest=true."""
         table = self.get_object()
-        q = _query(s.ResolveQuerySerializer, request)
+        q = validated_query(s.ResolveQuerySerializer, request)
         return Response(
             versions.resolve(table, q["timestamp"], allow_latest=q["allow_latest"], allow_earliest=q["allow_earliest"])
         )
@@ -433,7 +408,7 @@ class TableViewSet(viewsets.GenericViewSet):
         """Schema, partitioning, properties and protocol changes, files added and removed, and the commits
         in between. 400 invalid_range when from > to; 404 version_not_found for a missing version."""
         table = self.get_object()
-        q = _query(s.DiffQuerySerializer, request)
+        q = validated_query(s.DiffQuerySerializer, request)
         out = versions.diff(table, q["from"], q["to"], sample=q["sample"])
         out["commits"] = [
             {
@@ -478,7 +453,7 @@ class TableViewSet(viewsets.GenericViewSet):
         ignoreMissingFiles to restore without them); 422 when the log cannot be read."""
         table = self.get_object()
         if request.method == "GET":
-            q = _query(rs.RestoreQuerySerializer, request)
+            q = validated_query(rs.RestoreQuerySerializer, request)
             rows = RESTORES.filter(table=table)
             if q.get("status"):
                 rows = rows.filter(status__in=q["status"])
@@ -541,7 +516,7 @@ class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         return [IsAuthenticated(), CanBrowse()]
 
     def list(self, request):
-        q = _query(rs.RestoreQuerySerializer, request)
+        q = validated_query(rs.RestoreQuerySerializer, request)
         rows = self.get_queryset()
         if q.get("status"):
             rows = rows.filter(status__in=q["status"])
