@@ -10,34 +10,31 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from operator import itemgetter
 from typing import Any
 
-import orjson
-from django.db import connections, router, transaction
+from django.db import transaction
 from django.db.models import Q
-from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 from alerts import hooks as alert_hooks
 from tables.delta import errors as delta_errors
-from tables.delta.commitinfo import CommitInfoRead, parse_commit_info
 from tables.delta.growth import FileState, growth_base, growth_start
 from tables.delta.history import scan_versions, table_anomalies
-from tables.delta.log import LogFile, commit_name, latest_version, list_log_from
+from tables.delta.log import commit_name, latest_version, list_log_from
 from tables.delta.snapshot import TableConfig, read_commit_bytes
 from tables.delta.storage import Storage, as_storage
 from tables.delta.timestamps import CommitTimes, commit_times, times_of
 
 from . import jobs
+from .commit_rows import CommitInsert, head_values, info_values
 from .errors import public_message
 from .models import Anomaly, Commit, Job, JobKind, SyncState, Table
 from .owner_access import owner_of
-from .stored_text import MAX_JSON_TEXT, MAX_TEXT, cut_json, fits, fits_text, text_of
+from .sync_reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
 
 SYNC_LEASE = timedelta(minutes=15)
 BATCH = 2000
@@ -112,183 +109,6 @@ def _failed(table: Table, job: Job | None, message: str) -> None:
     jobs.fail(job, message)
 
 
-class Dumped:
-    """A JSON value with its orjson text, written as it is to SQLite (no second serialization)."""
-
-    __slots__ = ("text", "value")
-
-    def __init__(self, value: Any, text: bytes) -> None:
-        self.value, self.text = value, text
-
-    def __eq__(self, other: object) -> bool:
-        return self.value == (other.value if isinstance(other, Dumped) else other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def _row(times: CommitTimes, timeline_row: dict[str, Any], table_id: int, sizes: dict[int, tuple[int, int]]) -> dict:
-    """A Commit row's column values (attribute names) for one timeline row."""
-    v = timeline_row["version"]
-    info = times.reader.get(v).info or {}
-    try:
-        text: bytes | None = orjson.dumps(info)
-    except TypeError:
-        text = None
-    # a commitInfo within the tightest limit has every part within the looser ones too
-    whole = fits_text(info, text, MAX_JSON_TEXT) if text is not None else fits(info, MAX_JSON_TEXT)
-
-    get = info.get  # the names are HISTORY_FIELDS, each in its column
-    nested = (get("operationParameters"), get("operationMetrics"), get("job"), get("notebook"))
-    params, metrics, job, notebook = nested if whole else [cut_json(x) for x in nested]
-    rv = get("readVersion")
-    blind = get("isBlindAppend")
-    num_files, size_bytes = sizes.get(v, (None, None))
-    return {
-        "table_id": table_id,
-        "version": v,
-        "timestamp": timeline_row["timestamp"],
-        "timestamp_source": timeline_row["source"],
-        "in_commit_timestamp": timeline_row["inCommitTimestamp"],
-        "commit_info_timestamp": timeline_row["commitInfoTimestamp"],
-        "file_modification_time": timeline_row["fileModificationTime"],
-        "adjusted": timeline_row["adjusted"],
-        "operation": text_of(get("operation"), 200),
-        "operation_parameters": params,
-        "operation_metrics": metrics,
-        "engine_info": text_of(get("engineInfo"), 500),
-        "user_id": text_of(get("userId"), 500),
-        "user_name": text_of(get("userName"), 500),
-        "read_version": rv if type(rv) is int else None,  # not a bool
-        "isolation_level": text_of(get("isolationLevel"), 100),
-        "is_blind_append": blind if isinstance(blind, bool) else None,
-        "user_metadata": text_of(get("userMetadata"), MAX_TEXT),
-        "job": job,
-        "notebook": notebook,
-        "cluster_id": text_of(get("clusterId"), 500),
-        "commit_info": (Dumped(info, text) if text is not None else info) if whole else cut_json(info, MAX_JSON_TEXT),
-        "num_files": num_files,
-        "size_bytes": size_bytes,
-        "log_expired": False,
-    }
-
-
-class CommitInsert:
-    """The prepared INSERT of Commit rows (column values by attribute name), leaving versions
-    stored already as they are: one statement run for every row (executemany) instead of the
-    ORM's model instances and statements of a few dozen rows each (SQLite's parameter limit),
-    which made most of a cold sync's time. `params` is plain Python (a sync prepares the next
-    batch's in another thread while this one is written); `run` uses the connection."""
-
-    def __init__(self, alias: str | None = None) -> None:
-        self.alias = alias or router.db_for_write(Commit)
-        conn = connections[self.alias]
-        self.fields = [f for f in Commit._meta.concrete_fields if not f.primary_key]
-        qn = conn.ops.quote_name
-        sql = (
-            f"{conn.ops.insert_statement(on_conflict=OnConflict.IGNORE)} {qn(Commit._meta.db_table)} "
-            f"({', '.join(qn(f.column) for f in self.fields)}) VALUES ({', '.join(['%s'] * len(self.fields))})"
-        )
-        suffix = conn.ops.on_conflict_suffix_sql(self.fields, OnConflict.IGNORE, None, None)
-        self.sql = f"{sql} {suffix}" if suffix else sql
-        self.sqlite = conn.vendor == "sqlite"
-        self.ops = conn.ops
-        # a column the rows may not name (one added to the model later) gets the field's default
-        self.defaults = {f.attname: f.get_db_prep_save(f.get_default(), conn) for f in self.fields}
-
-    def _prep(self, value: Any) -> Any:
-        if value is None:
-            return None  # SQL NULL, as the ORM stores None in a nullable JSONField
-        if type(value) is Dumped:
-            if self.sqlite:
-                return value.text.decode()
-            value = value.value
-        if self.sqlite:  # stored as text there: orjson writes it several times faster
-            try:
-                return orjson.dumps(value).decode()
-            except TypeError:
-                pass
-        return self.ops.adapt_json_value(value, None)
-
-    def params(self, rows: list[dict[str, Any]]) -> list[list[Any]]:
-        if not rows:
-            return []
-        missing = {n: v for n, v in self.defaults.items() if n not in rows[0]}
-        if missing:
-            rows = [{**missing, **r} for r in rows]
-        pick = itemgetter(*[f.attname for f in self.fields])
-        as_json = [
-            i for i, f in enumerate(self.fields) if f.get_internal_type() == "JSONField" and f.attname not in missing
-        ]
-        prep, sqlite = self._prep, self.sqlite
-        out = []
-        for r in rows:
-            values = list(pick(r))
-            for i in as_json:
-                value = values[i]
-                if value is None:
-                    continue  # SQL NULL, as the ORM stores None in a nullable JSONField
-                values[i] = value.text.decode() if sqlite and type(value) is Dumped else prep(value)
-            out.append(values)
-        return out
-
-    def run(self, params: list[list[Any]]) -> None:
-        if params:
-            with connections[self.alias].cursor() as cursor:
-                cursor.executemany(self.sql, params)
-
-
-def insert_commits(rows: list[dict[str, Any]]) -> None:
-    """Store Commit rows (column values by attribute name), leaving stored versions alone."""
-    insert = CommitInsert()
-    insert.run(insert.params(rows))
-
-
-READ_THREADS = 4  # local commits are read in threads: the waits on the OS overlap
-KEEP_BYTES = 1 << 20  # a bigger commit is read again for growth (memory-mapped when big)
-Read = tuple[LogFile, bytes | None, CommitInfoRead | None]
-
-
-def _read_part(storage: Storage, lfs: list[LogFile]) -> list[Read]:
-    """Each commit's bytes and commitInfo, its size and time learnt from the same open. A
-    commit that fails here is read again, in order, by the scan, which reports it."""
-    with_info = getattr(storage, "read_with_info", None)
-    out: list[Read] = []
-    for lf in lfs:
-        try:
-            if with_info is not None:
-                data, info = with_info(lf.path)
-                lf.known(info.size, info.modification_time)
-            else:
-                data = storage.read(lf.path)
-                _ = lf.modification_time  # the stat, cached on the LogFile
-            read = parse_commit_info(data, lf)
-        except (FileNotFoundError, delta_errors.DeltaError):
-            continue
-        out.append((lf, data if len(data) <= KEEP_BYTES else None, read))
-    return out
-
-
-def _read_commits(storage: Storage, lfs: list[LogFile], pool: ThreadPoolExecutor) -> Callable[[], list[Read]]:
-    """Start reading `lfs`; the returned function waits for the reads. Local commits are read
-    in the pool's threads (while the caller stores the batch before); a remote store's batch
-    is fetched at once (`read_many`: concurrent requests)."""
-    if getattr(storage, "remote", False):
-        try:
-            blobs = storage.read_many([lf.path for lf in lfs])
-        except (FileNotFoundError, delta_errors.DeltaError):
-            return list  # the scan reads them one by one and reports what fails
-        out: list[Read] = []
-        for lf, data in zip(lfs, blobs, strict=True):
-            try:
-                out.append((lf, data if len(data) <= KEEP_BYTES else None, parse_commit_info(data, lf)))
-            except delta_errors.DeltaError:
-                continue
-        return lambda: out
-    step = max(16, len(lfs) // READ_THREADS + 1)
-    futures = [pool.submit(_read_part, storage, lfs[i : i + step]) for i in range(0, len(lfs), step)]
-    return lambda: [r for f in futures for r in f.result()]
-
-
 # The state of the last few tables synced in this process: the next sync of one lists only the
 # log's tail (from the last synced commit on) and carries growth and the configuration on,
 # instead of listing the whole log and loading its snapshot twice. A process without it (another
@@ -359,8 +179,8 @@ def _changes_config(reads: list[Read]) -> bool:
 
 
 def _ahead(items: Iterator[Any], ahead: bool) -> Iterator[Any]:
-    """`items`, each computed in a thread of its own while the caller works on the one before
-    (not the readers' pool: the items wait for reads there). Without `ahead`, here."""
+    """`items`, each computed in a thread of its own while the caller works on the one before.
+    Without `ahead`, here."""
     if not ahead:
         yield from items
         return
@@ -378,18 +198,17 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     jobs.progress(job, "listing the log")
     owner = owner_of(table)
     tail = _continue(table, storage) if owner is None else None
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        first: list[Read] | None = None
-        if tail is not None:
-            times = tail[0]
-            new_lfs = times.listing.commits[1:]
-            if len(new_lfs) <= BATCH:
-                first = _read_commits(storage, new_lfs, pool)()
-            if first is None or len(first) != len(new_lfs) or _changes_config(first):
-                tail, first = None, None
-        if tail is None:
-            times = commit_times(storage, owner=owner)
-        return _store(table, job, storage, times, tail[1] if tail else None, first, pool)
+    first: list[Read] | None = None
+    if tail is not None:
+        times = tail[0]
+        new_lfs = times.listing.commits[1:]
+        if len(new_lfs) <= BATCH:
+            first = read_commits(storage, new_lfs)
+        if first is None or len(first) != len(new_lfs) or _changes_config(first):
+            tail, first = None, None
+    if tail is None:
+        times = commit_times(storage, owner=owner)
+    return _store(table, job, storage, times, tail[1] if tail else None, first)
 
 
 def _store(
@@ -399,11 +218,11 @@ def _store(
     times: CommitTimes,
     kept: Kept | None,
     first: list[Read] | None,
-    pool: ThreadPoolExecutor,
 ) -> dict[str, Any]:
     """Store the rows of the commits after the last synced one, in batches: each batch's
-    commits are read once (commitInfo, file time and growth), the next batch's while this one
-    is stored. With `kept` (see _continue) `times` lists only the log's tail."""
+    commits are read once (commitInfo, file time and growth). A long local log's next batches
+    are read by processes while this one is stored, a remote store's next batch by a thread.
+    With `kept` (see _continue) `times` lists only the log's tail."""
     ict = times.ict
     ict_changed = (ict.enabled, ict.enablement_version, ict.enablement_timestamp) != (
         table.ict_enabled,
@@ -443,15 +262,22 @@ def _store(
     chunks = [[by_version[v] for v in new_versions[i : i + BATCH]] for i in range(0, total, BATCH)]
     insert = CommitInsert()
 
+    processes = reader_processes(storage, total) if first is None else 0
+
+    def read_batches() -> Iterator[tuple[list[Read], Infos | None]]:
+        """Each batch's reads, with their info_values when processes built them."""
+        if first is not None:
+            yield first, None
+        elif processes:
+            yield from prepared_in_processes(storage, chunks, base, insert.json_text, processes)
+        else:
+            for chunk in chunks:
+                yield read_commits(storage, chunk), None
+
     def batches() -> Iterator[tuple[list[list[Any]], list[dict[str, Any]]]]:
         """Each batch's INSERT parameters and anomalies, in order (plain Python: no database)."""
         nonlocal prev
-        pending = (
-            (lambda: first) if first is not None else (_read_commits(storage, chunks[0], pool) if chunks else None)
-        )
-        for n, chunk in enumerate(chunks):
-            reads = pending()
-            pending = _read_commits(storage, chunks[n + 1], pool) if n + 1 < len(chunks) else None
+        for chunk, (reads, infos) in zip(chunks, read_batches(), strict=False):
             times.reader.remember(r for _lf, _data, r in reads if r is not None)
             rows, anomalies = scan_versions(times, [lf.version for lf in chunk], prev)
             if rows:
@@ -472,11 +298,16 @@ def _store(
                     if lf.version > base
                 ]
                 sizes.update(files.apply_sources(sources))
-            yield insert.params([_row(times, r, table.pk, sizes) for r in rows]), anomalies
+            infos = infos or {}
+            get, json_text = times.reader.get, insert.json_text
+            heads = [head_values(r, table.pk, sizes) for r in rows]
+            values = [infos.get(r["version"]) or info_values(get(r["version"]).info, json_text) for r in rows]
+            yield insert.params(heads, values), anomalies
 
-    # the next batch is prepared in a thread while this one is written: SQLite works without
-    # holding the interpreter, so the two overlap
-    for params, anomalies in _ahead(batches(), len(chunks) > 1):
+    # a remote store's next batch is fetched in a thread while this one is written (its reads
+    # wait on the network); a local log's in processes or, when short, here
+    remote = bool(getattr(storage, "remote", False))
+    for params, anomalies in _ahead(batches(), remote and len(chunks) > 1):
         with transaction.atomic():
             insert.run(params)
             Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in anomalies])

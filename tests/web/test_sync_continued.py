@@ -11,7 +11,7 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from tables import registration, sync
+from tables import registration, sync, sync_reads
 from tables.delta.commit import enable_ict
 from tables.models import Anomaly, Commit, Table
 
@@ -178,21 +178,46 @@ def test_log_cleanup_after_a_sync_marks_rows_expired(roots, monkeypatch) -> None
 
 
 @pytest.mark.django_db
-def test_batches_prepared_ahead_store_what_one_batch_stores(roots, monkeypatch) -> None:
-    """Many small batches (each prepared on a thread while the one before is written, with a
-    single reader thread) store the rows one batch stores, growth included."""
+@pytest.mark.parametrize("processes", [False, True], ids=["here", "reader-processes"])
+def test_batches_store_what_one_batch_stores(roots, monkeypatch, processes) -> None:
+    """Many small batches, read here or by forked reader processes (a long log's path), store
+    the rows one batch stores, growth, odd commitInfo and a commit without one included."""
     path = roots / "t"
     for i in range(12):
         _write(path, i, mode="overwrite" if i == 6 else "append")
+    log = path / "_delta_log"
+    # commitInfo after the add (not first), and values the columns must bound or keep exactly
+    lines = (log / f"{3:020d}.json").read_text().splitlines()
+    info = json.loads(lines[0])
+    info["commitInfo"].update(userMetadata="m" * 20_000, readVersion=True, isBlindAppend="yes", job={"id": "<b>"})
+    (log / f"{3:020d}.json").write_text("\n".join([*lines[1:], json.dumps(info)]) + "\n")
+    lines = (log / f"{5:020d}.json").read_text().splitlines()
+    (log / f"{5:020d}.json").write_text("\n".join(x for x in lines if "commitInfo" not in x) + "\n")
     table = registration.register_table("t", str(path))
     monkeypatch.setattr(sync, "BATCH", 5)
-    monkeypatch.setattr(sync, "READ_THREADS", 1)
+    forks = roots / "readers"
+    if processes:  # as for a log of PROCESS_MIN commits or more, on two cores
+        monkeypatch.setattr(sync, "reader_processes", lambda storage, commits: 2)
+        real_start = sync_reads._start
+
+        def start(storage) -> None:  # runs in each reader process
+            with open(forks, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
+            real_start(storage)
+
+        monkeypatch.setattr(sync_reads, "_start", start)
     assert sync.sync_table(table.pk)["newCommits"] == 12
     monkeypatch.undo()
     sync._kept.clear()
     other = _full_sync_of_copy(roots, path, "copy")
     assert _rows(table) == _rows(other)
     assert _anomalies(table) == _anomalies(other)
+    stored = Commit.objects.get(table=table, version=3)
+    assert len(stored.user_metadata) < 20_000 and stored.read_version is None and stored.is_blind_append is None
+    assert stored.job == {"id": "<b>"}
+    assert Commit.objects.get(table=table, version=5).operation == ""
     files = dict(Commit.objects.filter(table=table).values_list("version", "num_files"))
     assert files == {v: len(deltalake.DeltaTable(str(path), version=v).file_uris()) for v in range(12)}
     assert files[6] == 1  # the overwrite, inside the second batch
+    readers = set(forks.read_text().split()) if processes else set()
+    assert len(readers) == (2 if processes else 0) and str(os.getpid()) not in readers
