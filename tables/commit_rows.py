@@ -5,6 +5,7 @@ reading and its bookkeeping)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 import orjson
@@ -157,6 +158,7 @@ class CommitInsert:
         )
         self.suffix = conn.ops.on_conflict_suffix_sql(self.fields, OnConflict.IGNORE, None, None)
         self.sql = self._statement(1)
+        self._qmarks: dict[int, str] = {}
         self.ops = conn.ops
 
     def _statement(self, rows: int) -> str:
@@ -188,13 +190,20 @@ class CommitInsert:
             if not self.sqlite:
                 cursor.executemany(self.sql, params)
                 return
+            # SQLite's own cursor with its own placeholders: Django's wrapper would rewrite a
+            # statement of thousands of them on every call
+            raw = cursor.cursor
             step = self.ROWS_PER_STATEMENT
             whole = len(params) - len(params) % step
             if whole:
-                sql = self._statement(step)
-                cursor.executemany(
-                    sql, [[x for row in params[i : i + step] for x in row] for i in range(0, whole, step)]
-                )
+                rows = [[x for row in params[i : i + step] for x in row] for i in range(0, whole, step)]
+                sqlite3.Cursor.executemany(raw, self._qmark(step), rows)
             if whole < len(params):
                 rest = params[whole:]
-                cursor.execute(self._statement(len(rest)), [x for row in rest for x in row])
+                sqlite3.Cursor.execute(raw, self._qmark(len(rest)), [x for row in rest for x in row])
+
+    def _qmark(self, rows: int) -> str:
+        sql = self._qmarks.get(rows)
+        if sql is None:
+            sql = self._qmarks[rows] = self._statement(rows).replace("%s", "?")
+        return sql
