@@ -317,8 +317,8 @@ def _store(
                 ]
                 sizes.update(files.apply_sources(sources))
             infos = infos or {}
-            get, json_text = times.reader.get, insert.json_text
-            heads = [head_values(r, table.pk, sizes) for r in rows]
+            get, json_text, table_id = times.reader.get, insert.json_text, table.pk
+            heads = [head_values(r, table_id, sizes) for r in rows]
             values = [infos.get(r["version"]) or info_values(get(r["version"]).info, json_text) for r in rows]
             yield insert.params(heads, values), anomalies
 
