@@ -68,8 +68,9 @@ def read_commits(storage: Storage, lfs: list[LogFile]) -> list[Read]:
 
 def reader_processes(storage: Storage, commits: int) -> int:
     """How many processes read `commits` new commits of the log in `storage`: none for a
-    remote store (its reads wait on the network, not on a core), a short log or one core."""
-    if getattr(storage, "remote", False) or commits < PROCESS_MIN:
+    remote store (its reads wait on the network, not on a core), a storage that cannot read a
+    file with its size and time at once, a short log or one core."""
+    if getattr(storage, "remote", False) or not hasattr(storage, "read_with_info") or commits < PROCESS_MIN:
         return 0
     if "fork" not in multiprocessing.get_all_start_methods():
         return 0
@@ -93,7 +94,7 @@ def _prepare(task: tuple[list[tuple[int, str]], int, bool]) -> list[tuple]:
     assert storage is not None
     out = []
     for version, path in commits:
-        lf = LogFile(version, path, storage)
+        lf = LogFile("commit", version, path, fmt="json", storage=storage)
         try:
             data, info = storage.read_with_info(path)
             read = parse_commit_info(data, lf)

@@ -221,3 +221,23 @@ def test_batches_store_what_one_batch_stores(roots, monkeypatch, processes) -> N
     assert files[6] == 1  # the overwrite, inside the second batch
     readers = set(forks.read_text().split()) if processes else set()
     assert len(readers) == (2 if processes else 0) and str(os.getpid()) not in readers
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("processes", [False, True], ids=["here", "reader-processes"])
+def test_a_corrupt_commit_fails_the_sync_alike_and_names_its_file(roots, monkeypatch, processes) -> None:
+    """A commit whose commitInfo line is not JSON: a reader process skips it, the scan reads it
+    again in order and reports it, as a sync without readers does; the batches before it stay."""
+    path = roots / "t"
+    for i in range(6):
+        _write(path, i)
+    table = registration.register_table("t", str(path))
+    (path / "_delta_log" / f"{3:020d}.json").write_text('{"commitInfo": {"timestamp": 1,\n')
+    monkeypatch.setattr(sync, "BATCH", 2)
+    if processes:
+        monkeypatch.setattr(sync, "reader_processes", lambda storage, commits: 2)
+    out = sync.sync_table(table.pk)
+    assert f"{3:020d}.json: line 1 is not valid JSON" in out["error"]
+    table.refresh_from_db()
+    assert table.sync_state == "error" and f"{3:020d}.json" in table.last_error
+    assert sorted(Commit.objects.filter(table=table).values_list("version", flat=True)) == [0, 1]
