@@ -99,7 +99,7 @@ def bench_diff(spark, workdir: Path, n: int, reps: int = 3) -> dict:
         times.append(time.perf_counter() - t)
         assert result["counts"] == expected, (result["counts"], expected)
         shutil.rmtree(workdir / f"diff-out-{rep}", ignore_errors=True)
-    secs = sorted(times)[len(times) // 2]
+    secs = _median(times)
     t = time.perf_counter()
     peer = pyarrow_diff(str(path), 0, 1, "id")
     peer_secs = time.perf_counter() - t
@@ -237,7 +237,7 @@ def bench_changes(
         t = time.perf_counter()
         result = change_data(spark, str(path), 0, end, workdir / f"{name}-out")
         times.append(time.perf_counter() - t)
-    ours = sorted(times)[len(times) // 2]
+    ours = _median(times)
     t = time.perf_counter()
     reader = DeltaTable(str(path)).load_cdf(starting_version=0, ending_version=end)
     theirs_rows = pa.RecordBatchReader.from_stream(reader).read_all().num_rows
@@ -269,7 +269,12 @@ def bench_preview(spark, path: Path, workdir: Path, reps: int = 3) -> dict:
     head, total = ds.head(100), ds.count_rows()
     theirs = time.perf_counter() - t
     assert result["total"] == total and result["rows"] == head.num_rows, (result, total)
-    return {"preview_s": sorted(ours)[len(ours) // 2], "total": total, "delta_rs_s": theirs}
+    return {"preview_s": _median(ours), "total": total, "delta_rs_s": theirs}
+
+
+def _median(times: list[float]) -> float:
+    """The middle run (the upper one of an even count)."""
+    return sorted(times)[len(times) // 2]
 
 
 def _runs(times: list[float]) -> str:

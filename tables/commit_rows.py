@@ -73,7 +73,7 @@ def _text_json(value: Any) -> Any:
     try:
         return orjson.dumps(value).decode()
     except TypeError:
-        return json.dumps(value.value if type(value) is Dumped else value)
+        return json.dumps(value)
 
 
 def info_values(info: dict[str, Any] | None, json_text: bool) -> list[Any]:
@@ -151,7 +151,6 @@ class CommitInsert:
         self.tail = [f.get_db_prep_save(f.get_default(), conn) for f in others]
         qn = conn.ops.quote_name
         self.sqlite = conn.vendor == "sqlite"
-        self.json_text = self.sqlite
         self.head_sql = (
             f"{conn.ops.insert_statement(on_conflict=OnConflict.IGNORE)} {qn(Commit._meta.db_table)} "
             f"({', '.join(qn(f.column) for f in self.fields)}) VALUES "
@@ -160,6 +159,11 @@ class CommitInsert:
         self.sql = self._statement(1)
         self._qmarks: dict[int, str] = {}
         self.ops = conn.ops
+
+    @property
+    def json_text(self) -> bool:
+        """Whether info_values should give the JSON columns as text: SQLite stores them so."""
+        return self.sqlite
 
     def _statement(self, rows: int) -> str:
         one = f"({', '.join(['%s'] * len(self.fields))})"
