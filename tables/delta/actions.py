@@ -8,6 +8,7 @@ lines with orjson, because their maps (configuration, options) do not fit that r
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,18 +55,22 @@ def file_batch_schema(keys: list[str]) -> pa.Schema:
     )
 
 
-def _json_schema(keys: list[str]) -> pa.Schema:
+def _json_schema(keys: list[str], lean: bool = False) -> pa.Schema:
+    """What pyarrow parses of each line. `lean`: adds without their deletion vector's
+    fields and removes by path only, for a chunk that names neither (a quarter less work
+    than the full schema); the two stay in it, one field each, so that one the search
+    missed (a key spelled with escapes) still shows and the chunk is parsed again in full."""
     pv = partition_type(keys)
-    add = pa.struct(
-        [
-            ("path", pa.string()),
-            ("partitionValues", pv),
-            ("size", pa.int64()),
-            ("modificationTime", pa.int64()),
-            ("dataChange", pa.bool_()),
-            ("deletionVector", DV_TYPE),
-        ]
-    )
+    add = [
+        ("path", pa.string()),
+        ("partitionValues", pv),
+        ("size", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("deletionVector", _DV_PROBE if lean else DV_TYPE),
+    ]
+    if lean:
+        return pa.schema([("add", pa.struct(add)), ("remove", _REMOVE_PROBE)])
     remove = pa.struct(
         [
             ("path", pa.string()),
@@ -76,7 +81,11 @@ def _json_schema(keys: list[str]) -> pa.Schema:
             ("deletionVector", DV_TYPE),
         ]
     )
-    return pa.schema([("add", add), ("remove", remove)])
+    return pa.schema([("add", pa.struct(add)), ("remove", remove)])
+
+
+_DV_PROBE = pa.struct([("storageType", pa.string())])
+_REMOVE_PROBE = pa.struct([("path", pa.string())])
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,11 +246,38 @@ def _locate_error(sources: list[Source], fallback: str) -> CorruptLogError:
 
 
 _CHUNK_BYTES = 16 << 20
+# pyarrow's parse unit: 4 MB balanced the cores better than 8 or 16 MB on a 40 MB commit
+_BLOCK_BYTES = 4 << 20
 
 
 def _parse(buf: Any, keys: list[str], sources: list[Source]) -> pa.Table:
-    opts = pj.ParseOptions(explicit_schema=_json_schema(keys), unexpected_field_behavior="ignore")
-    for block in (8 << 20, len(buf) + 1):
+    if _lean_enough(buf):
+        table = _parse_with(buf, _json_schema(keys, lean=True), sources)
+        if not _probed_out(table):
+            return table
+    return _parse_with(buf, _json_schema(keys), sources)
+
+
+def _lean_enough(buf: Any) -> bool:
+    """No remove named in the chunk: a search that stops at the first one, so a commit with
+    removes is told at once. Deletion vectors are left to the probe (searching 40 MB costs
+    15-25 ms, and holds the interpreter): an add with one and no remove beside it is rare."""
+    find = buf.find if hasattr(buf, "find") else bytes(buf).find
+    return find(b'"remove"') < 0
+
+
+def _probed_out(table: pa.Table) -> bool:
+    """A lean parse met a remove or a deletion vector after all (a key spelled with escapes)."""
+    if table.column("remove").null_count != table.num_rows:
+        return True
+    add = table.column("add")
+    has_dv = pc.and_(add.is_valid(), pc.struct_field(add, "deletionVector").is_valid())
+    return bool(pc.any(has_dv).as_py())
+
+
+def _parse_with(buf: Any, schema: pa.Schema, sources: list[Source]) -> pa.Table:
+    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    for block in (_BLOCK_BYTES, len(buf) + 1):
         try:
             return pj.read_json(
                 pa.BufferReader(pa.py_buffer(buf)), read_options=pj.ReadOptions(block_size=block), parse_options=opts
@@ -268,6 +304,30 @@ def _chunks(sources: list[Source]) -> list[list[Source]]:
     return out
 
 
+def _parse_chunk(chunk: list[Source], keys: list[str]) -> tuple[pa.Table, list[int]]:
+    """A chunk's actions and how many rows each of its files gave."""
+    if len(chunk) == 1:
+        table = _parse(chunk[0][2], keys, chunk)
+        return table, [table.num_rows]
+    datas = [d if not d or d.endswith(b"\n") else d + b"\n" for _n, _v, d in chunk]
+    table = _parse(b"".join(datas), keys, chunk)
+    return table, _line_counts(datas, table.num_rows)
+
+
+_PARSERS = 4  # chunks parsed at once
+
+
+def _parsed(chunks: list[list[Source]], keys: list[str]) -> list[tuple[pa.Table, list[int]]]:
+    """Every chunk parsed, in order. Several at once: pyarrow splits one chunk into blocks
+    across the cores but waits for a chunk's last block before the next chunk starts, and
+    the parser releases the interpreter, so chunks side by side keep every core busy (three
+    40 MB commits: 0.74 -> 0.65 s). The first chunk that fails, in order, raises."""
+    if len(chunks) < 2:
+        return [_parse_chunk(c, keys) for c in chunks]
+    with ThreadPoolExecutor(min(len(chunks), _PARSERS), thread_name_prefix="json-actions") as pool:
+        return list(pool.map(lambda c: _parse_chunk(c, keys), chunks))
+
+
 def read_json_actions(sources: list[Source], keys: list[str]) -> ActionBatch:
     """Parse JSON log files given as (name, version, content) into one ActionBatch.
 
@@ -277,16 +337,8 @@ def read_json_actions(sources: list[Source], keys: list[str]) -> ActionBatch:
     """
     schema = file_batch_schema(keys)
     tables, others = [], []
-    for chunk in _chunks(sources):
-        if all(_blank(d) for _n, _v, d in chunk):
-            continue  # empty commit files hold no actions
-        if len(chunk) == 1:
-            table = _parse(chunk[0][2], keys, chunk)
-            counts = [table.num_rows]
-        else:
-            datas = [d if not d or d.endswith(b"\n") else d + b"\n" for _n, _v, d in chunk]
-            table = _parse(b"".join(datas), keys, chunk)
-            counts = _line_counts(datas, table.num_rows)
+    chunks = [c for c in _chunks(sources) if not all(_blank(d) for _n, _v, d in c)]  # empty commits: no actions
+    for chunk, (table, counts) in zip(chunks, _parsed(chunks, keys), strict=True):
         if sum(counts) != table.num_rows:
             raise _locate_error(chunk, "line count mismatch")
         versions = np.repeat(np.array([v for _n, v, _d in chunk], dtype=np.int64), counts)
@@ -424,7 +476,10 @@ def _file_rows(
                         "dataChange": fields["dataChange"],
                         "deletionTimestamp": fields.get("deletionTimestamp", null_i64),
                         "partitionValues": fields["partitionValues"],
-                        "deletionVector": fields["deletionVector"],
+                        # a lean parse's probe is all null (or the chunk was parsed again in full)
+                        "deletionVector": dv
+                        if (dv := fields["deletionVector"]).type == DV_TYPE
+                        else pa.nulls(n, DV_TYPE),
                     },
                     schema=schema,
                 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import pytest
 
@@ -40,3 +41,65 @@ def test_small_and_large_reconciliation_match_the_model(small: bool, monkeypatch
     active, tombstones = replay.reconcile_files(read_json_actions(sources, []).files)
     assert sorted(active.column("path").to_pylist()) == sorted(p for p, a in state.items() if a)
     assert sorted(tombstones.column("path").to_pylist()) == sorted(p for p, a in state.items() if not a)
+
+
+def _state(snap) -> tuple[list, list]:
+    def rows(t):
+        return sorted(
+            (r["path"], json.dumps(r["deletionVector"], sort_keys=True), r.get("size"))
+            for r in t.select(["path", "deletionVector", "size"]).to_pylist()
+        )
+
+    return rows(snap.files), rows(snap.tombstones)
+
+
+def test_keys_spelled_with_escapes_replay_alike(golden_copy) -> None:
+    """A commit that names no remove and no deletion vector is parsed without their fields;
+    one that spells those keys with JSON escapes names them all the same, and must not lose
+    them (a remove missed would show a deleted file, a deletion vector missed deleted rows)."""
+    from tables.delta.snapshot import load_snapshot
+
+    plain = golden_copy("log-replay-dv-key-cases")
+    # and a commit that adds a file with a deletion vector and removes nothing
+    log = sorted((plain / "_delta_log").glob("*.json"))
+    dv = {
+        "storageType": "u",
+        "pathOrInlineDv": "j=hZPftg7qJYIw^L+Oz9",
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": 2,
+    }
+    add = {"path": "part-new.parquet", "partitionValues": {}, "size": 7, "modificationTime": 1, "dataChange": True}
+    (plain / "_delta_log" / f"{len(log):020d}.json").write_text(
+        json.dumps({"add": {**add, "deletionVector": dv}}) + "\n"
+    )
+    escaped = plain.parent / "escaped"
+    shutil.copytree(plain, escaped)
+    for f in sorted((escaped / "_delta_log").glob("*.json")):
+        text = f.read_text()
+        text = text.replace('"remove":', '"\\u0072emove":').replace('"deletionVector":', '"\\u0064eletionVector":')
+        assert '"remove":' not in text and '"deletionVector":' not in text
+        f.write_text(text)
+    want = _state(load_snapshot(str(plain)))
+    active, tombstones = want
+    assert any(dv != "null" for _p, dv, _s in active), "the table's active files have deletion vectors"
+    assert tombstones, "the table has tombstones"
+    assert _state(load_snapshot(str(escaped))) == want
+
+
+_DV = {"storageType": "u", "pathOrInlineDv": "j=hZPftg7qJYIw^L+Oz9", "offset": 1, "sizeInBytes": 36, "cardinality": 2}
+_BODY = {"path": "part-1.parquet", "partitionValues": {}, "size": 7, "dataChange": True}
+
+
+@pytest.mark.parametrize(
+    "action",
+    [{"add": {**_BODY, "modificationTime": 1, "deletionVector": _DV}}, {"remove": {**_BODY, "deletionTimestamp": 2}}],
+    ids=["add-with-deletion-vector", "remove"],
+)
+def test_a_commit_whose_only_key_of_note_is_escaped_parses_alike(action: dict) -> None:
+    plain = json.dumps({"commitInfo": {"timestamp": 1}}) + "\n" + json.dumps(action) + "\n"
+    escaped = plain.replace('"remove":', '"\\u0072emove":').replace('"deletionVector":', '"\\u0064eletionVector":')
+    assert escaped != plain
+    want = read_json_actions([("0.json", 0, plain.encode())], []).files.to_pylist()
+    assert want[0]["is_add"] == ("add" in action) and (want[0]["deletionVector"] is not None) == ("add" in action)
+    assert read_json_actions([("0.json", 0, escaped.encode())], []).files.to_pylist() == want
