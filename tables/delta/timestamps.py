@@ -22,7 +22,7 @@ from typing import Any
 
 from .commitinfo import CommitInfoReader
 from .errors import InvalidTimestampError, TimestampOutOfRangeError
-from .log import LOG_DIR, LogFile, LogListing, available_versions, list_log
+from .log import LOG_DIR, LogFile, LogListing, available_versions, learn_times, list_log, modification_times
 from .owner import CommitOwner
 from .snapshot import TableConfig, load_table_config, ratified_listing
 from .storage import Storage, as_storage
@@ -195,16 +195,13 @@ class FileTimes:
         scan = getattr(missing[0].storage, "file_times", None)
         if scan is None:
             return
-        found = scan(LOG_DIR)
-        prefix = LOG_DIR + "/"
         # the scan stat'ed every file: keep all their times (a binary search over the times
-        # asks for later indexes next, and must not scan again)
-        for f in self._files:
-            if f.stat_known:
-                continue
-            info = found.get(f.path[len(prefix) :]) if f.path.startswith(prefix) else None
-            if info is not None:  # others (staged commits, symbolic links): stat'ed one by one
-                f.known(*info)
+        # asks for later indexes next, and must not scan again); others (staged commits,
+        # symbolic links) are stat'ed one by one
+        learn_times(self._files, scan(LOG_DIR), LOG_DIR + "/")
+
+    def times(self, start: int, stop: int) -> list[int]:
+        return modification_times(self._files[start:stop])
 
 
 class MonotonizedTimes:
@@ -237,7 +234,7 @@ class MonotonizedTimes:
             self._start, self._values = 0, []
         first = self._start + len(self._values)
         self._raw.prefetch(first, i + 1)
-        raw = [self._raw[j] for j in range(first, i + 1)]
+        raw = self._raw.times(first, i + 1)
         self._values.extend(monotonize(raw, self._values[-1] if self._values else None))
         return self._values[i - self._start]
 
