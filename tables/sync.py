@@ -8,12 +8,10 @@ table's sync lease, so two syncs of one table never interleave.
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -24,6 +22,7 @@ from django.utils import timezone
 
 from alerts import hooks as alert_hooks
 from tables.delta import errors as delta_errors
+from tables.delta.gc_pause import gc_paused
 from tables.delta.growth import FileState, growth_base, growth_start
 from tables.delta.history import scan_versions, table_anomalies
 from tables.delta.log import commit_name, latest_version, list_log_from
@@ -103,21 +102,6 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
         raise
     jobs.succeed(job, result)
     return result
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused (and so in the reader processes forked meanwhile).
-    A sync makes millions of lists and dicts that live until their batch is stored, none in a
-    cycle; the collector walked them over and over: a third of a long log's cold sync (8.4 ->
-    5.8 s for 100,000 commits). Resumed after, unless something else had paused it."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _failed(table: Table, job: Job | None, message: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from .errors import CommitOwnerError, CorruptLogError, LogGapError, NotADeltaTableError, VersionNotFoundError
+from .gc_pause import gc_paused
 from .storage import FileInfo, Storage
 
 LOG_DIR = "_delta_log"
@@ -259,14 +260,15 @@ def list_log(storage: Storage, include_staged: bool = False) -> LogListing:
         raise NotADeltaTableError(f"{storage.display()}: not a Delta table (no {LOG_DIR}/ directory)")
     listing = LogListing()
     commits, prefix = listing.commits, LOG_DIR + "/"
-    for name in storage.list_names(LOG_DIR):
-        if len(name) == 25 and name[20:] == ".json" and name[:20].isdigit():  # most entries: inline
-            commits.append(_json_commit(int(name[:20]), prefix + name, storage))
-            continue
-        lf = classify_name(f"{LOG_DIR}/{name}", storage)
-        if lf is not None:
-            listing.add(lf)
-    listing.commits.sort(key=lambda f: f.version)
+    with gc_paused():  # one object per commit, no cycle among them
+        for name in storage.list_names(LOG_DIR):
+            if len(name) == 25 and name[20:] == ".json" and name[:20].isdigit():  # most entries: inline
+                commits.append(_json_commit(int(name[:20]), prefix + name, storage))
+                continue
+            lf = classify_name(f"{LOG_DIR}/{name}", storage)
+            if lf is not None:
+                listing.add(lf)
+        listing.commits.sort(key=lambda f: f.version)
     if include_staged:
         listing.staged = list_staged(storage)
     if not listing.commits and not listing.checkpoints:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .commitinfo import CommitInfoReader
 from .errors import InvalidTimestampError, TimestampOutOfRangeError
+from .gc_pause import gc_paused
 from .log import LOG_DIR, LogFile, LogListing, available_versions, learn_times, list_log, modification_times
 from .owner import CommitOwner
 from .snapshot import TableConfig, load_table_config, ratified_listing
@@ -198,7 +199,10 @@ class FileTimes:
         # the scan stat'ed every file: keep all their times (a binary search over the times
         # asks for later indexes next, and must not scan again); others (staged commits,
         # symbolic links) are stat'ed one by one
-        learn_times(self._files, scan(LOG_DIR), LOG_DIR + "/")
+        prefix = LOG_DIR + "/"
+        with gc_paused():  # a tuple of times per file, no cycle among them
+            names = [f.path[len(prefix) :] for f in self._files if not f.stat_known and f.path.startswith(prefix)]
+            learn_times(self._files, scan(LOG_DIR, names), prefix)
 
     def times(self, start: int, stop: int) -> list[int]:
         return modification_times(self._files[start:stop])
