@@ -401,10 +401,14 @@ def write_readme() -> None:
             out.append("| " + " | ".join(cells) + " |")
         out += [
             "",
-            "By design: snapshot and history read the last checkpoint and the commits after it, so",
-            "they grow with the checkpoint's size (one file per commit here), not with the number of",
-            "commit files; resolve reads O(log n) commit files after one listing; a cold sync reads",
-            "every commit once (linear).",
+            "By design: snapshot reads the last checkpoint and the commits after it, so it grows with",
+            "the checkpoint's size (one file per commit here), not with the number of commit files; a",
+            "cold sync reads every commit once (linear). These logs have no In-Commit Timestamps: a",
+            "commit's timestamp is its file's modification time, monotonized from the first commit on",
+            "(SPEC section 2), so resolve and history list the log and stat every commit file once",
+            "(linear, about 0.45 s of the 1.1 s at 100,000 is the stat calls alone), where delta-rs's",
+            "`history(100)` reads the last 100 commits and monotonizes nothing. With In-Commit",
+            "Timestamps resolve reads O(log n) commit files after one listing and no file time.",
             "",
         ]
     out += ["## Each benchmark's latest run", "", "| benchmark | when | load (1 min, before → after) | numbers |",
