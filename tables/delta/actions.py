@@ -57,9 +57,10 @@ def file_batch_schema(keys: list[str]) -> pa.Schema:
 
 def _json_schema(keys: list[str], lean: bool = False) -> pa.Schema:
     """What pyarrow parses of each line. `lean`: adds without their deletion vector's
-    fields and removes by path only, for a chunk that names neither (a quarter less work
-    than the full schema); the two stay in it, one field each, so that one the search
-    missed (a key spelled with escapes) still shows and the chunk is parsed again in full."""
+    fields and removes by path only, for a chunk that names no remove (a quarter less work
+    than the full schema); the two stay in it, one field each, so that a deletion vector,
+    or a remove the search missed (its key spelled with escapes), still shows and the chunk
+    is parsed again in full."""
     pv = partition_type(keys)
     add = [
         ("path", pa.string()),

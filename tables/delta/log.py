@@ -144,14 +144,14 @@ _new = object.__new__
 
 
 def learn_times(files: list[LogFile], found: dict[str, tuple[int, int]], prefix: str) -> None:
-    """Give the files under `prefix` whose time is not known yet the (size, time) a scan of
-    their directory `found` by name; the others keep theirs, or are stat'ed when asked."""
+    """Give `files` (under `prefix`, their times not known yet) the (size, time) a stat of
+    their directory `found` by name; one it did not find (a symbolic link, a file removed
+    since) is stat'ed, checked, when its time is asked for."""
     n = len(prefix)
     for f in files:
-        if f._mtime is None and f.path.startswith(prefix):
-            info = found.get(f.path[n:])
-            if info is not None:
-                f._size, f._mtime = info
+        info = found.get(f.path[n:])
+        if info is not None:
+            f._size, f._mtime = info
 
 
 def modification_times(files: list[LogFile]) -> list[int]:

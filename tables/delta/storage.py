@@ -262,38 +262,33 @@ class LocalStorage:
         names.sort()
         return names
 
-    def file_times(self, rel_dir: str, names: list[str] | None = None) -> dict[str, tuple[int, int]]:
-        """(size, modification time in ms) of each regular file directly in `rel_dir`, or of
-        those of `names` that are: a stat per name relative to the directory, opened once
-        and checked, without resolving any path again (with names a listing gave already,
-        a quarter cheaper than a second scan). Symbolic links are left out (their targets are
+    def file_times(self, rel_dir: str, names: list[str]) -> dict[str, tuple[int, int]]:
+        """(size, modification time in ms) of those of `names` that are regular files directly
+        in `rel_dir`: a stat per name relative to the directory, opened once and checked,
+        without resolving any path again (with the names a listing gave, a quarter cheaper
+        than scanning the directory again). Symbolic links are left out (their targets are
         checked where they are opened or stat'ed)."""
         base = self._dir(rel_dir)
         out: dict[str, tuple[int, int]] = {}
         try:
-            if names is None:
-                with os.scandir(base) as it:
-                    for e in it:
-                        if e.is_file(follow_symlinks=False):
-                            st = e.stat(follow_symlinks=False)
-                            out[e.name] = (st.st_size, st.st_mtime_ns // 1_000_000)
-                return out
             fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-            try:
-                stat_at, regular = os.stat, stat.S_ISREG
-                for name in names:
-                    if "/" in name:
-                        continue  # not directly in the directory
-                    try:
-                        st = stat_at(name, dir_fd=fd, follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # removed since the listing: stat'ed (and reported) when asked for
-                    if regular(st.st_mode):
-                        out[name] = (st.st_size, st.st_mtime_ns // 1_000_000)
-            finally:
-                os.close(fd)
         except OSError as exc:
             raise StorageError(f"{self.display(rel_dir)}: cannot list ({exc.strerror})") from exc
+        try:
+            stat_at, regular = os.stat, stat.S_ISREG
+            for name in names:
+                if "/" in name:
+                    continue  # not directly in the directory (and never a way out of it)
+                try:
+                    st = stat_at(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed since the listing: stat'ed (and reported) when asked for
+                except OSError as exc:
+                    raise StorageError(f"{self.display(rel_dir)}: cannot list ({exc.strerror})") from exc
+                if regular(st.st_mode):
+                    out[name] = (st.st_size, st.st_mtime_ns // 1_000_000)
+        finally:
+            os.close(fd)
         return out
 
     def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:

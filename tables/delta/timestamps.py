@@ -171,6 +171,9 @@ def format_ms(ms: int | None) -> str | None:
     return (EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_IN_LOG_DIR = LOG_DIR + "/"
+
+
 class FileTimes:
     """Commit file modification times by index, stat'ed only when asked for: an ICT table
     never needs most of them, and a page of history needs only its own."""
@@ -187,22 +190,22 @@ class FileTimes:
         return self._files[i].modification_time
 
     def prefetch(self, start: int, stop: int) -> None:
-        """The times of indexes start..stop-1 at once: where the storage can (a local log), one
-        scan of the log directory instead of a checked stat per file (a non-ICT log of 100,000
-        commits: 0.2 s instead of 1.5). Object stores listed the times already."""
+        """The times of indexes start..stop-1 at once: where the storage can (a local log), a
+        stat by name of every commit file whose time is unknown, from the log directory opened
+        once, instead of a checked stat per file asked for (a non-ICT log of 100,000 commits:
+        0.2 s instead of 1.5). Object stores listed the times already."""
         missing = [f for f in self._files[start:stop] if not f.stat_known]
         if len(missing) < PREFETCH_MIN:
             return
         scan = getattr(missing[0].storage, "file_times", None)
         if scan is None:
             return
-        # the scan stat'ed every file: keep all their times (a binary search over the times
-        # asks for later indexes next, and must not scan again); others (staged commits,
-        # symbolic links) are stat'ed one by one
-        prefix = LOG_DIR + "/"
+        # every file's, not only the range's: a binary search over the times asks for later
+        # indexes next, and must not stat again; others (staged commits, symbolic links) are
+        # stat'ed one by one when asked for
         with gc_paused():  # a tuple of times per file, no cycle among them
-            names = [f.path[len(prefix) :] for f in self._files if not f.stat_known and f.path.startswith(prefix)]
-            learn_times(self._files, scan(LOG_DIR, names), prefix)
+            pending = [f for f in self._files if not f.stat_known and f.path.startswith(_IN_LOG_DIR)]
+            learn_times(pending, scan(LOG_DIR, [f.path[len(_IN_LOG_DIR) :] for f in pending]), _IN_LOG_DIR)
 
     def times(self, start: int, stop: int) -> list[int]:
         return modification_times(self._files[start:stop])
