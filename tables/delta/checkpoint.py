@@ -197,6 +197,12 @@ class ParquetPart:
                 lambda: (self._read(open_parquet(self.storage, self.rel, mapped=True), columns, groups), kinds)
             )
 
+    def settle(self) -> None:
+        """Wait for the read started on a thread, if any, and drop it (what it raised too)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.wait()
+
     def files(self, version: int, keys: list[str]) -> pa.Table:
         """Add and remove actions in the file batch schema."""
         pending, self._pending = self._pending, None
@@ -227,8 +233,11 @@ class _Background:
         except BaseException as exc:  # handed to the caller of result()
             self._error = exc
 
-    def result(self) -> Any:
+    def wait(self) -> None:
         self._thread.join()
+
+    def result(self) -> Any:
+        self.wait()
         if self._error is not None:
             raise self._error
         return self._result
@@ -390,6 +399,12 @@ class CheckpointReader:
                 continue  # raised again by file_actions, after the checks the load makes first
             part.start_reading_files()
             self._started += 1
+
+    def settle(self) -> None:
+        """Wait for the reads started on threads: a load that fails returns only once none is
+        left running (one still inside pyarrow when the process exits aborts it)."""
+        for part in self._parts.values():
+            part.settle()
 
     def others(self, only: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, Any]]]:
         """Non-file actions of the checkpoint, sidecar references included (or just `only`)."""

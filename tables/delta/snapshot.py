@@ -12,6 +12,8 @@ this: the owner is asked only when one is given and the table names one.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -377,6 +379,17 @@ def staleness_warning(storage: Storage, managed: ManagedConfig | None, version: 
     return text
 
 
+@contextmanager
+def _settled_on_failure(checkpoint: CheckpointReader | None) -> Iterator[None]:
+    """On a failure, wait for the checkpoint reads started on threads before raising it."""
+    try:
+        yield
+    except BaseException:
+        if checkpoint is not None:
+            checkpoint.settle()
+        raise
+
+
 def load_snapshot(
     location: str | os.PathLike[str] | Storage,
     version: int | None = None,
@@ -403,44 +416,45 @@ def load_snapshot(
     state = NonFileState()
     cp_others: list[tuple[str, dict[str, Any]]] = []
     checkpoint = CheckpointReader(storage, segment.checkpoint) if segment.checkpoint else None
-    if checkpoint is not None:
-        # the adds and removes are decoded on threads while the rest of the log is read
-        checkpoint.start_reading_files()
-        cp_others = checkpoint.others()
-        checkpoint.start_reading_files(cp_others)
-        for name, body in cp_others:
-            state.apply(segment.checkpoint[0].version, name, body)
-    commit_data = [
-        (storage.display(c.path), c.version, data)
-        for c, data in zip(segment.commits, read_commits(storage, segment.commits), strict=True)
-    ]
-    head_metas = [m for _p, _v, data in commit_data for m in _metadata_in(data)]
-    keys = _partition_keys([state.metadata] if state.metadata else [], head_metas)
-    batch = read_json_actions(commit_data, keys)
-    metas = [body for _v, name, body in batch.others if name == "metaData"]
-    if len(metas) != len(head_metas):
-        # a metaData action beyond the head of its commit: parse again with all its keys
-        full_keys = _partition_keys([state.metadata] if state.metadata else [], metas)
-        if full_keys != keys:
-            keys = full_keys
-            batch = read_json_actions(commit_data, keys)
-    where = f"{storage.display()} at version {segment.version}"
-    for v, name, body in batch.others:
-        state.apply(v, name, body)
-    if state.protocol is None:
-        raise StateReconstructionError(f"{where}: the log holds no protocol action", missing="protocol")
-    if state.metadata is None:
-        raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
-    check_reader_protocol(state.protocol, where)
-    managed = managed_config(state.protocol, state.metadata, where)
-    warning = None
-    if managed is not None and version is None and listing.owner_view is None:
-        warning = staleness_warning(storage, managed, segment.version)
-    tables = [batch.files]
-    if checkpoint is not None:
-        tables.insert(0, checkpoint.file_actions(cp_others, keys))
-    files = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    active, tombstones = reconcile_files(files)
+    with _settled_on_failure(checkpoint):
+        if checkpoint is not None:
+            # the adds and removes are decoded on threads while the rest of the log is read
+            checkpoint.start_reading_files()
+            cp_others = checkpoint.others()
+            checkpoint.start_reading_files(cp_others)
+            for name, body in cp_others:
+                state.apply(segment.checkpoint[0].version, name, body)
+        commit_data = [
+            (storage.display(c.path), c.version, data)
+            for c, data in zip(segment.commits, read_commits(storage, segment.commits), strict=True)
+        ]
+        head_metas = [m for _p, _v, data in commit_data for m in _metadata_in(data)]
+        keys = _partition_keys([state.metadata] if state.metadata else [], head_metas)
+        batch = read_json_actions(commit_data, keys)
+        metas = [body for _v, name, body in batch.others if name == "metaData"]
+        if len(metas) != len(head_metas):
+            # a metaData action beyond the head of its commit: parse again with all its keys
+            full_keys = _partition_keys([state.metadata] if state.metadata else [], metas)
+            if full_keys != keys:
+                keys = full_keys
+                batch = read_json_actions(commit_data, keys)
+        where = f"{storage.display()} at version {segment.version}"
+        for v, name, body in batch.others:
+            state.apply(v, name, body)
+        if state.protocol is None:
+            raise StateReconstructionError(f"{where}: the log holds no protocol action", missing="protocol")
+        if state.metadata is None:
+            raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
+        check_reader_protocol(state.protocol, where)
+        managed = managed_config(state.protocol, state.metadata, where)
+        warning = None
+        if managed is not None and version is None and listing.owner_view is None:
+            warning = staleness_warning(storage, managed, segment.version)
+        tables = [batch.files]
+        if checkpoint is not None:
+            tables.insert(0, checkpoint.file_actions(cp_others, keys))
+        files = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        active, tombstones = reconcile_files(files)
     return Snapshot(
         location=str(storage.location),
         version=segment.version,

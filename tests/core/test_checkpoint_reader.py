@@ -235,3 +235,31 @@ def test_a_checkpoint_in_more_parts_than_are_read_ahead(source: Path, tmp_path: 
     assert len(ours.segment.checkpoint) == parts
     assert sorted(ours.file_paths()) == _deltars_paths(path)
     assert _state(ours) == _state(_json_only(source, tmp_path / "json"))
+
+
+def test_a_load_that_fails_leaves_no_checkpoint_read_running(golden_copy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint's file actions are decoded on a thread while the commits after it are
+    parsed; when a commit is corrupt, the load must return only once that read is done (a
+    thread still inside pyarrow when the `delta` command exits aborts the process)."""
+    import threading
+    import time
+
+    from tables.delta import checkpoint
+    from tables.delta.errors import CorruptLogError
+
+    path = golden_copy("checkpoint")
+    commit = path / LOG / f"{13:020d}.json"
+    commit.write_bytes(commit.read_bytes().rstrip(b"\n") + b'\n{"add": {"path": garbage\n')
+    real = checkpoint.open_parquet
+    finished = []
+
+    def slow_on_threads(*args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.5)  # the read outlasts the parse of the corrupt commit
+            finished.append(True)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "open_parquet", slow_on_threads)
+    with pytest.raises(CorruptLogError):
+        load_snapshot(str(path))
+    assert finished, "the load raised while its read on a thread was still running"
