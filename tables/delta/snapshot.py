@@ -379,6 +379,17 @@ def staleness_warning(storage: Storage, managed: ManagedConfig | None, version: 
     return text
 
 
+def _readable_config(state: NonFileState, where: str) -> ManagedConfig | None:
+    """Check that the replayed state has a protocol and metadata this reader can read; its
+    managed-commit configuration, if any."""
+    if state.protocol is None:
+        raise StateReconstructionError(f"{where}: the log holds no protocol action", missing="protocol")
+    if state.metadata is None:
+        raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
+    check_reader_protocol(state.protocol, where)
+    return managed_config(state.protocol, state.metadata, where)
+
+
 @contextmanager
 def _settled_on_failure(checkpoint: CheckpointReader | None) -> Iterator[None]:
     """On a failure, wait for the checkpoint reads started on threads before raising it."""
@@ -441,12 +452,7 @@ def load_snapshot(
         where = f"{storage.display()} at version {segment.version}"
         for v, name, body in batch.others:
             state.apply(v, name, body)
-        if state.protocol is None:
-            raise StateReconstructionError(f"{where}: the log holds no protocol action", missing="protocol")
-        if state.metadata is None:
-            raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
-        check_reader_protocol(state.protocol, where)
-        managed = managed_config(state.protocol, state.metadata, where)
+        managed = _readable_config(state, where)
         warning = None
         if managed is not None and version is None and listing.owner_view is None:
             warning = staleness_warning(storage, managed, segment.version)
@@ -501,10 +507,5 @@ def load_table_config(
             for body in _actions_in(data, name):
                 state.apply(c.version, name, body)
     where = f"{storage.display()} at version {segment.version}"
-    if state.protocol is None:
-        raise StateReconstructionError(f"{where}: the log holds no protocol action", missing="protocol")
-    if state.metadata is None:
-        raise StateReconstructionError(f"{where}: the log holds no metaData action", missing="metaData")
-    check_reader_protocol(state.protocol, where)
-    managed = managed_config(state.protocol, state.metadata, where)
+    managed = _readable_config(state, where)
     return TableConfig(segment.version, state.protocol, state.metadata, segment, managed)
