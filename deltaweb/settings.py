@@ -142,6 +142,10 @@ DELTAWEB_PUBLIC_SCHEMA = env_bool("DELTAWEB_PUBLIC_SCHEMA", False)
 # POST /api/auth/token/ (DRF's rate syntax: N/second|minute|hour|day).
 DELTAWEB_LOGIN_RATE = env("DELTAWEB_LOGIN_RATE", "10/minute")
 DELTAWEB_TOKEN_RATE = env("DELTAWEB_TOKEN_RATE", "10/minute")
+# How many proxies of ours stand in front of the web processes, each appending the address it
+# saw to X-Forwarded-For. 0 (the default): the header is ignored and clients are identified by
+# REMOTE_ADDR, since anyone can send the header.
+DELTAWEB_TRUSTED_PROXIES = int(env("DELTAWEB_TRUSTED_PROXIES", "0"))
 # Only the app's own scripts, images and fonts (plotly is served from /vendor/, Swagger UI from
 # the sidecar under /static/); no inline script, no framing. Styles may be inline: plotly adds
 # its own <style> element at run time (a nonce cannot cover it), and styles cannot run code.

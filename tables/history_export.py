@@ -4,7 +4,9 @@ Parquet, row by row from the database (a 100,000-commit table never sits in memo
 The history tab and the API's export both call these, on the one query of tables.history.
 The CSV and Parquet files carry DESCRIBE HISTORY's column names; timestamps are ISO-8601 UTC
 text in CSV and timestamp[ms, UTC] in Parquet, JSON columns (operationParameters,
-operationMetrics, job, notebook) JSON text in both.
+operationMetrics, job, notebook) JSON text in both. A CSV text cell that a spreadsheet would
+read as a formula (starting with = + - @, a tab or a carriage return) gets a leading single
+quote, as OWASP recommends for CSV injection: a log's strings are anyone's to write.
 """
 
 from __future__ import annotations
@@ -158,6 +160,14 @@ def csv_stream(qs: QuerySet[Commit]) -> Iterator[str]:
         yield "".join(lines)
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: str) -> str:
+    """A text cell as no spreadsheet will evaluate it."""
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
 def _csv_lines(qs: QuerySet[Commit]) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(NAMES)
@@ -166,10 +176,10 @@ def _csv_lines(qs: QuerySet[Commit]) -> Iterator[str]:
         for name, value in zip(FIELDS, row, strict=True):
             if name in _TIMES:
                 out.append(format_ms(value) if value is not None else "")
-            elif name in _JSON:
-                out.append(value or "")
             elif value is None:
                 out.append("")
+            elif isinstance(value, str):
+                out.append(csv_cell(value))
             else:
                 out.append(value)
         yield writer.writerow(out)

@@ -9,6 +9,7 @@ ours produced (the admin, Django's 404, a CSRF refusal).
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections.abc import Callable
 
 from django.conf import settings
@@ -94,13 +95,49 @@ class ProjectErrorPagesMiddleware:
 # --- the sign-in form ------------------------------------------------------------------
 
 
-def _client_ip(request: HttpRequest) -> str:
-    # REMOTE_ADDR only: X-Forwarded-For is the client's to forge unless a proxy is trusted
+def client_address(request: HttpRequest) -> str:
+    """The client's address for throttling: REMOTE_ADDR, unless DELTAWEB_TRUSTED_PROXIES says
+    that many proxies of ours append to X-Forwarded-For; then the address the outermost of them
+    saw. Without trusted proxies the header is the client's own to forge, and is ignored."""
+    hops = int(getattr(settings, "DELTAWEB_TRUSTED_PROXIES", 0) or 0)
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if hops > 0 and forwarded:
+        addresses = [a.strip() for a in forwarded.split(",") if a.strip()]
+        if addresses:
+            return addresses[-min(hops, len(addresses))][:64]
     return request.META.get("REMOTE_ADDR", "") or "unknown"
 
 
+def normalized_username(username: str) -> str:
+    """The username as the sign-in compares it (NFKC, as Django's form normalises it:
+    'ａpprover' and '𝐚pprover' are 'approver'), case-folded, so every spelling shares a count."""
+    return unicodedata.normalize("NFKC", str(username or "")).strip().casefold()[:150]
+
+
 def login_key(request: HttpRequest, username: str) -> str:
-    return f"login-fail:{_client_ip(request)}:{username.strip().lower()[:150]}"
+    return f"login-fail:{client_address(request)}:{normalized_username(username)}"
+
+
+def login_refused_for(request: HttpRequest, username: str) -> int | None:
+    """The window in seconds if this address and username have reached DELTAWEB_LOGIN_RATE
+    failures (the password is then not checked at all), else None."""
+    limit, window = parse_rate(getattr(settings, "DELTAWEB_LOGIN_RATE", "10/minute"))
+    return window if (cache.get(login_key(request, username)) or 0) >= limit else None
+
+
+def record_login(request: HttpRequest, username: str, succeeded: bool) -> None:
+    """A success clears the count; a failure adds one. The window starts at the first failure
+    and is not extended by later ones."""
+    key = login_key(request, username)
+    if succeeded:
+        cache.delete(key)
+        return
+    _, window = parse_rate(getattr(settings, "DELTAWEB_LOGIN_RATE", "10/minute"))
+    if not cache.add(key, 1, window):
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, window)
 
 
 class ThrottledLoginView(LoginView):
@@ -112,14 +149,10 @@ class ThrottledLoginView(LoginView):
     below the limit clears the count.
     """
 
-    def _limit(self) -> tuple[int, int]:
-        return parse_rate(getattr(settings, "DELTAWEB_LOGIN_RATE", "10/minute"))
-
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         username = request.POST.get("username", "")
-        key = login_key(request, username)
-        limit, window = self._limit()
-        if (cache.get(key) or 0) >= limit:
+        window = login_refused_for(request, username)
+        if window is not None:
             # an unbound form: binding it would check the password
             form = self.get_form_class()(request=request, initial={"username": username[:150]})
             wait = f"{window // 60} minute{'s' if window >= 120 else ''}" if window >= 60 else f"{window} seconds"
@@ -129,13 +162,5 @@ class ThrottledLoginView(LoginView):
             )
             return self.render_to_response(self.get_context_data(form=form, throttled=message), status=429)
         response = super().post(request, *args, **kwargs)
-        if request.user.is_authenticated:
-            cache.delete(key)
-        else:
-            # the window starts at the first failure and is not extended by later ones
-            if not cache.add(key, 1, window):
-                try:
-                    cache.incr(key)
-                except ValueError:  # expired between add and incr
-                    cache.add(key, 1, window)
+        record_login(request, username, request.user.is_authenticated)
         return response

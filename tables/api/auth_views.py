@@ -8,10 +8,12 @@ from django.contrib.auth.views import redirect_to_login
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
+from ..security import client_address, login_refused_for, record_login
 from . import serializers as s
 
 # --- sign-in and the schema -----------------------------------------------------------------
@@ -32,6 +34,10 @@ class TokenRateThrottle(ScopedRateThrottle):
         self.num_requests, self.duration = self.parse_rate(self.rate)
         return SimpleRateThrottle.allow_request(self, request, view)
 
+    def get_ident(self, request) -> str:
+        # the sign-in form's rule: X-Forwarded-For only from DELTAWEB_TRUSTED_PROXIES proxies
+        return client_address(request)
+
 
 class TokenView(ObtainAuthToken):
     """POST a username and password, get the user's API token; throttled per client."""
@@ -51,8 +57,20 @@ class TokenView(ObtainAuthToken):
     )
     def post(self, request, *args, **kwargs):
         """Send `Authorization: Token <token>` with every API request. At most DELTAWEB_TOKEN_RATE
-        requests per client (default 10 a minute); more answer 429 with Retry-After."""
-        return super().post(request, *args, **kwargs)
+        requests per client (default 10 a minute); more answer 429 with Retry-After. Failed
+        passwords count with the sign-in form's, per address and normalised username."""
+        data = request.data if isinstance(request.data, dict) else {}
+        username = data.get("username") if isinstance(data.get("username"), str) else ""
+        window = login_refused_for(request, username)
+        if window is not None:
+            raise Throttled(wait=window)
+        try:
+            response = super().post(request, *args, **kwargs)
+        except ValidationError:
+            record_login(request, username, False)
+            raise
+        record_login(request, username, True)
+        return response
 
 
 def _schema_permissions() -> list:

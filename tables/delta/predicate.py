@@ -68,6 +68,14 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPERATORS = ("<=", ">=", "<>", "!=", "==", "=", "<", ">", "(", ")", ",", "-", "+")
 KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "NULL", "TRUE", "FALSE"})
 MAX_PREDICATE_CHARS = 10_000
+# Nesting (parentheses and NOTs) and the AND/OR terms are bounded: the parser and the
+# evaluator recurse once per level, and a few hundred levels would otherwise reach Python's
+# recursion limit from a request of a few kilobytes.
+MAX_PREDICATE_DEPTH = 32
+MAX_PREDICATE_TERMS = 256
+# An integer literal past int64 stays a Decimal: converting 1e600000 to an int takes seconds
+# (and holds the interpreter), and no partition value of an integer column reaches it anyway.
+_INT64_DIGITS = 19
 
 
 def _error(text: str, pos: int, message: str) -> InvalidPredicateError:
@@ -208,7 +216,9 @@ def _typed(text: str, lit: _Literal, col: PartitionColumn) -> Any:
     if kind == "number":
         if t in _INTEGERS:
             d = Decimal(lit.text)
-            return int(d) if d == d.to_integral_value() else d
+            if d.adjusted() >= _INT64_DIGITS or d != d.to_integral_value():
+                return d
+            return int(d)
         if t in ("float", "double"):
             return float(lit.text)
         if t.startswith("decimal"):
@@ -240,6 +250,8 @@ class _Parser:
         self.i = 0
         self.columns = columns
         self.used: dict[str, PartitionColumn] = {}
+        self.depth = 0
+        self.terms = 0
 
     # token helpers
     @property
@@ -281,27 +293,44 @@ class _Parser:
             raise self.fail("expected AND, OR or the end of the predicate")
         return node
 
+    def nest(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_PREDICATE_DEPTH:
+            raise self.fail(f"nested more than {MAX_PREDICATE_DEPTH} levels deep (parentheses and NOTs)")
+
+    def term(self) -> None:
+        self.terms += 1
+        if self.terms > MAX_PREDICATE_TERMS:
+            raise self.fail(f"more than {MAX_PREDICATE_TERMS} AND/OR terms; list values with IN (...)")
+
     def or_expr(self) -> Node:
         node = self.and_expr()
         while self.accept_kw("OR"):
+            self.term()
             node = Or(node, self.and_expr())
         return node
 
     def and_expr(self) -> Node:
         node = self.not_expr()
         while self.accept_kw("AND"):
+            self.term()
             node = And(node, self.not_expr())
         return node
 
     def not_expr(self) -> Node:
         if self.accept_kw("NOT"):
-            return Not(self.not_expr())
+            self.nest()
+            node = Not(self.not_expr())
+            self.depth -= 1
+            return node
         return self.primary()
 
     def primary(self) -> Node:
         if self.accept_op("("):
+            self.nest()
             node = self.or_expr()
             self.expect_op(")", "')'")
+            self.depth -= 1
             return node
         start = self.tok
         left = self.operand()

@@ -552,3 +552,35 @@ def test_cli_partial_restore(tmp_path: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["version"] == 5 and out["verified"] and out["plan"]["predicate"] == where
     assert rs_data(t) == oracle_rows(t, 1, lambda f: f["region"] == "eu")
+
+
+def test_a_huge_integer_literal_is_compared_without_being_expanded() -> None:
+    # 1e600000 as a Python int takes seconds to build and holds the interpreter meanwhile;
+    # past int64 the literal stays a Decimal and compares exactly with the partition's integers
+    p = parse_predicate("n < 1e600000", COLS)
+    assert isinstance(p.node.value, Decimal)
+    assert sel("n < 1e600000", n="2147483647")
+    assert not sel("n = 1e600000", n="5")
+    assert sel("n > -1e999999999", n="-2147483648")
+    assert parse_predicate("n = 9223372036854775807", COLS).node.value == 9223372036854775807
+    assert isinstance(parse_predicate("n = 1.5e1", COLS).node.value, int)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("(" * 234 + "n = 1" + ")" * 234, "nested more than 32 levels"),
+        ("NOT " * 1000 + "n = 1", "nested more than 32 levels"),
+        (" AND ".join(["n = 1"] * 600), "more than 256 AND/OR terms"),
+    ],
+)
+def test_deep_or_long_predicates_are_refused_by_name(text: str, words: str) -> None:
+    with pytest.raises(InvalidPredicateError) as exc:
+        parse_predicate(text, COLS)
+    assert words in str(exc.value)
+
+
+def test_nesting_within_the_limits_still_parses() -> None:
+    assert sel("(" * 32 + "n = 1" + ")" * 32, n="1")
+    assert sel("NOT " * 32 + "n = 1", n="1")
+    assert sel(" OR ".join(f"n = {i}" for i in range(257)), n="256")

@@ -246,6 +246,58 @@ def test_the_login_form_refuses_the_eleventh_failure_and_then_the_right_password
     assert r.status_code == 302 and "_auth_user_id" in c.session
 
 
+def test_a_forged_forwarded_for_does_not_reset_the_token_throttle(settings, analyst) -> None:
+    # no proxy is trusted by default: every request is the same client, whatever it claims
+    settings.DELTAWEB_TOKEN_RATE = "100/minute"
+    settings.DELTAWEB_LOGIN_RATE = "10/minute"
+    c = APIClient()
+    for i in range(10):
+        r = c.post(
+            "/api/auth/token/",
+            {"username": "ana", "password": "wrong"},
+            format="json",
+            HTTP_X_FORWARDED_FOR=f"10.0.0.{i}",
+        )
+        assert_error(r, 400)
+    r = c.post(
+        "/api/auth/token/",
+        {"username": "ana", "password": "secret-pass-1"},
+        format="json",
+        HTTP_X_FORWARDED_FOR="10.9.9.9",
+    )
+    assert_error(r, 429, "throttled")
+    assert int(r["Retry-After"]) > 0
+
+
+def test_a_trusted_proxy_s_forwarded_for_names_the_client(settings, analyst) -> None:
+    settings.DELTAWEB_TOKEN_RATE = "3/minute"
+    settings.DELTAWEB_TRUSTED_PROXIES = 1
+    c = APIClient()
+    for _ in range(3):
+        # the client may prepend anything; the address our proxy appended is the last one
+        r = c.post("/api/auth/token/", {}, format="json", HTTP_X_FORWARDED_FOR="1.2.3.4, 10.0.0.1")
+        assert_error(r, 400)
+    assert_error(c.post("/api/auth/token/", {}, format="json", HTTP_X_FORWARDED_FOR="5.6.7.8, 10.0.0.1"), 429)
+    # another client behind the same proxy has its own count
+    assert_error(c.post("/api/auth/token/", {}, format="json", HTTP_X_FORWARDED_FOR="10.0.0.2"), 400)
+
+
+@pytest.mark.parametrize("spelling", ["\uff41na", "\U0001d41ana", "ANA", " ana"])
+def test_every_spelling_of_a_username_shares_one_failure_count(settings, analyst, spelling) -> None:
+    from django.test import Client
+
+    settings.DELTAWEB_LOGIN_RATE = "10/minute"
+    c = Client()
+    for _ in range(10):
+        assert c.post("/accounts/login/", {"username": "ana", "password": "wrong"}).status_code == 200
+    # the form signs 'ａna' in as 'ana' (NFKC): it must be refused as 'ana' is
+    r = c.post("/accounts/login/", {"username": spelling, "password": "secret-pass-1"})
+    assert r.status_code == 429 and "_auth_user_id" not in c.session
+    # the token endpoint shares the count
+    r = APIClient().post("/api/auth/token/", {"username": spelling, "password": "secret-pass-1"}, format="json")
+    assert_error(r, 429, "throttled")
+
+
 def test_schema_and_docs_need_sign_in_unless_public(settings, client, analyst) -> None:
     r = client.get("/api/schema/")
     assert_error(r, 401)

@@ -235,6 +235,31 @@ def test_export_csv_matches_delta_rs_history(browser, table) -> None:
     assert [int(x["version"]) for x in rows] == [h["version"] for h in reversed(peer) if h["operation"] == "WRITE"]
 
 
+FORMULAS = ["=cmd|' /C calc'!A0", "+SUM(1,1)", "-2+3", "@SUM(A1:A2)", '=HYPERLINK("http://x","y")', "\tx", "\rx"]
+
+
+def test_export_csv_cells_cannot_start_a_formula(browser, roots) -> None:
+    path = history_table(roots / "formulas")
+    for text_ in FORMULAS:
+        deltalake.write_deltalake(
+            str(path),
+            pa.table({"x": [1], "p": ["a"]}),
+            mode="append",
+            commit_properties=deltalake.CommitProperties(custom_metadata={"userMetadata": text_}),
+        )
+    t = registration.register_table("Formulas", str(path), "")
+    sync.sync_table(t.pk)
+    rows = list(csv.DictReader(io.StringIO(body(browser.get("/t/formulas/history.csv", {"sort": "version"})).decode())))
+    cells = [x["userMetadata"] for x in rows if x["userMetadata"]]
+    # OWASP: a leading single quote makes the cell text; the rest of the string is kept
+    assert cells == ["'" + f for f in FORMULAS]
+    assert all(c == "" or c[0] not in "=+-@\t\r" for x in rows for c in x.values())
+    # numbers stay numbers, and the Parquet export keeps the strings as written
+    assert [int(x["version"]) for x in rows] == list(range(len(rows)))
+    pq_rows = pq.read_table(io.BytesIO(body(browser.get("/t/formulas/history.parquet", {"sort": "version"}))))
+    assert [m for m in pq_rows.column("userMetadata").to_pylist() if m] == FORMULAS
+
+
 def test_export_parquet_is_a_real_parquet_file(browser, table) -> None:
     r = browser.get("/t/sales/history.parquet", {"version_from": 1})
     assert r.status_code == 200 and r.streaming
