@@ -8,11 +8,11 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tables.api.parsers import BoundedJSONParser
 from tables.api.permissions import CanBrowse
 from tables.api.serializers import ErrorSerializer
 from tables.api.views import TABLE_ID, Pagination
@@ -73,7 +73,7 @@ class ActivityView(APIView):
     new arrived: poll it cheaply."""
 
     permission_classes = [IsAuthenticated, CanBrowse]
-    parser_classes = [JSONParser]  # bodies are JSON (documented so)
+    parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)
 
     @extend_schema(
         parameters=FEED_PARAMS,
@@ -97,7 +97,7 @@ class AlertViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = s.AlertSerializer
     permission_classes = [IsAuthenticated, CanBrowse]
-    parser_classes = [JSONParser]  # bodies are JSON (documented so)
+    parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)
     pagination_class = Pagination
     lookup_value_regex = "[0-9]{1,18}"
 
@@ -125,7 +125,7 @@ class WebhookViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.G
 
     serializer_class = s.WebhookSerializer
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]  # bodies are JSON (documented so)
+    parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)
     pagination_class = Pagination
     lookup_value_regex = "[0-9]{1,18}"
 
@@ -150,7 +150,7 @@ class SubscriptionViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, views
 
     serializer_class = s.SubscriptionSerializer
     permission_classes = [IsAuthenticated, CanBrowse]
-    parser_classes = [JSONParser]  # bodies are JSON (documented so)
+    parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)
     pagination_class = Pagination
     lookup_value_regex = "[0-9]{1,18}"
 
@@ -177,7 +177,7 @@ class RuleViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Gene
 
     serializer_class = s.CustomRuleSerializer
     permission_classes = [IsAuthenticated, CanBrowse]
-    parser_classes = [JSONParser]  # bodies are JSON (documented so)
+    parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)
     pagination_class = Pagination
     lookup_value_regex = "[0-9]{1,18}"
     queryset = CustomRule.objects.select_related("table")
@@ -200,7 +200,7 @@ class RuleSettingsView(APIView):
     """The built-in rules on one table: on or off, threshold, severity."""
 
     permission_classes = [IsAuthenticated, CanBrowse]
-    parser_classes = [JSONParser]  # bodies are JSON (documented so)
+    parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)
 
     @extend_schema(parameters=[TABLE_ID], responses={200: s.RuleSettingSerializer(many=True), **errors(*READ)})
     def get(self, request, id: str):
@@ -228,7 +228,7 @@ class DeliveryViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = s.DeliverySerializer
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]  # bodies are JSON (documented so)
+    parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)
     pagination_class = Pagination
     lookup_value_regex = "[0-9]{1,18}"
 
@@ -247,7 +247,7 @@ class NotificationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     serializer_class = s.NotificationSerializer
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]  # bodies are JSON (documented so)
+    parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)
     pagination_class = Pagination
 
     def get_queryset(self):

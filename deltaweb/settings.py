@@ -63,6 +63,8 @@ MIDDLEWARE = [
     "tables.security.SecurityHeadersMiddleware",
     "tables.security.ProjectErrorPagesMiddleware",
 ]
+# the first middleware refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE by its Content-Length (413)
+MIDDLEWARE.insert(0, "tables.security.RequestSizeMiddleware")
 
 ROOT_URLCONF = "deltaweb.urls"
 TEMPLATES = [
@@ -238,6 +240,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's JSON parser with the nesting bounded (tables/api/parsers.py), and its form parsers
+    "DEFAULT_PARSER_CLASSES": [
+        "tables.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,

@@ -38,6 +38,30 @@ def parse_rate(rate: str) -> tuple[int, int]:
     return n, seconds
 
 
+class RequestSizeMiddleware:
+    """413 for a body larger than DATA_UPLOAD_MAX_MEMORY_SIZE, told by its Content-Length before
+    anything reads it: JSON in the API's shape under /api/ (the catalog's under its prefix), a
+    page elsewhere. Django would raise RequestDataTooBig only once a view reads the body."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if limit is not None and length > limit:
+            from .api.errors import api_error, is_api_path, too_large_message
+
+            if is_api_path(request):
+                return api_error(request, 413, "request_too_large", too_large_message())
+            # before the session and user middleware: a plain answer, not a page of the site's frame
+            return HttpResponse(too_large_message(), status=413, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
+
+
 class SecurityHeadersMiddleware:
     """Adds the Content-Security-Policy (settings.DELTAWEB_CSP) to every response that has none.
 

@@ -76,7 +76,9 @@ class PlotlyFinder(BaseFinder):
         find_all = find_all or kwargs.get("all", False)
         found = plotly_file() if path == PLOTLY_NAME else None
         if found is None:
-            return [] if find_all else ""
+            # [] as Django's own finders answer: finders.find() collects any other miss ("" or
+            # None) as a match, and the development server failed on it (a 500, not a 404)
+            return []
         return [str(found)] if find_all else str(found)
 
     def list(self, ignore_patterns: list[str] | None) -> Iterator[tuple[str, FileSystemStorage]]:

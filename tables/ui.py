@@ -165,7 +165,7 @@ def handler500(request: HttpRequest) -> HttpResponse:
     from .api.errors import api_server_error, is_api_path
 
     if is_api_path(request):
-        return api_server_error()
+        return api_server_error(request)
     return defaults.server_error(request)
 
 

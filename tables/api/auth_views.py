@@ -9,12 +9,14 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
 from ..security import client_address, login_refused_for, record_login
 from . import serializers as s
+from .parsers import BoundedJSONParser
 
 # --- sign-in and the schema -----------------------------------------------------------------
 
@@ -43,6 +45,7 @@ class TokenView(ObtainAuthToken):
     """POST a username and password, get the user's API token; throttled per client."""
 
     throttle_classes = [TokenRateThrottle]
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(
         summary="Exchange a username and password for the user's API token",

@@ -19,6 +19,8 @@ Mapping (the contract the API documents):
 - NotFound / Http404: 404 "not_found".  MethodNotAllowed: 405 "method_not_allowed".
 - Other DRF APIExceptions (parse error, unsupported media type, throttled...): their status and
   default code.
+- A body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413 "request_too_large" (tables.security refuses
+  it by its Content-Length before any view; this catches a body sent without one).
 - Anything else: 500 "internal"; the traceback goes to the log, never into the response.
 """
 
@@ -28,6 +30,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
@@ -97,6 +100,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) if str(exc) else None)
 
+    if isinstance(exc, RequestDataTooBig):
+        set_rollback()
+        return _response("request_too_large", too_large_message(), 413)
     if isinstance(exc, ServiceError):
         set_rollback()
         return _response(exc.code, public_message(exc.message, _table_of(context)), exc.status, **exc.extra)
@@ -123,19 +129,43 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     set_rollback()
     view = context.get("view")
     logger.exception("unexpected error in %s", type(view).__name__ if view else "the API", exc_info=exc)
-    return _response(
-        "internal",
-        "The server hit an unexpected error; it has been logged. Please try again or contact an administrator.",
-        status.HTTP_500_INTERNAL_SERVER_ERROR,
-    )
+    return _response("internal", INTERNAL_MESSAGE, status.HTTP_500_INTERNAL_SERVER_ERROR)
 
 
 API_PREFIX = "/api/"
+# the catalog API answers in Unity Catalog's own error shape: {"error": {type, code, message}}
+UC_PREFIX = "/api/2.1/unity-catalog/"
+UC_TYPES = {
+    400: "BadRequestException",
+    401: "NotAuthorizedException",
+    403: "PermissionDeniedException",
+    404: "NotFoundException",
+    405: "BadRequestException",
+    413: "BadRequestException",
+    415: "BadRequestException",
+    429: "TooManyRequestsException",
+}
+
+
+def uc_error_body(status: int, message: str) -> dict[str, Any]:
+    kind = UC_TYPES.get(status, "InternalServerErrorException" if status >= 500 else "BadRequestException")
+    return {"error": {"type": kind, "code": status, "message": message}}
 
 
 def is_api_path(request: HttpRequest) -> bool:
     """Whether a request is the API's: its errors answer JSON, never an HTML page."""
     return (request.path_info or request.path).startswith(API_PREFIX)
+
+
+def is_uc_path(request: HttpRequest) -> bool:
+    return (request.path_info or request.path).startswith(UC_PREFIX)
+
+
+def api_error(request: HttpRequest, status: int, code: str, message: str) -> JsonResponse:
+    """An error outside DRF's views, in the shape of the API the request was sent to."""
+    if is_uc_path(request):
+        return JsonResponse(uc_error_body(status, message), status=status)
+    return JsonResponse(error_body(code, message), status=status)
 
 
 def _shown_path(request: HttpRequest) -> str:
@@ -155,15 +185,21 @@ def not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonRespo
     return JsonResponse(error_body("not_found", message), status=404)
 
 
-def api_server_error() -> JsonResponse:
+INTERNAL_MESSAGE = (
+    "The server hit an unexpected error; it has been logged. Please try again or contact an administrator."
+)
+
+
+def api_server_error(request: HttpRequest) -> JsonResponse:
     """The 500 of a request under /api/ that failed outside DRF's exception handler."""
-    return JsonResponse(
-        error_body(
-            "internal",
-            "The server hit an unexpected error; it has been logged. Please try again or contact an administrator.",
-        ),
-        status=500,
-    )
+    return api_error(request, 500, "internal", INTERNAL_MESSAGE)
+
+
+def too_large_message() -> str:
+    from django.conf import settings
+
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return f"The request body is larger than the {limit:,} bytes the server accepts."
 
 
 def api_csrf_failure(reason: str = "") -> JsonResponse:

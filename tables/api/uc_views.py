@@ -16,19 +16,25 @@ reads need a deltaweb role, writes the writer role. Errors: {"error": {type, cod
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
-from rest_framework.parsers import JSONParser
+from django.core.exceptions import RequestDataTooBig
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.views import APIView
+from rest_framework.views import APIView, set_rollback
 
 from tables import owner_uc as uc
+from tables.api.errors import INTERNAL_MESSAGE, too_large_message, uc_error_body
+from tables.api.parsers import BoundedJSONParser
 from tables.api.tokens import RoleTokenAuthentication
 from tables.delta.errors import DeltaError
 from tables.errors import ServiceError, http_status
+
+
+logger = logging.getLogger("tables.api")
 
 
 class BearerTokenAuthentication(RoleTokenAuthentication):
@@ -37,39 +43,33 @@ class BearerTokenAuthentication(RoleTokenAuthentication):
     keyword = "Bearer"
 
 
-_TYPES = {
-    400: "BadRequestException",
-    401: "NotAuthorizedException",
-    403: "PermissionDeniedException",
-    404: "NotFoundException",
-    405: "BadRequestException",
-    415: "BadRequestException",
-    429: "TooManyRequestsException",
-}
-
-
 def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Every error of this API in UC's shape; nothing else leaks (no traceback, no HTML)."""
     if isinstance(exc, uc.UcError):
         return Response(exc.body(), status=exc.status)
     if isinstance(exc, ServiceError | DeltaError):  # from the core or a shared use case: same shape
         status = http_status(exc)
-        kind = _TYPES.get(status, "InternalServerErrorException" if status >= 500 else "BadRequestException")
-        return Response({"error": {"type": kind, "code": status, "message": str(exc)}}, status=status)
+        return Response(uc_error_body(status, str(exc)), status=status)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(uc_error_body(413, too_large_message()), status=413)
     if isinstance(exc, exceptions.APIException):
         status = exc.status_code
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
             status = 401
         detail = exc.detail if isinstance(exc.detail, str) else "the request is malformed"
-        body = {"error": {"type": _TYPES.get(status, "BadRequestException"), "code": status, "message": str(detail)}}
-        return Response(body, status=status, headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
-    return None
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = f"{int(exc.wait)}"
+        return Response(uc_error_body(status, str(detail)), status=status, headers=headers or None)
+    set_rollback()
+    logger.exception("unexpected error in the catalog API", exc_info=exc)
+    return Response(uc_error_body(500, INTERNAL_MESSAGE), status=500)
 
 
 class _UcView(APIView):
     authentication_classes = [BearerTokenAuthentication, RoleTokenAuthentication]
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     def get_exception_handler(self):
         return uc_exception_handler

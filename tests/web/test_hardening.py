@@ -564,3 +564,67 @@ def test_a_restore_reason_must_be_a_non_empty_string(api, table, reason) -> None
 @pytest.mark.parametrize("q", [{"limit": 0}, {"limit": -1}, {"offset": -1}, {"limit": "x"}, {"limit": 2**64}])
 def test_bad_paging_is_a_400(api, table, q) -> None:
     assert_error(api.get("/api/tables/", q), 400, "invalid")
+
+
+# --- malformed bodies -------------------------------------------------------------------------
+
+UC = "/api/2.1/unity-catalog/delta"
+
+
+def assert_uc_error(response, status: int) -> dict:
+    assert response.status_code == status, response.content[:500]
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"type", "code", "message"}, body
+    assert body["error"]["code"] == status and "Traceback" not in body["error"]["message"]
+    return body["error"]
+
+
+@pytest.fixture
+def uc_client(analyst) -> APIClient:
+    from tables.roles import WRITER
+    from tests.web.test_api import make_user
+
+    c = APIClient()
+    c.credentials(HTTP_AUTHORIZATION="Bearer " + Token.objects.create(user=make_user("svc", group=WRITER)).key)
+    return c
+
+
+DEEP = "[" * 1200 + "]" * 1200  # about 2 KB
+
+
+def test_deeply_nested_json_is_a_400_in_each_api_s_shape(api, uc_client, table) -> None:
+    anonymous = APIClient()
+    err = assert_error(anonymous.post("/api/auth/token/", DEEP, content_type="application/json"), 400, "parse_error")
+    assert "nested more than 64 levels" in err["message"]
+    assert_error(api.post(f"/api/tables/{table.pk}/restores/", DEEP, content_type="application/json"), 400)
+    assert_error(api.post("/api/alerts/rules/", DEEP, content_type="application/json"), 400)
+    deep_object = '{"a":' * 1200 + "1" + "}" * 1200
+    err = assert_uc_error(uc_client.post(f"{UC}/preview/commits", deep_object, content_type="application/json"), 400)
+    assert "nested" in err["message"]
+    assert RestoreRequest.objects.count() == 0
+    # nesting within the limit is still parsed (and refused for what it says, not how deep)
+    ok = '{"version": 0, "reason": ' + "[" * 60 + "]" * 60 + "}"
+    assert_error(api.post(f"/api/tables/{table.pk}/restores/", ok, content_type="application/json"), 400, "invalid")
+
+
+def test_a_body_over_the_limit_is_a_413_in_each_shape(settings, api, uc_client, table, client) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100_000
+    big = json.dumps({"version": 0, "reason": "x" * 200_000})
+    err = assert_error(api.post(f"/api/tables/{table.pk}/restores/", big, content_type="application/json"), 413)
+    assert err["code"] == "request_too_large" and "100,000 bytes" in err["message"]
+    assert_error(APIClient().post("/api/auth/token/", big, content_type="application/json"), 413, "request_too_large")
+    assert_uc_error(uc_client.post(f"{UC}/preview/commits", big, content_type="application/json"), 413)
+    r = client.post("/accounts/login/", {"username": "ana", "password": "x" * 200_000})
+    assert r.status_code == 413 and b"100,000 bytes" in r.content
+    assert RestoreRequest.objects.count() == 0
+
+
+def test_an_unexpected_catalog_error_answers_in_the_catalog_s_shape(uc_client, monkeypatch) -> None:
+    from tables import owner_uc
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(owner_uc, "get_config", broken)
+    err = assert_uc_error(uc_client.get(f"{UC}/v1/config", {"catalog": "main"}), 500)
+    assert err["type"] == "InternalServerErrorException" and "secret detail" not in err["message"]

@@ -58,3 +58,24 @@ def test_pages_link_hashed_files_served_compressed_and_cached_for_ever(collected
     assert int(r["Content-Length"]) == len(body) < plotly_file().stat().st_size / 2
     r = client.get("/favicon.ico")
     assert r.status_code == 302 and re.fullmatch(r"/static/tables/favicon\.[0-9a-f]{12}\.svg", r["Location"])
+
+
+def test_a_missing_static_file_is_a_404_under_the_development_server(settings) -> None:
+    # `make run` serves /static/ through Django's StaticFilesHandler and the finders
+    from django.contrib.staticfiles import finders
+    from django.contrib.staticfiles.handlers import StaticFilesHandler
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import RequestFactory
+
+    settings.DEBUG = True
+    assert finders.find("tables/no-such-file.js") is None
+    assert finders.find("tables/no-such-file.js", find_all=True) == []
+    seen: dict[str, str] = {}
+    handler = StaticFilesHandler(WSGIHandler())
+    environ = RequestFactory().get("/static/tables/no-such-file.js").environ
+    b"".join(handler(environ, lambda status, headers, exc_info=None: seen.setdefault("status", status)))
+    assert seen["status"].startswith("404")
+    # and a file that exists is still served
+    environ = RequestFactory().get("/static/vendor/plotly.min.js").environ
+    b"".join(handler(environ, lambda status, headers, exc_info=None: seen.__setitem__("status", status)))
+    assert seen["status"].startswith("200") or plotly_file() is None
