@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
-from django.core.exceptions import RequestDataTooBig
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
@@ -32,7 +32,6 @@ from tables.api.parsers import BoundedJSONParser
 from tables.api.tokens import RoleTokenAuthentication
 from tables.delta.errors import DeltaError
 from tables.errors import ServiceError, http_status
-
 
 logger = logging.getLogger("tables.api")
 
