@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
@@ -130,11 +131,28 @@ def register_table(name: str, location: str, description: str = "", user=None) -
         raise ServiceError(f"A table named '{name}' is registered already.", "duplicate", 409)
     try:
         with transaction.atomic():
+            _refuse_registered_location(real)
             return Table.objects.create(
                 name=name, slug=slug, location=real, description=description or "", created_by=user
             )
     except IntegrityError as exc:
         raise ServiceError(f"A table named '{name}' is registered already.", "duplicate", 409) from exc
+
+
+def _refuse_registered_location(location: str) -> None:
+    """One row per location. `location` is canonical already (a local path resolved: no scheme,
+    no trailing separator, no '.', '..' or symlink; an object-store URI in its parsed form), so
+    every spelling of one directory meets here and the second registration names the first."""
+    first = Table.objects.filter(location=location).only("pk", "name", "slug").first()
+    if first is None:
+        return
+    url = reverse("tables:table_detail", args=[first.slug])
+    raise ServiceError(
+        f"This location is registered already as '{first.name}' ({url}).",
+        "duplicate_location",
+        409,
+        table={"id": first.pk, "name": first.name, "slug": first.slug, "url": url},
+    )
 
 
 def delete_table(table: Table) -> None:

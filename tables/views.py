@@ -121,7 +121,7 @@ def register(request: HttpRequest) -> HttpResponse:
             "Registering tables needs the analyst or approver role; ask an administrator to add you to one.", 403
         )
     form = RegisterTableForm(request.POST if request.method == "POST" else None)
-    status = 200
+    status, existing = 200, None
     if request.method == "POST":
         if form.is_valid():
             data = form.cleaned_data
@@ -130,11 +130,12 @@ def register(request: HttpRequest) -> HttpResponse:
             except ServiceError as exc:
                 field = "name" if exc.code in ("invalid_name", "duplicate") else "location"
                 form.add_error(field, exc.message)
+                existing = exc.extra.get("table")
             else:
                 return _start_sync_and_redirect(request, table, reverse("tables:table_detail", args=[table.slug]))
         status = 400
         focus_first_error(form)
-    return render(request, "tables/register.html", context(request, form=form), status=status)
+    return render(request, "tables/register.html", context(request, form=form, existing=existing), status=status)
 
 
 def _start_sync_and_redirect(request: HttpRequest, table: Table, target: str) -> HttpResponse:

@@ -208,7 +208,8 @@ class TableViewSet(viewsets.GenericViewSet):
         """Validate the location (under DELTAWEB_ALLOWED_ROOTS, a readable Delta table), register it and
         queue its first sync. Needs the analyst or approver role (or staff). Errors: 400
         invalid / invalid_name / invalid_location / not_a_delta_table, 403 location_not_allowed or
-        permission_denied, 409 duplicate."""
+        permission_denied, 409 duplicate (the name) or duplicate_location (the location, however
+        spelled, is registered already: `table` names that table and its page)."""
         ser = s.TableCreateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data

@@ -628,3 +628,27 @@ def test_an_unexpected_catalog_error_answers_in_the_catalog_s_shape(uc_client, m
     monkeypatch.setattr(owner_uc, "get_config", broken)
     err = assert_uc_error(uc_client.get(f"{UC}/v1/config", {"catalog": "main"}), 500)
     assert err["type"] == "InternalServerErrorException" and "secret detail" not in err["message"]
+
+
+# --- one row per location -----------------------------------------------------------------
+
+
+def test_every_spelling_of_a_registered_location_is_refused_with_a_link_to_it(api, browser, table, roots) -> None:
+    root = roots / "sales"
+    (roots / "link").symlink_to(root, target_is_directory=True)
+    spellings = [
+        str(root),
+        str(root) + "/",
+        "file://" + str(root),
+        str(roots) + "/./sales",
+        str(roots / "link"),
+        str(roots / "link") + "/../sales/",
+    ]
+    for i, spelling in enumerate(spellings):
+        r = api.post("/api/tables/", {"name": f"copy {i}", "location": spelling}, format="json")
+        err = assert_error(r, 409, "duplicate_location")
+        assert err["table"] == {"id": table.pk, "name": "Sales", "slug": "sales", "url": "/t/sales/"}, spelling
+        assert "'Sales'" in err["message"] and str(root) not in err["message"]
+    r = browser.post("/tables/register/", {"name": "again", "location": str(roots / "link")})
+    assert r.status_code == 400 and 'href="/t/sales/"' in r.content.decode()
+    assert Table.objects.count() == 1
