@@ -9,24 +9,14 @@ from typing import Any
 
 import orjson
 
+from tables.delta.text_bounds import cut, truncation_marker  # noqa: F401  (the one rule; re-exported)
+
 # Strings of a table's log are untrusted and stored bounded; a value that was cut says so, and
 # how long it was, so nobody takes a cut userMetadata for the whole of it.
 MAX_TEXT = 10_000  # userMetadata and strings inside JSON fields
 MAX_JSON_TEXT = 2000  # strings inside the stored commitInfo
 MAX_ITEMS = 1000  # entries of a JSON object or array
 MAX_KEY = 200  # keys of a JSON object
-
-
-def truncation_marker(total: int) -> str:
-    return f"…[truncated, {total} characters]"
-
-
-def cut(text: str, limit: int) -> str:
-    """`text`, or its start and the marker, in at most `limit` characters."""
-    if len(text) <= limit:
-        return text
-    marker = truncation_marker(len(text))
-    return text[: max(limit - len(marker), 0)] + marker
 
 
 def fits(value: Any, limit: int = MAX_TEXT) -> bool:

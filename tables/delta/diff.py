@@ -17,6 +17,7 @@ from .replay import identity_keys
 from .restore_actions import file_rows, log_add_actions
 from .snapshot import Snapshot
 from .storage import Storage, as_storage
+from .text_bounds import echoed_path, echoed_values
 
 
 def schema_fields(md: Metadata) -> dict[str, dict[str, Any]]:
@@ -71,9 +72,9 @@ def sample_files(storage: Storage, snap: Snapshot, rows: pa.Table) -> list[dict[
     for body in log_add_actions(storage, snap, rows)[0]:
         out.append(
             {
-                "path": unquote(body["path"]),
+                "path": echoed_path(unquote(body["path"])),
                 "size": body.get("size"),
-                "partitionValues": body.get("partitionValues") or {},
+                "partitionValues": echoed_values(body.get("partitionValues")),
                 # the stats' numRecords as written (a deletion vector's rows are not taken off)
                 "numRecords": file_rows({"stats": body.get("stats")}),
             }
@@ -92,7 +93,7 @@ def snapshot_diff(a: Snapshot, b: Snapshot, sample: int = 50, storage: Storage |
     store = as_storage(storage if storage is not None else b.location)
 
     def sample_paths(t: pa.Table) -> list[str]:
-        return [unquote(p) for p in t.column("path").to_pylist()[:sample]]
+        return [echoed_path(unquote(p)) for p in t.column("path").to_pylist()[:sample]]
 
     def files_of(snap: Snapshot, t: pa.Table) -> dict[str, Any]:
         head = t.slice(0, sample)

@@ -28,6 +28,7 @@ from .log import LOG_DIR, LogListing, complete_checkpoint, latest_version, list_
 from .replay import canonical_paths, identity_keys
 from .snapshot import read_commit_bytes
 from .storage import Storage, as_storage
+from .text_bounds import echoed_path
 from .timestamps import commit_times
 
 MAX_LISTED = 100
@@ -467,8 +468,8 @@ def _shown(log_path: str) -> str:
     directories or another bucket's layout)."""
     key = unquote(log_path)
     if key.startswith(("/", "file:")) or "://" in key:
-        return ".../" + key.rstrip("/").rsplit("/", 1)[-1]
-    return key
+        return echoed_path(".../" + key.rstrip("/").rsplit("/", 1)[-1])
+    return echoed_path(key)
 
 
 def _timestamp(times: Any, version: int) -> int | None:

@@ -49,6 +49,7 @@ from .log import (
 from .owner import CommitOwner, ManagedConfig, OwnerView, managed_config
 from .replay import NonFileState, reconcile_files
 from .storage import Storage, as_storage
+from .text_bounds import echoed_path, echoed_values
 
 MAX_READER_VERSION = 3
 # Reader features whose log semantics this reader implements (data reading is Spark's job).
@@ -144,13 +145,16 @@ class Snapshot:
         return out
 
     def file_dicts(self, offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
-        """Active files as JSON-ready dicts (path decoded, deletion vector with its id)."""
+        """Active files as JSON-ready dicts (path decoded, deletion vector with its id; the log's
+        strings bounded as text_bounds shows them)."""
         t = self.files.slice(offset, limit) if (offset or limit is not None) else self.files
         out = []
         for row in t.select(["path", "size", "partitionValues", "modificationTime", "deletionVector"]).to_pylist():
-            row["path"] = unquote(row["path"]) if "%" in row["path"] else row["path"]
+            row["path"] = echoed_path(unquote(row["path"]) if "%" in row["path"] else row["path"])
+            row["partitionValues"] = echoed_values(row["partitionValues"])
             if row["deletionVector"] is not None:
-                row["deletionVector"] = {**row["deletionVector"], "uniqueId": dv_unique_id(row["deletionVector"])}
+                dv = row["deletionVector"]
+                row["deletionVector"] = {**echoed_values(dv), "uniqueId": echoed_path(dv_unique_id(dv))}
             out.append(row)
         return out
 

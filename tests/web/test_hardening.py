@@ -652,3 +652,33 @@ def test_every_spelling_of_a_registered_location_is_refused_with_a_link_to_it(ap
     r = browser.post("/tables/register/", {"name": "again", "location": str(roots / "link")})
     assert r.status_code == 400 and 'href="/t/sales/"' in r.content.decode()
     assert Table.objects.count() == 1
+
+
+# --- a log's strings echoed bounded -----------------------------------------------------------
+
+
+def test_a_huge_path_from_the_log_comes_back_cut_and_marked(api, browser, roots) -> None:
+    from tests.web.ui_tables import add_action, write_raw_commit
+
+    path = history_table(roots / "huge")
+    long_name = "p=a/" + "x" * 300_000 + ".parquet"
+    info = {"timestamp": 1_700_000_000_000, "operation": "WRITE", "operationParameters": {}}
+    write_raw_commit(path, 4, info, [add_action(long_name, {"p": "v" * 50_000}, 0)])
+    t = registration.register_table("Huge", str(path), "")
+    sync.sync_table(t.pk)
+    marker = "…[truncated, 300012 characters]"
+    for url in (
+        f"/api/tables/{t.pk}/versions/4/files/",
+        f"/api/tables/{t.pk}/diff/?from=3&to=4",
+        f"/api/tables/{t.pk}/reachability/",
+    ):
+        r = api.get(url)
+        assert r.status_code == 200, r.content[:300]
+        assert len(r.content) < 60_000, (url, len(r.content))
+        assert marker in r.content.decode(), url
+    files = api.get(f"/api/tables/{t.pk}/versions/4/files/").json()["results"]
+    huge = next(f for f in files if f["path"].startswith("p=a/xxx"))
+    assert len(huge["path"]) == 4096 and huge["path"].endswith(marker)
+    assert huge["partitionValues"]["p"].endswith("…[truncated, 50000 characters]")
+    page = browser.get("/t/huge/v/4/")
+    assert page.status_code == 200 and len(page.content) < 200_000 and marker in page.content.decode()
