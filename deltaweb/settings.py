@@ -192,6 +192,11 @@ if DELTAWEB_RESTORE_ENGINE not in ("spark", "local"):
 # second commit).
 DELTAWEB_RESTORE_HEARTBEAT_SECONDS = float(env("DELTAWEB_RESTORE_HEARTBEAT_SECONDS", "30"))
 DELTAWEB_RESTORE_STUCK_MINUTES = float(env("DELTAWEB_RESTORE_STUCK_MINUTES", "10"))
+# A running sync or data job touches its row this often; one silent for
+# DELTAWEB_JOB_SILENT_MINUTES is failed with the reason, and a queued one never claimed in that
+# time is sent again (a broker restarted without persistence loses its messages).
+DELTAWEB_JOB_HEARTBEAT_SECONDS = float(env("DELTAWEB_JOB_HEARTBEAT_SECONDS", "15"))
+DELTAWEB_JOB_SILENT_MINUTES = float(env("DELTAWEB_JOB_SILENT_MINUTES", "3"))
 
 # deltaweb as a commit-owner (managed commits): the name tables record in their metadata,
 # whether each ratified commit queues its backfill, and how often the beat backfills them all.
@@ -226,6 +231,7 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "deltaweb@localhost")
 CELERY_BEAT_SCHEDULE = {
     "sync-all-tables": {"task": "tables.sync_all", "schedule": float(DELTAWEB_SYNC_INTERVAL_SECONDS)},
     "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
+    "sweep-silent-jobs": {"task": "tables.sweep_silent_jobs", "schedule": 60.0},
     "backfill-managed-tables": {
         "task": "tables.backfill_managed_tables",
         "schedule": float(DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS),

@@ -10,16 +10,23 @@ never changes anything else (the caller decides what else to undo, see `enqueue`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from threading import Event, Thread
 from typing import Any
 
 from celery import current_app
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from .errors import public_message
-from .models import Job, JobStatus, Table, params_hash
+from .models import Job, JobKind, JobStatus, SyncState, Table, params_hash
+
+logger = logging.getLogger(__name__)
 
 MAX_ERROR = 5000
 # A job queued or running this long was left behind (a worker died or the broker lost it).
@@ -116,7 +123,8 @@ def claim(job_id: int, kinds: Iterable[str] | None = None) -> bool:
     qs = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED)
     if kinds is not None:
         qs = qs.filter(kind__in=list(kinds))
-    return qs.update(status=JobStatus.RUNNING, started_at=timezone.now(), stage="starting") == 1
+    now = timezone.now()
+    return qs.update(status=JobStatus.RUNNING, started_at=now, progress_at=now, stage="starting") == 1
 
 
 def update(job: Job | None, **fields: Any) -> None:
@@ -129,15 +137,25 @@ def update(job: Job | None, **fields: Any) -> None:
 
 
 def progress(job: Job | None, stage: str, done: int = 0, total: int | None = None) -> None:
-    update(job, stage=str(stage)[:200], done=done, total=total)
+    update(job, stage=str(stage)[:200], done=done, total=total, progress_at=timezone.now())
+
+
+def _finish(job: Job | None, **fields: Any) -> None:
+    """A terminal state, only from an active one: a worker the sweep took for dead (and whose
+    job it failed) must not turn the failure into a success afterwards."""
+    if job is None:
+        return
+    if Job.objects.filter(pk=job.pk, status__in=JobStatus.active()).update(**fields) == 1:
+        for k, v in fields.items():
+            setattr(job, k, v)
 
 
 def succeed(job: Job | None, result: dict[str, Any]) -> None:
-    update(job, status=JobStatus.SUCCEEDED, stage="done", result=result, finished_at=timezone.now())
+    _finish(job, status=JobStatus.SUCCEEDED, stage="done", result=result, finished_at=timezone.now())
 
 
 def skip(job: Job | None, result: dict[str, Any]) -> None:
-    update(job, status=JobStatus.SKIPPED, stage="skipped", result=result, finished_at=timezone.now())
+    _finish(job, status=JobStatus.SKIPPED, stage="skipped", result=result, finished_at=timezone.now())
 
 
 def fail(job: Job | None, error: str, stage: str | None = None, detail: str | None = None) -> None:
@@ -153,4 +171,85 @@ def fail(job: Job | None, error: str, stage: str | None = None, detail: str | No
         fields["stage"] = stage
     if detail and job is not None:
         fields["result"] = {**(job.result or {}), "errorDetail": detail}
-    update(job, **fields)
+    _finish(job, **fields)
+
+
+# --- signs of life and the sweep ---------------------------------------------------------------
+
+
+@contextmanager
+def heartbeat(touch: Callable[[], None], every: float, name: str) -> Iterator[None]:
+    """Call `touch` from a thread every `every` seconds while the body runs, so that only a dead
+    worker looks silent. Skipped inside a transaction (tests): no other connection would see it."""
+    if every <= 0 or connection.in_atomic_block:
+        yield
+        return
+    stop = Event()
+
+    def loop() -> None:
+        try:
+            while not stop.wait(every):
+                try:
+                    touch()
+                except Exception:  # a missed beat is not worth the job; the next one may land
+                    logger.warning("heartbeat %s missed", name, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every + 5)
+
+
+@contextmanager
+def running(job_id: int) -> Iterator[None]:
+    """A job's sign of life while a worker runs it (DELTAWEB_JOB_HEARTBEAT_SECONDS)."""
+
+    def touch() -> None:
+        Job.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(progress_at=timezone.now())
+
+    with heartbeat(touch, float(settings.DELTAWEB_JOB_HEARTBEAT_SECONDS), f"job-{job_id}-heartbeat"):
+        yield
+
+
+TASK_OF_KIND = {JobKind.SYNC: SYNC_TASK, **{k: DATA_JOB_TASK for k in JobKind.data_kinds()}}
+
+
+def sweep_silent_jobs(older_than: timedelta | None = None) -> dict[str, list[int]]:
+    """The beat's check for jobs a worker or the broker lost (DELTAWEB_JOB_SILENT_MINUTES):
+    a running job with no sign of life is failed with the reason (a sync also hands its table's
+    lease back, so the next sync need not wait for it to expire); a queued job whose message
+    never reached a worker (a broker restarted without persistence) is sent again, which is
+    harmless: the claim lets one worker run it once."""
+    if older_than is None:
+        older_than = timedelta(minutes=float(settings.DELTAWEB_JOB_SILENT_MINUTES))
+    now = timezone.now()
+    horizon = now - older_than
+    failed, resent = [], []
+    for job in Job.objects.filter(status=JobStatus.RUNNING, progress_at__lt=horizon).select_related("table"):
+        since = job.progress_at.isoformat(timespec="seconds")
+        error = (
+            f"The worker running this job stopped (killed, restarted or out of memory) during '{job.stage}'; "
+            f"no sign of life since {since}. Start it again."
+        )
+        with transaction.atomic():
+            same = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, progress_at=job.progress_at)
+            if same.update(status=JobStatus.FAILED, error=error, finished_at=now) != 1:
+                continue
+            if job.kind == JobKind.SYNC and job.table_id is not None:
+                Table.objects.filter(pk=job.table_id, sync_state=SyncState.SYNCING).update(
+                    sync_state=SyncState.ERROR, last_error=error, sync_lease_until=None
+                )
+        failed.append(job.pk)
+    silent = Q(progress_at__lt=horizon) | Q(progress_at__isnull=True)
+    for job in Job.objects.filter(silent, status=JobStatus.QUEUED, created_at__lt=horizon):
+        same = Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED, progress_at=job.progress_at)
+        task = TASK_OF_KIND.get(job.kind)
+        if task is not None and same.update(progress_at=now, stage="queued (sent again)") == 1:
+            enqueue(job, task)
+            resent.append(job.pk)
+    return {"failed": failed, "resent": resent}

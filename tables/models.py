@@ -150,6 +150,9 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    progress_at = models.DateTimeField(
+        null=True, blank=True, help_text="last sign of life: sent, claimed, progress or the worker's heartbeat"
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from threading import Event, Thread
 from typing import Any
 from urllib.parse import unquote
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -30,6 +28,7 @@ from tables.delta.replay import identity_keys
 from tables.delta.restore import RestorePlan, plan_restore
 from tables.delta.restore_commit import approved_change_on, commit_restore, files_added_since, find_restore_commit
 
+from . import faults, jobs
 from .errors import is_spark_error, one_line, public_message, spark_failure
 from .models import RestoreRequest, RestoreStatus, Table
 from .owner_access import owner_of
@@ -73,30 +72,10 @@ class RestoreRun:
     def beat(self) -> None:
         self._mine().update(progress_at=timezone.now())
 
-    @contextmanager
-    def heartbeat(self) -> Iterator[None]:
-        """Touch progress_at from a thread while the engine works, so that only a dead worker
-        looks stuck. Skipped inside a transaction (tests): another connection cannot see it."""
+    def heartbeat(self):
+        """Touch progress_at from a thread while the engine works (jobs.heartbeat)."""
         every = float(settings.DELTAWEB_RESTORE_HEARTBEAT_SECONDS)
-        if every <= 0 or connection.in_atomic_block:
-            yield
-            return
-        stop = Event()
-
-        def loop() -> None:
-            try:
-                while not stop.wait(every):
-                    self.beat()
-            finally:
-                connection.close()  # this thread's own connection
-
-        thread = Thread(target=loop, name=f"restore-{self.req.pk}-heartbeat", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join(timeout=every + 5)
+        return jobs.heartbeat(self.beat, every, f"restore-{self.req.pk}-heartbeat")
 
     def finish(self, status: str, note: str, **fields: Any) -> bool:
         # what the requester reads names the table, not its location on the server
@@ -376,7 +355,9 @@ def apply_approved_plan(
     if plan is None:
         return {"stale": True, "plan": current.to_dict()}
     progress("committing", 0, 1)
+    faults.reached("restore-committing")
     result = commit_restore(location, plan, txn_id=txn_id, owner=owner, **(who or {}))
+    faults.reached("restore-committed")
     progress("committing", 1, 1)
     return result
 

@@ -30,7 +30,7 @@ from tables.delta.snapshot import TableConfig, read_commit_bytes
 from tables.delta.storage import Storage, as_storage
 from tables.delta.timestamps import CommitTimes, commit_times, times_of
 
-from . import jobs
+from . import faults, jobs
 from .commit_rows import CommitInsert, head_values, info_values
 from .errors import public_message
 from .models import Anomaly, Commit, Job, JobKind, SyncState, Table
@@ -315,6 +315,7 @@ def _store(
             Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in anomalies])
         stored += len(params)
         jobs.progress(job, "storing history rows", stored, total)
+        faults.reached("sync-batch-stored")
     if ict_changed and last is not None:
         jobs.progress(job, "recomputing timestamps (ICT configuration changed)")
         _retime(table, times)
@@ -323,6 +324,7 @@ def _store(
         # (a continued sync checked that nothing was deleted)
         first_listed = times.versions[0] if times.versions else times.earliest
         Commit.objects.filter(table=table, version__lt=first_listed, log_expired=False).update(log_expired=True)
+    faults.reached("sync-stored")
     with transaction.atomic():
         if kept is None:  # a continued sync keeps the configuration, hence these anomalies
             Anomaly.objects.filter(table=table, kind="enablement_properties_inconsistent").delete()

@@ -36,7 +36,15 @@ def sync_table(job_id: int) -> dict:
     job = Job.objects.filter(pk=job_id).select_related("table").first()
     if job is None or job.table_id is None:
         return {"error": f"job {job_id} not found"}
-    return sync.sync_table(job.table_id, job.pk)
+    with jobs.running(job.pk):
+        return sync.sync_table(job.table_id, job.pk)
+
+
+@shared_task(name="tables.sweep_silent_jobs")
+def sweep_silent_jobs() -> dict[str, list[int]]:
+    """Beat: running jobs whose worker went silent are failed with the reason; queued ones
+    whose message was lost are sent again (see jobs.sweep_silent_jobs)."""
+    return jobs.sweep_silent_jobs()
 
 
 @shared_task(name="tables.sync_all")
@@ -130,7 +138,8 @@ def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progres
 @shared_task(name=jobs.DATA_JOB_TASK, acks_late=True)
 def run_data_job(job_id: int) -> dict:
     """Preview / change data / row diff on Spark; the claim makes a redelivered message a no-op."""
-    return data_jobs.run_job(job_id, spark_data_job)
+    with jobs.running(job_id):
+        return data_jobs.run_job(job_id, spark_data_job)
 
 
 def _start_spark() -> None:

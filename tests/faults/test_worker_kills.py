@@ -1,0 +1,143 @@
+"""Workers SIGKILLed at named points (tables/faults.py) of a sync and of a restore's commit:
+real Celery worker processes on a real redis-server, SQLite shared with them.
+
+The promises checked after every kill: the job is failed with a reason (a sync) or queued
+again and finished by another worker (a restore), never left running; the cached history has
+no gap and no duplicate version, and a new sync completes it to the log; a restore is
+committed exactly once (the log gains one version, whose state is the target's, as delta-rs
+reads it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tables import jobs, registration, restore_requests, restore_runs, sync
+from tables.models import Commit, Job, JobStatus, RestoreRequest, RestoreStatus, SyncState, Table
+from tests.core.builders import file_table
+from tests.web.restore_tables import log_versions, people, restore_table, rs_ids
+
+deltalake = pytest.importorskip("deltalake")
+pytestmark = pytest.mark.slow
+
+COMMITS = 4500  # three batches of the sync's 2,000 rows
+
+
+def fault_env(tmp_path: Path, point: str) -> dict[str, str]:
+    return {
+        "DELTAWEB_FAULT_POINTS": point,
+        "DELTAWEB_FAULT_DIR": str(tmp_path),
+        "DELTAWEB_JOB_HEARTBEAT_SECONDS": "1",
+        "DELTAWEB_RESTORE_HEARTBEAT_SECONDS": "1",
+        "DELTAWEB_RESTORE_ENGINE": "local",
+    }
+
+
+def kill_at(worker, marker: Path, timeout: float = 180) -> None:
+    """SIGKILL the worker's whole process group once it waits at the point `marker` names."""
+    deadline = time.time() + timeout
+    while not marker.exists():
+        if worker.poll() is not None or time.time() > deadline:
+            pytest.fail(f"the worker never reached {marker.name}")
+        time.sleep(0.05)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=30)
+
+
+def wait_until(check, what: str, timeout: float = 180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def stored_versions(table: Table) -> list[int]:
+    return list(Commit.objects.filter(table=table).order_by("version").values_list("version", flat=True))
+
+
+@pytest.fixture
+def long_log(settings, tmp_path) -> Table:
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    base = 1_700_000_000_000
+    path = file_table(tmp_path / "long", [base + v * 1000 for v in range(COMMITS)])
+    return registration.register_table("long", str(path))
+
+
+@pytest.mark.parametrize("point", ["sync-batch-stored", "sync-stored"])
+def test_a_sync_killed_mid_way_is_failed_with_a_reason_and_the_next_one_completes(
+    celery_worker_factory, long_log, tmp_path, point
+) -> None:
+    doomed = celery_worker_factory("doomed", fault_env(tmp_path, point))
+    job = sync.start_sync(long_log)
+    kill_at(doomed, tmp_path / point)
+
+    # the dead worker's job still says running; a heartbeat kept it fresh until the kill
+    job.refresh_from_db()
+    assert job.status == JobStatus.RUNNING
+    assert jobs.sweep_silent_jobs(older_than=timedelta(seconds=60)) == {"failed": [], "resent": []}
+    time.sleep(1.5)
+    assert jobs.sweep_silent_jobs(older_than=timedelta(seconds=1))["failed"] == [job.pk]
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and "stopped" in job.error and "storing history rows" in job.error
+    long_log.refresh_from_db()
+    assert long_log.sync_state == SyncState.ERROR and long_log.sync_lease_until is None
+
+    # what was stored is a prefix of the log: no gap, no duplicate
+    partial = stored_versions(long_log)
+    assert partial == list(range(len(partial))) and len(partial) >= 2000
+
+    celery_worker_factory("replacement")
+    again = sync.start_sync(long_log)
+    again = wait_until(lambda: Job.objects.filter(pk=again.pk, status__in=JobStatus.terminal()).first(), "the sync")
+    assert again.status == JobStatus.SUCCEEDED, again.error
+    assert stored_versions(long_log) == list(range(COMMITS))
+    long_log.refresh_from_db()
+    dt = deltalake.DeltaTable(long_log.location)
+    assert long_log.last_synced_version == dt.version() == COMMITS - 1
+    assert long_log.num_files == len(dt.file_uris()) == COMMITS
+
+
+@pytest.fixture
+def restorable(settings, tmp_path) -> Table:
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    settings.DELTAWEB_RESTORE_ENGINE = "local"
+    path = restore_table(tmp_path / "events")
+    t = registration.register_table("events", str(path))
+    sync.sync_table(t.pk)
+    t.refresh_from_db()
+    return t
+
+
+@pytest.mark.parametrize("point", ["restore-committing", "restore-committed"])
+def test_a_restore_killed_at_its_commit_is_committed_exactly_once(
+    celery_worker_factory, restorable, tmp_path, point
+) -> None:
+    path = Path(restorable.location)
+    before = log_versions(path)
+    doomed = celery_worker_factory("doomed", fault_env(tmp_path, point))
+    users = people()
+    req = restore_requests.request_restore(restorable, users["analyst"], version=2, reason="undo the overwrite")
+    req = restore_requests.approve_restore(req, users["approver"], "ok")
+    kill_at(doomed, tmp_path / point)
+    # killed before its commit the log is unchanged; after it, the commit is there once
+    assert log_versions(path) == (before if point == "restore-committing" else [*before, before[-1] + 1])
+
+    time.sleep(1.5)
+    assert restore_runs.requeue_stuck_restores(older_than=timedelta(seconds=1)) == [req.pk]
+    celery_worker_factory("replacement", {"DELTAWEB_RESTORE_ENGINE": "local"})
+    req = wait_until(
+        lambda: RestoreRequest.objects.filter(pk=req.pk, status__in=RestoreStatus.terminal()).first(), "the restore"
+    )
+    assert req.status == RestoreStatus.SUCCEEDED, req.error
+    assert log_versions(path) == [*before, before[-1] + 1]  # exactly one new commit
+    assert req.result_version == before[-1] + 1
+    assert rs_ids(path) == rs_ids(path, 2)
