@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tables.delta.timestamps import format_ms
+from tables import faults
 from tables.errors import ServiceError, one_line
 from tables.models import Commit
 
@@ -114,7 +115,8 @@ def _send(delivery: Delivery) -> Outcome:
 
 def _claim(delivery_id: int) -> bool:
     now = timezone.now()
-    lease = now + timedelta(seconds=_setting("DELTAWEB_WEBHOOK_TIMEOUT_SECONDS", 10) * 3 + 60)
+    # a worker that died mid-send holds the row this long; then the sweep sends it again
+    lease = now + timedelta(seconds=_setting("DELTAWEB_DELIVERY_LEASE_SECONDS", 90))
     return (
         Delivery.objects.filter(pk=delivery_id, status__in=(DeliveryStatus.PENDING, DeliveryStatus.RETRYING))
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
@@ -133,6 +135,7 @@ def deliver(delivery_id: int, manual: bool = False) -> dict[str, Any]:
     except Exception as exc:  # a bug must not leave the row "sending": it is logged and retried
         logger.exception("delivery %s failed unexpectedly", d.pk)
         outcome = Outcome(False, None, one_line(f"{type(exc).__name__}: {exc}"))
+    faults.reached("delivery-sent")
     number = d.attempts + 1
     DeliveryAttempt.objects.create(
         delivery=d, number=number, status_code=outcome.status_code, error=outcome.error, manual=manual

@@ -141,3 +141,56 @@ def test_a_restore_killed_at_its_commit_is_committed_exactly_once(
     assert log_versions(path) == [*before, before[-1] + 1]  # exactly one new commit
     assert req.result_version == before[-1] + 1
     assert rs_ids(path) == rs_ids(path, 2)
+
+
+# --- alert delivery ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def receiver():
+    from tests.alerts.receivers import WebhookReceiver
+
+    r = WebhookReceiver()
+    r.url = r.start()
+    yield r
+    r.stop()
+
+
+def test_a_delivery_killed_after_sending_is_sent_again_with_the_same_id(
+    settings, tmp_path, receiver, django_user_model, celery_worker_factory
+) -> None:
+    import pyarrow as pa
+    from django.contrib.auth.models import Group
+
+    from alerts import delivery, services
+    from alerts.models import Delivery, DeliveryStatus, Severity
+    from tables import roles
+    from tests.alerts.conftest import register_and_sync
+
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    settings.DELTAWEB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    env = {"DELTAWEB_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1", "DELTAWEB_DELIVERY_LEASE_SECONDS": "1"}
+    path = tmp_path / "orders"
+    deltalake.write_deltalake(str(path), pa.table({"id": list(range(10))}))
+    table = register_and_sync("orders", path)
+    user = django_user_model.objects.create_user("ops", password="secret-pass-1")
+    user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
+    endpoint, _secret = services.create_endpoint(user, "ops hook", receiver.url)
+    services.subscribe(user, table, "webhook", Severity.CRITICAL, endpoint.pk)
+
+    # one thread: the kill finds exactly one delivery sent and not yet recorded
+    doomed = celery_worker_factory("doomed", {**env, **fault_env(tmp_path, "delivery-sent")}, concurrency=1)
+    deltalake.DeltaTable(str(path)).delete()  # every row: a critical alert
+    sync.start_sync(table)
+    kill_at(doomed, tmp_path / "delivery-sent")
+    # the receiver has it, the database does not know yet
+    sent = [str(d.key) for d in Delivery.objects.filter(status=DeliveryStatus.SENDING)]
+    assert len(sent) == 1 and [r.headers["idempotency-key"] for r in receiver.accepted()] == sent
+
+    time.sleep(1.5)  # the dead worker's lease runs out
+    celery_worker_factory("replacement", env)
+    assert delivery.sweep()["deliveries"] == Delivery.objects.count()
+    wait_until(lambda: not Delivery.objects.exclude(status=DeliveryStatus.DELIVERED).exists(), "every delivery")
+    keys = [r.headers["idempotency-key"] for r in receiver.accepted()]
+    # none lost; the one whose worker died was sent twice, with the same id
+    assert sorted(keys) == sorted([str(d.key) for d in Delivery.objects.all()] + sent)
