@@ -18,8 +18,8 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from tables.delta.timestamps import format_ms
 from tables import faults
+from tables.delta.timestamps import format_ms
 from tables.errors import ServiceError, one_line
 from tables.models import Commit
 
