@@ -59,6 +59,7 @@ from tables.delta.owner import (
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import Storage, as_storage, open_storage
 
+from . import faults
 from .models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
 
 
@@ -91,7 +92,7 @@ class DatabaseOwner:
     ) -> None:
         self.name = name or owner_name()
         self.on_ratified = on_ratified  # called inside the transaction (e.g. on_commit(backfill task))
-        self.fault = fault or (lambda step: None)
+        self.fault = fault or faults.reached  # the fault suite's named points, e.g. "backfill:written"
 
     def __repr__(self) -> str:
         return f"DatabaseOwner(name={self.name!r})"
