@@ -361,6 +361,17 @@ class LocalStorage:
         replaced and False says so: the data goes to a temporary file in the same directory,
         then a hard link creates the target atomically and fails when it exists (the
         put-if-absent object stores offer as a conditional PUT). With it, an atomic rename."""
+        try:
+            return self._put(path, data, overwrite)
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError):
+                raise
+            # a full disk, a quota, a read-only file system: nothing was linked in (the
+            # temporary file is gone), and the error says what and where, not a traceback
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise StorageError(f"could not write {self.display(path)}: {reason.lower()}") from exc
+
+    def _put(self, path: str, data: bytes, overwrite: bool) -> bool:
         directory = os.path.dirname(os.path.normpath(os.path.join(self._root_text, path)))
         os.makedirs(directory, exist_ok=True)
         target = self._full(path)
