@@ -9,7 +9,7 @@ PORT ?= 8000
 REDIS_PORT ?= 6379
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps test-deps run test test-postgres test-postgres-all test-cluster test-cluster-all lint bench clean
+.PHONY: install system-deps test-deps run test test-faults test-postgres test-postgres-all test-cluster test-cluster-all lint bench clean
 
 install: system-deps $(STAMP)
 
@@ -90,6 +90,10 @@ CLUSTER_DESELECT := $(addprefix tests/spark/test_objectstore_spark.py::,\
 test: install test-deps
 	@$(PY) -m pytest $(PYTEST_PARALLEL) --durations=15 $(PYTEST_ARGS)
 	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster; fi
+
+# the fault-injection suite (tests/faults/, once per case in `make test`), each case 5 times
+test-faults: install test-deps
+	@DELTAWEB_FAULT_RUNS=$${DELTAWEB_FAULT_RUNS:-5} $(PY) -m pytest $(PYTEST_PARALLEL) tests/faults
 
 test-postgres: install test-deps
 	@url=$$(scripts/postgres.sh start) && echo "== web modules on PostgreSQL ($$url)" && \

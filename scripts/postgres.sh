@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A private PostgreSQL for the test suite: Debian's server binaries, a data directory under
-# var/postgres, loopback only, on its own port (PG_PORT, default 55432).
+# var/postgres (PG_ROOT), loopback only, on its own port (PG_PORT, default 55432).
 #   scripts/postgres.sh start   -> prints the DATABASE_URL to use (starts the server if needed)
 #   scripts/postgres.sh stop
 # PostgreSQL refuses to run as root, so as root the server runs as the `postgres` system user
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${PG_PORT:-55432}
-ROOT=$PWD/var/postgres
+ROOT=${PG_ROOT:-$PWD/var/postgres}
 DATA=$ROOT/data
 DB=deltaweb
 

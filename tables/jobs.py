@@ -233,8 +233,8 @@ def sweep_silent_jobs(older_than: timedelta | None = None) -> dict[str, list[int
     for job in Job.objects.filter(status=JobStatus.RUNNING, progress_at__lt=horizon).select_related("table"):
         since = job.progress_at.isoformat(timespec="seconds")
         error = (
-            f"The worker running this job stopped (killed, restarted or out of memory) during '{job.stage}'; "
-            f"no sign of life since {since}. Start it again."
+            f"The job stopped without finishing during '{job.stage}': its worker was killed or restarted, or lost "
+            f"the database; no sign of life since {since}. Start it again."
         )
         with transaction.atomic():
             same = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, progress_at=job.progress_at)

@@ -17,6 +17,7 @@ from tables import broker, jobs, registration, sync
 from tables.models import Commit, Job, JobStatus, Table
 from tests.conftest import free_port, stop_process
 from tests.core.builders import file_table
+from tests.faults import RUNS
 
 pytestmark = pytest.mark.slow
 
@@ -100,8 +101,9 @@ def three_tables(root: Path) -> list[Table]:
     return out
 
 
+@RUNS
 def test_queued_jobs_survive_a_broker_restart_and_pages_say_work_is_paused(
-    own_redis, celery_worker_factory, settings, tmp_path, client, django_user_model
+    own_redis, celery_worker_factory, settings, tmp_path, client, django_user_model, run
 ) -> None:
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     tables = three_tables(tmp_path)

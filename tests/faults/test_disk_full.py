@@ -14,6 +14,7 @@ import pytest
 
 from tables import registration, restore_requests, restore_runs, sync
 from tables.models import RestoreStatus
+from tests.faults import RUNS
 from tests.web.restore_tables import log_versions, people, restore_table, rs_ids
 
 deltalake = pytest.importorskip("deltalake")
@@ -45,7 +46,8 @@ def fill(disk: Path) -> None:
     os.sync()
 
 
-def test_a_restore_on_a_full_disk_fails_by_name_and_leaves_the_table_untouched(settings, small_disk) -> None:
+@RUNS
+def test_a_restore_on_a_full_disk_fails_by_name_and_leaves_the_table_untouched(settings, small_disk, run) -> None:
     settings.DELTAWEB_ALLOWED_ROOTS = [str(small_disk)]
     path = restore_table(small_disk / "events")
     table = registration.register_table("events", str(path))

@@ -21,6 +21,7 @@ import pytest
 from tables import jobs, registration, restore_requests, restore_runs, sync
 from tables.models import Commit, Job, JobStatus, RestoreRequest, RestoreStatus, SyncState, Table
 from tests.core.builders import file_table
+from tests.faults import RUNS
 from tests.web.restore_tables import log_versions, people, restore_table, rs_ids
 
 deltalake = pytest.importorskip("deltalake")
@@ -72,9 +73,10 @@ def long_log(settings, tmp_path) -> Table:
     return registration.register_table("long", str(path))
 
 
+@RUNS
 @pytest.mark.parametrize("point", ["sync-batch-stored", "sync-stored"])
 def test_a_sync_killed_mid_way_is_failed_with_a_reason_and_the_next_one_completes(
-    celery_worker_factory, long_log, tmp_path, point
+    celery_worker_factory, long_log, tmp_path, point, run
 ) -> None:
     doomed = celery_worker_factory("doomed", fault_env(tmp_path, point))
     job = sync.start_sync(long_log)
@@ -117,9 +119,10 @@ def restorable(settings, tmp_path) -> Table:
     return t
 
 
+@RUNS
 @pytest.mark.parametrize("point", ["restore-committing", "restore-committed"])
 def test_a_restore_killed_at_its_commit_is_committed_exactly_once(
-    celery_worker_factory, restorable, tmp_path, point
+    celery_worker_factory, restorable, tmp_path, point, run
 ) -> None:
     path = Path(restorable.location)
     before = log_versions(path)
@@ -156,8 +159,9 @@ def receiver():
     r.stop()
 
 
+@RUNS
 def test_a_delivery_killed_after_sending_is_sent_again_with_the_same_id(
-    settings, tmp_path, receiver, django_user_model, celery_worker_factory
+    settings, tmp_path, receiver, django_user_model, celery_worker_factory, run
 ) -> None:
     import pyarrow as pa
     from django.contrib.auth.models import Group
