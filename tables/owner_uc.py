@@ -337,6 +337,13 @@ def load_table(user, catalog: str, schema: str, name: str) -> dict[str, Any]:
     return table_response(find(catalog, schema, name))
 
 
+def table_exists(user, catalog: str, schema: str, name: str) -> None:
+    """tableExists (HEAD): NoSuchTableException when missing; reading rights as loadTable, so a
+    token without a deltaweb role cannot probe which names exist."""
+    _can_read(user)
+    find(catalog, schema, name)
+
+
 def table_credentials(user, catalog: str, schema: str, name: str, operation: str | None) -> dict[str, Any]:
     if operation not in ("READ", "READ_WRITE"):
         raise bad("'operation' must be READ or READ_WRITE")

@@ -19,6 +19,8 @@ Mapping (the contract the API documents):
 - NotFound / Http404: 404 "not_found".  MethodNotAllowed: 405 "method_not_allowed".
 - Other DRF APIExceptions (parse error, unsupported media type, throttled...): their status and
   default code.
+- A lost database connection (OperationalError, InterfaceError): 503 "database_unavailable"
+  with Retry-After; nothing was changed.
 - A body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413 "request_too_large" (tables.security refuses
   it by its Content-Length before any view; this catches a body sent without one).
 - Anything else: 500 "internal"; the traceback goes to the log, never into the response.
@@ -103,6 +105,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, RequestDataTooBig):
         set_rollback()
         return _response("request_too_large", too_large_message(), 413)
+    if is_database_unavailable(exc):
+        set_rollback()
+        logger.warning("database unavailable in the API: %s", one_line_error(exc))
+        return _response("database_unavailable", DATABASE_UNAVAILABLE, 503, {"Retry-After": "5"})
     if isinstance(exc, ServiceError):
         set_rollback()
         return _response(exc.code, public_message(exc.message, _table_of(context)), exc.status, **exc.extra)
@@ -144,6 +150,7 @@ UC_TYPES = {
     413: "BadRequestException",
     415: "BadRequestException",
     429: "TooManyRequestsException",
+    501: "NotImplementedException",
 }
 
 
@@ -178,6 +185,8 @@ def _shown_path(request: HttpRequest) -> str:
 @csrf_exempt
 def not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """Catch-all under /api/: unknown paths answer in the API's error format, not HTML."""
+    if is_uc_path(request):  # handler404 (debug pages off) sends every path here, the catalog's too
+        return uc_not_found_view(request)
     path = _shown_path(request)
     message = f"There is no API endpoint at {path}; see /api/docs/ for the list."
     if not request.path.endswith("/"):
@@ -185,13 +194,47 @@ def not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonRespo
     return JsonResponse(error_body("not_found", message), status=404)
 
 
+@csrf_exempt
+def uc_not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """Catch-all under the catalog prefix: 404 NotFoundException in UC's shape, whatever the
+    method and authentication (UC's own server answers a path it does not route with 404, and
+    a client reads a 404 on .../delta/v1/config as "this protocol is not served")."""
+    path = _shown_path(request)
+    hint = " (catalog paths have no trailing '/')" if request.path.endswith("/") else ""
+    message = (
+        f"There is no catalog endpoint at {path}{hint}; GET {UC_PREFIX}delta/v1/config lists the endpoints "
+        f"deltaweb serves and {UC_PREFIX}delta/openapi.yaml describes them."
+    )
+    return JsonResponse(uc_error_body(404, message), status=404)
+
+
+DATABASE_UNAVAILABLE = "The database does not answer (restarting?); nothing was changed. Try again in a few seconds."
+
+
+def is_database_unavailable(exc: BaseException | None) -> bool:
+    """A lost or refused database connection: the request changed nothing (its transaction,
+    if any, is gone with the connection), so the answer is a 503 to retry, not a 500."""
+    from django.db import InterfaceError, OperationalError
+
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def one_line_error(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
 INTERNAL_MESSAGE = (
     "The server hit an unexpected error; it has been logged. Please try again or contact an administrator."
 )
 
 
-def api_server_error(request: HttpRequest) -> JsonResponse:
-    """The 500 of a request under /api/ that failed outside DRF's exception handler."""
+def api_server_error(request: HttpRequest, exc: BaseException | None = None) -> JsonResponse:
+    """The 500 of a request under /api/ that failed outside DRF's exception handler (a 503 when
+    the database did not answer, e.g. while the session was read)."""
+    if is_database_unavailable(exc):
+        response = api_error(request, 503, "database_unavailable", DATABASE_UNAVAILABLE)
+        response["Retry-After"] = "5"
+        return response
     return api_error(request, 500, "internal", INTERNAL_MESSAGE)
 
 

@@ -9,9 +9,13 @@ POST v1/catalogs/{c}/schemas/{s}/tables/{t}       updateTable    -> loadTable's 
 HEAD v1/catalogs/{c}/schemas/{s}/tables/{t}                      -> 204 | 404
 GET  v1/catalogs/{c}/schemas/{s}/tables/{t}/credentials?operation=, v1/staging-tables/{id}/credentials
 POST preview/commits, GET preview/commits (JSON body)             the older commit API
+GET  openapi.yaml, openapi.json                                   this API's OpenAPI description
 
 Authentication: `Authorization: Bearer <token>` (or `Token <token>`), the app's API tokens;
-reads need a deltaweb role, writes the writer role. Errors: {"error": {type, code, message}}.
+reads need a deltaweb role, writes the writer role. Errors: {"error": {type, code, message}};
+a method a path does not implement is 405 with `Allow` (before authentication), a path of UC's
+Delta API that deltaweb does not implement 501 NotImplementedException, any other path under
+the prefix 404 NotFoundException (tables.api.errors.uc_not_found_view).
 """
 
 from __future__ import annotations
@@ -19,15 +23,21 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
 
 from tables import owner_uc as uc
-from tables.api.errors import INTERNAL_MESSAGE, too_large_message, uc_error_body
+from tables.api import uc_openapi
+from tables.api.errors import INTERNAL_MESSAGE, UC_PREFIX, too_large_message, uc_error_body
 from tables.api.parsers import BoundedJSONParser
 from tables.api.tokens import RoleTokenAuthentication
 from tables.delta.errors import DeltaError
@@ -51,6 +61,8 @@ def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
         return Response(uc_error_body(status, str(exc)), status=status)
     if isinstance(exc, RequestDataTooBig):
         return Response(uc_error_body(413, too_large_message()), status=413)
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return _method_not_allowed(context)
     if isinstance(exc, exceptions.APIException):
         status = exc.status_code
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
@@ -65,13 +77,42 @@ def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
     return Response(uc_error_body(500, INTERNAL_MESSAGE), status=500)
 
 
+def _method_not_allowed(context: dict[str, Any]) -> Response:
+    """405 naming the methods the path allows, also in `Allow` (RFC 9110; DRF's finalize_response
+    sets the same header from the view, this keeps it should that ever change)."""
+    view, request = context.get("view"), context.get("request")
+    allowed = ", ".join(view.allowed_methods) if view is not None else ""
+    method = str(getattr(request, "method", "") or "")[:20]
+    message = f'Method "{method}" is not allowed on this path; it allows {allowed}.'
+    return Response(uc_error_body(405, message), status=405, headers={"Allow": allowed} if allowed else None)
+
+
+class _JsonAnswers(DefaultContentNegotiation):
+    """Always JSON, whatever the Accept header: UC's clients read nothing else, and a browser's
+    Accept must not turn a catalog answer into DRF's HTML page. Request bodies still go through
+    the parsers (a body that is not JSON is a 415)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 class _UcView(APIView):
     authentication_classes = [BearerTokenAuthentication, RoleTokenAuthentication]
     permission_classes = [IsAuthenticated]
     parser_classes = [BoundedJSONParser]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = _JsonAnswers
 
     def get_exception_handler(self):
         return uc_exception_handler
+
+    def initial(self, request, *args, **kwargs) -> None:
+        # The methods of a path are public (the OpenAPI document lists them): a method the path
+        # does not implement is 405 with Allow before authentication, the same for every caller.
+        method = request.method.lower()
+        if method not in self.http_method_names or not hasattr(self, method):
+            raise exceptions.MethodNotAllowed(request.method)
+        super().initial(request, *args, **kwargs)
 
     @staticmethod
     def body(request) -> dict[str, Any]:
@@ -113,10 +154,9 @@ class TableView(_UcView):
         return Response(uc.load_table(request.user, catalog, schema, table))
 
     def head(self, request, catalog: str, schema: str, table: str):
-        try:
-            uc.find(catalog, schema, table)
-        except uc.UcError:
-            return Response(status=404)
+        # a missing table raises NoSuchTableException like loadTable: the 404 keeps its JSON
+        # Content-Type (the server sends no body to a HEAD)
+        uc.table_exists(request.user, catalog, schema, table)
         return Response(status=204)
 
     def post(self, request, catalog: str, schema: str, table: str):
@@ -144,3 +184,24 @@ class PreviewCommitsView(_UcView):
 
     def post(self, request):
         return Response(uc.preview_commit(request.user, self.body(request)))
+
+
+@extend_schema(exclude=True)
+class OpenApiView(_UcView):
+    """This API's OpenAPI description: YAML, as UC publishes its own, or the same in JSON.
+    Authenticated like the rest of the catalog API; public with DELTAWEB_PUBLIC_SCHEMA=1, as
+    /api/schema/ is (nothing in it is secret: it is UC's published description, filtered)."""
+
+    def get_permissions(self):
+        return [AllowAny()] if settings.DELTAWEB_PUBLIC_SCHEMA else [IsAuthenticated()]
+
+    def get(self, request, fmt: str):
+        return HttpResponse(uc_openapi.rendered(fmt), content_type=uc_openapi.MEDIA_TYPES[fmt])
+
+
+@csrf_exempt
+def not_implemented_view(request: HttpRequest, operation: str, **kwargs: Any) -> JsonResponse:
+    """A path of UC's Delta API that deltaweb does not implement: 501 NotImplementedException
+    (UC's error type for it), so a client that skipped /config hears "not here", not "no such table"."""
+    message = f"deltaweb does not implement {operation}; GET {UC_PREFIX}delta/v1/config lists the endpoints it serves."
+    return JsonResponse(uc_error_body(501, message), status=501)
