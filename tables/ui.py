@@ -160,12 +160,20 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
+    import sys
+
     from django.views import defaults
 
-    from .api.errors import api_server_error, is_api_path
+    from .api.errors import DATABASE_UNAVAILABLE, api_server_error, is_api_path, is_database_unavailable
 
+    exc = sys.exc_info()[1]
     if is_api_path(request):
-        return api_server_error(request)
+        return api_server_error(request, exc)
+    if is_database_unavailable(exc):
+        # a plain page: the site's frame would ask the database for the user again
+        response = HttpResponse(DATABASE_UNAVAILABLE, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = "5"
+        return response
     return defaults.server_error(request)
 
 
