@@ -18,18 +18,22 @@ Object stores are slow per request and fast in parallel, so listings keep what t
 (size, last-modified: commit times on object stores are the objects' times) and `read_many`
 fetches many objects at once. Writing needs an atomic put-if-absent (conditional PUT with
 If-None-Match): a store that cannot do it is refused for writing, never silently overwritten.
+A conditional write whose answer was lost (a dropped connection, a 5xx after it landed, then
+obstore's retry refused with 412) is resolved by reading the object back: our bytes there mean
+it landed, anything else is another writer's; it is never written a second time.
 """
 
 from __future__ import annotations
 
 import errno
 import re
+import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from .errors import CommitConflictError, PathOutsideRootsError, StorageError
@@ -57,6 +61,32 @@ from .storage_api import FileInfo, allowed_roots
 CONCURRENCY = 32  # requests in flight in read_many
 BLOB_CACHE_BYTES = 256 << 20  # parquet checkpoints are opened twice (non-file actions, then files)
 COMMIT_NAME = re.compile(r"(^|/)_delta_log/\d{20}\.json$")  # immutable once written: kept when read
+RETRIED = re.compile(r"after (\d+) retries")  # obstore's own count in a request's error
+T = TypeVar("T")
+
+
+def unanswered(exc: BaseException) -> bool:
+    """Whether a store's error says it did not answer (network, 5xx or a timeout after the
+    retries), as opposed to refusing (credentials, a missing bucket) or not supporting a call."""
+    from obstore import exceptions as ox
+
+    if not isinstance(exc, ox.GenericError):
+        return False
+    text = str(exc)
+    code = ERROR_CODE.search(text)
+    status = HTTP_STATUS.search(text)
+    if code and code[1] in (*ACCESS_CODES, "NoSuchBucket", "ContainerNotFound"):
+        return False
+    if status and status[1] in ("401", "403"):
+        return False
+    return "request" in text or "timed out" in text.lower()
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before our own retry number `attempt` (0 first), as RETRY_CONFIG's."""
+    cfg = RETRY_CONFIG["backoff"]
+    wait = cfg["init_backoff"].total_seconds() * cfg["base"] ** attempt
+    return min(wait, cfg["max_backoff"].total_seconds())
 
 
 # --- the storage -----------------------------------------------------------------------------------
@@ -192,7 +222,7 @@ class ObjectStoreStorage:
                 raise self._no_bucket() from None
             if (code and code[1] in ACCESS_CODES) or (status and status[1] in ("401", "403")):
                 raise self._denied(key, exc) from None
-            if isinstance(exc, ox.GenericError) and ("request" in text or "timed out" in text.lower()):
+            if unanswered(exc):
                 reason = code[1] if code else (f"HTTP {status[1]}" if status else self._clean(text))
                 raise StorageUnavailableError(
                     f"{self.display(key)}: the object store did not answer after {RETRY_CONFIG['max_retries']} "
@@ -239,11 +269,30 @@ class ObjectStoreStorage:
 
         store_id, path = self._target(rel_dir) if rel_dir else (self._loc.store_id, self._loc.prefix)
         store = self._store(store_id)
-        with self._errors(rel_dir):
+
+        def listing() -> Any:
             self.requests += 1
-            res = obstore.list_with_delimiter(store, path or None, return_arrow=True)
+            return obstore.list_with_delimiter(store, path or None, return_arrow=True)
+
+        with self._errors(rel_dir):
+            res = self._whole_listing(listing)
             objects = self._remember(store_id, res["objects"])
         return objects, list(res["common_prefixes"])
+
+    def _whole_listing(self, call: Callable[[], T]) -> T:
+        """`call` (a whole listing, safe to repeat), again when the body of its answer was cut
+        short: obstore retries a listing's request but not the reading of its body, which would
+        otherwise fail the read at the first dropped connection."""
+        from obstore import exceptions as ox
+
+        for attempt in range(RETRY_CONFIG["max_retries"]):
+            try:
+                return call()
+            except ox.GenericError as exc:
+                if "response body" not in str(exc):
+                    raise
+            time.sleep(backoff(attempt))
+        return call()
 
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the objects directly under `rel_dir`, sorted (sizes and times kept for stat)."""
@@ -270,14 +319,19 @@ class ObjectStoreStorage:
         offset = self._target(start_after)[1] if start_after else None
         store = self._store(store_id)
         base = f"{path}/" if path else ""
-        out: list[FileInfo] = []
-        with self._errors(prefix):
+
+        def listing() -> list[FileInfo]:
             self.requests += 1
+            out: list[FileInfo] = []
             for batch in obstore.list(store, path or None, offset=offset, chunk_size=1000, return_arrow=True):
                 for p, s, t in self._remember(store_id, batch):
                     name = p[len(base) :]
                     if "/" not in name and (offset is None or p > offset):
                         out.append(FileInfo(f"{prefix}/{name}" if prefix else name, s, t))
+            return out
+
+        with self._errors(prefix):
+            out = self._whole_listing(listing)
         out.sort(key=lambda f: f.path)
         return iter(out)
 
@@ -453,13 +507,9 @@ class ObjectStoreStorage:
         store = self._store(store_id)
         with self._errors("_delta_log"):
             try:
-                self.requests += 2
-                obstore.put(store, probe, b"1", mode="create", use_multipart=False)
-                try:
-                    obstore.put(store, probe, b"2", mode="create", use_multipart=False)
-                    ignored = True
-                except (ox.AlreadyExistsError, ox.PreconditionError):
-                    ignored = False
+                self._put_if_absent(store, probe, b"1")
+                # True: the second put replaced the first (the read-back found "2")
+                ignored = self._put_if_absent(store, probe, b"2")
             except (NotImplementedError, ox.NotSupportedError):
                 raise self._conditional_put_refusal("cannot put an object only if absent") from None
             finally:
@@ -484,15 +534,61 @@ class ObjectStoreStorage:
         store = self._store(store_id)
         with self._errors(path):
             try:
+                if not overwrite:
+                    return self._put_if_absent(store, obj, data)
                 self.requests += 1
-                obstore.put(store, obj, data, mode="overwrite" if overwrite else "create", use_multipart=False)
-            except (ox.AlreadyExistsError, ox.PreconditionError):
-                return False
+                obstore.put(store, obj, data, mode="overwrite", use_multipart=False)
             except (NotImplementedError, ox.NotSupportedError):
                 raise self._conditional_put_refusal("cannot put an object only if absent") from None
             finally:
                 self._forget(store_id, obj)
         return True
+
+    def _put_if_absent(self, store: Any, obj: str, data: bytes) -> bool:
+        """A conditional PUT whose outcome is known: True when the object now holds `data` (our
+        write landed, perhaps on an attempt whose answer was lost), False when it holds another
+        writer's bytes. A conditional write that may or may not have landed is resolved by
+        reading it back, never by writing twice; an attempt is repeated only while the object
+        is absent, and each is If-None-Match, so none can replace anything."""
+        import obstore
+        from obstore import exceptions as ox
+
+        for attempt in range(RETRY_CONFIG["max_retries"] + 1):
+            try:
+                self.requests += 1
+                obstore.put(store, obj, data, mode="create", use_multipart=False)
+                return True
+            except (ox.AlreadyExistsError, ox.PreconditionError):
+                # obstore repeats a PUT answered 5xx or dropped mid-way: the 412 may be the answer
+                # to our own earlier attempt, which only the bytes there can tell
+                return self._read_back(store, obj) == data
+            except ox.GenericError as exc:
+                if not unanswered(exc):
+                    raise
+                try:
+                    held = self._read_back(store, obj)
+                except Exception:
+                    raise exc from None  # the store answers nothing: the PUT's own error says so
+                if held is not None:
+                    return held == data
+                retried = RETRIED.search(str(exc))
+                # obstore does not repeat a conditional PUT whose connection dropped (it is not
+                # idempotent to it); one it did retry (5xx) has had its bounded retries already
+                if (retried and int(retried[1]) > 0) or attempt == RETRY_CONFIG["max_retries"]:
+                    raise
+            time.sleep(backoff(attempt))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _read_back(self, store: Any, obj: str) -> bytes | None:
+        """The object's bytes read directly from the store (no cache), None when absent."""
+        import obstore
+        from obstore import exceptions as ox
+
+        try:
+            self.requests += 1
+            return bytes(obstore.get(store, obj).bytes())
+        except (FileNotFoundError, ox.NotFoundError):
+            return None
 
     def put_if_absent(self, rel: str, data: bytes) -> None:
         """`put` without overwrite, raising CommitConflictError when the object exists."""
