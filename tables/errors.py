@@ -37,6 +37,7 @@ DELTA_STATUS: dict[str, int] = {
     "unsupported_feature": 422,
     "corrupt_log": 422,
     "corrupt_checkpoint": 422,
+    "checkpoint_mismatch": 422,
     "storage_error": 422,
     "invalid_predicate": 400,
     # object stores: the store refused us, has no such bucket, or did not answer

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from .errors import CorruptLogError
+from .jsonline import loads_line
 
 DV_TYPE = pa.struct(
     [
@@ -198,10 +199,7 @@ def parse_actions(data: bytes, name: str) -> list[tuple[str, dict[str, Any]]]:
     for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise CorruptLogError(f"{name}: line {lineno} is not valid JSON", file=name, line=lineno) from exc
+        obj = loads_line(line, name, lineno)
         if isinstance(obj, dict):
             out.extend((k, v) for k, v in obj.items() if isinstance(v, dict))
     return out
@@ -234,9 +232,9 @@ def _locate_error(sources: list[Source], fallback: str) -> CorruptLogError:
             if not line.strip():
                 continue
             try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                return CorruptLogError(f"{name}: line {lineno} is not valid JSON ({exc})", file=name, line=lineno)
+                obj = loads_line(line, name, lineno)
+            except CorruptLogError as exc:
+                return exc
             if not isinstance(obj, dict):
                 return CorruptLogError(f"{name}: line {lineno} is not a JSON object", file=name, line=lineno)
             for key in ("add", "remove"):
@@ -392,20 +390,36 @@ def _other_actions(rows: np.ndarray, chunk: list[Source], counts: list[int]) -> 
     starts = np.concatenate([[0], np.cumsum(counts)])
     files = np.searchsorted(starts, rows, side="right") - 1
     for fi in np.unique(files):
-        _name, version, data = chunk[fi]
+        name, version, data = chunk[fi]
         local = rows[files == fi] - starts[fi]
         if len(local) > _WALK_LIMIT or len(data) < (1 << 20):
             lines = _nonblank_lines(data)
             picked = [lines[k] for k in local]
         else:
             picked = [_nth_line(data, int(k), counts[fi]) for k in local]
-        for line in picked:
+        for k, line in zip(local, picked, strict=True):
             if line is None or line.lstrip()[:16].startswith(_SKIP_PREFIXES):
                 continue
-            obj = orjson.loads(line)
+            try:
+                obj = loads_line(line, name)
+            except CorruptLogError:
+                # pyarrow took the line (it skips what its schema leaves out, however deep); the
+                # line's number is counted only on the way to the error, decoding it again raises
+                obj = loads_line(line, name, _line_number(data, int(k)))
             if isinstance(obj, dict):
                 out.extend((version, n, obj[n]) for n in NON_FILE_ACTIONS if isinstance(obj.get(n), dict))
     return out
+
+
+def _line_number(data: Any, k: int) -> int | None:
+    """The 1-based line number of the k-th non-blank line (0-based) of a file."""
+    seen = -1
+    for lineno, line in enumerate(bytes(data).split(b"\n"), start=1):
+        if line.strip():
+            seen += 1
+            if seen == k:
+                return lineno
+    return None
 
 
 def int64_array(values: np.ndarray) -> pa.Array:

@@ -27,6 +27,7 @@ from .actions import (
     true_runs,
 )
 from .errors import CorruptCheckpointError, CorruptLogError, DeltaError
+from .jsonline import loads_line
 from .log import LOG_DIR, LogFile
 from .storage import Storage
 
@@ -423,12 +424,7 @@ class CheckpointReader:
             for lineno, line in enumerate(data.split(b"\n"), start=1):
                 if not line.strip():
                     continue
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise CorruptCheckpointError(
-                        f"{storage.display(f.path)}: line {lineno} is not valid JSON", file=f.path, line=lineno
-                    ) from exc
+                obj = loads_line(line, storage.display(f.path), lineno, CorruptCheckpointError)
                 out.extend((name, obj[name]) for name in (only or NON_FILE_ACTIONS) if isinstance(obj.get(name), dict))
         return out
 

@@ -350,6 +350,8 @@ def _reachability_text(p: dict[str, Any]) -> str:
         for v in p["versions"]
     ]
     text = _table(["version", "readable", "restorable", "reason", "missing", "first missing files"], rows)
+    for m in p.get("checkpointMismatches") or ():  # why the versions it serves are not readable
+        text += f"\n{m['detail']}\n"
     forecast = p.get("vacuumForecast")
     if forecast is not None:
         broken = forecast["breaksVersions"]

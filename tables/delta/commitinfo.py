@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
 from .errors import CorruptLogError, DeltaError
+from .jsonline import loads_line
 from .log import LogFile, backfilled_path
 from .storage import Storage
 
@@ -49,10 +48,7 @@ class CommitInfoRead:
 
 
 def _loads(line: bytes, lf: LogFile, lineno: int) -> Any:
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise CorruptLogError(f"{lf.path}: line {lineno} is not valid JSON ({exc})", file=lf.path, line=lineno) from exc
+    return loads_line(line, lf.path, lineno)
 
 
 def read_commit_info(storage: Storage, lf: LogFile) -> CommitInfoRead:

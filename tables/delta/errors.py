@@ -52,6 +52,13 @@ class CorruptCheckpointError(CorruptLogError):
     code = "corrupt_checkpoint"
 
 
+class CheckpointMismatchError(CorruptCheckpointError):
+    """A checkpoint that reads well but is not the state it claims: its file count disagrees
+    with the `_last_checkpoint` its writer left (another table's checkpoint, one rewritten)."""
+
+    code = "checkpoint_mismatch"
+
+
 class InvalidTimestampError(DeltaError):
     code = "invalid_timestamp"
 

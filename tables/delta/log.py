@@ -231,6 +231,10 @@ class LogListing:
     staged: list[LogFile] = field(default_factory=list)
     owner_merged: bool = False  # the owner's ratified commits are in `commits` already
     owner_view: Any = None  # owner.OwnerView of the merge, when there was one
+    # `_last_checkpoint` as tail_listing read it (None: absent or unreadable), kept so that the
+    # snapshot checks its checkpoint against the hint without reading it again
+    hint: dict | None = None
+    hint_read: bool = False
 
     def add(self, lf: LogFile) -> None:
         """File a classified log file (checksums and other files are not kept)."""
@@ -432,11 +436,14 @@ def tail_listing(storage: Storage) -> LogListing:
     cost of the latest state does not grow with the log's length. The whole log when there is
     no usable hint (none, or its checkpoint is missing or incomplete)."""
     hint = read_last_checkpoint(storage)
+    listing = None
     if hint is not None and hint["version"] > 0:
         tail = list_log_from(storage, hint["version"])
         if complete_checkpoint(tail.checkpoints.get(hint["version"], [])):
-            return tail
-    return list_log(storage)
+            listing = tail
+    listing = listing or list_log(storage)
+    listing.hint, listing.hint_read = hint, True
+    return listing
 
 
 @dataclass(slots=True)

@@ -26,7 +26,6 @@ staged commits in `_delta_log/_staged_commits/`, the catalog's latest version au
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,7 +33,8 @@ import orjson
 
 from .actions import Metadata
 from .actions import Protocol as DeltaProtocol
-from .errors import CommitOwnerError, InvalidManagedTableError
+from .errors import CommitOwnerError, CorruptLogError, InvalidManagedTableError
+from .jsonline import loads_line
 from .log import COMMITS_DIR, STAGED_COMMITS_DIR
 
 # --- table features -----------------------------------------------------------------------------
@@ -354,9 +354,10 @@ def decode_actions(data: bytes) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"line {lineno} is not valid JSON ({exc})") from exc
+            obj = loads_line(line, "the commit", lineno)
+        except CorruptLogError as exc:
+            # refused as the readers would refuse it once written: not JSON, or nested too deep
+            raise ValueError(str(exc)) from exc
         if not isinstance(obj, dict) or len(obj) != 1 or not isinstance(next(iter(obj.values())), dict):
             raise ValueError(f"line {lineno} is not a single action object")
         out.append(obj)
@@ -461,7 +462,8 @@ def installs_owner(data: bytes, table_conf: TableConf, owner_name: str, table_id
     if conf.get(fl.owner_key) != owner_name:
         return False
     try:
-        owner_conf = json.loads(conf.get(fl.conf_key) or "{}")
+        # orjson: a hostile conf nested deep is a ValueError, where json's is a RecursionError
+        owner_conf = orjson.loads(conf.get(fl.conf_key) or "{}")
     except ValueError:
         return False
     return isinstance(owner_conf, dict) and owner_conf.get("tableId") == table_id

@@ -17,14 +17,16 @@ from itertools import islice
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 
 from .actions import read_json_actions
 from .checkpoint import read_checkpoint_files, read_checkpoint_others
+from .checkpoint_check import Replayed, footer_disagreement, hint_detail, newest_checkpoint, replay_disagreement
 from .commitinfo import parse_commit_info
 from .dv import deletion_vector_file
 from .errors import DeltaError, PathOutsideRootsError
-from .log import LOG_DIR, LogListing, complete_checkpoint, latest_version, list_log
+from .log import LOG_DIR, LogFile, LogListing, complete_checkpoint, latest_version, list_log, read_last_checkpoint
 from .replay import canonical_paths, identity_keys
 from .snapshot import read_commit_bytes
 from .storage import Storage, as_storage
@@ -120,14 +122,21 @@ class Reachability:
     versions: list[VersionReach]  # newest first
     vacuum_retention_ms: int | None = None
     vacuum_breaks: list[int] | None = None  # readable versions a VACUUM now would break, newest first
+    # checkpoint version -> what it says against the log; the versions read from it are not
+    # readable (reason checkpoint_mismatch)
+    checkpoint_mismatches: dict[int, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "latestVersion": self.latest_version,
             "logRetentionMs": self.log_retention_ms,
             "deletedFileRetentionMs": self.deleted_file_retention_ms,
             "versions": [v.to_dict() for v in self.versions],
         }
+        if self.checkpoint_mismatches:  # only then: the answer's shape is unchanged otherwise
+            out["checkpointMismatches"] = [
+                {"version": v, "detail": d} for v, d in sorted(self.checkpoint_mismatches.items(), reverse=True)
+            ]
         if self.vacuum_breaks is not None:
             out["vacuumForecast"] = {"retentionMs": self.vacuum_retention_ms, "breaksVersions": self.vacuum_breaks}
         return out
@@ -174,14 +183,24 @@ class Interval:
     key: str | None = None  # the file identity (path and deletion vector)
 
 
-def _run_files(storage: Storage, listing: LogListing, first: int, last: int, from_checkpoint: bool) -> pa.Table:
+Events = list[tuple[int, str, dict[str, Any]]]  # (version, "protocol" or "metaData", body) in log order
+_CONFIG = ("protocol", "metaData")
+
+
+def _run_files(
+    storage: Storage, listing: LogListing, first: int, last: int, from_checkpoint: bool
+) -> tuple[pa.Table, Events]:
+    """The file actions of a run, and its protocol and metaData actions (to check the
+    checkpoints inside it against)."""
     tables = []
+    events: Events = []
     if from_checkpoint:
         files = complete_checkpoint(listing.checkpoints[first]) or []
         others = read_checkpoint_others(storage, files)
         meta = [b for n, b in others if n == "metaData"]
         keys = list(meta[0].get("partitionColumns") or []) if meta else []
         tables.append(read_checkpoint_files(storage, files, others, keys).select(_COLUMNS))
+        events = [(first, n, b) for n, b in others if n in _CONFIG]
     commits = {c.version: c for c in listing.commits}
     lo = first + 1 if from_checkpoint else first
     sources = [
@@ -189,8 +208,10 @@ def _run_files(storage: Storage, listing: LogListing, first: int, last: int, fro
         for v in range(lo, last + 1)
     ]
     if sources:
-        tables.append(read_json_actions(sources, []).files.select(_COLUMNS))
-    return pa.concat_tables(tables) if tables else pa.table({c: [] for c in _COLUMNS})
+        batch = read_json_actions(sources, [])
+        tables.append(batch.files.select(_COLUMNS))
+        events += [(v, n, b) for v, n, b in batch.others if n in _CONFIG]
+    return (pa.concat_tables(tables) if tables else pa.table({c: [] for c in _COLUMNS})), events
 
 
 _COLUMNS = ["version", "seq", "is_add", "path", "deletionVector"]
@@ -202,7 +223,7 @@ def file_intervals(
     """The intervals of every file identity active somewhere in [first, last]."""
     closed: list[Interval] = []
     open_: dict[str, Interval] = {}
-    extend_intervals(closed, open_, _run_files(storage, listing, first, last, from_checkpoint), first, last)
+    extend_intervals(closed, open_, _run_files(storage, listing, first, last, from_checkpoint)[0], first, last)
     return closed + list(open_.values())
 
 
@@ -253,6 +274,105 @@ def _present(storage: Storage, log_path: str, listed: set[str]) -> bool:
         return False
 
 
+# --- checkpoints: the state they stand for -------------------------------------------------------
+
+# Checkpoints of a run are compared path by path with the replay of the log before them, newest
+# first (the newest always), while their files add up to no more than the replay read (the check
+# at most doubles the cost), or FULL_CHECK_MIN on a small log; older ones by the add count their
+# Parquet footers give, no data read: a log of thousands of checkpoints is not read over.
+FULL_CHECK_MIN = 100_000
+
+
+def full_check_budget(replayed_rows: int) -> int:
+    return max(replayed_rows, FULL_CHECK_MIN)
+
+
+def _config_at(events: Events, version: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The protocol and metaData in force at `version` (the last of each at or before it)."""
+    protocol = metadata = None
+    for v, name, body in events:
+        if v > version:
+            break
+        if name == "protocol":
+            protocol = body
+        else:
+            metadata = body
+    return protocol, metadata
+
+
+class _Active:
+    """The identities active at a version, from intervals (ends exclusive): counts by binary
+    search over sorted starts and ends, the keys themselves by one vectorized mask."""
+
+    def __init__(self, intervals: list[Interval]) -> None:
+        self.intervals = intervals
+        self.starts = np.fromiter((iv.start for iv in intervals), np.int64, len(intervals))
+        self.ends = np.fromiter((iv.end for iv in intervals), np.int64, len(intervals))
+        self._s, self._e = np.sort(self.starts), np.sort(self.ends)
+        self._keys: list[str] | None = None
+
+    def count(self, v: int) -> int:
+        # every interval that ended by v started before it
+        return int(np.searchsorted(self._s, v, "right") - np.searchsorted(self._e, v, "right"))
+
+    def keys(self, v: int) -> set[str]:
+        if self._keys is None:  # once, and only for a run with a checkpoint compared in full
+            self._keys = [str(iv.key) for iv in self.intervals]
+        idx = np.flatnonzero((self.starts <= v) & (self.ends > v)).tolist()
+        return set(map(self._keys.__getitem__, idx))
+
+
+def checked_checkpoints(
+    storage: Storage,
+    checkpoints: dict[int, list[LogFile]],
+    run: tuple[int, int, bool],
+    intervals: list[Interval],
+    events: Events,
+    hint: tuple[int | None, dict[str, Any] | None],
+    budget: int,
+) -> dict[int, str]:
+    """checkpoint version -> what it says against the log, for the complete `checkpoints` of
+    `run` (first, last, from_checkpoint): each after the run's start against the replay of the
+    log before it (`intervals` cover every identity active at them, `events` the protocol and
+    metaData), the newest checkpoint of the log (`hint`: its version and `_last_checkpoint`)
+    against the hint too; path by path while their files fit `budget`, else by count. A run's
+    first checkpoint has nothing before it to compare with."""
+    first, last, from_checkpoint = run
+    versions = sorted((v for v in checkpoints if first <= v <= last), reverse=True)
+    if from_checkpoint and versions[-1:] == [first] and hint[0] != first:
+        versions.pop()  # the run starts from it: nothing before it to compare with, nor a hint
+    if not versions:
+        return {}
+    active, out = _Active(intervals), {}
+    source = f"the checkpoint at version {first}" if from_checkpoint else f"version {first}"
+    for v in versions:
+        count, adds, problem = active.count(v), None, None
+        if v == first and from_checkpoint:
+            adds = count  # the run starts from it: its own files, for the hint alone
+        else:
+            full = v == versions[0] or count <= budget
+            want = Replayed(v, active.keys(v) if full else None, count, *_config_at(events, v), source)
+            check = replay_disagreement if full else footer_disagreement
+            problem, adds = check(storage, checkpoints[v], want)
+            budget -= count if full else 0
+        if problem is None and v == hint[0] and adds is not None:
+            problem = hint_detail(hint[1], v, adds)
+        if problem is not None:
+            out[v] = problem
+    return out
+
+
+def _governed(state: ReachState) -> list[bool]:
+    """Per version, whether its snapshot starts from a checkpoint that disagrees with the log
+    (readers start from the newest complete checkpoint at or below a version)."""
+    out = [False] * (state.latest + 1)
+    cps = sorted(state.checkpoints)
+    for v in state.mismatches:
+        nxt = next((c for c in cps if c > v), state.latest + 1)
+        out[v : min(nxt, state.latest + 1)] = [True] * (min(nxt, state.latest + 1) - v)
+    return out
+
+
 # --- the whole map ---------------------------------------------------------------------------
 
 
@@ -275,6 +395,11 @@ class ReachState:
     open_: dict[str, Interval]  # identities active at `latest` (the last run reaches it)
     listed: set[str]
     updates: int = 0  # incremental updates since the full computation (benchmarks, tests)
+    # checkpoint version -> what it says against the log (checked_checkpoints)
+    mismatches: dict[int, str] = field(default_factory=dict)
+    # the protocol and metaData at `latest` by the replay: new commits that change neither
+    # leave them, so checkpoints written after an update are checked against them
+    config: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
 
 
 def reach_state(location: str | Storage, listing: LogListing | None = None) -> ReachState:
@@ -289,11 +414,21 @@ def reach_state(location: str | Storage, listing: LogListing | None = None) -> R
     stamps = [_timestamp(times, v) for v in range(latest + 1)]  # each commit's time, read once
     closed: list[Interval] = []
     open_: dict[str, Interval] = {}
-    for first, last, from_checkpoint in runs:
+    checkpoints = {v: f for v, files in listing.checkpoints.items() if (f := complete_checkpoint(files))}
+    hint = (newest_checkpoint(listing), read_last_checkpoint(storage) if checkpoints else None)
+    mismatches: dict[int, str] = {}
+    config: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
+    for run in runs:
+        first, last, from_checkpoint = run
         run_open: dict[str, Interval] = {}
-        extend_intervals(closed, run_open, _run_files(storage, listing, first, last, from_checkpoint), first, last)
+        files, events = _run_files(storage, listing, first, last, from_checkpoint)
+        before = len(closed)
+        extend_intervals(closed, run_open, files, first, last)
+        run_intervals = closed[before:] + list(run_open.values())
+        budget = full_check_budget(files.num_rows)
+        mismatches.update(checked_checkpoints(storage, checkpoints, run, run_intervals, events, hint, budget))
         if last == latest:
-            open_ = run_open
+            open_, config = run_open, _config_at(events, latest)
         else:
             closed.extend(run_open.values())
     return ReachState(
@@ -309,6 +444,8 @@ def reach_state(location: str | Storage, listing: LogListing | None = None) -> R
         closed=closed,
         open_=open_,
         listed=existing_files(storage),
+        mismatches=mismatches,
+        config=config,
     )
 
 
@@ -334,6 +471,9 @@ def update_state(state: ReachState | None, location: str | Storage) -> ReachStat
         or not state.runs
         or state.runs[-1][1] != old
         or any(v not in commits for v in range(old + 1, latest + 1))
+        # a disagreement found may have been with `_last_checkpoint`, which a new checkpoint
+        # moves on from: rare enough to compute again rather than to tell the two apart
+        or (state.mismatches and any(v > old for v in checkpoints))
     ):
         return reach_state(storage, listing)
     if latest == old:
@@ -357,8 +497,19 @@ def update_state(state: ReachState | None, location: str | Storage) -> ReachStat
             stamps.append(t if prev is None or t > prev else prev + 1)
         prev = stamps[-1]
     first, _last, from_checkpoint = state.runs[-1]
+    before = len(state.closed)
     extend_intervals(state.closed, state.open_, batch.files.select(_COLUMNS), old + 1, latest)
     state.runs = [*state.runs[:-1], (first, latest, from_checkpoint)]
+    new_checkpoints = {
+        v: f for v, files in listing.checkpoints.items() if v > old and (f := complete_checkpoint(files))
+    }
+    if new_checkpoints:  # what is active after `old` is open, or was closed just now
+        touched = state.closed[before:] + list(state.open_.values())
+        events = [(old, n, b) for n, b in zip(_CONFIG, state.config, strict=True) if b is not None]
+        hint = (newest_checkpoint(listing), read_last_checkpoint(storage))
+        run = state.runs[-1]
+        budget = full_check_budget(batch.files.num_rows)
+        state.mismatches.update(checked_checkpoints(storage, new_checkpoints, run, touched, events, hint, budget))
     state.latest, state.commits, state.checkpoints, state.stamps = latest, commits, checkpoints, stamps
     state.listed = existing_files(storage)
     state.updates += 1
@@ -415,6 +566,7 @@ def answer(state: ReachState, location: str | Storage, now: int, vacuum_retentio
             missing_added[iv.end] -= 1
 
     first_commit = state.first_commit
+    governed = _governed(state)
     gone.sort(key=lambda iv: iv.start)
     out: list[VersionReach] = []
     active: dict[int, Interval] = {}  # missing files of version v, in the order they went missing
@@ -444,22 +596,30 @@ def answer(state: ReachState, location: str | Storage, now: int, vacuum_retentio
         if listed_paths is None:  # the same missing files as the version before: the same list
             listed_paths = sorted(iv.path for iv in islice(active.values(), MAX_LISTED))
         paths = listed_paths if n_all else []
-        readable = n_all == 0
-        restorable = readable or n_added == 0
+        # a snapshot read from a checkpoint that disagrees with the log lists other files
+        readable = n_all == 0 and not governed[v]
+        restorable = readable or (n_added == 0 and not governed[v])
         reason = "files_missing" if n_all else ("beyond_retention" if in_files is False else None)
+        reason = "checkpoint_mismatch" if governed[v] else reason
         out.append(VersionReach(v, readable, restorable, reason, n_all, list(paths), ts, in_log, in_files))
     out.reverse()
-    result = Reachability(latest, log_ret, file_ret, out)
+    result = Reachability(latest, log_ret, file_ret, out, checkpoint_mismatches=dict(state.mismatches))
     if horizon is not None:
-        readable = {v.version for v in out if v.readable}
-        running, broken = 0, []
-        for v in range(latest + 1):
-            running += doomed[v]
-            if running and v in readable:
-                broken.append(v)
-        result.vacuum_breaks = sorted(broken, reverse=True)
-        result.vacuum_retention_ms = vacuum_retention
+        _forecast(result, doomed, vacuum_retention)
     return result
+
+
+def _forecast(result: Reachability, doomed: list[int], vacuum_retention: int | None) -> None:
+    """The readable versions a VACUUM would break: those holding a file it deletes (`doomed`,
+    a difference array over versions)."""
+    readable = {v.version for v in result.versions if v.readable}
+    running, broken = 0, []
+    for v in range(result.latest_version + 1):
+        running += doomed[v]
+        if running and v in readable:
+            broken.append(v)
+    result.vacuum_breaks = sorted(broken, reverse=True)
+    result.vacuum_retention_ms = vacuum_retention
 
 
 def _shown(log_path: str) -> str:

@@ -15,8 +15,11 @@ from .actions import dv_unique_id
 from .checkpoint import open_parquet, plain_value, read_checkpoint_others, sidecar_key
 from .dv import deletion_vector_file
 from .errors import (
+    CorruptCheckpointError,
+    CorruptLogError,
     MissingFilesError,
 )
+from .jsonline import loads_line
 from .log import commit_name
 from .replay import identity_keys
 from .snapshot import Snapshot
@@ -70,9 +73,9 @@ def _commit_adds(storage: Storage, version: int, wanted: set[str]) -> dict[str, 
         if b'"add"' not in line:
             continue
         try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
+            obj = loads_line(line, "")
+        except CorruptLogError:
+            continue  # not a usable add (or too deep to carry): it is rebuilt from replay's columns
         body = obj.get("add") if isinstance(obj, dict) else None
         if isinstance(body, dict) and isinstance(body.get("path"), str):
             key = action_identity(body)
@@ -92,9 +95,10 @@ def _parquet_adds(storage: Storage, rel: str, paths: pa.Array) -> list[dict[str,
 
 def _json_adds(storage: Storage, rel: str) -> list[dict[str, Any]]:
     out = []
-    for line in storage.read(rel).split(b"\n"):
+    name = storage.display(rel)
+    for lineno, line in enumerate(storage.read(rel).split(b"\n"), start=1):
         if b'"add"' in line:
-            obj = orjson.loads(line)
+            obj = loads_line(line, name, lineno, CorruptCheckpointError)
             if isinstance(obj, dict) and isinstance(obj.get("add"), dict):
                 out.append(obj["add"])
     return out

@@ -19,12 +19,12 @@ from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .actions import Metadata, Protocol, dv_unique_id, read_json_actions
 from .checkpoint import CheckpointReader, read_checkpoint_others
+from .checkpoint_check import check_hint
 from .errors import (
     CorruptLogError,
     DeltaError,
@@ -34,6 +34,7 @@ from .errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from .jsonline import loads_line
 from .log import (
     LogFile,
     LogListing,
@@ -213,8 +214,8 @@ def _actions_in(data: bytes, name: str, limit: int | None = None) -> list[dict[s
         end = data.find(b"\n", pos)
         end = len(data) if end == -1 else end
         try:
-            obj = orjson.loads(data[start:end])
-        except orjson.JSONDecodeError:
+            obj = loads_line(data[start:end], "")
+        except CorruptLogError:
             obj = None  # the full parse reports it with file and line
         if isinstance(obj, dict) and isinstance(obj.get(name), dict):
             out.append(obj[name])
@@ -463,6 +464,7 @@ def load_snapshot(
         tables = [batch.files]
         if checkpoint is not None:
             tables.insert(0, checkpoint.file_actions(cp_others, keys))
+            check_hint(storage, listing, segment.checkpoint, tables[0])  # free: counts what was read
         files = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         active, tombstones = reconcile_files(files)
     return Snapshot(

@@ -263,3 +263,45 @@ def test_a_load_that_fails_leaves_no_checkpoint_read_running(golden_copy, monkey
     with pytest.raises(CorruptLogError):
         load_snapshot(str(path))
     assert finished, "the load raised while its read on a thread was still running"
+
+
+def test_a_checkpoint_that_disagrees_with_last_checkpoint_is_refused(source: Path, tmp_path: Path) -> None:
+    """`_last_checkpoint` says how many adds its writer put in the newest checkpoint: a load
+    counts them anyway, so a checkpoint swapped for one with other files is refused, named,
+    at no cost, whichever way the snapshot is asked for; a hint without the count, or of
+    another version, says nothing against it."""
+    import json
+
+    from tables.delta.errors import CheckpointMismatchError
+    from tables.delta.reachability import reachability
+
+    path = tmp_path / "t"
+    shutil.copytree(source, path)
+    cp = _checkpoint(path)
+    version = int(cp.name[:20])
+    hint = json.loads((path / LOG / "_last_checkpoint").read_text())
+    adds = len(load_snapshot(path).file_paths())
+    assert hint["version"] == version and hint["numOfAddFiles"] == adds  # delta-rs writes the count
+    table = pq.read_table(cp)
+    keep = [i for i, r in enumerate(table.column("add").to_pylist()) if r is None] + [
+        i for i, r in enumerate(table.column("add").to_pylist()) if r is not None
+    ][1:]
+    pq.write_table(table.take(pa.array(keep)), cp)  # one file fewer than the writer left
+    for ask in (None, version):
+        with pytest.raises(CheckpointMismatchError) as exc:
+            load_snapshot(path, ask)
+        assert exc.value.code == "checkpoint_mismatch" and cp.name in str(exc.value)
+        assert f"_last_checkpoint says it holds {adds} files, it holds {adds - 1}" in str(exc.value)
+    # with the commits before it cleaned up only the hint can tell: reachability agrees with the load
+    cleaned = tmp_path / "cleaned"
+    shutil.copytree(path, cleaned)
+    for f in (cleaned / LOG).glob("*.json"):
+        if int(f.name[:20]) < version:
+            f.unlink()
+    reach = reachability(str(cleaned), 0).to_dict()
+    assert [v["reason"] for v in reach["versions"] if v["version"] >= version] == ["checkpoint_mismatch"]
+    assert "_last_checkpoint says" in reach["checkpointMismatches"][0]["detail"]
+    (path / LOG / "_last_checkpoint").write_text(json.dumps({"version": version, "size": 3}))
+    assert len(load_snapshot(path).file_paths()) == adds - 1
+    (path / LOG / "_last_checkpoint").write_text(json.dumps({**hint, "version": version - 1}))  # stale
+    assert len(load_snapshot(path, version).file_paths()) == adds - 1

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from tables.delta.reachability import DEFAULT_DELETED_FILE_RETENTION, interval_ms, reachability
-from tests.conftest import golden_path
+from tests.conftest import golden_names, golden_path
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
@@ -277,3 +277,118 @@ def test_an_update_recomputes_when_the_old_log_or_the_metadata_changed(tmp_path:
     state = update_state(state, str(path))
     assert state.updates == 0 and state.file_ret == 2 * 86_400_000
     assert answer(state, str(path), NOW).to_dict() == reachability(str(path), NOW).to_dict()
+
+
+# --- checkpoints that disagree with the log -------------------------------------------------------
+
+
+def _checkpoint_of(path: Path, version: int) -> Path:
+    return path / "_delta_log" / f"{version:020d}.checkpoint.parquet"
+
+
+def _appends(path: Path, n: int, first: int = 0) -> Path:
+    for i in range(first, first + n):
+        write_deltalake(str(path), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    return path
+
+
+def _with_ghost(checkpoint: Path, ghost: str = "ghost.parquet") -> None:
+    """Rewrite a checkpoint with one more add, of a file no commit ever added."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(checkpoint)
+    rows = table.to_pylist()
+    add = next(r for r in rows if r.get("add"))
+    rows.append({**{k: None for k in add}, "add": {**add["add"], "path": ghost}})
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), checkpoint)
+
+
+def _reasons(path: Path) -> dict[int, tuple[bool, bool, str | None]]:
+    return {v.version: (v.readable, v.restorable, v.reason) for v in reachability(str(path), NOW).versions}
+
+
+def test_another_tables_checkpoint_is_a_checkpoint_mismatch(tmp_path: Path) -> None:
+    """The hostile tester's table: the checkpoint at 5 replaced by another table's of as many
+    files (so even `_last_checkpoint`'s count agrees). Every version read from it lists the
+    other table's files, none of which exist; the commits 0..5 beside it say what it should
+    hold, and the versions it serves are reported unreadable, not readable."""
+    from tables.delta.snapshot import load_snapshot
+
+    table = _appends(tmp_path / "t", 6)
+    DeltaTable(str(table)).create_checkpoint()
+    _appends(table, 2, first=6)
+    assert all(ok for ok, _r, _reason in _reasons(table).values()), "its own checkpoint agrees"
+    other = _appends(tmp_path / "other", 6, first=100)
+    DeltaTable(str(other)).create_checkpoint()
+    shutil.copy(_checkpoint_of(other, 5), _checkpoint_of(table, 5))
+
+    snap = load_snapshot(str(table), 5)  # the premise: files that do not exist
+    assert snap.num_files == 6 and not any((table / p).exists() for p in snap.file_paths())
+    reasons = _reasons(table)
+    assert all(reasons[v] == (False, False, "checkpoint_mismatch") for v in (5, 6, 7))
+    assert all(reasons[v][0] for v in range(5))
+    (found,) = reachability(str(table), NOW).to_dict()["checkpointMismatches"]
+    assert found["version"] == 5
+    assert "replayed from version 0" in found["detail"] and "its table id" in found["detail"]
+    assert "it lists 6 files, the log 6 (6 not active in the log, 6 left out)" in found["detail"]
+
+
+def test_a_checkpoint_listing_a_file_never_added(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same table, one file more than the commits added: found path by path, and by the
+    footers' count for an older checkpoint beyond the budget of full comparisons. Versions
+    read from a later, sound checkpoint stay readable."""
+    from tables.delta import reachability as reach
+
+    table = _appends(tmp_path / "t", 4)
+    DeltaTable(str(table)).create_checkpoint()  # at 3
+    _appends(table, 3, first=4)
+    DeltaTable(str(table)).create_checkpoint()  # at 6
+    _appends(table, 1, first=7)
+    _with_ghost(_checkpoint_of(table, 3))
+    for budget in (10**9, -1):  # -1: only the newest checkpoint in full
+        monkeypatch.setattr(reach, "full_check_budget", lambda rows, budget=budget: budget, raising=False)
+        reasons = _reasons(table)
+        assert [v for v, (ok, _r, _why) in reasons.items() if not ok] == [5, 4, 3]
+        assert reasons[3][2] == "checkpoint_mismatch" and reasons[7][0] and reasons[6][0]
+        (found,) = reachability(str(table), NOW).to_dict()["checkpointMismatches"]
+        detail = found["detail"]
+        assert "it lists 5 files, the log 4" in detail and "table id" not in detail
+        assert ("(1 not active in the log, 0 left out)" in detail) == (budget > 0)
+
+
+def test_an_update_checks_a_checkpoint_written_since(tmp_path: Path) -> None:
+    from tables.delta.log import read_last_checkpoint
+    from tables.delta.reachability import answer, reach_state, update_state
+    from tables.delta.storage import as_storage
+
+    table = _appends(tmp_path / "t", 3)
+    state = reach_state(str(table))
+    _appends(table, 2, first=3)
+    DeltaTable(str(table)).create_checkpoint()  # at 4, after the state was built
+    _with_ghost(_checkpoint_of(table, 4))
+    assert read_last_checkpoint(as_storage(str(table)))["numOfAddFiles"] == 5  # the writer's count
+    state = update_state(state, str(table))
+    assert state.updates == 1, "extended, not computed again"
+    assert set(state.mismatches) == {4}
+    assert answer(state, str(table), NOW).to_dict() == reachability(str(table), NOW).to_dict()
+
+
+def _with_checkpoints() -> list[str]:
+    return [n for n in golden_names() if any((golden_path(n) / "_delta_log").glob("*.checkpoint*"))]
+
+
+@pytest.mark.parametrize("name", _with_checkpoints() or ["(no golden tables)"])
+def test_sound_golden_checkpoints_are_not_flagged(name: str) -> None:
+    """Every golden checkpoint (classic, multi-part, v2 with sidecars, deletion vectors,
+    column mapping) agrees with its commits path by path, and by its footers' count."""
+    from tables.delta import reachability as reach
+    from tables.delta.errors import StateReconstructionError
+
+    try:
+        state = reach.reach_state(str(golden_path(name)))
+    except StateReconstructionError:
+        return  # tables broken on purpose (a checkpoint without protocol or metaData)
+    assert state.mismatches == {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reach, "replay_disagreement", reach.footer_disagreement)
+        assert reach.reach_state(str(golden_path(name))).mismatches == {}

@@ -103,3 +103,88 @@ def test_a_commit_whose_only_key_of_note_is_escaped_parses_alike(action: dict) -
     want = read_json_actions([("0.json", 0, plain.encode())], []).files.to_pylist()
     assert want[0]["is_add"] == ("add" in action) and (want[0]["deletionVector"] is not None) == ("add" in action)
     assert read_json_actions([("0.json", 0, escaped.encode())], []).files.to_pylist() == want
+
+
+# --- actions nested too deep: every reader of log lines names the file, the line and why ---
+
+_DEPTH = 10_000  # far beyond any decoder's limit (orjson stops at 1024 levels)
+
+
+def _nested(depth: int, kind: str) -> str:
+    return "[" * depth + "1" + "]" * depth if kind == "array" else '{"a":' * depth + "1" + "}" * depth
+
+
+def _deep_table(root, line: str) -> str:
+    """A table of two commits, then commit 2: commitInfo, `line`, an add."""
+    from tests.core.builders import add, file_table, write_commit
+
+    file_table(root, [1000, 2000])
+    f = write_commit(root, 2, 3000)
+    f.write_text(json.dumps({"commitInfo": {"timestamp": 3000}}) + "\n" + line + "\n" + json.dumps(add("p2")) + "\n")
+    return f.name
+
+
+def _assert_too_deep(exc: pytest.ExceptionInfo, name: str, line: int) -> None:
+    from tables.delta.errors import CorruptLogError
+
+    assert isinstance(exc.value, CorruptLogError) and exc.value.code == "corrupt_log"
+    assert f"{name}: line {line}: the JSON is nested too deep" in str(exc.value)
+    assert exc.value.details["line"] == line and exc.value.details["reason"] == "nested_too_deep"
+
+
+@pytest.mark.parametrize("kind", ["object", "array"])
+@pytest.mark.parametrize("depth", [_DEPTH, 300], ids=["beyond-the-decoder", "beyond-the-core"])
+@pytest.mark.parametrize(
+    "template",
+    ['{"txn":{"appId":"a","version":1,"lastUpdated":NESTED}}', '{"unknownAction":NESTED}', '{"metaData":{"x":NESTED}}'],
+    ids=["txn", "unknown-action", "metaData"],
+)
+def test_an_action_nested_too_deep_is_a_corrupt_log_naming_file_and_line(tmp_path, template, depth, kind) -> None:
+    """A hostile commit nesting an action 10,000 levels deep failed the replay with orjson's bare
+    JSONDecodeError (no file, no line); one 300 levels deep decoded, then failed whoever walked
+    or wrote it again (a RecursionError, orjson's 254-level encoder): both are corrupt logs."""
+    from tables.delta.snapshot import load_snapshot
+
+    name = _deep_table(tmp_path, template.replace("NESTED", _nested(depth, kind)))
+    with pytest.raises(Exception) as exc:
+        load_snapshot(str(tmp_path))
+    _assert_too_deep(exc, name, 2)
+    with pytest.raises(Exception) as exc:  # the columnar reader alone, as growth and reachability use it
+        read_json_actions([(name, 2, (tmp_path / "_delta_log" / name).read_bytes())], [])
+    _assert_too_deep(exc, name, 2)
+
+
+@pytest.mark.parametrize("depth", [_DEPTH, 600])
+def test_a_commit_info_nested_too_deep_is_a_corrupt_log_for_history_and_changes(tmp_path, depth) -> None:
+    """commitInfo is read alone (history, timestamps, a sync's reader processes), and a commit's
+    lines one by one (change data, alerts): each names the commit and the line."""
+    from tables.delta.changes import commit_actions
+    from tables.delta.history import history_rows
+    from tables.delta.storage import as_storage
+    from tables.delta.timestamps import commit_times
+    from tests.core.builders import file_table
+
+    file_table(tmp_path, [1000, 2000, 3000])
+    deep = '{"commitInfo":{"timestamp":3000,"operationParameters":NESTED}}\n'.replace("NESTED", _nested(depth, "array"))
+    name = f"{2:020d}.json"
+    (tmp_path / "_delta_log" / name).write_text(deep)
+    with pytest.raises(Exception) as exc:
+        history_rows(commit_times(str(tmp_path)))
+    _assert_too_deep(exc, name, 1)
+    with pytest.raises(Exception) as exc:
+        commit_actions(as_storage(str(tmp_path)), 2)
+    _assert_too_deep(exc, name, 1)
+
+
+def test_a_line_nested_as_deep_as_allowed_is_read(tmp_path) -> None:
+    from tables.delta.jsonline import MAX_NESTING, loads_line
+    from tables.delta.snapshot import load_snapshot
+
+    # the line's object, txn's body and lastUpdated's MAX_NESTING - 2 levels: MAX_NESTING in all
+    txn = '{"txn":{"appId":"a","version":1,"lastUpdated":NESTED}}'
+    _deep_table(tmp_path, txn.replace("NESTED", _nested(MAX_NESTING - 2, "array")))
+    assert load_snapshot(str(tmp_path)).txns["a"]["version"] == 1
+    with pytest.raises(Exception, match="line 7: the JSON is nested too deep"):
+        loads_line(b"[" * (MAX_NESTING + 1) + b"]" * (MAX_NESTING + 1), "x.json", 7)
+    # many brackets inside strings, a shallow line: read
+    assert loads_line(json.dumps({"s": "{[" * 1000}).encode(), "x.json", 1) == {"s": "{[" * 1000}

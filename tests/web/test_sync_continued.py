@@ -11,9 +11,9 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from tables import registration, sync, sync_reads
+from tables import jobs, registration, sync, sync_reads
 from tables.delta.commit import enable_ict
-from tables.models import Anomaly, Commit, Table
+from tables.models import Anomaly, Commit, JobKind, Table
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -240,4 +240,41 @@ def test_a_corrupt_commit_fails_the_sync_alike_and_names_its_file(roots, monkeyp
     assert f"{3:020d}.json: line 1 is not valid JSON" in out["error"]
     table.refresh_from_db()
     assert table.sync_state == "error" and f"{3:020d}.json" in table.last_error
+    assert sorted(Commit.objects.filter(table=table).values_list("version", flat=True)) == [0, 1]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("processes", [False, True], ids=["here", "reader-processes"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        # 10,000 levels: beyond orjson's decoder (a bare JSONDecodeError failed the sync)
+        '{"txn":{"appId":"a","version":1,"lastUpdated":' + "[" * 10_000 + "1" + "]" * 10_000 + "}}",
+        # 600 levels: decoded, then a RecursionError bounding the commitInfo to store it
+        '{"commitInfo":{"timestamp":1,"job":' + "[" * 600 + "1" + "]" * 600 + "}}",
+    ],
+    ids=["txn-10000-deep", "commit-info-600-deep"],
+)
+def test_a_commit_nested_too_deep_fails_the_sync_naming_its_file(roots, monkeypatch, processes, line) -> None:
+    """Mirrors the corrupt commit above: the job's error names the commit, its line and why,
+    not "sync failed unexpectedly"; the batches before it stay."""
+    path = roots / "t"
+    for i in range(6):
+        _write(path, i)
+    table = registration.register_table("t", str(path))
+    info = json.dumps({"commitInfo": {"timestamp": 1}}) + "\n"
+    (path / "_delta_log" / f"{3:020d}.json").write_text(("" if "commitInfo" in line else info) + line + "\n")
+    monkeypatch.setattr(sync, "BATCH", 2)
+    if processes:
+        monkeypatch.setattr(sync, "reader_processes", lambda storage, commits: 2)
+    job, _created = jobs.create_or_join(JobKind.SYNC, table)  # the row a page's sync makes
+    out = sync.sync_table(table.pk, job.pk)
+    lineno = 1 if "commitInfo" in line else 2
+    want = f"{3:020d}.json: line {lineno}: the JSON is nested too deep"
+    assert want in out["error"]
+    job.refresh_from_db()
+    table.refresh_from_db()
+    assert job.status == "failed" and want in job.error, job.error
+    assert table.sync_state == "error" and want in table.last_error
+    assert "unexpectedly" not in job.error
     assert sorted(Commit.objects.filter(table=table).values_list("version", flat=True)) == [0, 1]
