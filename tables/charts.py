@@ -198,11 +198,12 @@ BAND_STATES: dict[str, tuple[str, str]] = {
     "files_missing": ("files missing (vacuumed)", "220, 38, 38"),
     "log_expired": ("log expired", "107, 114, 128"),
     "not_reproducible": ("not reproducible from the log", "75, 85, 99"),
+    "checkpoint_mismatch": ("its checkpoint disagrees with the log", "147, 51, 234"),
 }
 
 
 def band_state(entry: dict[str, Any]) -> str:
-    """One version's band: readable, beyond_retention, files_missing, log_expired or not_reproducible."""
+    """One version's band: a key of BAND_STATES (an unknown reason: not_reproducible)."""
     reason = entry.get("reason")
     if entry.get("readable"):
         return "beyond_retention" if reason == "beyond_retention" else "readable"

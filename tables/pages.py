@@ -76,6 +76,12 @@ def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
         }
     if reason == "log_expired":
         return {"ok": False, "text": "log expired", "title": "log cleanup removed the commits needed to rebuild it"}
+    if reason == "checkpoint_mismatch":
+        return {
+            "ok": False,
+            "text": "checkpoint disagrees",
+            "title": "it is read from a checkpoint that is not the state its commits give (another table's, or rewritten)",
+        }
     return {"ok": False, "text": "not reproducible", "title": "its state cannot be rebuilt from the log"}
 
 

@@ -22,7 +22,8 @@ class VersionReachabilitySerializer(serializers.Serializer):
     readable = serializers.BooleanField(help_text="Its state can be rebuilt from the log and all its files exist.")
     restorable = serializers.BooleanField(help_text="Readable, or only files a restore would not add are missing.")
     reason = serializers.ChoiceField(
-        choices=["log_expired", "not_reproducible", "files_missing", "beyond_retention"], allow_null=True
+        choices=["log_expired", "not_reproducible", "files_missing", "beyond_retention", "checkpoint_mismatch"],
+        allow_null=True,
     )
     missingFiles = MissingFilesSerializer()
     retention = RetentionSerializer()

@@ -67,3 +67,35 @@ def test_time_travel_says_when_the_version_cannot_be_read(vacuumed, client) -> N
     latest = commit_times(vacuumed.location).timestamp(5)[0]
     html = client.get(f"/t/{vacuumed.slug}/versions/?as_of={latest}").content.decode()
     assert 'id="tt-answer"' in html and 'id="tt-unreachable"' not in html
+
+
+def test_a_checkpoint_that_disagrees_with_its_commits_is_named_in_the_api_and_the_history(
+    settings, tmp_path, client
+) -> None:
+    """A checkpoint at 3 listing a file no commit added (a sound one at 6 after it): versions
+    3..5, read from it, are unreadable with the reason, in the API and on the history page."""
+    import pyarrow.parquet as pq
+
+    from tables import sync
+
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    path = tmp_path / "events"
+    for i in range(8):
+        write_deltalake(str(path), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+        if i in (3, 6):
+            DeltaTable(str(path)).create_checkpoint()
+    checkpoint = path / "_delta_log" / f"{3:020d}.checkpoint.parquet"
+    table = pq.read_table(checkpoint)
+    rows = table.to_pylist()
+    add = next(r for r in rows if r.get("add"))
+    rows.append({**{k: None for k in add}, "add": {**add["add"], "path": "ghost.parquet"}})
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), checkpoint)
+    t = Table.objects.create(name="events", slug="events", location=str(path))
+    sync.sync_table(t.pk)
+
+    api = token_client(make_user("ana"))
+    entries = {e["version"]: e for e in api.get(f"/api/tables/{t.pk}/reachability/?limit=100").json()["results"]}
+    assert [v for v, e in sorted(entries.items()) if not e["readable"]] == [3, 4, 5]
+    assert {entries[v]["reason"] for v in (3, 4, 5)} == {"checkpoint_mismatch"}
+    client.force_login(make_user("bob"))
+    assert "checkpoint disagrees" in client.get("/t/events/history/").content.decode()
