@@ -17,7 +17,7 @@ from tables import broker, jobs, registration, sync
 from tables.models import Commit, Job, JobStatus, Table
 from tests.conftest import free_port, stop_process
 from tests.core.builders import file_table
-from tests.faults import RUNS
+from tests.faults import RUNS, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -80,16 +80,6 @@ def point_celery_at(url: str) -> None:
 
 def terminal(job: Job) -> Job | None:
     return Job.objects.filter(pk=job.pk, status__in=JobStatus.terminal()).first()
-
-
-def wait_until(check, what: str, timeout: float = 120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def three_tables(root: Path) -> list[Table]:

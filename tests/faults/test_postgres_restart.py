@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import REPO, free_port, stop_process
 from tests.core.builders import file_table
-from tests.faults import RUNS
+from tests.faults import RUNS, wait_until
 from tests.web.restore_tables import log_versions, restore_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -90,7 +90,7 @@ def deployment(redis_url):
         ),
     ]  # fmt: skip
     base = f"http://127.0.0.1:{port}/api"
-    _wait(lambda: _get(base + "/", {}) is not None, "gunicorn", 60)
+    wait_until(lambda: _get(base + "/", {}) is not None, "gunicorn", 60)
     yield {"base": base, "pg": pg, "env": env, "tables": tables, "log": work / "servers.log", **info}
     for proc in procs:
         stop_process(proc, grace=20)
@@ -128,16 +128,6 @@ def _get(url: str, headers: dict[str, str]):
         return None
 
 
-def _wait(check, what: str, timeout: float = 180):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def _retry(call, ok=(200, 201, 202), timeout: float = 60):
     """The same request again until it succeeds: each failure must be a clean 503."""
     failures = []
@@ -149,7 +139,7 @@ def _retry(call, ok=(200, 201, 202), timeout: float = 60):
         failures.append(r)
         return None
 
-    r = _wait(once, "a request to succeed after the restart", timeout)
+    r = wait_until(once, "a request to succeed after the restart", timeout)
     for bad in failures:
         assert bad.status_code == 503, bad.text[:300]
         assert bad.json()["error"]["code"] == "database_unavailable" and "Traceback" not in bad.text
@@ -162,7 +152,7 @@ def _terminal_job(d: dict, headers: dict, job_id: int) -> dict:
         body = r.json() if r is not None and r.status_code == 200 else {}
         return body if body.get("status") in ("succeeded", "failed", "skipped") else None
 
-    return _wait(done, f"job {job_id}")
+    return wait_until(done, f"job {job_id}")
 
 
 @RUNS
@@ -178,7 +168,9 @@ def test_requests_fail_cleanly_while_postgres_restarts_and_nothing_is_half_writt
     assert req.status_code == 201, req.text
     sync = requests.post(f"{d['base']}/tables/{long_id}/sync/", headers=ana, timeout=30)
     assert sync.status_code == 202, sync.text
-    _wait(lambda: (_get(f"{d['base']}/jobs/{sync.json()['id']}/", ana).json() or {}).get("status") == "running", "sync")
+    wait_until(
+        lambda: (_get(f"{d['base']}/jobs/{sync.json()['id']}/", ana).json() or {}).get("status") == "running", "sync"
+    )
 
     d["pg"].stop()  # mid-sync
     down = requests.get(f"{d['base']}/tables/", headers=ana, timeout=30)
@@ -199,7 +191,7 @@ def test_requests_fail_cleanly_while_postgres_restarts_and_nothing_is_half_writt
 
     history = requests.get(f"{d['base']}/tables/{long_id}/history/?limit=1", headers=ana, timeout=30).json()
     assert history["count"] == COMMITS  # every version once: no gap, no duplicate
-    restore = _wait(
+    restore = wait_until(
         lambda: (
             (r := _get(f"{d['base']}/restores/{req.json()['id']}/", ana)) is not None
             and r.json().get("status") in ("succeeded", "failed", "conflict")

@@ -21,7 +21,7 @@ import pytest
 from tables import jobs, registration, restore_requests, restore_runs, sync
 from tables.models import Commit, Job, JobStatus, RestoreRequest, RestoreStatus, SyncState, Table
 from tests.core.builders import file_table
-from tests.faults import RUNS
+from tests.faults import RUNS, wait_until
 from tests.web.restore_tables import log_versions, people, restore_table, rs_ids
 
 deltalake = pytest.importorskip("deltalake")
@@ -49,16 +49,6 @@ def kill_at(worker, marker: Path, timeout: float = 180) -> None:
         time.sleep(0.05)
     os.killpg(worker.pid, signal.SIGKILL)
     worker.wait(timeout=30)
-
-
-def wait_until(check, what: str, timeout: float = 180):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def stored_versions(table: Table) -> list[int]:
