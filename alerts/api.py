@@ -12,10 +12,10 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tables.api.common import TABLE_ID, Pagination
 from tables.api.parsers import BoundedJSONParser
 from tables.api.permissions import CanBrowse
 from tables.api.serializers import ErrorSerializer
-from tables.api.views import TABLE_ID, Pagination
 from tables.errors import printable
 from tables.lookup import table_by_key
 from tables.models import Table

@@ -7,3 +7,10 @@ class AlertsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "alerts"
     verbose_name = "Alerts"
+
+    def ready(self) -> None:
+        from tables.signals import commits_stored
+
+        from .hooks import on_commits_stored
+
+        commits_stored.connect(on_commits_stored, dispatch_uid="alerts.commits_stored")

@@ -1,5 +1,6 @@
-"""The calls other apps make into alerts (tables.sync after storing new commits). Light on
-imports on purpose: the sync imports this module, and it must not pull in the rules."""
+"""Where alerts hear from tables: the receiver of tables.signals.commits_stored (sent by the
+sync after storing new commits). Light on imports on purpose: it runs inside every sync, and
+must not pull in the rules."""
 
 from __future__ import annotations
 
@@ -22,3 +23,8 @@ def commits_stored(table: Table, versions: list[int], *, first_sync: bool) -> Sc
     scan = Scan.objects.create(table=table, first_version=min(versions), last_version=max(versions))
     transaction.on_commit(lambda: queue.send_quietly(EVALUATE_TASK, scan.pk))
     return scan
+
+
+def on_commits_stored(sender, *, table: Table, versions: list[int], first_sync: bool, **kwargs) -> None:
+    """The signal's receiver (connected in AlertsConfig.ready)."""
+    commits_stored(table, versions, first_sync=first_sync)

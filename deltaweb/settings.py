@@ -46,9 +46,13 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "tables",
-    "alerts",
     "credentials",
 ]
+# Alerts are an app of their own that plugs into tables through a signal (commits stored) and
+# optional templates; DELTAWEB_ALERTS=0 runs without it.
+DELTAWEB_ALERTS = env_bool("DELTAWEB_ALERTS", True)
+if DELTAWEB_ALERTS:
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("tables") + 1, "alerts")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -77,7 +81,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "tables.broker.context",  # the banner while the task queue does not answer
+                "tables.ui.site_context",  # alerts installed? background work paused?
             ],
         },
     },
@@ -242,9 +246,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tables.backfill_managed_tables",
         "schedule": float(DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS),
     },
-    "alerts-sweep": {"task": "alerts.sweep", "schedule": DELTAWEB_ALERT_SWEEP_SECONDS},
-    "alerts-silence": {"task": "alerts.check_silence", "schedule": DELTAWEB_ALERT_SILENCE_CHECK_SECONDS},
 }
+if DELTAWEB_ALERTS:
+    CELERY_BEAT_SCHEDULE["alerts-sweep"] = {"task": "alerts.sweep", "schedule": DELTAWEB_ALERT_SWEEP_SECONDS}
+    CELERY_BEAT_SCHEDULE["alerts-silence"] = {
+        "task": "alerts.check_silence",
+        "schedule": DELTAWEB_ALERT_SILENCE_CHECK_SECONDS,
+    }
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -275,6 +283,6 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "tables.models.JobStatus",
         "RestoreStatusEnum": "tables.models.RestoreStatus",
-        "SeverityEnum": "alerts.models.Severity",
+        **({"SeverityEnum": "alerts.models.Severity"} if DELTAWEB_ALERTS else {}),
     },
 }

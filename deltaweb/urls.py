@@ -4,6 +4,7 @@ The error handlers answer the API's JSON error for paths under /api/ and the pro
 pages elsewhere (tables.ui).
 """
 
+from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
@@ -14,12 +15,13 @@ urlpatterns = [
     # before django.contrib.auth.urls: the sign-in form counts failed attempts
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
-    # the alerts API first: the tables API answers every other /api/ path with its 404
-    path("api/", include("alerts.api_urls")),
     path("api/", include("tables.api.urls")),
     path("", include("tables.urls")),
-    path("", include("alerts.urls")),
 ]
+if apps.is_installed("alerts"):
+    # the alerts API before the tables API, which answers every other /api/ path with its 404
+    urlpatterns[3:3] = [path("api/", include("alerts.api_urls"))]
+    urlpatterns.append(path("", include("alerts.urls")))
 
 handler403 = "tables.ui.handler403"
 handler404 = "tables.ui.handler404"

@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest
 
 CHECK_SECONDS = 10.0
 _lock = threading.Lock()
@@ -52,10 +51,3 @@ def background_paused() -> bool:
 def forget() -> None:
     """Ask again on the next page (tests, and after a configuration change)."""
     _last["at"] = float("-inf")
-
-
-def context(request: HttpRequest) -> dict[str, Any]:
-    """Template context processor: `background_paused` for the banner in base.html."""
-    if not getattr(request, "user", None) or not request.user.is_authenticated:
-        return {"background_paused": False}
-    return {"background_paused": background_paused()}

@@ -20,7 +20,6 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from alerts import hooks as alert_hooks
 from tables.delta import errors as delta_errors
 from tables.delta.gc_pause import gc_paused
 from tables.delta.growth import FileState, growth_base, growth_start
@@ -30,7 +29,7 @@ from tables.delta.snapshot import TableConfig, read_commit_bytes
 from tables.delta.storage import Storage, as_storage
 from tables.delta.timestamps import CommitTimes, commit_times, times_of
 
-from . import faults, jobs
+from . import faults, jobs, signals
 from .commit_rows import CommitInsert, head_values, info_values
 from .errors import public_message
 from .models import Anomaly, Commit, Job, JobKind, SyncState, Table
@@ -344,7 +343,7 @@ def _store(
             num_files=latest_row.num_files if latest_row else table.num_files,
             size_bytes=latest_row.size_bytes if latest_row else table.size_bytes,
         )
-        alert_hooks.commits_stored(table, new_versions, first_sync=last is None)  # evaluated by a worker
+        signals.commits_stored.send(Table, table=table, versions=new_versions, first_sync=last is None)
     if files is not None and (new_versions or kept is not None):
         _keep(table, times, files)  # a sync rolled back leaves another last version: not continued
     return {"latestVersion": times.latest, "newCommits": total, "commitReads": times.reader.reads}

@@ -118,6 +118,16 @@ def alerts_installed() -> bool:
     return apps.is_installed("alerts")
 
 
+def site_context(request: HttpRequest) -> dict[str, Any]:
+    """Template context processor for every page: whether the alerts app is installed (its
+    navigation and live feed are included only then), and whether background work is paused
+    (the task queue does not answer: a banner says so, to signed-in users)."""
+    from . import broker
+
+    signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
+    return {"alerts_installed": alerts_installed(), "background_paused": signed_in and broker.background_paused()}
+
+
 def focus_first_error(form) -> None:
     """Move autofocus to the first field with an error, so the keyboard lands there."""
     invalid = [name for name in form.fields if name in form.errors]

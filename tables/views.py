@@ -72,7 +72,7 @@ def _table_rows(request: HttpRequest) -> tuple[Any, dict[str, Any]]:
         qs = qs.filter(last_synced_version__isnull=True)
     elif status == "managed":
         qs = qs.filter(managed__isnull=False).exclude(managed__state="proposed")
-    elif status == "alerts":
+    elif status == "alerts" and alerts_installed():
         qs = qs.filter(alerts__isnull=False)
     if alerts_installed():
         qs = qs.annotate(alert_count=Count("alerts", distinct=True))

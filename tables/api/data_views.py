@@ -25,9 +25,10 @@ from tables.models import Job, JobStatus, Table
 from tables.results import MAX_PAGE
 
 from . import serializers as s
+from .common import TABLE_ID, VERSION, _errors
 from .params import validated_query
 from .permissions import CanBrowse
-from .views import TABLE_ID, VERSION, _errors, _job_location, _version
+from .views import _job_location, _version
 
 MAX_VERSION = INT64_MAX
 

@@ -17,7 +17,6 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,7 +24,7 @@ from rest_framework.views import APIView
 from tables import history_export, versions
 from tables.errors import printable
 from tables.history import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
-from tables.lookup import INT64_MAX, parse_int64, table_by_key
+from tables.lookup import parse_int64, table_by_key
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
 from tables.reachability import parse_retention, table_reachability, vacuum_forecast
 from tables.registration import delete_table, register_table
@@ -35,6 +34,7 @@ from tables.sync import start_sync
 from . import restore_serializers as rs
 from . import serializers as s
 from . import shapes
+from .common import TABLE_ID, VERSION, Pagination, _errors
 from .params import validated_query
 from .permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 
@@ -53,76 +53,6 @@ def _history_filter(request) -> HistoryFilter:
     ).check()
 
 
-class Pagination(LimitOffsetPagination):
-    """limit/offset paging that rejects a bad limit or offset instead of ignoring it."""
-
-    default_limit = 50
-    max_limit = 1000
-
-    def _int_param(self, request, name: str, minimum: int) -> int | None:
-        raw = request.query_params.get(name)
-        if raw is None or raw == "":
-            return None
-        try:
-            value = int(raw)
-        except ValueError:
-            value = None
-        if value is None or value < minimum or value > INT64_MAX:
-            raise ValidationError({name: [f"must be an integer >= {minimum}, got '{raw[:40]}'."]})
-        return value
-
-    def get_limit(self, request) -> int:
-        value = self._int_param(request, self.limit_query_param, 1)
-        return self.default_limit if value is None else min(value, self.max_limit)
-
-    def get_offset(self, request) -> int:
-        return self._int_param(request, self.offset_query_param, 0) or 0
-
-    def get_schema_operation_parameters(self, view) -> list[dict[str, Any]]:
-        """limit and offset with the bounds get_limit/get_offset enforce (a bad one is a 400)."""
-        return [
-            {
-                "name": self.limit_query_param,
-                "required": False,
-                "in": "query",
-                "description": f"Number of results per page (1..{self.max_limit}; more is capped; default "
-                f"{self.default_limit}).",
-                "schema": {"type": "integer", "minimum": 1, "maximum": INT64_MAX, "format": "int64"},
-            },
-            {
-                "name": self.offset_query_param,
-                "required": False,
-                "in": "query",
-                "description": "The index of the first result (0 or more).",
-                "schema": {"type": "integer", "minimum": 0, "maximum": INT64_MAX, "format": "int64"},
-            },
-        ]
-
-
-def _errors(*codes: int) -> dict[int, OpenApiResponse]:
-    text = {
-        400: "Bad request (invalid parameters); body {error: {code, message}}",
-        401: "Not authenticated",
-        403: "Not allowed for this user",
-        404: "Table (or version, or restore request) not found",
-        409: "Conflict",
-        422: "The table's log cannot be read",
-    }
-    return {c: OpenApiResponse(s.ErrorSerializer, description=text[c]) for c in codes}
-
-
-TABLE_ID = OpenApiParameter(
-    "id",
-    {"type": "string", "minLength": 1, "maxLength": 200},
-    OpenApiParameter.PATH,
-    description="The table's numeric id (or its slug).",
-)
-VERSION = OpenApiParameter(
-    "version",
-    {"type": "integer", "format": "int64", "minimum": 0, "maximum": INT64_MAX},
-    OpenApiParameter.PATH,
-    description="A table version (>= 0).",
-)
 READ_ERRORS = (400, 401, 403, 404, 422)
 VACUUM_RETENTION = OpenApiParameter(
     "vacuumRetention",

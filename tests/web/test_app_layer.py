@@ -157,3 +157,48 @@ def test_a_broken_table_has_the_same_status_in_the_api_and_on_a_page(table, clie
     r_page = client.get(f"/t/{table.slug}/v/1/")
     assert r_api.status_code == r_page.status_code == 422
     assert r_api.json()["error"]["code"] == "not_a_delta_table"
+
+
+def test_tables_runs_without_the_alerts_app(tmp_path) -> None:
+    """alerts plugs in through a signal and optional templates: with DELTAWEB_ALERTS=0 (not
+    installed) a table registers, syncs and shows its pages and API, and nothing of alerts is
+    imported or routed."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    table = history_table(tmp_path / "tables" / "sales")
+    script = f"""
+import django, sys
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from django.apps import apps
+from django.contrib.auth.models import User
+from django.test import Client
+from tables import registration, sync
+assert not apps.is_installed("alerts")
+t = registration.register_table("Sales", {str(table)!r})
+sync.sync_table(t.pk)
+c = Client()
+c.force_login(User.objects.create_user("ana", password="x-ana"))
+for url in ("/", "/t/sales/", "/t/sales/history/", "/api/tables/", "/api/tables/sales/history/"):
+    r = c.get(url)
+    assert r.status_code == 200, (url, r.status_code)
+    assert b"Activity" not in r.content, url
+assert c.get("/activity/").status_code == 404 and c.get("/api/alerts/").status_code == 404
+assert not [m for m in sys.modules if m == "alerts" or m.startswith("alerts.")], "alerts was imported"
+print("OK")
+"""
+    env = {
+        **os.environ,
+        "DELTAWEB_ALERTS": "0",
+        "DJANGO_SETTINGS_MODULE": "deltaweb.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'noalerts.sqlite3'}",
+        "DELTAWEB_ALLOWED_ROOTS": str(tmp_path / "tables"),
+        "DELTAWEB_ALLOWED_HOSTS": "testserver",
+    }
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]

@@ -1,0 +1,86 @@
+"""What the API's view modules share, and what apps built on the API (alerts) import: the
+paging, the table and version path parameters, the documented error responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import LimitOffsetPagination
+
+from tables.lookup import INT64_MAX
+
+from . import serializers as s
+
+
+class Pagination(LimitOffsetPagination):
+    """limit/offset paging that rejects a bad limit or offset instead of ignoring it."""
+
+    default_limit = 50
+    max_limit = 1000
+
+    def _int_param(self, request, name: str, minimum: int) -> int | None:
+        raw = request.query_params.get(name)
+        if raw is None or raw == "":
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or value > INT64_MAX:
+            raise ValidationError({name: [f"must be an integer >= {minimum}, got '{raw[:40]}'."]})
+        return value
+
+    def get_limit(self, request) -> int:
+        value = self._int_param(request, self.limit_query_param, 1)
+        return self.default_limit if value is None else min(value, self.max_limit)
+
+    def get_offset(self, request) -> int:
+        return self._int_param(request, self.offset_query_param, 0) or 0
+
+    def get_schema_operation_parameters(self, view) -> list[dict[str, Any]]:
+        """limit and offset with the bounds get_limit/get_offset enforce (a bad one is a 400)."""
+        return [
+            {
+                "name": self.limit_query_param,
+                "required": False,
+                "in": "query",
+                "description": f"Number of results per page (1..{self.max_limit}; more is capped; default "
+                f"{self.default_limit}).",
+                "schema": {"type": "integer", "minimum": 1, "maximum": INT64_MAX, "format": "int64"},
+            },
+            {
+                "name": self.offset_query_param,
+                "required": False,
+                "in": "query",
+                "description": "The index of the first result (0 or more).",
+                "schema": {"type": "integer", "minimum": 0, "maximum": INT64_MAX, "format": "int64"},
+            },
+        ]
+
+
+def _errors(*codes: int) -> dict[int, OpenApiResponse]:
+    text = {
+        400: "Bad request (invalid parameters); body {error: {code, message}}",
+        401: "Not authenticated",
+        403: "Not allowed for this user",
+        404: "Table (or version, or restore request) not found",
+        409: "Conflict",
+        422: "The table's log cannot be read",
+    }
+    return {c: OpenApiResponse(s.ErrorSerializer, description=text[c]) for c in codes}
+
+
+TABLE_ID = OpenApiParameter(
+    "id",
+    {"type": "string", "minLength": 1, "maxLength": 200},
+    OpenApiParameter.PATH,
+    description="The table's numeric id (or its slug).",
+)
+VERSION = OpenApiParameter(
+    "version",
+    {"type": "integer", "format": "int64", "minimum": 0, "maximum": INT64_MAX},
+    OpenApiParameter.PATH,
+    description="A table version (>= 0).",
+)
