@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from . import charts, owner_services, pages, roles
+from .api.errors import error_body
 from .errors import ServiceError
 from .forms import RestoreRequestForm
 from .history import CACHE_SECONDS, has_expired, history, synced_key
@@ -103,7 +104,7 @@ def table_charts_json(request: HttpRequest, slug: str) -> JsonResponse:
     next sync: a 100,000-version table's page stays small and fast."""
     table = table_row(slug=slug)
     if table is None:
-        return JsonResponse({"error": f"There is no table '{slug[:100]}'."}, status=404)
+        return JsonResponse(error_body("not_found", f"There is no table '{slug[:100]}'."), status=404)
     key = f"charts:{synced_key(table)}:{cache_epoch()}"  # the reachability bands move with the clock
     data = cache.get(key)
     if data is None:

@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from . import pages, roles
+from .api.errors import error_body
 from .errors import ServiceError
 from .forms import RestoreDecisionForm, RestoreRequestForm
 from .models import RestoreRequest, RestoreStatus
@@ -185,7 +186,7 @@ def restore_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
 def restore_status(request: HttpRequest, pk: int) -> JsonResponse:
     req = RestoreRequest.objects.defer("plan", "result").filter(pk=pk).first() if pk <= MAX_ID else None
     if req is None:
-        resp = JsonResponse({"error": f"There is no restore request {pk}."}, status=404)
+        resp = JsonResponse(error_body("not_found", f"There is no restore request {pk}."), status=404)
     else:
         resp = JsonResponse(pages.restore_payload(req))
     resp["Cache-Control"] = "no-store"

@@ -25,6 +25,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from . import pages, roles
+from .api.errors import error_body
 from .errors import ServiceError
 from .forms import RegisterTableForm
 from .models import Job, JobStatus, SyncState, Table
@@ -169,7 +170,7 @@ def sync_now(request: HttpRequest, slug: str) -> HttpResponse:
 def job_status(request: HttpRequest, pk: int) -> JsonResponse:
     job = Job.objects.select_related("table").filter(pk=pk).first() if pk <= MAX_ID else None
     if job is None:
-        resp = JsonResponse({"error": f"There is no job {pk}."}, status=404)
+        resp = JsonResponse(error_body("not_found", f"There is no job {pk}."), status=404)
     else:
         resp = JsonResponse(pages.job_payload(job))
     resp["Cache-Control"] = "no-store"

@@ -105,7 +105,8 @@ def test_sync_now_shows_job_progress(browser, table) -> None:
     sync.sync_table(table.pk, job.pk)
     payload = browser.get(f"/jobs/{job.pk}.json").json()
     assert payload["status"] == "succeeded" and payload["stage"] == "done" and payload["terminal"] is True
-    assert browser.get("/jobs/999999.json").status_code == 404
+    r = browser.get("/jobs/999999.json")
+    assert r.status_code == 404 and r.json() == {"error": {"code": "not_found", "message": "There is no job 999999."}}
 
 
 def test_sync_now_ignores_offsite_next(browser, table) -> None:
@@ -493,4 +494,6 @@ def test_chart_data_needs_sign_in_and_a_known_table(browser, table) -> None:
     r = Client().get("/t/sales/charts.json")
     assert r.status_code == 302 and "/accounts/login/" in r["Location"]
     r = browser.get("/t/nope/charts.json")
-    assert r.status_code == 404 and "no table" in r.json()["error"]
+    assert (
+        r.status_code == 404 and r.json()["error"]["code"] == "not_found" and "no table" in r.json()["error"]["message"]
+    )
