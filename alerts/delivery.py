@@ -173,7 +173,8 @@ def redeliver(delivery: Delivery) -> Delivery:
 
 def sweep() -> dict[str, int]:
     """Beat: send deliveries whose retry is due (a lost message, a broker that was down),
-    release ones whose worker died mid-send, and send scans left queued."""
+    release ones whose worker died mid-send, and send scans left queued (or left running by a
+    worker that died: silent beyond DELTAWEB_JOB_SILENT_MINUTES)."""
     from .hooks import EVALUATE_TASK
     from .models import Scan, ScanStatus
 
@@ -188,8 +189,14 @@ def sweep() -> dict[str, int]:
     )
     for pk in due:
         queue.send_quietly(DELIVER_TASK, pk)
+    # a scan whose worker died mid-way is evaluated again at once: alerts are stored once
+    lease = now - timedelta(minutes=_setting("DELTAWEB_JOB_SILENT_MINUTES", 3))
+    running = Scan.objects.filter(status=ScanStatus.RUNNING)
+    rescued = list(running.filter(Q(claimed_at__lt=lease) | Q(claimed_at__isnull=True)).values_list("pk", flat=True))
+    rescued = [pk for pk in rescued if running.filter(pk=pk).update(status=ScanStatus.QUEUED) == 1]
     stale = now - timedelta(minutes=1)
-    scans = list(Scan.objects.filter(status=ScanStatus.QUEUED, created_at__lt=stale).values_list("pk", flat=True))
+    queued = Scan.objects.filter(status=ScanStatus.QUEUED, created_at__lt=stale).values_list("pk", flat=True)
+    scans = sorted(set(queued) | set(rescued))
     for pk in scans:
         queue.send_quietly(EVALUATE_TASK, pk)
     return {"deliveries": len(due), "scans": len(scans)}

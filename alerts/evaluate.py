@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from tables import faults
 from tables.errors import one_line
 from tables.models import Commit, Table
 
@@ -30,13 +31,15 @@ MAX_SCAN_COMMITS = 5000
 
 
 def _claim(scan_id: int) -> bool:
-    return Scan.objects.filter(pk=scan_id, status=ScanStatus.QUEUED).update(status=ScanStatus.RUNNING) == 1
+    queued = Scan.objects.filter(pk=scan_id, status=ScanStatus.QUEUED)
+    return queued.update(status=ScanStatus.RUNNING, claimed_at=timezone.now()) == 1
 
 
 def run_scan(scan_id: int) -> dict[str, Any]:
     """The worker's side: claim the scan (queued -> running once), evaluate, record the outcome."""
     if not _claim(scan_id):
         return {"skipped": True}
+    faults.reached("scan-claimed")
     scan = Scan.objects.select_related("table").get(pk=scan_id)
     lo = max(scan.first_version, scan.last_version - MAX_SCAN_COMMITS + 1)
     try:

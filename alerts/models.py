@@ -117,6 +117,7 @@ class Scan(models.Model):
     alerts = models.IntegerField(default=0)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True, help_text="when a worker took it")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -188,3 +188,33 @@ def test_a_delivery_killed_after_sending_is_sent_again_with_the_same_id(
     keys = [r.headers["idempotency-key"] for r in receiver.accepted()]
     # none lost; the one whose worker died was sent twice, with the same id
     assert sorted(keys) == sorted([str(d.key) for d in Delivery.objects.all()] + sent)
+
+
+@RUNS
+def test_an_alert_scan_killed_mid_way_is_evaluated_again_and_alerts_stored_once(
+    settings, tmp_path, celery_worker_factory, run
+) -> None:
+    import pyarrow as pa
+
+    from alerts import delivery
+    from alerts.models import Alert, Scan, ScanStatus
+    from tests.alerts.conftest import register_and_sync
+
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    path = tmp_path / "orders"
+    deltalake.write_deltalake(str(path), pa.table({"id": list(range(10))}))
+    table = register_and_sync("orders", path)
+    doomed = celery_worker_factory("doomed", fault_env(tmp_path, "scan-claimed"), concurrency=1)
+    deltalake.DeltaTable(str(path)).delete()  # every row: alerts to raise
+    sync.start_sync(table)
+    kill_at(doomed, tmp_path / "scan-claimed")
+    scan = Scan.objects.get(table=table)
+    assert scan.status == ScanStatus.RUNNING and not Alert.objects.exists()
+
+    settings.DELTAWEB_JOB_SILENT_MINUTES = 0.01  # the lease of a running scan, here 0.6 s
+    time.sleep(1)
+    celery_worker_factory("replacement")
+    assert delivery.sweep()["scans"] == 1
+    done = wait_until(lambda: Scan.objects.filter(pk=scan.pk, status=ScanStatus.DONE).first(), "the scan")
+    rules = list(Alert.objects.filter(table=table).values_list("rule", flat=True))
+    assert done.alerts == len(rules) > 0 and len(set(rules)) == len(rules)  # each alert once
