@@ -310,11 +310,16 @@ def learn(s, table_id: str, uri: str, path: Path) -> tuple[int, int]:
     return latest, json.loads(head)["commitInfo"]["inCommitTimestamp"]
 
 
-def writer_process(i: int, base: str, token: str, table_id: str, uri: str, path: Path, stop, out) -> None:
+def writer_process(
+    i: int, base: str, token: str, table_id: str, uri: str, path: Path, stop, out, keep_going: bool = False
+) -> None:
     """One writer in its own process (its own interpreter lock, as separate clients are): stage
     the next version, `commit` it; on a conflict reload and retry at once. Its numbers go to
     `out` when `stop` is set (times from perf_counter: the system's monotonic clock, comparable
-    across processes)."""
+    across processes). Any other error ends the writer, unless `keep_going` (a long run under
+    faults, benchmarks/load.py): then the commit's outcome is unknown, its txnId is reported as
+    unsure and never staged again (so a commit that did land is not committed twice), and the
+    writer reloads and goes on."""
     from unitycatalog.client.exceptions import ApiException
 
     from tables.delta import catalog_managed as cm
@@ -322,44 +327,142 @@ def writer_process(i: int, base: str, token: str, table_id: str, uri: str, path:
 
     latencies: list[float] = []
     accepted: dict[int, float] = {}
+    txns: dict[int, str] = {}  # version -> the txnId the catalog accepted there
+    unsure: list[str] = []
+    failures: list[str] = []
     spent: dict[str, list[float]] = {"stage": [], "commit": [], "conflict": [], "learn": []}
     attempts = conflicts = 0
     error = None
     s = UcSession(base, token)
     try:
-        latest, ict = learn(s, table_id, uri, path)
+        latest, ict = learn_until(s, table_id, uri, path, stop, keep_going, failures)
         k = 0
         while not stop.is_set():
             t0 = time.perf_counter()
             while not stop.is_set():
                 t1 = time.perf_counter()
-                staged = cm.stage_commit(str(path), latest + 1, [], "WRITE", previous_ict=ict, txn_id=f"w{i}-{k}")
+                txn = f"w{i}-{k}"
+                staged = cm.stage_commit(str(path), latest + 1, [], "WRITE", previous_ict=ict, txn_id=txn)
                 t2 = time.perf_counter()
                 attempts += 1
                 spent["stage"].append(t2 - t1)
                 try:
                     s.commit(table_id, uri, staged)
-                except ApiException as exc:
-                    if exc.status != 409:
+                except Exception as exc:
+                    conflict = isinstance(exc, ApiException) and exc.status == 409
+                    if not conflict and not keep_going:
                         raise
                     t3 = time.perf_counter()
-                    latest, ict = learn(s, table_id, uri, path)  # the winner, at once: no backoff
-                    conflicts += 1
-                    spent["conflict"].append(t3 - t2)
+                    if conflict:
+                        conflicts += 1
+                        spent["conflict"].append(t3 - t2)
+                    else:
+                        unsure.append(txn)
+                        failures.append(f"{type(exc).__name__}: {exc}"[:300])
+                        k += 1
+                    # the winner, at once: no backoff
+                    latest, ict = learn_until(s, table_id, uri, path, stop, keep_going, failures)
                     spent["learn"].append(time.perf_counter() - t3)
                     continue
                 now = time.perf_counter()
                 spent["commit"].append(now - t2)
                 latencies.append(now - t0)
                 accepted[staged.version] = now
+                txns[staged.version] = txn
                 latest, ict, k = staged.version, staged.in_commit_timestamp, k + 1
                 break
     except BaseException as exc:  # reported by the parent
         error = f"{type(exc).__name__}: {exc}"[:3000]
     finally:
         s.close()
-    out.put({"latencies": latencies, "accepted": accepted, "spent": spent, "attempts": attempts,
-             "conflicts": conflicts, "error": error, "cpu": time.process_time()})  # fmt: skip
+    out.put({"latencies": latencies, "accepted": accepted, "txns": txns, "unsure": unsure,
+             "failures": failures, "spent": spent, "attempts": attempts, "conflicts": conflicts,
+             "error": error, "cpu": time.process_time()})  # fmt: skip
+
+
+def learn_until(s, table_id: str, uri: str, path: Path, stop, keep_going: bool, failures: list[str]) -> tuple[int, int]:
+    """learn(); with `keep_going`, asked again every half second until it answers (or `stop`)."""
+    while True:
+        try:
+            return learn(s, table_id, uri, path)
+        except Exception as exc:
+            if not keep_going or stop.is_set():
+                raise
+            failures.append(f"{type(exc).__name__}: {exc}"[:300])
+            time.sleep(0.5)
+
+
+class Publisher:
+    """The client duty UC assigns, on a thread: publish ratified commits in order and report
+    the backfilled version, until `finish()` and nothing is left. `published`: version -> when
+    its `_delta_log/<v>.json` was written. An error ends it (in `errors`), unless `keep_going`:
+    then it is counted and the publisher tries again a second later."""
+
+    def __init__(self, base: str, token: str, table_id: str, uri: str, path: Path, keep_going: bool = False) -> None:
+        self.args = (base, token, table_id, uri, path)
+        self.keep_going = keep_going
+        self.writers_done = threading.Event()
+        self.lock = threading.Lock()
+        self.published: dict[int, float] = {}
+        self.errors: list[BaseException] = []
+        # the publisher's reload, writes, report (and its batch size)
+        self.spent: dict[str, list[float]] = {k: [] for k in ("pubGet", "pubWrite", "pubReport", "pubBatch")}
+        self.thread = threading.Thread(target=self.run, name="publisher")
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def finish(self) -> None:
+        """Call after the last writer's last answer: the publisher publishes what is left."""
+        self.writers_done.set()
+        self.thread.join()
+
+    def run(self) -> None:
+        from tests.web.uc_sdk import UcSession
+
+        base, token, *_ = self.args
+        s = UcSession(base, token)
+        try:
+            while True:
+                done = self.writers_done.is_set()  # after the last writer's last answer, not before
+                try:
+                    todo = self.publish_once(s)
+                except Exception as exc:
+                    self.errors.append(exc)
+                    if not self.keep_going:
+                        return
+                    time.sleep(1)
+                    continue
+                if done and not todo:
+                    return
+                if not todo:
+                    time.sleep(0.05)  # idle: poll gently, the writers need the server more
+        except BaseException as exc:  # reported by the caller
+            self.errors.append(exc)
+        finally:
+            s.close()
+
+    def publish_once(self, s) -> list[tuple[int, str]]:
+        from tables.delta import catalog_managed as cm
+
+        _base, _token, table_id, uri, path = self.args
+        t1 = time.perf_counter()
+        answer = s.get_commits(table_id, uri, 0)
+        todo = sorted((c.version, c.file_name) for c in answer.commits)
+        if todo:
+            t2 = time.perf_counter()
+            cm.publish(str(path), todo)
+            now = time.perf_counter()
+            with self.lock:
+                for v, _ in todo:
+                    self.published.setdefault(v, now)
+            s.commit(table_id, uri, None, backfilled=todo[-1][0])
+            with self.lock:
+                self.spent["pubGet"].append(t2 - t1)
+                self.spent["pubWrite"].append(now - t2)
+                self.spent["pubReport"].append(time.perf_counter() - now)
+                self.spent["pubBatch"].append(len(todo))
+        return todo
 
 
 def uc_round(
@@ -368,51 +471,15 @@ def uc_round(
     """`writers` SDK clients commit for `seconds`; a publisher publishes and reports."""
     import multiprocessing
 
-    from tables.delta import catalog_managed as cm
     from tests.web.uc_sdk import UcSession
 
-    writers_done = threading.Event()
-    lock = threading.Lock()
     latencies: list[float] = []
     accepted: dict[int, float] = {}  # version -> when its writer heard it was accepted
-    published: dict[int, float] = {}
     attempts, conflicts = [0], [0]
     errors: list[BaseException] = []
     # where a commit's time goes, client side: staging the file, the accepted commit's round
-    # trip, a conflict's round trip and the reload after it; the publisher's reload, writes, report
-    spent: dict[str, list[float]] = {
-        k: [] for k in ("stage", "commit", "conflict", "learn", "pubGet", "pubWrite", "pubReport", "pubBatch")
-    }
-
-    def publisher() -> None:
-        s = UcSession(base, token)
-        try:
-            while True:
-                done = writers_done.is_set()  # after the last writer's last answer, not before
-                t1 = time.perf_counter()
-                answer = s.get_commits(table_id, uri, 0)
-                todo = sorted((c.version, c.file_name) for c in answer.commits)
-                if todo:
-                    t2 = time.perf_counter()
-                    cm.publish(str(path), todo)
-                    now = time.perf_counter()
-                    with lock:
-                        for v, _ in todo:
-                            published.setdefault(v, now)
-                    s.commit(table_id, uri, None, backfilled=todo[-1][0])
-                    with lock:
-                        spent["pubGet"].append(t2 - t1)
-                        spent["pubWrite"].append(now - t2)
-                        spent["pubReport"].append(time.perf_counter() - now)
-                        spent["pubBatch"].append(len(todo))
-                if done and not todo:
-                    return
-                if not todo:
-                    time.sleep(0.05)  # idle: poll gently, the writers need the server more
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            s.close()
+    # trip, a conflict's round trip and the reload after it; the publisher's (Publisher.spent)
+    spent: dict[str, list[float]] = {k: [] for k in ("stage", "commit", "conflict", "learn")}
 
     probe = UcSession(base, token)
     try:
@@ -425,7 +492,7 @@ def uc_round(
         ctx.Process(target=writer_process, args=(i, base, token, table_id, uri, path, stop_all, out))
         for i in range(writers)
     ]
-    pub = threading.Thread(target=publisher)
+    pub = Publisher(base, token, table_id, uri, path)
     cpu_before = server_cpu(server_pid)
     started = time.perf_counter()
     for proc in procs:
@@ -437,8 +504,10 @@ def uc_round(
     for proc in procs:
         proc.join(timeout=30)
     elapsed = time.perf_counter() - started
-    writers_done.set()
-    pub.join()
+    pub.finish()
+    errors.extend(pub.errors)
+    published = pub.published
+    spent.update(pub.spent)
     server_seconds = server_cpu(server_pid) - cpu_before
     for r in reports:
         if r["error"]:
