@@ -10,6 +10,7 @@ import pytest
 
 from tables import registration, sync
 from tables.models import Table
+from tests.alerts.receivers import receiver  # noqa: F401 (a fixture of the delivery tests)
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 HANG = "hang"
 
 
@@ -98,3 +100,12 @@ def wait_until(check, timeout: float = 60, every: float = 0.2):
             return value
         time.sleep(every)
     return check()
+
+
+@pytest.fixture
+def receiver():
+    """A started WebhookReceiver with its URL as `.url` (import it into a test module)."""
+    r = WebhookReceiver()
+    r.url = r.start()
+    yield r
+    r.stop()

@@ -15,20 +15,11 @@ from alerts.models import Alert, Delivery, DeliveryStatus, Notification, Severit
 from tables import sync
 from tables.delta.timestamps import format_ms
 from tests.alerts.conftest import register_and_sync
-from tests.alerts.receivers import HANG, MailSink, WebhookReceiver, verify, wait_until
+from tests.alerts.receivers import HANG, MailSink, verify, wait_until
 from tests.conftest import free_port
 
 deltalake = pytest.importorskip("deltalake")
 aiosmtpd = pytest.importorskip("aiosmtpd.controller")
-
-
-@pytest.fixture
-def receiver():
-    r = WebhookReceiver()
-    url = r.start()
-    r.url = url
-    yield r
-    r.stop()
 
 
 @pytest.fixture

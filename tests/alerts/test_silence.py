@@ -21,7 +21,7 @@ from alerts.models import Alert, Delivery, Notification, RuleSetting, Severity
 from tables import sync
 from tables.models import Table
 from tests.alerts.conftest import register_and_sync
-from tests.alerts.receivers import WebhookReceiver, verify, wait_until
+from tests.alerts.receivers import verify, wait_until
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -129,14 +129,6 @@ def test_too_few_commits_or_a_stalled_sync_tell_nothing_and_the_beat_runs_the_ch
     from alerts import tasks
 
     assert tasks.check_silence.name == entry["task"]
-
-
-@pytest.fixture
-def receiver():
-    r = WebhookReceiver()
-    r.url = r.start()
-    yield r
-    r.stop()
 
 
 def test_the_beat_task_on_a_real_worker_delivers_one_signed_webhook(

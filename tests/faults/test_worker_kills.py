@@ -139,16 +139,6 @@ def test_a_restore_killed_at_its_commit_is_committed_exactly_once(
 # --- alert delivery ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def receiver():
-    from tests.alerts.receivers import WebhookReceiver
-
-    r = WebhookReceiver()
-    r.url = r.start()
-    yield r
-    r.stop()
-
-
 @RUNS
 def test_a_delivery_killed_after_sending_is_sent_again_with_the_same_id(
     settings, tmp_path, receiver, django_user_model, celery_worker_factory, run
