@@ -13,6 +13,12 @@ from typing import Any
 from tables.delta.errors import DeltaError
 
 
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The one error shape of the API and of the pages' JSON endpoints (the catalog API has
+    UC's own: tables.api.errors.uc_error_body)."""
+    return {"error": {"code": code, "message": message, **extra}}
+
+
 class ServiceError(Exception):
     """A request that cannot be served; `code` and `status` map onto API errors and pages."""
 

@@ -17,8 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from . import charts, owner_services, pages, roles
-from .api.errors import error_body
-from .errors import ServiceError
+from .errors import ServiceError, error_body
 from .forms import RestoreRequestForm
 from .history import CACHE_SECONDS, has_expired, history, synced_key
 from .hot_queries import table_row

@@ -14,8 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from . import pages, roles
-from .api.errors import error_body
-from .errors import ServiceError
+from .errors import ServiceError, error_body
 from .forms import RestoreDecisionForm, RestoreRequestForm
 from .models import RestoreRequest, RestoreStatus
 from .restore_requests import approve_restore, reject_restore, request_restore, selected_partitions, withdraw_restore

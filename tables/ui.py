@@ -160,7 +160,8 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     from django.views import defaults
 
-    from .api.errors import error_body, is_api_path
+    from .api.errors import is_api_path
+    from .errors import error_body
 
     if is_api_path(request):
         from django.http import JsonResponse

@@ -25,8 +25,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from . import pages, roles
-from .api.errors import error_body
-from .errors import ServiceError
+from .errors import ServiceError, error_body
 from .forms import RegisterTableForm
 from .models import Job, JobStatus, SyncState, Table
 from .registration import register_table

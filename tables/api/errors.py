@@ -40,7 +40,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from tables.delta.errors import DeltaError
-from tables.errors import ServiceError, http_status, printable, public_message
+from tables.errors import ServiceError, error_body, http_status, printable, public_message
 
 logger = logging.getLogger("tables.api")
 
@@ -51,10 +51,6 @@ DRF_CODES = {
     exceptions.NotFound: "not_found",
     exceptions.MethodNotAllowed: "method_not_allowed",
 }
-
-
-def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, **extra}}
 
 
 def _messages(detail: Any, prefix: str = "") -> list[str]:

@@ -37,7 +37,14 @@ from rest_framework.views import APIView, set_rollback
 
 from tables import owner_uc as uc
 from tables.api import uc_openapi
-from tables.api.errors import INTERNAL_MESSAGE, UC_PREFIX, too_large_message, uc_error_body
+from tables.api.errors import (
+    DATABASE_UNAVAILABLE,
+    INTERNAL_MESSAGE,
+    UC_PREFIX,
+    is_database_unavailable,
+    too_large_message,
+    uc_error_body,
+)
 from tables.api.parsers import BoundedJSONParser
 from tables.api.tokens import RoleTokenAuthentication
 from tables.delta.errors import DeltaError
@@ -73,6 +80,8 @@ def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
             headers["Retry-After"] = f"{int(exc.wait)}"
         return Response(uc_error_body(status, str(detail)), status=status, headers=headers or None)
     set_rollback()
+    if is_database_unavailable(exc):
+        return Response(uc_error_body(503, DATABASE_UNAVAILABLE), status=503, headers={"Retry-After": "5"})
     logger.exception("unexpected error in the catalog API", exc_info=exc)
     return Response(uc_error_body(500, INTERNAL_MESSAGE), status=500)
 

@@ -682,3 +682,22 @@ def test_a_huge_path_from_the_log_comes_back_cut_and_marked(api, browser, roots)
     assert huge["partitionValues"]["p"].endswith("…[truncated, 50000 characters]")
     page = browser.get("/t/huge/v/4/")
     assert page.status_code == 200 and len(page.content) < 200_000 and marker in page.content.decode()
+
+
+def test_a_lost_database_is_a_503_in_each_api_s_shape(api, uc_client, monkeypatch) -> None:
+    """What a restarting database looks like to a view (tests/faults/ restarts a real one)."""
+    from django.db import OperationalError
+
+    from tables import owner_uc
+    from tables.api import views
+
+    def gone(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(views.TableViewSet, "get_queryset", gone)
+    monkeypatch.setattr(owner_uc, "get_config", gone)
+    r = api.get("/api/tables/")
+    assert_error(r, 503, "database_unavailable")
+    assert int(r["Retry-After"]) > 0
+    r = uc_client.get(f"{UC}/v1/config", {"catalog": "main"})
+    assert assert_uc_error(r, 503)["type"] == "InternalServerErrorException" and int(r["Retry-After"]) > 0
