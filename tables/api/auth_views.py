@@ -14,7 +14,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
-from ..security import client_address, login_refused_for, record_login
+from ..signin_throttle import client_address, login_refused_for, record_login
 from . import serializers as s
 from .parsers import BoundedJSONParser
 
