@@ -230,7 +230,7 @@ def sweep_silent_jobs(older_than: timedelta | None = None) -> dict[str, list[int
     now = timezone.now()
     horizon = now - older_than
     failed, resent = [], []
-    for job in Job.objects.filter(status=JobStatus.RUNNING, progress_at__lt=horizon).select_related("table"):
+    for job in Job.objects.filter(status=JobStatus.RUNNING, progress_at__lt=horizon):
         since = job.progress_at.isoformat(timespec="seconds")
         error = (
             f"The job stopped without finishing during '{job.stage}': its worker was killed or restarted, or lost "

@@ -24,8 +24,8 @@ logger = logging.getLogger("tables.security")
 
 class RequestSizeMiddleware:
     """413 for a body larger than DATA_UPLOAD_MAX_MEMORY_SIZE, told by its Content-Length before
-    anything reads it: JSON in the API's shape under /api/ (the catalog's under its prefix), a
-    page elsewhere. Django would raise RequestDataTooBig only once a view reads the body."""
+    anything reads it: JSON in the API's shape under /api/ (the catalog's under its prefix), plain
+    text elsewhere. Django would raise RequestDataTooBig only once a view reads the body."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

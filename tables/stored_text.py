@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from tables.delta.text_bounds import cut, truncation_marker  # noqa: F401  (the one rule; re-exported)
+from tables.delta.text_bounds import cut  # the one rule for a cut string (marked with its length)
 
 # Strings of a table's log are untrusted and stored bounded; a value that was cut says so, and
 # how long it was, so nobody takes a cut userMetadata for the whole of it.

@@ -175,7 +175,13 @@ def handler500(request: HttpRequest) -> HttpResponse:
 
     from django.views import defaults
 
-    from .api.errors import DATABASE_UNAVAILABLE, api_server_error, is_api_path, is_database_unavailable
+    from .api.errors import (
+        DATABASE_RETRY_AFTER,
+        DATABASE_UNAVAILABLE,
+        api_server_error,
+        is_api_path,
+        is_database_unavailable,
+    )
 
     exc = sys.exc_info()[1]
     if is_api_path(request):
@@ -183,7 +189,7 @@ def handler500(request: HttpRequest) -> HttpResponse:
     if is_database_unavailable(exc):
         # a plain page: the site's frame would ask the database for the user again
         response = HttpResponse(DATABASE_UNAVAILABLE, status=503, content_type="text/plain; charset=utf-8")
-        response["Retry-After"] = "5"
+        response["Retry-After"] = DATABASE_RETRY_AFTER
         return response
     return defaults.server_error(request)
 

@@ -157,6 +157,16 @@ def redis_url():
     proc.wait(timeout=10)
 
 
+def use_broker(url: str) -> None:
+    """Send this process's tasks to the broker at `url` (not eagerly)."""
+    from deltaweb.celery import app
+
+    app.conf.broker_url = url
+    app.conf.task_always_eager = False
+    app._pool = None  # connections made before (to another broker) must not be reused
+    app.amqp._producer_pool = None
+
+
 @pytest.fixture
 def celery_worker_factory(redis_url, transactional_db, settings, tmp_path):
     """Start real Celery worker processes on the real broker, sharing the test database file:
@@ -165,13 +175,8 @@ def celery_worker_factory(redis_url, transactional_db, settings, tmp_path):
     import signal
     import sys
 
-    from deltaweb.celery import app
-
     db_url = database_url()
-    app.conf.broker_url = redis_url
-    app.conf.task_always_eager = False
-    app._pool = None  # connections made before (to another broker) must not be reused
-    app.amqp._producer_pool = None
+    use_broker(redis_url)
     started: list[tuple[subprocess.Popen, object]] = []
 
     def start(name: str = "worker", env: dict[str, str] | None = None, concurrency: int = 2) -> subprocess.Popen:

@@ -40,7 +40,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from tables.delta.errors import DeltaError
-from tables.errors import ServiceError, error_body, http_status, printable, public_message
+from tables.errors import ServiceError, error_body, http_status, one_line, printable, public_message
 
 logger = logging.getLogger("tables.api")
 
@@ -103,8 +103,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return _response("request_too_large", too_large_message(), 413)
     if is_database_unavailable(exc):
         set_rollback()
-        logger.warning("database unavailable in the API: %s", one_line_error(exc))
-        return _response("database_unavailable", DATABASE_UNAVAILABLE, 503, {"Retry-After": "5"})
+        logger.warning("database unavailable in the API: %s", one_line(exc))
+        return _response("database_unavailable", DATABASE_UNAVAILABLE, 503, {"Retry-After": DATABASE_RETRY_AFTER})
     if isinstance(exc, ServiceError):
         set_rollback()
         return _response(exc.code, public_message(exc.message, _table_of(context)), exc.status, **exc.extra)
@@ -205,6 +205,7 @@ def uc_not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonRe
 
 
 DATABASE_UNAVAILABLE = "The database does not answer (restarting?); nothing was changed. Try again in a few seconds."
+DATABASE_RETRY_AFTER = "5"  # seconds, the Retry-After of every such 503 (API, catalog, pages)
 
 
 def is_database_unavailable(exc: BaseException | None) -> bool:
@@ -213,10 +214,6 @@ def is_database_unavailable(exc: BaseException | None) -> bool:
     from django.db import InterfaceError, OperationalError
 
     return isinstance(exc, OperationalError | InterfaceError)
-
-
-def one_line_error(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
 
 
 INTERNAL_MESSAGE = (
@@ -229,7 +226,7 @@ def api_server_error(request: HttpRequest, exc: BaseException | None = None) -> 
     the database did not answer, e.g. while the session was read)."""
     if is_database_unavailable(exc):
         response = api_error(request, 503, "database_unavailable", DATABASE_UNAVAILABLE)
-        response["Retry-After"] = "5"
+        response["Retry-After"] = DATABASE_RETRY_AFTER
         return response
     return api_error(request, 500, "internal", INTERNAL_MESSAGE)
 

@@ -15,22 +15,9 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from tables.delta.jsonline import deeper_than
+
 MAX_JSON_DEPTH = 64
-
-
-def json_depth(value: Any) -> int:
-    """The nesting of a parsed JSON value (a scalar is 0), walked without recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = item.values()
-        elif not isinstance(item, list):
-            deepest = max(deepest, depth)
-            continue
-        deepest = max(deepest, depth + 1)
-        stack.extend((child, depth + 1) for child in item if isinstance(child, (dict, list)))
-    return deepest
 
 
 class BoundedJSONParser(JSONParser):
@@ -45,7 +32,7 @@ class BoundedJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep") from None
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {str(exc)[:200]}") from None
-        if json_depth(data) > MAX_JSON_DEPTH:
+        if deeper_than(data, MAX_JSON_DEPTH):
             raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep")
         return data
 

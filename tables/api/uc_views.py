@@ -38,6 +38,7 @@ from rest_framework.views import APIView, set_rollback
 from tables import owner_uc as uc
 from tables.api import uc_openapi
 from tables.api.errors import (
+    DATABASE_RETRY_AFTER,
     DATABASE_UNAVAILABLE,
     INTERNAL_MESSAGE,
     UC_PREFIX,
@@ -81,7 +82,9 @@ def uc_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
         return Response(uc_error_body(status, str(detail)), status=status, headers=headers or None)
     set_rollback()
     if is_database_unavailable(exc):
-        return Response(uc_error_body(503, DATABASE_UNAVAILABLE), status=503, headers={"Retry-After": "5"})
+        return Response(
+            uc_error_body(503, DATABASE_UNAVAILABLE), status=503, headers={"Retry-After": DATABASE_RETRY_AFTER}
+        )
     logger.exception("unexpected error in the catalog API", exc_info=exc)
     return Response(uc_error_body(500, INTERNAL_MESSAGE), status=500)
 

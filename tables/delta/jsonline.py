@@ -22,9 +22,9 @@ from .errors import CorruptLogError
 MAX_NESTING = 128
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+def deeper_than(value: Any, limit: int) -> bool:
     """Whether a decoded JSON value nests containers more than `limit` levels (iterative: the
-    value may be as deep as the decoder allows)."""
+    value may be as deep as the decoder allows). The API's JSON parser bounds bodies with it too."""
     stack = [(value, 1)] if isinstance(value, (dict, list)) else []
     while stack:
         node, depth = stack.pop()
@@ -40,7 +40,7 @@ def _too_deep(line: bytes, value: Any) -> bool:
     # every line costs; only a line with many (a wide schema's escaped text) is walked
     if line.count(b"{") + line.count(b"[") <= MAX_NESTING:
         return False
-    return _deeper_than(value, MAX_NESTING)
+    return deeper_than(value, MAX_NESTING)
 
 
 def _decoder_too_deep(exc: BaseException) -> bool:

@@ -15,7 +15,7 @@ import pytest
 
 from tables import broker, jobs, registration, sync
 from tables.models import Commit, Job, JobStatus, Table
-from tests.conftest import free_port, stop_process
+from tests.conftest import free_port, stop_process, use_broker
 from tests.core.builders import file_table
 from tests.faults import RUNS, wait_until
 
@@ -70,14 +70,6 @@ def own_redis(redis_url, settings):
     broker.forget()
 
 
-def point_celery_at(url: str) -> None:
-    from deltaweb.celery import app
-
-    app.conf.broker_url = url
-    app._pool = None
-    app.amqp._producer_pool = None
-
-
 def terminal(job: Job) -> Job | None:
     return Job.objects.filter(pk=job.pk, status__in=JobStatus.terminal()).first()
 
@@ -98,7 +90,7 @@ def test_queued_jobs_survive_a_broker_restart_and_pages_say_work_is_paused(
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     tables = three_tables(tmp_path)
     late = registration.register_table("late", str(file_table(tmp_path / "late", [1_700_000_000_000])))
-    point_celery_at(own_redis.url)  # after the factory's set-up, which names the session's broker
+    use_broker(own_redis.url)  # after the factory's set-up, which names the session's broker
     queued = [sync.start_sync(t) for t in tables]  # no worker yet: they wait in Redis
     assert all(Job.objects.get(pk=j.pk).status == JobStatus.QUEUED for j in queued)
 
