@@ -6,10 +6,9 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db import transaction
 
+from alerts import delivery
+from alerts.models import Alert, CustomRule, Delivery, DeliveryAttempt, RuleSetting, Scan, Subscription, WebhookEndpoint
 from tables.errors import ServiceError
-
-from . import delivery
-from .models import Alert, CustomRule, Delivery, DeliveryAttempt, RuleSetting, Scan, Subscription, WebhookEndpoint
 
 
 @admin.register(Alert)

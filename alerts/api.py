@@ -12,6 +12,9 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from alerts import activity, services
+from alerts import serializers as s
+from alerts.models import Alert, CustomRule, Severity
 from tables.api.common import TABLE_ID, Pagination
 from tables.api.parsers import BoundedJSONParser
 from tables.api.permissions import CanBrowse
@@ -19,10 +22,6 @@ from tables.api.serializers import ErrorSerializer
 from tables.errors import printable
 from tables.lookup import table_by_key
 from tables.models import Table
-
-from . import activity, services
-from . import serializers as s
-from .models import Alert, CustomRule, Severity
 
 FEED_PARAMS = [
     OpenApiParameter("table", str, description="a table's id or slug"),

@@ -4,7 +4,7 @@ every other /api/ path with a 404)."""
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from . import api
+from alerts import api
 
 app_name = "alerts-api"
 

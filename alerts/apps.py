@@ -9,8 +9,7 @@ class AlertsConfig(AppConfig):
     verbose_name = "Alerts"
 
     def ready(self) -> None:
+        from alerts.hooks import on_commits_stored
         from tables.signals import commits_stored
-
-        from .hooks import on_commits_stored
 
         commits_stored.connect(on_commits_stored, dispatch_uid="alerts.commits_stored")

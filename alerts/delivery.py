@@ -18,15 +18,14 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from alerts import queue
+from alerts.fanout import DELIVER_TASK
+from alerts.models import Alert, Channel, Delivery, DeliveryAttempt, DeliveryStatus
+from alerts.webhook import Outcome, bounded_body, post
 from tables import faults
 from tables.delta.timestamps import format_ms
 from tables.errors import ServiceError, one_line
 from tables.models import Commit
-
-from . import queue
-from .fanout import DELIVER_TASK
-from .models import Alert, Channel, Delivery, DeliveryAttempt, DeliveryStatus
-from .webhook import Outcome, bounded_body, post
 
 logger = logging.getLogger("alerts")
 
@@ -175,8 +174,8 @@ def sweep() -> dict[str, int]:
     """Beat: send deliveries whose retry is due (a lost message, a broker that was down),
     release ones whose worker died mid-send, and send scans left queued (or left running by a
     worker that died: silent beyond DELTAWEB_JOB_SILENT_MINUTES)."""
-    from .hooks import EVALUATE_TASK
-    from .models import Scan, ScanStatus
+    from alerts.hooks import EVALUATE_TASK
+    from alerts.models import Scan, ScanStatus
 
     now = timezone.now()
     Delivery.objects.filter(status=DeliveryStatus.SENDING, next_attempt_at__lt=now).update(

@@ -15,14 +15,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from alerts import fanout
+from alerts.facts import CommitFacts, commit_facts
+from alerts.models import Alert, CustomRule, RuleSetting, Scan, ScanStatus
+from alerts.rules import BUILTIN, custom
 from tables import faults
 from tables.errors import one_line
 from tables.models import Commit, Table
-
-from . import fanout
-from .facts import CommitFacts, commit_facts
-from .models import Alert, CustomRule, RuleSetting, Scan, ScanStatus
-from .rules import BUILTIN, custom
 
 logger = logging.getLogger("alerts")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Q
 
-from . import queue
-from .models import Alert, Channel, Delivery, Notification, Severity, Subscription
+from alerts import queue
+from alerts.models import Alert, Channel, Delivery, Notification, Severity, Subscription
 
 DELIVER_TASK = "alerts.deliver"
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from alerts import queue
+from alerts.models import Scan
 from tables.models import Table
-
-from . import queue
-from .models import Scan
 
 EVALUATE_TASK = "alerts.evaluate"
 

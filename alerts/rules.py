@@ -12,11 +12,10 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from alerts.facts import CommitFacts
+from alerts.models import CustomRule, MetricOp, Severity
 from tables.delta.diff import schema_changes
 from tables.errors import printable
-
-from .facts import CommitFacts
-from .models import CustomRule, MetricOp, Severity
 
 ICT_KEY = "delta.enableInCommitTimestamps"
 # the sync's per-version anomalies that are about In-Commit Timestamps (file times out of order

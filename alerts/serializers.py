@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from tables.lookup import INT64_MAX
-
-from .models import (
+from alerts.models import (
     Alert,
     Channel,
     CustomRule,
@@ -20,6 +18,7 @@ from .models import (
     Subscription,
     WebhookEndpoint,
 )
+from tables.lookup import INT64_MAX
 
 
 class AlertSerializer(serializers.ModelSerializer):

@@ -13,12 +13,8 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from tables import roles
-from tables.errors import ServiceError
-from tables.models import Table
-
-from . import delivery as deliveries
-from .models import (
+from alerts import delivery as deliveries
+from alerts.models import (
     Channel,
     CustomRule,
     Delivery,
@@ -29,8 +25,11 @@ from .models import (
     Subscription,
     WebhookEndpoint,
 )
-from .rules import BUILTIN
-from .urlcheck import check
+from alerts.rules import BUILTIN
+from alerts.urlcheck import check
+from tables import roles
+from tables.errors import ServiceError
+from tables.models import Table
 
 
 def _denied(what: str) -> ServiceError:

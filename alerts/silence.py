@@ -14,12 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from alerts.evaluate import record
+from alerts.facts import HISTORY_WINDOW
+from alerts.models import RuleSetting
+from alerts.rules import BUILTIN, rate_factor, usual_interval
 from tables.models import Commit, SyncState, Table
-
-from .evaluate import record
-from .facts import HISTORY_WINDOW
-from .models import RuleSetting
-from .rules import BUILTIN, rate_factor, usual_interval
 
 RATE_RULE = "commit_rate"
 SILENCE_RULE = "silence"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from . import delivery, evaluate, silence
-from .fanout import DELIVER_TASK
-from .hooks import EVALUATE_TASK
+from alerts import delivery, evaluate, silence
+from alerts.fanout import DELIVER_TASK
+from alerts.hooks import EVALUATE_TASK
 
 
 @shared_task(name=EVALUATE_TASK, acks_late=True)

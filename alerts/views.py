@@ -10,13 +10,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from alerts import activity, services
+from alerts.models import Channel, Severity
 from tables.errors import ServiceError
 from tables.lookup import parse_int64, table_by_key
 from tables.models import Table
 from tables.ui import PageError, context, page
-
-from . import activity, services
-from .models import Channel, Severity
 
 
 @page

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from .urlcheck import Target, check
+from alerts.urlcheck import Target, check
 
 MAX_RESPONSE = 64 * 1024
 

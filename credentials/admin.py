@@ -9,12 +9,11 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
+from credentials.crypto import CredentialsKeyError
+from credentials.lookup import canonical_prefix
+from credentials.models import StorageCredential
 from tables.delta.errors import DeltaError
 from tables.delta.objectstore_config import is_secret_option
-
-from .crypto import CredentialsKeyError
-from .lookup import canonical_prefix
-from .models import StorageCredential
 
 # the secret options an administrator can set, by the option names delta-rs and obstore take
 SECRET_FIELDS: dict[str, str] = {

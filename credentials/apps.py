@@ -9,9 +9,8 @@ class CredentialsConfig(AppConfig):
     verbose_name = "storage credentials"
 
     def ready(self) -> None:
+        from credentials.lookup import options_for
         from tables.delta.storage_api import set_options_provider
-
-        from .lookup import options_for
 
         # every storage the app opens (pages, API, workers, Spark jobs) gets the stored options
         # of its location's longest matching prefix, else the environment's credentials

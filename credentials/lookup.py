@@ -3,11 +3,10 @@ contains it (s3a:// matches s3:// prefixes), else none and the environment's var
 
 from __future__ import annotations
 
+from credentials.crypto import CredentialsKeyError
+from credentials.models import StorageCredential
 from tables.delta.errors import StorageError
 from tables.delta.objectstore_config import is_object_location, parse_location
-
-from .crypto import CredentialsKeyError
-from .models import StorageCredential
 
 
 def canonical_prefix(prefix: str) -> str:

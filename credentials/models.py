@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from . import crypto
+from credentials import crypto
 
 
 class StorageCredential(models.Model):

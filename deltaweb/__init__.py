@@ -1,6 +1,6 @@
 """deltaweb: history, time travel and restore for Delta Lake tables."""
 
-from .celery import app as celery_app
+from deltaweb.celery import app as celery_app
 
 __all__ = ("celery_app",)
 __version__ = "0.1.0"

@@ -19,9 +19,9 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from . import pages, roles
-from .errors import ServiceError
-from .models import (
+from tables import pages, roles
+from tables.errors import ServiceError
+from tables.models import (
     Anomaly,
     Commit,
     Job,
@@ -33,9 +33,9 @@ from .models import (
     RestoreStatus,
     Table,
 )
-from .registration import validate_location
-from .restore_requests import RESTORE_WARNING, approve_restore, reject_restore
-from .sync import start_sync
+from tables.registration import validate_location
+from tables.restore_requests import RESTORE_WARNING, approve_restore, reject_restore
+from tables.sync import start_sync
 
 
 class TableAdminForm(forms.ModelForm):

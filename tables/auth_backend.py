@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.contrib.auth.backends import ModelBackend
 
-from .hot_queries import user_row
+from tables.hot_queries import user_row
 
 
 class RoleModelBackend(ModelBackend):

@@ -11,9 +11,9 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import ServiceError
-from .models import Anomaly, Commit, Table
-from .reachability import table_reachability
+from tables.errors import ServiceError
+from tables.models import Anomaly, Commit, Table
+from tables.reachability import table_reachability
 
 # The charts draw at most this many of the newest versions.
 MAX_POINTS = 20_000

@@ -12,8 +12,8 @@ import orjson
 from django.db import connections, router
 from django.db.models.constants import OnConflict
 
-from .models import Commit
-from .stored_text import MAX_JSON_TEXT, MAX_TEXT, cut_json, fits, fits_text, text_of
+from tables.models import Commit
+from tables.stored_text import MAX_JSON_TEXT, MAX_TEXT, cut_json, fits, fits_text, text_of
 
 
 class Dumped:

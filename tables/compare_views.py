@@ -10,13 +10,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from tables import pages
 from tables.delta import errors as delta_errors
-
-from . import pages
-from .errors import ServiceError
-from .rows_views import diff_rows_context
-from .ui import PageError, context, page, page_error, table_of, version_param
-from .versions import diff
+from tables.errors import ServiceError
+from tables.rows_views import diff_rows_context
+from tables.ui import PageError, context, page, page_error, table_of, version_param
+from tables.versions import diff
 
 
 def _version_param(request: HttpRequest, name: str) -> int | None:

@@ -28,13 +28,12 @@ from typing import Any
 
 from django.conf import settings
 
+from tables import jobs
 from tables.delta import errors as delta_errors
-
-from . import jobs
-from .errors import ServiceError, is_spark_error, one_line, spark_failure
-from .models import Job, JobKind, JobStatus, Table
-from .results import read_page
-from .versions import snapshot_at
+from tables.errors import ServiceError, is_spark_error, one_line, spark_failure
+from tables.models import Job, JobKind, JobStatus, Table
+from tables.results import read_page
+from tables.versions import snapshot_at
 
 PREVIEW, CHANGES, ROWDIFF = JobKind.PREVIEW, JobKind.CHANGES, JobKind.ROWDIFF
 DATA_KINDS = JobKind.data_kinds()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from django import forms
 
-from .history import time_range
-from .lookup import INT64_MAX
+from tables.history import time_range
+from tables.lookup import INT64_MAX
 
 MAX_VERSION = INT64_MAX
 

@@ -20,10 +20,9 @@ from django.db.models import QuerySet
 
 from tables.delta.errors import InvalidTimestampError
 from tables.delta.timestamps import parse_timestamp
-
-from .errors import ServiceError
-from .lookup import INT64_MAX
-from .models import Commit, Table
+from tables.errors import ServiceError
+from tables.lookup import INT64_MAX
+from tables.models import Commit, Table
 
 CACHE_SECONDS = 3600
 

@@ -23,8 +23,7 @@ from django.http import StreamingHttpResponse
 
 from tables.delta.history import HISTORY_FIELDS
 from tables.delta.timestamps import format_ms
-
-from .models import Commit, Table
+from tables.models import Commit, Table
 
 # sort key in the URL -> the ORDER BY; the version breaks ties so paging is stable
 SORTS: dict[str, tuple[str, ...]] = {

@@ -14,14 +14,14 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
-from . import history_export, pages
-from .forms import HistoryFilterForm
-from .history import CACHE_SECONDS, HistoryFilter, has_expired, history, history_count, operations, synced_key
-from .models import Table
-from .reachability import answer_token, cache_epoch
-from .restore_requests import restore_ids_by_version
-from .table_tabs import reach_by_version, tab_context
-from .ui import PageError, page, query, table_of
+from tables import history_export, pages
+from tables.forms import HistoryFilterForm
+from tables.history import CACHE_SECONDS, HistoryFilter, has_expired, history, history_count, operations, synced_key
+from tables.models import Table
+from tables.reachability import answer_token, cache_epoch
+from tables.restore_requests import restore_ids_by_version
+from tables.table_tabs import reach_by_version, tab_context
+from tables.ui import PageError, page, query, table_of
 
 HISTORY_PAGE_SIZE = 50
 

@@ -21,8 +21,8 @@ from django.db import connection, connections
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from .models import ManagedTable, Table
-from .roles import ROLES
+from tables.models import ManagedTable, Table
+from tables.roles import ROLES
 
 
 def _q(name: str) -> str:

@@ -23,8 +23,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .errors import public_message
-from .models import Job, JobKind, JobStatus, SyncState, Table, params_hash
+from tables.errors import public_message
+from tables.models import Job, JobKind, JobStatus, SyncState, Table, params_hash
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ version or a table key means the same thing everywhere.
 
 from __future__ import annotations
 
-from .hot_queries import table_row
-from .models import Table
+from tables.hot_queries import table_row
+from tables.models import Table
 
 INT64_MAX = 2**63 - 1  # the largest version or id the database can hold
 

@@ -16,17 +16,17 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from . import charts, owner_services, pages, roles
-from .errors import ServiceError, error_body
-from .forms import RestoreRequestForm
-from .history import CACHE_SECONDS, has_expired, history, synced_key
-from .hot_queries import table_row
-from .models import Anomaly, RestoreRequest, RestoreStatus, Table
-from .owner_access import managed_of
-from .owner_db import summary as owner_summary
-from .reachability import cache_epoch
-from .table_tabs import REACH_PENDING, derived, reach_by_version, tab_context
-from .ui import PageError, alerts_installed, page, table_of
+from tables import charts, owner_services, pages, roles
+from tables.errors import ServiceError, error_body
+from tables.forms import RestoreRequestForm
+from tables.history import CACHE_SECONDS, has_expired, history, synced_key
+from tables.hot_queries import table_row
+from tables.models import Anomaly, RestoreRequest, RestoreStatus, Table
+from tables.owner_access import managed_of
+from tables.owner_db import summary as owner_summary
+from tables.reachability import cache_epoch
+from tables.table_tabs import REACH_PENDING, derived, reach_by_version, tab_context
+from tables.ui import PageError, alerts_installed, page, table_of
 
 ANOMALIES_SHOWN = 50
 

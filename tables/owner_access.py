@@ -13,9 +13,9 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
-from . import jobs
-from .models import ManagedTable, OwnerState, Table
-from .owner_db import DatabaseOwner
+from tables import jobs
+from tables.models import ManagedTable, OwnerState, Table
+from tables.owner_db import DatabaseOwner
 
 logger = logging.getLogger("tables.owner")
 

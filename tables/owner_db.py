@@ -38,6 +38,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
+from tables import faults
 from tables.delta.catalog_managed import check_maintenance, staged_name_ok
 from tables.delta.checkpoint import write_checkpoint
 from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
@@ -58,9 +59,7 @@ from tables.delta.owner import (
 )
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import Storage, as_storage, open_storage
-
-from . import faults
-from .models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
+from tables.models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
 
 
 def _restore_txn(txn: str) -> uuid.UUID | None:

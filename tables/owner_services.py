@@ -14,16 +14,15 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from tables import roles
 from tables.delta import errors as delta_errors
 from tables.delta import managed as core
-
-from . import roles
-from .errors import ServiceError, http_status
-from .models import ManagedTable, OwnerState, Table
-from .owner_access import database_owner, managed_of
-from .owner_db import table_conf
-from .registration import check_new_location, validate_location
-from .sync import start_sync
+from tables.errors import ServiceError, http_status
+from tables.models import ManagedTable, OwnerState, Table
+from tables.owner_access import database_owner, managed_of
+from tables.owner_db import table_conf
+from tables.registration import check_new_location, validate_location
+from tables.sync import start_sync
 
 logger = logging.getLogger("tables.owner")
 

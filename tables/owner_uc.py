@@ -25,20 +25,19 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from tables import roles
 from tables.delta import errors as delta_errors
 from tables.delta.catalog_managed import FEATURE, TABLE_ID_KEY
 from tables.delta.log import STAGED_COMMITS_DIR, commit_name, list_log
 from tables.delta.owner import CommitConflict, CommitRefused, CommitResponse, parse_commit
 from tables.delta.snapshot import load_table_config
 from tables.delta.storage import open_storage
-
-from . import roles
-from .errors import ServiceError
-from .hot_queries import managed_row
-from .models import ManagedTable, OwnerState, RatifiedCommit, Table, UcStagingTable
-from .owner_access import database_owner
-from .owner_db import table_conf
-from .registration import check_new_location, validate_location
+from tables.errors import ServiceError
+from tables.hot_queries import managed_row
+from tables.models import ManagedTable, OwnerState, RatifiedCommit, Table, UcStagingTable
+from tables.owner_access import database_owner
+from tables.owner_db import table_conf
+from tables.registration import check_new_location, validate_location
 
 PROTOCOL_VERSION = "1.0"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,254}$")
@@ -121,7 +120,7 @@ def get_config(catalog: str | None, protocol_versions: str | None) -> dict[str, 
 def storage_root() -> Path:
     """Where staging tables are allocated: DELTAWEB_UC_STORAGE_ROOT, else `__unitystorage/tables`
     under the first allowed root."""
-    from .registration import allowed_roots
+    from tables.registration import allowed_roots
 
     configured = getattr(settings, "DELTAWEB_UC_STORAGE_ROOT", "") or ""
     if configured:

@@ -7,8 +7,7 @@ import json
 from typing import Any
 
 from tables.delta.timestamps import format_ms
-
-from .models import Commit
+from tables.models import Commit
 
 
 def compact_json(value: Any) -> str:

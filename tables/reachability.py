@@ -21,10 +21,9 @@ from django.core.cache import cache
 
 from tables.delta import errors as delta_errors
 from tables.delta.reachability import Reachability, ReachState, answer, parse_interval, update_state
-
-from .errors import ServiceError, from_delta
-from .history import synced_key
-from .models import Table
+from tables.errors import ServiceError, from_delta
+from tables.history import synced_key
+from tables.models import Table
 
 CACHE_SECONDS = 300
 RETENTION_HELP = 'Give a retention such as "7 days", "interval 1 week" or "24 hours".'

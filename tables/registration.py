@@ -15,9 +15,8 @@ from tables.delta import errors as delta_errors
 from tables.delta.log import list_log
 from tables.delta.storage import allowed_roots as storage_allowed_roots
 from tables.delta.storage import as_storage, is_uri, local_path
-
-from .errors import ServiceError, from_delta
-from .models import Table
+from tables.errors import ServiceError, from_delta
+from tables.models import Table
 
 
 def allowed_roots() -> list[Path]:

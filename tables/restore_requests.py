@@ -15,19 +15,18 @@ from urllib.parse import unquote
 from django.db import transaction
 from django.utils import timezone
 
+from tables import jobs, roles
 from tables.delta import errors as delta_errors
 from tables.delta.actions import Metadata, dv_unique_id
 from tables.delta.diff import dict_diff, schema_changes, schema_fields
 from tables.delta.restore import plan_restore
 from tables.delta.snapshot import Snapshot
-
-from . import jobs, roles
-from .errors import ServiceError, http_status, one_line, public_message
-from .lookup import INT64_MAX
-from .models import RestoreEvent, RestoreRequest, RestoreStatus, Table
-from .owner_access import owner_of
-from .reachability import version_reachability
-from .versions import snapshot_at
+from tables.errors import ServiceError, http_status, one_line, public_message
+from tables.lookup import INT64_MAX
+from tables.models import RestoreEvent, RestoreRequest, RestoreStatus, Table
+from tables.owner_access import owner_of
+from tables.reachability import version_reachability
+from tables.versions import snapshot_at
 
 RESTORE_WARNING = (
     "a restore re-emits its files with dataChange=true; streaming and change-data readers will see them again"

@@ -23,19 +23,18 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from tables import faults, jobs
 from tables.delta import errors as delta_errors
 from tables.delta.replay import identity_keys
 from tables.delta.restore import RestorePlan, plan_restore
 from tables.delta.restore_commit import approved_change_on, commit_restore, files_added_since, find_restore_commit
-
-from . import faults, jobs
-from .errors import is_spark_error, one_line, public_message, spark_failure
-from .models import RestoreRequest, RestoreStatus, Table
-from .owner_access import owner_of
-from .owner_services import backfill
-from .restore_requests import MAX_TEXT, event, plan_payload, send_restore_on_commit
-from .sync import start_sync
-from .versions import snapshot_at
+from tables.errors import is_spark_error, one_line, public_message, spark_failure
+from tables.models import RestoreRequest, RestoreStatus, Table
+from tables.owner_access import owner_of
+from tables.owner_services import backfill
+from tables.restore_requests import MAX_TEXT, event, plan_payload, send_restore_on_commit
+from tables.sync import start_sync
+from tables.versions import snapshot_at
 
 logger = logging.getLogger("tables.restores")
 

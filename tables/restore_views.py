@@ -13,12 +13,18 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import pages, roles
-from .errors import ServiceError, error_body
-from .forms import RestoreDecisionForm, RestoreRequestForm
-from .models import RestoreRequest, RestoreStatus
-from .restore_requests import approve_restore, reject_restore, request_restore, selected_partitions, withdraw_restore
-from .ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
+from tables import pages, roles
+from tables.errors import ServiceError, error_body
+from tables.forms import RestoreDecisionForm, RestoreRequestForm
+from tables.models import RestoreRequest, RestoreStatus
+from tables.restore_requests import (
+    approve_restore,
+    reject_restore,
+    request_restore,
+    selected_partitions,
+    withdraw_restore,
+)
+from tables.ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
 
 RESTORES_PAGE_SIZE = 50
 _RESTORE_FIELDS = {

@@ -20,14 +20,13 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from tables import data_jobs
 from tables.delta.errors import DeltaError
-
-from . import data_jobs
-from .errors import ServiceError
-from .models import Job, JobStatus, Table
-from .results import part_files, table_to_json
-from .ui import MAX_ID, PageError, job_param, page, page_error, table_of, version_param
-from .versions import version_summary
+from tables.errors import ServiceError
+from tables.models import Job, JobStatus, Table
+from tables.results import part_files, table_to_json
+from tables.ui import MAX_ID, PageError, job_param, page, page_error, table_of, version_param
+from tables.versions import version_summary
 
 ROWS_PAGE = 25
 CELL_CHARS = 80

@@ -16,8 +16,8 @@ from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 
-from . import ui
-from .signin_throttle import login_refused_for, record_login
+from tables import ui
+from tables.signin_throttle import login_refused_for, record_login
 
 logger = logging.getLogger("tables.security")
 
@@ -37,7 +37,7 @@ class RequestSizeMiddleware:
         except ValueError:
             length = 0
         if limit is not None and length > limit:
-            from .api.errors import api_error, is_api_path, too_large_message
+            from tables.api.errors import api_error, is_api_path, too_large_message
 
             if is_api_path(request):
                 return api_error(request, 413, "request_too_large", too_large_message())

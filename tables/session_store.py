@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
 
-from .hot_queries import session_row
+from tables.hot_queries import session_row
 
 
 class SessionStore(DatabaseSessionStore):

@@ -20,6 +20,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from tables import faults, jobs, signals
+from tables.commit_rows import CommitInsert, head_values, info_values
 from tables.delta import errors as delta_errors
 from tables.delta.gc_pause import gc_paused
 from tables.delta.growth import FileState, growth_base, growth_start
@@ -28,13 +30,10 @@ from tables.delta.log import commit_name, latest_version, list_log_from
 from tables.delta.snapshot import TableConfig, read_commit_bytes
 from tables.delta.storage import Storage, as_storage
 from tables.delta.timestamps import CommitTimes, commit_times, times_of
-
-from . import faults, jobs, signals
-from .commit_rows import CommitInsert, head_values, info_values
-from .errors import public_message
-from .models import Anomaly, Commit, Job, JobKind, SyncState, Table
-from .owner_access import owner_of
-from .sync_reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
+from tables.errors import public_message
+from tables.models import Anomaly, Commit, Job, JobKind, SyncState, Table
+from tables.owner_access import owner_of
+from tables.sync_reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
 
 SYNC_LEASE = timedelta(minutes=15)
 BATCH = 2000

@@ -16,12 +16,11 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+from tables.commit_rows import info_values
 from tables.delta import errors as delta_errors
 from tables.delta.commitinfo import CommitInfoRead, parse_commit_info
 from tables.delta.log import LogFile
 from tables.delta.storage import Storage
-
-from .commit_rows import info_values
 
 KEEP_BYTES = 1 << 20  # a bigger commit is read again for growth (memory-mapped when big)
 PROCESS_MIN = 10_000  # new commits of a local log from which processes read them

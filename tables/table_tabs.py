@@ -12,11 +12,10 @@ from django.http import HttpRequest
 
 from tables.delta import errors as delta_errors
 from tables.delta.timestamps import format_ms
-
-from .errors import ServiceError
-from .models import SyncState, Table
-from .reachability import table_reachability
-from .ui import context, job_param
+from tables.errors import ServiceError
+from tables.models import SyncState, Table
+from tables.reachability import table_reachability
+from tables.ui import context, job_param
 
 REACH_PENDING = "This table's log is long: what can still be read is being computed. Reload in a moment."
 

@@ -23,10 +23,9 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import transaction
 
+from tables import data_jobs, jobs, owner_services, restore_runs, sync
 from tables.delta.restore import RestorePlan
-
-from . import data_jobs, jobs, owner_services, restore_runs, sync
-from .models import Job, Table
+from tables.models import Job, Table
 
 logger = logging.getLogger(__name__)
 

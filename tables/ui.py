@@ -14,13 +14,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from tables import roles
 from tables.delta import errors as delta_errors
-
-from . import roles
-from .errors import ServiceError, http_status, public_message
-from .hot_queries import table_row
-from .lookup import INT64_MAX, parse_int64
-from .models import Job, Table
+from tables.errors import ServiceError, http_status, public_message
+from tables.hot_queries import table_row
+from tables.lookup import INT64_MAX, parse_int64
+from tables.models import Job, Table
 
 MAX_ID = INT64_MAX  # the largest version or id the database can hold
 
@@ -122,7 +121,7 @@ def site_context(request: HttpRequest) -> dict[str, Any]:
     """Template context processor for every page: whether the alerts app is installed (its
     navigation and live feed are included only then), and whether background work is paused
     (the task queue does not answer: a banner says so, to signed-in users)."""
-    from . import broker
+    from tables import broker
 
     signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
     return {"alerts_installed": alerts_installed(), "background_paused": signed_in and broker.background_paused()}
@@ -148,7 +147,7 @@ def focus_first_error(form) -> None:
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     from django.views import defaults
 
-    from .api.errors import is_api_path, not_found_view
+    from tables.api.errors import is_api_path, not_found_view
 
     if is_api_path(request):
         return not_found_view(request)
@@ -160,8 +159,8 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     from django.views import defaults
 
-    from .api.errors import is_api_path
-    from .errors import error_body
+    from tables.api.errors import is_api_path
+    from tables.errors import error_body
 
     if is_api_path(request):
         from django.http import JsonResponse
@@ -175,7 +174,7 @@ def handler500(request: HttpRequest) -> HttpResponse:
 
     from django.views import defaults
 
-    from .api.errors import (
+    from tables.api.errors import (
         DATABASE_RETRY_AFTER,
         DATABASE_UNAVAILABLE,
         api_server_error,
@@ -198,7 +197,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW: JSON under /api/, Django's explanation page elsewhere."""
     from django.views.csrf import csrf_failure as django_csrf_failure
 
-    from .api.errors import api_csrf_failure, is_api_path
+    from tables.api.errors import api_csrf_failure, is_api_path
 
     if is_api_path(request):
         return api_csrf_failure(reason)

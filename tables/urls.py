@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import compare_views, history_views, overview_views, restore_views, rows_views, versions_views, views
+from tables import compare_views, history_views, overview_views, restore_views, rows_views, versions_views, views
 
 app_name = "tables"
 

@@ -15,11 +15,10 @@ from tables.delta import errors as delta_errors
 from tables.delta.diff import snapshot_diff
 from tables.delta.snapshot import Snapshot, load_snapshot
 from tables.delta.timestamps import commit_times, parse_timestamp, resolve_timestamp
-
-from .errors import ServiceError
-from .models import Commit, Table
-from .owner_access import owner_of
-from .reachability import version_reachability
+from tables.errors import ServiceError
+from tables.models import Commit, Table
+from tables.owner_access import owner_of
+from tables.reachability import version_reachability
 
 _SNAPSHOTS: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
 _SNAPSHOT_LOCK = Lock()

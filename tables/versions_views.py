@@ -10,20 +10,19 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
+from tables import pages
 from tables.delta import errors as delta_errors
 from tables.delta.reachability import MAX_INTERVAL_TEXT
 from tables.delta.timestamps import format_ms
-
-from . import pages
-from .errors import ServiceError, public_message
-from .forms import TimeTravelForm
-from .history import history
-from .models import Commit, Table
-from .reachability import parse_retention, table_reachability, vacuum_forecast
-from .rows_views import version_rows_context
-from .table_tabs import REACH_PENDING, tab_context
-from .ui import MAX_ID, PageError, context, page, table_of, version_param
-from .versions import resolve, version_files, version_summary
+from tables.errors import ServiceError, public_message
+from tables.forms import TimeTravelForm
+from tables.history import history
+from tables.models import Commit, Table
+from tables.reachability import parse_retention, table_reachability, vacuum_forecast
+from tables.rows_views import version_rows_context
+from tables.table_tabs import REACH_PENDING, tab_context
+from tables.ui import MAX_ID, PageError, context, page, table_of, version_param
+from tables.versions import resolve, version_files, version_summary
 
 FILES_PAGE_SIZE = 100
 

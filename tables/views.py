@@ -24,13 +24,13 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import pages, roles
-from .errors import ServiceError, error_body
-from .forms import RegisterTableForm
-from .models import Job, JobStatus, SyncState, Table
-from .registration import register_table
-from .sync import start_sync
-from .ui import MAX_ID, PageError, alerts_installed, context, focus_first_error, job_param, page, query, table_of
+from tables import pages, roles
+from tables.errors import ServiceError, error_body
+from tables.forms import RegisterTableForm
+from tables.models import Job, JobStatus, SyncState, Table
+from tables.registration import register_table
+from tables.sync import start_sync
+from tables.ui import MAX_ID, PageError, alerts_installed, context, focus_first_error, job_param, page, query, table_of
 
 # --- table list and registration -------------------------------------------------------
 

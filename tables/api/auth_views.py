@@ -14,9 +14,9 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
-from ..signin_throttle import client_address, login_refused_for, record_login
-from . import serializers as s
-from .parsers import BoundedJSONParser
+from tables.api import serializers as s
+from tables.api.parsers import BoundedJSONParser
+from tables.signin_throttle import client_address, login_refused_for, record_login
 
 # --- sign-in and the schema -----------------------------------------------------------------
 

@@ -9,9 +9,8 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 
+from tables.api import serializers as s
 from tables.lookup import INT64_MAX
-
-from . import serializers as s
 
 
 class Pagination(LimitOffsetPagination):

@@ -19,16 +19,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables import data_jobs
+from tables.api import serializers as s
+from tables.api.common import TABLE_ID, VERSION, _errors
+from tables.api.params import validated_query
+from tables.api.permissions import CanBrowse
+from tables.api.views import _job_location, _version
 from tables.errors import ServiceError
 from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Job, JobStatus, Table
 from tables.results import MAX_PAGE
-
-from . import serializers as s
-from .common import TABLE_ID, VERSION, _errors
-from .params import validated_query
-from .permissions import CanBrowse
-from .views import _job_location, _version
 
 MAX_VERSION = INT64_MAX
 

@@ -22,13 +22,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables import roles
+from tables.api import serializers as s
 from tables.delta.owner import encode_actions
 from tables.delta.owner_client import outcome_to_http
 from tables.models import ManagedTable
 from tables.owner_access import database_owner
 from tables.owner_db import table_conf
-
-from . import serializers as s
 
 
 class CanWriteManaged(BasePermission):

@@ -12,11 +12,10 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from tables.api.shapes import VersionReachabilitySerializer
 from tables.delta.history import HISTORY_FIELDS
 from tables.lookup import INT64_MAX as MAX_VERSION
 from tables.models import Anomaly, Commit, Job, Table
-
-from .shapes import VersionReachabilitySerializer
 
 # --- helpers -------------------------------------------------------------------------
 

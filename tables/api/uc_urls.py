@@ -8,8 +8,8 @@ the main API's catch-all (tables.api.urls) would answer in its own.
 
 from django.urls import re_path
 
-from . import uc_views as v
-from .errors import uc_not_found_view
+from tables.api import uc_views as v
+from tables.api.errors import uc_not_found_view
 
 _NAME = r"[^/]+"
 _TABLE = rf"^delta/v1/catalogs/(?P<catalog>{_NAME})/schemas/(?P<schema>{_NAME})/tables/(?P<table>{_NAME})"

@@ -3,11 +3,11 @@
 from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
-from .auth_views import DocsView, SchemaView, TokenView
-from .data_views import ChangesView, JobResultsView, RowDiffView, VersionRowsView
-from .errors import not_found_view
-from .owner_views import OwnerBackfillView, OwnerCommitsView
-from .views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
+from tables.api.auth_views import DocsView, SchemaView, TokenView
+from tables.api.data_views import ChangesView, JobResultsView, RowDiffView, VersionRowsView
+from tables.api.errors import not_found_view
+from tables.api.owner_views import OwnerBackfillView, OwnerCommitsView
+from tables.api.views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
 
 app_name = "api"
 

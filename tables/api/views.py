@@ -22,6 +22,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables import history_export, versions
+from tables.api import restore_serializers as rs
+from tables.api import serializers as s
+from tables.api import shapes
+from tables.api.common import TABLE_ID, VERSION, Pagination, _errors
+from tables.api.params import validated_query
+from tables.api.permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 from tables.errors import printable
 from tables.history import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
 from tables.lookup import parse_int64, table_by_key
@@ -30,13 +36,6 @@ from tables.reachability import parse_retention, table_reachability, vacuum_fore
 from tables.registration import delete_table, register_table
 from tables.restore_requests import approve_restore, reject_restore, request_restore, withdraw_restore
 from tables.sync import start_sync
-
-from . import restore_serializers as rs
-from . import serializers as s
-from . import shapes
-from .common import TABLE_ID, VERSION, Pagination, _errors
-from .params import validated_query
-from .permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 
 
 def _history_filter(request) -> HistoryFilter:

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from .errors import CorruptLogError
-from .jsonline import loads_line
+from tables.delta.errors import CorruptLogError
+from tables.delta.jsonline import loads_line
 
 DV_TYPE = pa.struct(
     [

@@ -24,10 +24,10 @@ from typing import Any
 
 import orjson
 
-from .commit import ENGINE_INFO, commit_bytes, new_table_metadata, now_ms
-from .errors import CommitConflictError, ManagedTableError
-from .log import LOG_DIR, STAGED_COMMITS_DIR, commit_name, ratified_commit_path, staged_commit_name
-from .storage import Storage, as_storage
+from tables.delta.commit import ENGINE_INFO, commit_bytes, new_table_metadata, now_ms
+from tables.delta.errors import CommitConflictError, ManagedTableError
+from tables.delta.log import LOG_DIR, STAGED_COMMITS_DIR, commit_name, ratified_commit_path, staged_commit_name
+from tables.delta.storage import Storage, as_storage
 
 FEATURE = "catalogManaged"
 ICT_FEATURE = "inCommitTimestamp"

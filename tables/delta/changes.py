@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from .actions import Metadata, Protocol, parse_actions
-from .dv import read_deletion_vector
-from .errors import CorruptLogError, VersionNotFoundError
-from .log import commit_name, list_log
-from .snapshot import load_snapshot, load_table_config
-from .storage import Storage, as_storage
-from .timestamps import commit_times, format_ms
+from tables.delta.actions import Metadata, Protocol, parse_actions
+from tables.delta.dv import read_deletion_vector
+from tables.delta.errors import CorruptLogError, VersionNotFoundError
+from tables.delta.log import commit_name, list_log
+from tables.delta.snapshot import load_snapshot, load_table_config
+from tables.delta.storage import Storage, as_storage
+from tables.delta.timestamps import commit_times, format_ms
 
 CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")
 _FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?/")

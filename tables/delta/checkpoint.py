@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .actions import (
+from tables.delta.actions import (
     NON_FILE_ACTIONS,
     ActionBatch,
     bool_array,
@@ -26,10 +26,10 @@ from .actions import (
     read_json_actions,
     true_runs,
 )
-from .errors import CorruptCheckpointError, CorruptLogError, DeltaError
-from .jsonline import loads_line
-from .log import LOG_DIR, LogFile
-from .storage import Storage
+from tables.delta.errors import CorruptCheckpointError, CorruptLogError, DeltaError
+from tables.delta.jsonline import loads_line
+from tables.delta.log import LOG_DIR, LogFile
+from tables.delta.storage import Storage
 
 _FILE_FIELDS = {
     "add": ("path", "partitionValues", "size", "modificationTime", "dataChange", "deletionVector"),

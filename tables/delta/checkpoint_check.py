@@ -22,12 +22,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .checkpoint import CheckpointReader, ParquetPart
-from .errors import CheckpointMismatchError, CorruptLogError
-from .log import LogFile, LogListing, complete_checkpoint, read_last_checkpoint
-from .replay import identity_keys
-from .storage import Storage
-from .text_bounds import cut
+from tables.delta.checkpoint import CheckpointReader, ParquetPart
+from tables.delta.errors import CheckpointMismatchError, CorruptLogError
+from tables.delta.log import LogFile, LogListing, complete_checkpoint, read_last_checkpoint
+from tables.delta.replay import identity_keys
+from tables.delta.storage import Storage
+from tables.delta.text_bounds import cut
 
 _SHOWN = 200  # characters of a table id quoted in a detail (log strings are untrusted)
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .errors import DeltaError
+from tables.delta.errors import DeltaError
 
 if TYPE_CHECKING:
     pass
@@ -153,8 +153,8 @@ def _fail(message: str) -> int:
 
 def restore_payload(path: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Plan a RESTORE; with dry_run, the plan; otherwise commit it and return the result."""
-    from .restore import plan_restore
-    from .restore_commit import commit_restore
+    from tables.delta.restore import plan_restore
+    from tables.delta.restore_commit import commit_restore
 
     plan = plan_restore(
         path,
@@ -174,19 +174,19 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
     """The payload of subcommand `sub` with parsed options `opts` (raises on failure)."""
     path = opts["path"]
     if sub == "snapshot":
-        from .snapshot import load_snapshot
+        from tables.delta.snapshot import load_snapshot
 
         return load_snapshot(path, opts.get("version")).summary(files=not opts.get("no_files"))
     if sub == "history":
         limit = opts.get("limit")
         if limit is not None and limit < 0:
             raise ValueError("--limit must be >= 0")
-        from .history import history_rows
-        from .timestamps import commit_times
+        from tables.delta.history import history_rows
+        from tables.delta.timestamps import commit_times
 
         return history_rows(commit_times(path), offset=max(0, opts.get("offset") or 0), limit=limit)
     if sub == "resolve":
-        from .timestamps import commit_times, parse_timestamp, resolve_timestamp
+        from tables.delta.timestamps import commit_times, parse_timestamp, resolve_timestamp
 
         t = parse_timestamp(opts["timestamp"])
         return resolve_timestamp(
@@ -196,19 +196,19 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
             allow_earliest=opts.get("allow_earliest", False),
         )
     if sub == "timeline":
-        from .history import timeline
-        from .timestamps import commit_times
+        from tables.delta.history import timeline
+        from tables.delta.timestamps import commit_times
 
         return timeline(commit_times(path))
     if sub == "enable-ict":
-        from .commit import enable_ict
+        from tables.delta.commit import enable_ict
 
         return enable_ict(path)
     if sub == "restore":
         return restore_payload(path, opts)
     if sub == "reachability":
-        from .reachability import parse_interval, reachability
-        from .timestamps import parse_timestamp
+        from tables.delta.reachability import parse_interval, reachability
+        from tables.delta.timestamps import parse_timestamp
 
         at = parse_timestamp(opts["at"]) if opts.get("at") else int(time.time() * 1000)
         retention = None
@@ -237,7 +237,7 @@ def _compact(value: Any) -> str:
 
 def as_text(sub: str, p: Any) -> str:
     """The readable rendering of subcommand `sub`'s payload `p`."""
-    from .timestamps import format_ms
+    from tables.delta.timestamps import format_ms
 
     if sub == "snapshot":
         proto = p["protocol"]

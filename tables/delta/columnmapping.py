@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .actions import Metadata, Protocol
-from .errors import CorruptLogError, UnsupportedFeatureError
+from tables.delta.actions import Metadata, Protocol
+from tables.delta.errors import CorruptLogError, UnsupportedFeatureError
 
 MODE_KEY = "delta.columnMapping.mode"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"

@@ -14,14 +14,14 @@ from typing import Any
 
 import orjson
 
-from .actions import Metadata, Protocol
-from .commitinfo import read_commit_info
-from .errors import CommitConflictError, DeltaError, ManagedTableError
-from .log import LOG_DIR, commit_name, list_log
-from .owner import CATALOG_MANAGED
-from .snapshot import TableConfig, load_table_config
-from .storage import Storage, as_storage
-from .timestamps import ICT_FEATURES, ict_config
+from tables.delta.actions import Metadata, Protocol
+from tables.delta.commitinfo import read_commit_info
+from tables.delta.errors import CommitConflictError, DeltaError, ManagedTableError
+from tables.delta.log import LOG_DIR, commit_name, list_log
+from tables.delta.owner import CATALOG_MANAGED
+from tables.delta.snapshot import TableConfig, load_table_config
+from tables.delta.storage import Storage, as_storage
+from tables.delta.timestamps import ICT_FEATURES, ict_config
 
 ENGINE_INFO = "deltaweb/0.1.0"
 

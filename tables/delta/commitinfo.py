@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import CorruptLogError, DeltaError
-from .jsonline import loads_line
-from .log import LogFile, backfilled_path
-from .storage import Storage
+from tables.delta.errors import CorruptLogError, DeltaError
+from tables.delta.jsonline import loads_line
+from tables.delta.log import LogFile, backfilled_path
+from tables.delta.storage import Storage
 
 MAX_STRING = 10_000  # a log is untrusted input: bound what we carry around
 

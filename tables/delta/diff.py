@@ -12,12 +12,12 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import Metadata
-from .replay import identity_keys
-from .restore_actions import file_rows, log_add_actions
-from .snapshot import Snapshot
-from .storage import Storage, as_storage
-from .text_bounds import echoed_path, echoed_values
+from tables.delta.actions import Metadata
+from tables.delta.replay import identity_keys
+from tables.delta.restore_actions import file_rows, log_add_actions
+from tables.delta.snapshot import Snapshot
+from tables.delta.storage import Storage, as_storage
+from tables.delta.text_bounds import echoed_path, echoed_values
 
 
 def schema_fields(md: Metadata) -> dict[str, dict[str, Any]]:

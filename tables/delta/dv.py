@@ -37,8 +37,8 @@ from urllib.parse import unquote
 import numpy as np
 from pyroaring import BitMap, BitMap64
 
-from .errors import CorruptDeletionVectorError, MissingDeletionVectorError
-from .storage import Storage
+from tables.delta.errors import CorruptDeletionVectorError, MissingDeletionVectorError
+from tables.delta.storage import Storage
 
 PORTABLE_MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376

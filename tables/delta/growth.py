@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import pyarrow.compute as pc
 
-from .actions import Source, read_json_actions
-from .replay import identity_keys
-from .snapshot import Snapshot, load_snapshot, read_commit_bytes
-from .storage import Storage
-from .timestamps import CommitTimes
+from tables.delta.actions import Source, read_json_actions
+from tables.delta.replay import identity_keys
+from tables.delta.snapshot import Snapshot, load_snapshot, read_commit_bytes
+from tables.delta.storage import Storage
+from tables.delta.timestamps import CommitTimes
 
 # A replay from the earliest version gives complete growth charts unless the log before the
 # newest checkpoint is longer than this; then it starts at the checkpoint.

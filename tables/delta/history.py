@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .commitinfo import bounded
-from .timestamps import CommitTimes
+from tables.delta.commitinfo import bounded
+from tables.delta.timestamps import CommitTimes
 
 HISTORY_FIELDS = (
     "userId",

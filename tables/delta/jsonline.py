@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .errors import CorruptLogError
+from tables.delta.errors import CorruptLogError
 
 # Deepest nesting of one line of a log (the line's object is level 1). Real actions are a few
 # levels deep (a schema is a string); delta-rs refuses beyond 128 too (serde_json's limit).

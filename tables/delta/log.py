@@ -20,9 +20,15 @@ from typing import Any
 
 import orjson
 
-from .errors import CommitOwnerError, CorruptLogError, LogGapError, NotADeltaTableError, VersionNotFoundError
-from .gc_pause import gc_paused
-from .storage import FileInfo, Storage
+from tables.delta.errors import (
+    CommitOwnerError,
+    CorruptLogError,
+    LogGapError,
+    NotADeltaTableError,
+    VersionNotFoundError,
+)
+from tables.delta.gc_pause import gc_paused
+from tables.delta.storage import FileInfo, Storage
 
 LOG_DIR = "_delta_log"
 COMMITS_DIR = f"{LOG_DIR}/_commits"  # managedCommit / coordinatedCommits-preview

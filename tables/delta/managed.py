@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from .actions import Metadata, Protocol
-from .commit import (
+from tables.delta.actions import Metadata, Protocol
+from tables.delta.commit import (
     ENGINE_INFO,
     CommitResult,
     after_actions,
@@ -35,10 +35,10 @@ from .commit import (
     upgraded_protocol,
     write_commit,
 )
-from .commitinfo import read_commit_info
-from .errors import CommitConflictError, CommitRefusedError, DeltaError, LogGapError, ManagedTableError
-from .log import LOG_DIR, LogListing, build_segment, list_log, tail_listing
-from .owner import (
+from tables.delta.commitinfo import read_commit_info
+from tables.delta.errors import CommitConflictError, CommitRefusedError, DeltaError, LogGapError, ManagedTableError
+from tables.delta.log import LOG_DIR, LogListing, build_segment, list_log, tail_listing
+from tables.delta.owner import (
     MANAGED_COMMIT,
     CommitConflict,
     CommitOutcome,
@@ -49,9 +49,9 @@ from .owner import (
     managed_config,
     parse_commit,
 )
-from .snapshot import TableConfig, check_reader_protocol, load_table_config, ratified_listing
-from .storage import Storage, as_storage
-from .timestamps import ICT_FEATURES, ict_config
+from tables.delta.snapshot import TableConfig, check_reader_protocol, load_table_config, ratified_listing
+from tables.delta.storage import Storage, as_storage
+from tables.delta.timestamps import ICT_FEATURES, ict_config
 
 _ICT_ON = "delta.enableInCommitTimestamps"
 _ICT_VERSION = "delta.inCommitTimestampEnablementVersion"

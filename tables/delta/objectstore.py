@@ -36,8 +36,8 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
-from .errors import CommitConflictError, PathOutsideRootsError, StorageError
-from .objectstore_config import (
+from tables.delta.errors import CommitConflictError, PathOutsideRootsError, StorageError
+from tables.delta.objectstore_config import (
     ACCESS_CODES,
     ERROR_CODE,
     HTTP_STATUS,
@@ -56,7 +56,7 @@ from .objectstore_config import (
     scrubbed_line,
     secrets_of,
 )
-from .storage_api import FileInfo, allowed_roots
+from tables.delta.storage_api import FileInfo, allowed_roots
 
 CONCURRENCY = 32  # requests in flight in read_many
 BLOB_CACHE_BYTES = 256 << 20  # parquet checkpoints are opened twice (non-file actions, then files)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from .errors import PathOutsideRootsError, StorageError
+from tables.delta.errors import PathOutsideRootsError, StorageError
 
 # scheme as written -> the store kind it names
 OBJECT_SCHEMES = {

@@ -31,11 +31,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from .actions import Metadata
-from .actions import Protocol as DeltaProtocol
-from .errors import CommitOwnerError, CorruptLogError, InvalidManagedTableError
-from .jsonline import loads_line
-from .log import COMMITS_DIR, STAGED_COMMITS_DIR
+from tables.delta.actions import Metadata
+from tables.delta.actions import Protocol as DeltaProtocol
+from tables.delta.errors import CommitOwnerError, CorruptLogError, InvalidManagedTableError
+from tables.delta.jsonline import loads_line
+from tables.delta.log import COMMITS_DIR, STAGED_COMMITS_DIR
 
 # --- table features -----------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
-from .errors import CommitOwnerError, OwnerUnavailableError
-from .owner import (
+from tables.delta.errors import CommitOwnerError, OwnerUnavailableError
+from tables.delta.owner import (
     Commit,
     CommitConflict,
     CommitOutcome,

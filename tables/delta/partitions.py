@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import Metadata
-from .columnmapping import physical_name
-from .errors import CorruptLogError, UnsupportedFeatureError
+from tables.delta.actions import Metadata
+from tables.delta.columnmapping import physical_name
+from tables.delta.errors import CorruptLogError, UnsupportedFeatureError
 
 _INT_RANGES = {"byte": 8, "short": 16, "integer": 32, "long": 64}
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")

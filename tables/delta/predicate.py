@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .actions import Metadata, Protocol
-from .columnmapping import mapping_mode
-from .errors import CorruptLogError, DeltaError
-from .partitions import PartitionColumn, distinct_partitions, parse_partition_value, partition_columns
+from tables.delta.actions import Metadata, Protocol
+from tables.delta.columnmapping import mapping_mode
+from tables.delta.errors import CorruptLogError, DeltaError
+from tables.delta.partitions import PartitionColumn, distinct_partitions, parse_partition_value, partition_columns
 
 
 class InvalidPredicateError(DeltaError):

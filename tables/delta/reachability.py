@@ -20,18 +20,32 @@ from urllib.parse import unquote
 import numpy as np
 import pyarrow as pa
 
-from .actions import read_json_actions
-from .checkpoint import read_checkpoint_files, read_checkpoint_others
-from .checkpoint_check import Replayed, footer_disagreement, hint_detail, newest_checkpoint, replay_disagreement
-from .commitinfo import parse_commit_info
-from .dv import deletion_vector_file
-from .errors import DeltaError, PathOutsideRootsError
-from .log import LOG_DIR, LogFile, LogListing, complete_checkpoint, latest_version, list_log, read_last_checkpoint
-from .replay import canonical_paths, identity_keys
-from .snapshot import read_commit_bytes
-from .storage import Storage, as_storage
-from .text_bounds import echoed_path
-from .timestamps import commit_times
+from tables.delta.actions import read_json_actions
+from tables.delta.checkpoint import read_checkpoint_files, read_checkpoint_others
+from tables.delta.checkpoint_check import (
+    Replayed,
+    footer_disagreement,
+    hint_detail,
+    newest_checkpoint,
+    replay_disagreement,
+)
+from tables.delta.commitinfo import parse_commit_info
+from tables.delta.dv import deletion_vector_file
+from tables.delta.errors import DeltaError, PathOutsideRootsError
+from tables.delta.log import (
+    LOG_DIR,
+    LogFile,
+    LogListing,
+    complete_checkpoint,
+    latest_version,
+    list_log,
+    read_last_checkpoint,
+)
+from tables.delta.replay import canonical_paths, identity_keys
+from tables.delta.snapshot import read_commit_bytes
+from tables.delta.storage import Storage, as_storage
+from tables.delta.text_bounds import echoed_path
+from tables.delta.timestamps import commit_times
 
 MAX_LISTED = 100
 DAY_MS = 86_400_000

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import Metadata, Protocol, int64_array
+from tables.delta.actions import Metadata, Protocol, int64_array
 
 
 @dataclass(slots=True)

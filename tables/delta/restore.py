@@ -54,14 +54,11 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .actions import Metadata, Protocol
-from .commit import now_ms
-from .errors import (
-    RestoreError,
-    at_version,
-)
-from .predicate import PartitionPredicate, parse_predicate, table_partition_columns
-from .restore_actions import (
+from tables.delta.actions import Metadata, Protocol
+from tables.delta.commit import now_ms
+from tables.delta.errors import RestoreError, at_version
+from tables.delta.predicate import PartitionPredicate, parse_predicate, table_partition_columns
+from tables.delta.restore_actions import (
     MAX_LISTED_MISSING,
     action_identity,
     diff_files,
@@ -72,15 +69,10 @@ from .restore_actions import (
     restore_remove,
     row_impact,
 )
-from .restore_rules import check_writable, listing_for, restore_domains, restore_metadata, restore_protocol
-from .snapshot import Snapshot, load_snapshot
-from .storage import Storage, as_storage
-from .timestamps import (
-    commit_times,
-    format_ms,
-    parse_timestamp,
-    resolve_timestamp,
-)
+from tables.delta.restore_rules import check_writable, listing_for, restore_domains, restore_metadata, restore_protocol
+from tables.delta.snapshot import Snapshot, load_snapshot
+from tables.delta.storage import Storage, as_storage
+from tables.delta.timestamps import commit_times, format_ms, parse_timestamp, resolve_timestamp
 
 # Metric names and order as Delta Lake writes them (golden basic-with-inserts-overwrite-restore).
 METRIC_NAMES = (

@@ -11,19 +11,15 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import dv_unique_id
-from .checkpoint import open_parquet, plain_value, read_checkpoint_others, sidecar_key
-from .dv import deletion_vector_file
-from .errors import (
-    CorruptCheckpointError,
-    CorruptLogError,
-    MissingFilesError,
-)
-from .jsonline import loads_line
-from .log import commit_name
-from .replay import identity_keys
-from .snapshot import Snapshot
-from .storage import Storage
+from tables.delta.actions import dv_unique_id
+from tables.delta.checkpoint import open_parquet, plain_value, read_checkpoint_others, sidecar_key
+from tables.delta.dv import deletion_vector_file
+from tables.delta.errors import CorruptCheckpointError, CorruptLogError, MissingFilesError
+from tables.delta.jsonline import loads_line
+from tables.delta.log import commit_name
+from tables.delta.replay import identity_keys
+from tables.delta.snapshot import Snapshot
+from tables.delta.storage import Storage
 
 MAX_LISTED_MISSING = 100
 _FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?/")

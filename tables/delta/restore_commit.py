@@ -14,25 +14,25 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from .actions import Metadata, Protocol, parse_actions
-from .changes import commit_actions
-from .commit import ENGINE_INFO, commit, now_ms
-from .commitinfo import read_commit_info
-from .errors import (
-    CommitConflictError,
-    CorruptLogError,
-    DeltaError,
-    RestoreError,
-    at_version,
+from tables.delta.actions import Metadata, Protocol, parse_actions
+from tables.delta.changes import commit_actions
+from tables.delta.commit import ENGINE_INFO, commit, now_ms
+from tables.delta.commitinfo import read_commit_info
+from tables.delta.errors import CommitConflictError, CorruptLogError, DeltaError, RestoreError, at_version
+from tables.delta.log import LogListing, commit_name
+from tables.delta.predicate import PartitionPredicate, partition_predicate
+from tables.delta.replay import identity_keys
+from tables.delta.restore import RestorePlan, plan_fingerprint, restore_metrics
+from tables.delta.restore_actions import (
+    MAX_LISTED_MISSING,
+    action_identity,
+    canonical_path,
+    missing_error,
+    missing_files,
 )
-from .log import LogListing, commit_name
-from .predicate import PartitionPredicate, partition_predicate
-from .replay import identity_keys
-from .restore import RestorePlan, plan_fingerprint, restore_metrics
-from .restore_actions import MAX_LISTED_MISSING, action_identity, canonical_path, missing_error, missing_files
-from .restore_rules import listing_for, same_protocol
-from .snapshot import Snapshot, load_snapshot
-from .storage import Storage, as_storage
+from tables.delta.restore_rules import listing_for, same_protocol
+from tables.delta.snapshot import Snapshot, load_snapshot
+from tables.delta.storage import Storage, as_storage
 
 MAX_COMMIT_ATTEMPTS = 5
 
@@ -333,7 +333,7 @@ def operation_parameters(plan: RestorePlan) -> dict[str, Any]:
 
 def _owner_commit(owner: Any) -> Callable[..., Any]:
     """commit.commit's signature, committing through the managed table's commit-owner."""
-    from .managed import commit_via_owner
+    from tables.delta.managed import commit_via_owner
 
     def commit_managed(storage: Storage, actions: list[dict[str, Any]], operation: str, params, **kw: Any):
         return commit_via_owner(storage, owner, actions, operation, params, **kw)

@@ -8,19 +8,12 @@ from typing import Any
 
 import orjson
 
-from .actions import Metadata, Protocol
-from .errors import (
-    UnsupportedFeatureError,
-)
-from .log import LogListing, list_log
-from .snapshot import ratified_listing
-from .storage import Storage
-from .timestamps import (
-    ENABLE_KEYS,
-    ICT_FEATURES,
-    TIMESTAMP_KEYS,
-    VERSION_KEYS,
-)
+from tables.delta.actions import Metadata, Protocol
+from tables.delta.errors import UnsupportedFeatureError
+from tables.delta.log import LogListing, list_log
+from tables.delta.snapshot import ratified_listing
+from tables.delta.storage import Storage
+from tables.delta.timestamps import ENABLE_KEYS, ICT_FEATURES, TIMESTAMP_KEYS, VERSION_KEYS
 
 # Legacy features and the (reader, writer) versions that imply them (Delta's TableFeature).
 LEGACY_FEATURES: dict[str, tuple[int, int]] = {
@@ -162,7 +155,7 @@ def listing_for(storage: Storage, owner: Any = None) -> LogListing:
 
 
 def _owner_keys() -> frozenset[str]:
-    from .owner import FLAVORS
+    from tables.delta.owner import FLAVORS
 
     return frozenset(k for fl in FLAVORS for k in fl.keys)
 
@@ -173,7 +166,7 @@ def _owner_keys() -> frozenset[str]:
 def check_writable(protocol: Protocol, where: str, owner: Any = None) -> None:
     """Refuse a protocol whose writer requirements a RESTORE commit cannot honour (a managed
     table's only with its commit-owner: `owner`)."""
-    from .owner import MANAGED_FEATURES
+    from tables.delta.owner import MANAGED_FEATURES
 
     if protocol.min_writer_version > 7:
         raise UnsupportedFeatureError(

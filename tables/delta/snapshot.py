@@ -22,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import Metadata, Protocol, dv_unique_id, read_json_actions
-from .checkpoint import CheckpointReader, read_checkpoint_others
-from .checkpoint_check import check_hint
-from .errors import (
+from tables.delta.actions import Metadata, Protocol, dv_unique_id, read_json_actions
+from tables.delta.checkpoint import CheckpointReader, read_checkpoint_others
+from tables.delta.checkpoint_check import check_hint
+from tables.delta.errors import (
     CorruptLogError,
     DeltaError,
     LogGapError,
@@ -34,8 +34,8 @@ from .errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from .jsonline import loads_line
-from .log import (
+from tables.delta.jsonline import loads_line
+from tables.delta.log import (
     LogFile,
     LogListing,
     LogSegment,
@@ -47,10 +47,10 @@ from .log import (
     ratified_log_file,
     tail_listing,
 )
-from .owner import CommitOwner, ManagedConfig, OwnerView, managed_config
-from .replay import NonFileState, reconcile_files
-from .storage import Storage, as_storage
-from .text_bounds import echoed_path, echoed_values
+from tables.delta.owner import CommitOwner, ManagedConfig, OwnerView, managed_config
+from tables.delta.replay import NonFileState, reconcile_files
+from tables.delta.storage import Storage, as_storage
+from tables.delta.text_bounds import echoed_path, echoed_values
 
 MAX_READER_VERSION = 3
 # Reader features whose log semantics this reader implements (data reading is Spark's job).

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from .errors import CommitConflictError, PathOutsideRootsError, StorageError
-from .storage_api import (  # the interface lives apart so that every backend can import it
+from tables.delta.errors import CommitConflictError, PathOutsideRootsError, StorageError
+from tables.delta.storage_api import (
     ROOTS_ENV,
     FileInfo,
     Storage,
@@ -432,7 +432,7 @@ def open_storage(location: str | os.PathLike[str], options: dict[str, Any] | Non
     installed provider stores for the location, over the environment's credentials), else the local file system (which refuses other schemes)."""
     text = os.fspath(location)
     if is_uri(text):
-        from .objectstore import ObjectStoreStorage, is_object_location
+        from tables.delta.objectstore import ObjectStoreStorage, is_object_location
 
         if is_object_location(text):
             return ObjectStoreStorage(text, options=options if options is not None else options_for(text))

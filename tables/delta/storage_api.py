@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
-from .errors import NotADeltaTableError
+from tables.delta.errors import NotADeltaTableError
 
 ROOTS_ENV = "DELTAWEB_ALLOWED_ROOTS"
 

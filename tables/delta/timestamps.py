@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .commitinfo import CommitInfoReader
-from .errors import InvalidTimestampError, TimestampOutOfRangeError
-from .gc_pause import gc_paused
-from .log import LOG_DIR, LogFile, LogListing, available_versions, learn_times, list_log, modification_times
-from .owner import CommitOwner
-from .snapshot import TableConfig, load_table_config, ratified_listing
-from .storage import Storage, as_storage
+from tables.delta.commitinfo import CommitInfoReader
+from tables.delta.errors import InvalidTimestampError, TimestampOutOfRangeError
+from tables.delta.gc_pause import gc_paused
+from tables.delta.log import LOG_DIR, LogFile, LogListing, available_versions, learn_times, list_log, modification_times
+from tables.delta.owner import CommitOwner
+from tables.delta.snapshot import TableConfig, load_table_config, ratified_listing
+from tables.delta.storage import Storage, as_storage
 
 ICT_FEATURES = ("inCommitTimestamp", "inCommitTimestamp-preview")
 ENABLE_KEYS = ("delta.enableInCommitTimestamps", "delta.enableInCommitTimestamps-preview")

@@ -30,8 +30,7 @@ from tables.delta.changes import ChangePlan, plan_changes
 from tables.delta.errors import at_version
 from tables.delta.storage import Storage, as_storage
 from tables.results import columns_of, read_page, written_columns
-
-from .read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
+from tables.spark.read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -14,9 +14,8 @@ from urllib.parse import unquote
 from tables.delta.errors import StorageError
 from tables.delta.objectstore_config import is_secret_option, parse_location
 from tables.delta.storage import Storage
-
-from .names import escape_glob, quote_column
-from .objectstore_source import FILE_COL, ROUTE_ENV, ROW_COL, ObjectRead, executor_options, scrub_error
+from tables.spark.names import escape_glob, quote_column
+from tables.spark.objectstore_source import FILE_COL, ROUTE_ENV, ROW_COL, ObjectRead, executor_options, scrub_error
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

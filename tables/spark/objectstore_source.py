@@ -45,8 +45,7 @@ from tables.delta.columnmapping import PARQUET_FIELD_ID
 from tables.delta.errors import StorageError
 from tables.delta.objectstore_config import parse_location, scrubbed_line, secrets_of
 from tables.delta.storage import Storage
-
-from .masters import is_local
+from tables.spark.masters import is_local
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -24,9 +24,18 @@ from tables.delta.errors import at_version
 from tables.delta.snapshot import load_snapshot
 from tables.delta.storage import Storage, as_storage
 from tables.results import columns_of
-
-from .changes import write_on_driver
-from .read import FILE_COL, ROW_COL, Layout, ScanEntry, _read_files, check_readable, local_file, scan, version_entries
+from tables.spark.changes import write_on_driver
+from tables.spark.read import (
+    FILE_COL,
+    ROW_COL,
+    Layout,
+    ScanEntry,
+    _read_files,
+    check_readable,
+    local_file,
+    scan,
+    version_entries,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

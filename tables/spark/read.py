@@ -51,8 +51,7 @@ from tables.delta.partitions import PartitionColumn, partition_columns, typed_pa
 from tables.delta.snapshot import MAX_READER_VERSION, load_snapshot
 from tables.delta.storage import Storage, as_storage
 from tables.results import table_to_json
-
-from .names import escape_glob, quote_column
+from tables.spark.names import escape_glob, quote_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

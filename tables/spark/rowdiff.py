@@ -37,10 +37,9 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.errors import InvalidColumnsError
 from tables.delta.storage import Storage, as_storage
 from tables.results import part_files, read_page, written_columns
-
-from .changes import write_sorted
-from .names import quote_column
-from .read import read_version
+from tables.spark.changes import write_sorted
+from tables.spark.names import quote_column
+from tables.spark.read import read_version
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -33,7 +33,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .masters import is_local, is_loopback_cluster
+from tables.spark.masters import is_local, is_loopback_cluster
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -164,7 +164,7 @@ def warm_up(spark: SparkSession) -> None:
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    from .read import input_files, small_frame
+    from tables.spark.read import input_files, small_frame
 
     base = tempfile.mkdtemp(prefix="deltaweb-warm-up-")
     try:
