@@ -14,10 +14,10 @@ from typing import Any
 from django.db.models import Max, QuerySet
 
 from alerts.models import Alert, Severity
-from tables.delta.timestamps import format_ms
-from tables.errors import ServiceError, printable
-from tables.lookup import parse_int64, table_by_key
+from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Table
+from tables.services.errors import ServiceError, printable
+from tables.services.lookup import parse_int64, table_by_key
 
 KINDS = ("all", "commits", "alerts")
 MAX_LIMIT = 200

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from alerts import delivery
 from alerts.models import Alert, CustomRule, Delivery, DeliveryAttempt, RuleSetting, Scan, Subscription, WebhookEndpoint
-from tables.errors import ServiceError
+from tables.services.errors import ServiceError
 
 
 @admin.register(Alert)

@@ -19,9 +19,9 @@ from tables.api.common import TABLE_ID, Pagination
 from tables.api.parsers import BoundedJSONParser
 from tables.api.permissions import CanBrowse
 from tables.api.serializers import ErrorSerializer
-from tables.errors import printable
-from tables.lookup import table_by_key
 from tables.models import Table
+from tables.services.errors import printable
+from tables.services.lookup import table_by_key
 
 FEED_PARAMS = [
     OpenApiParameter("table", str, description="a table's id or slug"),

@@ -22,10 +22,10 @@ from alerts import queue
 from alerts.fanout import DELIVER_TASK
 from alerts.models import Alert, Channel, Delivery, DeliveryAttempt, DeliveryStatus
 from alerts.webhook import Outcome, bounded_body, post
-from tables import faults
-from tables.delta.timestamps import format_ms
-from tables.errors import ServiceError, one_line
+from tables.delta.history.timestamps import format_ms
 from tables.models import Commit
+from tables.services import faults
+from tables.services.errors import ServiceError, one_line
 
 logger = logging.getLogger("alerts")
 

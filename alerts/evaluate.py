@@ -19,9 +19,9 @@ from alerts import fanout
 from alerts.facts import CommitFacts, commit_facts
 from alerts.models import Alert, CustomRule, RuleSetting, Scan, ScanStatus
 from alerts.rules import BUILTIN, custom
-from tables import faults
-from tables.errors import one_line
 from tables.models import Commit, Table
+from tables.services import faults
+from tables.services.errors import one_line
 
 logger = logging.getLogger("alerts")
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from tables.delta.actions import Metadata, Protocol, parse_actions
-from tables.delta.log import LogFile, list_log
-from tables.delta.restore_actions import file_rows, log_add_actions
-from tables.delta.snapshot import Snapshot, ratified_listing, read_commit_bytes
-from tables.delta.storage import as_storage
+from tables.delta.log.actions import Metadata, Protocol, parse_actions
+from tables.delta.log.listing import LogFile, list_log
+from tables.delta.restore.actions import file_rows, log_add_actions
+from tables.delta.snapshot.state import Snapshot, ratified_listing, read_commit_bytes
+from tables.delta.storage.boundary import as_storage
 from tables.models import Anomaly, Commit, Table
-from tables.owner_access import owner_of
-from tables.versions import snapshot_at
+from tables.services.owner.access import owner_of
+from tables.services.versions import snapshot_at
 
 # How many earlier commits tell what is usual on a table (writers, users, commit intervals).
 HISTORY_WINDOW = 200

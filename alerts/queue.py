@@ -1,4 +1,4 @@
-"""Sending the alerts app's tasks by name (tables.jobs.send), now or after a delay, without
+"""Sending the alerts app's tasks by name (tables.services.jobs.send), now or after a delay, without
 ever failing the caller: an unreachable broker leaves the row queued and the beat task
 (alerts.sweep) sends it again."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import current_app
 
-from tables import jobs
+from tables.services import jobs
 
 logger = logging.getLogger("alerts")
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from alerts.facts import CommitFacts
 from alerts.models import CustomRule, MetricOp, Severity
-from tables.delta.diff import schema_changes
-from tables.errors import printable
+from tables.delta.snapshot.diff import schema_changes
+from tables.services.errors import printable
 
 ICT_KEY = "delta.enableInCommitTimestamps"
 # the sync's per-version anomalies that are about In-Commit Timestamps (file times out of order

@@ -27,9 +27,9 @@ from alerts.models import (
 )
 from alerts.rules import BUILTIN
 from alerts.urlcheck import check
-from tables import roles
-from tables.errors import ServiceError
 from tables.models import Table
+from tables.services.access import roles
+from tables.services.errors import ServiceError
 
 
 def _denied(what: str) -> ServiceError:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from tables.errors import ServiceError, printable
+from tables.services.errors import ServiceError, printable
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from alerts import activity, services
 from alerts.models import Channel, Severity
-from tables.errors import ServiceError
-from tables.lookup import parse_int64, table_by_key
 from tables.models import Table
-from tables.ui import PageError, context, page
+from tables.services.errors import ServiceError
+from tables.services.lookup import parse_int64, table_by_key
+from tables.web.ui import PageError, context, page
 
 
 @page

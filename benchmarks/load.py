@@ -145,7 +145,8 @@ def setup_child(workdir: Path, catalog: bool) -> None:
     from django.core.management import call_command
     from rest_framework.authtoken.models import Token
 
-    from tables import registration, sync
+    from tables.services import registration
+    from tables.services.sync import store as sync
 
     call_command("migrate", verbosity=0)
     call_command("create_roles", verbosity=0)
@@ -172,9 +173,9 @@ def setup_catalog_table(tokens: dict, ids: dict) -> dict:
     from owner import make_uc_table
     from rest_framework.authtoken.models import Token
 
-    from tables import sync
     from tables.models import ManagedTable
-    from tables.roles import WRITER
+    from tables.services.access.roles import WRITER
+    from tables.services.sync import store as sync
 
     user = User.objects.create_user("ucw", password="x-ucw")
     user.groups.add(Group.objects.get_or_create(name=WRITER)[0])

@@ -69,11 +69,11 @@ def worker(lib: str, op: str, location: str) -> None:
     """Runs in a fresh interpreter with the AWS_* environment set; prints one JSON line."""
     t_import = time.perf_counter()
     if lib.startswith("deltaweb"):
-        from tables.delta.history import history_rows
-        from tables.delta.objectstore import ObjectStoreStorage
-        from tables.delta.snapshot import load_snapshot
-        from tables.delta.storage import open_storage
-        from tables.delta.timestamps import commit_times
+        from tables.delta.history.timeline import history_rows
+        from tables.delta.history.timestamps import commit_times
+        from tables.delta.snapshot.state import load_snapshot
+        from tables.delta.storage.boundary import open_storage
+        from tables.delta.storage.objectstore import ObjectStoreStorage
 
         if lib == "deltaweb-serial":
             ObjectStoreStorage.read_many = lambda self, paths: [self.read(p) for p in paths]  # type: ignore[method-assign]

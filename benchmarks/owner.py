@@ -65,13 +65,13 @@ def run_one(args: argparse.Namespace) -> dict:
     from django.db import connection, connections
     from rest_framework.authtoken.models import Token
 
-    from tables import owner_services
     from tables.delta.errors import CommitConflictError
-    from tables.delta.managed import commit_via_owner
-    from tables.delta.owner_client import RestOwnerClient
+    from tables.delta.managed.owner_client import RestOwnerClient
+    from tables.delta.managed.writer import commit_via_owner
     from tables.models import ManagedTable
-    from tables.owner_db import table_conf
-    from tables.roles import WRITER
+    from tables.services.access.roles import WRITER
+    from tables.services.owner import use_cases as owner_services
+    from tables.services.owner.db import table_conf
 
     call_command("migrate", verbosity=0)
     root = Path(os.environ["DELTAWEB_ALLOWED_ROOTS"])
@@ -232,13 +232,13 @@ def make_uc_table(user, name: str, length: int) -> tuple[str, str, Path]:
     """A catalogManaged table of `length` versions: created through the catalog's use cases, the
     versions after 0 written as published files (what publishing leaves), a checkpoint every
     100 as the owner writes them, the owner state at the latest version."""
-    from tables import owner_uc
-    from tables.delta import catalog_managed as cm
-    from tables.delta.checkpoint import write_checkpoint
-    from tables.delta.commit import commit_bytes
-    from tables.delta.snapshot import load_snapshot
-    from tables.delta.storage import as_storage
+    from tables.delta.log.checkpoint import write_checkpoint
+    from tables.delta.log.commit import commit_bytes
+    from tables.delta.managed import catalog as cm
+    from tables.delta.snapshot.state import load_snapshot
+    from tables.delta.storage.boundary import as_storage
     from tables.models import ManagedTable, RatifiedCommit
+    from tables.services.owner import catalog as owner_uc
 
     staging = owner_uc.create_staging_table(user, "bench", "s", {"name": name})
     table_id, uri = staging["table-id"], staging["location"]
@@ -322,7 +322,7 @@ def writer_process(
     writer reloads and goes on."""
     from unitycatalog.client.exceptions import ApiException
 
-    from tables.delta import catalog_managed as cm
+    from tables.delta.managed import catalog as cm
     from tests.web.uc_sdk import UcSession
 
     latencies: list[float] = []
@@ -443,7 +443,7 @@ class Publisher:
             s.close()
 
     def publish_once(self, s) -> list[tuple[int, str]]:
-        from tables.delta import catalog_managed as cm
+        from tables.delta.managed import catalog as cm
 
         _base, _token, table_id, uri, path = self.args
         t1 = time.perf_counter()
@@ -559,7 +559,7 @@ def run_uc(args: argparse.Namespace) -> list[dict]:
     from django.db import connection
     from rest_framework.authtoken.models import Token
 
-    from tables.roles import WRITER
+    from tables.services.access.roles import WRITER
 
     call_command("migrate", verbosity=0)
     root = Path(os.environ["DELTAWEB_ALLOWED_ROOTS"])

@@ -97,7 +97,7 @@ import shutil, sys, time
 sys.path.insert(0, '.')
 from pathlib import Path
 from benchmarks.reachability import append_commits
-from tables.delta.reachability import answer, reach_state, reachability, update_state
+from tables.delta.history.reachability import answer, reach_state, reachability, update_state
 src, work, versions, per_commit, added = Path(sys.argv[1]), Path(sys.argv[2]), *map(int, sys.argv[3:6])
 shutil.rmtree(work, ignore_errors=True)
 shutil.copytree(src, work)
@@ -117,7 +117,7 @@ print(ms, cpu)
 OURS = """
 import sys, time
 t = time.perf_counter()
-from tables.delta.reachability import reachability
+from tables.delta.history.reachability import reachability
 r = reachability(sys.argv[1], int(time.time() * 1000))
 ms = (time.perf_counter() - t) * 1000
 bad = sum(1 for v in r.versions if not v.readable)

@@ -23,7 +23,7 @@ shows the latest run of each, with when and under what load it was taken.
 The log-growth measurements (`scaling`), each on a fresh log of N one-file commits with a
 checkpoint 10 commits before the end (delta-rs writes it), as Delta writers leave a log:
   snapshot  the latest snapshot, cold: deltaweb `load_snapshot` vs delta-rs `DeltaTable()`
-  sync      a cold sync into a fresh SQLite database (tables.sync.sync_table) vs delta-rs
+  sync      a cold sync into a fresh SQLite database (tables.services.sync.store.sync_table) vs delta-rs
             reading every commit's history (`DeltaTable().history()`): what a sync must read
   resolve   a timestamp to its version, the log opened cold each time: deltaweb
             `commit_times` + `resolve_timestamp` vs delta-rs `load_as_version(datetime)`
@@ -133,10 +133,10 @@ def measure_core(root: Path, n: int, quick: bool) -> dict[str, dict[str, float |
     """Snapshot, resolve and history of one log, deltaweb and delta-rs (ms, medians)."""
     import deltalake
 
-    from tables.delta.history import history_rows
-    from tables.delta.snapshot import load_snapshot
-    from tables.delta.timestamps import commit_times as open_times
-    from tables.delta.timestamps import resolve_timestamp
+    from tables.delta.history.timeline import history_rows
+    from tables.delta.history.timestamps import commit_times as open_times
+    from tables.delta.history.timestamps import resolve_timestamp
+    from tables.delta.snapshot.state import load_snapshot
 
     path = str(root)
     reps = 3 if quick else 5
@@ -170,7 +170,8 @@ def measure_sync(root: Path, n: int) -> dict[str, float | None]:
     """A cold sync into the report's database vs delta-rs reading every commit's history."""
     import deltalake
 
-    from tables import registration, sync
+    from tables.services import registration
+    from tables.services.sync import store as sync
 
     table = registration.register_table(f"log{n}-{time.time_ns()}", str(root))
     t0 = time.perf_counter()

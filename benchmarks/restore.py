@@ -42,9 +42,9 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tables.delta.restore import plan_restore  # noqa: E402
-from tables.delta.restore_commit import commit_restore  # noqa: E402
-from tables.delta.snapshot import load_snapshot  # noqa: E402
+from tables.delta.restore.commit import commit_restore  # noqa: E402
+from tables.delta.restore.plan import plan_restore  # noqa: E402
+from tables.delta.snapshot.state import load_snapshot  # noqa: E402
 
 GEN_VERSION = 1
 BASE = 1_700_000_000_000

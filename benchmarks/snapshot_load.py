@@ -13,7 +13,7 @@ carried between runs or between the two libraries); deltaweb and delta-rs repeti
 interleaved, alternating which goes first. The OS page cache stays warm (the data is read
 once for the correctness check before timing), so this is "cold process, warm disk".
 
-deltaweb:  tables.delta.snapshot.load_snapshot(path), then snap.file_paths()
+deltaweb:  tables.delta.snapshot.state.load_snapshot(path), then snap.file_paths()
 delta-rs:  deltalake.DeltaTable(path), then dt.file_uris()
 Besides wall times, each run's CPU time (user + system, every thread) of load+paths: on a
 loaded machine the wall ratio drifts with the scheduler, the CPU ratio much less.
@@ -62,7 +62,7 @@ def worker(lib: str, path: str) -> None:
     """Runs in a fresh interpreter: import, load, list paths; prints one JSON line."""
     t_import = time.perf_counter()
     if lib == "deltaweb":
-        from tables.delta.snapshot import load_snapshot
+        from tables.delta.snapshot.state import load_snapshot
 
         t0, c0 = time.perf_counter(), _cpu_s()
         snap = load_snapshot(path)
@@ -209,7 +209,7 @@ def verify(paths: dict[str, str]) -> dict[str, int]:
     """Both libraries must see the same files (same count, same set of decoded paths)."""
     import deltalake
 
-    from tables.delta.snapshot import load_snapshot
+    from tables.delta.snapshot.state import load_snapshot
 
     counts = {}
     for variant, p in paths.items():

@@ -5,7 +5,7 @@ Usage: .venv/bin/python benchmarks/sync.py [--workdir DIR] [--reps N] [--profile
 Uses the 100,000-commit ICT log that benchmarks/time_travel.py generates (generated the same
 way when missing; a checkpoint 10 commits before the end, written by delta-rs). Each run
 registers a hard-linked copy of the log in a fresh SQLite database and calls
-tables.sync.sync_table as the Celery worker does. Measured:
+tables.services.sync.store.sync_table as the Celery worker does. Measured:
   a) cold sync: every commit becomes a history row (growth from the newest checkpoint)
   b) incremental sync of 100 new commits (appended after the cold sync), `--reps` times
 and checked: the number of rows, the latest version, and the files and bytes of the last
@@ -94,8 +94,9 @@ def _children_cpu() -> float:
 def run_once(src: Path, workdir: Path, rep: int, incremental_reps: int, profile: bool) -> dict:
     from web import append_commits
 
-    from tables import registration, sync
     from tables.models import Commit, Table
+    from tables.services import registration
+    from tables.services.sync import store as sync
 
     table_dir = workdir / f"table-{rep}"
     shutil.rmtree(table_dir, ignore_errors=True)

@@ -39,8 +39,8 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tables.delta.history import history_rows  # noqa: E402
-from tables.delta.timestamps import commit_times, format_ms, resolve_timestamp  # noqa: E402
+from tables.delta.history.timeline import history_rows  # noqa: E402
+from tables.delta.history.timestamps import commit_times, format_ms, resolve_timestamp  # noqa: E402
 
 N_COMMITS = 100_000
 ENABLE_AT = 50_000
@@ -169,7 +169,7 @@ def _own_checkpoint(root: Path, version: int) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tables.delta.snapshot import load_snapshot
+    from tables.delta.snapshot.state import load_snapshot
 
     snap = load_snapshot(root, version)
     files = snap.files
@@ -415,7 +415,7 @@ def bench_delta_rs(root: Path, known: dict, times, args, rng: random.Random) -> 
     """
     import deltalake
 
-    from tables.delta.snapshot import load_snapshot
+    from tables.delta.snapshot.state import load_snapshot
 
     eff, mtimes = known["effective"], known["mtimes"]
     out: dict = {}

@@ -5,7 +5,7 @@ Usage: .venv/bin/python benchmarks/web.py [--workdir DIR] [--duration S] [--conn
 
 Needs the 100,000-commit ICT log that benchmarks/time_travel.py generates (it is generated
 here the same way when missing). Measured:
-  a) cold sync of the registered table (tables.sync.sync_table, as the Celery worker runs it,
+  a) cold sync of the registered table (tables.services.sync.store.sync_table, as the Celery worker runs it,
      its follow-up tasks sent to a real redis-server)
   b) incremental sync of 100 new commits, three times
   c) latency of the history page (HTML, the History tab with its readable column) and the
@@ -217,7 +217,8 @@ def main() -> None:
     from django.core.management import call_command
     from rest_framework.authtoken.models import Token
 
-    from tables import registration, sync
+    from tables.services import registration
+    from tables.services.sync import store as sync
 
     call_command("migrate", verbosity=0)
     call_command("create_roles", verbosity=0)

@@ -13,7 +13,7 @@ from credentials.crypto import CredentialsKeyError
 from credentials.lookup import canonical_prefix
 from credentials.models import StorageCredential
 from tables.delta.errors import DeltaError
-from tables.delta.objectstore_config import is_secret_option
+from tables.delta.storage.objectstore_config import is_secret_option
 
 # the secret options an administrator can set, by the option names delta-rs and obstore take
 SECRET_FIELDS: dict[str, str] = {

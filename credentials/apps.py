@@ -10,7 +10,7 @@ class CredentialsConfig(AppConfig):
 
     def ready(self) -> None:
         from credentials.lookup import options_for
-        from tables.delta.storage_api import set_options_provider
+        from tables.delta.storage.api import set_options_provider
 
         # every storage the app opens (pages, API, workers, Spark jobs) gets the stored options
         # of its location's longest matching prefix, else the environment's credentials

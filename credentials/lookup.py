@@ -6,7 +6,7 @@ from __future__ import annotations
 from credentials.crypto import CredentialsKeyError
 from credentials.models import StorageCredential
 from tables.delta.errors import StorageError
-from tables.delta.objectstore_config import is_object_location, parse_location
+from tables.delta.storage.objectstore_config import is_object_location, parse_location
 
 
 def canonical_prefix(prefix: str) -> str:

@@ -64,11 +64,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "tables.security.SecurityHeadersMiddleware",
-    "tables.security.ProjectErrorPagesMiddleware",
+    "tables.web.security.SecurityHeadersMiddleware",
+    "tables.web.security.ProjectErrorPagesMiddleware",
 ]
 # the first middleware refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE by its Content-Length (413)
-MIDDLEWARE.insert(0, "tables.security.RequestSizeMiddleware")
+MIDDLEWARE.insert(0, "tables.web.security.RequestSizeMiddleware")
 
 ROOT_URLCONF = "deltaweb.urls"
 TEMPLATES = [
@@ -81,7 +81,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "tables.ui.site_context",  # alerts installed? background work paused?
+                "tables.web.ui.site_context",  # alerts installed? background work paused?
             ],
         },
     },
@@ -122,22 +122,22 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "static"
 # collectstatic gives every file a content-hashed name and a .gz copy; WhiteNoise serves them
 # compressed with a far-future cache. Files not collected yet (a fresh checkout, the tests) keep
-# their plain names and are served from the finders (tables/staticfiles.py).
+# their plain names and are served from the finders (tables/web/staticfiles.py).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "tables.staticfiles.StaticStorage"},
+    "staticfiles": {"BACKEND": "tables.web.staticfiles.StaticStorage"},
 }
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "tables.staticfiles.PlotlyFinder",  # plotly.min.js from the installed package
+    "tables.web.staticfiles.PlotlyFinder",  # plotly.min.js from the installed package
 ]
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 # Django's password sign-in; each request's user (and its roles) is read by one query
-AUTHENTICATION_BACKENDS = ["tables.auth_backend.RoleModelBackend"]
-SESSION_ENGINE = "tables.session_store"  # Django's database sessions, read by one query
+AUTHENTICATION_BACKENDS = ["tables.services.access.auth_backend.RoleModelBackend"]
+SESSION_ENGINE = "tables.services.access.session_store"  # Django's database sessions, read by one query
 
 # --- security defaults ---------------------------------------------------------------------
 # Debug mode (make run) still answers the project's own 404/500 pages, not Django's pages that
@@ -164,7 +164,7 @@ DELTAWEB_CSP = env(
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
-CSRF_FAILURE_VIEW = "tables.ui.csrf_failure"
+CSRF_FAILURE_VIEW = "tables.web.ui.csrf_failure"
 SESSION_COOKIE_HTTPONLY = True
 
 # Tables may only be registered under these roots (after resolving symlinks and '..').

@@ -1,14 +1,14 @@
 """URL configuration: the browser UI at /, the REST API at /api/, the admin console.
 
 The error handlers answer the API's JSON error for paths under /api/ and the project's own
-pages elsewhere (tables.ui).
+pages elsewhere (tables.web.ui).
 """
 
 from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
-from tables.security import ThrottledLoginView
+from tables.web.security import ThrottledLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -23,6 +23,6 @@ if apps.is_installed("alerts"):
     urlpatterns[3:3] = [path("api/", include("alerts.api_urls"))]
     urlpatterns.append(path("", include("alerts.urls")))
 
-handler403 = "tables.ui.handler403"
-handler404 = "tables.ui.handler404"
-handler500 = "tables.ui.handler500"
+handler403 = "tables.web.ui.handler403"
+handler404 = "tables.web.ui.handler404"
+handler500 = "tables.web.ui.handler500"

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tables.delta.commit import commit, new_table_metadata, now_ms, write_commit
 from tables.delta.errors import DeltaError
-from tables.delta.log import commit_name
-from tables.delta.storage import Storage, open_storage
+from tables.delta.log.commit import commit, new_table_metadata, now_ms, write_commit
+from tables.delta.log.listing import commit_name
+from tables.delta.storage.boundary import Storage, open_storage
 
 SCHEMA = {
     "type": "struct",

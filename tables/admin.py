@@ -1,7 +1,7 @@
 """Admin console: restore approvals and table management.
 
 Approvals go through the same use cases as the UI and the API (approve_restore /
-reject_restore of tables.restore_requests), so the server's rules hold here too: approvers (or staff) only, never on
+reject_restore of tables.services.restores.requests), so the server's rules hold here too: approvers (or staff) only, never on
 their own request, only pending or stale requests. Restore requests are never added, edited
 or deleted here; their events are the audit trail.
 """
@@ -19,8 +19,6 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from tables import pages, roles
-from tables.errors import ServiceError
 from tables.models import (
     Anomaly,
     Commit,
@@ -33,9 +31,12 @@ from tables.models import (
     RestoreStatus,
     Table,
 )
-from tables.registration import validate_location
-from tables.restore_requests import RESTORE_WARNING, approve_restore, reject_restore
-from tables.sync import start_sync
+from tables.services.access import roles
+from tables.services.errors import ServiceError
+from tables.services.registration import validate_location
+from tables.services.restores.requests import RESTORE_WARNING, approve_restore, reject_restore
+from tables.services.sync.store import start_sync
+from tables.web import pages
 
 
 class TableAdminForm(forms.ModelForm):

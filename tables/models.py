@@ -10,6 +10,9 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
+from tables.delta.history.columns import Column
+
 
 class SyncState(models.TextChoices):
     NEVER = "never", "never synced"
@@ -59,19 +62,8 @@ class Commit(models.Model):
     commit_info_timestamp = models.BigIntegerField(null=True, blank=True)
     file_modification_time = models.BigIntegerField()
     adjusted = models.BooleanField(default=False)
-    operation = models.CharField(max_length=200, blank=True, db_index=True)
-    operation_parameters = models.JSONField(null=True, blank=True)
-    operation_metrics = models.JSONField(null=True, blank=True)
-    engine_info = models.CharField(max_length=500, blank=True)
-    user_id = models.CharField(max_length=500, blank=True)
-    user_name = models.CharField(max_length=500, blank=True)
-    read_version = models.BigIntegerField(null=True, blank=True)
-    isolation_level = models.CharField(max_length=100, blank=True)
-    is_blind_append = models.BooleanField(null=True, blank=True)
-    user_metadata = models.TextField(blank=True)
-    job = models.JSONField(null=True, blank=True)
-    notebook = models.JSONField(null=True, blank=True)
-    cluster_id = models.CharField(max_length=500, blank=True)
+    # DESCRIBE HISTORY's commitInfo columns (operation, userName, ...) are added below, from
+    # their one declaration (tables.delta.history.columns)
     commit_info = models.JSONField(null=True, blank=True)
     num_files = models.BigIntegerField(null=True, blank=True, help_text="active files after the commit")
     size_bytes = models.BigIntegerField(null=True, blank=True, help_text="bytes of active files after the commit")
@@ -85,6 +77,23 @@ class Commit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.table_id}@{self.version}"
+
+
+def _history_field(c: Column) -> models.Field:
+    """The database column of a declared history column."""
+    if c.kind == "text" and c.max_length:
+        return models.CharField(max_length=c.max_length, blank=True, db_index=c.indexed)
+    if c.kind == "text":
+        return models.TextField(blank=True, db_index=c.indexed)
+    if c.kind == "json":
+        return models.JSONField(null=True, blank=True)
+    if c.kind == "int":
+        return models.BigIntegerField(null=True, blank=True, db_index=c.indexed)
+    return models.BooleanField(null=True, blank=True)
+
+
+for _column in HISTORY_COLUMNS:
+    Commit.add_to_class(_column.field, _history_field(_column))
 
 
 class Anomaly(models.Model):
@@ -128,7 +137,7 @@ class JobKind(models.TextChoices):
 
     @classmethod
     def data_kinds(cls) -> tuple[str, ...]:
-        """The kinds run on Spark whose results are rows (tables.data_jobs)."""
+        """The kinds run on Spark whose results are rows (tables.services.data_jobs)."""
         return (cls.PREVIEW, cls.CHANGES, cls.ROWDIFF)
 
 
@@ -158,7 +167,7 @@ class Job(models.Model):
         ordering = ["-created_at"]
         constraints = [
             # at most one queued or running job per (kind, table, parameters): a second request
-            # joins it (tables.jobs.create_or_join), also when two requests race
+            # joins it (tables.services.jobs.create_or_join), also when two requests race
             models.UniqueConstraint(
                 fields=["kind", "table", "params_hash"],
                 condition=models.Q(status__in=["queued", "running"]) & ~models.Q(params_hash=""),
@@ -292,7 +301,7 @@ class OwnerState(models.TextChoices):
 
 
 class ManagedTable(models.Model):
-    """deltaweb as the commit-owner of a table: the owner state (tables.owner_db.DatabaseOwner).
+    """deltaweb as the commit-owner of a table: the owner state (tables.services.owner.db.DatabaseOwner).
 
     `owner_table_id` is the `tableId` of the owner conf in the table's metadata and the id in
     /api/owner/tables/{id}/. `latest_version` is the newest ratified version (or the one the
@@ -316,7 +325,7 @@ class ManagedTable(models.Model):
     )
     frozen_reason = models.TextField(blank=True)
     frozen_at = models.DateTimeField(null=True, blank=True)
-    # the Unity Catalog name a catalogManaged table is served under (tables.api.uc_views), and the
+    # the Unity Catalog name a catalogManaged table is served under (tables.api.catalog.views), and the
     # last version that changed its metadata or protocol (the etag moves only then)
     uc_catalog = models.CharField(max_length=255, blank=True)
     uc_schema = models.CharField(max_length=255, blank=True)

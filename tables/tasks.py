@@ -1,7 +1,7 @@
 """Celery tasks: thin wrappers over the use cases and the Spark jobs.
 
 This module imports the use cases; none of them imports it: they enqueue by task name
-(tables.jobs), so the names here are a contract (the beat schedule in settings uses them too).
+(tables.services.jobs), so the names here are a contract (the beat schedule in settings uses them too).
 
 Spark: a worker keeps one Spark session (one driver JVM) for its whole life, in the worker
 process itself. The worker's pool is threads (deltaweb.celery), so every task runs in that
@@ -23,9 +23,12 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import transaction
 
-from tables import data_jobs, jobs, owner_services, restore_runs, sync
-from tables.delta.restore import RestorePlan
+from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
+from tables.services import data_jobs, jobs
+from tables.services.owner import use_cases as owner_services
+from tables.services.restores import runs as restore_runs
+from tables.services.sync import store as sync
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +108,7 @@ def backfill_managed_tables() -> dict[int, int | None]:
 
 
 def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progress) -> dict[str, Any]:
-    """The Spark side of a data job (tables.data_jobs): the worker's long-lived session for
+    """The Spark side of a data job (tables.services.data_jobs): the worker's long-lived session for
     settings.SPARK_MASTER, then the preview, change data or keyed row diff job."""
     # pyspark is imported only by the worker that runs a Spark job, never by the web process
     from tables.spark.session import get_spark

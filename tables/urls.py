@@ -2,7 +2,13 @@
 
 from django.urls import path, re_path
 
-from tables import compare_views, history_views, overview_views, restore_views, rows_views, versions_views, views
+from tables.web import restores as restore_views
+from tables.web import rows as rows_views
+from tables.web import table_list as views
+from tables.web.tabs import compare as compare_views
+from tables.web.tabs import history as history_views
+from tables.web.tabs import overview as overview_views
+from tables.web.tabs import versions as versions_views
 
 app_name = "tables"
 

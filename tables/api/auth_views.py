@@ -16,7 +16,7 @@ from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
 from tables.api import serializers as s
 from tables.api.parsers import BoundedJSONParser
-from tables.signin_throttle import client_address, login_refused_for, record_login
+from tables.services.access.signin_throttle import client_address, login_refused_for, record_login
 
 # --- sign-in and the schema -----------------------------------------------------------------
 

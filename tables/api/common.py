@@ -10,7 +10,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 
 from tables.api import serializers as s
-from tables.lookup import INT64_MAX
+from tables.services.lookup import INT64_MAX
 
 
 class Pagination(LimitOffsetPagination):

@@ -1,7 +1,7 @@
 """REST API for data on Spark: version previews, change data, keyed row diffs and job results.
 
 Each view checks permissions (signed in, CanBrowse) and calls one function of
-tables.data_jobs. Starting a job is a POST and answers 202 with the job (poll /api/jobs/{id}/);
+tables.services.data_jobs. Starting a job is a POST and answers 202 with the job (poll /api/jobs/{id}/);
 a GET only reads (it never starts or re-runs a job); a finished
 job's rows are paged from its Parquet result with pyarrow (`/api/jobs/{id}/results/`), never
 loaded whole. Errors are rendered by tables.api.errors.exception_handler.
@@ -18,16 +18,16 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables import data_jobs
 from tables.api import serializers as s
 from tables.api.common import TABLE_ID, VERSION, _errors
 from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse
 from tables.api.views import _job_location, _version
-from tables.errors import ServiceError
-from tables.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.models import Job, JobStatus, Table
-from tables.results import MAX_PAGE
+from tables.services import data_jobs
+from tables.services.errors import ServiceError
+from tables.services.lookup import INT64_MAX, parse_int64, table_by_key
+from tables.services.results import MAX_PAGE
 
 MAX_VERSION = INT64_MAX
 

@@ -7,7 +7,7 @@ Mapping (the contract the API documents):
   400 invalid_timestamp, 400 timestamp_out_of_range, 400 restore_missing_files with
   "files", 403 own_request, 409 invalid_state), plus its `.extra` fields.
 - DeltaError (raised by the core while reading a registered table), by `.code`, with the
-  statuses of tables.errors.DELTA_STATUS (the pages use the same table): 404
+  statuses of tables.services.errors.DELTA_STATUS (the pages use the same table): 404
   version_not_found (the message lists the available versions); 400 invalid_timestamp and
   timestamp_out_of_range; 403 path_outside_roots; 409 commit_conflict; 422 for a table whose
   log cannot be read (not_a_delta_table, log_gap, state_reconstruction, unsupported_feature,
@@ -21,7 +21,7 @@ Mapping (the contract the API documents):
   default code.
 - A lost database connection (OperationalError, InterfaceError): 503 "database_unavailable"
   with Retry-After; nothing was changed.
-- A body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413 "request_too_large" (tables.security refuses
+- A body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413 "request_too_large" (tables.web.security refuses
   it by its Content-Length before any view; this catches a body sent without one).
 - Anything else: 500 "internal"; the traceback goes to the log, never into the response.
 """
@@ -40,7 +40,15 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from tables.delta.errors import DeltaError
-from tables.errors import ServiceError, error_body, http_status, one_line, printable, public_message
+from tables.services.errors import (
+    ServiceError,
+    error_body,
+    http_status,
+    one_line,
+    printable,
+    public_message,
+    uc_error_body,
+)
 
 logger = logging.getLogger("tables.api")
 
@@ -83,7 +91,7 @@ def _table_of(context: dict[str, Any]) -> Any:
     key = kwargs.get("id") or kwargs.get("table_id")
     if not key:
         return None
-    from tables.lookup import table_by_key
+    from tables.services.lookup import table_by_key
 
     try:
         return table_by_key(str(key))
@@ -137,22 +145,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 API_PREFIX = "/api/"
 # the catalog API answers in Unity Catalog's own error shape: {"error": {type, code, message}}
 UC_PREFIX = "/api/2.1/unity-catalog/"
-UC_TYPES = {
-    400: "BadRequestException",
-    401: "NotAuthorizedException",
-    403: "PermissionDeniedException",
-    404: "NotFoundException",
-    405: "BadRequestException",
-    413: "BadRequestException",
-    415: "BadRequestException",
-    429: "TooManyRequestsException",
-    501: "NotImplementedException",
-}
-
-
-def uc_error_body(status: int, message: str) -> dict[str, Any]:
-    kind = UC_TYPES.get(status, "InternalServerErrorException" if status >= 500 else "BadRequestException")
-    return {"error": {"type": kind, "code": status, "message": message}}
 
 
 def is_api_path(request: HttpRequest) -> bool:

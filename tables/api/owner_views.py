@@ -8,7 +8,7 @@ GET  /api/owner/tables/{id}/commits?start=&end= -> {commits, latestTableVersion}
 POST /api/owner/tables/{id}/backfill?version=   -> {backfilledVersion}
 
 `{id}` is the `tableId` of the owner conf in the table's metadata. The answers are those of
-tables.delta.owner_client (outcome_to_http, GetCommitsResponse.to_json), which RestOwnerClient parses.
+tables.delta.managed.owner_client (outcome_to_http, GetCommitsResponse.to_json), which RestOwnerClient parses.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables import roles
 from tables.api import serializers as s
-from tables.delta.owner import encode_actions
-from tables.delta.owner_client import outcome_to_http
+from tables.delta.managed.owner import encode_actions
+from tables.delta.managed.owner_client import outcome_to_http
 from tables.models import ManagedTable
-from tables.owner_access import database_owner
-from tables.owner_db import table_conf
+from tables.services.access import roles
+from tables.services.owner.access import database_owner
+from tables.services.owner.db import table_conf
 
 
 class CanWriteManaged(BasePermission):

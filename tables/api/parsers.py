@@ -15,7 +15,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from tables.delta.jsonline import deeper_than
+from tables.delta.log.jsonline import deeper_than
 
 MAX_JSON_DEPTH = 64
 

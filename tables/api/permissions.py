@@ -1,10 +1,10 @@
-"""API permissions: thin adapters over tables.roles, so the UI and the API agree."""
+"""API permissions: thin adapters over tables.services.access.roles, so the UI and the API agree."""
 
 from __future__ import annotations
 
 from rest_framework.permissions import BasePermission
 
-from tables import roles
+from tables.services.access import roles
 
 
 class CanBrowse(BasePermission):

@@ -10,8 +10,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tables.api.serializers import BlankAsNullCharField, StrictCharField, without_staff_detail
-from tables.lookup import INT64_MAX as MAX_VERSION
 from tables.models import RestoreEvent, RestoreRequest, RestoreStatus
+from tables.services.lookup import INT64_MAX as MAX_VERSION
 
 # --- restores ------------------------------------------------------------------------
 

@@ -13,9 +13,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tables.api.shapes import VersionReachabilitySerializer
-from tables.delta.history import HISTORY_FIELDS
-from tables.lookup import INT64_MAX as MAX_VERSION
+from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
+from tables.delta.history.columns import HISTORY_FIELDS, Column
 from tables.models import Anomaly, Commit, Job, Table
+from tables.services.lookup import INT64_MAX as MAX_VERSION
 
 # --- helpers -------------------------------------------------------------------------
 
@@ -194,7 +195,24 @@ class TableCreatedSerializer(TableSerializer):
 # --- history -------------------------------------------------------------------------
 
 
-class CommitSerializer(serializers.ModelSerializer):
+def _history_field(c: Column) -> serializers.Field:
+    """The API field of a declared history column (DESCRIBE HISTORY's name, null when absent)."""
+    source = None if c.field == c.name else c.field
+    if c.kind == "text":
+        return BlankAsNullCharField(source=source)
+    field = {"json": serializers.JSONField, "int": serializers.IntegerField, "bool": serializers.BooleanField}[c.kind]
+    return field(source=source, read_only=True, allow_null=True)
+
+
+# DESCRIBE HISTORY's commitInfo columns, from their one declaration (tables.delta.history.columns)
+_HistoryColumns = serializers.SerializerMetaclass(
+    "_HistoryColumns",
+    (serializers.ModelSerializer,),
+    {"__module__": __name__, **{c.name: _history_field(c) for c in HISTORY_COLUMNS}},
+)
+
+
+class CommitSerializer(_HistoryColumns):
     """One history row, with DESCRIBE HISTORY's column names."""
 
     timestamp = serializers.IntegerField(
@@ -205,19 +223,6 @@ class CommitSerializer(serializers.ModelSerializer):
     )
     inCommitTimestamp = serializers.IntegerField(source="in_commit_timestamp", read_only=True, allow_null=True)
     fileModificationTime = serializers.IntegerField(source="file_modification_time", read_only=True)
-    userId = BlankAsNullCharField(source="user_id")
-    userName = BlankAsNullCharField(source="user_name")
-    operation = BlankAsNullCharField()
-    operationParameters = serializers.JSONField(source="operation_parameters", read_only=True, allow_null=True)
-    job = serializers.JSONField(read_only=True, allow_null=True)
-    notebook = serializers.JSONField(read_only=True, allow_null=True)
-    clusterId = BlankAsNullCharField(source="cluster_id")
-    readVersion = serializers.IntegerField(source="read_version", read_only=True, allow_null=True)
-    isolationLevel = BlankAsNullCharField(source="isolation_level")
-    isBlindAppend = serializers.BooleanField(source="is_blind_append", read_only=True, allow_null=True)
-    operationMetrics = serializers.JSONField(source="operation_metrics", read_only=True, allow_null=True)
-    userMetadata = BlankAsNullCharField(source="user_metadata")
-    engineInfo = BlankAsNullCharField(source="engine_info")
     numFiles = serializers.IntegerField(
         source="num_files", read_only=True, allow_null=True, help_text="active files after the commit"
     )

@@ -1,4 +1,4 @@
-"""API token authentication: the token's user and its roles from one query (tables.hot_queries).
+"""API token authentication: the token's user and its roles from one query (tables.services.access.hot_queries).
 
 DRF's own TokenAuthentication compiles an ORM query for the token and its user, and every
 role check after it asks the database again; together they were a third of an API request.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from tables.hot_queries import token_user
+from tables.services.access.hot_queries import token_user
 
 
 class RoleTokenAuthentication(TokenAuthentication):

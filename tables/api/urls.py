@@ -33,7 +33,7 @@ urlpatterns = [
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/commits$", OwnerCommitsView.as_view(), name="owner-commits"),
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/backfill$", OwnerBackfillView.as_view(), name="owner-backfill"),
     # the Unity Catalog Delta API for the catalogManaged tables deltaweb owns
-    path("2.1/unity-catalog/", include("tables.api.uc_urls")),
+    path("2.1/unity-catalog/", include("tables.api.catalog.urls")),
     # anything else under /api/ answers in the API's error format
     # [\s\S], not ".": a path with an encoded newline (%0A) is still "anything"
     re_path(r"^[\s\S]*$", not_found_view),

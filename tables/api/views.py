@@ -1,8 +1,8 @@
-"""REST API views: each checks permissions (tables.roles) and calls one service function.
+"""REST API views: each checks permissions (tables.services.access.roles) and calls one service function.
 
 Reads of history, the timeline and jobs come from the database cache (Commit, Anomaly, Job
-rows, through tables.history for the history); reads of a version's state, resolve and diff
-go through tables.versions. No view parses a log. Errors are rendered by tables.api.errors.exception_handler.
+rows, through tables.services.history.query for the history); reads of a version's state, resolve and diff
+go through tables.services.versions. No view parses a log. Errors are rendered by tables.api.errors.exception_handler.
 """
 
 from __future__ import annotations
@@ -21,21 +21,22 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables import history_export, versions
 from tables.api import restore_serializers as rs
 from tables.api import serializers as s
 from tables.api import shapes
 from tables.api.common import TABLE_ID, VERSION, Pagination, _errors
 from tables.api.params import validated_query
 from tables.api.permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
-from tables.errors import printable
-from tables.history import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
-from tables.lookup import parse_int64, table_by_key
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
-from tables.reachability import parse_retention, table_reachability, vacuum_forecast
-from tables.registration import delete_table, register_table
-from tables.restore_requests import approve_restore, reject_restore, request_restore, withdraw_restore
-from tables.sync import start_sync
+from tables.services import versions
+from tables.services.errors import printable
+from tables.services.history import export as history_export
+from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
+from tables.services.lookup import parse_int64, table_by_key
+from tables.services.reachability import parse_retention, table_reachability, vacuum_forecast
+from tables.services.registration import delete_table, register_table
+from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
+from tables.services.sync.store import start_sync
 
 
 def _history_filter(request) -> HistoryFilter:

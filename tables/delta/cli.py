@@ -9,7 +9,7 @@ Installed as the `delta` console script (`tables.delta.cli:main`); `manage.py de
 wrapper over the same parser and `execute`. This module imports no Django, Celery or Spark, and
 the core modules (which bring pyarrow and numpy) only once a subcommand runs, so `--help` and
 usage errors start at interpreter speed. Reads are confined to DELTAWEB_ALLOWED_ROOTS from the
-environment when it is set, else to the table's own root: tables.delta.storage's default when
+environment when it is set, else to the table's own root: tables.delta.storage.boundary's default when
 no roots provider is installed, which a plain process never does.
 """
 
@@ -153,8 +153,8 @@ def _fail(message: str) -> int:
 
 def restore_payload(path: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Plan a RESTORE; with dry_run, the plan; otherwise commit it and return the result."""
-    from tables.delta.restore import plan_restore
-    from tables.delta.restore_commit import commit_restore
+    from tables.delta.restore.commit import commit_restore
+    from tables.delta.restore.plan import plan_restore
 
     plan = plan_restore(
         path,
@@ -174,19 +174,19 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
     """The payload of subcommand `sub` with parsed options `opts` (raises on failure)."""
     path = opts["path"]
     if sub == "snapshot":
-        from tables.delta.snapshot import load_snapshot
+        from tables.delta.snapshot.state import load_snapshot
 
         return load_snapshot(path, opts.get("version")).summary(files=not opts.get("no_files"))
     if sub == "history":
         limit = opts.get("limit")
         if limit is not None and limit < 0:
             raise ValueError("--limit must be >= 0")
-        from tables.delta.history import history_rows
-        from tables.delta.timestamps import commit_times
+        from tables.delta.history.timeline import history_rows
+        from tables.delta.history.timestamps import commit_times
 
         return history_rows(commit_times(path), offset=max(0, opts.get("offset") or 0), limit=limit)
     if sub == "resolve":
-        from tables.delta.timestamps import commit_times, parse_timestamp, resolve_timestamp
+        from tables.delta.history.timestamps import commit_times, parse_timestamp, resolve_timestamp
 
         t = parse_timestamp(opts["timestamp"])
         return resolve_timestamp(
@@ -196,19 +196,19 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
             allow_earliest=opts.get("allow_earliest", False),
         )
     if sub == "timeline":
-        from tables.delta.history import timeline
-        from tables.delta.timestamps import commit_times
+        from tables.delta.history.timeline import timeline
+        from tables.delta.history.timestamps import commit_times
 
         return timeline(commit_times(path))
     if sub == "enable-ict":
-        from tables.delta.commit import enable_ict
+        from tables.delta.log.commit import enable_ict
 
         return enable_ict(path)
     if sub == "restore":
         return restore_payload(path, opts)
     if sub == "reachability":
-        from tables.delta.reachability import parse_interval, reachability
-        from tables.delta.timestamps import parse_timestamp
+        from tables.delta.history.reachability import parse_interval, reachability
+        from tables.delta.history.timestamps import parse_timestamp
 
         at = parse_timestamp(opts["at"]) if opts.get("at") else int(time.time() * 1000)
         retention = None
@@ -237,7 +237,7 @@ def _compact(value: Any) -> str:
 
 def as_text(sub: str, p: Any) -> str:
     """The readable rendering of subcommand `sub`'s payload `p`."""
-    from tables.delta.timestamps import format_ms
+    from tables.delta.history.timestamps import format_ms
 
     if sub == "snapshot":
         proto = p["protocol"]

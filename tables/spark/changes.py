@@ -1,6 +1,6 @@
 """Change data between versions on Spark: rows with _change_type, _commit_version, _commit_timestamp.
 
-The core (`tables.delta.changes.plan_changes`) decides per version which files and rows
+The core (`tables.delta.snapshot.changes.plan_changes`) decides per version which files and rows
 changed (cdc files where a commit has them, else add/remove with dataChange=true, deletion
 vector differences for a path removed and re-added) and each version's commit timestamp
 (In-Commit Timestamp from the enablement version on, file time before). Spark reads the
@@ -17,7 +17,7 @@ Public API (plain arguments, plain results; no Django):
 - `change_data_frame(spark, location, start, end=None)` -> (DataFrame, ChangePlan), unsorted,
   with the position columns `_dw_file` / `_dw_row_index` (for callers that aggregate).
 - `read_page(path, offset, limit)`: a page of the written result, with pyarrow only (also
-  `tables.results.read_page`, which the web process should import: no pyspark there).
+  `tables.services.results.read_page`, which the web process should import: no pyspark there).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tables.delta.changes import ChangePlan, plan_changes
 from tables.delta.errors import at_version
-from tables.delta.storage import Storage, as_storage
-from tables.results import columns_of, read_page, written_columns
+from tables.delta.snapshot.changes import ChangePlan, plan_changes
+from tables.delta.storage.boundary import Storage, as_storage
+from tables.services.results import columns_of, read_page, written_columns
 from tables.spark.read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ def _written_counts(path: Path) -> list[dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tables.results import part_files
+    from tables.services.results import part_files
 
     tables = [pq.read_table(f, columns=["_commit_version", "_change_type"]) for f in part_files(path)]
     return _counts(pa.concat_tables(tables)) if tables else []

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -41,10 +41,11 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from tables.delta.columnmapping import PARQUET_FIELD_ID
 from tables.delta.errors import StorageError
-from tables.delta.objectstore_config import parse_location, scrubbed_line, secrets_of
-from tables.delta.storage import Storage
+from tables.delta.snapshot.columnmapping import PARQUET_FIELD_ID
+from tables.delta.storage.backends import all_backends, backend_of
+from tables.delta.storage.boundary import Storage
+from tables.delta.storage.objectstore_config import parse_location, scrubbed_line, secrets_of
 from tables.spark.masters import is_local
 
 if TYPE_CHECKING:
@@ -65,37 +66,9 @@ PREFETCH = 4  # objects in flight per task while one is decoded
 _ARROW_ID = b"PARQUET:field_id"
 
 # The standard variables of each store kind a driver's process may hold credentials in; they
-# are forwarded to executors (whose environment need not have them) as store options.
-FORWARDED_ENV = {
-    "s3": (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT",
-        "AWS_ALLOW_HTTP",
-        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
-        "AWS_REQUEST_PAYER",
-        "AWS_SKIP_SIGNATURE",
-    ),
-    "az": (
-        "AZURE_STORAGE_ACCOUNT_NAME",
-        "AZURE_STORAGE_ACCOUNT_KEY",
-        "AZURE_STORAGE_ACCESS_KEY",
-        "AZURE_STORAGE_SAS_KEY",
-        "AZURE_STORAGE_TOKEN",
-        "AZURE_STORAGE_ENDPOINT",
-        "AZURE_STORAGE_USE_EMULATOR",
-        "AZURE_STORAGE_CONNECTION_STRING",
-        "AZURE_ALLOW_HTTP",
-        "AZURE_CLIENT_ID",
-        "AZURE_CLIENT_SECRET",
-        "AZURE_TENANT_ID",
-    ),
-    "gs": ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_KEY", "GOOGLE_BASE_URL", "GOOGLE_ALLOW_HTTP"),
-}
+# are forwarded to executors (whose environment need not have them) as store options. Each
+# backend's forwarded_env (tables/delta/storage/backends/); this is the built-in ones' list.
+FORWARDED_ENV = {b.kind: b.forwarded_env for b in all_backends()}
 
 
 # --- the route ----------------------------------------------------------------------------------
@@ -118,43 +91,36 @@ def executor_options(storage: Storage) -> dict[str, Any]:
     """The store options an executor builds the table's store with: the standard variables of
     this process's environment for the store's kind (executors' environments need not hold
     them), overridden by the location's stored options. Secrets included: never log this."""
-    kind = parse_location(storage.location).kind
+    backend = backend_of(parse_location(storage.location).kind)
     stored = getattr(storage, "store_options", None)
     out: dict[str, Any] = dict(stored() if stored else {})
-    given = {_canonical(k) for k in out}
-    for name in FORWARDED_ENV[kind]:
+    canonical = _canonical_names()
+    given = {canonical(k) for k in out}
+    for name in backend.forwarded_env:
         # one value per setting: a stored option, else the first of its spellings set here
-        if os.environ.get(name) and _canonical(name) not in given:
+        if os.environ.get(name) and canonical(name) not in given:
             out[name.lower()] = os.environ[name]
-            given.add(_canonical(name))
-    if kind == "gs" and os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") and "service_account_key" not in given:
-        # a key file on the driver's disk is not on the executors': send its content
-        try:
-            with open(os.environ["GOOGLE_APPLICATION_CREDENTIALS"], encoding="utf-8") as fh:
-                out["google_service_account_key"] = fh.read()
-        except OSError as exc:
-            raise StorageError(f"GOOGLE_APPLICATION_CREDENTIALS cannot be read: {exc.strerror}") from None
+            given.add(canonical(name))
+    if backend.executor_extras:
+        out.update(backend.executor_extras(given))
     return out
 
 
-# spellings of one store setting (an S3 store refuses a config naming it twice)
-_SYNONYMS = {
-    "endpoint_url": "endpoint",
-    "default_region": "region",
-    "access_key": "account_key",
-    "sas_token": "sas_key",
-    "token": "session_token",
-    "application_credentials": "service_account_key",
-}
+def _canonical_names() -> Callable[[str], str]:
+    """The one name of a store setting's spellings (an S3 store refuses a config naming it
+    twice): any backend's option prefix dropped, then its synonyms applied."""
+    prefixes = [p for b in all_backends() for p in b.option_prefixes]
+    synonyms = {k: v for b in all_backends() for k, v in b.synonyms.items()}
 
+    def canonical(name: str) -> str:
+        n = name.lower()
+        for prefix in prefixes:
+            if n.startswith(prefix):
+                n = n[len(prefix) :]
+                break
+        return synonyms.get(n, n)
 
-def _canonical(name: str) -> str:
-    n = name.lower()
-    for prefix in ("aws_", "azure_storage_", "azure_", "google_"):
-        if n.startswith(prefix):
-            n = n[len(prefix) :]
-            break
-    return _SYNONYMS.get(n, n)
+    return canonical
 
 
 # --- the data source (its readers run in the executors) ---------------------------------------------
@@ -231,7 +197,7 @@ class ObjectFilesReader(DataSourceReader):
 
 
 def _executor_store(bucket_uri: str, options: dict[str, Any]) -> Any:
-    from tables.delta.objectstore_config import build_store
+    from tables.delta.storage.objectstore_config import build_store
 
     try:
         return build_store(parse_location(bucket_uri), options)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import at_version
-from tables.delta.snapshot import load_snapshot
-from tables.delta.storage import Storage, as_storage
-from tables.results import columns_of
+from tables.delta.snapshot.state import load_snapshot
+from tables.delta.storage.boundary import Storage, as_storage
+from tables.services.results import columns_of
 from tables.spark.changes import write_on_driver
 from tables.spark.read import (
     FILE_COL,

@@ -5,13 +5,13 @@ active files with their partition values and deletion vectors; this module hands
 plain file list and rebuilds what a Delta reader returns:
 
 - partition values come from the log (never from directory names), typed from the schema
-  (`tables.delta.partitions`: dates, UTC timestamps, timestamp_ntz, decimals, booleans,
+  (`tables.delta.snapshot.partitions`: dates, UTC timestamps, timestamp_ntz, decimals, booleans,
   numbers, strings; empty or missing is null);
-- column mapping (`tables.delta.columnmapping`): name mode reads the physical column names,
+- column mapping (`tables.delta.snapshot.columnmapping`): name mode reads the physical column names,
   id mode matches Parquet field ids (Spark's `spark.sql.parquet.fieldId.read.enabled`,
   switched on for the session when an id-mode table is read); columns are then renamed, and
   nested structs cast, to the logical names;
-- deletion vectors (`tables.delta.dv`, decoded on the driver with pyroaring) are applied with
+- deletion vectors (`tables.delta.snapshot.dv`, decoded on the driver with pyroaring) are applied with
   Spark's hidden `_metadata.row_index`: a broadcast table of (entry, deleted row index) is
   anti-joined on the rows of each file;
 - timestamp_ntz columns are read as TIMESTAMP_NTZ (never shifted by a time zone);
@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,18 +43,19 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pyarrow as pa
 
-from tables.delta.actions import Metadata, Protocol
-from tables.delta.columnmapping import logical_schema, mapping_mode, physical_name, read_schema
-from tables.delta.dv import read_deletion_vector
 from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError, at_version
-from tables.delta.partitions import PartitionColumn, partition_columns, typed_partition_values
-from tables.delta.snapshot import MAX_READER_VERSION, load_snapshot
-from tables.delta.storage import Storage, as_storage
-from tables.results import table_to_json
+from tables.delta.log.actions import Metadata, Protocol
+from tables.delta.snapshot.columnmapping import logical_schema, mapping_mode, physical_name, read_schema
+from tables.delta.snapshot.dv import read_deletion_vector
+from tables.delta.snapshot.partitions import PartitionColumn, partition_columns, typed_partition_values
+from tables.delta.snapshot.state import MAX_READER_VERSION, load_snapshot
+from tables.delta.storage.boundary import Storage, as_storage
+from tables.services.results import table_to_json
 from tables.spark.names import escape_glob, quote_column
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 # Reader features whose data semantics this reader applies (the log replay may know more).
 DATA_READER_FEATURES = frozenset(
@@ -333,6 +334,19 @@ def _read_files(
     return df, uris
 
 
+@dataclass(slots=True)
+class _ScanColumns:
+    """The columns a scan returns (`wanted`) and what reading them needs of the layout."""
+
+    wanted: list[str]
+    fields: dict[str, dict[str, Any]]
+    logical: dict[str, dict[str, Any]]
+    part_by_name: dict[str, PartitionColumn]
+    parts: list[PartitionColumn]
+    void: set[str]
+    phys_schema: dict[str, Any]
+
+
 def scan(
     spark: SparkSession,
     storage: Storage,
@@ -352,9 +366,22 @@ def scan(
     listed in several entries yields its rows once per entry. `inputs`, when given, receives
     the URI of every file the frame reads (`file:` for a local or spooled file, the store's
     URI when executors read the store: `input_bytes` tells them apart)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+    cols = _scan_columns(storage, layout, columns, file_columns)
+    out_schema = _out_schema(cols, extra, file_columns, with_position)
+    entries = [e for e in entries if not (e.only and (e.rows is None or len(e.rows) == 0))]
+    if not entries:
+        return spark.createDataFrame([], out_schema)
+    if layout.mode == "id":
+        spark.conf.set(FIELD_ID_CONF, "true")
+    data, key_of, back, n_files = _read_data(spark, storage, entries, cols.phys_schema, inputs)
+    data = _join_entries(spark, data, entries, key_of, cols.parts, extra, n_files)
+    return data.select(*_output_columns(cols, layout, extra, file_columns, with_position, back))
 
+
+def _scan_columns(
+    storage: Storage, layout: Layout, columns: list[str] | None, file_columns: Sequence[tuple[str, Any]]
+) -> _ScanColumns:
+    """The wanted columns, checked against the layout, and the physical schema to read them with."""
     names = layout.names
     wanted = list(columns) if columns is not None else names
     unknown = [c for c in wanted if c not in names]
@@ -373,16 +400,35 @@ def scan(
     ]
     phys_schema["fields"] += [{"name": n, "type": t, "nullable": True, "metadata": {}} for n, t in file_columns]
     logical = {f["name"]: f for f in logical_schema(layout.schema)["fields"]}
-    out_schema = StructType(
-        [StructField(n, spark_type(logical[n]["type"]), True) for n in wanted]
+    return _ScanColumns(wanted, fields, logical, part_by_name, parts, void, phys_schema)
+
+
+def _out_schema(
+    cols: _ScanColumns,
+    extra: Sequence[tuple[str, Any]],
+    file_columns: Sequence[tuple[str, Any]],
+    with_position: bool,
+) -> StructType:
+    """The Spark schema of a scan's result."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    return StructType(
+        [StructField(n, spark_type(cols.logical[n]["type"]), True) for n in cols.wanted]
         + [StructField(n, spark_type(t), True) for n, t in (*extra, *file_columns)]
         + ([StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())] if with_position else [])
     )
-    entries = [e for e in entries if not (e.only and (e.rows is None or len(e.rows) == 0))]
-    if not entries:
-        return spark.createDataFrame([], out_schema)
-    if layout.mode == "id":
-        spark.conf.set(FIELD_ID_CONF, "true")
+
+
+def _read_data(
+    spark: SparkSession,
+    storage: Storage,
+    entries: list[ScanEntry],
+    phys_schema: dict[str, Any],
+    inputs: list[str] | None,
+) -> tuple[DataFrame, Callable[[str], str], dict[str, str] | None, int]:
+    """The entries' files read, with `__dw_file` and `__dw_row`: (data, the join key of a log path,
+    the join key -> the table's own URI when they differ, the number of files)."""
+    from pyspark.sql import functions as F
 
     remote = getattr(storage, "remote", False)
     if remote:
@@ -398,88 +444,119 @@ def scan(
         data, back, n_files = read.data, read.table_uris, len(read.keys)
         if inputs is not None:
             inputs.extend(storage.uri(storage.resolve(p)) for p in paths)
-        key_of = read.keys.__getitem__
+        return data, read.keys.__getitem__, back, n_files
+    if remote:
+        spooled = spool_files(spark, storage, sorted({e.path for e in entries}), storage.display())
+
+        def file_of(path: str) -> Path:
+            return spooled[path]
     else:
-        if remote:
-            spooled = spool_files(spark, storage, sorted({e.path for e in entries}), storage.display())
 
-            def file_of(path: str) -> Path:
-                return spooled[path]
-        else:
+        def file_of(path: str) -> Path:
+            return local_file(storage, path)
 
-            def file_of(path: str) -> Path:
-                return local_file(storage, path)
+    files = sorted({file_of(e.path) for e in entries})
+    df, uris = _read_files(spark, files, phys_schema, storage.display())
+    if inputs is not None:
+        inputs.extend(uris.values())
+    data = df.select(
+        *[F.col(quote_column(pf["name"])) for pf in phys_schema["fields"]],
+        F.col("_metadata.file_path").alias("__dw_file"),
+        F.col("_metadata.row_index").alias("__dw_row"),
+    )
+    n_files = len(files)
 
-        files = sorted({file_of(e.path) for e in entries})
-        df, uris = _read_files(spark, files, phys_schema, storage.display())
-        if inputs is not None:
-            inputs.extend(uris.values())
-        data = df.select(
-            *[F.col(quote_column(pf["name"])) for pf in phys_schema["fields"]],
-            F.col("_metadata.file_path").alias("__dw_file"),
-            F.col("_metadata.row_index").alias("__dw_row"),
-        )
-        n_files = len(files)
+    def key_of(path: str) -> str:
+        return uris[file_of(path)]
 
-        def key_of(path: str) -> str:
-            return uris[file_of(path)]
+    if remote:
+        # the table's own file URIs, not the spool's: the same order and names as Spark
+        # reading the store directly would give
+        back = {key_of(p): storage.uri(storage.resolve(p)) for p in {e.path for e in entries}}
+    return data, key_of, back, n_files
 
-        if remote:
-            # the table's own file URIs, not the spool's: the same order and names as Spark
-            # reading the store directly would give
-            back = {key_of(p): storage.uri(storage.resolve(p)) for p in {e.path for e in entries}}
+
+def _join_entries(
+    spark: SparkSession,
+    data: DataFrame,
+    entries: list[ScanEntry],
+    key_of: Callable[[str], str],
+    parts: list[PartitionColumn],
+    extra: Sequence[tuple[str, Any]],
+    n_files: int,
+) -> DataFrame:
+    """The rows joined to their entries (partition values, extra columns), when needed, and filtered by selections."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
 
     selections = [e for e in entries if e.rows is not None and len(e.rows)]
     join_needed = bool(parts or extra or selections or len(entries) != n_files)
-    if join_needed:
-        entry_schema = StructType(
-            [
-                StructField("__dw_key", StringType(), False),
-                StructField("__dw_entry", IntegerType(), False),
-                StructField("__dw_only", BooleanType(), False),
-            ]
-            + [StructField(f"__dw_p{i}", spark_type(p.type), True) for i, p in enumerate(parts)]
-            + [StructField(f"__dw_x{i}", spark_type(t), True) for i, (_n, t) in enumerate(extra)]
-        )
-        rows = [
-            (key_of(e.path), i, e.only, *typed_partition_values(e.partition_values, parts), *e.extra)
-            for i, e in enumerate(entries)
+    if not join_needed:
+        return data
+    entry_schema = StructType(
+        [
+            StructField("__dw_key", StringType(), False),
+            StructField("__dw_entry", IntegerType(), False),
+            StructField("__dw_only", BooleanType(), False),
         ]
-        table = rows_frame(spark, rows, entry_schema)
-        data = data.join(F.broadcast(table), data["__dw_file"] == table["__dw_key"], "inner")
-        if selections:
-            ids = np.concatenate(
-                [
-                    np.full(len(e.rows), i, dtype=np.int32)
-                    for i, e in enumerate(entries)
-                    if e.rows is not None and len(e.rows)
-                ]
-            )
-            idx = np.concatenate([e.rows.astype(np.int64) for e in entries if e.rows is not None and len(e.rows)])
-            sel = small_frame(
-                spark,
-                pa.table({"__dw_sel_entry": pa.array(ids, pa.int32()), "__dw_sel_row": pa.array(idx, pa.int64())}),
-            ).withColumn("__dw_hit", F.lit(True))
-            if len(idx) <= BROADCAST_SELECTION_ROWS:
-                sel = F.broadcast(sel)
-            data = data.join(
-                sel,
-                (data["__dw_entry"] == sel["__dw_sel_entry"]) & (data["__dw_row"] == sel["__dw_sel_row"]),
-                "left",
-            )
-            hit = F.col("__dw_hit").isNotNull()
-            data = data.where(F.when(F.col("__dw_only"), hit).otherwise(~hit))
+        + [StructField(f"__dw_p{i}", spark_type(p.type), True) for i, p in enumerate(parts)]
+        + [StructField(f"__dw_x{i}", spark_type(t), True) for i, (_n, t) in enumerate(extra)]
+    )
+    rows = [
+        (key_of(e.path), i, e.only, *typed_partition_values(e.partition_values, parts), *e.extra)
+        for i, e in enumerate(entries)
+    ]
+    table = rows_frame(spark, rows, entry_schema)
+    data = data.join(F.broadcast(table), data["__dw_file"] == table["__dw_key"], "inner")
+    if selections:
+        data = _select_rows(spark, data, entries)
+    return data
+
+
+def _select_rows(spark: SparkSession, data: DataFrame, entries: list[ScanEntry]) -> DataFrame:
+    """The joined rows filtered by their entries' selections (rows dropped, or only rows kept)."""
+    from pyspark.sql import functions as F
+
+    ids = np.concatenate(
+        [np.full(len(e.rows), i, dtype=np.int32) for i, e in enumerate(entries) if e.rows is not None and len(e.rows)]
+    )
+    idx = np.concatenate([e.rows.astype(np.int64) for e in entries if e.rows is not None and len(e.rows)])
+    sel = small_frame(
+        spark,
+        pa.table({"__dw_sel_entry": pa.array(ids, pa.int32()), "__dw_sel_row": pa.array(idx, pa.int64())}),
+    ).withColumn("__dw_hit", F.lit(True))
+    if len(idx) <= BROADCAST_SELECTION_ROWS:
+        sel = F.broadcast(sel)
+    data = data.join(
+        sel,
+        (data["__dw_entry"] == sel["__dw_sel_entry"]) & (data["__dw_row"] == sel["__dw_sel_row"]),
+        "left",
+    )
+    hit = F.col("__dw_hit").isNotNull()
+    return data.where(F.when(F.col("__dw_only"), hit).otherwise(~hit))
+
+
+def _output_columns(
+    cols: _ScanColumns,
+    layout: Layout,
+    extra: Sequence[tuple[str, Any]],
+    file_columns: Sequence[tuple[str, Any]],
+    with_position: bool,
+    back: dict[str, str] | None,
+) -> list[Column]:
+    """The result's columns: logical names, extra and file columns, then the position columns."""
+    from pyspark.sql import functions as F
 
     out = []
-    for n in wanted:
-        if n in void:
+    for n in cols.wanted:
+        if n in cols.void:
             out.append(F.lit(None).alias(n))
-        elif n in part_by_name:
-            out.append(F.col(f"__dw_p{parts.index(part_by_name[n])}").alias(n))
+        elif n in cols.part_by_name:
+            out.append(F.col(f"__dw_p{cols.parts.index(cols.part_by_name[n])}").alias(n))
         else:
-            col = F.col(quote_column(physical_name(fields[n], layout.mode)))
-            target = spark_type(logical[n]["type"])
-            if layout.mode != "none" and isinstance(logical[n]["type"], dict):
+            col = F.col(quote_column(physical_name(cols.fields[n], layout.mode)))
+            target = spark_type(cols.logical[n]["type"])
+            if layout.mode != "none" and isinstance(cols.logical[n]["type"], dict):
                 col = col.cast(target)  # nested physical names -> logical (positional)
             out.append(col.alias(n))
     out += [F.col(f"__dw_x{i}").alias(n) for i, (n, _t) in enumerate(extra)]
@@ -489,7 +566,7 @@ def scan(
         if back:
             file_col = F.create_map(*[F.lit(x) for kv in sorted(back.items()) for x in kv])[file_col]
         out += [file_col.alias(FILE_COL), F.col("__dw_row").alias(ROW_COL)]
-    return data.select(*out)
+    return out
 
 
 def version_entries(storage: Storage, snapshot: Any) -> list[ScanEntry]:

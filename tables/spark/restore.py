@@ -1,7 +1,7 @@
 """RESTORE at scale: the file work of a restore plan on Spark, then the core's commit writer.
 
 Contract: spark_plan_restore() returns the same RestorePlan (same fingerprint, same actions,
-same metrics) as tables.delta.restore.plan_restore(); only where the file work runs differs.
+same metrics) as tables.delta.restore.plan.plan_restore(); only where the file work runs differs.
 - The core loads both snapshots and decides metadata, protocol and domain metadata
   (prepare_restore); it stays the single source of truth for those.
 - Spark gets both file lists as DataFrames (row index, canonical path, deletion-vector unique
@@ -34,17 +34,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tables.delta.commit import now_ms
-from tables.delta.dv import deletion_vector_file
 from tables.delta.errors import PathOutsideRootsError, RestoreError
-from tables.delta.replay import canonical_paths, dv_id_column
-from tables.delta.restore import RestorePlan, build_plan, check_removals, metrics_from_totals, prepare_restore
-from tables.delta.restore_actions import missing_files
-from tables.delta.restore_commit import approved_change, commit_restore, find_restore_commit
-from tables.delta.storage import Storage, as_storage, same_table
+from tables.delta.log.commit import now_ms
+from tables.delta.restore.actions import missing_files
+from tables.delta.restore.commit import approved_change, commit_restore, find_restore_commit
+from tables.delta.restore.plan import RestorePlan, build_plan, check_removals, metrics_from_totals, prepare_restore
+from tables.delta.snapshot.dv import deletion_vector_file
+from tables.delta.snapshot.replay import canonical_paths, dv_id_column
+from tables.delta.storage.boundary import Storage, as_storage, same_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Observation, SparkSession
+
+    from tables.delta.snapshot.state import Snapshot
 
 Progress = Callable[[str, int, int | None], None]
 
@@ -267,9 +269,6 @@ def spark_plan_restore(
 ) -> RestorePlan:
     """plan_restore() with the file diff, existence check and metrics done on Spark; with
     `where`, the partial restore of the partitions that predicate selects."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
     storage = as_storage(location)
     sc = spark.sparkContext
     _report(progress, "loading snapshots", 0, 2)
@@ -283,16 +282,7 @@ def spark_plan_restore(
     sc.setJobDescription(f"deltaweb restore {setup.where} to version {setup.target_version}")
     job: _Job | None = None
     try:
-        # one Spark job: both anti-joins, collected; the sums for the metrics are observed
-        # while it runs (Observation: aggregated by Spark, no job of their own)
-        totals = Observation(f"restore-{uuid.uuid4().hex}")
-        diff = _anti_joins(spark, file_list(latest_files), file_list(target_files))
-        found = diff.observe(totals, *_sums(F)).select("kind", "idx").toArrow()
-        kinds = found.column("kind").to_numpy()
-        idxs = found.column("idx").to_numpy()
-        add_idx = np.sort(idxs[kinds == _ADD])
-        remove_idx = np.sort(idxs[kinds == _REMOVE])
-        _report(progress, "comparing file lists", n_files, n_files)
+        totals, add_idx, remove_idx = _diff(spark, latest_files, target_files, progress, n_files)
         check_removals(setup, len(remove_idx))
         add_rows = target_files.take(pa.array(add_idx))
 
@@ -304,69 +294,12 @@ def spark_plan_restore(
         # an object-store table's files have no path an executor can open (no Hadoop
         # connectors here): the core's check through the storage layer (below) does them
         remote = bool(getattr(storage, "remote", False))
+        gone_sums: Observation | None = None
         if check_files and total and not remote:
-            _report(progress, "checking files exist", 0, total)
-            gone_sums = Observation(f"restore-missing-{uuid.uuid4().hex}")
-            missing_of = F.udf(_missing_files_function(storage.roots), "array<string>").asNondeterministic()
-            checked = (
-                _coalesced(
-                    spark,
-                    spark.createDataFrame(check_list(storage, add_rows, add_idx, log_names)),
-                    total,
-                    CHECK_ROWS_PER_TASK,
-                )
-                .select("idx", "size", missing_of("file", "dvFile").alias("missing"))
-                .observe(
-                    gone_sums,
-                    F.count(F.col("missing")).alias("n"),
-                    F.sum(F.when(F.col("missing").isNotNull(), F.col("size"))).alias("bytes"),
-                )
-                .where(F.col("missing").isNotNull())
-                .select("idx", "missing")
-            )
-            job = _Job(spark, "deltaweb restore: checking files exist", checked.toArrow)
-
-        def find_missing(adds: list[dict[str, Any]]) -> tuple[list[str], set[int]]:
-            if job is None and check_files and remote and adds:
-                _report(progress, "checking files exist", 0, len(adds))
-                missing, bad = missing_files(storage, adds)
-                left_out.update(n=len(bad), bytes=sum(int(adds[i].get("size") or 0) for i in bad))
-                _report(progress, "checking files exist", len(adds), len(adds))
-                return missing, bad
-            if job is None:
-                return [], set()
-            gone = job.wait(lambda fraction: _report(progress, "checking files exist", int(total * fraction), total))
-            missing: list[str] = []
-            bad_idx: list[int] = []
-            for idx, files in sorted(
-                zip(gone.column("idx").to_pylist(), gone.column("missing").to_pylist(), strict=True)
-            ):
-                bad_idx.append(idx)
-                missing.extend(files)
-            refused = [f for f in missing if f.startswith("\x00")]
-            if refused:
-                raise PathOutsideRootsError(storage.refusal(refused[0][1:]), file=storage.shown(refused[0][1:]))
-            missing = [log_names.get(f, storage.shown(f)) for f in missing]
-            if bad_idx:
-                left_out.update(gone_sums.get)
-            _report(progress, "checking files exist", total, total)
-            # positions in `adds` (the target's rows in row order) of the files found missing
-            return missing, set(np.searchsorted(add_idx, np.array(bad_idx, dtype=np.int64)).tolist())
-
-        def metrics() -> dict[str, str]:
-            _report(progress, "computing metrics", 0, 1)
-            sums = totals.get  # less the missing files, which the plan leaves out
-            out = metrics_from_totals(
-                int(sums["nAdd"] or 0) - int(left_out["n"] or 0),
-                int(sums["addSize"] or 0) - int(left_out["bytes"] or 0),
-                int(sums["nRemove"] or 0),
-                int(sums["removeSize"] or 0),
-                latest.num_files,
-                latest.size_bytes,
-            )
-            _report(progress, "computing metrics", 1, 1)
-            return out
-
+            job, gone_sums = _start_check(spark, storage, add_rows, add_idx, log_names, progress)
+        find_missing = _missing_finder(
+            storage, progress, check_files, remote, job, gone_sums, add_idx, log_names, left_out
+        )
         return build_plan(
             setup,
             add_rows,
@@ -376,12 +309,131 @@ def spark_plan_restore(
             check_files=check_files,
             clock=clock,
             find_missing=find_missing,
-            metrics=metrics,
+            metrics=_metrics_function(progress, totals, left_out, latest),
         )
     finally:
         if job is not None:
             job.cancel()  # when the core failed before it waited for the check
         sc.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def _diff(
+    spark: SparkSession, latest_files: pa.Table, target_files: pa.Table, progress: Progress | None, n_files: int
+) -> tuple[Observation, np.ndarray, np.ndarray]:
+    """The file diff on Spark: (the observed sums, sorted row indexes to add, sorted ones to remove)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    # one Spark job: both anti-joins, collected; the sums for the metrics are observed
+    # while it runs (Observation: aggregated by Spark, no job of their own)
+    totals = Observation(f"restore-{uuid.uuid4().hex}")
+    diff = _anti_joins(spark, file_list(latest_files), file_list(target_files))
+    found = diff.observe(totals, *_sums(F)).select("kind", "idx").toArrow()
+    kinds = found.column("kind").to_numpy()
+    idxs = found.column("idx").to_numpy()
+    add_idx = np.sort(idxs[kinds == _ADD])
+    remove_idx = np.sort(idxs[kinds == _REMOVE])
+    _report(progress, "comparing file lists", n_files, n_files)
+    return totals, add_idx, remove_idx
+
+
+def _start_check(
+    spark: SparkSession,
+    storage: Storage,
+    add_rows: pa.Table,
+    add_idx: np.ndarray,
+    log_names: dict[str, str],
+    progress: Progress | None,
+) -> tuple[_Job, Observation]:
+    """Start the Spark job checking that the files to add exist, and the observation of what it finds missing."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    total = len(add_idx)
+    _report(progress, "checking files exist", 0, total)
+    gone_sums = Observation(f"restore-missing-{uuid.uuid4().hex}")
+    missing_of = F.udf(_missing_files_function(storage.roots), "array<string>").asNondeterministic()
+    checked = (
+        _coalesced(
+            spark,
+            spark.createDataFrame(check_list(storage, add_rows, add_idx, log_names)),
+            total,
+            CHECK_ROWS_PER_TASK,
+        )
+        .select("idx", "size", missing_of("file", "dvFile").alias("missing"))
+        .observe(
+            gone_sums,
+            F.count(F.col("missing")).alias("n"),
+            F.sum(F.when(F.col("missing").isNotNull(), F.col("size"))).alias("bytes"),
+        )
+        .where(F.col("missing").isNotNull())
+        .select("idx", "missing")
+    )
+    return _Job(spark, "deltaweb restore: checking files exist", checked.toArrow), gone_sums
+
+
+def _missing_finder(
+    storage: Storage,
+    progress: Progress | None,
+    check_files: bool,
+    remote: bool,
+    job: _Job | None,
+    gone_sums: Observation | None,
+    add_idx: np.ndarray,
+    log_names: dict[str, str],
+    left_out: dict[str, int],
+) -> Callable[[list[dict[str, Any]]], tuple[list[str], set[int]]]:
+    """build_plan's find_missing: the Spark check's result (or the core's, for an object store)."""
+    total = len(add_idx)
+
+    def find_missing(adds: list[dict[str, Any]]) -> tuple[list[str], set[int]]:
+        if job is None and check_files and remote and adds:
+            _report(progress, "checking files exist", 0, len(adds))
+            missing, bad = missing_files(storage, adds)
+            left_out.update(n=len(bad), bytes=sum(int(adds[i].get("size") or 0) for i in bad))
+            _report(progress, "checking files exist", len(adds), len(adds))
+            return missing, bad
+        if job is None:
+            return [], set()
+        gone = job.wait(lambda fraction: _report(progress, "checking files exist", int(total * fraction), total))
+        missing: list[str] = []
+        bad_idx: list[int] = []
+        for idx, files in sorted(zip(gone.column("idx").to_pylist(), gone.column("missing").to_pylist(), strict=True)):
+            bad_idx.append(idx)
+            missing.extend(files)
+        refused = [f for f in missing if f.startswith("\x00")]
+        if refused:
+            raise PathOutsideRootsError(storage.refusal(refused[0][1:]), file=storage.shown(refused[0][1:]))
+        missing = [log_names.get(f, storage.shown(f)) for f in missing]
+        if bad_idx:
+            left_out.update(gone_sums.get)
+        _report(progress, "checking files exist", total, total)
+        # positions in `adds` (the target's rows in row order) of the files found missing
+        return missing, set(np.searchsorted(add_idx, np.array(bad_idx, dtype=np.int64)).tolist())
+
+    return find_missing
+
+
+def _metrics_function(
+    progress: Progress | None, totals: Observation, left_out: dict[str, int], latest: Snapshot
+) -> Callable[[], dict[str, str]]:
+    """build_plan's metrics: the diff's observed sums, less the files left out as missing."""
+
+    def metrics() -> dict[str, str]:
+        _report(progress, "computing metrics", 0, 1)
+        sums = totals.get  # less the missing files, which the plan leaves out
+        out = metrics_from_totals(
+            int(sums["nAdd"] or 0) - int(left_out["n"] or 0),
+            int(sums["addSize"] or 0) - int(left_out["bytes"] or 0),
+            int(sums["nRemove"] or 0),
+            int(sums["removeSize"] or 0),
+            latest.num_files,
+            latest.size_bytes,
+        )
+        _report(progress, "computing metrics", 1, 1)
+        return out
+
+    return metrics
 
 
 # --- running an approved restore ---------------------------------------------------------------
@@ -397,7 +449,7 @@ def run_restore(
     user_name: str | None = None,
 ) -> dict[str, Any]:
     """Plan the approved restore again on Spark, on the current head, and commit it when it
-    still makes the approved change (tables.delta.restore_commit.approved_change: the same
+    still makes the approved change (tables.delta.restore.commit.approved_change: the same
     fingerprint, or the head only gained files, which the approved change leaves alone).
 
     Returns commit_restore()'s result (version, verified, metrics, ...) with stale=False; or,

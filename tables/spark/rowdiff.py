@@ -26,7 +26,7 @@ Public API (plain arguments, plain results; no Django):
   `_changed_columns` (array of column names that differ; empty for added/removed rows),
   `_before` (struct of the `v_from` non-key columns, null for added rows) and `_after`
   (struct of the `v_to` non-key columns, null for removed rows).
-- `read_page(path, offset, limit)`: the shared pager (`tables.results.read_page`).
+- `read_page(path, offset, limit)`: the shared pager (`tables.services.results.read_page`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import InvalidColumnsError
-from tables.delta.storage import Storage, as_storage
-from tables.results import part_files, read_page, written_columns
+from tables.delta.storage.boundary import Storage, as_storage
+from tables.services.results import part_files, read_page, written_columns
 from tables.spark.changes import write_sorted
 from tables.spark.names import quote_column
 from tables.spark.read import read_version

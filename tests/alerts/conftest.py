@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tables import registration, sync
 from tables.models import Table
+from tables.services import registration
+from tables.services.sync import store as sync
 from tests.alerts.receivers import receiver  # noqa: F401 (a fixture of the delivery tests)
 
 

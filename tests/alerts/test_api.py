@@ -11,8 +11,8 @@ from django.contrib.auth.models import Group
 from alerts import evaluate, services
 from alerts.models import Alert, Delivery, DeliveryStatus, Notification, RuleSetting, Severity, WebhookEndpoint
 from alerts.urlcheck import check
-from tables import roles
-from tables.errors import ServiceError
+from tables.services.access import roles
+from tables.services.errors import ServiceError
 from tests.alerts.conftest import register_and_sync
 
 deltalake = pytest.importorskip("deltalake")
@@ -37,7 +37,7 @@ def alerted(roots):
     deltalake.write_deltalake(str(path), pa.table({"id": [1, 2, 3]}))
     table = register_and_sync("orders", path)
     deltalake.DeltaTable(str(path)).delete()
-    from tables import sync
+    from tables.services.sync import store as sync
 
     sync.sync_table(table.pk)
     evaluate.evaluate(table, [1])
@@ -57,7 +57,7 @@ def test_feed_answers_304_until_something_new_arrives(client, analyst, alerted, 
     assert again.status_code == 304
     # a new commit changes the answer
     deltalake.write_deltalake(str(roots / "orders"), pa.table({"id": [9]}), mode="append")
-    from tables import sync
+    from tables.services.sync import store as sync
 
     sync.sync_table(alerted.pk)
     after = client.get("/api/activity/", {"table": "orders", "afterVersion": "1"}, HTTP_IF_NONE_MATCH=tag)

@@ -10,7 +10,8 @@ from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 
 from alerts import evaluate
-from tables import roles, sync
+from tables.services.access import roles
+from tables.services.sync import store as sync
 from tests.alerts.conftest import register_and_sync
 
 schemathesis = pytest.importorskip("schemathesis")

@@ -12,8 +12,8 @@ import pytest
 
 from alerts import services
 from alerts.models import Alert, Delivery, DeliveryStatus, Notification, Severity
-from tables import sync
-from tables.delta.timestamps import format_ms
+from tables.delta.history.timestamps import format_ms
+from tables.services.sync import store as sync
 from tests.alerts.conftest import register_and_sync
 from tests.alerts.receivers import HANG, MailSink, verify, wait_until
 from tests.conftest import free_port
@@ -51,7 +51,7 @@ def worker_env(settings, smtp):
 def user(django_user_model):
     from django.contrib.auth.models import Group
 
-    from tables import roles
+    from tables.services.access import roles
 
     u = django_user_model.objects.create_user("ops", email="ops@example.com", password="secret-pass-1")
     u.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])

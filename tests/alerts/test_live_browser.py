@@ -10,7 +10,8 @@ from django.contrib.auth.models import Group
 
 from alerts import evaluate
 from alerts.models import Scan
-from tables import roles, sync
+from tables.services.access import roles
+from tables.services.sync import store as sync
 from tests.alerts.conftest import register_and_sync
 from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
 

@@ -10,9 +10,11 @@ import pytest
 
 from alerts import evaluate
 from alerts.models import Alert, Scan
-from tables import owner_services, registration, sync
-from tables.delta.managed import commit_via_owner
-from tables.delta.snapshot import load_snapshot
+from tables.delta.managed.writer import commit_via_owner
+from tables.delta.snapshot.state import load_snapshot
+from tables.services import registration
+from tables.services.owner import use_cases as owner_services
+from tables.services.sync import store as sync
 from tests.web.test_api import write_table
 from tests.web.test_owner import client, log_versions, roots  # noqa: F401 (fixtures)
 

@@ -18,8 +18,8 @@ from django.core import mail
 
 from alerts import delivery, services, silence
 from alerts.models import Alert, Delivery, Notification, RuleSetting, Severity
-from tables import sync
 from tables.models import Table
+from tables.services.sync import store as sync
 from tests.alerts.conftest import register_and_sync
 from tests.alerts.receivers import verify, wait_until
 

@@ -36,8 +36,8 @@ from typing import Any
 import orjson
 
 from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
-from tables.delta.log import commit_name, staged_commit_name
-from tables.delta.owner import (
+from tables.delta.log.listing import commit_name, staged_commit_name
+from tables.delta.managed.owner import (
     Commit,
     CommitConflict,
     CommitOutcome,
@@ -51,7 +51,7 @@ from tables.delta.owner import (
     installs_owner,
     parse_commit,
 )
-from tables.delta.storage import Storage, open_storage
+from tables.delta.storage.boundary import Storage, open_storage
 
 Policy = Callable[[TableConf, int, ParsedCommit], str | None]  # a refusal reason, or None
 

@@ -1,4 +1,4 @@
-"""Planning change data in the core (tables.delta.changes.plan_changes), without Spark."""
+"""Planning change data in the core (tables.delta.snapshot.changes.plan_changes), without Spark."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tables.delta.changes import plan_changes
-from tables.delta.dv import inline_descriptor
 from tables.delta.errors import LogGapError, VersionNotFoundError
+from tables.delta.snapshot.changes import plan_changes
+from tables.delta.snapshot.dv import inline_descriptor
 from tests.core import builders
 
 SCHEMA = {

@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tables.delta.checkpoint import ParquetPart, _all_equal
 from tables.delta.errors import CorruptCheckpointError
-from tables.delta.snapshot import Snapshot, _has_byte, load_snapshot
-from tables.delta.storage import as_storage
+from tables.delta.log.checkpoint import ParquetPart, _all_equal
+from tables.delta.snapshot.state import Snapshot, _has_byte, load_snapshot
+from tables.delta.storage.boundary import as_storage
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake  # noqa: E402
@@ -244,8 +244,8 @@ def test_a_load_that_fails_leaves_no_checkpoint_read_running(golden_copy, monkey
     import threading
     import time
 
-    from tables.delta import checkpoint
     from tables.delta.errors import CorruptLogError
+    from tables.delta.log import checkpoint
 
     path = golden_copy("checkpoint")
     commit = path / LOG / f"{13:020d}.json"
@@ -273,7 +273,7 @@ def test_a_checkpoint_that_disagrees_with_last_checkpoint_is_refused(source: Pat
     import json
 
     from tables.delta.errors import CheckpointMismatchError
-    from tables.delta.reachability import reachability
+    from tables.delta.history.reachability import reachability
 
     path = tmp_path / "t"
     shutil.copytree(source, path)

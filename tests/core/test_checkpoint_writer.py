@@ -7,9 +7,9 @@ import os
 import pyarrow as pa
 import pytest
 
-from tables.delta.checkpoint import write_checkpoint
-from tables.delta.snapshot import load_snapshot
-from tables.delta.storage import open_storage
+from tables.delta.log.checkpoint import write_checkpoint
+from tables.delta.snapshot.state import load_snapshot
+from tables.delta.storage.boundary import open_storage
 
 deltalake = pytest.importorskip("deltalake")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tables.delta.snapshot import load_snapshot
+from tables.delta.snapshot.state import load_snapshot
 from tests.core.builders import writable
 
 REPO = Path(__file__).resolve().parents[2]

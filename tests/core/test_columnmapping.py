@@ -8,8 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from tables.delta.actions import Protocol
-from tables.delta.columnmapping import (
+from tables.delta.errors import CorruptLogError, UnsupportedFeatureError
+from tables.delta.log.actions import Protocol
+from tables.delta.snapshot.columnmapping import (
     PARQUET_FIELD_ID,
     logical_names,
     logical_schema,
@@ -18,9 +19,8 @@ from tables.delta.columnmapping import (
     read_schema,
     rename_physical_paths,
 )
-from tables.delta.errors import CorruptLogError, UnsupportedFeatureError
-from tables.delta.partitions import parse_partition_value, partition_columns
-from tables.delta.snapshot import load_snapshot
+from tables.delta.snapshot.partitions import parse_partition_value, partition_columns
+from tables.delta.snapshot.state import load_snapshot
 from tests.conftest import golden_path
 
 

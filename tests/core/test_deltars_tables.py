@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from tables.delta import errors
-from tables.delta.snapshot import Snapshot, load_snapshot
+from tables.delta.snapshot.state import Snapshot, load_snapshot
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake  # noqa: E402

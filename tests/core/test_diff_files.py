@@ -9,8 +9,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pytest
 
-from tables.delta.diff import snapshot_diff
-from tables.delta.snapshot import load_snapshot
+from tables.delta.snapshot.diff import snapshot_diff
+from tables.delta.snapshot.state import load_snapshot
 
 deltalake = pytest.importorskip("deltalake")
 

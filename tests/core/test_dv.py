@@ -1,4 +1,4 @@
-"""Deletion vectors in the core (tables.delta.dv): Z85, both bitmap formats, DV files.
+"""Deletion vectors in the core (tables.delta.snapshot.dv): Z85, both bitmap formats, DV files.
 
 Golden tables: every deletion vector any `add` of `dv-with-columnmapping` and
 `dv-partitioned-with-checkpoint` carries (all versions, on-disk 'u' vectors written by Delta
@@ -14,7 +14,8 @@ import uuid
 import numpy as np
 import pytest
 
-from tables.delta.dv import (
+from tables.delta.errors import CorruptDeletionVectorError, MissingDeletionVectorError
+from tables.delta.snapshot.dv import (
     NATIVE_MAGIC,
     decode_bitmap,
     deletion_vector_file,
@@ -26,8 +27,7 @@ from tables.delta.dv import (
     z85_encode,
     z85_uuid,
 )
-from tables.delta.errors import CorruptDeletionVectorError, MissingDeletionVectorError
-from tables.delta.storage import open_storage
+from tables.delta.storage.boundary import open_storage
 from tests.conftest import golden_path
 
 DV_TABLES = ["dv-with-columnmapping", "dv-partitioned-with-checkpoint"]

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 
 from tables.delta import errors
-from tables.delta.log import list_log
-from tables.delta.snapshot import load_snapshot
-from tables.delta.storage import open_storage
+from tables.delta.log.listing import list_log
+from tables.delta.snapshot.state import load_snapshot
+from tables.delta.storage.boundary import open_storage
 from tests.conftest import GOLDEN, golden_names
 from tests.core.reference import has_all_commits, replay_json
 

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tables.delta import commit as fs_commit
 from tables.delta.errors import (
     CommitConflictError,
     CommitOwnerError,
@@ -39,10 +38,11 @@ from tables.delta.errors import (
     OwnerUnavailableError,
     VersionNotFoundError,
 )
-from tables.delta.history import history_rows
-from tables.delta.log import COMMITS_DIR, STAGED_COMMITS_DIR, list_log, staged_commit_name
-from tables.delta.managed import commit_via_owner, create_managed_table, hand_back, take_over
-from tables.delta.owner import (
+from tables.delta.history.timeline import history_rows
+from tables.delta.history.timestamps import commit_times, ict_config
+from tables.delta.log import commit as fs_commit
+from tables.delta.log.listing import COMMITS_DIR, STAGED_COMMITS_DIR, list_log, staged_commit_name
+from tables.delta.managed.owner import (
     Commit,
     CommitConflict,
     CommitOwner,
@@ -52,10 +52,10 @@ from tables.delta.owner import (
     TableConf,
     encode_actions,
 )
-from tables.delta.owner_client import RestOwnerClient, outcome_to_http
-from tables.delta.snapshot import load_snapshot, load_table_config
-from tables.delta.storage import LocalStorage
-from tables.delta.timestamps import commit_times, ict_config
+from tables.delta.managed.owner_client import RestOwnerClient, outcome_to_http
+from tables.delta.managed.writer import commit_via_owner, create_managed_table, hand_back, take_over
+from tables.delta.snapshot.state import load_snapshot, load_table_config
+from tables.delta.storage.boundary import LocalStorage
 from tests.conftest import REPO
 from tests.core import builders
 from tests.core.fs_owner import FileSystemOwner, StaticOwner
@@ -498,7 +498,7 @@ def test_catalog_managed_staged_commits_read_with_the_catalogs_state(tmp_path: P
     catalog stores 7, 8 and 9 and says 9 is the latest."""
     table = tmp_path / "t"
     icts = _catalog_table(table, 7)
-    from tables.delta.checkpoint import write_checkpoint
+    from tables.delta.log.checkpoint import write_checkpoint
 
     write_checkpoint(LocalStorage(table), load_snapshot(table, 2))
     catalog: list[Commit] = []
@@ -1101,8 +1101,8 @@ def test_rest_client_failures_are_errors_not_outcomes(owner_api, tmp_path: Path)
 _KILLER = """
 import os, signal, sys
 from tests.core.fs_owner import FileSystemOwner, StaticOwner
-from tables.delta.managed import commit_via_owner, hand_back
-from tables.delta.owner import TableConf
+from tables.delta.managed.writer import commit_via_owner, hand_back
+from tables.delta.managed.owner import TableConf
 
 state, location, table_id, step = sys.argv[1:]
 

@@ -13,21 +13,21 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables.delta import storage as storage_module
-from tables.delta.commit import commit, enable_ict, write_commit
 from tables.delta.errors import CommitConflictError, NotADeltaTableError, PathOutsideRootsError, StorageError
-from tables.delta.history import history_rows
-from tables.delta.objectstore import ObjectStoreStorage
-from tables.delta.objectstore_config import (
+from tables.delta.history.timeline import history_rows
+from tables.delta.history.timestamps import commit_times, resolve_timestamp
+from tables.delta.log.commit import commit, enable_ict, write_commit
+from tables.delta.snapshot.state import Snapshot, load_snapshot
+from tables.delta.storage import boundary as storage_module
+from tables.delta.storage.boundary import LocalStorage, allowed_roots, open_storage
+from tables.delta.storage.objectstore import ObjectStoreStorage
+from tables.delta.storage.objectstore_config import (
     BucketNotFoundError,
     ConditionalPutUnsupportedError,
     ObjectStoreAccessError,
     StorageUnavailableError,
     parse_location,
 )
-from tables.delta.snapshot import Snapshot, load_snapshot
-from tables.delta.storage import LocalStorage, allowed_roots, open_storage
-from tables.delta.timestamps import commit_times, resolve_timestamp
 from tests.conftest import REPO, delta_snapshot_cli, free_port, golden_path, use_store_environment
 
 pytest.importorskip("obstore")
@@ -487,8 +487,57 @@ def test_azure_and_gcs_stores_are_built_from_the_environment(monkeypatch, tmp_pa
         load_snapshot(st)
 
 
+def test_a_registered_backend_serves_its_scheme_through_the_storage(monkeypatch) -> None:
+    """The backend registry drives the object-store layer: one `register` call for a made-up
+    `mem://` scheme over obstore's MemoryStore, and a golden table put through it reads as its
+    local copy, writes are conditional puts, confinement holds for its prefixes, messages use
+    its names; unregistered, the scheme is unknown again."""
+    from obstore.store import MemoryStore
+
+    from tables.delta.storage import backends
+    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.objectstore_config import is_object_location
+
+    local = golden_path("checkpoint")
+    ours = load_snapshot(str(local))
+    stores: dict[str, MemoryStore] = {}  # one store per bucket, shared by every storage opened on it
+    mem = backends.Backend(
+        kind="mem",
+        schemes=("mem",),
+        container="shelf",
+        build=lambda loc, config, client, retry: stores.setdefault(loc.bucket, MemoryStore()),
+    )
+    monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
+    backends.register(mem)
+    storage_module.set_roots_provider(lambda: ["mem://bucket/table"])
+    try:
+        assert backends.backend_for_scheme("mem") is mem and is_object_location("mem://bucket/table")
+        st = as_storage("mem://bucket/table")
+        assert isinstance(st, ObjectStoreStorage) and st.roots == ("mem://bucket/table",)
+        for f in sorted(local.rglob("*")):
+            if f.is_file():
+                assert st.put(f.relative_to(local).as_posix(), f.read_bytes(), overwrite=True)
+        remote = load_snapshot("mem://bucket/table")  # a new storage on the same store
+        assert remote.version == ours.version and file_rows(remote) == file_rows(ours)
+        assert st.put("extra/a.bin", b"1") and not st.put("extra/a.bin", b"2")  # put-if-absent
+        assert as_storage("mem://bucket/table").read("extra/a.bin") == b"1"
+        with pytest.raises(PathOutsideRootsError):
+            st.resolve("mem://bucket/elsewhere/x.parquet")
+        with pytest.raises(PathOutsideRootsError):  # another backend's scheme
+            st.resolve("s3://bucket/table/x.parquet")
+        assert "the shelf 'bucket' does not exist" in str(st._no_bucket())
+        with pytest.raises(StorageError, match=r"\(s3://, s3a://, gs://, az://, abfss://, mem://\)"):
+            parse_location("ftp://host/t")
+    finally:
+        storage_module.set_roots_provider(None)
+        backends.unregister("mem")
+    assert backends.backend_for_scheme("mem") is None and not is_object_location("mem://bucket/table")
+    with pytest.raises(NotADeltaTableError, match="storage scheme 'mem' is not supported yet"):
+        open_storage("mem://bucket/table")
+
+
 def test_reachability_on_s3_matches_the_local_copy(s3, golden_bucket) -> None:
-    from tables.delta.reachability import reachability
+    from tables.delta.history.reachability import reachability
 
     name = "snapshot-vacuumed" if "snapshot-vacuumed" in golden_bucket else "basic-with-inserts-deletes-checkpoint"
     local = golden_path(name)

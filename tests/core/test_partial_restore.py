@@ -24,8 +24,9 @@ import pyarrow as pa
 import pytest
 
 from tables.delta.errors import CommitConflictError, RestoreError
-from tables.delta.partitions import PartitionColumn
-from tables.delta.predicate import (
+from tables.delta.restore.commit import commit_restore
+from tables.delta.restore.plan import RestorePlan, plan_restore
+from tables.delta.restore.predicate import (
     And,
     Compare,
     InvalidPredicateError,
@@ -34,10 +35,9 @@ from tables.delta.predicate import (
     parse_predicate,
     tokenize,
 )
-from tables.delta.replay import identity_keys
-from tables.delta.restore import RestorePlan, plan_restore
-from tables.delta.restore_commit import commit_restore
-from tables.delta.snapshot import load_snapshot
+from tables.delta.snapshot.partitions import PartitionColumn
+from tables.delta.snapshot.replay import identity_keys
+from tables.delta.snapshot.state import load_snapshot
 from tests.core import reference
 from tests.core.builders import writable
 

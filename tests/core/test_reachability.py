@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pytest
 
-from tables.delta.reachability import DEFAULT_DELETED_FILE_RETENTION, interval_ms, reachability
+from tables.delta.history.reachability import DEFAULT_DELETED_FILE_RETENTION, interval_ms, reachability
 from tests.conftest import golden_names, golden_path
 
 deltalake = pytest.importorskip("deltalake")
@@ -234,7 +234,7 @@ def test_vacuum_forecast_agrees_with_a_real_vacuum(tmp_path: Path) -> None:
 
 
 def test_an_update_after_new_commits_equals_the_full_computation(tmp_path: Path) -> None:
-    from tables.delta.reachability import answer, reach_state, update_state
+    from tables.delta.history.reachability import answer, reach_state, update_state
 
     path = history_table(tmp_path / "t")
     state = reach_state(str(path))
@@ -261,7 +261,7 @@ def test_an_update_after_new_commits_equals_the_full_computation(tmp_path: Path)
 
 
 def test_an_update_recomputes_when_the_old_log_or_the_metadata_changed(tmp_path: Path) -> None:
-    from tables.delta.reachability import answer, reach_state, update_state
+    from tables.delta.history.reachability import answer, reach_state, update_state
 
     path = history_table(tmp_path / "t")
     DeltaTable(str(path)).create_checkpoint()
@@ -312,7 +312,7 @@ def test_another_tables_checkpoint_is_a_checkpoint_mismatch(tmp_path: Path) -> N
     files (so even `_last_checkpoint`'s count agrees). Every version read from it lists the
     other table's files, none of which exist; the commits 0..5 beside it say what it should
     hold, and the versions it serves are reported unreadable, not readable."""
-    from tables.delta.snapshot import load_snapshot
+    from tables.delta.snapshot.state import load_snapshot
 
     table = _appends(tmp_path / "t", 6)
     DeltaTable(str(table)).create_checkpoint()
@@ -337,7 +337,7 @@ def test_a_checkpoint_listing_a_file_never_added(tmp_path: Path, monkeypatch: py
     """Same table, one file more than the commits added: found path by path, and by the
     footers' count for an older checkpoint beyond the budget of full comparisons. Versions
     read from a later, sound checkpoint stay readable."""
-    from tables.delta import reachability as reach
+    from tables.delta.history import reachability as reach
 
     table = _appends(tmp_path / "t", 4)
     DeltaTable(str(table)).create_checkpoint()  # at 3
@@ -357,9 +357,9 @@ def test_a_checkpoint_listing_a_file_never_added(tmp_path: Path, monkeypatch: py
 
 
 def test_an_update_checks_a_checkpoint_written_since(tmp_path: Path) -> None:
-    from tables.delta.log import read_last_checkpoint
-    from tables.delta.reachability import answer, reach_state, update_state
-    from tables.delta.storage import as_storage
+    from tables.delta.history.reachability import answer, reach_state, update_state
+    from tables.delta.log.listing import read_last_checkpoint
+    from tables.delta.storage.boundary import as_storage
 
     table = _appends(tmp_path / "t", 3)
     state = reach_state(str(table))
@@ -381,8 +381,8 @@ def _with_checkpoints() -> list[str]:
 def test_sound_golden_checkpoints_are_not_flagged(name: str) -> None:
     """Every golden checkpoint (classic, multi-part, v2 with sidecars, deletion vectors,
     column mapping) agrees with its commits path by path, and by its footers' count."""
-    from tables.delta import reachability as reach
     from tables.delta.errors import StateReconstructionError
+    from tables.delta.history import reachability as reach
 
     try:
         state = reach.reach_state(str(golden_path(name)))

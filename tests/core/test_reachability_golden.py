@@ -13,10 +13,10 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from tables.delta.dv import deletion_vector_file
 from tables.delta.errors import DeltaError
-from tables.delta.reachability import reachability
-from tables.delta.snapshot import load_snapshot
+from tables.delta.history.reachability import reachability
+from tables.delta.snapshot.dv import deletion_vector_file
+from tables.delta.snapshot.state import load_snapshot
 from tests.conftest import golden_names, golden_path
 
 NOW = int(time.time() * 1000)

@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tables.delta import errors
-from tables.delta.actions import dv_unique_id
-from tables.delta.snapshot import Snapshot, load_snapshot
+from tables.delta.log.actions import dv_unique_id
+from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tests.core.reference import _canon, _dv_id, replay_json
 
 LOG = "_delta_log"

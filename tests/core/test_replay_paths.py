@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from tables.delta import replay
-from tables.delta.actions import read_json_actions
+from tables.delta.log.actions import read_json_actions
+from tables.delta.snapshot import replay
 
 
 def _commits(n_files: int, seed: int) -> tuple[list[tuple[str, int, bytes]], dict[str, bool]]:
@@ -57,7 +57,7 @@ def test_keys_spelled_with_escapes_replay_alike(golden_copy) -> None:
     """A commit that names no remove and no deletion vector is parsed without their fields;
     one that spells those keys with JSON escapes names them all the same, and must not lose
     them (a remove missed would show a deleted file, a deletion vector missed deleted rows)."""
-    from tables.delta.snapshot import load_snapshot
+    from tables.delta.snapshot.state import load_snapshot
 
     plain = golden_copy("log-replay-dv-key-cases")
     # and a commit that adds a file with a deletion vector and removes nothing
@@ -143,7 +143,7 @@ def test_an_action_nested_too_deep_is_a_corrupt_log_naming_file_and_line(tmp_pat
     """A hostile commit nesting an action 10,000 levels deep failed the replay with orjson's bare
     JSONDecodeError (no file, no line); one 300 levels deep decoded, then failed whoever walked
     or wrote it again (a RecursionError, orjson's 254-level encoder): both are corrupt logs."""
-    from tables.delta.snapshot import load_snapshot
+    from tables.delta.snapshot.state import load_snapshot
 
     name = _deep_table(tmp_path, template.replace("NESTED", _nested(depth, kind)))
     with pytest.raises(Exception) as exc:
@@ -158,10 +158,10 @@ def test_an_action_nested_too_deep_is_a_corrupt_log_naming_file_and_line(tmp_pat
 def test_a_commit_info_nested_too_deep_is_a_corrupt_log_for_history_and_changes(tmp_path, depth) -> None:
     """commitInfo is read alone (history, timestamps, a sync's reader processes), and a commit's
     lines one by one (change data, alerts): each names the commit and the line."""
-    from tables.delta.changes import commit_actions
-    from tables.delta.history import history_rows
-    from tables.delta.storage import as_storage
-    from tables.delta.timestamps import commit_times
+    from tables.delta.history.timeline import history_rows
+    from tables.delta.history.timestamps import commit_times
+    from tables.delta.snapshot.changes import commit_actions
+    from tables.delta.storage.boundary import as_storage
     from tests.core.builders import file_table
 
     file_table(tmp_path, [1000, 2000, 3000])
@@ -177,8 +177,8 @@ def test_a_commit_info_nested_too_deep_is_a_corrupt_log_for_history_and_changes(
 
 
 def test_a_line_nested_as_deep_as_allowed_is_read(tmp_path) -> None:
-    from tables.delta.jsonline import MAX_NESTING, loads_line
-    from tables.delta.snapshot import load_snapshot
+    from tables.delta.log.jsonline import MAX_NESTING, loads_line
+    from tables.delta.snapshot.state import load_snapshot
 
     # the line's object, txn's body and lastUpdated's MAX_NESTING - 2 levels: MAX_NESTING in all
     txn = '{"txn":{"appId":"a","version":1,"lastUpdated":NESTED}}'

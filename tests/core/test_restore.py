@@ -20,16 +20,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tables.delta.actions import Protocol
-from tables.delta.dv import deletion_vector_file
 from tables.delta.errors import CommitConflictError, MissingFilesError, RestoreError, UnsupportedFeatureError
-from tables.delta.replay import identity_keys
-from tables.delta.restore import RestorePlan, plan_restore
-from tables.delta.restore_actions import action_identity
-from tables.delta.restore_commit import commit_restore
-from tables.delta.restore_rules import check_writable, merge_protocols, restore_protocol
-from tables.delta.snapshot import load_snapshot
-from tables.delta.timestamps import commit_times
+from tables.delta.history.timestamps import commit_times
+from tables.delta.log.actions import Protocol
+from tables.delta.restore.actions import action_identity
+from tables.delta.restore.commit import commit_restore
+from tables.delta.restore.plan import RestorePlan, plan_restore
+from tables.delta.restore.rules import check_writable, merge_protocols, restore_protocol
+from tables.delta.snapshot.dv import deletion_vector_file
+from tables.delta.snapshot.replay import identity_keys
+from tables.delta.snapshot.state import load_snapshot
 from tests.conftest import golden_path
 from tests.core import builders
 from tests.core.builders import writable

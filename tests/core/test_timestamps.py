@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tables.delta.commit import commit, enable_ict
 from tables.delta.errors import (
     CommitConflictError,
     InvalidTimestampError,
     PathOutsideRootsError,
     TimestampOutOfRangeError,
 )
-from tables.delta.history import history_rows, timeline
-from tables.delta.timestamps import commit_times, monotonize, parse_timestamp, resolve_timestamp
+from tables.delta.history.timeline import history_rows, timeline
+from tables.delta.history.timestamps import commit_times, monotonize, parse_timestamp, resolve_timestamp
+from tables.delta.log.commit import commit, enable_ict
 from tests.conftest import golden_path
 from tests.core.builders import add, file_table, ict_table, write_commit
 
@@ -326,8 +326,8 @@ def test_commit_never_overwrites(tmp_path: Path) -> None:
     with pytest.raises(CommitConflictError) as exc:
         commit(str(t), [add("b.parquet")], "WRITE", read_version=1)
     assert exc.value.version == 2
-    from tables.delta.commit import write_commit as raw_write
-    from tables.delta.storage import open_storage
+    from tables.delta.log.commit import write_commit as raw_write
+    from tables.delta.storage.boundary import open_storage
 
     with pytest.raises(CommitConflictError, match="version 2"):
         raw_write(open_storage(t), 2, [add("c.parquet")], {"operation": "WRITE"}, None)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group
 
-from tables import roles
-from tables.delta.timestamps import format_ms
+from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Job, JobStatus, Table
+from tables.services.access import roles
 from tests.web.ui_tables import ict_table
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -220,8 +220,9 @@ def test_restore_requested_in_the_ui_approved_in_the_admin_console_committed_on_
 
     from django.core.management import call_command
 
-    from tables import registration, sync
     from tables.models import RestoreRequest
+    from tables.services import registration
+    from tables.services.sync import store as sync
     from tests.web.restore_tables import restore_table
 
     expect = playwright_sync.expect

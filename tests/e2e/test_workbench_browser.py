@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group
 
-from tables import registration, roles, sync
 from tables.models import Commit
+from tables.services import registration
+from tables.services.access import roles
+from tables.services.sync import store as sync
 from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
 from tests.web.ui_tables import ict_table
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tables import broker, jobs, registration, sync
 from tables.models import Commit, Job, JobStatus, Table
+from tables.services import broker, jobs, registration
+from tables.services.sync import store as sync
 from tests.conftest import free_port, stop_process, use_broker
 from tests.core.builders import file_table
 from tests.faults import RUNS, wait_until

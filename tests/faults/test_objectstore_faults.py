@@ -23,13 +23,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tables.delta import storage_api
-from tables.delta.commit import commit, write_commit
 from tables.delta.errors import CommitConflictError, StorageError
-from tables.delta.log import list_log
-from tables.delta.objectstore_config import RETRY_CONFIG, StorageUnavailableError
-from tables.delta.snapshot import Snapshot, load_snapshot
-from tables.delta.storage import open_storage
+from tables.delta.log.commit import commit, write_commit
+from tables.delta.log.listing import list_log
+from tables.delta.snapshot.state import Snapshot, load_snapshot
+from tables.delta.storage import api as storage_api
+from tables.delta.storage.boundary import open_storage
+from tables.delta.storage.objectstore_config import RETRY_CONFIG, StorageUnavailableError
 from tests.conftest import S3Server, golden_path, use_store_environment
 from tests.faults.proxy import FaultProxy
 
@@ -66,7 +66,7 @@ def proxy(s3_server: S3Server) -> Iterator[FaultProxy]:
     the standard AWS_* variables (endpoint: the proxy), no allowed roots or stored options
     (a table is confined to its own location), and retry backoffs in milliseconds so that
     exhausting the retries takes a moment (the number of retries stays the production one)."""
-    from tables.delta import storage
+    from tables.delta.storage import boundary as storage
 
     client = s3_server.boto3()
     client.create_bucket(Bucket=BUCKET)
@@ -339,8 +339,8 @@ def _lost_on_the_commit_put(proxy: FaultProxy, fault: str) -> None:
 def test_a_restore_whose_commit_answer_is_lost_is_committed_once(
     proxy: FaultProxy, s3_server: S3Server, writable: str, fault: str
 ) -> None:
-    from tables.delta.restore import plan_restore
-    from tables.delta.restore_commit import commit_restore
+    from tables.delta.restore.commit import commit_restore
+    from tables.delta.restore.plan import plan_restore
 
     plan = plan_restore(writable, version=12, check_files=False, with_row_impact=False)
     _lost_on_the_commit_put(proxy, fault)

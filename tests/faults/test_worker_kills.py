@@ -1,4 +1,4 @@
-"""Workers SIGKILLed at named points (tables/faults.py) of a sync and of a restore's commit:
+"""Workers SIGKILLed at named points (tables/services/faults.py) of a sync and of a restore's commit:
 real Celery worker processes on a real redis-server, SQLite shared with them.
 
 The promises checked after every kill: the job is failed with a reason (a sync) or queued
@@ -18,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tables import jobs, registration, restore_requests, restore_runs, sync
 from tables.models import Commit, Job, JobStatus, RestoreRequest, RestoreStatus, SyncState, Table
+from tables.services import jobs, registration
+from tables.services.restores import requests as restore_requests
+from tables.services.restores import runs as restore_runs
+from tables.services.sync import store as sync
 from tests.core.builders import file_table
 from tests.faults import RUNS, wait_until
 from tests.web.restore_tables import log_versions, people, restore_table, rs_ids
@@ -148,7 +151,7 @@ def test_a_delivery_killed_after_sending_is_sent_again_with_the_same_id(
 
     from alerts import delivery, services
     from alerts.models import Delivery, DeliveryStatus, Severity
-    from tables import roles
+    from tables.services.access import roles
     from tests.alerts.conftest import register_and_sync
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]

@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tables.delta.changes import plan_changes
-from tables.delta.commit import commit, enable_ict
 from tables.delta.errors import VersionNotFoundError
-from tables.delta.timestamps import commit_times
+from tables.delta.history.timestamps import commit_times
+from tables.delta.log.commit import commit, enable_ict
+from tables.delta.snapshot.changes import plan_changes
 from tests.conftest import golden_path
 from tests.spark.compare import multiset
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tables.delta import storage as storage_module
 from tables.delta.errors import MissingFilesError, StorageError
-from tables.delta.restore import plan_restore
+from tables.delta.restore.plan import plan_restore
+from tables.delta.storage import boundary as storage_module
 from tests.conftest import golden_path, use_store_environment
 from tests.spark.compare import multiset
 from tests.spark.objectstore_tables import (
@@ -216,8 +216,8 @@ def test_the_executors_get_the_credentials_in_options_that_no_plan_shows(spark, 
 
 
 def test_executor_options_forward_the_environment_and_stored_options(s3, monkeypatch) -> None:
-    from tables.delta.objectstore_config import build_store, parse_location
-    from tables.delta.storage import open_storage
+    from tables.delta.storage.boundary import open_storage
+    from tables.delta.storage.objectstore_config import build_store, parse_location
 
     st = open_storage(f"s3://{BUCKET}/t", options={"aws_region": "eu-west-3"})
     opts = executor_options(st)
@@ -255,7 +255,7 @@ def test_a_cluster_master_refuses_the_spool_and_an_unknown_route_is_named(monkey
 
 
 def test_hadoop_route_configuration_for_s3(s3, monkeypatch) -> None:
-    from tables.delta.storage import open_storage
+    from tables.delta.storage.boundary import open_storage
 
     monkeypatch.setenv("AWS_SESSION_TOKEN", "tok-123456")
     st = open_storage(f"s3a://{BUCKET}/tables/t")
@@ -276,7 +276,7 @@ def test_hadoop_route_configuration_for_s3(s3, monkeypatch) -> None:
 def test_hadoop_route_configuration_for_azure_and_gcs(monkeypatch, tmp_path) -> None:
     import json
 
-    from tables.delta.storage import open_storage
+    from tables.delta.storage.boundary import open_storage
 
     for name in list(os.environ):
         if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
@@ -379,8 +379,8 @@ def test_datasource_refuses_a_log_path_outside_the_location_before_any_task(
 ) -> None:
     """A path the log names outside the allowed locations (climbing out with '..', another
     bucket) is refused on the driver: no executor is handed it."""
-    from tables.delta.commit import commit
     from tables.delta.errors import PathOutsideRootsError
+    from tables.delta.log.commit import commit
 
     _local, uri = history_table
     add = {"path": hostile, "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}

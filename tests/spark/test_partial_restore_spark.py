@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from tables.delta.errors import RestoreError
-from tables.delta.restore import plan_restore
+from tables.delta.restore.plan import plan_restore
 from tables.spark.restore import run_restore, spark_plan_restore
 from tests.spark.test_restore_spark import ids, writable
 

@@ -33,10 +33,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tables.delta.commit import commit
-from tables.delta.dv import inline_descriptor
 from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError
-from tables.delta.snapshot import load_snapshot
+from tables.delta.log.commit import commit
+from tables.delta.snapshot.dv import inline_descriptor
+from tables.delta.snapshot.state import load_snapshot
 from tests.conftest import golden_path
 from tests.spark.compare import multiset, norm, rows_of
 

@@ -1,6 +1,6 @@
 """RESTORE on Spark: the same plan as the pure planner, then run_restore's commit or stale.
 
-Every planning test compares spark_plan_restore with tables.delta.restore.plan_restore on the
+Every planning test compares spark_plan_restore with tables.delta.restore.plan.plan_restore on the
 same table and clock: same fingerprint, same file identities, same metrics, and the whole
 plan (actions in the same order) equal. Tables: Delta Lake's golden restore table (cut back to
 version 2, as tests/core/test_restore.py does), a golden deletion-vector table, tables written
@@ -17,14 +17,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tables.delta.commit import commit
-from tables.delta.dv import deletion_vector_file
 from tables.delta.errors import MissingFilesError
-from tables.delta.replay import identity_keys
-from tables.delta.restore import plan_restore
-from tables.delta.restore_actions import action_identity
-from tables.delta.restore_commit import commit_restore
-from tables.delta.snapshot import load_snapshot
+from tables.delta.log.commit import commit
+from tables.delta.restore.actions import action_identity
+from tables.delta.restore.commit import commit_restore
+from tables.delta.restore.plan import plan_restore
+from tables.delta.snapshot.dv import deletion_vector_file
+from tables.delta.snapshot.replay import identity_keys
+from tables.delta.snapshot.state import load_snapshot
 from tables.spark.restore import run_restore, spark_plan_restore
 from tests.core import builders
 from tests.core.builders import writable
@@ -177,7 +177,7 @@ def test_deltars_partitioned_table_same_plan(spark, tmp_path: Path) -> None:
 def test_absolute_and_file_uri_paths_resolve_as_in_the_core(spark, tmp_path: Path) -> None:
     """Paths the log holds as absolute, file URIs and URL-encoded, checked on Spark's workers
     (the data lies beside the table, so both are under the allowed root)."""
-    from tables.delta import storage
+    from tables.delta.storage import boundary as storage
 
     storage.set_roots_provider(lambda: [str(tmp_path)])  # reset by the confinement fixture
     t = tmp_path / "abs"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from tables import roles
+from tables.services.access import roles
 
 
 @pytest.fixture

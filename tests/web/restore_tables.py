@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 from django.contrib.auth.models import Group, User
 
-from tables.roles import ANALYST, APPROVER
+from tables.services.access.roles import ANALYST, APPROVER
 
 BASE_MS = 1_700_000_000_000
 

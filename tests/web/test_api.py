@@ -17,12 +17,13 @@ from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tables import registration, sync, versions
-from tables.delta.commit import commit, enable_ict
-from tables.delta.history import timeline as core_timeline
-from tables.delta.timestamps import commit_times, parse_timestamp, resolve_timestamp
+from tables.delta.history.timeline import timeline as core_timeline
+from tables.delta.history.timestamps import commit_times, parse_timestamp, resolve_timestamp
+from tables.delta.log.commit import commit, enable_ict
 from tables.models import Commit, Job, JobStatus, Table
-from tables.roles import ANALYST
+from tables.services import registration, versions
+from tables.services.access.roles import ANALYST
+from tables.services.sync import store as sync
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402

@@ -6,9 +6,13 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from tables import data_jobs, errors, jobs, owner_access, registration, roles, sync, tasks
+from tables import tasks
 from tables.delta.errors import DeltaError, NotADeltaTableError, PathOutsideRootsError
 from tables.models import Job, JobKind, JobStatus, ManagedTable, OwnerState, SyncState, Table
+from tables.services import data_jobs, errors, jobs, registration
+from tables.services.access import roles
+from tables.services.owner import access as owner_access
+from tables.services.sync import store as sync
 from tests.web.ui_tables import history_table
 
 pytest.importorskip("deltalake")
@@ -178,7 +182,8 @@ call_command("migrate", verbosity=0)
 from django.apps import apps
 from django.contrib.auth.models import User
 from django.test import Client
-from tables import registration, sync
+from tables.services import registration
+from tables.services.sync import store as sync
 assert not apps.is_installed("alerts")
 t = registration.register_table("Sales", {str(table)!r})
 sync.sync_table(t.pk)

@@ -11,10 +11,10 @@ import pytest
 from cryptography.fernet import Fernet
 
 from credentials.admin import StorageCredentialForm
-from tables.delta.commit import commit
-from tables.delta.snapshot import load_snapshot
+from tables.delta.log.commit import commit
+from tables.delta.snapshot.state import load_snapshot
 from tables.models import Table
-from tables.sync import sync_table
+from tables.services.sync.store import sync_table
 
 from .test_api import assert_error, make_user, token_client
 

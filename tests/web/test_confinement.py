@@ -22,7 +22,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tables.models import Job, JobStatus, Table
-from tables.roles import ANALYST
+from tables.services.access.roles import ANALYST
 
 from .test_api import make_user, token_client
 from .test_rows import eager, spark  # noqa: F401  (fixtures: eager Celery on a local Spark session)

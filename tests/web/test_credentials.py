@@ -16,9 +16,9 @@ from credentials.admin import StorageCredentialForm
 from credentials.lookup import options_for
 from credentials.models import StorageCredential
 from tables.delta.errors import StorageError
-from tables.delta.storage import open_storage
+from tables.delta.storage.boundary import open_storage
 from tables.models import Table
-from tables.sync import sync_table
+from tables.services.sync.store import sync_table
 
 from .test_api import assert_error, make_user, token_client
 

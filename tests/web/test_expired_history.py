@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Commit, Table
-from tables.sync import sync_table
+from tables.services.sync.store import sync_table
 
 from .test_api import make_user, token_client
 

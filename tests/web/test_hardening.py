@@ -14,8 +14,9 @@ from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tables import registration, sync
 from tables.models import RestoreRequest, Table
+from tables.services import registration
+from tables.services.sync import store as sync
 from tests.web.ui_tables import history_table
 
 pytest.importorskip("deltalake")
@@ -169,7 +170,7 @@ def test_a_csrf_failure_under_api_is_json_and_elsewhere_a_page(analyst, table) -
     # (a view DRF does not own, e.g. the API root is not CSRF exempt for POST) answers JSON too
     r = c.post(f"/api/tables/{table.pk}/sync/")
     assert_error(r, 403)
-    from tables.ui import csrf_failure
+    from tables.web.ui import csrf_failure
 
     req = c.get("/api/").wsgi_request
     r = csrf_failure(req, "CSRF token missing.")
@@ -179,7 +180,7 @@ def test_a_csrf_failure_under_api_is_json_and_elsewhere_a_page(analyst, table) -
 
 
 def test_server_errors_and_404_handlers_answer_json_under_api(rf) -> None:
-    from tables.ui import handler404, handler500
+    from tables.web.ui import handler404, handler500
 
     r = handler500(rf.get("/api/tables/"))
     assert r.status_code == 500 and json.loads(r.content)["error"]["code"] == "internal"
@@ -204,7 +205,7 @@ def test_debug_mode_answers_the_projects_404_not_the_url_list(settings, browser)
 
 
 def test_debug_mode_answers_the_projects_500_without_a_traceback(settings, browser, monkeypatch, table) -> None:
-    from tables import overview_views
+    from tables.web.tabs import overview as overview_views
 
     def boom(slug):
         raise ZeroDivisionError("secret detail")
@@ -451,7 +452,7 @@ def test_a_missing_version_names_the_table_not_its_location(api, browser, table)
 
 
 def test_public_message_replaces_the_location_and_the_roots(table, settings) -> None:
-    from tables.errors import public_message
+    from tables.services.errors import public_message
 
     loc = table.location
     msg = f"{loc}: version 500 not found; see file://{loc}/_delta_log and {loc}/part-0.parquet"
@@ -464,8 +465,8 @@ def test_public_message_replaces_the_location_and_the_roots(table, settings) -> 
 def test_sync_and_job_errors_name_the_table(api, table) -> None:
     import shutil
 
-    from tables import jobs
     from tables.models import Job, JobKind
+    from tables.services import jobs
 
     shutil.rmtree(f"{table.location}/_delta_log")
     job = sync.start_sync(table)
@@ -499,8 +500,8 @@ Py4JJavaError.__module__ = "py4j.protocol"
     ],
 )
 def test_spark_failures_are_named_and_the_detail_is_for_staff(api, table, django_user_model, java, named) -> None:
-    from tables import data_jobs
     from tables.models import Job, JobKind
+    from tables.services import data_jobs
 
     job = Job.objects.create(kind=JobKind.PREVIEW, table=table, params={"version": 0})
 
@@ -581,7 +582,7 @@ def assert_uc_error(response, status: int) -> dict:
 
 @pytest.fixture
 def uc_client(analyst) -> APIClient:
-    from tables.roles import WRITER
+    from tables.services.access.roles import WRITER
     from tests.web.test_api import make_user
 
     c = APIClient()
@@ -620,7 +621,7 @@ def test_a_body_over_the_limit_is_a_413_in_each_shape(settings, api, uc_client, 
 
 
 def test_an_unexpected_catalog_error_answers_in_the_catalog_s_shape(uc_client, monkeypatch) -> None:
-    from tables import owner_uc
+    from tables.services.owner import catalog as owner_uc
 
     def broken(*args, **kwargs):
         raise RuntimeError("secret detail")
@@ -688,8 +689,8 @@ def test_a_lost_database_is_a_503_in_each_api_s_shape(api, uc_client, monkeypatc
     """What a restarting database looks like to a view (tests/faults/ restarts a real one)."""
     from django.db import OperationalError
 
-    from tables import owner_uc
     from tables.api import views
+    from tables.services.owner import catalog as owner_uc
 
     def gone(*args, **kwargs):
         raise OperationalError("server closed the connection unexpectedly")

@@ -13,8 +13,8 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from tables import hot_queries, roles
 from tables.models import Table
+from tables.services.access import hot_queries, roles
 
 pytestmark = pytest.mark.django_db
 

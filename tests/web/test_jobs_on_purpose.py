@@ -19,8 +19,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from tables import data_jobs, jobs, registration, sync
 from tables.models import Job, JobKind, JobStatus, Table
+from tables.services import data_jobs, jobs, registration
+from tables.services.sync import store as sync
 
 from .test_api import assert_error, make_user, token_client
 

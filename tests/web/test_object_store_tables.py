@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Table
-from tables.sync import sync_table
+from tables.services.sync.store import sync_table
 
 from .test_api import assert_error, make_user, token_client
 

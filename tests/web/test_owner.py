@@ -11,15 +11,17 @@ import pyarrow.parquet as pq
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tables import errors, owner_services, registration, sync
 from tables.delta.errors import CommitRefusedError
-from tables.delta.managed import commit_via_owner
-from tables.delta.owner import CommitConflict, CommitResponse, encode_actions
-from tables.delta.owner_client import RestOwnerClient
-from tables.delta.snapshot import load_snapshot
+from tables.delta.managed.owner import CommitConflict, CommitResponse, encode_actions
+from tables.delta.managed.owner_client import RestOwnerClient
+from tables.delta.managed.writer import commit_via_owner
+from tables.delta.snapshot.state import load_snapshot
 from tables.models import Commit, ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest
-from tables.owner_db import DatabaseOwner, table_conf
-from tables.roles import APPROVER, WRITER
+from tables.services import errors, registration
+from tables.services.access.roles import APPROVER, WRITER
+from tables.services.owner import use_cases as owner_services
+from tables.services.owner.db import DatabaseOwner, table_conf
+from tables.services.sync import store as sync
 from tests.web.test_api import make_user, write_table
 
 deltalake = pytest.importorskip("deltalake")

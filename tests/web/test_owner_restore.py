@@ -7,14 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from tables import owner_services, registration, restore_requests, restore_runs, sync
 from tables.delta.errors import CommitRefusedError, UnsupportedFeatureError
-from tables.delta.managed import commit_via_owner
-from tables.delta.restore import plan_restore
-from tables.delta.restore_commit import commit_restore
-from tables.delta.snapshot import load_snapshot
+from tables.delta.managed.writer import commit_via_owner
+from tables.delta.restore.commit import commit_restore
+from tables.delta.restore.plan import plan_restore
+from tables.delta.snapshot.state import load_snapshot
 from tables.models import Commit, ManagedTable, OwnerRefusal, RatifiedCommit, RestoreRequest, RestoreStatus
-from tables.owner_db import DatabaseOwner
+from tables.services import registration
+from tables.services.owner import use_cases as owner_services
+from tables.services.owner.db import DatabaseOwner
+from tables.services.restores import requests as restore_requests
+from tables.services.restores import runs as restore_runs
+from tables.services.sync import store as sync
 from tests.web.restore_tables import people
 from tests.web.test_api import write_table
 

@@ -24,14 +24,15 @@ from pathlib import Path
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tables import errors, owner_services, registration
 from tables.delta.errors import CommitConflictError
-from tables.delta.managed import commit_via_owner
-from tables.delta.owner_client import RestOwnerClient
-from tables.delta.snapshot import load_snapshot
+from tables.delta.managed.owner_client import RestOwnerClient
+from tables.delta.managed.writer import commit_via_owner
+from tables.delta.snapshot.state import load_snapshot
 from tables.models import ManagedTable, RatifiedCommit, Table
-from tables.owner_db import DatabaseOwner, table_conf
-from tables.roles import WRITER
+from tables.services import errors, registration
+from tables.services.access.roles import WRITER
+from tables.services.owner import use_cases as owner_services
+from tables.services.owner.db import DatabaseOwner, table_conf
 from tests.conftest import REPO, database_url
 from tests.web.test_api import make_user, write_table
 
@@ -153,9 +154,9 @@ _KILLER = """
 import os, signal, sys
 import django
 django.setup()
-from tables.delta.managed import commit_via_owner
+from tables.delta.managed.writer import commit_via_owner
 from tables.models import ManagedTable
-from tables.owner_db import DatabaseOwner, table_conf
+from tables.services.owner.db import DatabaseOwner, table_conf
 
 table_pk, step = int(sys.argv[1]), sys.argv[2]
 

@@ -12,7 +12,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tables import registration, sync
+from tables.services import registration
+from tables.services.sync import store as sync
 from tests.web.ui_tables import history_table
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +67,7 @@ def test_overview_asks_the_expired_flag_once(browser, table) -> None:
 
 
 def test_a_long_logs_history_is_cached_while_pending_and_replaced_when_computed(browser, table, settings) -> None:
-    from tables import reachability as app_reach
+    from tables.services import reachability as app_reach
 
     app_reach._latest.clear()
     settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 2  # 4 versions: a "long" log here

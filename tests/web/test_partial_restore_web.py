@@ -9,8 +9,11 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from tables import registration, restore_requests, restore_runs, sync
 from tables.models import RestoreRequest, RestoreStatus
+from tables.services import registration
+from tables.services.restores import requests as restore_requests
+from tables.services.restores import runs as restore_runs
+from tables.services.sync import store as sync
 from tests.web.restore_tables import people
 
 from .test_api import assert_error, token_client

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from rest_framework.test import APIClient
 
-from tables.delta.reachability import reachability
+from tables.delta.history.reachability import reachability
 from tables.models import Table
 
 from .test_api import assert_error, make_user, token_client
@@ -55,7 +55,7 @@ def test_reachability_needs_sign_in(vacuumed) -> None:
 
 
 def test_time_travel_says_when_the_version_cannot_be_read(vacuumed, client) -> None:
-    from tables.delta.timestamps import commit_times
+    from tables.delta.history.timestamps import commit_times
 
     t0 = commit_times(vacuumed.location).timestamp(0)[0]
     body = token_client(make_user("reader")).get(f"/api/tables/{vacuumed.pk}/resolve/?timestamp={t0}").json()
@@ -76,7 +76,7 @@ def test_a_checkpoint_that_disagrees_with_its_commits_is_named_in_the_api_and_th
     3..5, read from it, are unreadable with the reason, in the API and on the history page."""
     import pyarrow.parquet as pq
 
-    from tables import sync
+    from tables.services.sync import store as sync
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     path = tmp_path / "events"

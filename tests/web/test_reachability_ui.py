@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables.delta.reachability import reachability
+from tables.delta.history.reachability import reachability
 from tables.models import Table
 
 from .test_api import assert_error, make_user, token_client
@@ -144,7 +144,8 @@ def test_cli_forecast_matches_a_real_vacuum(settings, tmp_path) -> None:
 @pytest.fixture
 def synced_vacuumed(settings, tmp_path) -> Table:
     """v0..v5 (two overwrites), vacuumed with retention 0 (v6, v7), then synced."""
-    from tables import registration, sync
+    from tables.services import registration
+    from tables.services.sync import store as sync
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     path = tmp_path / "vac"
@@ -172,7 +173,7 @@ def _column(html: str) -> dict[int, str]:
 def test_history_column_says_which_versions_can_be_read(synced_vacuumed, client, monkeypatch) -> None:
     from django.core.cache import cache
 
-    from tables import table_tabs
+    from tables.web.tabs import frame as table_tabs
 
     cache.clear()
     calls = []
@@ -201,7 +202,7 @@ def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, clien
     shows the same answer as the core once the background computation has finished."""
     from django.core.cache import cache
 
-    from tables import reachability as app_reach
+    from tables.services import reachability as app_reach
 
     cache.clear()
     app_reach._latest.clear()
@@ -222,7 +223,7 @@ def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, clien
     assert all((cell == "✓") == core[v].readable for v, cell in column.items())
     overview = client.get(f"/t/{synced_vacuumed.slug}/").content.decode()
     assert 'id="reach-summary"' in overview and 'id="reach-pending"' not in overview
-    from tables.delta.timestamps import commit_times
+    from tables.delta.history.timestamps import commit_times
 
     t0 = commit_times(synced_vacuumed.location).timestamp(0)[0]
     body = api.get(f"/api/tables/{synced_vacuumed.pk}/resolve/?timestamp={t0}").json()
@@ -230,7 +231,7 @@ def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, clien
 
 
 def test_reach_words() -> None:
-    from tables.pages import reach_text
+    from tables.web.pages import reach_text
 
     gone = {"readable": False, "restorable": False, "reason": "files_missing", "missingFiles": {"count": 1}}
     assert reach_text(gone)["text"] == "1 file vacuumed"
@@ -275,7 +276,7 @@ def test_chart_bands_match_the_reachability_answer(synced_vacuumed, client) -> N
 
 
 def test_bands_of_a_long_table_are_few() -> None:
-    from tables.charts import _band_shapes, reachability_bands
+    from tables.web.charts import _band_shapes, reachability_bands
 
     def entry(v: int) -> dict:
         if v < 100:

@@ -12,9 +12,12 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from tables import registration, restore_requests, restore_runs, sync
-from tables.errors import ServiceError
 from tables.models import RestoreEvent, RestoreRequest, RestoreStatus, Table
+from tables.services import registration
+from tables.services.errors import ServiceError
+from tables.services.restores import requests as restore_requests
+from tables.services.restores import runs as restore_runs
+from tables.services.sync import store as sync
 from tests.web.restore_tables import people, restore_table
 from tests.web.test_restores import api_client, assert_error
 
@@ -233,8 +236,8 @@ def test_every_link_of_the_admin_change_page_opens_for_an_approver(table, users)
 
 
 def test_a_retry_finds_a_commit_made_with_the_former_pk_derived_txn_id(table, table_path, users) -> None:
-    from tables.delta.restore import plan_restore
-    from tables.delta.restore_commit import commit_restore
+    from tables.delta.restore.commit import commit_restore
+    from tables.delta.restore.plan import plan_restore
 
     req = restore_requests.approve_restore(request(table, users["analyst"]), users["approver"], "ok")
     # an attempt before txn_id existed committed with "deltaweb-restore-<pk>", then its worker died

@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tables import registration, restore_requests, restore_runs, sync
 from tables.models import Commit, Job, RestoreRequest, RestoreStatus, Table
+from tables.services import registration
+from tables.services.restores import requests as restore_requests
+from tables.services.restores import runs as restore_runs
+from tables.services.sync import store as sync
 from tests.web.restore_tables import log_versions, people, restore_table, rs_ids, rs_paths
 
 pytest.importorskip("deltalake")

@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tables import errors, registration, restore_requests, restore_runs, sync
-from tables.delta.restore import plan_restore
+from tables.delta.restore.plan import plan_restore
 from tables.models import Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
+from tables.services import errors, registration
+from tables.services.restores import requests as restore_requests
+from tables.services.restores import runs as restore_runs
+from tables.services.sync import store as sync
 from tests.web.restore_tables import log_versions, people, restore_table, rows, rs_ids, rs_paths
 
 deltalake = pytest.importorskip("deltalake")

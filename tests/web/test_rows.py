@@ -17,8 +17,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from tables import data_jobs, registration, sync, versions
 from tables.models import Job, JobStatus, Table
+from tables.services import data_jobs, registration, versions
+from tables.services.sync import store as sync
 from tests.spark.conftest import java_executable
 
 from .test_api import assert_error, make_user, token_client

@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from tables import registration, sync
-from tables.roles import ANALYST, APPROVER
+from tables.services import registration
+from tables.services.access.roles import ANALYST, APPROVER
+from tables.services.sync import store as sync
 
 from .test_api import make_user
 
@@ -63,7 +64,7 @@ def fuzz_site(live_server, redis_url, settings, tmp_path):
         "analyst": Token.objects.create(user=make_user("ana", group=ANALYST)).key,
         "approver": Token.objects.create(user=make_user("apo", group=APPROVER)).key,
     }
-    from tables import restore_requests
+    from tables.services.restores import requests as restore_requests
 
     restore_requests.request_restore(table, make_user("ana2", group=ANALYST), version=1, reason="fuzz")
     yield live_server.url, tokens

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from tables import errors, registration, stored_text, sync
-from tables.delta.commit import enable_ict
-from tables.delta.snapshot import load_snapshot
+from tables.delta.log.commit import enable_ict
+from tables.delta.snapshot.state import load_snapshot
 from tables.models import Anomaly, Commit, SyncState
+from tables.services import errors, registration
+from tables.services.sync import store as sync
+from tables.services.sync import stored_text
 from tests.conftest import golden_path
 
 deltalake = pytest.importorskip("deltalake")

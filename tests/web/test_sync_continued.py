@@ -11,9 +11,11 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from tables import jobs, registration, sync, sync_reads
-from tables.delta.commit import enable_ict
+from tables.delta.log.commit import enable_ict
 from tables.models import Anomaly, Commit, JobKind, Table
+from tables.services import jobs, registration
+from tables.services.sync import reads as sync_reads
+from tables.services.sync import store as sync
 
 deltalake = pytest.importorskip("deltalake")
 

@@ -22,16 +22,16 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from unitycatalog.client.exceptions import ApiException
 
-from tables import sync
-from tables.delta import catalog_managed as cm
 from tables.delta.errors import CommitConflictError
-from tables.delta.managed import commit_via_owner
-from tables.delta.owner import CommitConflict, CommitRefused, CommitResponse
-from tables.delta.snapshot import load_snapshot
+from tables.delta.managed import catalog as cm
+from tables.delta.managed.owner import CommitConflict, CommitRefused, CommitResponse
+from tables.delta.managed.writer import commit_via_owner
+from tables.delta.snapshot.state import load_snapshot
 from tables.models import ManagedTable, OwnerRefusal, RatifiedCommit
-from tables.owner_access import database_owner
-from tables.owner_db import table_conf
-from tables.roles import ANALYST, APPROVER, WRITER
+from tables.services.access.roles import ANALYST, APPROVER, WRITER
+from tables.services.owner.access import database_owner
+from tables.services.owner.db import table_conf
+from tables.services.sync import store as sync
 from tests.web.test_api import make_user
 from tests.web.uc_sdk import SdkCatalogOwner, UcSession, error_type
 

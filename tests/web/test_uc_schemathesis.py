@@ -34,9 +34,10 @@ from rest_framework.authtoken.models import Token
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import events
 
-from tables.api import uc_openapi, uc_urls
-from tables.delta import catalog_managed as cm
-from tables.roles import WRITER
+from tables.api.catalog import openapi as uc_openapi
+from tables.api.catalog import urls as uc_urls
+from tables.delta.managed import catalog as cm
+from tables.services.access.roles import WRITER
 
 from .test_api import make_user
 from .test_uc_api import CAT, SCH, add, create_table, previous_ict

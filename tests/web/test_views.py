@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tables import history_views, registration, sync, versions_views
-from tables.delta.commit import enable_ict
-from tables.delta.timestamps import format_ms
+from tables.delta.history.timestamps import format_ms
+from tables.delta.log.commit import enable_ict
 from tables.models import Commit, Job, SyncState, Table
+from tables.services import registration
+from tables.services.sync import store as sync
+from tables.web.tabs import history as history_views
+from tables.web.tabs import versions as versions_views
 from tests.web.ui_tables import EVIL, evil_commit, history_table, ict_table
 
 pytest.importorskip("deltalake")
@@ -302,7 +305,7 @@ def test_broken_table_shows_an_error_not_a_traceback(browser, table) -> None:
 
     shutil.rmtree(table.location + "/_delta_log")
     r = browser.get("/t/sales/v/1/")
-    # the same status as the API's (tables.errors.DELTA_STATUS): the log cannot be read
+    # the same status as the API's (tables.services.errors.DELTA_STATUS): the log cannot be read
     assert r.status_code == 422 and "not a Delta table" in text(r)
     r = browser.get("/t/sales/versions/", {"as_of": "2020-01-01"})
     assert r.status_code == 400 and "not a Delta table" in text(r)

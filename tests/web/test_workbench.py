@@ -12,9 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tables import history_export, pages, registration, sync
-from tables.delta.timestamps import format_ms
+from tables.delta.history.timestamps import format_ms
 from tables.models import Commit
+from tables.services import registration
+from tables.services.history import export as history_export
+from tables.services.sync import store as sync
+from tables.web import pages
 from tests.web.ui_tables import EVIL, history_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -131,7 +134,8 @@ def test_history_has_user_metadata_and_chips_with_units(browser, table) -> None:
     page = text(r)
     assert "nightly load &lt;script&gt;" in page and "<script>alert" not in page
     row = next(x for x in r.context["rows"] if x["version"] == 4)
-    metrics = {c["key"]: c["text"] for c in row["metric_chips"]["shown"] + row["metric_chips"]["more"]}
+    chips = next(x["value"] for x in row["cells"] if x["name"] == "operationMetrics")
+    metrics = {c["key"]: c["text"] for c in chips["shown"] + chips["more"]}
     raw = Commit.objects.get(table=table, version=4).operation_metrics
     # delta-rs names its metrics in snake_case; each number carries its unit
     rows_key = next(k for k in raw if pages.metric_unit(k) == "rows")
@@ -155,7 +159,7 @@ def test_metric_units() -> None:
 
 
 def test_history_sorts_and_keeps_the_sort_in_links(browser, table, monkeypatch) -> None:
-    from tables import history_views
+    from tables.web.tabs import history as history_views
 
     def listed(params) -> list[int]:
         return [row["version"] for row in browser.get("/t/sales/history/", params).context["rows"]]
@@ -374,8 +378,8 @@ def test_table_list_filters_tables_with_alerts(browser, many) -> None:
 
 
 def test_chart_hover_names_version_time_source_and_anomaly(browser, table) -> None:
-    from tables import charts
     from tables.models import Anomaly
+    from tables.web import charts
 
     Anomaly.objects.create(table=table, version=2, kind="non_monotonic", detail=f"went back {EVIL}")
     from django.core.cache import cache
@@ -410,7 +414,7 @@ def test_chart_hover_names_version_time_source_and_anomaly(browser, table) -> No
 
 
 def test_ict_enablement_timestamp_reads_as_a_date_with_the_raw_value_on_hover(browser, roots) -> None:
-    from tables.delta.commit import enable_ict
+    from tables.delta.log.commit import enable_ict
 
     path = history_table(roots / "clock")
     enable_ict(str(path))  # v4

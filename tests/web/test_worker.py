@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables import registration, sync
 from tables.models import Anomaly, Commit, Job, JobStatus, SyncState, Table
+from tables.services import registration
+from tables.services.sync import store as sync
 
 deltalake = pytest.importorskip("deltalake")
 

@@ -9,11 +9,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from tables.delta.errors import DeltaError
-from tables.demo import build_demo_table
-from tables.errors import ServiceError
 from tables.models import Table
-from tables.registration import register_table
-from tables.sync import sync_table
+from tables.services.demo import build_demo_table
+from tables.services.errors import ServiceError
+from tables.services.registration import register_table
+from tables.services.sync.store import sync_table
 
 
 class Command(BaseCommand):

@@ -23,7 +23,7 @@ from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from tables import roles
+from tables.services.access import roles
 
 # (app label, codename) of the model permissions each role's group holds.
 GROUP_PERMISSIONS = {

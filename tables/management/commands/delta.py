@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from tables.delta import cli
-from tables.delta.storage import set_roots_provider
+from tables.delta.storage.boundary import set_roots_provider
 
 
 class Command(BaseCommand):

@@ -19,13 +19,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from tables import owner_services
 from tables.delta.errors import DeltaError
-from tables.errors import ServiceError
-from tables.lookup import table_by_key
 from tables.models import Table
-from tables.owner_access import managed_of
-from tables.owner_db import summary
+from tables.services.errors import ServiceError
+from tables.services.lookup import table_by_key
+from tables.services.owner import use_cases as owner_services
+from tables.services.owner.access import managed_of
+from tables.services.owner.db import summary
 
 DEFAULT_SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
 

@@ -12,9 +12,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from tables.delta.errors import DeltaError
-from tables.errors import ServiceError
-from tables.registration import register_table
-from tables.sync import sync_table
+from tables.services.errors import ServiceError
+from tables.services.registration import register_table
+from tables.services.sync.store import sync_table
 
 
 class Command(BaseCommand):

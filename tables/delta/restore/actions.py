@@ -1,0 +1,324 @@
+"""The actions of a RESTORE commit: the log's own add actions for the files to add (stats,
+tags and row tracking kept), the removes, and the check that the files to add still exist."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tables.delta.errors import CorruptCheckpointError, CorruptLogError, MissingFilesError
+from tables.delta.log.actions import dv_unique_id
+from tables.delta.log.checkpoint import open_parquet, plain_value, read_checkpoint_others, sidecar_key
+from tables.delta.log.jsonline import loads_line
+from tables.delta.log.listing import commit_name
+from tables.delta.snapshot.dv import deletion_vector_file
+from tables.delta.snapshot.replay import identity_keys
+from tables.delta.snapshot.state import Snapshot
+from tables.delta.storage.boundary import Storage
+
+MAX_LISTED_MISSING = 100
+_FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?/")
+
+
+# --- identities ----------------------------------------------------------------------------
+
+
+def action_identity(body: dict[str, Any]) -> str:
+    """The key replay.identity_keys gives the same file: canonical path [NUL dv unique id]."""
+    path = canonical_path(body["path"])
+    dv = dv_unique_id(body.get("deletionVector"))
+    return path if dv is None else f"{path}\x00{dv}"
+
+
+def canonical_path(path: str) -> str:
+    return _FILE_URI.sub("/", path) if path.startswith("file:") else path
+
+
+def diff_files(latest: pa.Table, target: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(rows of `target` to add, rows of `latest` to remove): anti-joins on file identity."""
+    lk, tk = identity_keys(latest), identity_keys(target)
+    to_add = target.filter(pc.invert(pc.is_in(tk, value_set=lk))) if target.num_rows else target
+    to_remove = latest.filter(pc.invert(pc.is_in(lk, value_set=tk))) if latest.num_rows else latest
+    return to_add, to_remove
+
+
+# --- the log's own add actions ---------------------------------------------------------------
+
+
+def _clean_add(body: dict[str, Any]) -> dict[str, Any]:
+    """An add body as JSON carries it: no absent optional fields, no parsed-stats columns."""
+    out = {k: v for k, v in body.items() if v is not None and not k.endswith("_parsed")}
+    dv = out.get("deletionVector")
+    if isinstance(dv, dict):
+        out["deletionVector"] = {k: v for k, v in dv.items() if v is not None}
+    return out
+
+
+def _commit_adds(storage: Storage, version: int, wanted: set[str]) -> dict[str, dict[str, Any]]:
+    try:
+        data = storage.read(commit_name(version))
+    except FileNotFoundError:
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for line in data.split(b"\n"):
+        if b'"add"' not in line:
+            continue
+        try:
+            obj = loads_line(line, "")
+        except CorruptLogError:
+            continue  # not a usable add (or too deep to carry): it is rebuilt from replay's columns
+        body = obj.get("add") if isinstance(obj, dict) else None
+        if isinstance(body, dict) and isinstance(body.get("path"), str):
+            key = action_identity(body)
+            if key in wanted:
+                found[key] = body
+    return found
+
+
+def _parquet_adds(storage: Storage, rel: str, paths: pa.Array) -> list[dict[str, Any]]:
+    pf = open_parquet(storage, rel)
+    if "add" not in pf.schema_arrow.names:
+        return []
+    col = pf.read(columns=["add"]).column("add").combine_chunks()
+    hit = pc.fill_null(pc.is_in(col.field("path"), value_set=paths), False)
+    return [plain_value(v) for v in col.filter(hit).to_pylist() if v is not None]
+
+
+def _json_adds(storage: Storage, rel: str) -> list[dict[str, Any]]:
+    out = []
+    name = storage.display(rel)
+    for lineno, line in enumerate(storage.read(rel).split(b"\n"), start=1):
+        if b'"add"' in line:
+            obj = loads_line(line, name, lineno, CorruptCheckpointError)
+            if isinstance(obj, dict) and isinstance(obj.get("add"), dict):
+                out.append(obj["add"])
+    return out
+
+
+def _checkpoint_adds(storage: Storage, snap: Snapshot, wanted: set[str], paths: list[str]) -> dict[str, dict]:
+    files = snap.segment.checkpoint or []
+    value_set = pa.array(sorted(set(paths)), pa.string())
+    bodies: list[dict[str, Any]] = []
+    for f in files:
+        bodies += _json_adds(storage, f.path) if f.fmt == "json" else _parquet_adds(storage, f.path, value_set)
+    for name, body in read_checkpoint_others(storage, files):
+        if name == "sidecar":
+            rel = sidecar_key(storage, body["path"])
+            bodies += _json_adds(storage, rel) if rel.endswith(".json") else _parquet_adds(storage, rel, value_set)
+    found = {}
+    for b in bodies:
+        if isinstance(b.get("path"), str):
+            key = action_identity(b)
+            if key in wanted:
+                found[key] = b
+    return found
+
+
+def _rebuilt_add(row: dict[str, Any], partition_keys: list[str]) -> dict[str, Any]:
+    pv = row.get("partitionValues") or {}
+    body = {
+        "path": row["path"],
+        "partitionValues": {k: pv.get(k) for k in partition_keys},
+        "size": row["size"],
+        "modificationTime": row["modificationTime"],
+        "dataChange": True,
+    }
+    if row.get("deletionVector"):
+        body["deletionVector"] = row["deletionVector"]
+    return _clean_add(body)
+
+
+def log_add_actions(storage: Storage, snap: Snapshot, rows: pa.Table) -> tuple[list[dict[str, Any]], int]:
+    """The add actions the log holds for `rows` (a slice of snap.files), in row order, and
+    how many were found there. The snapshot keeps only replay's columns; the commit (or
+    checkpoint) that added a file also has its stats, tags and row-tracking fields, which a
+    restore must carry (deletion vectors need numRecords; row IDs come back with the file).
+    Files not found there (a checkpoint written without them) are rebuilt from the columns.
+    """
+    if rows.num_rows == 0:
+        return [], 0
+    keys = identity_keys(rows).to_pylist()
+    versions = rows.column("version").to_pylist()
+    seqs = rows.column("seq").to_pylist()
+    by_version: dict[int, set[str]] = {}
+    from_checkpoint: set[str] = set()
+    cp_paths: list[str] = []
+    raw_paths = rows.column("path").to_pylist()
+    for k, v, s, p in zip(keys, versions, seqs, raw_paths, strict=True):
+        if s < 0:
+            from_checkpoint.add(k)
+            cp_paths.append(p)
+        else:
+            by_version.setdefault(v, set()).add(k)
+    found: dict[str, dict[str, Any]] = {}
+    for v, wanted in sorted(by_version.items()):
+        found.update(_commit_adds(storage, v, wanted))
+    if from_checkpoint:
+        found.update(_checkpoint_adds(storage, snap, from_checkpoint, cp_paths))
+    partition_keys = snap.metadata.partition_keys()
+    out, recovered = [], 0
+    rebuilt_rows = None
+    for i, k in enumerate(keys):
+        body = found.get(k)
+        if body is not None:
+            recovered += 1
+            out.append(_clean_add(body))
+        else:
+            if rebuilt_rows is None:
+                rebuilt_rows = rows.select(
+                    ["path", "size", "partitionValues", "modificationTime", "deletionVector"]
+                ).to_pylist()
+            out.append(_rebuilt_add(rebuilt_rows[i], partition_keys))
+    return out, recovered
+
+
+def restore_add(add: dict[str, Any]) -> dict[str, Any]:
+    """A target file re-added by the restore: the log's add with dataChange=true."""
+    return {**add, "dataChange": True}
+
+
+def restore_remove(add: dict[str, Any], deletion_timestamp: int) -> dict[str, Any]:
+    """A latest file removed by the restore (Delta Lake's AddFile.removeWithTimestamp)."""
+    out: dict[str, Any] = {
+        "path": add["path"],
+        "deletionTimestamp": deletion_timestamp,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": add.get("partitionValues") or {},
+        "size": add.get("size"),
+    }
+    for k in ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion", "stats"):
+        if add.get(k) is not None:
+            out[k] = add[k]
+    return out
+
+
+# --- existence of the files to add -------------------------------------------------------------
+
+
+def _exists(storage: Storage, path: str) -> bool:
+    """Whether a log path exists; one outside the allowed roots is refused, never probed."""
+    return storage.exists(storage.resolve(path))
+
+
+def missing_files(storage: Storage, adds: list[dict[str, Any]]) -> tuple[list[str], set[int]]:
+    """(missing data and deletion-vector files, indexes of the adds they belong to)."""
+    missing: list[str] = []
+    bad: set[int] = set()
+    for i, a in enumerate(adds):
+        if not _exists(storage, a["path"]):
+            missing.append(unquote(a["path"]))
+            bad.add(i)
+        dv_file = deletion_vector_file(a.get("deletionVector"))
+        if dv_file is not None and not _exists(storage, dv_file):
+            missing.append(unquote(dv_file))
+            bad.add(i)
+    return missing, bad
+
+
+def missing_error(location: str, version: int, missing: list[str]) -> MissingFilesError:
+    shown = missing[:MAX_LISTED_MISSING]
+    more = f" (showing {len(shown)} of {len(missing)})" if len(missing) > len(shown) else ""
+    return MissingFilesError(
+        f"{location}: not all files of version {version} are available: {len(missing)} missing{more}: "
+        f"{', '.join(shown)}. Restore a more recent version, or ignore missing files to restore "
+        f"the table without them.",
+        files=shown,
+        version=version,
+        count=len(missing),
+    )
+
+
+# --- impact in rows ------------------------------------------------------------------------------
+
+MAX_LISTED_PARTITIONS = 100
+
+
+def file_rows(body: dict[str, Any]) -> int | None:
+    """Live rows of one add (or remove carrying the add's fields): numRecords from its stats
+    less its deletion vector's cardinality; None when the stats do not say."""
+    stats = body.get("stats")
+    if isinstance(stats, str):
+        try:
+            stats = orjson.loads(stats)
+        except orjson.JSONDecodeError:
+            return None
+    n = stats.get("numRecords") if isinstance(stats, dict) else None
+    if isinstance(n, bool) or not isinstance(n, int):
+        return None
+    dv = body.get("deletionVector")
+    gone = dv.get("cardinality") if isinstance(dv, dict) else None
+    return max(0, n - int(gone or 0))
+
+
+def _partition_of(body: dict[str, Any], keys: list[str]) -> tuple[str | None, ...]:
+    pv = body.get("partitionValues") or {}
+    return tuple((pv.get(k) if pv.get(k) != "" else None) for k in keys)
+
+
+def row_impact(
+    storage: Storage, latest: Snapshot, adds: list[dict[str, Any]], removes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """How many rows a plan changes, from the files' statistics: the latest's rows now and
+    after, the rows added back and removed; for a partitioned table the same per partition
+    the plan changes (the first MAX_LISTED_PARTITIONS in partition order). `estimate` is
+    true when a file counted has no numRecords (it counts as 0 rows)."""
+    names = list(latest.metadata.partition_columns)
+    keys = latest.metadata.partition_keys()
+    current, _found = log_add_actions(storage, latest, latest.files)
+    totals = {"rowsNow": 0, "rowsAdded": 0, "rowsRemoved": 0}
+    per: dict[tuple[str | None, ...], dict[str, Any]] = {}
+    no_stats = 0
+
+    def count(bodies: list[dict[str, Any]], what: str, changes: bool) -> None:
+        nonlocal no_stats
+        for b in bodies:
+            n = file_rows(b)
+            part = _partition_of(b, keys)
+            slot = per.get(part)
+            if slot is None:
+                slot = per[part] = {"rowsNow": 0, "rowsAdded": 0, "rowsRemoved": 0, "estimate": False, "changed": False}
+            slot["changed"] = slot["changed"] or changes
+            if n is None:
+                no_stats += what != "rowsRemoved"  # a removed file is one of the latest's, counted
+                slot["estimate"] = True
+                n = 0
+            slot[what] += n
+            totals[what] += n
+
+    count(current, "rowsNow", False)
+    count(adds, "rowsAdded", True)
+    count(removes, "rowsRemoved", True)
+    out: dict[str, Any] = {
+        **totals,
+        "rowsAfter": totals["rowsNow"] - totals["rowsRemoved"] + totals["rowsAdded"],
+        "estimate": no_stats > 0,
+        "filesWithoutStats": no_stats,
+    }
+    if names:
+        changed = sorted(
+            (p for p, slot in per.items() if slot["changed"]),
+            key=lambda p: tuple((v is not None, v or "") for v in p),
+        )
+        listed = []
+        for p in changed[:MAX_LISTED_PARTITIONS]:
+            slot = per[p]
+            listed.append(
+                {
+                    "partition": dict(zip(names, p, strict=True)),
+                    "rowsNow": slot["rowsNow"],
+                    "rowsAfter": slot["rowsNow"] - slot["rowsRemoved"] + slot["rowsAdded"],
+                    "rowsAdded": slot["rowsAdded"],
+                    "rowsRemoved": slot["rowsRemoved"],
+                    "estimate": slot["estimate"],
+                }
+            )
+        out["partitions"] = listed
+        out["numPartitionsChanged"] = len(changed)
+        out["partitionsTruncated"] = len(changed) > len(listed)
+    return out

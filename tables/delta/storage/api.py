@@ -1,0 +1,147 @@
+"""The storage interface and its rules, apart from any implementation: the `Storage` protocol
+every backend speaks, `FileInfo`, and the allowed roots every backend confines paths to (set
+by the web app, else from the environment, else each table's own root)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+from urllib.parse import unquote, urlparse
+
+from tables.delta.errors import NotADeltaTableError
+
+ROOTS_ENV = "DELTAWEB_ALLOWED_ROOTS"
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """A file under the table root: its path relative to the root, size and mtime (ms)."""
+
+    path: str
+    size: int
+    modification_time: int
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """A table root; paths are keys relative to it (or absolute locations `resolve` returned)."""
+
+    location: str
+
+    def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
+        """Files directly under the directory `prefix`, sorted by name, after `start_after`."""
+        ...
+
+    def read(self, path: str, range: tuple[int, int] | None = None) -> bytes:
+        """The file's bytes, or `range` = (start, end) of them; FileNotFoundError when absent."""
+        ...
+
+    def head(self, path: str) -> FileInfo: ...
+
+    def list_tree(self, prefix: str = "", exclude: tuple[str, ...] = ()) -> Iterator[str]:
+        """Every file below `prefix` (recursively), as keys, in no order."""
+        ...
+
+    def put(self, path: str, data: bytes, overwrite: bool = False) -> bool:
+        """Write whole or not at all; without `overwrite`, False when the file exists already."""
+        ...
+
+    def delete(self, path: str) -> None: ...
+
+    def make_dir(self, path: str) -> None:
+        """The directory `path` exists afterwards, created with its parents where the storage
+        has directories (an object store has none: nothing to do)."""
+        ...
+
+    def read_many(self, paths: list[str]) -> list[bytes]:
+        """The bytes of every path, in order (an object store fetches them concurrently)."""
+        ...
+
+    def resolve(self, log_path: str) -> str:
+        """The key of a path as a log names it (URL-encoded relative, absolute, or a URI);
+        PathOutsideRootsError when it lies outside the allowed roots."""
+        ...
+
+    def uri(self, path: str = "") -> str:
+        """A URI an engine (Spark, pyarrow) opens for a key `resolve` or a listing returned."""
+        ...
+
+    def display(self, path: str = "") -> str:
+        """How messages name the table root or a file under it."""
+        ...
+
+
+# --- allowed roots ------------------------------------------------------------------------------
+
+_roots_provider: Callable[[], Iterable[str]] | None = None
+
+
+def roots_provider() -> Callable[[], Iterable[str]] | None:
+    """The provider set_roots_provider installed (None: the environment, else each table's root)."""
+    return _roots_provider
+
+
+def set_roots_provider(provider: Callable[[], Iterable[str]] | None) -> None:
+    """Where the allowed roots come from (the web app passes its setting, read at each open so
+    a changed setting applies at once); None: the environment variable, else each table's
+    own root (the command line, run by an operator on a table they name)."""
+    global _roots_provider
+    _roots_provider = provider
+
+
+_options_provider: Callable[[str], dict[str, str] | None] | None = None
+
+
+def options_provider() -> Callable[[str], dict[str, str] | None] | None:
+    """The provider set_options_provider installed (None: the environment's variables only)."""
+    return _options_provider
+
+
+def set_options_provider(provider: Callable[[str], dict[str, str] | None] | None) -> None:
+    """Where per-location storage options (credentials an administrator stored) come from: the
+    web app installs a lookup by the location's longest matching prefix; None (the command
+    line): only the environment's standard variables."""
+    global _options_provider
+    _options_provider = provider
+
+
+def options_for(location: str) -> dict[str, str] | None:
+    """The stored options of an object-store location, None when none apply (use the environment)."""
+    return _options_provider(location) if _options_provider is not None else None
+
+
+def allowed_roots() -> tuple[str, ...]:
+    """The allowed roots: local ones resolved (symlinks and '..'), object-store prefixes
+    (`s3://bucket/prefix`) as given, without a trailing slash."""
+    if _roots_provider is not None:
+        given = list(_roots_provider())
+    else:
+        given = [r.strip() for r in os.environ.get(ROOTS_ENV, "").split(",") if r.strip()]
+    return tuple(str(r).strip().rstrip("/") if is_uri(str(r)) else os.path.realpath(local_path(str(r))) for r in given)
+
+
+def is_uri(location: str | os.PathLike[str]) -> bool:
+    """Whether a location names a storage scheme other than the local file system."""
+    text = location if isinstance(location, str) else os.fspath(location)
+    return "://" in text and not text.startswith("file:")
+
+
+def is_under(real: str, roots: Iterable[str]) -> bool:
+    """Whether the resolved path `real` is one of `roots` or lies below one."""
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def local_path(location: str) -> Path:
+    """The local directory of a location given as a path or a `file://` URI."""
+    if location.startswith("file:"):
+        parsed = urlparse(location)
+        if parsed.netloc not in ("", "localhost"):
+            raise NotADeltaTableError(f"{location}: file URIs with a host are not supported")
+        return Path(unquote(parsed.path))
+    if "://" in location:
+        scheme = location.split("://", 1)[0]
+        raise NotADeltaTableError(f"{location}: storage scheme '{scheme}' is not supported yet")
+    return Path(location)

@@ -1,0 +1,229 @@
+"""Data jobs on Spark: version previews, change data and keyed row diffs (use cases).
+
+Each job is a Job row first (kind "preview", "changes" or "rowdiff", its parameters in
+`Job.params`), created here after the request has been validated (a bad range, an unknown
+key column or a missing version raise ServiceError and create nothing), then enqueued on
+commit (tables.services.jobs). The Celery task (tables.tasks) hands `run_job` the Spark function;
+`run_job` claims the row and moves it through
+running -> succeeded/failed with its stages and progress, gives the job its own result
+directory (`<DELTAWEB_RESULTS_DIR>/job-<id>/`) and stores the Spark job's summary (counts,
+columns, the Parquet path) in `Job.result`. A failure is a one-line message on the row.
+
+The web process never imports pyspark: results are paged from Parquet with
+`tables.services.results.read_page` (`result_page`).
+
+Jobs start only on purpose (a POST): reading a result never starts or re-runs one. An
+identical job already queued or running is joined, not duplicated (tables.services.jobs.create_or_join,
+backed by the database's rule on kind, table and parameters). Previews are also cached per
+(table, version): starting a preview when a succeeded one exists (its file still there)
+returns that job. A failed job stays failed until a user starts it again.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from tables.delta import errors as delta_errors
+from tables.models import Job, JobKind, JobStatus, Table
+from tables.services import jobs
+from tables.services.errors import ServiceError, is_spark_error, one_line, spark_failure
+from tables.services.results import read_page
+from tables.services.versions import snapshot_at
+
+PREVIEW, CHANGES, ROWDIFF = JobKind.PREVIEW, JobKind.CHANGES, JobKind.ROWDIFF
+DATA_KINDS = JobKind.data_kinds()
+MAX_KEYS = 32
+
+# A Spark function run by a task: (table location, job parameters, out_dir, progress) -> summary.
+Progress = Callable[[str, int, int | None], None]
+Compute = Callable[[str, dict[str, Any], Path, Progress], dict[str, Any]]
+
+
+def results_dir(job: Job | int) -> Path:
+    pk = job if isinstance(job, int) else job.pk
+    return Path(settings.DELTAWEB_RESULTS_DIR) / f"job-{pk}"
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
+def _check_version(table: Table, version: int, what: str = "version"):
+    """The snapshot of `version`, or ServiceError (404 version_not_found) naming what exists."""
+    if version < 0:
+        raise ServiceError(f"{what} must be a non-negative integer, got {version}.", "invalid")
+    try:
+        return snapshot_at(table, version)
+    except delta_errors.VersionNotFoundError as exc:
+        raise ServiceError(f"{what}: {exc}", "version_not_found", 404) from exc
+
+
+def _check_range(table: Table, start: int, end: int) -> tuple[Any, Any]:
+    if start > end:
+        raise ServiceError(f"'from' ({start}) must not be after 'to' ({end}).", "invalid_range")
+    return _check_version(table, start, "from"), _check_version(table, end, "to")
+
+
+def _columns(snap) -> list[str]:
+    return [f.get("name") for f in (snap.metadata.schema.get("fields") or []) if isinstance(f, dict)]
+
+
+def parse_keys(keys: str | list[str] | None) -> list[str]:
+    """Key columns from "a,b" or a list: stripped, empties and repeats dropped, order kept."""
+    items = keys.split(",") if isinstance(keys, str) else list(keys or [])
+    out = list(dict.fromkeys(k.strip() for k in items if k and k.strip()))
+    if len(out) > MAX_KEYS:
+        raise ServiceError(f"At most {MAX_KEYS} key columns, got {len(out)}.", "invalid_keys")
+    return out
+
+
+# --- starting jobs ---------------------------------------------------------------------------
+
+
+def _start(table: Table, kind: str, params: dict[str, Any], user) -> Job:
+    """A new job sent to the worker, or the identical one already queued or running."""
+    job, created = jobs.create_or_join(kind, table, user, params)
+    if created:
+        jobs.enqueue(job, jobs.DATA_JOB_TASK)  # a broker that is down fails this job only
+    return job
+
+
+def cached_preview(table: Table, version: int) -> Job | None:
+    """The newest succeeded preview of (table, version) whose result file is still there."""
+    for job in Job.objects.filter(
+        table=table, kind=PREVIEW, status=JobStatus.SUCCEEDED, params__version=version
+    ).order_by("-pk")[:5]:
+        path = (job.result or {}).get("path")
+        if path and Path(path).exists():
+            return job
+    return None
+
+
+def preview_in_flight(table: Table, version: int) -> Job | None:
+    return jobs.active(PREVIEW, table, {"version": version})
+
+
+def latest_preview(table: Table, version: int) -> Job | None:
+    """What a reader of the preview sees, starting nothing: the cached preview, the one being
+    computed, else the newest finished one (e.g. a failure, until a user starts it again)."""
+    return (
+        cached_preview(table, version)
+        or preview_in_flight(table, version)
+        or Job.objects.filter(table=table, kind=PREVIEW, params__version=version).order_by("-pk").first()
+    )
+
+
+def check_version(table: Table, version: int) -> None:
+    """ServiceError (404 version_not_found) unless the table has the version."""
+    _check_version(table, version)
+
+
+def start_preview(table: Table, version: int, user=None) -> Job:
+    """The cached preview of the version, the one being computed, or a new job."""
+    job = cached_preview(table, version) or preview_in_flight(table, version)
+    if job is not None:
+        return job
+    _check_version(table, version)
+    return _start(table, PREVIEW, {"version": version}, user)
+
+
+def start_changes(table: Table, start: int, end: int, user=None) -> Job:
+    """Change data of versions start..end (rows with _change_type, _commit_version/_timestamp)."""
+    _check_range(table, start, end)
+    return _start(table, CHANGES, {"from": start, "to": end}, user)
+
+
+def start_row_diff(table: Table, v_from: int, v_to: int, keys: str | list[str] | None, user=None) -> Job:
+    """Keyed row diff of two versions; keys must be columns of both versions."""
+    keys = parse_keys(keys)
+    if not keys:
+        raise ServiceError("Give at least one key column for a row diff (keys=a,b).", "invalid_keys")
+    if v_from > v_to:
+        raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
+    a, b = _check_range(table, v_from, v_to)
+    for v, snap in ((v_from, a), (v_to, b)):
+        names = _columns(snap)
+        missing = [k for k in keys if k not in names]
+        if missing:
+            raise ServiceError(
+                f"Key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                f"not in version {v} of {table.name} (its columns: {', '.join(names)}).",
+                "invalid_keys",
+                columns=missing,
+            )
+    return _start(table, ROWDIFF, {"from": v_from, "to": v_to, "keys": keys}, user)
+
+
+# --- running jobs (called by the Celery task with the Spark function) ---------------------------
+
+
+def run_job(job_id: int, compute: Compute) -> dict[str, Any]:
+    """Run a data job: claim it (queued -> running, exactly one row), compute, record."""
+    claimed = jobs.claim(job_id, DATA_KINDS)
+    job = Job.objects.select_related("table").filter(pk=job_id).first()
+    if job is None:
+        return {"error": f"job {job_id} not found"}
+    if not claimed:
+        return {"skipped": True, "reason": f"job {job_id} is {job.status}"}
+    params = dict(job.params or {})
+    out_dir = results_dir(job)
+
+    def progress(stage: str, done: int = 0, total: int | None = None) -> None:
+        jobs.progress(job, stage, done, total)
+
+    try:
+        if job.table is None:
+            raise ServiceError("the job's table was removed", "not_found", 404)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        summary = compute(job.table.location, {**params, "kind": job.kind}, out_dir, progress)
+    except Exception as exc:  # every failure ends the job with a one-line message
+        detail = None
+        if isinstance(exc, ServiceError | delta_errors.DeltaError):
+            message = exc.message
+        elif is_spark_error(exc):
+            # Py4JJavaError's text is a Java stack trace naming internal objects (o2546.parquet):
+            # users get what went wrong in words, staff the technical detail in the job's result
+            _code, message, detail = spark_failure(exc)
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+        jobs.fail(job, one_line(message), stage="failed", detail=detail)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return {"error": job.error}
+    result = {"params": params, **summary}
+    jobs.succeed(job, result)
+    return result
+
+
+# --- reading results (pyarrow only) -----------------------------------------------------------
+
+
+def result_page(job: Job, offset: int, limit: int) -> dict[str, Any]:
+    """A page of a finished data job's rows, with its counts; ServiceError while not ready."""
+    if job.kind not in DATA_KINDS:
+        raise ServiceError(f"Job {job.pk} is a {job.kind} job; it has no rows to page.", "no_results", 404)
+    if job.status != JobStatus.SUCCEEDED:
+        if job.status == JobStatus.FAILED:
+            raise ServiceError(f"Job {job.pk} failed: {job.error}", "job_failed", 409)
+        raise ServiceError(
+            f"Job {job.pk} is {job.status}; poll /api/jobs/{job.pk}/ until it succeeds.", "not_ready", 409
+        )
+    result = job.result or {}
+    path = result.get("path")
+    if not path or not Path(path).exists():
+        raise ServiceError(f"The results of job {job.pk} are gone; start the job again.", "results_gone", 410)
+    page = read_page(path, offset, limit)
+    out: dict[str, Any] = {"job": job.pk, "kind": job.kind, **page}
+    for key in ("counts", "versions", "compared", "keys", "from", "to", "start", "end", "version"):
+        if key in result:
+            out[key] = result[key]
+    if job.kind == PREVIEW:
+        # the cached preview holds the first rows; `total` is the version's row count
+        out["total"], out["cached"] = result.get("total", page["total"]), page["total"]
+    else:
+        out["total"] = page["total"]
+    return out

@@ -1,0 +1,155 @@
+"""The one query over a table's cached history, used by the history page and the API.
+
+Both filter the same way (operation, version range, time range) and cache the answers until
+the next sync: `synced_key` names the cached state of a table.
+
+The time range has one rule for both (README, "History filters"): a date alone
+(`yyyy-MM-dd`) means that whole UTC day — `since` from its first millisecond, `until` to its
+last; a date-time or epoch milliseconds means that instant, and both ends are inclusive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.core.cache import cache
+from django.db.models import QuerySet
+
+from tables.delta.errors import InvalidTimestampError
+from tables.delta.history.timestamps import parse_timestamp
+from tables.models import Commit, Table
+from tables.services.errors import ServiceError
+from tables.services.lookup import INT64_MAX
+
+CACHE_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """Filters of the history; times are epoch milliseconds. `until` is inclusive, `before`
+    exclusive (a whole UTC day ends before the next one starts)."""
+
+    operation: str | None = None
+    version_min: int | None = None
+    version_max: int | None = None
+    since: int | None = None
+    until: int | None = None
+    before: int | None = None
+
+    def check(self) -> HistoryFilter:
+        """ServiceError (400 invalid_range) for a range that ends before it starts."""
+        lo, hi = self.version_min, self.version_max
+        if lo is not None and hi is not None and lo > hi:
+            raise ServiceError(f"version_min ({lo}) must not be greater than version_max ({hi}).", "invalid_range")
+        return self
+
+
+def parse_time(name: str, text: str) -> int:
+    """A time filter as epoch milliseconds; ServiceError (400 invalid_timestamp) naming the field."""
+    try:
+        t = parse_timestamp(text)
+    except InvalidTimestampError as exc:
+        raise ServiceError(f"{name}: {exc.message}", "invalid_timestamp") from exc
+    if abs(t) > INT64_MAX:
+        raise ServiceError(f"{name}: '{text[:40]}' is out of range.", "invalid_timestamp")
+    return t
+
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def day_start(day: date) -> int:
+    return int(datetime.combine(day, time.min, tzinfo=UTC).timestamp() * 1000)
+
+
+def day_end(day: date) -> int:
+    """The last millisecond of a UTC day (the one before the next day starts)."""
+    if day == date.max:
+        return day_start(day) + 86_400_000 - 1
+    return day_start(day + timedelta(days=1)) - 1
+
+
+def time_range(since: str | date | None, until: str | date | None) -> tuple[int | None, int | None]:
+    """(since, until) as inclusive epoch milliseconds under the one rule of this module: a date
+    (a `date`, or text `yyyy-MM-dd`) is its whole UTC day, anything else the instant it names.
+    ServiceError 400 invalid_timestamp for a bad time, invalid_range when since > until."""
+
+    def one(name: str, value: str | date | None, end: bool) -> int | None:
+        if value is None or value == "":
+            return None
+        if isinstance(value, str) and _DATE_ONLY.fullmatch(value.strip()):
+            try:
+                value = date.fromisoformat(value.strip())
+            except ValueError as exc:
+                raise ServiceError(f"{name}: '{value.strip()}' is not a date.", "invalid_timestamp") from exc
+        if isinstance(value, date):
+            return day_end(value) if end else day_start(value)
+        return parse_time(name, value)
+
+    lo, hi = one("since", since, False), one("until", until, True)
+    if lo is not None and hi is not None and lo > hi:
+        raise ServiceError(f"'since' ({since}) must not be after 'until' ({until}).", "invalid_range")
+    return lo, hi
+
+
+def history(table: Table, f: HistoryFilter | None = None) -> QuerySet[Commit]:
+    """The table's cached commits, newest first, filtered (commitInfo left out: it is large)."""
+    f = f or HistoryFilter()
+    qs = Commit.objects.filter(table=table).order_by("-version").defer("commit_info")
+    if f.operation:
+        qs = qs.filter(operation__iexact=f.operation.strip())
+    if f.version_min is not None:
+        qs = qs.filter(version__gte=f.version_min)
+    if f.version_max is not None:
+        qs = qs.filter(version__lte=f.version_max)
+    if f.since is not None:
+        qs = qs.filter(timestamp__gte=f.since)
+    if f.until is not None:
+        qs = qs.filter(timestamp__lte=f.until)
+    if f.before is not None:
+        qs = qs.filter(timestamp__lt=f.before)
+    return qs
+
+
+def synced_key(table: Table) -> str:
+    """Names the table's cached history as of its last sync: answers keyed by it stay right
+    until the next sync."""
+    synced = table.last_synced_at.timestamp() if table.last_synced_at else None
+    return f"{table.pk}:{table.last_synced_version}:{synced}"
+
+
+def operations(table: Table, limit: int = 200) -> list[str]:
+    """The distinct operations of the table's history (for the filter's suggestions), cached."""
+    key = f"ops:{synced_key(table)}"
+    ops = cache.get(key)
+    if ops is None:
+        qs = Commit.objects.filter(table=table).order_by("operation").values_list("operation", flat=True)
+        ops = [o for o in qs.distinct()[:limit] if o]
+        cache.set(key, ops, CACHE_SECONDS)
+    return ops
+
+
+def has_expired(table: Table) -> bool:
+    """Whether any cached commit's log file has expired, cached until the next sync (on
+    SQLite the flag is not indexed: the question scans every commit of the table)."""
+    key = f"expired:{synced_key(table)}"
+    found = cache.get(key)
+    if found is None:
+        found = table.commits.filter(log_expired=True).exists()
+        cache.set(key, found, CACHE_SECONDS)
+    return found
+
+
+def history_count(table: Table, qs: QuerySet[Commit]) -> int:
+    """The number of rows of a history query, cached until the next sync: a COUNT over a
+    100,000-commit table costs more than the page it paginates."""
+    digest = hashlib.sha256(str(qs.query).encode()).hexdigest()[:32]
+    key = f"hcount:{synced_key(table)}:{digest}"
+    n = cache.get(key)
+    if n is None:
+        n = qs.count()
+        cache.set(key, n, CACHE_SECONDS)
+    return n

@@ -1,0 +1,255 @@
+"""The Job row's lifecycle, shared by syncs and data jobs: create, enqueue on commit,
+claim, progress, finish.
+
+A background job is a row first. It is sent to the broker only once the transaction that
+created it commits, by task name (so no use case imports tables.tasks). A worker claims it
+with an UPDATE ... WHERE status=queued that must touch exactly one row, so a redelivered
+message never runs a job twice. An unreachable broker fails the job with a message; it
+never changes anything else (the caller decides what else to undo, see `enqueue`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from threading import Event, Thread
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from tables.models import Job, JobKind, JobStatus, SyncState, Table, params_hash
+from tables.services.errors import public_message
+
+logger = logging.getLogger(__name__)
+
+MAX_ERROR = 5000
+# A job queued or running this long was left behind (a worker died or the broker lost it).
+ABANDONED_AFTER = timedelta(hours=1)
+ABANDONED_MESSAGE = "No worker finished this job within an hour; it was given up. Start it again."
+
+# Task names, as registered by tables.tasks (and named by the beat schedule in settings).
+SYNC_TASK = "tables.sync_table"
+DATA_JOB_TASK = "tables.run_data_job"
+RESTORE_TASK = "tables.run_restore"
+BACKFILL_TASK = "tables.backfill_managed_table"
+
+
+def send(task_name: str, *args: Any) -> None:
+    """Send a task by name (it runs at once when Celery is eager); raises if the broker is down."""
+    app = current_app
+    if task_name not in app.tasks:
+        # autodiscovery of the task modules is lazy outside a worker; a signature of an unknown
+        # task would go to the broker even when Celery is eager
+        app.loader.import_default_modules()
+    app.signature(task_name, args=args).apply_async()
+
+
+def unreachable_message(exc: Exception) -> str:
+    return f"the task queue is unreachable ({type(exc).__name__}); is the worker's Redis running?"
+
+
+def active(kind: str, table: Table | None, params: dict[str, Any] | None = None) -> Job | None:
+    """The queued or running job of this kind, table and parameters, if there is one. One left
+    behind by a worker that died (queued or running for longer than ABANDONED_AFTER) is failed
+    here with a message instead, so it cannot block its identical successors forever."""
+    job = (
+        Job.objects.filter(kind=kind, table=table, params_hash=params_hash(params), status__in=JobStatus.active())
+        .order_by("-pk")
+        .first()
+    )
+    if job is None:
+        return None
+    now = timezone.now()
+    if (job.started_at or job.created_at) > now - ABANDONED_AFTER:
+        return job
+    Job.objects.filter(pk=job.pk, status=job.status).update(
+        status=JobStatus.FAILED, error=ABANDONED_MESSAGE, stage="abandoned", finished_at=now
+    )
+    return None
+
+
+def create_or_join(kind: str, table: Table | None, user=None, params: dict[str, Any] | None = None) -> tuple[Job, bool]:
+    """A new queued job row (not sent yet: see `enqueue`) and True, or the identical active
+    job and False. The database's rule (one active job per kind, table and parameters)
+    decides when two requests race: the loser joins the winner's job."""
+    params = params or {}
+    existing = active(kind, table, params)
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():  # a savepoint: the caller's transaction survives the clash
+            job = Job.objects.create(
+                kind=kind,
+                table=table,
+                created_by=user if getattr(user, "is_authenticated", False) else None,
+                stage="queued",
+                params=params,
+            )
+        return job, True
+    except IntegrityError:
+        existing = active(kind, table, params)
+        if existing is None:  # not our rule's clash (or the other job already finished)
+            raise
+        return existing, False
+
+
+def enqueue(job: Job, task_name: str, on_unreachable: Callable[[], None] | None = None) -> None:
+    """Send the job to `task_name` once the transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: _send(job, task_name, on_unreachable))
+
+
+def _send(job: Job, task_name: str, on_unreachable: Callable[[], None] | None) -> None:
+    """If the broker is unreachable, say so on the job instead of failing the request that
+    already saved its rows; only the job is marked, and `on_unreachable` undoes the caller's
+    own bookkeeping (e.g. a table marked queued for this job)."""
+    try:
+        send(task_name, job.pk)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(
+            status=JobStatus.FAILED, error=unreachable_message(exc), finished_at=timezone.now()
+        )
+        if on_unreachable is not None:
+            on_unreachable()
+
+
+def claim(job_id: int, kinds: Iterable[str] | None = None) -> bool:
+    """queued -> running with a conditional UPDATE that touches exactly one row."""
+    qs = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED)
+    if kinds is not None:
+        qs = qs.filter(kind__in=list(kinds))
+    now = timezone.now()
+    return qs.update(status=JobStatus.RUNNING, started_at=now, progress_at=now, stage="starting") == 1
+
+
+def update(job: Job | None, **fields: Any) -> None:
+    """Set fields on the row and on the instance."""
+    if job is None:
+        return
+    for k, v in fields.items():
+        setattr(job, k, v)
+    Job.objects.filter(pk=job.pk).update(**fields)
+
+
+def progress(job: Job | None, stage: str, done: int = 0, total: int | None = None) -> None:
+    update(job, stage=str(stage)[:200], done=done, total=total, progress_at=timezone.now())
+
+
+def _finish(job: Job | None, **fields: Any) -> None:
+    """A terminal state, only from an active one: a worker the sweep took for dead (and whose
+    job it failed) must not turn the failure into a success afterwards."""
+    if job is None:
+        return
+    if Job.objects.filter(pk=job.pk, status__in=JobStatus.active()).update(**fields) == 1:
+        for k, v in fields.items():
+            setattr(job, k, v)
+
+
+def succeed(job: Job | None, result: dict[str, Any]) -> None:
+    _finish(job, status=JobStatus.SUCCEEDED, stage="done", result=result, finished_at=timezone.now())
+
+
+def skip(job: Job | None, result: dict[str, Any]) -> None:
+    _finish(job, status=JobStatus.SKIPPED, stage="skipped", result=result, finished_at=timezone.now())
+
+
+def fail(job: Job | None, error: str, stage: str | None = None, detail: str | None = None) -> None:
+    """The job failed with `error` (shown to its users: the table's location becomes its name);
+    `detail`, the technical cause (e.g. Spark's exception), is kept in the result for staff."""
+    table = job.table if job is not None and job.table_id is not None else None
+    fields: dict[str, Any] = {
+        "status": JobStatus.FAILED,
+        "error": public_message(error, table)[:MAX_ERROR],
+        "finished_at": timezone.now(),
+    }
+    if stage is not None:
+        fields["stage"] = stage
+    if detail and job is not None:
+        fields["result"] = {**(job.result or {}), "errorDetail": detail}
+    _finish(job, **fields)
+
+
+# --- signs of life and the sweep ---------------------------------------------------------------
+
+
+@contextmanager
+def heartbeat(touch: Callable[[], None], every: float, name: str) -> Iterator[None]:
+    """Call `touch` from a thread every `every` seconds while the body runs, so that only a dead
+    worker looks silent. Skipped inside a transaction (tests): no other connection would see it."""
+    if every <= 0 or connection.in_atomic_block:
+        yield
+        return
+    stop = Event()
+
+    def loop() -> None:
+        try:
+            while not stop.wait(every):
+                try:
+                    touch()
+                except Exception:  # a missed beat is not worth the job; the next one may land
+                    logger.warning("heartbeat %s missed", name, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every + 5)
+
+
+@contextmanager
+def running(job_id: int) -> Iterator[None]:
+    """A job's sign of life while a worker runs it (DELTAWEB_JOB_HEARTBEAT_SECONDS)."""
+
+    def touch() -> None:
+        Job.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(progress_at=timezone.now())
+
+    with heartbeat(touch, float(settings.DELTAWEB_JOB_HEARTBEAT_SECONDS), f"job-{job_id}-heartbeat"):
+        yield
+
+
+TASK_OF_KIND = {JobKind.SYNC: SYNC_TASK, **{k: DATA_JOB_TASK for k in JobKind.data_kinds()}}
+
+
+def sweep_silent_jobs(older_than: timedelta | None = None) -> dict[str, list[int]]:
+    """The beat's check for jobs a worker or the broker lost (DELTAWEB_JOB_SILENT_MINUTES):
+    a running job with no sign of life is failed with the reason (a sync also hands its table's
+    lease back, so the next sync need not wait for it to expire); a queued job whose message
+    never reached a worker (a broker restarted without persistence) is sent again, which is
+    harmless: the claim lets one worker run it once."""
+    if older_than is None:
+        older_than = timedelta(minutes=float(settings.DELTAWEB_JOB_SILENT_MINUTES))
+    now = timezone.now()
+    horizon = now - older_than
+    failed, resent = [], []
+    for job in Job.objects.filter(status=JobStatus.RUNNING, progress_at__lt=horizon):
+        since = job.progress_at.isoformat(timespec="seconds")
+        error = (
+            f"The job stopped without finishing during '{job.stage}': its worker was killed or restarted, or lost "
+            f"the database; no sign of life since {since}. Start it again."
+        )
+        with transaction.atomic():
+            same = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, progress_at=job.progress_at)
+            if same.update(status=JobStatus.FAILED, error=error, finished_at=now) != 1:
+                continue
+            if job.kind == JobKind.SYNC and job.table_id is not None:
+                Table.objects.filter(pk=job.table_id, sync_state=SyncState.SYNCING).update(
+                    sync_state=SyncState.ERROR, last_error=error, sync_lease_until=None
+                )
+        failed.append(job.pk)
+    silent = Q(progress_at__lt=horizon) | Q(progress_at__isnull=True)
+    for job in Job.objects.filter(silent, status=JobStatus.QUEUED, created_at__lt=horizon):
+        same = Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED, progress_at=job.progress_at)
+        task = TASK_OF_KIND.get(job.kind)
+        if task is not None and same.update(progress_at=now, stage="queued (sent again)") == 1:
+            enqueue(job, task)
+            resent.append(job.pk)
+    return {"failed": failed, "resent": resent}

@@ -1,0 +1,193 @@
+"""Reachability of a registered table's versions (which can still be read or restored, and
+why not), computed by the core and cached until the next sync or for a few minutes, since
+retention windows move with the clock.
+
+Pages never wait for it on a long log: above DELTAWEB_REACHABILITY_INLINE_VERSIONS versions a
+page asks with `wait=False`, gets the last answer this process computed for the same synced
+state (or None), and the answer is computed in a background thread for the next request. A
+first full map of a 100,000-version table takes minutes; a web worker is killed long before."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+from tables.delta import errors as delta_errors
+from tables.delta.history.reachability import Reachability, ReachState, answer, parse_interval, update_state
+from tables.models import Table
+from tables.services.errors import ServiceError, from_delta
+from tables.services.history.query import synced_key
+
+CACHE_SECONDS = 300
+RETENTION_HELP = 'Give a retention such as "7 days", "interval 1 week" or "24 hours".'
+
+
+def parse_retention(text: str | None) -> int:
+    """A VACUUM retention a person typed, in ms; ServiceError `invalid` when unreadable."""
+    ms = parse_interval(text)
+    if ms is None:
+        shown = (text or "").strip()[:40]
+        raise ServiceError(f"'{shown}' is not a retention. {RETENTION_HELP}" if shown else RETENTION_HELP)
+    return ms
+
+
+def cache_epoch(now_ms: int | None = None) -> int:
+    """The window the reachability cache is valid for: pages that show reachability key their
+    own caches by it, so they are never staler than the answer they embed."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return now // (CACHE_SECONDS * 1000)
+
+
+def table_reachability(
+    table: Table, vacuum_retention: int | None = None, *, wait: bool = True
+) -> dict[str, Any] | None:
+    """`{latestVersion, logRetentionMs, deletedFileRetentionMs, versions: [...]}`, newest first;
+    with `vacuum_retention` (ms) also `vacuumForecast {retentionMs, breaksVersions}`: the
+    readable versions a VACUUM run now with that retention would break. Cached per retention,
+    since the forecast costs the same replay as the answer itself.
+
+    With `wait=False` on a log longer than `inline_versions()`, None (or the previous answer
+    for the same synced state) instead of computing now; the computation runs in the
+    background and the next request gets it."""
+    now = int(time.time() * 1000)
+    state_key, key = _keys(table, vacuum_retention, now)
+    with _latest_lock:
+        kept = _latest.get(state_key)
+    if kept is not None and kept[0] == key and cache.has_key(key):
+        # this process's own answer, valid while the cache holds it: no copy out of the cache
+        # (unpickling a 100,000-version answer takes seconds)
+        return kept[1]
+    data = cache.get(key)
+    if data is not None:
+        with _latest_lock:
+            _keep_newest(_latest, state_key, (key, data))
+        return data
+    if not wait and (table.last_synced_version or 0) >= inline_versions():
+        _compute_later(key, state_key, table.location, now, vacuum_retention)
+        return None if kept is None else kept[1]  # read first: the thread may finish at once
+    try:
+        data = _compute(table.location, now, vacuum_retention).to_dict()
+    except delta_errors.DeltaError as exc:
+        raise from_delta(exc) from exc
+    _remember(key, state_key, data)
+    return data
+
+
+def _keys(table: Table, vacuum_retention: int | None, now: int) -> tuple[str, str]:
+    """(the key of the table's synced state, and of that state's answer in this clock window)."""
+    forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
+    state_key = f"reach:{synced_key(table)}{forecast}"
+    return state_key, f"{state_key}:{cache_epoch(now)}"
+
+
+def answer_token(table: Table) -> str:
+    """Names the reachability answer a page asking now with `wait=False` would show, without
+    reading it: pages that embed it key their own caches by this token (a page rendered while
+    the answer is computed is cached too, and replaced once the answer is there)."""
+    now = int(time.time() * 1000)
+    state_key, key = _keys(table, None, now)
+    if (table.last_synced_version or 0) < inline_versions() or cache.has_key(key):
+        return key  # computed inline, or there
+    with _latest_lock:
+        kept = _latest.get(state_key)
+    return f"{key}:pending" if kept is None else f"{key}:{kept[0]}"  # or the previous window's
+
+
+def inline_versions() -> int:
+    """Above this many versions, pages do not wait for a reachability answer."""
+    return int(getattr(settings, "DELTAWEB_REACHABILITY_INLINE_VERSIONS", 5000))
+
+
+logger = logging.getLogger(__name__)
+# one background computation at a time per process: each is a full replay's worth of CPU
+_background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reachability")
+_queued: set[str] = set()
+# the newest answer per synced state (with its key: the clock window it was computed in),
+# whatever its window: a page shows it while the next window's answer is computed (it can
+# only be older by the time one computation takes)
+_latest: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
+_latest_lock = threading.Lock()
+
+
+def _keep_newest(kept: OrderedDict[str, Any], key: str, value: Any) -> None:
+    """Store `value` as the newest of `kept`, dropping the oldest beyond MAX_STATES."""
+    kept.pop(key, None)
+    kept[key] = value
+    while len(kept) > MAX_STATES:
+        kept.popitem(last=False)
+
+
+def _remember(key: str, state_key: str, data: dict[str, Any]) -> None:
+    cache.set(key, data, CACHE_SECONDS)
+    with _latest_lock:
+        _keep_newest(_latest, state_key, (key, data))
+
+
+def _compute_later(key: str, state_key: str, location: str, now: int, vacuum_retention: int | None) -> None:
+    with _latest_lock:
+        if key in _queued:
+            return
+        _queued.add(key)
+
+    def run() -> None:
+        try:
+            _remember(key, state_key, _compute(location, now, vacuum_retention).to_dict())
+        except Exception:  # a page asking later computes again; its own path reports errors
+            logger.warning("reachability of %s failed in the background", state_key, exc_info=True)
+        finally:
+            with _latest_lock:
+                _queued.discard(key)
+
+    _background.submit(run)
+
+
+# The states of the last few tables answered, in this process: the next answer after a sync
+# reads only the new commits and compares the file listing (tables.delta.history.reachability
+# update_state), instead of replaying the whole log again. A process without one (another
+# worker, after a restart) computes it in full once.
+MAX_STATES = 4
+_states: OrderedDict[str, ReachState] = OrderedDict()
+_states_lock = threading.Lock()
+
+
+def _compute(location: str, now: int, vacuum_retention: int | None) -> Reachability:
+    with _states_lock:  # an update changes the state in place: one at a time
+        state = _states.pop(location, None)
+        state = update_state(state, location)
+        _keep_newest(_states, location, state)
+        return answer(state, location, now, vacuum_retention)
+
+
+def version_reachability(table: Table, version: int, *, wait: bool = True) -> dict[str, Any] | None:
+    """One version's entry, or None when the version is not in the table's log at all (or,
+    with `wait=False`, when the answer for a long log is still being computed)."""
+    data = table_reachability(table, wait=wait)
+    for entry in data["versions"] if data else ():
+        if entry["version"] == version:
+            return entry
+    return None
+
+
+FORECAST_LISTED = 1000
+
+
+def vacuum_forecast(data: dict[str, Any], limit: int = FORECAST_LISTED) -> dict[str, Any] | None:
+    """The forecast of a `table_reachability` answer, its list bounded (newest first): a
+    100,000-version table must not answer with 100,000 numbers."""
+    forecast = data.get("vacuumForecast")
+    if forecast is None:
+        return None
+    broken = forecast["breaksVersions"]
+    return {
+        "retentionMs": forecast["retentionMs"],
+        "count": len(broken),
+        "breaksVersions": broken[:limit],
+        "truncated": len(broken) > limit,
+    }

@@ -1,0 +1,1 @@
+"""Restore requests: asking (with a dry-run plan), deciding, and running an approved one."""

@@ -1,0 +1,139 @@
+"""Reading a sync's commits: each commit's bytes, its size and time from the same open, its
+commitInfo, and the history columns that commitInfo gives.
+
+A remote store's batch is fetched at once (concurrent requests). A local log is read here,
+one commit after another: reader threads only fought the sync's own thread for the
+interpreter. A long local log is read by processes instead (forked, so they inherit the
+storage and its checks), which parse each commit and build its columns on the other cores
+while this process stores the batches before; the commits come back in order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from tables.delta import errors as delta_errors
+from tables.delta.log.commitinfo import CommitInfoRead, parse_commit_info
+from tables.delta.log.listing import LogFile
+from tables.delta.storage.boundary import Storage
+from tables.services.sync.commit_rows import info_values
+
+KEEP_BYTES = 1 << 20  # a bigger commit is read again for growth (memory-mapped when big)
+PROCESS_MIN = 10_000  # new commits of a local log from which processes read them
+Read = tuple[LogFile, bytes | None, CommitInfoRead | None]
+Infos = dict[int, list[Any]]  # info_values by version
+
+
+def read_part(storage: Storage, lfs: list[LogFile]) -> list[Read]:
+    """Each commit's bytes and commitInfo, its size and time learnt from the same open. A
+    commit that fails here is read again, in order, by the scan, which reports it."""
+    with_info = getattr(storage, "read_with_info", None)
+    out: list[Read] = []
+    for lf in lfs:
+        try:
+            if with_info is not None:
+                data, info = with_info(lf.path)
+                lf.known(info.size, info.modification_time)
+            else:
+                data = storage.read(lf.path)
+                _ = lf.modification_time  # the stat, cached on the LogFile
+            read = parse_commit_info(data, lf)
+        except (FileNotFoundError, delta_errors.DeltaError):
+            continue
+        out.append((lf, data if len(data) <= KEEP_BYTES else None, read))
+    return out
+
+
+def read_commits(storage: Storage, lfs: list[LogFile]) -> list[Read]:
+    """`read_part`, a remote store's commits fetched at once (`read_many`)."""
+    if not getattr(storage, "remote", False):
+        return read_part(storage, lfs)
+    try:
+        blobs = storage.read_many([lf.path for lf in lfs])
+    except (FileNotFoundError, delta_errors.DeltaError):
+        return []  # the scan reads them one by one and reports what fails
+    out: list[Read] = []
+    for lf, data in zip(lfs, blobs, strict=True):
+        try:
+            out.append((lf, data if len(data) <= KEEP_BYTES else None, parse_commit_info(data, lf)))
+        except delta_errors.DeltaError:
+            continue
+    return out
+
+
+def reader_processes(storage: Storage, commits: int) -> int:
+    """How many processes read `commits` new commits of the log in `storage`: none for a
+    remote store (its reads wait on the network, not on a core), a storage that cannot read a
+    file with its size and time at once, a short log or one core."""
+    if getattr(storage, "remote", False) or not hasattr(storage, "read_with_info") or commits < PROCESS_MIN:
+        return 0
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, 4) if cores > 1 else 0
+
+
+_storage: Storage | None = None  # a reader process's storage (set once, when it starts)
+
+
+def _start(storage: Storage) -> None:
+    global _storage
+    _storage = storage
+
+
+def _prepare(task: tuple[list[tuple[int, str]], int, bool]) -> list[tuple]:
+    """In a reader process: each commit's (version, size, time, bytes kept for growth,
+    whether commitInfo came first, its two timestamps or None without one, its info_values)."""
+    commits, keep_after, json_text = task
+    storage = _storage
+    assert storage is not None
+    out = []
+    for version, path in commits:
+        lf = LogFile("commit", version, path, fmt="json", storage=storage)
+        try:
+            data, info = storage.read_with_info(path)
+            read = parse_commit_info(data, lf)
+        except (FileNotFoundError, delta_errors.DeltaError):
+            continue  # read again, in order, by the scan, which reports it
+        stamps = None if read.info is None else (read.in_commit_timestamp, read.timestamp)
+        kept = data if version > keep_after and len(data) <= KEEP_BYTES else None
+        out.append(
+            (version, info.size, info.modification_time, kept, read.first, stamps, info_values(read.info, json_text))
+        )
+    return out
+
+
+def _received(chunk: list[LogFile], prepared: list[tuple]) -> tuple[list[Read], Infos]:
+    by_version = {lf.version: lf for lf in chunk}
+    reads: list[Read] = []
+    infos: Infos = {}
+    for version, size, mtime, data, first, stamps, values in prepared:
+        lf = by_version[version]
+        lf.known(size, mtime)
+        # what the scan asks of a commitInfo: whether there is one, and its two timestamps
+        info = None if stamps is None else {"inCommitTimestamp": stamps[0], "timestamp": stamps[1]}
+        reads.append((lf, data, CommitInfoRead(version, info, first)))
+        infos[version] = values
+    return reads, infos
+
+
+def prepared_in_processes(
+    storage: Storage, chunks: list[list[LogFile]], keep_after: int, json_text: bool, processes: int
+) -> Iterator[tuple[list[Read], Infos]]:
+    """Each chunk's reads (bytes kept only past `keep_after`, commitInfo reduced to what the
+    scan asks) and info_values, in order, from `processes` forked readers. At most two chunks
+    per process wait to be taken: memory stays bounded however long the log."""
+    tasks = [([(lf.version, lf.path) for lf in chunk], keep_after, json_text) for chunk in chunks]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(processes, initializer=_start, initargs=(storage,)) as pool:
+        pending: deque = deque()
+        sent = 0
+        for chunk in chunks:
+            while sent < len(tasks) and len(pending) < 2 * processes:
+                pending.append(pool.apply_async(_prepare, (tasks[sent],)))
+                sent += 1
+            yield _received(chunk, pending.popleft().get())

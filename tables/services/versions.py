@@ -1,0 +1,94 @@
+"""Reading a registered table's versions from its log: snapshots (cached per version), a
+version's summary and files, TIMESTAMP AS OF, and the diff of two versions.
+
+The UI and the API both call these; a managed table is read through deltaweb's own
+commit-owner (tables.services.owner.access), so its ratified, un-backfilled commits are seen too.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from threading import Lock
+from typing import Any
+
+from tables.delta import errors as delta_errors
+from tables.delta.history.timestamps import commit_times, parse_timestamp, resolve_timestamp
+from tables.delta.snapshot.diff import snapshot_diff
+from tables.delta.snapshot.state import Snapshot, load_snapshot
+from tables.models import Commit, Table
+from tables.services.errors import ServiceError
+from tables.services.owner.access import owner_of
+from tables.services.reachability import version_reachability
+
+_SNAPSHOTS: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+_SNAPSHOT_LOCK = Lock()
+_SNAPSHOT_CACHE_SIZE = 8
+
+
+def snapshot_at(table: Table, version: int | None = None) -> Snapshot:
+    """A snapshot of a version, cached (a version's state never changes)."""
+    if version is None:
+        return load_snapshot(table.location, owner=owner_of(table))
+    key = (table.location, version)
+    with _SNAPSHOT_LOCK:
+        snap = _SNAPSHOTS.get(key)
+        if snap is not None:
+            _SNAPSHOTS.move_to_end(key)
+            return snap
+    snap = load_snapshot(table.location, version, owner=owner_of(table))
+    with _SNAPSHOT_LOCK:
+        _SNAPSHOTS[key] = snap
+        while len(_SNAPSHOTS) > _SNAPSHOT_CACHE_SIZE:
+            _SNAPSHOTS.popitem(last=False)
+    return snap
+
+
+def version_summary(table: Table, version: int) -> dict[str, Any]:
+    """A version's protocol, metadata, size and (from the cache) its commitInfo and timestamp."""
+    snap = snapshot_at(table, version)
+    out = snap.summary(files=False)
+    row = Commit.objects.filter(table=table, version=version).first()
+    out["commitInfo"] = row.commit_info if row else None
+    out["timestamp"] = row.timestamp if row else None
+    out["timestampSource"] = row.timestamp_source if row else None
+    return out
+
+
+def version_files(table: Table, version: int, offset: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    """(number of active files, one page of them) of a version."""
+    snap = snapshot_at(table, version)
+    return snap.num_files, snap.file_dicts(offset, limit)
+
+
+def resolve(
+    table: Table, timestamp_text: str, allow_latest: bool = False, allow_earliest: bool = False
+) -> dict[str, Any]:
+    """TIMESTAMP AS OF: the version current at a time, with the rule applied; allow_latest and
+    allow_earliest answer the last / first version for a time after / before every commit."""
+    try:
+        t = parse_timestamp(timestamp_text)
+    except delta_errors.InvalidTimestampError as exc:
+        raise ServiceError(str(exc), "invalid_timestamp") from exc
+    try:
+        times = commit_times(table.location, owner=owner_of(table))
+        out = resolve_timestamp(times, t, allow_latest=allow_latest, allow_earliest=allow_earliest)
+    except delta_errors.TimestampOutOfRangeError as exc:
+        raise ServiceError(str(exc), "timestamp_out_of_range", 400) from exc
+    # the answer says before anyone tries whether that version can still be read
+    # (null while a long log's answer is still computed: resolving never waits for it)
+    out["reachability"] = version_reachability(table, out["version"], wait=False)
+    return out
+
+
+def diff(table: Table, v_from: int, v_to: int, sample: int = 50) -> dict[str, Any]:
+    """What changed between two versions: schema, properties, protocol, files, commits."""
+    if v_from > v_to:
+        raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
+    out = snapshot_diff(snapshot_at(table, v_from), snapshot_at(table, v_to), sample, storage=table.location)
+    out["from"], out["to"] = v_from, v_to
+    out["commits"] = list(
+        Commit.objects.filter(table=table, version__gt=v_from, version__lte=v_to)
+        .order_by("version")
+        .values("version", "timestamp", "timestamp_source", "operation", "user_name", "operation_metrics")[:500]
+    )
+    return out

@@ -1,0 +1,349 @@
+"""Plotly figures for the table page, built from the cached Commit and Anomaly rows.
+
+Figures are plain dicts ({"data": [...], "layout": {...}}) handed to the page with
+`json_script` and drawn by static/tables/charts.js. Text from a table's log (operations,
+anomaly details) is HTML-escaped here because plotly renders a subset of HTML in hover text.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+from typing import Any
+
+from tables.models import Anomaly, Commit, Table
+from tables.services.errors import ServiceError
+from tables.services.reachability import table_reachability
+
+# The charts draw at most this many of the newest versions.
+MAX_POINTS = 20_000
+# Above this many versions the lines carry no per-version markers (they would merge).
+DENSE = 1_000
+# Above this many versions the timeline gets a range slider.
+RANGESLIDER_FROM = 50
+
+_EFFECTIVE = "#2563eb"
+_ICT = "#16a34a"
+_FILE = "#9ca3af"
+_ANOMALY = "#dc2626"
+
+
+def plot_time(ms: int | None) -> str | None:
+    """A plotly date string (UTC, millisecond precision); plotly ignores zone suffixes."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _layout(title: str | None, ytitle: str, ytype: str | None = None) -> dict[str, Any]:
+    yaxis: dict[str, Any] = {"title": {"text": ytitle}, "automargin": True}
+    if ytype:
+        yaxis["type"] = ytype
+    layout: dict[str, Any] = {
+        "xaxis": {"title": {"text": "version"}, "tickformat": "d", "automargin": True},
+        "yaxis": yaxis,
+        "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+        "height": 360,
+        "hovermode": "closest",
+        "legend": {"orientation": "h", "y": -0.22},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "#fafafa",
+    }
+    if title:
+        layout["title"] = {"text": title, "x": 0, "font": {"size": 15}}
+    else:
+        layout["margin"]["t"] = 30
+    return layout
+
+
+def _rows(table: Table) -> tuple[list[dict[str, Any]], bool]:
+    qs = Commit.objects.filter(table=table).order_by("-version")
+    rows = list(
+        qs.values(
+            "version",
+            "timestamp",
+            "timestamp_source",
+            "in_commit_timestamp",
+            "file_modification_time",
+            "adjusted",
+            "operation",
+            "num_files",
+            "size_bytes",
+        )[: MAX_POINTS + 1]
+    )
+    truncated = len(rows) > MAX_POINTS
+    rows = rows[:MAX_POINTS]
+    rows.reverse()
+    return rows, truncated
+
+
+def timeline_figure(
+    table: Table,
+    rows: list[dict[str, Any]],
+    anomalies: list[dict[str, Any]],
+    reach: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Effective commit timestamp per version, ICT and file-time traces, the ICT boundary
+    as a labelled vertical line, anomalies as red crosses and, given the reachability
+    entries, shaded bands for which versions can still be read."""
+    versions = [r["version"] for r in rows]
+    by_version = {r["version"]: r for r in rows}
+    marked = [a for a in anomalies if a["version"] in by_version]
+    anomaly_text: dict[int, str] = {}
+    for a in marked:  # several anomalies of one version share its hover line
+        text = html.escape(f"{a['kind']}: {a['detail']}")[:300]
+        anomaly_text[a["version"]] = f"{anomaly_text[a['version']]}; {text}" if a["version"] in anomaly_text else text
+    effective = {
+        "type": "scatter",
+        "mode": "lines+markers" if len(rows) <= DENSE else "lines",
+        "name": "commit timestamp (effective)",
+        "x": versions,
+        "y": [plot_time(r["timestamp"]) for r in rows],
+        "customdata": [
+            [
+                "ICT" if r["timestamp_source"] == "ict" else "file" + (", monotonized" if r["adjusted"] else ""),
+                html.escape(r["operation"] or ""),
+                f"<br>anomaly: {anomaly_text[r['version']]}" if r["version"] in anomaly_text else "",
+            ]
+            for r in rows
+        ],
+        # the anomaly line is empty for most versions; its text is escaped above
+        "hovertemplate": "version %{x}<br>%{y} UTC<br>source: %{customdata[0]}<br>%{customdata[1]}"
+        "%{customdata[2]}<extra></extra>",
+        "line": {"color": _EFFECTIVE, "width": 2},
+        "marker": {"size": 6},
+    }
+    data: list[dict[str, Any]] = [effective]
+    both = [r for r in rows if r["in_commit_timestamp"] is not None]
+    if both:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "inCommitTimestamp",
+                "x": [r["version"] for r in both],
+                "y": [plot_time(r["in_commit_timestamp"]) for r in both],
+                "hovertemplate": "v%{x}<br>ICT %{y}<extra></extra>",
+                "marker": {"color": _ICT, "symbol": "diamond-open", "size": 9},
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "file modification time",
+                "x": [r["version"] for r in both],
+                "y": [plot_time(r["file_modification_time"]) for r in both],
+                "hovertemplate": "v%{x}<br>file time %{y}<extra></extra>",
+                "marker": {"color": _FILE, "symbol": "circle-open", "size": 8},
+            }
+        )
+    if marked:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "anomaly",
+                "x": [a["version"] for a in marked],
+                "y": [plot_time(by_version[a["version"]]["timestamp"]) for a in marked],
+                "hovertext": [html.escape(f"{a['kind']}: {a['detail']}")[:300] for a in marked],
+                "hovertemplate": "v%{x}<br>%{hovertext}<extra></extra>",
+                "marker": {"color": _ANOMALY, "symbol": "x", "size": 13, "line": {"width": 1}},
+            }
+        )
+    layout = _layout(None, "commit timestamp (UTC)", "date")  # the page's heading names it
+    if len(versions) > RANGESLIDER_FROM:
+        # long histories: a slider under the chart to move a zoomed window through the versions
+        layout["xaxis"]["rangeslider"] = {"visible": True, "thickness": 0.08}
+        layout["height"] = 420
+    boundary = ict_boundary(table)
+    if boundary is not None and versions and versions[0] <= boundary <= versions[-1]:
+        layout["shapes"] = [
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": boundary,
+                "x1": boundary,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": _ICT, "width": 2, "dash": "dash"},
+            }
+        ]
+        layout["annotations"] = [
+            {
+                "x": boundary,
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "text": f"ICT enabled at v{boundary}",
+                "showarrow": False,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "font": {"color": _ICT},
+            }
+        ]
+    if reach is not None and versions:
+        shapes, legend = _band_shapes(reachability_bands(reach, versions[0], versions[-1]))
+        layout["shapes"] = layout.get("shapes", []) + shapes  # the ICT line stays first
+        data.extend(legend)
+    return {"data": data, "layout": layout}
+
+
+# The horizon bands: what each version's reachability state looks like behind the timeline.
+# state: (legend text, RGB); bands are drawn faint, legend squares stronger
+BAND_STATES: dict[str, tuple[str, str]] = {
+    "readable": ("readable", "22, 163, 74"),
+    "beyond_retention": ("readable, beyond retention (VACUUM may delete its files)", "234, 179, 8"),
+    "files_missing": ("files missing (vacuumed)", "220, 38, 38"),
+    "log_expired": ("log expired", "107, 114, 128"),
+    "not_reproducible": ("not reproducible from the log", "75, 85, 99"),
+    "checkpoint_mismatch": ("its checkpoint disagrees with the log", "147, 51, 234"),
+}
+
+
+def band_state(entry: dict[str, Any]) -> str:
+    """One version's band: a key of BAND_STATES (an unknown reason: not_reproducible)."""
+    reason = entry.get("reason")
+    if entry.get("readable"):
+        return "beyond_retention" if reason == "beyond_retention" else "readable"
+    return reason if reason in BAND_STATES else "not_reproducible"
+
+
+def reachability_bands(entries: list[dict[str, Any]], lo: int, hi: int) -> list[tuple[str, int, int]]:
+    """(state, first, last) runs of versions in [lo, hi] sharing a state, oldest first: runs
+    of the same state merge, so a 10,000-version table draws a handful of rectangles."""
+    runs: list[tuple[str, int, int]] = []
+    for entry in sorted((e for e in entries if lo <= e["version"] <= hi), key=lambda e: e["version"]):
+        state, v = band_state(entry), entry["version"]
+        if runs and runs[-1][0] == state and runs[-1][2] == v - 1:
+            runs[-1] = (state, runs[-1][1], v)
+        else:
+            runs.append((state, v, v))
+    return runs
+
+
+def _band_shapes(runs: list[tuple[str, int, int]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rectangles behind the traces (half a version wider on each side, so adjacent runs touch)
+    and one legend entry per state shown, as an empty trace: shapes have no legend of their own
+    in every plotly version."""
+    shapes = [
+        {
+            "type": "rect",
+            "name": f"reach:{state}:{first}-{last}",
+            "xref": "x",
+            "yref": "paper",
+            "x0": first - 0.5,
+            "x1": last + 0.5,
+            "y0": 0,
+            "y1": 1,
+            "layer": "below",
+            "line": {"width": 0},
+            "fillcolor": f"rgba({BAND_STATES[state][1]}, 0.14)",
+        }
+        for state, first, last in runs
+    ]
+    legend = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": BAND_STATES[state][0],
+            "x": [None],
+            "y": [None],
+            "hoverinfo": "skip",
+            "marker": {"symbol": "square", "size": 12, "color": f"rgba({BAND_STATES[state][1]}, 0.5)"},
+            "legendgroup": "reachability",
+        }
+        for state in dict.fromkeys(s for s, _, _ in runs)
+    ]
+    return shapes, legend
+
+
+def ict_boundary(table: Table) -> int | None:
+    """The version from which In-Commit Timestamps apply (None when ICT is off)."""
+    if not table.ict_enabled:
+        return None
+    if table.ict_enablement_version is not None:
+        return table.ict_enablement_version
+    return table.earliest_version if table.earliest_version is not None else 0
+
+
+def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Active files and bytes after each version (versions whose size is known)."""
+    known = [r for r in rows if r["num_files"] is not None]
+    if not known:
+        return None, None
+    x = [r["version"] for r in known]
+    files = {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers" if len(known) <= DENSE else "lines",
+                "name": "files",
+                "x": x,
+                "y": [r["num_files"] for r in known],
+                "hovertemplate": "version %{x}<br>%{y:,} files<extra></extra>",
+                "line": {"shape": "hv", "color": _EFFECTIVE},
+            }
+        ],
+        "layout": {**_layout("Active files per version", "files"), "height": 280, "showlegend": False},
+    }
+    size = {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers" if len(known) <= DENSE else "lines",
+                "name": "size",
+                "x": x,
+                "y": [r["size_bytes"] for r in known],
+                "hovertemplate": "version %{x}<br>%{y:,} bytes<extra></extra>",
+                "line": {"shape": "hv", "color": _ICT},
+            }
+        ],
+        "layout": {**_layout("Table size per version", "bytes"), "height": 280, "showlegend": False},
+    }
+    return files, size
+
+
+def table_charts(table: Table) -> dict[str, Any]:
+    """Every figure of the table page, and whether the newest MAX_POINTS versions were cut."""
+    rows, truncated = _rows(table)
+    if not rows:
+        return {"timeline": None, "files": None, "size": None, "truncated": False, "max_points": MAX_POINTS}
+    anomalies = list(Anomaly.objects.filter(table=table).values("version", "kind", "detail"))
+    files, size = growth_figures(rows)
+    pending = False
+    try:
+        data = table_reachability(table, wait=False)
+        pending = data is None  # a long log's answer is being computed: bands on a later load
+    except ServiceError:  # the log cannot be read right now: the chart without its bands
+        data = None
+    reach = data["versions"] if data else None
+    return {
+        "timeline": timeline_figure(table, rows, anomalies, reach),
+        "files": files,
+        "size": size,
+        "truncated": truncated,
+        "max_points": MAX_POINTS,
+        "bandsPending": pending,
+    }
+
+
+# plotly's modebar keeps what helps here (zoom, pan, reset, download as PNG); selection tools,
+# spike lines and the hover-mode toggles do nothing useful on these charts, "edit in chart
+# studio" sends data away.
+CONFIG = {
+    "displaylogo": False,
+    "responsive": True,
+    "modeBarButtonsToRemove": [
+        "sendDataToCloud",
+        "editInChartStudio",
+        "lasso2d",
+        "select2d",
+        "autoScale2d",
+        "toggleSpikelines",
+        "hoverClosestCartesian",
+        "hoverCompareCartesian",
+    ],
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+}

@@ -1,0 +1,119 @@
+"""Browser forms: registering a table, filtering history, time travel, choosing a diff.
+
+Forms only check shapes (numbers, dates, lengths); the use cases decide what is valid for a
+table and word the errors.
+"""
+
+from __future__ import annotations
+
+from django import forms
+
+from tables.services.history.query import time_range
+from tables.services.lookup import INT64_MAX
+
+MAX_VERSION = INT64_MAX
+
+
+class RegisterTableForm(forms.Form):
+    name = forms.CharField(
+        max_length=200,
+        help_text="A unique name; the table's address is derived from it.",
+        widget=forms.TextInput(attrs={"autofocus": True, "autocomplete": "off", "spellcheck": "false"}),
+    )
+    location = forms.CharField(
+        max_length=2000,
+        help_text="Absolute path of the table root (the directory holding _delta_log/), or a file:// URI.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "placeholder": "/data/tables/…"}),
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class HistoryFilterForm(forms.Form):
+    """GET filters of the history table; every field is optional."""
+
+    operation = forms.CharField(
+        required=False, max_length=200, widget=forms.TextInput(attrs={"list": "operations", "placeholder": "any"})
+    )
+    version_from = forms.IntegerField(required=False, min_value=0, max_value=MAX_VERSION, label="Version from")
+    version_to = forms.IntegerField(required=False, min_value=0, max_value=MAX_VERSION, label="to")
+    date_from = forms.DateField(required=False, label="Date from (UTC)", widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        vf, vt = data.get("version_from"), data.get("version_to")
+        if vf is not None and vt is not None and vf > vt:
+            raise forms.ValidationError("The first version of the range is after the last one.")
+        df, dt = data.get("date_from"), data.get("date_to")
+        if df is not None and dt is not None and df > dt:
+            raise forms.ValidationError("The first date of the range is after the last one.")
+        return data
+
+    def timestamp_range(self) -> tuple[int | None, int | None]:
+        """[since, until] in epoch milliseconds, both inclusive: whole UTC days, by the one rule
+        the API's since/until follow too (tables.services.history.query.time_range)."""
+        data = self.cleaned_data
+        return time_range(data.get("date_from"), data.get("date_to"))
+
+    @property
+    def active(self) -> bool:
+        return self.is_bound and self.is_valid() and any(v not in (None, "") for v in self.cleaned_data.values())
+
+
+class TimeTravelForm(forms.Form):
+    as_of = forms.CharField(
+        label="As of",
+        max_length=64,
+        help_text="ISO-8601 (UTC unless a zone is given), yyyy-MM-dd[ HH:mm:ss[.SSS]] or epoch milliseconds.",
+        widget=forms.TextInput(attrs={"placeholder": "2024-05-01 12:00:00", "spellcheck": "false"}),
+    )
+
+
+class RestoreRequestForm(forms.Form):
+    """A restore request: a version or a timestamp (the services check there is exactly one)."""
+
+    version = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_VERSION,
+        label="Version",
+        widget=forms.NumberInput(attrs={"inputmode": "numeric", "placeholder": "e.g. 12"}),
+    )
+    timestamp = forms.CharField(
+        required=False,
+        max_length=64,
+        label="or timestamp",
+        help_text="The latest version at or before this time (UTC unless a zone is given).",
+        widget=forms.TextInput(attrs={"placeholder": "2024-05-01 12:00:00", "spellcheck": "false"}),
+    )
+    where = forms.CharField(
+        required=False,
+        max_length=5000,
+        label="Only the partitions where (optional)",
+        help_text="A predicate on partition columns, e.g. day = '2024-05-01' AND region IN ('eu', 'us'); "
+        "other partitions keep their latest data. Blank: the whole table.",
+        widget=forms.TextInput(attrs={"placeholder": "day = '2024-05-01'", "spellcheck": "false"}),
+    )
+    reason = forms.CharField(
+        max_length=5000,
+        label="Reason",
+        help_text="Why the table should go back; the approver reads it.",
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+    ignore_missing_files = forms.BooleanField(
+        required=False, label="Ignore missing files (restore without the files of the version that are gone)"
+    )
+    allow_protocol_downgrade = forms.BooleanField(
+        required=False, label="Allow a protocol downgrade (write the version's lower protocol)"
+    )
+
+
+class RestoreDecisionForm(forms.Form):
+    comment = forms.CharField(
+        required=False,
+        max_length=5000,
+        label="Comment",
+        help_text="Shown to the requester; required to reject.",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    fingerprint = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)

@@ -1,0 +1,208 @@
+"""Browser UI: the table list, registering a table, starting a sync, a job's status, and the
+addresses of static files.
+
+Every view requires a signed-in user (tables.web.ui.page). The table page's tabs have their own
+modules: overview_views (Overview, Timeline & growth, Restores, the owner card),
+history_views (History and its export), versions_views (Versions and a version's page),
+compare_views (Compare); restore pages are restore_views, the data-job sections of the
+version and diff pages rows_views.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.staticfiles.storage import staticfiles_storage
+from django.core.paginator import Paginator
+from django.db.models import Count, F, Q
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from tables.models import Job, JobStatus, SyncState, Table
+from tables.services.access import roles
+from tables.services.errors import ServiceError, error_body
+from tables.services.registration import register_table
+from tables.services.sync.store import start_sync
+from tables.web import pages
+from tables.web.forms import RegisterTableForm
+from tables.web.ui import (
+    MAX_ID,
+    PageError,
+    alerts_installed,
+    context,
+    focus_first_error,
+    job_param,
+    page,
+    query,
+    table_of,
+)
+
+# --- table list and registration -------------------------------------------------------
+
+
+TABLES_PAGE_SIZE = 25
+TABLE_SORTS = {
+    "name": ("name", "name, A to Z"),
+    "-name": ("-name", "name, Z to A"),
+    "-synced": ("-last_synced_at", "synced most recently"),
+    "synced": ("last_synced_at", "synced longest ago"),
+    "-size": ("-size_bytes", "largest first"),
+    "-files": ("-num_files", "most files first"),
+    "-version": ("-last_synced_version", "most versions first"),
+}
+TABLE_STATUSES = {
+    "": "any",
+    "error": "sync error",
+    "never": "never synced",
+    "managed": "managed by deltaweb",
+    "alerts": "with alerts",
+}
+
+
+def _table_rows(request: HttpRequest) -> tuple[Any, dict[str, Any]]:
+    """The table list's query: search by name or location, a status, an order; and the
+    form's values as given (unknown status or sort: the defaults)."""
+    search = request.GET.get("q", "").strip()[:200]
+    status = request.GET.get("status", "")
+    statuses = {k: v for k, v in TABLE_STATUSES.items() if k != "alerts" or alerts_installed()}
+    status = status if status in statuses else ""
+    sort = request.GET.get("sort", "name")
+    sort = sort if sort in TABLE_SORTS else "name"
+    qs = Table.objects.select_related("managed")
+    if search:
+        qs = qs.filter(Q(name__icontains=search) | Q(location__icontains=search) | Q(slug__icontains=search))
+    if status == "error":
+        qs = qs.filter(Q(sync_state=SyncState.ERROR) | ~Q(last_error=""))
+    elif status == "never":
+        qs = qs.filter(last_synced_version__isnull=True)
+    elif status == "managed":
+        qs = qs.filter(managed__isnull=False).exclude(managed__state="proposed")
+    elif status == "alerts" and alerts_installed():
+        qs = qs.filter(alerts__isnull=False)
+    if alerts_installed():
+        qs = qs.annotate(alert_count=Count("alerts", distinct=True))
+    field = TABLE_SORTS[sort][0]
+    desc = field.startswith("-")
+    order = F(field.lstrip("-")).desc(nulls_last=True) if desc else F(field).asc(nulls_last=True)
+    qs = qs.order_by(order, "name").distinct()
+    form = {
+        "q": search,
+        "status": status,
+        "sort": sort,
+        "statuses": list(statuses.items()),
+        "sorts": [(k, label) for k, (_f, label) in TABLE_SORTS.items()],
+        "active": bool(search or status),
+    }
+    return qs, form
+
+
+@page
+@require_GET
+def table_list(request: HttpRequest) -> HttpResponse:
+    qs, form = _table_rows(request)
+    page_obj = Paginator(qs, TABLES_PAGE_SIZE).get_page(request.GET.get("page"))
+    job = job_param(request, "job")
+    return render(
+        request,
+        "tables/table_list.html",
+        context(
+            request,
+            tables=page_obj.object_list,
+            page_obj=page_obj,
+            query=query(request, ("page", "job")),
+            filters=form,
+            any_tables=form["active"] or page_obj.paginator.count > 0 or Table.objects.exists(),
+            alerts=alerts_installed(),
+            job=job,
+        ),
+    )
+
+
+@page
+@require_http_methods(["GET", "POST"])
+def register(request: HttpRequest) -> HttpResponse:
+    if not roles.can_register(request.user):
+        raise PageError(
+            "Registering tables needs the analyst or approver role; ask an administrator to add you to one.", 403
+        )
+    form = RegisterTableForm(request.POST if request.method == "POST" else None)
+    status, existing = 200, None
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                table = register_table(data["name"], data["location"], data.get("description", ""), user=request.user)
+            except ServiceError as exc:
+                field = "name" if exc.code in ("invalid_name", "duplicate") else "location"
+                form.add_error(field, exc.message)
+                existing = exc.extra.get("table")
+            else:
+                return _start_sync_and_redirect(request, table, reverse("tables:table_detail", args=[table.slug]))
+        status = 400
+        focus_first_error(form)
+    return render(request, "tables/register.html", context(request, form=form, existing=existing), status=status)
+
+
+def _start_sync_and_redirect(request: HttpRequest, table: Table, target: str) -> HttpResponse:
+    job = start_sync(table, user=request.user)
+    job.refresh_from_db()  # outside a transaction the job was enqueued (or run, when eager) already
+    if job.status == JobStatus.FAILED:
+        messages.error(request, f"The sync of {table.name} could not start: {job.error}")
+    elif job.status == JobStatus.SUCCEEDED:
+        messages.success(request, f"{table.name} synced.")
+    else:
+        messages.success(request, f"Sync of {table.name} queued.")
+    sep = "&" if "?" in target else "?"
+    return redirect(f"{target}{sep}{urlencode({'job': job.pk})}")
+
+
+@page
+@require_POST
+def sync_now(request: HttpRequest, slug: str) -> HttpResponse:
+    table = table_of(slug)
+    if not roles.can_register(request.user):
+        raise PageError("Starting a sync needs the analyst or approver role.", 403, table)
+    target = request.POST.get("next") or reverse("tables:table_detail", args=[table.slug])
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=False):
+        target = reverse("tables:table_detail", args=[table.slug])
+    target = target.split("#")[0]
+    return _start_sync_and_redirect(request, table, target)
+
+
+@login_required
+@require_GET
+def job_status(request: HttpRequest, pk: int) -> JsonResponse:
+    job = Job.objects.select_related("table").filter(pk=pk).first() if pk <= MAX_ID else None
+    if job is None:
+        resp = JsonResponse(error_body("not_found", f"There is no job {pk}."), status=404)
+    else:
+        resp = JsonResponse(pages.job_payload(job))
+    resp["Cache-Control"] = "no-store"
+    return resp
+
+
+# --- plotly.js and the favicon: static files (tables/web/staticfiles.py), hashed and compressed -----
+
+
+@require_GET
+def plotly_js(request: HttpRequest) -> HttpResponse:
+    """The former address of plotly.js: now a static file, cached for ever under its hashed name."""
+    return _static_redirect("vendor/plotly.min.js")
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for whatever the page's <link rel=icon> says."""
+    return _static_redirect("tables/favicon.svg")
+
+
+def _static_redirect(name: str) -> HttpResponse:
+    resp = redirect(staticfiles_storage.url(name))
+    resp["Cache-Control"] = "public, max-age=86400"  # not for ever: the hashed name changes with the file
+    return resp

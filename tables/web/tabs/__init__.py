@@ -1,0 +1,1 @@
+"""The table page's tabs, each its own URL inside one frame (``frame.py``)."""

@@ -1,0 +1,174 @@
+"""The table page's History tab (DESCRIBE HISTORY filtered, sorted and paged in the URL, with
+its reachability column) and the history's CSV/Parquet download."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.core.cache import cache
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET
+
+from tables.delta.history.columns import SHOWN_COLUMNS
+from tables.models import Table
+from tables.services.history import export as history_export
+from tables.services.history.query import (
+    CACHE_SECONDS,
+    HistoryFilter,
+    has_expired,
+    history,
+    history_count,
+    operations,
+    synced_key,
+)
+from tables.services.reachability import answer_token, cache_epoch
+from tables.services.restores.requests import restore_ids_by_version
+from tables.web import pages
+from tables.web.forms import HistoryFilterForm
+from tables.web.tabs.frame import reach_by_version, tab_context
+from tables.web.ui import PageError, page, query, table_of
+
+HISTORY_PAGE_SIZE = 50
+
+
+def _history_query(request: HttpRequest, table: Table) -> tuple[HistoryFilterForm, bool, Any]:
+    """The history filter form of the URL, whether it filters, and the filtered, sorted query
+    (the one the tab pages and the export stream both read)."""
+    form = HistoryFilterForm(request.GET or None)
+    valid = form.is_bound and form.is_valid()
+    f = HistoryFilter()
+    if valid:
+        data = form.cleaned_data
+        start, end = form.timestamp_range()
+        f = HistoryFilter(
+            operation=data.get("operation") or None,
+            version_min=data.get("version_from"),
+            version_max=data.get("version_to"),
+            since=start,
+            until=end,
+        )
+    qs = history_export.sorted_history(history(table, f), request.GET.get("sort"))
+    return form, (form.active if valid else False), qs
+
+
+def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """The filter form and the rendered history table; the table is cached until the next
+    sync (the same page of the same query is the same for every reader)."""
+    form, filtered, qs = _history_query(request, table)
+    sort = history_export.sort_of(request.GET.get("sort"))
+    columns = history_export.columns_of(request.GET.getlist("cols"))
+    q = query(request, ("page", "job"))
+    # reachability moves with the clock and with VACUUM, not only with syncs: the rows are
+    # cached per answer they show (or while it is being computed, until it is there)
+    digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}".encode()).hexdigest()[:32]
+    reach_key = answer_token(table) if "readable" in columns else f"-:{cache_epoch()}"  # restore links move too
+    html_key = f"hist:{synced_key(table)}:{reach_key}:{digest}"
+    html = cache.get(html_key)
+    if html is None:
+        paginator = Paginator(qs, HISTORY_PAGE_SIZE)
+        paginator.count = history_count(table, qs)  # the same for every page until the next sync
+        page_obj = paginator.get_page(request.GET.get("page"))
+        reach = reach_by_version(table) if page_obj.object_list and "readable" in columns else {}
+        reach_pending = reach is None
+        reach = reach or {}
+        restores = restore_ids_by_version(table, page_obj.object_list)
+        rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
+        html = render_to_string(
+            "tables/_history_rows.html",
+            {
+                "table": table,
+                "page_obj": page_obj,
+                "rows": rows,
+                "filtered": filtered,
+                "query": q,
+                "sort": sort,
+                "sort_label": history_export.SORT_LABELS[sort],
+                "show": set(columns),
+                "headers": (headers := _sort_headers(request, sort)),
+                # the declared columns the tab shows, each with its sort link if it has one
+                "heads": [
+                    {"name": c.name, "num": c.shown == "num", "sort": headers.get(c.sort or "")}
+                    for c in SHOWN_COLUMNS
+                    if c.name in columns
+                ],
+                "reach_pending": reach_pending,
+            },
+        )
+        cache.set(html_key, html, CACHE_SECONDS)
+    # the filter form (its widgets are most of the page's rendering) depends on nothing but
+    # the table's synced state (the operations it suggests) and the query string
+    filters_key = f"hist-filters:{synced_key(table)}:{table.slug}:{hashlib.sha256(q.encode()).hexdigest()[:32]}"
+    filters = cache.get(filters_key)
+    if filters is None:
+        filters = render_to_string(
+            "tables/_history_filters.html",
+            {
+                "table": table,
+                "filter_form": form,
+                "filtered": filtered,
+                "operations": operations(table),
+                "sort": sort,
+                "sorts": list(history_export.SORT_LABELS.items()),
+                "columns": [(c, label, c in columns) for c, label in history_export.COLUMNS.items()],
+                "export_query": query(request, ("page", "job", "cols")),
+                "request": request,
+            },
+        )
+        cache.set(filters_key, filters, CACHE_SECONDS)
+    return {
+        "filtered": filtered,
+        "history_html": mark_safe(html),  # rendered above by our own template, autoescaped
+        "filters_html": mark_safe(filters),  # the same
+        "query": q,
+        "sort": sort,
+    }
+
+
+def _sort_headers(request: HttpRequest, sort: str) -> dict[str, dict[str, str]]:
+    """For each sortable column: the link that sorts by it (reversing the current order when
+    it is already the key) and its aria-sort state."""
+    out = {}
+    for key in ("version", "timestamp", *(c.sort for c in SHOWN_COLUMNS if c.sort)):
+        current = sort.lstrip("-") == key
+        descending = sort.startswith("-")
+        # first click: newest / A-Z as a reader expects; a second click reverses
+        target = (
+            ("" if descending else "-") + key if current else ("-" + key if key in ("version", "timestamp") else key)
+        )
+        q = request.GET.copy()
+        q.pop("page", None)
+        q.pop("job", None)
+        q["sort"] = target
+        out[key] = {
+            "href": f"?{q.urlencode()}",
+            "aria": ("descending" if descending else "ascending") if current else "none",
+        }
+    return out
+
+
+@page
+@require_GET
+def table_history(request: HttpRequest, slug: str) -> HttpResponse:
+    """The History tab: DESCRIBE HISTORY, filtered, sorted and paged in the URL, full width."""
+    table = table_of(slug)
+    ctx = tab_context(request, table, "history")
+    ctx.update(_history(request, table))
+    ctx["has_expired"] = has_expired(table)
+    return render(request, "tables/table_history.html", ctx)
+
+
+@page
+@require_GET
+def history_download(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    """The filtered, sorted history as CSV or Parquet, streamed (the History tab's filters)."""
+    table = table_of(slug)
+    form, _filtered, qs = _history_query(request, table)
+    if form.is_bound and not form.is_valid():
+        errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
+        raise PageError(f"The history filters are not valid: {errors}", 400, table)
+    return history_export.export_response(table, qs, fmt)

@@ -1,0 +1,177 @@
+"""The table page's Versions tab (open a version, time travel, what VACUUM would break) and a
+version's own page (its snapshot, schema, properties, protocol and files)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
+
+from tables.delta import errors as delta_errors
+from tables.delta.history.reachability import MAX_INTERVAL_TEXT
+from tables.delta.history.timestamps import format_ms
+from tables.models import Commit, Table
+from tables.services.errors import ServiceError, public_message
+from tables.services.history.query import history
+from tables.services.reachability import parse_retention, table_reachability, vacuum_forecast
+from tables.services.versions import resolve, version_files, version_summary
+from tables.web import pages
+from tables.web.forms import TimeTravelForm
+from tables.web.rows import version_rows_context
+from tables.web.tabs.frame import REACH_PENDING, tab_context
+from tables.web.ui import MAX_ID, PageError, context, page, table_of, version_param
+
+FILES_PAGE_SIZE = 100
+
+
+def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
+    # the API's allow_latest / allow_earliest: a time after the last commit means the latest
+    # version, one before the first commit the earliest
+    allow_latest = request.GET.get("allow_latest") in ("on", "true", "1")
+    allow_earliest = request.GET.get("allow_earliest") in ("on", "true", "1")
+    flags = {"tt_allow_latest": allow_latest, "tt_allow_earliest": allow_earliest}
+    if "as_of" not in request.GET:
+        return {"tt_form": TimeTravelForm(), "tt_result": None, "tt_error": None, **flags}
+    form = TimeTravelForm({"as_of": request.GET.get("as_of", "")})
+    form.fields["as_of"].widget.attrs["autofocus"] = True  # to refine the answer from the keyboard
+    result = error = None
+    if form.is_valid():
+        try:
+            result = resolve(
+                table, form.cleaned_data["as_of"], allow_latest=allow_latest, allow_earliest=allow_earliest
+            )
+        except ServiceError as exc:
+            error = public_message(exc.message, table)
+        except delta_errors.DeltaError as exc:
+            error = public_message(str(exc), table)
+    else:
+        error = "Give a timestamp, e.g. 2024-05-01 12:00:00 (UTC) or 2024-05-01T12:00:00+02:00."
+    if result is not None:
+        alts = result.get("alternatives") or {}
+        result = {
+            **result,
+            "source_label": pages.source_label(result["source"]),
+            "requested_iso": format_ms(result["requestedTimestamp"]),
+            "by_info": alts.get("commitInfoTimestamp"),
+            "by_file": alts.get("fileModificationTime"),
+            "sql": pages.sql_snippets(table.location, result["version"], result["requestedTimestamp"]),
+        }
+    return {"tt_form": form, "tt_result": result, "tt_error": error, **flags}
+
+
+FORECAST_SHOWN = 50  # versions listed on the page; the API has the rest
+
+
+def _vacuum_forecast(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """The "what would VACUUM break" form: its answer, or an error on the form itself."""
+    if "vacuum_retention" not in request.GET:
+        return {"vf_value": "", "vf_result": None, "vf_error": None}
+    raw = request.GET.get("vacuum_retention", "")[:MAX_INTERVAL_TEXT]
+    result = error = None
+    try:
+        data = table_reachability(table, vacuum_retention=parse_retention(raw), wait=False)
+        if data is None:
+            raise ServiceError(REACH_PENDING)
+        forecast = vacuum_forecast(data, FORECAST_SHOWN)
+    except ServiceError as exc:
+        error = public_message(exc.message, table)
+    else:
+        broken = forecast["breaksVersions"] if forecast else []
+        result = {
+            "count": forecast["count"] if forecast else 0,
+            "versions": broken,
+            "more": (forecast["count"] - len(broken)) if forecast else 0,
+        }
+    return {"vf_value": raw, "vf_result": result, "vf_error": error}
+
+
+@page
+@require_GET
+def table_versions(request: HttpRequest, slug: str) -> HttpResponse:
+    """The Versions tab: open a version, time travel, what VACUUM would break."""
+    table = table_of(slug)
+    if "v" in request.GET:  # "open version": the version page, or the error on this tab
+        raw = request.GET.get("v", "")
+        version = version_param(raw, "version", table)
+        return redirect("tables:version_detail", table.slug, version)
+    ctx = tab_context(request, table, "versions")
+    ctx.update(_time_travel(request, table))
+    ctx.update(_vacuum_forecast(request, table))
+    ctx["recent"] = [pages.history_row(c) for c in history(table)[:10]]
+    status = 400 if ctx["tt_error"] else 200
+    return render(request, "tables/table_versions.html", ctx, status=status)
+
+
+# --- a version -------------------------------------------------------------------------
+
+
+class _VersionFiles:
+    """The files of a version as a lazy sequence, so Paginator asks only for its page."""
+
+    def __init__(self, table: Table, version: int, count: int) -> None:
+        self.table, self.version, self._count = table, version, count
+
+    def count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, item: slice) -> list[dict[str, Any]]:
+        start = item.start or 0
+        stop = self._count if item.stop is None else min(item.stop, self._count)
+        if stop <= start:
+            return []
+        _total, files = version_files(self.table, self.version, start, stop - start)
+        return pages.file_rows(files)
+
+
+@page
+@require_GET
+def version_detail(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    table = table_of(slug)
+    if version > MAX_ID:
+        raise PageError(f"Version {version} does not exist.", 404, table)
+    try:
+        summary = version_summary(table, version)
+    except delta_errors.VersionNotFoundError as exc:
+        raise PageError(str(exc), 404, table) from exc
+    md = summary["metadata"]
+    protocol = summary["protocol"]
+    files = _VersionFiles(table, version, summary["numFiles"])
+    page_obj = Paginator(files, FILES_PAGE_SIZE).get_page(request.GET.get("page"))
+    commit = Commit.objects.filter(table=table, version=version).first()
+    ctx = context(
+        request,
+        table=table,
+        tab="versions",
+        version=version,
+        summary=summary,
+        commit=pages.history_row(commit) if commit else None,
+        timestamp=format_ms(summary.get("timestamp")),
+        timestamp_source=pages.source_label(summary["timestampSource"]) if summary.get("timestampSource") else None,
+        schema=pages.schema_rows(md.get("schema"), md.get("partitionColumns") or []),
+        partition_columns=md.get("partitionColumns") or [],
+        properties=[
+            dict(zip(("key", "text", "title"), (k, *pages.epoch_title(k, v)), strict=True))
+            for k, v in sorted((md.get("configuration") or {}).items())
+        ],
+        sql_snippets=pages.sql_snippets(table.location, version, summary.get("timestamp")),
+        protocol=protocol,
+        reader_features=protocol.get("readerFeatures"),
+        writer_features=protocol.get("writerFeatures"),
+        created_time=format_ms(md.get("createdTime")),
+        commit_info=pages.pretty_json(summary["commitInfo"]) if summary.get("commitInfo") is not None else None,
+        set_transactions=[pages.compact_json(t) for t in summary.get("setTransactions") or []],
+        domain_metadata=[pages.compact_json(d) for d in summary.get("domainMetadata") or []],
+        page_obj=page_obj,
+        previous_version=version - 1 if version > (table.earliest_version or 0) else None,
+        next_version=version + 1
+        if table.last_synced_version is not None and version < table.last_synced_version
+        else None,
+    )
+    ctx.update(version_rows_context(request, table, version))
+    return render(request, "tables/version_detail.html", ctx)

@@ -1,0 +1,204 @@
+"""What the browser views share: sign-in and error pages (PageError, ServiceError and
+DeltaError shown with the status of tables.services.errors), the table of a URL, the common context
+and query-string helpers. Every *views.py module imports this; it imports none of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.apps import apps
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from tables.delta import errors as delta_errors
+from tables.models import Job, Table
+from tables.services.access import roles
+from tables.services.access.hot_queries import table_row
+from tables.services.errors import ServiceError, http_status, public_message
+from tables.services.lookup import INT64_MAX, parse_int64
+
+MAX_ID = INT64_MAX  # the largest version or id the database can hold
+
+
+class PageError(Exception):
+    """A page that cannot be shown; rendered as the error page with `status`."""
+
+    def __init__(self, message: str, status: int = 400, table: Table | None = None) -> None:
+        super().__init__(message)
+        self.message, self.status, self.table = message, status, table
+
+
+def error_page(request: HttpRequest, message: str, status: int, table: Table | None = None) -> HttpResponse:
+    # the table by its name, never its location on the server (tables.services.errors.public_message)
+    message = public_message(message, table)
+    return render(
+        request,
+        "tables/error.html",
+        {"message": message, "status": status, "table": table, "can_register": roles.can_register(request.user)},
+        status=status,
+    )
+
+
+def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Sign-in required; PageError, ServiceError and DeltaError become an error page."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except PageError as exc:
+            return error_page(request, exc.message, exc.status, exc.table)
+        except (ServiceError, delta_errors.DeltaError) as exc:
+            message = exc.message if isinstance(exc, ServiceError) else str(exc)
+            slug = kwargs.get("slug")
+            table = Table.objects.filter(slug=slug).first() if isinstance(slug, str) else None
+            return error_page(request, message, http_status(exc), table)
+
+    return login_required(wrapper)
+
+
+def page_error(exc: ServiceError | delta_errors.DeltaError, table: Table | None = None) -> PageError:
+    """A service or core error as the error page of a table."""
+    return PageError(exc.message if isinstance(exc, ServiceError) else str(exc), http_status(exc), table)
+
+
+def table_of(slug: str) -> Table:
+    """The table of a page's URL, or a 404 page."""
+    table = table_row(slug=slug)
+    if table is None:
+        raise PageError(f"There is no table '{slug}'. It may have been removed or renamed.", 404)
+    return table
+
+
+def context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    """What every page's template needs to know of the user."""
+    return {
+        "can_register": roles.can_register(request.user),
+        "can_request_restore": roles.can_request_restore(request.user),
+        **extra,
+    }
+
+
+def job_param(request: HttpRequest, name: str, table: Table | None = None, kinds: tuple[str, ...] = ()) -> Job | None:
+    """The job named by a query parameter (of this table and these kinds, when given)."""
+    pk = parse_int64(request.GET.get(name, ""))
+    if pk is None:
+        return None
+    qs = Job.objects.filter(pk=pk)
+    if table is not None:
+        qs = qs.filter(table=table)
+    if kinds:
+        qs = qs.filter(kind__in=kinds)
+    return qs.first()
+
+
+def query(request: HttpRequest, drop: tuple[str, ...] = ("page",)) -> str:
+    """The current query string without `drop`, for pagination links."""
+    q = request.GET.copy()
+    for key in drop:
+        q.pop(key, None)
+    return q.urlencode()
+
+
+def version_param(raw: str, name: str, table: Table | None = None) -> int:
+    """A version number from a form or query string, or a 400 page naming the field."""
+    value = parse_int64(raw)
+    if value is None:
+        raise PageError(f"'{name}' must be a version number (0 or more), not '{(raw or '').strip()[:40]}'.", 400, table)
+    return value
+
+
+def alerts_installed() -> bool:
+    """Whether the alerts app is part of this deployment (it adds the tables' alerts)."""
+    return apps.is_installed("alerts")
+
+
+def site_context(request: HttpRequest) -> dict[str, Any]:
+    """Template context processor for every page: whether the alerts app is installed (its
+    navigation and live feed are included only then), and whether background work is paused
+    (the task queue does not answer: a banner says so, to signed-in users)."""
+    from tables.services import broker
+
+    signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
+    return {"alerts_installed": alerts_installed(), "background_paused": signed_in and broker.background_paused()}
+
+
+def focus_first_error(form) -> None:
+    """Move autofocus to the first field with an error, so the keyboard lands there."""
+    invalid = [name for name in form.fields if name in form.errors]
+    if not invalid:
+        return
+    for name, field in form.fields.items():
+        field.widget.attrs.pop("autofocus", None)
+        if name == invalid[0]:
+            field.widget.attrs["autofocus"] = True
+
+
+# --- the project's error handlers (deltaweb/urls.py, CSRF_FAILURE_VIEW) ------------------
+# Under /api/ every answer is the API's JSON error, whatever failed (an unknown path, a CSRF
+# check, an exception outside DRF); elsewhere the project's own pages. Django's defaults would
+# answer HTML everywhere.
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    from django.views import defaults
+
+    from tables.api.errors import is_api_path, not_found_view
+
+    if is_api_path(request):
+        return not_found_view(request)
+    response = defaults.page_not_found(request, exception)
+    response.deltaweb_page = True  # the project's page, not Django's debug page (security.py)
+    return response
+
+
+def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    from django.views import defaults
+
+    from tables.api.errors import is_api_path
+    from tables.services.errors import error_body
+
+    if is_api_path(request):
+        from django.http import JsonResponse
+
+        return JsonResponse(error_body("permission_denied", "You may not do this."), status=403)
+    return defaults.permission_denied(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    import sys
+
+    from django.views import defaults
+
+    from tables.api.errors import (
+        DATABASE_RETRY_AFTER,
+        DATABASE_UNAVAILABLE,
+        api_server_error,
+        is_api_path,
+        is_database_unavailable,
+    )
+
+    exc = sys.exc_info()[1]
+    if is_api_path(request):
+        return api_server_error(request, exc)
+    if is_database_unavailable(exc):
+        # a plain page: the site's frame would ask the database for the user again
+        response = HttpResponse(DATABASE_UNAVAILABLE, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = DATABASE_RETRY_AFTER
+        return response
+    return defaults.server_error(request)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: JSON under /api/, Django's explanation page elsewhere."""
+    from django.views.csrf import csrf_failure as django_csrf_failure
+
+    from tables.api.errors import api_csrf_failure, is_api_path
+
+    if is_api_path(request):
+        return api_csrf_failure(reason)
+    return django_csrf_failure(request, reason)
