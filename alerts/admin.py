@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db import transaction
 
-from alerts import delivery
 from alerts.models import Alert, CustomRule, Delivery, DeliveryAttempt, RuleSetting, Scan, Subscription, WebhookEndpoint
+from alerts.notify import delivery
 from tables.services.errors import ServiceError
 
 

@@ -10,7 +10,7 @@ from alerts import queue
 from alerts.models import Scan
 from tables.models import Table
 
-EVALUATE_TASK = "alerts.evaluate"
+EVALUATE_TASK = "alerts.detect.evaluate"
 
 
 def commits_stored(table: Table, versions: list[int], *, first_sync: bool) -> Scan | None:

@@ -33,7 +33,7 @@ class Severity(models.TextChoices):
 
 class RuleSetting(models.Model):
     """A built-in rule switched off, or given another threshold or severity, on one table.
-    Without a row a built-in rule runs with its defaults (alerts.rules.BUILTIN)."""
+    Without a row a built-in rule runs with its defaults (alerts.detect.rules.BUILTIN)."""
 
     table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="alert_rule_settings")
     rule = models.CharField(max_length=64)

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from alerts import delivery as deliveries
+from alerts.detect.rules import BUILTIN
 from alerts.models import (
     Channel,
     CustomRule,
@@ -25,8 +25,8 @@ from alerts.models import (
     Subscription,
     WebhookEndpoint,
 )
-from alerts.rules import BUILTIN
-from alerts.urlcheck import check
+from alerts.notify import delivery as deliveries
+from alerts.notify.urlcheck import check
 from tables.models import Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError

@@ -20,7 +20,7 @@ urlpatterns = [
 ]
 if apps.is_installed("alerts"):
     # the alerts API before the tables API, which answers every other /api/ path with its 404
-    urlpatterns[3:3] = [path("api/", include("alerts.api_urls"))]
+    urlpatterns[3:3] = [path("api/", include("alerts.api.urls"))]
     urlpatterns.append(path("", include("alerts.urls")))
 
 handler403 = "tables.web.ui.handler403"

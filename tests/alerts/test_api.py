@@ -8,9 +8,10 @@ import pyarrow as pa
 import pytest
 from django.contrib.auth.models import Group
 
-from alerts import evaluate, services
+from alerts import services
+from alerts.detect import evaluate
 from alerts.models import Alert, Delivery, DeliveryStatus, Notification, RuleSetting, Severity, WebhookEndpoint
-from alerts.urlcheck import check
+from alerts.notify.urlcheck import check
 from tables.services.access import roles
 from tables.services.errors import ServiceError
 from tests.alerts.conftest import register_and_sync
@@ -236,7 +237,7 @@ def test_schema_is_clean() -> None:
 def test_webhook_payloads_are_bounded_and_signed() -> None:
     import json
 
-    from alerts.webhook import bounded_body, signature
+    from alerts.notify.webhook import bounded_body, signature
 
     payload = {
         "alert": {"explanation": "x" * 500},
@@ -258,7 +259,7 @@ def test_retries_back_off_with_jitter_and_stop_after_the_window(analyst, alerted
 
     from django.utils import timezone
 
-    from alerts import delivery
+    from alerts.notify import delivery
 
     settings.DELTAWEB_ALERT_RETRY_BASE_SECONDS = 30
     settings.DELTAWEB_ALERT_RETRY_MAX_SECONDS = 3600

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 
-from alerts import evaluate
+from alerts.detect import evaluate
 from tables.services.access import roles
 from tables.services.sync import store as sync
 from tests.alerts.conftest import register_and_sync

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from django.contrib.auth.models import Group
 
-from alerts import evaluate
+from alerts.detect import evaluate
 from alerts.models import Scan
 from tables.services.access import roles
 from tables.services.sync import store as sync

@@ -14,9 +14,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from alerts import services, silence
+from alerts import services
+from alerts.detect import silence
+from alerts.detect.rules import MIN_INTERVALS
 from alerts.models import Severity
-from alerts.rules import MIN_INTERVALS
 from tests.alerts.conftest import register_and_sync
 
 deltalake = pytest.importorskip("deltalake")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from alerts import evaluate
+from alerts.detect import evaluate
 from alerts.models import Alert, Scan
 from tables.delta.managed.writer import commit_via_owner
 from tables.delta.snapshot.state import load_snapshot

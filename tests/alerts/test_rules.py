@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from alerts import evaluate
+from alerts.detect import evaluate
 from alerts.models import Alert, CustomRule, RuleSetting, Scan, ScanStatus
 from tables.services.sync import store as sync
 from tests.alerts.conftest import bring_back, hold_back, register_and_sync
@@ -160,8 +160,8 @@ def test_vacuum_protocol_upgrade_and_a_new_writer(roots) -> None:
 
 
 def test_commit_rate_burst_and_silence() -> None:
-    from alerts.facts import CommitFacts
-    from alerts.rules import commit_rate
+    from alerts.detect.facts import CommitFacts
+    from alerts.detect.rules import commit_rate
     from tables.models import Commit, Table
 
     t = Table(name="x", slug="x")

@@ -16,8 +16,10 @@ import pytest
 from django.conf import settings
 from django.core import mail
 
-from alerts import delivery, services, silence
+from alerts import services
+from alerts.detect import silence
 from alerts.models import Alert, Delivery, Notification, RuleSetting, Severity
+from alerts.notify import delivery
 from tables.models import Table
 from tables.services.sync import store as sync
 from tests.alerts.conftest import register_and_sync

@@ -149,8 +149,9 @@ def test_a_delivery_killed_after_sending_is_sent_again_with_the_same_id(
     import pyarrow as pa
     from django.contrib.auth.models import Group
 
-    from alerts import delivery, services
+    from alerts import services
     from alerts.models import Delivery, DeliveryStatus, Severity
+    from alerts.notify import delivery
     from tables.services.access import roles
     from tests.alerts.conftest import register_and_sync
 
@@ -189,8 +190,8 @@ def test_an_alert_scan_killed_mid_way_is_evaluated_again_and_alerts_stored_once(
 ) -> None:
     import pyarrow as pa
 
-    from alerts import delivery
     from alerts.models import Alert, Scan, ScanStatus
+    from alerts.notify import delivery
     from tests.alerts.conftest import register_and_sync
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]

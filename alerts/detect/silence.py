@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from alerts.evaluate import record
-from alerts.facts import HISTORY_WINDOW
+from alerts.detect.evaluate import record
+from alerts.detect.facts import HISTORY_WINDOW
+from alerts.detect.rules import BUILTIN, rate_factor, usual_interval
 from alerts.models import RuleSetting
-from alerts.rules import BUILTIN, rate_factor, usual_interval
 from tables.models import Commit, SyncState, Table
 
 RATE_RULE = "commit_rate"

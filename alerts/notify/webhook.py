@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from alerts.urlcheck import Target, check
+from alerts.notify.urlcheck import Target, check
 
 MAX_RESPONSE = 64 * 1024
 

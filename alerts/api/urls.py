@@ -4,7 +4,7 @@ every other /api/ path with a 404)."""
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from alerts import api
+from alerts.api import views as api
 
 app_name = "alerts-api"
 

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from alerts.facts import CommitFacts
+from alerts.detect.facts import CommitFacts
 from alerts.models import CustomRule, MetricOp, Severity
 from tables.delta.snapshot.diff import schema_changes
 from tables.services.errors import printable

@@ -1,6 +1,6 @@
 """Evaluating the rules on newly stored commits: the sync's hook makes a Scan row (enqueued
 when the sync's transaction commits), a worker claims it, fires the rules, stores each
-firing as an Alert and fans it out to the subscribers (alerts.fanout).
+firing as an Alert and fans it out to the subscribers (alerts.notify.fanout).
 
 A sync never waits for any of this: the hook only writes one row and sends one message.
 """
@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from alerts import fanout
-from alerts.facts import CommitFacts, commit_facts
+from alerts.detect.facts import CommitFacts, commit_facts
+from alerts.detect.rules import BUILTIN, custom
 from alerts.models import Alert, CustomRule, RuleSetting, Scan, ScanStatus
-from alerts.rules import BUILTIN, custom
+from alerts.notify import fanout
 from tables.models import Commit, Table
 from tables.services import faults
 from tables.services.errors import one_line

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from alerts import activity, services
-from alerts import serializers as s
+from alerts.api import serializers as s
 from alerts.models import Alert, CustomRule, Severity
 from tables.api.common import TABLE_ID, Pagination
 from tables.api.parsers import BoundedJSONParser

@@ -19,9 +19,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from alerts import queue
-from alerts.fanout import DELIVER_TASK
 from alerts.models import Alert, Channel, Delivery, DeliveryAttempt, DeliveryStatus
-from alerts.webhook import Outcome, bounded_body, post
+from alerts.notify.fanout import DELIVER_TASK
+from alerts.notify.webhook import Outcome, bounded_body, post
 from tables.delta.history.timestamps import format_ms
 from tables.models import Commit
 from tables.services import faults

@@ -1,0 +1,1 @@
+"""Alerts' REST API: views, routes (mounted before the tables API's catch-all) and serializers."""
