@@ -66,14 +66,15 @@ def add(name: str) -> dict:
     return {"add": {"path": name, "partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True}}
 
 
-def create_table(s: UcSession, name: str) -> tuple[str, str, Path]:
-    """The three phases of creation: staging table, the client's 0.json, createTable."""
+def create_table(s: UcSession, name: str, local: bool = True) -> tuple[str, str, Path | str]:
+    """The three phases of creation: staging table, the client's 0.json, createTable. The third
+    value is the table's path on disk (`local`), else its location as the catalog gave it."""
     staging = s.call("POST", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/staging-tables", {"name": name})
     assert staging.status == 200, staging.body
     table_id, location = staging.body["table-id"], staging.body["location"]
     assert staging.body["required-properties"][cm.TABLE_ID_KEY] == table_id
     assert cm.FEATURE in staging.body["required-protocol"]["reader-features"]
-    path = Path(urlparse(location).path)
+    path = Path(urlparse(location).path) if local else location
     first = cm.initial_commit(str(path), table_id, SCHEMA, properties={"delta.checkpointPolicy": "classic"})
     created = s.call(
         "POST",

@@ -12,7 +12,6 @@ import uuid
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tables.delta.managed import catalog as cm
 from tables.delta.managed.writer import commit_via_owner
 from tables.delta.snapshot.state import load_snapshot
 from tables.models import ManagedTable, RatifiedCommit
@@ -21,7 +20,7 @@ from tables.services.sync.store import sync_table
 from tests.web.test_api import make_user, token_client
 from tests.web.test_object_store_tables import BUCKET
 from tests.web.test_object_store_tables import s3 as s3  # the fixture, shared
-from tests.web.test_uc_api import CAT, SCH, SCHEMA, add
+from tests.web.test_uc_api import CAT, SCH, add, create_table
 from tests.web.uc_sdk import SdkCatalogOwner, UcSession
 
 pytest.importorskip("obstore")
@@ -43,31 +42,8 @@ def keys(s3, prefix: str) -> set[str]:
 
 
 def test_a_catalog_managed_table_lives_in_s3(s3, session) -> None:
-    staging = session.call("POST", f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/staging-tables", {"name": "events"})
-    assert staging.status == 200, staging.body
-    table_id, location = staging.body["table-id"], staging.body["location"]
+    table_id, location, _ = create_table(session, "events", local=False)
     assert location == f"s3://{BUCKET}/allowed/uc/{table_id}"
-
-    first = cm.initial_commit(location, table_id, SCHEMA, properties={"delta.checkpointPolicy": "classic"})
-    created = session.call(
-        "POST",
-        f"/delta/v1/catalogs/{CAT}/schemas/{SCH}/tables",
-        {
-            "name": "events",
-            "table-type": "MANAGED",
-            "location": location,
-            "columns": SCHEMA,
-            "properties": {cm.TABLE_ID_KEY: table_id, "delta.enableInCommitTimestamps": "true"},
-            "protocol": {
-                "min-reader-version": 3,
-                "min-writer-version": 7,
-                "reader-features": first["protocol"]["readerFeatures"],
-                "writer-features": first["protocol"]["writerFeatures"],
-            },
-            "last-commit-timestamp-ms": first["inCommitTimestamp"],
-        },
-    )
-    assert created.status == 200, created.body
     loaded = session.load(CAT, SCH, "events")
     assert loaded.body["metadata"]["location"] == location and loaded.body["metadata"]["table-uuid"] == table_id
 
