@@ -9,7 +9,8 @@ class AlertsConfig(AppConfig):
     verbose_name = "Alerts"
 
     def ready(self) -> None:
-        from alerts.hooks import on_commits_stored
-        from tables.signals import commits_stored
+        from alerts.hooks import on_commits_stored, on_prune
+        from tables.signals import commits_stored, prune
 
         commits_stored.connect(on_commits_stored, dispatch_uid="alerts.commits_stored")
+        prune.connect(on_prune, dispatch_uid="alerts.prune")

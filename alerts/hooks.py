@@ -7,10 +7,10 @@ from __future__ import annotations
 from django.db import transaction
 
 from alerts import queue
-from alerts.models import Scan
+from alerts.models import DeliveryStatus, Scan, ScanStatus
 from tables.models import Table
 
-EVALUATE_TASK = "alerts.detect.evaluate"
+EVALUATE_TASK = "alerts.evaluate"  # the task's name, stable across releases (queued messages)
 
 
 def commits_stored(table: Table, versions: list[int], *, first_sync: bool) -> Scan | None:
@@ -27,3 +27,16 @@ def commits_stored(table: Table, versions: list[int], *, first_sync: bool) -> Sc
 def on_commits_stored(sender, *, table: Table, versions: list[int], first_sync: bool, **kwargs) -> None:
     """The signal's receiver (connected in AlertsConfig.ready)."""
     commits_stored(table, versions, first_sync=first_sync)
+
+
+def on_prune(sender, *, before, **kwargs) -> dict[str, int]:
+    """tables' daily pruning (tables.signals.prune): finished scans, and finished deliveries
+    with their attempt logs, older than `before`. Alerts themselves are the record: kept."""
+    from alerts.models import Delivery
+
+    scans, _ = Scan.objects.filter(status__in=(ScanStatus.DONE, ScanStatus.FAILED), finished_at__lt=before).delete()
+    finished = (DeliveryStatus.DELIVERED, DeliveryStatus.FAILED)
+    deliveries = (
+        Delivery.objects.filter(status__in=finished, created_at__lt=before).delete()[1].get("alerts.Delivery", 0)
+    )
+    return {"alert_scans": scans, "alert_deliveries": deliveries}

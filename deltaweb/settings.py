@@ -169,7 +169,17 @@ SESSION_COOKIE_HTTPONLY = True
 
 # Tables may only be registered under these roots (after resolving symlinks and '..').
 DELTAWEB_ALLOWED_ROOTS = env_list("DELTAWEB_ALLOWED_ROOTS", str(BASE_DIR / "var" / "tables"))
+# How often each table is probed for new commits (one storage request; a sync job only when it
+# changed), the beat's tick that sends the due ones, tables per probe task, batches per tick,
+# and the longest backoff of a table whose probe or sync keeps failing.
 DELTAWEB_SYNC_INTERVAL_SECONDS = int(env("DELTAWEB_SYNC_INTERVAL_SECONDS", "300"))
+# Finished jobs (and alerts' finished scans and deliveries) older than this are deleted daily;
+# restore requests, approvals and the history are kept.
+DELTAWEB_RETENTION_DAYS = float(env("DELTAWEB_RETENTION_DAYS", "30"))
+DELTAWEB_PROBE_TICK_SECONDS = float(env("DELTAWEB_PROBE_TICK_SECONDS", "10"))
+DELTAWEB_PROBE_BATCH = int(env("DELTAWEB_PROBE_BATCH", "500"))
+DELTAWEB_PROBE_MAX_BATCHES = int(env("DELTAWEB_PROBE_MAX_BATCHES", "40"))
+DELTAWEB_SYNC_BACKOFF_MAX_SECONDS = float(env("DELTAWEB_SYNC_BACKOFF_MAX_SECONDS", "21600"))
 # above this many versions pages show reachability computed in the background, never waiting
 DELTAWEB_REACHABILITY_INLINE_VERSIONS = int(env("DELTAWEB_REACHABILITY_INLINE_VERSIONS", "5000"))
 
@@ -239,7 +249,8 @@ EMAIL_TIMEOUT = float(env("EMAIL_TIMEOUT", "10"))
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "deltaweb@localhost")
 
 CELERY_BEAT_SCHEDULE = {
-    "sync-all-tables": {"task": "tables.sync_all", "schedule": float(DELTAWEB_SYNC_INTERVAL_SECONDS)},
+    "probe-due-tables": {"task": "tables.probe_due", "schedule": DELTAWEB_PROBE_TICK_SECONDS},
+    "prune-operational-rows": {"task": "tables.prune_operational", "schedule": 86400.0},
     "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
     "sweep-silent-jobs": {"task": "tables.sweep_silent_jobs", "schedule": 60.0},
     "backfill-managed-tables": {

@@ -31,6 +31,11 @@ class Table(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     sync_state = models.CharField(max_length=16, choices=SyncState.choices, default=SyncState.NEVER)
+    # the change probe (tables.services.sync.probe): when it looks next (spread over the
+    # interval), when it last looked, and how many probes or syncs in a row failed (backoff)
+    next_check_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    failures = models.PositiveIntegerField(default=0)
     sync_lease_until = models.DateTimeField(null=True, blank=True)
     last_synced_version = models.BigIntegerField(null=True, blank=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)

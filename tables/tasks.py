@@ -21,13 +21,13 @@ from typing import Any
 from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
-from django.db import transaction
 
 from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
-from tables.services import data_jobs, jobs
+from tables.services import data_jobs, jobs, retention
 from tables.services.owner import use_cases as owner_services
 from tables.services.restores import runs as restore_runs
+from tables.services.sync import probe
 from tables.services.sync import store as sync
 
 logger = logging.getLogger(__name__)
@@ -50,14 +50,33 @@ def sweep_silent_jobs() -> dict[str, list[int]]:
 
 
 @shared_task(name="tables.sync_all")
-def sync_all() -> int:
-    """Beat: re-sync every registered table (each as its own job)."""
-    count = 0
-    for table in Table.objects.all():
-        with transaction.atomic():
-            sync.start_sync(table)
-        count += 1
-    return count
+def sync_all() -> dict[str, int]:
+    """Probe every registered table now, in batches; a sync job starts only for a table that
+    changed (the beat probes the due ones instead: `probe_due`)."""
+    ids = list(Table.objects.order_by("pk").values_list("pk", flat=True))
+    totals: dict[str, int] = {}
+    for batch in probe.batches(ids, max(1, int(settings.DELTAWEB_PROBE_BATCH))):
+        for key, value in probe.probe_tables(batch).as_dict().items():
+            totals[key] = totals.get(key, 0) + int(value)
+    return totals
+
+
+@shared_task(name="tables.prune_operational")
+def prune_operational() -> dict[str, int]:
+    """Beat, daily: finished jobs and other operational rows past DELTAWEB_RETENTION_DAYS."""
+    return retention.prune_operational()
+
+
+@shared_task(name="tables.probe_due")
+def probe_due() -> dict[str, int]:
+    """Beat: claim the tables whose check is due and send them to `probe_tables` in batches."""
+    return probe.probe_due()
+
+
+@shared_task(name=jobs.PROBE_TASK)
+def probe_tables(ids: list[int]) -> dict[str, object]:
+    """Probe a batch of tables; sync jobs only for those that changed."""
+    return probe.probe_tables([int(i) for i in ids]).as_dict()
 
 
 def spark_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan:

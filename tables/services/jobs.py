@@ -38,6 +38,7 @@ SYNC_TASK = "tables.sync_table"
 DATA_JOB_TASK = "tables.run_data_job"
 RESTORE_TASK = "tables.run_restore"
 BACKFILL_TASK = "tables.backfill_managed_table"
+PROBE_TASK = "tables.probe_tables"  # a batch of table ids, no Job row (tables.services.sync.probe)
 
 
 def send(task_name: str, *args: Any) -> None:

@@ -33,6 +33,7 @@ from tables.models import Anomaly, Commit, Job, JobKind, SyncState, Table
 from tables.services import faults, jobs
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
+from tables.services.sync import probe
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
 from tables.services.sync.reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
 
@@ -107,6 +108,7 @@ def _failed(table: Table, job: Job | None, message: str) -> None:
     # users know the table by its name, not by its location on the server
     message = public_message(message, table)
     Table.objects.filter(pk=table.pk).update(sync_state=SyncState.ERROR, last_error=message, sync_lease_until=None)
+    probe.record_sync_failure(table.pk)  # tried again after a backoff, not at every tick
     jobs.fail(job, message)
 
 
@@ -417,6 +419,7 @@ def _mark_synced(table: Table, times: CommitTimes, kept: Kept | None, start: _St
             last_synced_version=times.latest,
             last_synced_at=timezone.now(),
             last_error="",
+            failures=0,
             ict_enabled=ict.enabled,
             ict_enablement_version=ict.enablement_version,
             ict_enablement_timestamp=ict.enablement_timestamp,

@@ -1,0 +1,179 @@
+"""The change probe: which registered tables have new commits, at about one storage request
+each, so that a sync job runs only for a table that changed.
+
+The beat's `probe_due` picks the tables whose `next_check_at` has come (each table's first
+check falls at a random point of the interval, so a fleet is spread over it instead of firing
+at one instant), claims them with one UPDATE, and sends them in batches to `probe_tables`. A
+probe asks the storage for the head of the commit after the last synced one (one request,
+through the storage boundary, so confinement holds); a table deltaweb is the commit owner of
+is answered from the database without any. Unchanged tables get one UPDATE per batch and no
+Job row; a changed one gets its sync job. A table whose probe or sync keeps failing is tried
+again after a backoff that doubles up to DELTAWEB_SYNC_BACKOFF_MAX_SECONDS, and its page
+says when.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from tables.delta import errors as delta_errors
+from tables.delta.log.listing import commit_name
+from tables.delta.storage.boundary import as_storage
+from tables.models import OwnerState, SyncState, Table
+from tables.services.errors import one_line, public_message
+
+logger = logging.getLogger("tables.probe")
+
+CLAIM = timedelta(minutes=5)  # a claimed table is not picked again while its batch runs
+
+
+def interval() -> timedelta:
+    return timedelta(seconds=max(1, int(settings.DELTAWEB_SYNC_INTERVAL_SECONDS)))
+
+
+def backoff(failures: int, now: datetime | None = None) -> datetime:
+    """When a table that failed `failures` times in a row is tried next: the interval doubled
+    per failure, at most DELTAWEB_SYNC_BACKOFF_MAX_SECONDS, with a tenth of jitter."""
+    base = interval().total_seconds() * 2 ** max(0, min(failures - 1, 20))
+    wait = min(base, float(settings.DELTAWEB_SYNC_BACKOFF_MAX_SECONDS))
+    return (now or timezone.now()) + timedelta(seconds=wait * random.uniform(0.9, 1.0))
+
+
+def first_check(now: datetime | None = None) -> datetime:
+    """A new table's first check: a random point of the interval, so tables spread over it."""
+    return (now or timezone.now()) + interval() * random.random()
+
+
+def spread_unscheduled(now: datetime | None = None) -> int:
+    """Give every table without a check time one at a random point of the next interval."""
+    now = now or timezone.now()
+    ids = list(Table.objects.filter(next_check_at__isnull=True).values_list("pk", flat=True))
+    rows = [Table(pk=pk, next_check_at=first_check(now)) for pk in ids]
+    Table.objects.bulk_update(rows, ["next_check_at"], batch_size=500)
+    return len(rows)
+
+
+def claim_due(limit: int, now: datetime | None = None) -> list[int]:
+    """The ids of tables whose check is due, oldest first, claimed so that no other tick sends
+    them again while their batch runs (the probe sets their next check)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        due = Table.objects.filter(next_check_at__lte=now).order_by("next_check_at")
+        ids = list(due.values_list("pk", flat=True)[:limit])
+        Table.objects.filter(pk__in=ids).update(next_check_at=now + CLAIM)
+    return ids
+
+
+def batches(ids: list[int], size: int) -> Iterable[list[int]]:
+    for i in range(0, len(ids), size):
+        yield ids[i : i + size]
+
+
+@dataclass
+class ProbeResult:
+    unchanged: list[int] = field(default_factory=list)
+    changed: list[int] = field(default_factory=list)
+    busy: list[int] = field(default_factory=list)  # a sync queued or running already
+    failed: dict[int, str] = field(default_factory=dict)
+    requests: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "unchanged": len(self.unchanged),
+            "changed": len(self.changed),
+            "busy": len(self.busy),
+            "failed": len(self.failed),
+            "requests": self.requests,
+        }
+
+
+def has_new_commit(table: Table) -> bool:
+    """Whether the commit after the last synced one exists: one HEAD (or stat) of its file."""
+    try:
+        as_storage(table.location).head(commit_name(table.last_synced_version + 1))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _classify(table: Table, owned: dict[int, int], result: ProbeResult) -> None:
+    if table.sync_state in (SyncState.QUEUED, SyncState.SYNCING):
+        result.busy.append(table.pk)
+    elif table.last_synced_version is None or table.sync_state in (SyncState.ERROR, SyncState.NEVER):
+        result.changed.append(table.pk)  # never synced, or its last sync failed: its backoff is over
+    elif table.pk in owned:  # deltaweb ratifies its commits: the database knows
+        (result.changed if owned[table.pk] > table.last_synced_version else result.unchanged).append(table.pk)
+    else:
+        result.requests += 1
+        try:
+            (result.changed if has_new_commit(table) else result.unchanged).append(table.pk)
+        except (delta_errors.DeltaError, OSError) as exc:
+            result.failed[table.pk] = public_message(one_line(exc), table)
+
+
+def probe_tables(ids: list[int]) -> ProbeResult:
+    """Probe these tables, start a sync job for each that changed, and schedule the next check
+    of every one (unchanged and busy: the interval; failed: the backoff)."""
+    fields = ("pk", "name", "location", "sync_state", "last_synced_version", "failures")
+    tables = list(Table.objects.filter(pk__in=ids).only(*fields))
+    owned = dict(
+        Table.objects.filter(pk__in=ids, managed__state=OwnerState.ACTIVE).values_list("pk", "managed__latest_version")
+    )
+    result = ProbeResult()
+    for table in tables:
+        _classify(table, owned, result)
+    now = timezone.now()
+    calm = result.unchanged + result.busy
+    Table.objects.filter(pk__in=calm).update(checked_at=now, next_check_at=now + interval(), failures=0)
+    # a changed table's next check is after its sync: the sync's end (or failure) sets none, so
+    # the interval from now, like the others
+    Table.objects.filter(pk__in=result.changed).update(checked_at=now, next_check_at=now + interval())
+    _start_syncs(result.changed)
+    for table in tables:
+        if table.pk in result.failed:
+            _record_failure(table.pk, table.failures + 1, result.failed[table.pk], now)
+    return result
+
+
+def _start_syncs(ids: list[int]) -> None:
+    from tables.services.sync.store import start_sync  # store imports this module (record_sync_failure)
+
+    for table in Table.objects.filter(pk__in=ids):
+        with transaction.atomic():
+            start_sync(table)
+
+
+def _record_failure(pk: int, failures: int, message: str, now: datetime) -> None:
+    Table.objects.filter(pk=pk).update(
+        checked_at=now, failures=failures, next_check_at=backoff(failures, now), last_error=message[:2000]
+    )
+    logger.info("probe of table %s failed (%s in a row): %s", pk, failures, message)
+
+
+def record_sync_failure(pk: int) -> None:
+    """A failed sync counts as a failure in a row: the next try waits for the backoff."""
+    now = timezone.now()
+    failures = (Table.objects.filter(pk=pk).values_list("failures", flat=True).first() or 0) + 1
+    Table.objects.filter(pk=pk).update(failures=failures, next_check_at=backoff(failures, now))
+
+
+def probe_due(now: datetime | None = None) -> dict[str, int]:
+    """The beat's tick: spread new tables, claim the due ones, send them in batches."""
+    from tables.services import jobs
+
+    spread = spread_unscheduled(now)
+    size = max(1, int(settings.DELTAWEB_PROBE_BATCH))
+    ids = claim_due(size * max(1, int(settings.DELTAWEB_PROBE_MAX_BATCHES)), now)
+    sent = 0
+    for batch in batches(ids, size):
+        jobs.send(jobs.PROBE_TASK, batch)
+        sent += 1
+    return {"spread": spread, "due": len(ids), "batches": sent}
