@@ -2,6 +2,7 @@
 
 from django.urls import path, re_path
 
+from tables.web import discovery as discovery_views
 from tables.web import restores as restore_views
 from tables.web import rows as rows_views
 from tables.web import table_list as views
@@ -15,6 +16,7 @@ app_name = "tables"
 urlpatterns = [
     path("", views.table_list, name="table_list"),
     path("tables/register/", views.register, name="register"),
+    path("tables/discover/", discovery_views.discover, name="discover"),
     path("t/<slug:slug>/", overview_views.table_detail, name="table_detail"),
     path("t/<slug:slug>/history/", history_views.table_history, name="table_history"),
     re_path(

@@ -5,6 +5,7 @@ from rest_framework.routers import SimpleRouter
 
 from tables.api.auth_views import DocsView, SchemaView, TokenView
 from tables.api.data_views import ChangesView, JobResultsView, RowDiffView, VersionRowsView
+from tables.api.discovery_views import DiscoverView
 from tables.api.errors import not_found_view
 from tables.api.owner_views import OwnerBackfillView, OwnerCommitsView
 from tables.api.views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
@@ -22,6 +23,7 @@ urlpatterns = [
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", DocsView.as_view(url_name="api:schema"), name="docs"),
     *router.urls,
+    path("discover/", DiscoverView.as_view(), name="discover"),
     # data on Spark: previews, change data, keyed row diffs and the pages of their results
     re_path(
         r"^tables/(?P<id>[^/]+)/versions/(?P<version>[^/]+)/rows/$", VersionRowsView.as_view(), name="version-rows"

@@ -26,3 +26,14 @@ def analyst(django_user_model):
 def browser(client, analyst):
     client.force_login(analyst)
     return client
+
+
+@pytest.fixture
+def eager_celery():
+    """Tasks run in the caller's process when sent (a job enqueued on commit runs then)."""
+    from deltaweb.celery import app
+
+    old = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = old

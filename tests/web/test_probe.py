@@ -44,16 +44,6 @@ def fleet(roots) -> list[Table]:
     return tables
 
 
-@pytest.fixture
-def eager(settings):
-    from deltaweb.celery import app
-
-    old = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = old
-
-
 def test_unchanged_tables_cost_one_request_each_and_no_job(fleet) -> None:
     jobs_before = Job.objects.count()
     result = probe.probe_tables([t.pk for t in fleet])
@@ -64,7 +54,9 @@ def test_unchanged_tables_cost_one_request_each_and_no_job(fleet) -> None:
         assert t.checked_at is not None and now < t.next_check_at <= now + probe.interval()
 
 
-def test_a_changed_table_and_only_it_gets_a_sync_job(fleet, roots, eager, django_capture_on_commit_callbacks) -> None:
+def test_a_changed_table_and_only_it_gets_a_sync_job(
+    fleet, roots, eager_celery, django_capture_on_commit_callbacks
+) -> None:
     append(roots / "t03")
     append(roots / "t07")
     with django_capture_on_commit_callbacks(execute=True):

@@ -51,6 +51,11 @@ class Storage(Protocol):
 
     def delete(self, path: str) -> None: ...
 
+    def list_dirs(self, prefix: str = "") -> list[str]:
+        """The names of the directories directly under `prefix` (an object store's common
+        prefixes), sorted; a symbolic link is not followed (no loops, no escape)."""
+        ...
+
     def make_dir(self, path: str) -> None:
         """The directory `path` exists afterwards, created with its parents where the storage
         has directories (an object store has none: nothing to do)."""

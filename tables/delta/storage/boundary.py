@@ -399,6 +399,16 @@ class LocalStorage:
         if not self.put(rel, data):
             raise CommitConflictError(f"{self.display(rel)} exists already", version=-1)
 
+    def list_dirs(self, prefix: str = "") -> list[str]:
+        base = self._dir(prefix)
+        try:
+            with os.scandir(base) as entries:
+                return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"{self.display(prefix)}: cannot list ({exc.strerror})") from exc
+
     def make_dir(self, path: str) -> None:
         full = os.path.normpath(os.path.join(self._root_text, path))
         self._checked_dir(full, path)  # resolved (its existing part) and confined before anything is made

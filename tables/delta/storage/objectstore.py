@@ -170,6 +170,14 @@ class ObjectStoreStorage:
             raise PathOutsideRootsError(self.refusal(key), file=key[:300])
         return store_id, path
 
+    def _root_target(self) -> tuple[tuple[str, str, str | None], str]:
+        """(store id, object path) of the location itself, checked like any key: a storage
+        opened on a prefix outside the allowed ones lists nothing there."""
+        store_id, path = self._loc.store_id, self._loc.prefix
+        if not any(p.contains(store_id, path) for p in self._prefixes):
+            raise PathOutsideRootsError(self.refusal(self.location), file=self.location[:300])
+        return store_id, path
+
     def resolve(self, log_path: str) -> str:
         """The key of a path as the log names it: URL-decoded and relative to the root, or an
         absolute URI (kept as a key when it lies in another allowed location). Checked here,
@@ -317,7 +325,7 @@ class ObjectStoreStorage:
         a server may ignore the offset and list the whole directory)."""
         import obstore
 
-        store_id, path = self._target(prefix) if prefix else (self._loc.store_id, self._loc.prefix)
+        store_id, path = self._target(prefix) if prefix else self._root_target()
         offset = self._target(start_after)[1] if start_after else None
         store = self._store(store_id)
         base = f"{path}/" if path else ""
@@ -341,7 +349,7 @@ class ObjectStoreStorage:
         """Every object below `prefix`, as keys, in no order; top-level `exclude` skipped."""
         import obstore
 
-        store_id, path = self._target(prefix) if prefix else (self._loc.store_id, self._loc.prefix)
+        store_id, path = self._target(prefix) if prefix else self._root_target()
         store = self._store(store_id)
         base = f"{path}/" if path else ""
         with self._errors(prefix):
@@ -596,6 +604,16 @@ class ObjectStoreStorage:
         """`put` without overwrite, raising CommitConflictError when the object exists."""
         if not self.put(rel, data):
             raise CommitConflictError(f"{self.display(rel)} exists already", version=-1)
+
+    def list_dirs(self, prefix: str = "") -> list[str]:
+        import obstore
+
+        store_id, path = self._target(prefix) if prefix else self._root_target()
+        base = f"{path}/" if path else ""
+        with self._errors(prefix):
+            self.requests += 1
+            listed = obstore.list_with_delimiter(self._store(store_id), base or None)
+        return sorted(p[len(base) :].rstrip("/") for p in listed["common_prefixes"] if p.startswith(base))
 
     def make_dir(self, path: str) -> None:
         self._target(path)  # checked against the allowed prefixes; an object store has no directories

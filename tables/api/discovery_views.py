@@ -1,0 +1,88 @@
+"""Discovery through the API: every Delta table under a prefix, previewed, then registered.
+
+POST /api/discover/  {prefix}                              -> 200 the preview
+POST /api/discover/  {prefix, register: true[, locations]} -> 201 what was registered and skipped
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tables.api.common import _errors
+from tables.api.permissions import CanRegister
+from tables.services import discovery
+
+
+class DiscoverRequest(serializers.Serializer):
+    prefix = serializers.CharField(
+        max_length=2000, help_text="a directory, or s3://, abfss://, gs:// under the allowed roots"
+    )
+    register = serializers.BooleanField(default=False, help_text="register the new tables (else only preview)")
+    locations = serializers.ListField(
+        child=serializers.CharField(max_length=2000),
+        required=False,
+        max_length=10_000,
+        help_text="register only these of the preview's new tables",
+    )
+
+
+FOUND = {
+    "location": serializers.CharField(),
+    "name": serializers.CharField(help_text="the name it would get (unique)"),
+    "status": serializers.ChoiceField(choices=["new", "registered"]),
+    "table": serializers.CharField(allow_null=True, help_text="the registered table's slug"),
+}
+PREVIEW = inline_serializer(
+    "DiscoveryPreview",
+    {
+        "prefix": serializers.CharField(),
+        "tables": inline_serializer("DiscoveredTable", FOUND, many=True),
+        "new": serializers.IntegerField(),
+        "registered": serializers.IntegerField(),
+        "directoriesListed": serializers.IntegerField(),
+        "truncated": serializers.CharField(help_text="why the search stopped early ('' when it did not)"),
+    },
+)
+
+REGISTERED = inline_serializer(
+    "DiscoveryRegistered",
+    {
+        "prefix": serializers.CharField(),
+        "registered": inline_serializer(
+            "DiscoveryRegisteredTable",
+            {"location": serializers.CharField(), "name": serializers.CharField(), "table": serializers.CharField()},
+            many=True,
+        ),
+        "skipped": inline_serializer(
+            "DiscoverySkipped",
+            {"location": serializers.CharField(), "code": serializers.CharField(), "message": serializers.CharField()},
+            many=True,
+        ),
+        "truncated": serializers.CharField(),
+    },
+)
+
+
+class DiscoverView(APIView):
+    permission_classes = [IsAuthenticated, CanRegister]
+
+    @extend_schema(
+        request=DiscoverRequest,
+        responses={200: PREVIEW, 201: REGISTERED, **_errors(400, 401, 403)},
+        summary="Find the Delta tables under a prefix; register them",
+    )
+    def post(self, request):
+        """Every directory with a `_delta_log/` under the prefix (not inside another table).
+        Without `register`, the preview; with it, the new ones registered (their first sync
+        follows within the probe's tick) and any refused listed with the reason."""
+        body = DiscoverRequest(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if not data["register"]:
+            return Response(discovery.preview(data["prefix"], request.user))
+        done = discovery.register_found(data["prefix"], request.user, data.get("locations"))
+        return Response(done, status=status.HTTP_201_CREATED)

@@ -1,0 +1,52 @@
+"""`manage.py discover PREFIX [--register] [--json]`: every Delta table under a prefix.
+
+Without --register, prints what would be registered (one line per table: new or registered,
+the name it gets, the location). With it, registers the new ones; their first sync follows on
+the probe's next tick (a running beat and worker). Errors exit with status 2 and one line on
+stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from tables.delta.errors import DeltaError
+from tables.services import discovery
+from tables.services.errors import ServiceError
+
+
+class Command(BaseCommand):
+    help = "Find the Delta tables under a directory or object-store prefix; --register registers the new ones."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("prefix", help="a directory, or s3://, abfss://, gs:// under DELTAWEB_ALLOWED_ROOTS")
+        parser.add_argument("--register", action="store_true", help="register the new tables")
+        parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            if options["register"]:
+                answer = discovery.register_found(options["prefix"], None)
+            else:
+                answer = discovery.preview(options["prefix"], None)
+        except (ServiceError, DeltaError) as exc:
+            sys.stderr.write(" ".join(str(exc).split()) + "\n")
+            sys.exit(2)
+        if options["json"]:
+            self.stdout.write(json.dumps(answer, indent=2))
+            return
+        if options["register"]:
+            for row in answer["registered"]:
+                self.stdout.write(f"registered  {row['name']}  {row['location']}")
+            for row in answer["skipped"]:
+                self.stdout.write(f"skipped     {row['location']}: {row['message']}")
+        else:
+            for row in answer["tables"]:
+                self.stdout.write(f"{row['status']:<11} {row['name']}  {row['location']}")
+            self.stderr.write(f"{answer['new']} new, {answer['registered']} registered already")
+        if answer["truncated"]:
+            self.stderr.write(f"the search {answer['truncated']}")

@@ -1,0 +1,129 @@
+"""Discovery and bulk registration: every Delta table under a prefix (a local directory or an
+object-store location under the allowed roots), shown first as a preview, then registered
+together. Tables registered already are shown as such and left alone; a name in use gets a
+suffix. New tables are not synced here one by one: their first check is due at once, so the
+probe's next tick syncs them in batches (tables.services.sync.probe).
+
+Used by the API (`/api/discover/`), the page (`/discover/`) and `manage.py discover`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+from django.utils.text import slugify
+
+from tables.delta import errors as delta_errors
+from tables.delta.discover import find_tables
+from tables.delta.storage.api import Storage
+from tables.delta.storage.boundary import as_storage
+from tables.models import Table
+from tables.services.access import roles
+from tables.services.errors import ServiceError, from_delta
+from tables.services.registration import allowed_path, object_location, register_table
+
+MAX_NAME = 200
+
+
+@dataclass(frozen=True)
+class Found:
+    location: str
+    name: str
+    status: str  # "new" or "registered"
+    table: str | None = None  # the registered table's slug
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"location": self.location, "name": self.name, "status": self.status, "table": self.table}
+
+
+def _prefix(prefix: str) -> tuple[str, Storage]:
+    """The prefix in canonical form, and its storage, if it lies under the allowed roots."""
+    text = (prefix or "").strip()
+    if not text:
+        raise ServiceError("Give a prefix to look under (a directory, or s3://, abfss://, gs://).", "invalid_location")
+    uri = object_location(text)
+    if uri is not None:
+        return uri, as_storage(uri)
+    real = allowed_path(text)
+    if not real.is_dir():
+        raise ServiceError(f"{real} does not exist or is not a directory.", "invalid_location")
+    return str(real), as_storage(str(real))
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix.rstrip('/')}/{key}" if key else prefix.rstrip("/")
+
+
+def _name_for(prefix: str, key: str) -> str:
+    raw = key or prefix.rstrip("/").rsplit("/", 1)[-1]
+    return re.sub(r"[^\w.-]+", "_", raw.replace("/", "."))[:MAX_NAME] or "table"
+
+
+def preview(prefix: str, user) -> dict[str, Any]:
+    """What registering everything under `prefix` would do, without doing it. `user` None is
+    the server's operator (manage.py discover)."""
+    if user is not None and not roles.can_register(user):
+        raise ServiceError("Discovering tables needs the analyst or approver role.", "permission_denied", 403)
+    canonical, storage = _prefix(prefix)
+    try:
+        found = find_tables(storage)
+    except delta_errors.PathOutsideRootsError as exc:
+        raise ServiceError(
+            f"{canonical} is outside the allowed locations; ask an administrator to add it to DELTAWEB_ALLOWED_ROOTS.",
+            "location_not_allowed",
+            403,
+        ) from exc
+    except delta_errors.DeltaError as exc:
+        raise from_delta(exc) from exc
+    locations = [_join(canonical, key) for key in found.tables]
+    registered = dict(Table.objects.filter(location__in=locations).values_list("location", "slug"))
+    names = _free_names([(loc, _name_for(canonical, key)) for loc, key in zip(locations, found.tables, strict=True)])
+    rows = [
+        Found(loc, names[loc], "registered" if loc in registered else "new", registered.get(loc)) for loc in locations
+    ]
+    return {
+        "prefix": canonical,
+        "tables": [r.as_dict() for r in rows],
+        "new": sum(r.status == "new" for r in rows),
+        "registered": sum(r.status == "registered" for r in rows),
+        "directoriesListed": found.dirs_listed,
+        "truncated": found.truncated,
+    }
+
+
+def _free_names(wanted: list[tuple[str, str]]) -> dict[str, str]:
+    """A name per location, unique among themselves and against registered tables (by name and slug)."""
+    taken_names = set(Table.objects.values_list("name", flat=True))
+    taken_slugs = set(Table.objects.values_list("slug", flat=True))
+    out: dict[str, str] = {}
+    for location, name in wanted:
+        candidate, n = name, 1
+        while candidate in taken_names or slugify(candidate)[:200] in taken_slugs or not slugify(candidate):
+            n += 1
+            candidate = f"{name[: MAX_NAME - 8]}-{n}"
+        taken_names.add(candidate)
+        taken_slugs.add(slugify(candidate)[:200])
+        out[location] = candidate
+    return out
+
+
+def register_found(prefix: str, user, only: list[str] | None = None) -> dict[str, Any]:
+    """Register the new tables under `prefix` (or only the locations in `only`); their first
+    sync follows on the probe's next tick."""
+    plan = preview(prefix, user)
+    chosen = set(only) if only is not None else None
+    registered, skipped = [], []
+    for row in plan["tables"]:
+        if row["status"] != "new" or (chosen is not None and row["location"] not in chosen):
+            continue
+        try:
+            table = register_table(row["name"], row["location"], user=user)
+        except ServiceError as exc:
+            skipped.append({"location": row["location"], "code": exc.code, "message": exc.message})
+            continue
+        Table.objects.filter(pk=table.pk).update(next_check_at=timezone.now())
+        registered.append({"location": table.location, "name": table.name, "table": table.slug})
+    return {"prefix": plan["prefix"], "registered": registered, "skipped": skipped, "truncated": plan["truncated"]}

@@ -1,0 +1,57 @@
+"""The discovery page: every Delta table under a prefix, previewed (GET ?prefix=), then the
+chosen new ones registered (POST) and synced by the probe's next tick."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from tables.services import discovery
+from tables.services.access import roles
+from tables.services.errors import ServiceError
+from tables.web.ui import PageError, context, page
+
+PREVIEW_ROWS = 500  # rows the page lists; the counts cover them all
+
+
+@page
+@require_http_methods(["GET", "POST"])
+def discover(request: HttpRequest) -> HttpResponse:
+    if not roles.can_register(request.user):
+        raise PageError("Discovering tables needs the analyst or approver role; ask an administrator.", 403)
+    source = request.POST if request.method == "POST" else request.GET
+    prefix = (source.get("prefix") or "").strip()[:2000]
+    if request.method == "POST":
+        chosen = request.POST.getlist("location") or None
+        try:
+            done = discovery.register_found(prefix, request.user, chosen)
+        except ServiceError as exc:
+            return _render(request, prefix, error=exc.message, status=exc.status)
+        n = len(done["registered"])
+        messages.success(request, f"Registered {n} table{'s' if n != 1 else ''}; each syncs within a few seconds.")
+        for row in done["skipped"][:10]:
+            messages.error(request, f"Not registered: {row['location']}: {row['message']}")
+        return redirect(reverse("tables:table_list"))
+    if not prefix:
+        return _render(request, prefix)
+    try:
+        found = discovery.preview(prefix, request.user)
+    except ServiceError as exc:
+        return _render(request, prefix, error=exc.message, status=exc.status)
+    return _render(request, prefix, found=found)
+
+
+def _render(request: HttpRequest, prefix: str, found=None, error: str = "", status: int = 200) -> HttpResponse:
+    rows = found["tables"][:PREVIEW_ROWS] if found else []
+    ctx = context(
+        request,
+        prefix=prefix,
+        found=found,
+        rows=rows,
+        error=error,
+        more=(len(found["tables"]) - len(rows)) if found else 0,
+    )
+    return render(request, "tables/discover.html", ctx, status=status)

@@ -1,0 +1,124 @@
+"""Discovery: every Delta table under a prefix, previewed then registered, through the API, the
+page and `manage.py discover`; on local disk and on S3 (a real S3-compatible server). Nested
+tables, hidden directories, symbolic links out of the roots and tables registered already are
+handled; the new tables sync on the probe's next pass and agree with delta-rs."""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+
+import pyarrow as pa
+import pytest
+from django.core.management import call_command
+
+from tables.models import Table
+from tables.services.registration import register_table
+from tables.services.sync import probe
+from tests.web.test_api import make_user, token_client
+
+deltalake = pytest.importorskip("deltalake")
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def write(uri: str, **kwargs) -> None:
+    for i in range(2):
+        deltalake.write_deltalake(uri, pa.table({"x": [i]}), mode="append", **kwargs)
+
+
+@pytest.fixture
+def tree(roots, tmp_path_factory):
+    lake = roots / "lake"
+    for rel in ("sales/orders", "sales/customers", "raw/logs/2026/events", "sales/orders/inner", "_staging/t"):
+        write(str(lake / rel))
+    (lake / "empty" / "deeper").mkdir(parents=True)
+    outside = tmp_path_factory.mktemp("outside")
+    write(str(outside / "secret"))
+    os.symlink(outside, lake / "link-out")
+    register_table("customers", str(lake / "sales/customers"))
+    return lake
+
+
+def test_the_api_previews_then_registers_and_the_probe_syncs_them(tree, eager_celery) -> None:
+    api = token_client(make_user("ana", group="analyst"))
+    preview = api.post("/api/discover/", {"prefix": str(tree)}, format="json")
+    assert preview.status_code == 200, preview.content
+    body = preview.json()
+    found = {r["location"]: r for r in body["tables"]}
+    assert set(found) == {str(tree / "sales/orders"), str(tree / "sales/customers"), str(tree / "raw/logs/2026/events")}
+    assert found[str(tree / "sales/customers")] == {
+        "location": str(tree / "sales/customers"),
+        "name": "sales.customers",
+        "status": "registered",
+        "table": "customers",
+    }
+    assert found[str(tree / "raw/logs/2026/events")]["name"] == "raw.logs.2026.events"
+    assert (body["new"], body["registered"], body["truncated"]) == (2, 1, "")
+    assert Table.objects.count() == 1  # a preview registers nothing
+
+    done = api.post("/api/discover/", {"prefix": str(tree), "register": True}, format="json")
+    assert done.status_code == 201, done.content
+    assert sorted(r["name"] for r in done.json()["registered"]) == ["raw.logs.2026.events", "sales.orders"]
+    due = list(Table.objects.filter(name__in=["raw.logs.2026.events", "sales.orders"]).values_list("pk", flat=True))
+    assert probe.probe_tables(due).as_dict()["changed"] == 2
+    for t in Table.objects.filter(pk__in=due):
+        assert t.last_synced_version == deltalake.DeltaTable(t.location).version() == 1
+    again = api.post("/api/discover/", {"prefix": str(tree), "register": True}, format="json").json()
+    assert again["registered"] == [] and again["skipped"] == []
+
+
+def test_bad_prefixes_and_users_without_the_role_are_refused(tree, roots) -> None:
+    api = token_client(make_user("ana", group="analyst"))
+    assert (
+        api.post("/api/discover/", {"prefix": "/etc"}, format="json").json()["error"]["code"] == "location_not_allowed"
+    )
+    missing = api.post("/api/discover/", {"prefix": str(roots / "nope")}, format="json")
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "invalid_location"
+    assert api.post("/api/discover/", {}, format="json").status_code == 400
+    nobody = token_client(make_user("bob"))
+    assert nobody.post("/api/discover/", {"prefix": str(tree)}, format="json").status_code == 403
+    assert Table.objects.count() == 1
+
+
+def test_the_page_registers_only_the_ticked_tables(tree, browser) -> None:
+    page = browser.get("/tables/discover/", {"prefix": str(tree)})
+    text = page.content.decode()
+    assert page.status_code == 200 and "2 new, 1 registered already" in text
+    assert str(tree / "sales/orders") in text and "inner" not in text and "secret" not in text
+    r = browser.post("/tables/discover/", {"prefix": str(tree), "location": [str(tree / "sales/orders")]})
+    assert r.status_code == 302
+    assert set(Table.objects.values_list("name", flat=True)) == {"customers", "sales.orders"}
+    outside = browser.get("/tables/discover/", {"prefix": "/etc"})
+    assert outside.status_code == 403 and "outside the allowed" in outside.content.decode()
+
+
+def test_manage_py_discover(tree) -> None:
+    out = io.StringIO()
+    call_command("discover", str(tree), stdout=out, stderr=io.StringIO())
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and any(line.startswith("registered  sales.customers") for line in lines)
+    out = io.StringIO()
+    call_command("discover", str(tree), "--register", stdout=out)
+    assert out.getvalue().count("registered  ") == 2 and Table.objects.count() == 3
+
+
+def test_discovery_on_s3(s3_server, monkeypatch, settings) -> None:
+    from tests.conftest import use_store_environment
+
+    bucket = "discovery"
+    client = s3_server.boto3()
+    if bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=bucket)
+    use_store_environment(monkeypatch, s3_server.env())
+    base = f"s3://{bucket}/allowed/{uuid.uuid4().hex}"
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{bucket}/allowed"]
+    for rel in ("a", "b/c", "b/c/nested", "_tmp/x"):
+        write(f"{base}/{rel}", storage_options=s3_server.storage_options())
+    api = token_client(make_user("ana", group="analyst"))
+    preview = api.post("/api/discover/", {"prefix": base}, format="json").json()
+    assert [(r["location"], r["status"]) for r in preview["tables"]] == [(f"{base}/a", "new"), (f"{base}/b/c", "new")]
+    done = api.post("/api/discover/", {"prefix": base, "register": True}, format="json").json()
+    assert sorted(r["name"] for r in done["registered"]) == ["a", "b.c"]
+    elsewhere = api.post("/api/discover/", {"prefix": f"s3://{bucket}/other"}, format="json")
+    assert elsewhere.status_code == 403 and elsewhere.json()["error"]["code"] == "location_not_allowed"
