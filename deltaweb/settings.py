@@ -248,6 +248,20 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = float(env("EMAIL_TIMEOUT", "10"))
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "deltaweb@localhost")
 
+# A cache every process shares (Redis, e.g. redis://127.0.0.1:6379/1): sign-in throttles, rate
+# counts, reachability answers and rendered history pages are then the same in every web
+# process, and a long log's reachability is computed by a worker (after each sync), never by a
+# web process. Unset: each process keeps its own, which suits a single process.
+DELTAWEB_CACHE_URL = env("DELTAWEB_CACHE_URL", "")
+if DELTAWEB_CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": DELTAWEB_CACHE_URL,
+            "KEY_PREFIX": "deltaweb",
+        }
+    }
+
 CELERY_BEAT_SCHEDULE = {
     "probe-due-tables": {"task": "tables.probe_due", "schedule": DELTAWEB_PROBE_TICK_SECONDS},
     "prune-operational-rows": {"task": "tables.prune_operational", "schedule": 86400.0},

@@ -24,7 +24,7 @@ from django.conf import settings
 
 from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
-from tables.services import data_jobs, jobs, retention
+from tables.services import data_jobs, jobs, reachability, retention
 from tables.services.owner import use_cases as owner_services
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import probe
@@ -65,6 +65,12 @@ def sync_all() -> dict[str, int]:
 def prune_operational() -> dict[str, int]:
     """Beat, daily: finished jobs and other operational rows past DELTAWEB_RETENTION_DAYS."""
     return retention.prune_operational()
+
+
+@shared_task(name=reachability.COMPUTE_TASK)
+def compute_reachability(table_id: int, vacuum_retention: int | None = None) -> bool:
+    """A long log's reachability, computed here and put in the shared cache for every web process."""
+    return reachability.compute_in_worker(table_id, vacuum_retention)
 
 
 @shared_task(name="tables.probe_due")

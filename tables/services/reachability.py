@@ -70,7 +70,7 @@ def table_reachability(
             _keep_newest(_latest, state_key, (key, data))
         return data
     if not wait and (table.last_synced_version or 0) >= inline_versions():
-        _compute_later(key, state_key, table.location, now, vacuum_retention)
+        _compute_later(key, state_key, table.location, now, vacuum_retention, table.pk)
         return None if kept is None else kept[1]  # read first: the thread may finish at once
     try:
         data = _compute(table.location, now, vacuum_retention).to_dict()
@@ -130,7 +130,47 @@ def _remember(key: str, state_key: str, data: dict[str, Any]) -> None:
         _keep_newest(_latest, state_key, (key, data))
 
 
-def _compute_later(key: str, state_key: str, location: str, now: int, vacuum_retention: int | None) -> None:
+def shared_cache() -> bool:
+    """Whether the cache is every process's (DELTAWEB_CACHE_URL): then workers compute."""
+    return bool(getattr(settings, "DELTAWEB_CACHE_URL", ""))
+
+
+COMPUTE_TASK = "tables.compute_reachability"
+
+
+def precompute(table: Table) -> None:
+    """After a sync of a long log, with a shared cache: a worker computes the answer now, so no
+    page waits for it and no web process computes it (sent once per window and state)."""
+    if shared_cache() and (table.last_synced_version or 0) >= inline_versions():
+        _send_compute(table.pk, _keys(table, None, int(time.time() * 1000))[1], None)
+
+
+def _send_compute(table_id: int, key: str, vacuum_retention: int | None) -> None:
+    from tables.services import jobs
+
+    if cache.add(f"{key}:sent", 1, CACHE_SECONDS):  # one message per answer, whatever the process
+        try:
+            jobs.send(COMPUTE_TASK, table_id, vacuum_retention)
+        except Exception:  # the queue is down: the next page asks again once the mark expires
+            cache.delete(f"{key}:sent")
+            logger.warning("could not send the reachability of table %s to a worker", table_id, exc_info=True)
+
+
+def compute_in_worker(table_id: int, vacuum_retention: int | None = None) -> bool:
+    """The worker's side: the answer computed and put in the shared cache."""
+    table = Table.objects.filter(pk=table_id).first()
+    if table is None:
+        return False
+    table_reachability(table, vacuum_retention, wait=True)
+    return True
+
+
+def _compute_later(
+    key: str, state_key: str, location: str, now: int, vacuum_retention: int | None, table_id: int | None = None
+) -> None:
+    if shared_cache() and table_id is not None:
+        _send_compute(table_id, key, vacuum_retention)
+        return
     with _latest_lock:
         if key in _queued:
             return

@@ -29,22 +29,12 @@ from tables.delta.log.listing import commit_name
 from tables.delta.storage.boundary import as_storage
 from tables.models import OwnerState, SyncState, Table
 from tables.services.errors import one_line, public_message
+from tables.services.sync.schedule import backoff, interval
+from tables.services.sync.store import start_sync
 
 logger = logging.getLogger("tables.probe")
 
 CLAIM = timedelta(minutes=5)  # a claimed table is not picked again while its batch runs
-
-
-def interval() -> timedelta:
-    return timedelta(seconds=max(1, int(settings.DELTAWEB_SYNC_INTERVAL_SECONDS)))
-
-
-def backoff(failures: int, now: datetime | None = None) -> datetime:
-    """When a table that failed `failures` times in a row is tried next: the interval doubled
-    per failure, at most DELTAWEB_SYNC_BACKOFF_MAX_SECONDS, with a tenth of jitter."""
-    base = interval().total_seconds() * 2 ** max(0, min(failures - 1, 20))
-    wait = min(base, float(settings.DELTAWEB_SYNC_BACKOFF_MAX_SECONDS))
-    return (now or timezone.now()) + timedelta(seconds=wait * random.uniform(0.9, 1.0))
 
 
 def first_check(now: datetime | None = None) -> datetime:
@@ -144,8 +134,6 @@ def probe_tables(ids: list[int]) -> ProbeResult:
 
 
 def _start_syncs(ids: list[int]) -> None:
-    from tables.services.sync.store import start_sync  # store imports this module (record_sync_failure)
-
     for table in Table.objects.filter(pk__in=ids):
         with transaction.atomic():
             start_sync(table)
@@ -156,13 +144,6 @@ def _record_failure(pk: int, failures: int, message: str, now: datetime) -> None
         checked_at=now, failures=failures, next_check_at=backoff(failures, now), last_error=message[:2000]
     )
     logger.info("probe of table %s failed (%s in a row): %s", pk, failures, message)
-
-
-def record_sync_failure(pk: int) -> None:
-    """A failed sync counts as a failure in a row: the next try waits for the backoff."""
-    now = timezone.now()
-    failures = (Table.objects.filter(pk=pk).values_list("failures", flat=True).first() or 0) + 1
-    Table.objects.filter(pk=pk).update(failures=failures, next_check_at=backoff(failures, now))
 
 
 def probe_due(now: datetime | None = None) -> dict[str, int]:

@@ -30,10 +30,10 @@ from tables.delta.log.listing import LogFile, commit_name, latest_version, list_
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import Anomaly, Commit, Job, JobKind, SyncState, Table
-from tables.services import faults, jobs
+from tables.services import faults, jobs, reachability
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
-from tables.services.sync import probe
+from tables.services.sync import schedule
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
 from tables.services.sync.reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
 
@@ -101,6 +101,8 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
         _failed(table, job, f"sync failed unexpectedly ({type(exc).__name__}: {str(exc)[:500]})")
         raise
     jobs.succeed(job, result)
+    if result.get("newCommits"):
+        reachability.precompute(Table.objects.get(pk=table_id))  # a worker's, before any page asks
     return result
 
 
@@ -108,7 +110,7 @@ def _failed(table: Table, job: Job | None, message: str) -> None:
     # users know the table by its name, not by its location on the server
     message = public_message(message, table)
     Table.objects.filter(pk=table.pk).update(sync_state=SyncState.ERROR, last_error=message, sync_lease_until=None)
-    probe.record_sync_failure(table.pk)  # tried again after a backoff, not at every tick
+    schedule.record_sync_failure(table.pk)  # tried again after a backoff, not at every tick
     jobs.fail(job, message)
 
 
