@@ -173,6 +173,10 @@ DELTAWEB_ALLOWED_ROOTS = env_list("DELTAWEB_ALLOWED_ROOTS", str(BASE_DIR / "var"
 # changed), the beat's tick that sends the due ones, tables per probe task, batches per tick,
 # and the longest backoff of a table whose probe or sync keeps failing.
 DELTAWEB_SYNC_INTERVAL_SECONDS = int(env("DELTAWEB_SYNC_INTERVAL_SECONDS", "300"))
+# Push: the SQS queue that receives the buckets' S3 event notifications (`manage.py
+# listen_events` syncs the tables they name within seconds); its region when the URL does not say.
+DELTAWEB_SQS_QUEUE_URL = env("DELTAWEB_SQS_QUEUE_URL", "")
+DELTAWEB_SQS_REGION = env("DELTAWEB_SQS_REGION", "")
 # Finished jobs (and alerts' finished scans and deliveries) older than this are deleted daily;
 # restore requests, approvals and the history are kept.
 DELTAWEB_RETENTION_DAYS = float(env("DELTAWEB_RETENTION_DAYS", "30"))
