@@ -177,6 +177,8 @@ DELTAWEB_SYNC_INTERVAL_SECONDS = int(env("DELTAWEB_SYNC_INTERVAL_SECONDS", "300"
 # listen_events` syncs the tables they name within seconds); its region when the URL does not say.
 DELTAWEB_SQS_QUEUE_URL = env("DELTAWEB_SQS_QUEUE_URL", "")
 DELTAWEB_SQS_REGION = env("DELTAWEB_SQS_REGION", "")
+# Discovery from an AWS Glue Data Catalog: its region (else AWS_REGION / AWS_DEFAULT_REGION).
+DELTAWEB_GLUE_REGION = env("DELTAWEB_GLUE_REGION", "")
 # Finished jobs (and alerts' finished scans and deliveries) older than this are deleted daily;
 # restore requests, approvals and the history are kept.
 DELTAWEB_RETENTION_DAYS = float(env("DELTAWEB_RETENTION_DAYS", "30"))

@@ -1,7 +1,7 @@
 """Discovery through the API: every Delta table under a prefix, previewed, then registered.
 
-POST /api/discover/  {prefix}                              -> 200 the preview
-POST /api/discover/  {prefix, register: true[, locations]} -> 201 what was registered and skipped
+POST /api/discover/  {prefix | glueDatabase}                              -> 200 the preview
+POST /api/discover/  {prefix | glueDatabase, register: true[, locations]} -> 201 what was registered and skipped
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from tables.services import discovery
 
 
 class DiscoverRequest(serializers.Serializer):
+    glueDatabase = serializers.CharField(
+        max_length=255, required=False, help_text="instead of a prefix: the Delta tables of this AWS Glue database"
+    )
     prefix = serializers.CharField(
-        max_length=2000, help_text="a directory, or s3://, abfss://, gs:// under the allowed roots"
+        required=False, max_length=2000, help_text="a directory, or s3://, abfss://, gs:// under the allowed roots"
     )
     register = serializers.BooleanField(default=False, help_text="register the new tables (else only preview)")
     locations = serializers.ListField(
@@ -39,11 +42,12 @@ FOUND = {
 PREVIEW = inline_serializer(
     "DiscoveryPreview",
     {
-        "prefix": serializers.CharField(),
+        "prefix": serializers.CharField(required=False),
+        "glueDatabase": serializers.CharField(required=False),
         "tables": inline_serializer("DiscoveredTable", FOUND, many=True),
         "new": serializers.IntegerField(),
         "registered": serializers.IntegerField(),
-        "directoriesListed": serializers.IntegerField(),
+        "directoriesListed": serializers.IntegerField(required=False, help_text="with a prefix"),
         "truncated": serializers.CharField(help_text="why the search stopped early ('' when it did not)"),
     },
 )
@@ -51,7 +55,8 @@ PREVIEW = inline_serializer(
 REGISTERED = inline_serializer(
     "DiscoveryRegistered",
     {
-        "prefix": serializers.CharField(),
+        "prefix": serializers.CharField(required=False),
+        "glueDatabase": serializers.CharField(required=False),
         "registered": inline_serializer(
             "DiscoveryRegisteredTable",
             {"location": serializers.CharField(), "name": serializers.CharField(), "table": serializers.CharField()},
@@ -82,7 +87,11 @@ class DiscoverView(APIView):
         body = DiscoverRequest(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        glue, prefix = data.get("glueDatabase", ""), data.get("prefix", "")
+        if bool(glue) == bool(prefix):
+            raise serializers.ValidationError({"prefix": ["Give a prefix or a glueDatabase (one of them)."]})
         if not data["register"]:
-            return Response(discovery.preview(data["prefix"], request.user))
-        done = discovery.register_found(data["prefix"], request.user, data.get("locations"))
+            answer = discovery.preview_glue(glue, request.user) if glue else discovery.preview(prefix, request.user)
+            return Response(answer)
+        done = discovery.register_found(prefix, request.user, data.get("locations"), glue_database=glue)
         return Response(done, status=status.HTTP_201_CREATED)

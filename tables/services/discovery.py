@@ -4,11 +4,15 @@ together. Tables registered already are shown as such and left alone; a name in 
 suffix. New tables are not synced here one by one: their first check is due at once, so the
 probe's next tick syncs them in batches (tables.services.sync.probe).
 
-Used by the API (`/api/discover/`), the page (`/discover/`) and `manage.py discover`.
+The tables of an AWS Glue Data Catalog database are found the same way (`preview_glue`): its
+Delta tables' storage locations, under the allowed roots like any other.
+
+Used by the API (`/api/discover/`), the page (`/tables/discover/`) and `manage.py discover`.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +26,7 @@ from tables.delta.storage.api import Storage
 from tables.delta.storage.boundary import as_storage
 from tables.models import Table
 from tables.services.access import roles
-from tables.services.errors import ServiceError, from_delta
+from tables.services.errors import ServiceError, from_delta, one_line
 from tables.services.registration import allowed_path, object_location, register_table
 
 MAX_NAME = 200
@@ -62,36 +66,90 @@ def _name_for(prefix: str, key: str) -> str:
     return re.sub(r"[^\w.-]+", "_", raw.replace("/", "."))[:MAX_NAME] or "table"
 
 
-def preview(prefix: str, user) -> dict[str, Any]:
-    """What registering everything under `prefix` would do, without doing it. `user` None is
-    the server's operator (manage.py discover)."""
-    if user is not None and not roles.can_register(user):
+def _check_role(user) -> None:
+    if user is not None and not roles.can_register(user):  # None: the server's operator (manage.py)
         raise ServiceError("Discovering tables needs the analyst or approver role.", "permission_denied", 403)
+
+
+def _outside(where: str) -> ServiceError:
+    return ServiceError(
+        f"{where} is outside the allowed locations; ask an administrator to add it to DELTAWEB_ALLOWED_ROOTS.",
+        "location_not_allowed",
+        403,
+    )
+
+
+def _answer(source: dict[str, str], candidates: list[tuple[str, str]], **extra: Any) -> dict[str, Any]:
+    """The preview of these (location, wanted name) candidates: new or registered, unique names."""
+    locations = [loc for loc, _ in candidates]
+    registered = dict(Table.objects.filter(location__in=locations).values_list("location", "slug"))
+    names = _free_names([(loc, name) for loc, name in candidates if loc not in registered])
+    rows = [
+        Found(loc, names.get(loc, name), "registered" if loc in registered else "new", registered.get(loc))
+        for loc, name in candidates
+    ]
+    return {
+        **source,
+        "tables": [r.as_dict() for r in rows],
+        "new": sum(r.status == "new" for r in rows),
+        "registered": sum(r.status == "registered" for r in rows),
+        "truncated": "",
+        **extra,
+    }
+
+
+def preview(prefix: str, user) -> dict[str, Any]:
+    """What registering everything under `prefix` would do, without doing it."""
+    _check_role(user)
     canonical, storage = _prefix(prefix)
     try:
         found = find_tables(storage)
     except delta_errors.PathOutsideRootsError as exc:
-        raise ServiceError(
-            f"{canonical} is outside the allowed locations; ask an administrator to add it to DELTAWEB_ALLOWED_ROOTS.",
-            "location_not_allowed",
-            403,
-        ) from exc
+        raise _outside(canonical) from exc
     except delta_errors.DeltaError as exc:
         raise from_delta(exc) from exc
-    locations = [_join(canonical, key) for key in found.tables]
-    registered = dict(Table.objects.filter(location__in=locations).values_list("location", "slug"))
-    names = _free_names([(loc, _name_for(canonical, key)) for loc, key in zip(locations, found.tables, strict=True)])
-    rows = [
-        Found(loc, names[loc], "registered" if loc in registered else "new", registered.get(loc)) for loc in locations
-    ]
-    return {
-        "prefix": canonical,
-        "tables": [r.as_dict() for r in rows],
-        "new": sum(r.status == "new" for r in rows),
-        "registered": sum(r.status == "registered" for r in rows),
-        "directoriesListed": found.dirs_listed,
-        "truncated": found.truncated,
-    }
+    candidates = [(_join(canonical, key), _name_for(canonical, key)) for key in found.tables]
+    return _answer({"prefix": canonical}, candidates, directoriesListed=found.dirs_listed, truncated=found.truncated)
+
+
+def _is_delta(table: dict[str, Any]) -> bool:
+    params = {k.lower(): str(v).lower() for k, v in (table.get("Parameters") or {}).items()}
+    return params.get("table_type") == "delta" or params.get("spark.sql.sources.provider") == "delta"
+
+
+def preview_glue(database: str, user) -> dict[str, Any]:
+    """The Delta tables of an AWS Glue Data Catalog database (their storage locations; the
+    catalog's other tables are left out), as `preview` gives a prefix's."""
+    _check_role(user)
+    name = (database or "").strip()
+    if not re.fullmatch(r"[\w.-]{1,255}", name):
+        raise ServiceError("Give a Glue database name (letters, digits, _ . -).", "invalid")
+    try:
+        tables = glue_tables(name)
+    except Exception as exc:  # botocore's errors: unknown database, no access, no endpoint
+        raise ServiceError(
+            f"The Glue catalog did not list database '{name}': {one_line(exc, 300)}", "glue_error", 502
+        ) from exc
+    candidates = []
+    for t in tables:
+        location = (t.get("StorageDescriptor") or {}).get("Location") or ""
+        canonical = object_location(location) if location else None
+        if _is_delta(t) and canonical:
+            candidates.append((canonical.rstrip("/"), f"{name}.{t['Name']}"[:MAX_NAME]))
+    return _answer({"glueDatabase": name}, candidates)
+
+
+def glue_tables(database: str) -> list[dict[str, Any]]:
+    """Every table of a Glue database, all pages (AWS_* environment: region, endpoint, keys)."""
+    import boto3
+    from django.conf import settings
+
+    region = settings.DELTAWEB_GLUE_REGION or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    client = boto3.client("glue", region_name=region or None)
+    out: list[dict[str, Any]] = []
+    for page in client.get_paginator("get_tables").paginate(DatabaseName=database):
+        out += page.get("TableList", [])
+    return out
 
 
 def _free_names(wanted: list[tuple[str, str]]) -> dict[str, str]:
@@ -110,10 +168,10 @@ def _free_names(wanted: list[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def register_found(prefix: str, user, only: list[str] | None = None) -> dict[str, Any]:
-    """Register the new tables under `prefix` (or only the locations in `only`); their first
-    sync follows on the probe's next tick."""
-    plan = preview(prefix, user)
+def register_found(prefix: str, user, only: list[str] | None = None, glue_database: str = "") -> dict[str, Any]:
+    """Register the new tables under `prefix` (or of the Glue database), or only the locations
+    in `only`; their first sync follows on the probe's next tick."""
+    plan = preview_glue(glue_database, user) if glue_database else preview(prefix, user)
     chosen = set(only) if only is not None else None
     registered, skipped = [], []
     for row in plan["tables"]:
@@ -126,4 +184,5 @@ def register_found(prefix: str, user, only: list[str] | None = None) -> dict[str
             continue
         Table.objects.filter(pk=table.pk).update(next_check_at=timezone.now())
         registered.append({"location": table.location, "name": table.name, "table": table.slug})
-    return {"prefix": plan["prefix"], "registered": registered, "skipped": skipped, "truncated": plan["truncated"]}
+    source = {"glueDatabase": plan["glueDatabase"]} if glue_database else {"prefix": plan["prefix"]}
+    return {**source, "registered": registered, "skipped": skipped, "truncated": plan["truncated"]}

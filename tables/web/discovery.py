@@ -24,31 +24,35 @@ def discover(request: HttpRequest) -> HttpResponse:
         raise PageError("Discovering tables needs the analyst or approver role; ask an administrator.", 403)
     source = request.POST if request.method == "POST" else request.GET
     prefix = (source.get("prefix") or "").strip()[:2000]
+    glue = (source.get("glue") or "").strip()[:255]
     if request.method == "POST":
         chosen = request.POST.getlist("location") or None
         try:
-            done = discovery.register_found(prefix, request.user, chosen)
+            done = discovery.register_found(prefix, request.user, chosen, glue_database=glue)
         except ServiceError as exc:
-            return _render(request, prefix, error=exc.message, status=exc.status)
+            return _render(request, prefix, glue, error=exc.message, status=exc.status)
         n = len(done["registered"])
         messages.success(request, f"Registered {n} table{'s' if n != 1 else ''}; each syncs within a few seconds.")
         for row in done["skipped"][:10]:
             messages.error(request, f"Not registered: {row['location']}: {row['message']}")
         return redirect(reverse("tables:table_list"))
-    if not prefix:
-        return _render(request, prefix)
+    if not prefix and not glue:
+        return _render(request, prefix, glue)
     try:
-        found = discovery.preview(prefix, request.user)
+        found = discovery.preview_glue(glue, request.user) if glue else discovery.preview(prefix, request.user)
     except ServiceError as exc:
-        return _render(request, prefix, error=exc.message, status=exc.status)
-    return _render(request, prefix, found=found)
+        return _render(request, prefix, glue, error=exc.message, status=exc.status)
+    return _render(request, prefix, glue, found=found)
 
 
-def _render(request: HttpRequest, prefix: str, found=None, error: str = "", status: int = 200) -> HttpResponse:
+def _render(
+    request: HttpRequest, prefix: str, glue: str, found=None, error: str = "", status: int = 200
+) -> HttpResponse:
     rows = found["tables"][:PREVIEW_ROWS] if found else []
     ctx = context(
         request,
         prefix=prefix,
+        glue=glue,
         found=found,
         rows=rows,
         error=error,

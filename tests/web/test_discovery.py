@@ -122,3 +122,49 @@ def test_discovery_on_s3(s3_server, monkeypatch, settings) -> None:
     assert sorted(r["name"] for r in done["registered"]) == ["a", "b.c"]
     elsewhere = api.post("/api/discover/", {"prefix": f"s3://{bucket}/other"}, format="json")
     assert elsewhere.status_code == 403 and elsewhere.json()["error"]["code"] == "location_not_allowed"
+
+
+def test_discovery_from_a_glue_database(s3_server, monkeypatch, settings, browser) -> None:
+    """A Glue database on the moto server: its Delta tables (by table_type or the Spark provider)
+    are offered, its other tables are not; registered through the API; the page and the
+    command see the same."""
+    from tests.conftest import use_store_environment
+
+    use_store_environment(monkeypatch, s3_server.env())
+    bucket = "discovery"
+    client = s3_server.boto3()
+    if bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=bucket)
+    base = f"s3://{bucket}/allowed/glue-{uuid.uuid4().hex[:8]}"
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{bucket}/allowed"]
+    write(f"{base}/orders", storage_options=s3_server.storage_options())
+    write(f"{base}/events", storage_options=s3_server.storage_options())
+    glue = s3_server.boto3("glue")
+    db = f"lake_{uuid.uuid4().hex[:6]}"
+    glue.create_database(DatabaseInput={"Name": db})
+    tables = {
+        "orders": ({"table_type": "DELTA"}, f"{base}/orders"),
+        "events": ({"spark.sql.sources.provider": "delta"}, f"{base}/events/"),
+        "csv_dump": ({"classification": "csv"}, f"{base}/csv"),
+    }
+    for name, (params, location) in tables.items():
+        glue.create_table(
+            DatabaseName=db,
+            TableInput={"Name": name, "Parameters": params, "StorageDescriptor": {"Location": location}},
+        )
+    api = token_client(make_user("gina", group="analyst"))
+    preview = api.post("/api/discover/", {"glueDatabase": db}, format="json")
+    assert preview.status_code == 200, preview.content
+    rows = {r["name"]: r["location"] for r in preview.json()["tables"]}
+    assert rows == {f"{db}.orders": f"{base}/orders", f"{db}.events": f"{base}/events"}
+    both = api.post("/api/discover/", {"glueDatabase": db, "prefix": base}, format="json")
+    assert both.status_code == 400
+    missing = api.post("/api/discover/", {"glueDatabase": "no_such_db"}, format="json")
+    assert missing.status_code == 502 and missing.json()["error"]["code"] == "glue_error"
+    page = browser.get("/tables/discover/", {"glue": db}).content.decode()
+    assert "2 new, 0 registered already" in page
+    done = api.post("/api/discover/", {"glueDatabase": db, "register": True}, format="json").json()
+    assert sorted(r["name"] for r in done["registered"]) == [f"{db}.events", f"{db}.orders"]
+    out = io.StringIO()
+    call_command("discover", "--glue", db, stdout=out, stderr=io.StringIO())
+    assert out.getvalue().count("registered  ") == 2

@@ -1,4 +1,5 @@
-"""`manage.py discover PREFIX [--register] [--json]`: every Delta table under a prefix.
+"""`manage.py discover PREFIX | --glue DATABASE [--register] [--json]`: every Delta table under a
+prefix, or of an AWS Glue Data Catalog database.
 
 Without --register, prints what would be registered (one line per table: new or registered,
 the name it gets, the location). With it, registers the new ones; their first sync follows on
@@ -23,14 +24,20 @@ class Command(BaseCommand):
     help = "Find the Delta tables under a directory or object-store prefix; --register registers the new ones."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("prefix", help="a directory, or s3://, abfss://, gs:// under DELTAWEB_ALLOWED_ROOTS")
+        parser.add_argument(
+            "prefix", nargs="?", default="", help="a directory, or s3://, abfss://, gs:// under DELTAWEB_ALLOWED_ROOTS"
+        )
+        parser.add_argument("--glue", default="", metavar="DATABASE", help="the Delta tables of this AWS Glue database")
         parser.add_argument("--register", action="store_true", help="register the new tables")
         parser.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
+            glue = options["glue"]
             if options["register"]:
-                answer = discovery.register_found(options["prefix"], None)
+                answer = discovery.register_found(options["prefix"], None, glue_database=glue)
+            elif glue:
+                answer = discovery.preview_glue(glue, None)
             else:
                 answer = discovery.preview(options["prefix"], None)
         except (ServiceError, DeltaError) as exc:
