@@ -271,6 +271,7 @@ if DELTAWEB_CACHE_URL:
 CELERY_BEAT_SCHEDULE = {
     "probe-due-tables": {"task": "tables.probe_due", "schedule": DELTAWEB_PROBE_TICK_SECONDS},
     "prune-operational-rows": {"task": "tables.prune_operational", "schedule": 86400.0},
+    "rediscover-tables": {"task": "tables.rediscover", "schedule": 3600.0},
     "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
     "sweep-silent-jobs": {"task": "tables.sweep_silent_jobs", "schedule": 60.0},
     "backfill-managed-tables": {

@@ -49,11 +49,34 @@ class Table(models.Model):
     num_files = models.BigIntegerField(null=True, blank=True)
     size_bytes = models.BigIntegerField(null=True, blank=True)
 
+    # registered by discovery: the source that found it, and since when that source no longer does
+    source = models.ForeignKey(
+        "DiscoverySource", null=True, blank=True, on_delete=models.SET_NULL, related_name="tables"
+    )
+    vanished_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+
+class DiscoverySource(models.Model):
+    """A prefix or a Glue database that discovery looks in again on a schedule: new tables are
+    registered, tables it no longer finds are marked vanished (their history is kept)."""
+
+    prefix = models.CharField(max_length=2000, blank=True)
+    glue_database = models.CharField(max_length=255, blank=True)
+    every_hours = models.PositiveIntegerField(default=24)
+    next_run_at = models.DateTimeField(db_index=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_result = models.JSONField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.prefix or f"glue:{self.glue_database}"
 
 
 class Commit(models.Model):

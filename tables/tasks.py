@@ -24,7 +24,7 @@ from django.conf import settings
 
 from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
-from tables.services import data_jobs, jobs, reachability, retention
+from tables.services import data_jobs, discovery, jobs, reachability, retention
 from tables.services.owner import use_cases as owner_services
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import probe
@@ -71,6 +71,12 @@ def prune_operational() -> dict[str, int]:
 def compute_reachability(table_id: int, vacuum_retention: int | None = None) -> bool:
     """A long log's reachability, computed here and put in the shared cache for every web process."""
     return reachability.compute_in_worker(table_id, vacuum_retention)
+
+
+@shared_task(name="tables.rediscover")
+def rediscover() -> int:
+    """Beat, hourly: the scheduled discovery sources whose time has come, looked in again."""
+    return discovery.rerun_due()
 
 
 @shared_task(name="tables.probe_due")

@@ -25,6 +25,12 @@ class DiscoverRequest(serializers.Serializer):
         required=False, max_length=2000, help_text="a directory, or s3://, abfss://, gs:// under the allowed roots"
     )
     register = serializers.BooleanField(default=False, help_text="register the new tables (else only preview)")
+    everyHours = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=720,
+        help_text="with register: look here again this often, registering new tables and marking vanished ones",
+    )
     locations = serializers.ListField(
         child=serializers.CharField(max_length=2000),
         required=False,
@@ -68,6 +74,15 @@ REGISTERED = inline_serializer(
             many=True,
         ),
         "truncated": serializers.CharField(),
+        "schedule": inline_serializer(
+            "DiscoverySchedule",
+            {
+                "id": serializers.IntegerField(),
+                "everyHours": serializers.IntegerField(),
+                "nextRunAt": serializers.DateTimeField(),
+            },
+            required=False,
+        ),
     },
 )
 
@@ -93,5 +108,10 @@ class DiscoverView(APIView):
         if not data["register"]:
             answer = discovery.preview_glue(glue, request.user) if glue else discovery.preview(prefix, request.user)
             return Response(answer)
-        done = discovery.register_found(prefix, request.user, data.get("locations"), glue_database=glue)
+        source = None
+        if data.get("everyHours"):
+            source = discovery.schedule(request.user, prefix, glue, data["everyHours"])
+        done = discovery.register_found(prefix, request.user, data.get("locations"), glue_database=glue, source=source)
+        if source is not None:
+            done["schedule"] = {"id": source.pk, "everyHours": source.every_hours, "nextRunAt": source.next_run_at}
         return Response(done, status=status.HTTP_201_CREATED)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -24,7 +25,7 @@ from tables.delta import errors as delta_errors
 from tables.delta.discover import find_tables
 from tables.delta.storage.api import Storage
 from tables.delta.storage.boundary import as_storage
-from tables.models import Table
+from tables.models import DiscoverySource, Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError, from_delta, one_line
 from tables.services.registration import allowed_path, object_location, register_table
@@ -168,10 +169,19 @@ def _free_names(wanted: list[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def register_found(prefix: str, user, only: list[str] | None = None, glue_database: str = "") -> dict[str, Any]:
+def register_found(
+    prefix: str,
+    user,
+    only: list[str] | None = None,
+    glue_database: str = "",
+    source: DiscoverySource | None = None,
+    plan: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Register the new tables under `prefix` (or of the Glue database), or only the locations
-    in `only`; their first sync follows on the probe's next tick."""
-    plan = preview_glue(glue_database, user) if glue_database else preview(prefix, user)
+    in `only`; their first sync follows on the probe's next tick. With `source`, they are that
+    scheduled source's tables."""
+    if plan is None:
+        plan = preview_glue(glue_database, user) if glue_database else preview(prefix, user)
     chosen = set(only) if only is not None else None
     registered, skipped = [], []
     for row in plan["tables"]:
@@ -182,7 +192,68 @@ def register_found(prefix: str, user, only: list[str] | None = None, glue_databa
         except ServiceError as exc:
             skipped.append({"location": row["location"], "code": exc.code, "message": exc.message})
             continue
-        Table.objects.filter(pk=table.pk).update(next_check_at=timezone.now())
+        Table.objects.filter(pk=table.pk).update(next_check_at=timezone.now(), source=source)
         registered.append({"location": table.location, "name": table.name, "table": table.slug})
     source = {"glueDatabase": plan["glueDatabase"]} if glue_database else {"prefix": plan["prefix"]}
     return {**source, "registered": registered, "skipped": skipped, "truncated": plan["truncated"]}
+
+
+# --- discovery on a schedule ---------------------------------------------------------------------
+
+
+def schedule(user, prefix: str = "", glue_database: str = "", every_hours: int = 24) -> DiscoverySource:
+    """Look in this prefix (or Glue database) again every `every_hours`: a row, run by the beat."""
+    _check_role(user)
+    if bool(prefix) == bool(glue_database):
+        raise ServiceError("Give a prefix or a Glue database (one of them).", "invalid")
+    if not 1 <= every_hours <= 24 * 30:
+        raise ServiceError("Look again every 1 to 720 hours.", "invalid")
+    where = {"glue_database": glue_database} if glue_database else {"prefix": _prefix(prefix)[0]}
+    source = DiscoverySource.objects.filter(**where).first()
+    if source is None:
+        source = DiscoverySource.objects.create(
+            **where,
+            every_hours=every_hours,
+            next_run_at=timezone.now() + timedelta(hours=every_hours),
+            created_by=user if getattr(user, "pk", None) else None,
+        )
+    return source
+
+
+def rerun(source: DiscoverySource, now: datetime | None = None) -> dict[str, Any]:
+    """Look again: register what is new, mark the source's tables it no longer finds vanished
+    (and those found again not), unless the search stopped early."""
+    now = now or timezone.now()
+    try:
+        plan = preview_glue(source.glue_database, None) if source.glue_database else preview(source.prefix, None)
+        done = register_found(source.prefix, None, glue_database=source.glue_database, source=source, plan=plan)
+    except ServiceError as exc:
+        result: dict[str, Any] = {"error": exc.message}
+    else:
+        found = {r["location"] for r in plan["tables"]}
+        mine = Table.objects.filter(source=source)
+        vanished = (
+            0
+            if plan["truncated"]
+            else mine.exclude(location__in=found).filter(vanished_at__isnull=True).update(vanished_at=now)
+        )
+        back = mine.filter(location__in=found, vanished_at__isnull=False).update(vanished_at=None)
+        result = {
+            "registered": len(done["registered"]),
+            "skipped": len(done["skipped"]),
+            "vanished": vanished,
+            "back": back,
+        }
+    DiscoverySource.objects.filter(pk=source.pk).update(
+        last_run_at=now, last_result=result, next_run_at=now + timedelta(hours=source.every_hours)
+    )
+    return result
+
+
+def rerun_due(now: datetime | None = None) -> int:
+    """The beat's: every source whose time has come, looked in again."""
+    now = now or timezone.now()
+    due = list(DiscoverySource.objects.filter(next_run_at__lte=now))
+    for source in due:
+        rerun(source, now)
+    return len(due)

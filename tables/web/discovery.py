@@ -28,7 +28,8 @@ def discover(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         chosen = request.POST.getlist("location") or None
         try:
-            done = discovery.register_found(prefix, request.user, chosen, glue_database=glue)
+            source = discovery.schedule(request.user, prefix, glue) if request.POST.get("again") else None
+            done = discovery.register_found(prefix, request.user, chosen, glue_database=glue, source=source)
         except ServiceError as exc:
             return _render(request, prefix, glue, error=exc.message, status=exc.status)
         n = len(done["registered"])

@@ -168,3 +168,38 @@ def test_discovery_from_a_glue_database(s3_server, monkeypatch, settings, browse
     out = io.StringIO()
     call_command("discover", "--glue", db, stdout=out, stderr=io.StringIO())
     assert out.getvalue().count("registered  ") == 2
+
+
+def test_discovery_on_a_schedule_registers_new_tables_and_marks_vanished_ones(tree, browser) -> None:
+    import shutil
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tables.models import DiscoverySource
+    from tables.services import discovery
+
+    api = token_client(make_user("sam", group="analyst"))
+    done = api.post("/api/discover/", {"prefix": str(tree), "register": True, "everyHours": 6}, format="json").json()
+    assert done["schedule"]["everyHours"] == 6 and len(done["registered"]) == 2
+    source = DiscoverySource.objects.get()
+    assert set(Table.objects.filter(source=source).values_list("name", flat=True)) == {
+        "sales.orders",
+        "raw.logs.2026.events",
+    }
+
+    write(str(tree / "sales/returns"))  # a new table
+    shutil.rmtree(tree / "raw")  # one gone
+    assert discovery.rerun_due(timezone.now()) == 0  # not due yet
+    assert discovery.rerun_due(timezone.now() + timedelta(hours=7)) == 1
+    source.refresh_from_db()
+    assert source.last_result == {"registered": 1, "skipped": 0, "vanished": 1, "back": 0}
+    gone = Table.objects.get(name="raw.logs.2026.events")
+    assert gone.vanished_at is not None and Table.objects.get(name="sales.returns").source == source
+    assert Table.objects.get(name="customers").vanished_at is None  # not the source's: untouched
+    assert "vanished" in browser.get("/").content.decode()
+    assert 'id="vanished"' in browser.get(f"/t/{gone.slug}/").content.decode()
+
+    write(str(tree / "raw/logs/2026/events"))  # back again
+    discovery.rerun(source)
+    assert Table.objects.get(pk=gone.pk).vanished_at is None

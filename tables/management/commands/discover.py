@@ -30,12 +30,18 @@ class Command(BaseCommand):
         parser.add_argument("--glue", default="", metavar="DATABASE", help="the Delta tables of this AWS Glue database")
         parser.add_argument("--register", action="store_true", help="register the new tables")
         parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+        parser.add_argument(
+            "--every", type=int, default=0, metavar="HOURS", help="with --register: look again this often (beat)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             glue = options["glue"]
             if options["register"]:
-                answer = discovery.register_found(options["prefix"], None, glue_database=glue)
+                source = (
+                    discovery.schedule(None, options["prefix"], glue, options["every"]) if options["every"] else None
+                )
+                answer = discovery.register_found(options["prefix"], None, glue_database=glue, source=source)
             elif glue:
                 answer = discovery.preview_glue(glue, None)
             else:
