@@ -46,6 +46,8 @@ class Table(models.Model):
     ict_enablement_version = models.BigIntegerField(null=True, blank=True)
     ict_enablement_timestamp = models.BigIntegerField(null=True, blank=True)
     earliest_version = models.BigIntegerField(null=True, blank=True)
+    last_commit_ms = models.BigIntegerField(null=True, blank=True, help_text="the newest commit's timestamp")
+    log_retention_ms = models.BigIntegerField(null=True, blank=True, help_text="delta.logRetentionDuration")
     num_files = models.BigIntegerField(null=True, blank=True)
     size_bytes = models.BigIntegerField(null=True, blank=True)
 

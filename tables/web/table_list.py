@@ -17,7 +17,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.paginator import Paginator
-from django.db.models import Count, F, Q
+from django.db.models import F, Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -25,6 +25,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tables.models import Job, JobStatus, SyncState, Table
+from tables.services import fleet
 from tables.services.access import roles
 from tables.services.errors import ServiceError, error_body
 from tables.services.registration import register_table
@@ -55,6 +56,8 @@ TABLE_SORTS = {
     "-size": ("-size_bytes", "largest first"),
     "-files": ("-num_files", "most files first"),
     "-version": ("-last_synced_version", "most versions first"),
+    "-commit": ("-last_commit_ms", "committed most recently"),
+    "commit": ("last_commit_ms", "committed longest ago"),
 }
 TABLE_STATUSES = {
     "": "any",
@@ -85,8 +88,6 @@ def _table_rows(request: HttpRequest) -> tuple[Any, dict[str, Any]]:
         qs = qs.filter(managed__isnull=False).exclude(managed__state="proposed")
     elif status == "alerts" and alerts_installed():
         qs = qs.filter(alerts__isnull=False)
-    if alerts_installed():
-        qs = qs.annotate(alert_count=Count("alerts", distinct=True))
     field = TABLE_SORTS[sort][0]
     desc = field.startswith("-")
     order = F(field.lstrip("-")).desc(nulls_last=True) if desc else F(field).asc(nulls_last=True)
@@ -107,13 +108,18 @@ def _table_rows(request: HttpRequest) -> tuple[Any, dict[str, Any]]:
 def table_list(request: HttpRequest) -> HttpResponse:
     qs, form = _table_rows(request)
     page_obj = Paginator(qs, TABLES_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = list(page_obj.object_list)
+    figures = fleet.page_figures(rows)
+    for t in rows:
+        t.figures = figures[t.pk]
+        t.alert_count = t.figures.alerts  # as the list showed it before the fleet figures
     job = job_param(request, "job")
     return render(
         request,
         "tables/table_list.html",
         context(
             request,
-            tables=page_obj.object_list,
+            tables=rows,
             page_obj=page_obj,
             query=query(request, ("page", "job")),
             filters=form,

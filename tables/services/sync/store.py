@@ -24,6 +24,7 @@ from tables import signals
 from tables.delta import errors as delta_errors
 from tables.delta.gc_pause import gc_paused
 from tables.delta.history.growth import FileState, growth_base, growth_start
+from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.history.timeline import scan_versions, table_anomalies
 from tables.delta.history.timestamps import CommitTimes, commit_times, times_of
 from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from
@@ -428,8 +429,15 @@ def _mark_synced(table: Table, times: CommitTimes, kept: Kept | None, start: _St
             earliest_version=times.earliest,
             num_files=latest_row.num_files if latest_row else table.num_files,
             size_bytes=latest_row.size_bytes if latest_row else table.size_bytes,
+            last_commit_ms=latest_row.timestamp if latest_row else table.last_commit_ms,
+            log_retention_ms=_log_retention(times),
         )
         signals.commits_stored.send(Table, table=table, versions=start.new_versions, first_sync=start.last is None)
+
+
+def _log_retention(times: CommitTimes) -> int:
+    conf = (times.config.metadata.configuration or {}) if times.config else {}
+    return interval_ms(conf.get("delta.logRetentionDuration"), DEFAULT_LOG_RETENTION)
 
 
 def _retime(table: Table, times: CommitTimes) -> None:
