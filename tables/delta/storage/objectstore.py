@@ -26,7 +26,9 @@ it landed, anything else is another writer's; it is never written a second time.
 from __future__ import annotations
 
 import errno
+import os
 import re
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -92,6 +94,32 @@ def backoff(attempt: int) -> float:
 # --- the storage -----------------------------------------------------------------------------------
 
 
+# Stores built in this process, shared by every storage of the same bucket with the same options
+# and environment: building one (its HTTP client, its credentials) costs milliseconds, which a
+# probe of thousands of tables in one bucket would otherwise pay per table. Keyed by everything
+# the build reads, so a changed credential or endpoint builds a new one.
+_SHARED_MAX = 64
+_shared: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_shared_lock = threading.Lock()
+_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_")
+
+
+def _shared_store(loc: ObjectLocation, options: Mapping[str, Any]) -> Any:
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)))
+    key = (loc.scheme, loc.kind, loc.bucket, loc.account, loc.host, repr(sorted(options.items())), env)
+    with _shared_lock:
+        store = _shared.get(key)
+        if store is not None:
+            _shared.move_to_end(key)
+            return store
+    store = build_store(loc, options)
+    with _shared_lock:
+        _shared[key] = store
+        while len(_shared) > _SHARED_MAX:
+            _shared.popitem(last=False)
+    return store
+
+
 class ObjectStoreStorage:
     """A table root in an object store, confined to the allowed location prefixes of its scheme
     (its own location when none are configured)."""
@@ -137,7 +165,7 @@ class ObjectStoreStorage:
             kind, bucket, account = store_id
             loc = ObjectLocation(self._loc.scheme, kind, bucket, "", account, self._loc.host)
             with self._errors(""):
-                store = build_store(loc, self._options)
+                store = _shared_store(loc, self._options)
             self._stores[store_id] = store
         return store
 
