@@ -69,6 +69,11 @@ MIDDLEWARE = [
 ]
 # the first middleware refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE by its Content-Length (413)
 MIDDLEWARE.insert(0, "tables.web.security.RequestSizeMiddleware")
+MIDDLEWARE.insert(0, "tables.web.ops.RequestMetricsMiddleware")  # first: it times everything
+
+# /metrics answers these networks (CIDR, comma-separated) or a bearer token; nobody else
+DELTAWEB_METRICS_ALLOWED = env_list("DELTAWEB_METRICS_ALLOWED", "127.0.0.1/32,::1/128")
+DELTAWEB_METRICS_TOKEN = env("DELTAWEB_METRICS_TOKEN", "")
 
 ROOT_URLCONF = "deltaweb.urls"
 TEMPLATES = [

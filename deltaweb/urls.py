@@ -8,9 +8,13 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
+from tables.web import ops
 from tables.web.security import ThrottledLoginView
 
 urlpatterns = [
+    path("healthz", ops.healthz, name="healthz"),
+    path("readyz", ops.readyz, name="readyz"),
+    path("metrics", ops.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     # before django.contrib.auth.urls: the sign-in form counts failed attempts
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
@@ -20,7 +24,8 @@ urlpatterns = [
 ]
 if apps.is_installed("alerts"):
     # the alerts API before the tables API, which answers every other /api/ path with its 404
-    urlpatterns[3:3] = [path("api/", include("alerts.api.urls"))]
+    at = next(i for i, p in enumerate(urlpatterns) if str(p.pattern) == "api/")
+    urlpatterns[at:at] = [path("api/", include("alerts.api.urls"))]
     urlpatterns.append(path("", include("alerts.urls")))
 
 handler403 = "tables.web.ui.handler403"

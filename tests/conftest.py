@@ -312,7 +312,7 @@ def s3_server():
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_until_answering(f"{endpoint}/moto-api/", proc, "moto_server", 10)
+        wait_until_answering(f"{endpoint}/moto-api/", proc, "moto_server", 120)  # a busy machine starts it slowly
         import boto3
 
         # authentication is off until reset-auth: create a user allowed everything, then turn it on
@@ -395,7 +395,7 @@ def azure_server(tmp_path_factory):
     endpoint = f"http://127.0.0.1:{port}/devstoreaccount1"
     try:
         # node starts slowly on a loaded machine; unsigned requests are refused, which is an answer
-        wait_until_answering(f"{endpoint}?comp=list", proc, "azurite", 90)
+        wait_until_answering(f"{endpoint}?comp=list", proc, "azurite", 120)
         yield AzureServer(endpoint)
     finally:
         stop_process(proc)
@@ -501,7 +501,7 @@ def gcs_server(tmp_path_factory):
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        wait_until_answering(f"{endpoint}/storage/v1/b", proc, "fake-gcs-server", 30)
+        wait_until_answering(f"{endpoint}/storage/v1/b", proc, "fake-gcs-server", 120)
         key = tmp_path_factory.mktemp("gcs") / "service-account.json"
         # no OAuth (the emulator takes any request), so the key's credentials are empty
         account = {

@@ -1,0 +1,151 @@
+"""deltaweb's metrics in the Prometheus text format.
+
+Two kinds:
+- **Requests**, counted by the web process as they are served (`observe_request`): requests by
+  method, view and status, and their duration. With several processes (gunicorn workers), set
+  PROMETHEUS_MULTIPROC_DIR to a directory they share and every scrape sees them all.
+- **State**, read from the database at scrape time, so that every process answers the same
+  (`StateCollector`): each table's sync lag, jobs by kind and state, syncs and Spark jobs and
+  their durations, restore requests by state, catalog commits and refused commits, and alert
+  deliveries by state when alerts is installed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.apps import apps
+from django.db.models import Count
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from tables.models import Job, JobKind, JobStatus, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
+
+REQUESTS = Counter("deltaweb_http_requests", "HTTP requests served", ["method", "view", "status"])
+LATENCY = Histogram(
+    "deltaweb_http_request_seconds",
+    "HTTP request duration",
+    ["view"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+DURATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
+SPARK_KINDS = JobKind.data_kinds()
+WINDOW = timedelta(hours=24)  # job durations over the last day
+
+
+def observe_request(method: str, view: str, status: int, seconds: float) -> None:
+    REQUESTS.labels(method, view, str(status)).inc()
+    LATENCY.labels(view).observe(seconds)
+
+
+class StateCollector:
+    """What the database says now; collected at each scrape."""
+
+    def collect(self) -> Iterator[object]:
+        yield from _tables()
+        yield from _jobs()
+        yield from _restores()
+        yield from _catalog()
+        yield from _deliveries()
+
+
+def _tables() -> Iterator[object]:
+    now = timezone.now()
+    lag = GaugeMetricFamily(
+        "deltaweb_table_sync_lag_seconds",
+        "seconds since a probe or a sync last found the table as cached",
+        labels=["table"],
+    )
+    failing = GaugeMetricFamily("deltaweb_table_failures", "probes or syncs failed in a row", labels=["table"])
+    for slug, checked, synced, failures in Table.objects.values_list(
+        "slug", "checked_at", "last_synced_at", "failures"
+    ):
+        seen = max((d for d in (checked, synced) if d is not None), default=None)
+        if seen is not None:
+            lag.add_metric([slug], max(0.0, (now - seen).total_seconds()))
+        failing.add_metric([slug], failures)
+    yield lag
+    yield failing
+    states = GaugeMetricFamily("deltaweb_tables", "registered tables by sync state", labels=["state"])
+    for state, n in Table.objects.values_list("sync_state").annotate(n=Count("id")):
+        states.add_metric([state], n)
+    yield states
+
+
+def _jobs() -> Iterator[object]:
+    jobs = GaugeMetricFamily(
+        "deltaweb_jobs", "jobs by kind and state (finished ones until pruned)", labels=["kind", "state"]
+    )
+    for kind, state, n in Job.objects.values_list("kind", "status").annotate(n=Count("id")):
+        jobs.add_metric([kind, state], n)
+    yield jobs
+    since = timezone.now() - WINDOW
+    for name, kinds, doc in (
+        ("deltaweb_sync_seconds", (JobKind.SYNC,), "sync jobs finished in the last day, by duration"),
+        ("deltaweb_spark_job_seconds", SPARK_KINDS, "Spark jobs finished in the last day, by duration"),
+    ):
+        done = Job.objects.filter(
+            kind__in=kinds, status__in=(JobStatus.SUCCEEDED, JobStatus.FAILED), finished_at__gte=since
+        ).exclude(started_at__isnull=True)
+        durations = [(f - s).total_seconds() for s, f in done.values_list("started_at", "finished_at")]
+        yield _histogram(name, doc, durations)
+
+
+def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamily:
+    buckets = [(str(b), sum(1 for v in values if v <= b)) for b in DURATION_BUCKETS]
+    buckets.append(("+Inf", len(values)))
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=sum(values))
+
+
+def _restores() -> Iterator[object]:
+    restores = GaugeMetricFamily("deltaweb_restore_requests", "restore requests by state", labels=["state"])
+    for state, n in RestoreRequest.objects.values_list("status").annotate(n=Count("id")):
+        restores.add_metric([state], n)
+    yield restores
+
+
+def _catalog() -> Iterator[object]:
+    yield CounterMetricFamily(
+        "deltaweb_catalog_commits", "commits ratified as commit owner", value=RatifiedCommit.objects.count()
+    )
+    refused = CounterMetricFamily(
+        "deltaweb_catalog_refused_commits", "commits refused (conflicts, policy)", labels=["code"]
+    )
+    for code, n in OwnerRefusal.objects.values_list("code").annotate(n=Count("id")):
+        refused.add_metric([code], n)
+    yield refused
+
+
+def _deliveries() -> Iterator[object]:
+    if not apps.is_installed("alerts"):
+        return
+    delivery = apps.get_model("alerts", "Delivery")  # by name: tables imports nothing of alerts
+    out = GaugeMetricFamily(
+        "deltaweb_alert_deliveries", "alert deliveries by channel and state", labels=["channel", "state"]
+    )
+    for channel, state, n in delivery.objects.values_list("channel", "status").annotate(n=Count("id")):
+        out.add_metric([channel, state], n)
+    yield out
+
+
+def exposition() -> bytes:
+    """The text a scrape gets: the requests (of every process, in multiprocess mode) and the state."""
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        MultiProcessCollector(registry)
+    else:
+        registry.register(_ProcessRequests())
+    registry.register(StateCollector())
+    return generate_latest(registry)
+
+
+class _ProcessRequests:
+    """This process's request metrics (the default registry's), without its other collectors."""
+
+    def collect(self) -> Iterator[object]:
+        yield from REQUESTS.collect()
+        yield from LATENCY.collect()

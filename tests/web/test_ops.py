@@ -1,0 +1,81 @@
+"""What operators ask of a process: /healthz, /readyz (tested by stopping a real redis-server
+under a real Celery worker: 503 naming the broker and the workers), and /metrics, parsed with
+prometheus-client's own parser, answering only the configured scrapers, its values moving
+with requests, syncs and restore requests."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tables.models import RestoreRequest, RestoreStatus
+from tables.services.registration import register_table
+from tables.services.sync.store import start_sync
+from tests.conftest import use_broker
+from tests.faults.test_broker_restart import own_redis as own_redis  # the fixture, shared
+from tests.web.test_probe import small_table
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def samples(client, **extra) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    r = client.get("/metrics", **extra)
+    assert r.status_code == 200 and r["Content-Type"].startswith("text/plain")
+    out = {}
+    for family in text_string_to_metric_families(r.content.decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_healthz_answers_without_a_session(client) -> None:
+    r = client.get("/healthz")
+    assert r.status_code == 200 and r.content == b"ok\n"
+
+
+def test_readyz_names_what_is_down_when_redis_stops(client, own_redis, celery_worker_factory, settings, roots) -> None:
+    celery_worker_factory("ready", {"CELERY_BROKER_URL": own_redis.url})
+    use_broker(own_redis.url)
+    up = client.get("/readyz")
+    assert up.status_code == 200, up.json()
+    body = up.json()
+    assert body["status"] == "ok" and body["down"] == []
+    assert set(body["checks"]) == {"database", "cache", "broker", "workers", "spark", "roots"}
+    assert body["checks"]["workers"]["detail"] == "1 answering"
+
+    own_redis.stop()
+    down = client.get("/readyz")
+    assert down.status_code == 503
+    assert down.json()["status"] == "unavailable" and {"broker", "workers"} <= set(down.json()["down"])
+    assert "127.0.0.1" not in down.content.decode()  # no host in the answer
+
+    settings.DELTAWEB_ALLOWED_ROOTS = ["/no/such/root"]
+    assert "roots" in client.get("/readyz").json()["down"]
+
+
+def test_metrics_only_for_scrapers_and_their_values_move(client, browser, roots, settings, eager_celery) -> None:
+    assert client.get("/metrics", REMOTE_ADDR="10.9.8.7").status_code == 403
+    settings.DELTAWEB_METRICS_TOKEN = "scrape-token-123"
+    assert client.get("/metrics", REMOTE_ADDR="10.9.8.7", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
+    assert samples(client, REMOTE_ADDR="10.9.8.7", HTTP_AUTHORIZATION="Bearer scrape-token-123")
+
+    before = samples(client)
+    for _ in range(3):
+        assert browser.get("/").status_code == 200
+    table = register_table("events", str(small_table(roots / "events", 2)))
+    start_sync(table)  # eager: runs now
+    RestoreRequest.objects.create(table=table, reason="m", status=RestoreStatus.PENDING, resolved_version=0)
+    after = samples(client)
+
+    listed = ("deltaweb_http_requests_total", {"method": "GET", "view": "tables:table_list", "status": "200"})
+    assert value(after, listed[0], **listed[1]) - value(before, listed[0], **listed[1]) == 3
+    assert value(after, "deltaweb_jobs", kind="sync", state="succeeded") == 1
+    assert value(after, "deltaweb_sync_seconds_count") == 1
+    assert value(after, "deltaweb_restore_requests", state="pending") == 1
+    assert value(after, "deltaweb_tables", state="ok") == 1
+    assert 0 <= value(after, "deltaweb_table_sync_lag_seconds", table="events") < 600
+    assert ("deltaweb_catalog_commits_total", ()) in after
