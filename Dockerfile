@@ -1,14 +1,21 @@
-# deltaweb image: the web server, Celery worker and beat all run from it.
+# deltaweb image: the web server, Celery worker and beat, the SQS listener and the Spark
+# master and worker all run from it. Every app in INSTALLED_APPS is copied (a test checks the
+# COPY lines against the settings and the wheel against the packages).
 FROM python:3.11-slim-bookworm
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml ./
 COPY deltaweb ./deltaweb
 COPY tables ./tables
+COPY alerts ./alerts
+COPY credentials ./credentials
 COPY templates ./templates
 COPY static ./static
 COPY manage.py ./
-RUN pip install --no-cache-dir . gunicorn==23.0.0 && DELTAWEB_SECRET_KEY=build python manage.py collectstatic --noinput
-ENV DELTAWEB_ALLOWED_ROOTS=/data
+RUN pip install --no-cache-dir . \
+ && DELTAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput
+ENV DELTAWEB_ALLOWED_ROOTS=/data PYTHONUNBUFFERED=1
 EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"
 CMD ["gunicorn", "deltaweb.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
