@@ -12,3 +12,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # JVM) for all of them: a prefork pool would start one per child (tables.tasks)
 app.conf.worker_pool = os.environ.get("CELERY_WORKER_POOL", "threads")
 app.autodiscover_tasks()
+
+from deltaweb.logs import connect_celery  # noqa: E402  (the app first: the signals are Celery's)
+
+connect_celery()

@@ -70,6 +70,29 @@ MIDDLEWARE = [
 # the first middleware refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE by its Content-Length (413)
 MIDDLEWARE.insert(0, "tables.web.security.RequestSizeMiddleware")
 MIDDLEWARE.insert(0, "tables.web.ops.RequestMetricsMiddleware")  # first: it times everything
+MIDDLEWARE.insert(1, "deltaweb.logs.RequestContextMiddleware")  # the request id for every line after
+
+# Logs: `text` (default) or `json`, one object per line with the request id, user, table and job
+# (deltaweb/logs.py); DELTAWEB_LOG_LEVEL for the project's own loggers.
+DELTAWEB_LOG_FORMAT = env("DELTAWEB_LOG_FORMAT", "text")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "json": {"()": "deltaweb.logs.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json" if DELTAWEB_LOG_FORMAT == "json" else "text"}
+    },
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        name: {"level": env("DELTAWEB_LOG_LEVEL", "INFO")}  # to the root's handler
+        for name in ("tables", "alerts", "credentials", "deltaweb")
+    },
+}
+# the worker keeps this configuration instead of Celery's own (so its lines are JSON too)
+CELERY_WORKER_HIJACK_ROOT_LOGGER = DELTAWEB_LOG_FORMAT != "json"
 
 # /metrics answers these networks (CIDR, comma-separated) or a bearer token; nobody else
 DELTAWEB_METRICS_ALLOWED = env_list("DELTAWEB_METRICS_ALLOWED", "127.0.0.1/32,::1/128")

@@ -5,6 +5,7 @@ scrapers), and the middleware that counts and times requests for it. None needs 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import time
 from collections.abc import Callable
 
@@ -14,6 +15,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from tables.services import health, metrics
+
+logger = logging.getLogger("tables.ops")
 
 
 @never_cache
@@ -27,6 +30,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
 def readyz(request: HttpRequest) -> JsonResponse:
     ok, checks = health.readiness()
     down = [name for name, c in checks.items() if not c["ok"]]
+    if down:
+        logger.warning("not ready: %s down", ", ".join(down))
     body = {"status": "ok" if ok else "unavailable", "down": down, "checks": checks}
     return JsonResponse(body, status=200 if ok else 503)
 

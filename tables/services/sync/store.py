@@ -8,6 +8,7 @@ table's sync lease, so two syncs of one table never interleave.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -41,6 +42,8 @@ from tables.services.sync.reads import Infos, Read, prepared_in_processes, read_
 SYNC_LEASE = timedelta(minutes=15)
 BATCH = 2000
 MAX_ERROR = 5000
+
+logger = logging.getLogger("tables.sync")
 
 
 def start_sync(table: Table, user=None) -> Job:
@@ -102,6 +105,12 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
         _failed(table, job, f"sync failed unexpectedly ({type(exc).__name__}: {str(exc)[:500]})")
         raise
     jobs.succeed(job, result)
+    logger.info(
+        "synced table %s: %s new commits, latest version %s",
+        table.name,
+        result.get("newCommits"),
+        result.get("latestVersion"),
+    )
     if result.get("newCommits"):
         reachability.precompute(Table.objects.get(pk=table_id))  # a worker's, before any page asks
     return result

@@ -1,0 +1,66 @@
+"""Structured logs: the request id given (or made) comes back in X-Request-ID and is on every
+JSON line the request writes, with the user and the table; it travels with the task the
+request sends, so the real Celery worker's JSON lines name it too, with the job."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+
+import pytest
+
+from deltaweb.logs import JsonFormatter
+from tables.models import Job, JobStatus
+from tables.services.registration import register_table
+from tests.web.test_probe import small_table
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_request_id_is_kept_or_made_and_sent_back(client) -> None:
+    given = client.get("/healthz", HTTP_X_REQUEST_ID="req-abcdef12")
+    assert given["X-Request-ID"] == "req-abcdef12"
+    made = client.get("/healthz", HTTP_X_REQUEST_ID="bad id\n with spaces")
+    assert made["X-Request-ID"] != "bad id\n with spaces" and len(made["X-Request-ID"]) == 32
+
+
+def test_a_requests_lines_carry_its_id_user_and_table(browser, roots, eager_celery) -> None:
+    from deltaweb.celery import app
+
+    app.loader.import_default_modules()  # first: loading the task modules sets logging up again
+    table = register_table("events", str(small_table(roots / "events", 2)))
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    logging.getLogger("tables").addHandler(handler)
+    try:
+        browser.post(f"/t/{table.slug}/sync/", HTTP_X_REQUEST_ID="req-sync-0001")
+    finally:
+        logging.getLogger("tables").removeHandler(handler)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    synced = next(line for line in lines if line["message"].startswith("synced table events"))
+    assert synced["request_id"] == "req-sync-0001" and synced["user"] == "ana" and synced["table"] == table.slug
+    assert synced["level"] == "INFO" and synced["logger"] == "tables.sync" and synced["time"].endswith("Z")
+
+
+def test_the_worker_names_the_request_that_sent_its_task(browser, roots, celery_worker_factory, tmp_path) -> None:
+    celery_worker_factory("json", {"DELTAWEB_LOG_FORMAT": "json"})
+    table = register_table("orders", str(small_table(roots / "orders", 2)))
+    browser.post(f"/t/{table.slug}/sync/", HTTP_X_REQUEST_ID="req-from-web-42")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not Job.objects.filter(table=table, status=JobStatus.SUCCEEDED).exists():
+        time.sleep(0.3)
+    job = Job.objects.get(table=table)
+    assert job.status == JobStatus.SUCCEEDED
+    time.sleep(0.5)  # the line after the job's row
+    lines = []
+    for raw in (tmp_path / "json.log").read_text().splitlines():
+        try:
+            lines.append(json.loads(raw))
+        except ValueError:
+            continue  # Celery's banner is not a log record
+    synced = [line for line in lines if line.get("message", "").startswith("synced table orders")]
+    assert synced, (tmp_path / "json.log").read_text()[-2000:]
+    assert synced[0]["request_id"] == "req-from-web-42" and synced[0]["job"] == f"tables.sync_table:{job.pk}"
