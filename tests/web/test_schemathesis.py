@@ -38,6 +38,7 @@ FUZZ_EXAMPLES = int(os.environ.get("DELTAWEB_FUZZ_EXAMPLES", "6"))
 STATEFUL_VALIDITY = {
     "POST /api/auth/token/",
     "POST /api/tables/",
+    "POST /api/discover/",  # a prefix is valid when it exists under the roots: the disk decides
     "POST /api/alerts/rules/",
     "POST /api/alerts/subscriptions/",
     "POST /api/alerts/webhooks/",
