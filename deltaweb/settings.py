@@ -167,6 +167,26 @@ LOGIN_REDIRECT_URL = "/"
 AUTHENTICATION_BACKENDS = ["tables.services.access.auth_backend.RoleModelBackend"]
 SESSION_ENGINE = "tables.services.access.session_store"  # Django's database sessions, read by one query
 
+# Single sign-on (OpenID Connect; tables/services/access/oidc.py): on with an issuer; its
+# endpoints from the issuer's discovery document; roles from a groups claim through the map
+# (`provider-group=role`, roles analyst, approver, admin); DELTAWEB_LOCAL_LOGIN=0 turns the
+# password form off.
+DELTAWEB_OIDC_ISSUER = env("DELTAWEB_OIDC_ISSUER", "")
+DELTAWEB_OIDC_ROLE_MAP = env_list("DELTAWEB_OIDC_ROLE_MAP", "")
+DELTAWEB_OIDC_GROUPS_CLAIM = env("DELTAWEB_OIDC_GROUPS_CLAIM", "groups")
+DELTAWEB_LOCAL_LOGIN = env_bool("DELTAWEB_LOCAL_LOGIN", True)
+OIDC_RP_CLIENT_ID = env("DELTAWEB_OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env("DELTAWEB_OIDC_CLIENT_SECRET", "")
+OIDC_RP_SIGN_ALGO = env("DELTAWEB_OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env("DELTAWEB_OIDC_SCOPES", "openid email profile groups")
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_callback"
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=refused"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+if DELTAWEB_OIDC_ISSUER:
+    AUTHENTICATION_BACKENDS.insert(0, "tables.services.access.oidc.Backend")
+if not DELTAWEB_LOCAL_LOGIN:
+    AUTHENTICATION_BACKENDS.remove("tables.services.access.auth_backend.RoleModelBackend")
+
 # --- security defaults ---------------------------------------------------------------------
 # Debug mode (make run) still answers the project's own 404/500 pages, not Django's pages that
 # list the URL configuration, settings and tracebacks; DELTAWEB_DEBUG_PAGES=1 asks for those.

@@ -8,7 +8,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
-from tables.web import ops
+from tables.web import ops, sso
 from tables.web.security import ThrottledLoginView
 
 urlpatterns = [
@@ -19,6 +19,10 @@ urlpatterns = [
     # before django.contrib.auth.urls: the sign-in form counts failed attempts
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
+    # single sign-on (404 until DELTAWEB_OIDC_ISSUER is set)
+    path("oidc/authenticate/", sso.SignIn.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", sso.Callback.as_view(), name="oidc_callback"),
+    path("oidc/logout/", sso.SignOut.as_view(), name="oidc_logout"),
     path("api/", include("tables.api.urls")),
     path("", include("tables.urls")),
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import LoginView
@@ -112,7 +113,23 @@ class ThrottledLoginView(LoginView):
     below the limit clears the count.
     """
 
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from tables.services.access import oidc
+
+        refused = self.request.GET.get("sso") == "refused"
+        return super().get_context_data(
+            sso=oidc.enabled(),
+            local_login=settings.DELTAWEB_LOCAL_LOGIN,
+            sso_refused="The identity provider signed you in, but none of your groups gives a role here; "
+            "ask an administrator."
+            if refused
+            else "",
+            **kwargs,
+        )
+
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not settings.DELTAWEB_LOCAL_LOGIN:
+            return self.render_to_response(self.get_context_data(), status=403)
         username = request.POST.get("username", "")
         window = login_refused_for(request, username)
         if window is not None:

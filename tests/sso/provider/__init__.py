@@ -1,0 +1,1 @@
+"""A small OpenID provider for the tests: django-oidc-provider in its own Django project."""
