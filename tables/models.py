@@ -436,3 +436,13 @@ class UcStagingTable(models.Model):
 
     def __str__(self) -> str:
         return f"{self.catalog}.{self.schema}.{self.name} (staging {self.table_uuid})"
+
+
+class TokenExpiry(models.Model):
+    """When an API token (DRF's, one per user) stops working; None: never (tokens made before
+    expiry existed). Issued, rotated and revoked by tables.services.access.api_tokens."""
+
+    token = models.OneToOneField(
+        "authtoken.Token", primary_key=True, on_delete=models.CASCADE, related_name="expiry", db_column="token_key"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)

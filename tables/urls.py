@@ -2,6 +2,7 @@
 
 from django.urls import path, re_path
 
+from tables.web import account as account_views
 from tables.web import discovery as discovery_views
 from tables.web import restores as restore_views
 from tables.web import rows as rows_views
@@ -17,6 +18,7 @@ urlpatterns = [
     path("", views.table_list, name="table_list"),
     path("tables/register/", views.register, name="register"),
     path("tables/discover/", discovery_views.discover, name="discover"),
+    path("account/", account_views.account, name="account"),
     path("t/<slug:slug>/", overview_views.table_detail, name="table_detail"),
     path("t/<slug:slug>/history/", history_views.table_history, name="table_history"),
     re_path(

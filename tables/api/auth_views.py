@@ -12,10 +12,12 @@ from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
 from tables.api import serializers as s
 from tables.api.parsers import BoundedJSONParser
+from tables.services.access import api_tokens
 from tables.services.access.signin_throttle import client_address, login_refused_for, record_login
 
 # --- sign-in and the schema -----------------------------------------------------------------
@@ -67,13 +69,15 @@ class TokenView(ObtainAuthToken):
         window = login_refused_for(request, username)
         if window is not None:
             raise Throttled(wait=window)
+        serializer = self.get_serializer(data=request.data)
         try:
-            response = super().post(request, *args, **kwargs)
+            serializer.is_valid(raise_exception=True)
         except ValidationError:
             record_login(request, username, False)
             raise
         record_login(request, username, True)
-        return response
+        # the user's token while valid, else a new one (DELTAWEB_TOKEN_DAYS)
+        return Response({"token": api_tokens.for_sign_in(serializer.validated_data["user"]).key})
 
 
 def _schema_permissions() -> list:

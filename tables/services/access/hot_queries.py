@@ -21,7 +21,7 @@ from django.db import connection, connections
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from tables.models import ManagedTable, Table
+from tables.models import ManagedTable, Table, TokenExpiry
 from tables.services.access.roles import ROLES
 
 
@@ -88,15 +88,22 @@ def _user_sql(vendor: str, by: str) -> str:
         f"ON g.{_q('id')} = ug.{_q('group_id')} WHERE {member} = {user_pk} AND g.{_q('name')} = %s) AS role_{i}"
         for i in range(len(ROLES))
     )
-    if by == "token":
-        source = f"JOIN {_q(Token._meta.db_table)} t ON t.{_q('user_id')} = {user_pk} WHERE t.{_q('key')} = %s"
+    if by == "token":  # an expired token finds nobody (tables.services.access.api_tokens)
+        source = (
+            f"JOIN {_q(Token._meta.db_table)} t ON t.{_q('user_id')} = {user_pk} "
+            f"LEFT JOIN {_q(TokenExpiry._meta.db_table)} e ON e.{_q('token_key')} = t.{_q('key')} "
+            f"WHERE t.{_q('key')} = %s AND (e.{_q('expires_at')} IS NULL OR e.{_q('expires_at')} > %s)"
+        )
     else:
         source = f"WHERE {user_pk} = %s"
     return f"SELECT u.*, {roles} FROM {_q(user_model._meta.db_table)} u {source}"
 
 
 def _with_roles(by: str, value: object):
-    user = _first(get_user_model(), _user_sql(connection.vendor, by), [*ROLES, value])
+    params = [*ROLES, value]
+    if by == "token":
+        params.append(connection.ops.adapt_datetimefield_value(timezone.now()))
+    user = _first(get_user_model(), _user_sql(connection.vendor, by), params)
     if user is not None:
         user.known_groups = {role: bool(getattr(user, f"role_{i}")) for i, role in enumerate(ROLES)}
     return user
