@@ -27,11 +27,18 @@ system-deps:
 	  fi; \
 	fi
 
+# one line per step, with its time; pip's own cache (~/.cache/pip) makes a second install quick
 $(STAMP): pyproject.toml
-	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
-	@$(PIP) install -q --upgrade pip setuptools wheel 2>&1 | grep -v '^WARNING' || true
-	@$(PIP) install -q -e '.[test]' 2>&1 | grep -v '^WARNING' || true
-	@$(PY) -c "import django, pyarrow, deltalake, pyspark" 
+	@start=$$(date +%s); \
+	echo "[1/4] virtualenv $(VENV)"; \
+	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV); \
+	echo "[2/4] pip, setuptools, wheel"; \
+	$(PIP) install -q --upgrade pip setuptools wheel 2>&1 | grep -v -i 'warning\|deprecat' || true; \
+	echo "[3/4] the project and its pinned packages (pyproject.toml; a few minutes the first time)"; \
+	PYTHONWARNINGS=ignore $(PIP) install -q --progress-bar off -e '.[test]' 2>&1 | grep -v -i 'warning\|deprecat\|setuptools\|^ *!!\|^\*\*\*' || true; \
+	echo "[4/4] check"; \
+	$(PY) -c "import django, pyarrow, deltalake, pyspark, prometheus_client, mozilla_django_oidc" || exit 1; \
+	echo "installed in $$(( $$(date +%s) - start )) s"
 	@touch $(STAMP)
 
 run: install

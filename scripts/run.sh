@@ -18,19 +18,27 @@ cleanup() {
 }
 trap cleanup INT TERM EXIT
 
+echo "[run 1/6] redis on port $REDIS_PORT"
 if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
     --dir var >var/log/redis.log 2>&1 &
   pids+=($!)
 fi
+echo "[run 2/6] the database (var/deltaweb.sqlite3)"
 $PY manage.py migrate --noinput >/dev/null
+echo "[run 3/6] static files, hashed and compressed (plotly.js 4.8 MB goes out gzipped)"
+$PY manage.py collectstatic --noinput >/dev/null
+echo "[run 4/6] roles and demo users"
 $PY manage.py create_roles --demo-users | grep -v '^group'
+echo "[run 5/6] the demo table"
 $PY manage.py bootstrap_demo || echo "the demo table was not created (see the message above)"
+echo "[run 6/6] a Celery worker, the beat and the web server"
 $PY -m celery -A deltaweb worker --loglevel=info --concurrency=2 >var/log/worker.log 2>&1 &
 pids+=($!)
 $PY -m celery -A deltaweb beat --loglevel=info --schedule var/celerybeat-schedule >var/log/beat.log 2>&1 &
 pids+=($!)
 echo "deltaweb is running at http://127.0.0.1:$PORT/  (Ctrl-C stops it; logs in var/log/)"
-$PY manage.py runserver "127.0.0.1:$PORT" --noreload &
+# --nostatic: WhiteNoise serves the collected files, compressed, as in a deployment
+$PY manage.py runserver "127.0.0.1:$PORT" --noreload --nostatic &
 pids+=($!)
 wait -n "${pids[@]}"
