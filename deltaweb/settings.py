@@ -160,7 +160,11 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "tables.web.staticfiles.PlotlyFinder",  # plotly.min.js from the installed package
 ]
-WHITENOISE_USE_FINDERS = True
+# Static files from the apps' own directories (no collectstatic needed: a checkout, the tests);
+# make run sets both to 0 after collectstatic, so the collected, compressed files are served
+# even in debug mode, as in a deployment.
+WHITENOISE_USE_FINDERS = env_bool("DELTAWEB_STATIC_FINDERS", True)
+WHITENOISE_AUTOREFRESH = env_bool("DELTAWEB_STATIC_AUTOREFRESH", DEBUG)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 # Django's password sign-in; each request's user (and its roles) is read by one query

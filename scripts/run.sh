@@ -8,6 +8,8 @@ PY=.venv/bin/python
 mkdir -p var/tables var/log
 export CELERY_BROKER_URL=${CELERY_BROKER_URL:-redis://127.0.0.1:$REDIS_PORT/0}
 export DELTAWEB_DEBUG=${DELTAWEB_DEBUG:-1}
+export DELTAWEB_STATIC_AUTOREFRESH=${DELTAWEB_STATIC_AUTOREFRESH:-0}
+export DELTAWEB_STATIC_FINDERS=${DELTAWEB_STATIC_FINDERS:-0}  # the collected files, compressed
 
 pids=()
 cleanup() {
