@@ -147,7 +147,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = Path(env("DELTAWEB_STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 # collectstatic gives every file a content-hashed name and a .gz copy; WhiteNoise serves them
 # compressed with a far-future cache. Files not collected yet (a fresh checkout, the tests) keep
 # their plain names and are served from the finders (tables/web/staticfiles.py).

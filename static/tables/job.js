@@ -23,6 +23,17 @@
     field("done").hidden = job.status !== "succeeded";
     box.setAttribute("data-status", job.status);
   }
+  // the finished job's rows: a page of its own URL (only the #fragment differs) is reloaded,
+  // since assigning it would only scroll
+  function showResults(target) {
+    var here = window.location;
+    if (target.pathname === here.pathname && target.search === here.search) {
+      if (target.hash) { history.replaceState(null, "", target.hash); }
+      here.reload();
+    } else {
+      here.assign(target.href);
+    }
+  }
   function poll() {
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
@@ -30,7 +41,7 @@
         show(job);
         if (!job.terminal) { setTimeout(poll, 1000); }
         else if (job.status === "succeeded" && box.getAttribute("data-reload")) {
-          window.location.assign(box.getAttribute("data-reload"));  // show the finished job's rows
+          showResults(new URL(box.getAttribute("data-reload"), window.location.href));
         }
       })
       .catch(function () { setTimeout(poll, 3000); });

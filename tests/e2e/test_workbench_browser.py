@@ -193,3 +193,19 @@ def test_table_list_search_and_copy_as_sql(workbench) -> None:
     copied = page.evaluate("navigator.clipboard.readText()")
     assert copied == f"SELECT * FROM delta.`{table.location}` VERSION AS OF 4"
     assert errors == []
+
+
+def test_a_finished_data_job_on_its_own_page_reloads_to_show_its_rows(workbench) -> None:
+    """The compare page of a change-data job (its own URL plus #rows): when the job finishes the
+    page loads again with the rows, instead of only scrolling to the fragment."""
+    from tables.models import Job, JobStatus
+
+    page, base, table, _errors = workbench
+    job = Job.objects.create(kind="changes", table=table, status=JobStatus.RUNNING, params={"from": 1, "to": 3})
+    page.goto(f"{base}/t/{table.slug}/diff/?from=1&to=3&rowjob={job.pk}")
+    page.locator("#job-progress").wait_for()
+    page.evaluate("window.__notReloaded = true")
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED, stage="done")
+    page.wait_for_function("window.__notReloaded === undefined", timeout=20_000)
+    assert page.url.endswith("#rows") and f"rowjob={job.pk}" in page.url
+    page.screenshot(path=str(SHOTS / "34-3-change-data-reloaded.png"), full_page=False)
