@@ -256,7 +256,7 @@ class HistoryQuerySerializer(serializers.Serializer):
         required=False,
         min_length=1,
         max_length=200,
-        help_text="Only commits with this operation (case-insensitive), e.g. WRITE.",
+        help_text="Only commits whose operation contains this (case-insensitive): WRI finds WRITE.",
     )
     version_min = serializers.IntegerField(
         required=False, min_value=0, max_value=MAX_VERSION, help_text="Lowest version (inclusive)."

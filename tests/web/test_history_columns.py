@@ -102,3 +102,12 @@ def test_the_history_tab_shows_the_declared_columns_it_should(browser, table) ->
     only_grid = only[only.index('class="grid history"') :]
     only_head = only_grid[: only_grid.index("</thead>")]
     assert ">operation</" in only_head and ">userMetadata</" in only_head and ">userName</" not in only_head
+
+
+def test_the_operation_filter_matches_part_of_a_name(table, browser) -> None:
+    api = token_client(make_user("otto"))
+    found = api.get(f"/api/tables/{table.pk}/history/", {"operation": "wri"}).json()["results"]
+    assert sorted(r["operation"] for r in found) == ["WRITE", "WRITE", "WRITE"]
+    page = browser.get("/t/events/history/", {"operation": "MER"}).content.decode()
+    grid = page[page.index('class="grid history"') :]
+    assert "MERGE" in grid and "WRITE" not in grid[grid.index("<tbody>") :]

@@ -100,7 +100,7 @@ def history(table: Table, f: HistoryFilter | None = None) -> QuerySet[Commit]:
     f = f or HistoryFilter()
     qs = Commit.objects.filter(table=table).order_by("-version").defer("commit_info")
     if f.operation:
-        qs = qs.filter(operation__iexact=f.operation.strip())
+        qs = qs.filter(operation__icontains=f.operation.strip())  # "WRI" finds WRITE
     if f.version_min is not None:
         qs = qs.filter(version__gte=f.version_min)
     if f.version_max is not None:
