@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from tables.delta.history.metrics import normalized
 from tables.delta.log.actions import Metadata, Protocol, parse_actions
 from tables.delta.log.listing import LogFile, list_log
 from tables.delta.restore.actions import file_rows, log_add_actions
@@ -55,10 +56,11 @@ class CommitFacts:
         p = self.commit.operation_parameters
         return p if isinstance(p, dict) else {}
 
-    @property
+    @cached_property
     def metrics(self) -> dict[str, Any]:
+        """operationMetrics under one vocabulary (Spark's camelCase names, whoever wrote them)."""
         m = self.commit.operation_metrics
-        return m if isinstance(m, dict) else {}
+        return normalized(m) if isinstance(m, dict) else {}
 
     def metric(self, name: str) -> float | None:
         """An operationMetrics value as a number (engines write them as strings)."""

@@ -196,3 +196,20 @@ def test_ict_switched_off_and_a_user_never_seen(roots) -> None:
     assert {"ict", "unknown_writer"} <= got[3]
     assert Alert.objects.get(table=table, rule="ict").explanation == "version 3: In-Commit Timestamps disabled"
     assert "user mallory never committed" in Alert.objects.get(table=table, rule="unknown_writer").explanation
+
+
+@pytest.mark.django_db
+def test_a_rule_on_a_spark_metric_fires_for_delta_rs_names(roots) -> None:
+    """delta-rs writes num_deleted_rows where Spark writes numDeletedRows: one vocabulary."""
+    path = roots / "rs"
+    deltalake.write_deltalake(str(path), pa.table({"id": list(range(20))}))
+    table = register_and_sync("rs", path)
+    deltalake.DeltaTable(str(path)).delete("id < 12")
+    written = deltalake.DeltaTable(str(path)).history(1)[0]["operationMetrics"]
+    assert "num_deleted_rows" in written and "numDeletedRows" not in written  # the writer's own name
+    rule = CustomRule.objects.create(
+        name="big deletes", table=table, operation="delete", metric="numDeletedRows", metric_op="ge", metric_value=10
+    )
+    sync_and_scan(table)
+    assert f"custom:{rule.pk}" in fired(table)[1]
+    assert "numDeletedRows=12 >= 10" in Alert.objects.get(table=table, rule=f"custom:{rule.pk}").explanation
