@@ -7,6 +7,7 @@ table and word the errors.
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 
 from tables.services.history.query import time_range
 from tables.services.lookup import INT64_MAX
@@ -26,6 +27,20 @@ class RegisterTableForm(forms.Form):
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "placeholder": "/data/tables/…"}),
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # say before submitting where tables may be: the allowed roots, and that a path is absolute
+        roots = [str(r) for r in getattr(settings, "DELTAWEB_ALLOWED_ROOTS", [])]
+        field = self.fields["location"]
+        field.help_text = (
+            "An absolute path to the table root (the directory holding _delta_log/), a file:// URI, "
+            "or an object-store location (s3://, abfss://, gs://). Allowed under: " + ", ".join(roots) + "."
+            if roots
+            else field.help_text
+        )
+        if roots:
+            field.widget.attrs["placeholder"] = roots[0].rstrip("/") + "/…"
 
 
 class HistoryFilterForm(forms.Form):

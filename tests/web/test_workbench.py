@@ -488,3 +488,10 @@ def test_diff_file_without_stats_reads_rows_unknown(browser, roots) -> None:
     added = page.split('id="files-added"')[1].split("</table>")[0]
     assert added.count('title="the file\'s add action has no stats">unknown</span>') == 2
     assert 'title="1234 bytes">1.2' in added and "p=z/extra-0.parquet" in added
+
+
+def test_the_register_form_says_where_tables_may_be(browser, settings, tmp_path) -> None:
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path / "lake"), "s3://bucket/tables"]
+    page = browser.get("/tables/register/").content.decode()
+    assert f"Allowed under: {tmp_path / 'lake'}, s3://bucket/tables." in page and "An absolute path" in page
+    assert f'placeholder="{tmp_path / "lake"}/…"' in page
