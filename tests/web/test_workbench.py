@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -495,3 +496,26 @@ def test_the_register_form_says_where_tables_may_be(browser, settings, tmp_path)
     page = browser.get("/tables/register/").content.decode()
     assert f"Allowed under: {tmp_path / 'lake'}, s3://bucket/tables." in page and "An absolute path" in page
     assert f'placeholder="{tmp_path / "lake"}/…"' in page
+
+
+def test_a_vacuumed_versions_page_says_so_and_disables_what_cannot_work(roots, browser, settings) -> None:
+    import pyarrow as pa
+
+    from tables.services.registration import register_table
+    from tables.services.sync.store import sync_table
+
+    deltalake = pytest.importorskip("deltalake")
+    path = roots / "vac"
+    deltalake.write_deltalake(str(path), pa.table({"x": [1, 2]}))
+    first = set(deltalake.DeltaTable(str(path)).file_uris())
+    deltalake.write_deltalake(str(path), pa.table({"x": [3]}), mode="overwrite")
+    for uri in first:  # what a VACUUM would delete: version 0's files
+        Path(uri.removeprefix("file://")).unlink()
+    t = register_table("vac", str(path))
+    sync_table(t.pk)
+    old = browser.get("/t/vac/v/0/").content.decode()
+    assert 'id="version-unreadable"' in old and "1 file vacuumed" in old
+    assert re.search(r'<button type="submit" id="preview-rows" disabled', old)
+    assert 'href="/t/vac/restore/?version=0"' not in old
+    new = browser.get("/t/vac/v/1/").content.decode()
+    assert 'id="version-unreadable"' not in new and re.search(r'id="preview-rows">', new)

@@ -21,7 +21,7 @@ from tables.services.versions import resolve, version_files, version_summary
 from tables.web import pages
 from tables.web.forms import TimeTravelForm
 from tables.web.rows import version_rows_context
-from tables.web.tabs.frame import REACH_PENDING, tab_context
+from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context
 from tables.web.ui import MAX_ID, PageError, context, page, table_of, version_param
 
 FILES_PAGE_SIZE = 100
@@ -144,6 +144,7 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
     files = _VersionFiles(table, version, summary["numFiles"])
     page_obj = Paginator(files, FILES_PAGE_SIZE).get_page(request.GET.get("page"))
     commit = Commit.objects.filter(table=table, version=version).first()
+    reach = (reach_by_version(table) or {}).get(version)  # {} while a long log's answer is computed
     ctx = context(
         request,
         table=table,
@@ -168,6 +169,9 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         set_transactions=[pages.compact_json(t) for t in summary.get("setTransactions") or []],
         domain_metadata=[pages.compact_json(d) for d in summary.get("domainMetadata") or []],
         page_obj=page_obj,
+        reach=pages.reach_text(reach),
+        unreadable=bool(reach) and not reach.get("readable"),
+        unrestorable=bool(reach) and not reach.get("restorable"),
         previous_version=version - 1 if version > (table.earliest_version or 0) else None,
         next_version=version + 1
         if table.last_synced_version is not None and version < table.last_synced_version
