@@ -235,6 +235,7 @@ def _compact(value: Any) -> str:
     return "" if value is None else orjson.dumps(value).decode() if isinstance(value, (dict, list)) else str(value)
 
 
+# Long on purpose: one branch per command's text form, side by side so they stay alike.
 def as_text(sub: str, p: Any) -> str:
     """The readable rendering of subcommand `sub`'s payload `p`."""
     from tables.delta.history.timestamps import format_ms

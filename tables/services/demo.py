@@ -71,6 +71,7 @@ def _remove(add: dict[str, Any], now: int) -> dict[str, Any]:
     }
 
 
+# Long on purpose: the demo table's history told commit by commit, in order.
 def build_demo_table(root: Path, seed: int = 42) -> Path:
     """Create the demo table at `root` (which must not hold a table yet)."""
     rng = random.Random(seed)

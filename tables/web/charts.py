@@ -77,6 +77,8 @@ def _rows(table: Table) -> tuple[list[dict[str, Any]], bool]:
     return rows, truncated
 
 
+# Long on purpose: one plotly figure declared whole (traces, axes, annotations, layout);
+# split, its parts would only be read together anyway.
 def timeline_figure(
     table: Table,
     rows: list[dict[str, Any]],

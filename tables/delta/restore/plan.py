@@ -419,6 +419,7 @@ def check_removals(setup: RestoreSetup, num_removes: int) -> None:
         )
 
 
+# Long on purpose: the plan's steps share the two snapshots' indexes; each step is commented.
 def build_plan(
     setup: RestoreSetup,
     add_rows: pa.Table,

@@ -124,6 +124,8 @@ def _data_change(action: dict[str, Any] | None) -> bool:
     return bool(action) and action.get("dataChange", True) is not False  # type: ignore[union-attr]
 
 
+# Long on purpose: one pass over the range's commits; its cases (adds, removes, deletion
+# vectors, change-data files) share the pass's state.
 def plan_changes(location: str | Storage, start: int, end: int | None = None) -> ChangePlan:
     """What changed in versions start..end (end: latest when None); see the module's rules."""
     storage = as_storage(location)
