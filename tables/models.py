@@ -48,6 +48,8 @@ class Table(models.Model):
     earliest_version = models.BigIntegerField(null=True, blank=True)
     last_commit_ms = models.BigIntegerField(null=True, blank=True, help_text="the newest commit's timestamp")
     log_retention_ms = models.BigIntegerField(null=True, blank=True, help_text="delta.logRetentionDuration")
+    # the latest version's schemaString, partitionColumns and configuration, for the Overview
+    latest_metadata = models.JSONField(null=True, blank=True)
     num_files = models.BigIntegerField(null=True, blank=True)
     size_bytes = models.BigIntegerField(null=True, blank=True)
 

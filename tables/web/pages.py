@@ -117,6 +117,35 @@ def schema_rows(schema: dict[str, Any] | None, partition_columns: list[str]) -> 
     return out
 
 
+def metadata_context(
+    schema: dict[str, Any] | None, partition_columns: list[str], configuration: dict[str, Any]
+) -> dict[str, Any]:
+    """What a page shows of a version's metaData: its columns, partitioning and properties."""
+    return {
+        "schema": schema_rows(schema, partition_columns),
+        "partition_columns": partition_columns,
+        "properties": [
+            dict(zip(("key", "text", "title"), (k, *epoch_title(k, v)), strict=True))
+            for k, v in sorted((configuration or {}).items())
+        ],
+    }
+
+
+def stored_metadata(latest: dict[str, Any] | None) -> dict[str, Any]:
+    """metadata_context of what the sync stored of the latest version (Table.latest_metadata)."""
+    if not latest:
+        return {}
+    try:
+        schema = json.loads(latest.get("schemaString") or "{}")
+    except ValueError:
+        schema = {}
+    return metadata_context(
+        schema if isinstance(schema, dict) else {},
+        list(latest.get("partitionColumns") or []),
+        latest.get("configuration") or {},
+    )
+
+
 def file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {

@@ -519,3 +519,26 @@ def test_a_vacuumed_versions_page_says_so_and_disables_what_cannot_work(roots, b
     assert 'href="/t/vac/restore/?version=0"' not in old
     new = browser.get("/t/vac/v/1/").content.decode()
     assert 'id="version-unreadable"' not in new and re.search(r'id="preview-rows">', new)
+
+
+def test_the_overview_shows_the_columns_partitioning_and_properties(roots, browser) -> None:
+    from tables.services.registration import register_table
+    from tables.services.sync.store import sync_table
+
+    deltalake = pytest.importorskip("deltalake")
+    path = roots / "ov"
+    deltalake.write_deltalake(
+        str(path),
+        pa.table({"id": pa.array([1], pa.int64()), "region": ["eu"]}),
+        partition_by=["region"],
+        configuration={"delta.appendOnly": "false"},
+    )
+    sync_table(register_table("ov", str(path)).pk)
+    page = browser.get("/t/ov/").content.decode()
+    columns = page[page.index('id="columns"') :]
+    names = [f.name for f in deltalake.DeltaTable(str(path)).schema().fields]  # the peer's reading
+    assert names == ["id", "region"]
+    for name in names:
+        assert f"<code>{name}</code>" in columns
+    assert '<span class="badge">partition</span>' in columns and "<code>long</code>" in columns
+    assert "<code>delta.appendOnly</code>" in page[page.index('id="overview-properties"') :]

@@ -440,8 +440,23 @@ def _mark_synced(table: Table, times: CommitTimes, kept: Kept | None, start: _St
             size_bytes=latest_row.size_bytes if latest_row else table.size_bytes,
             last_commit_ms=latest_row.timestamp if latest_row else table.last_commit_ms,
             log_retention_ms=_log_retention(times),
+            latest_metadata=_metadata(times),
         )
         signals.commits_stored.send(Table, table=table, versions=start.new_versions, first_sync=start.last is None)
+
+
+MAX_SCHEMA_TEXT = 200_000  # a log's schema is hostile input too: a longer one is not kept
+
+
+def _metadata(times: CommitTimes) -> dict[str, Any] | None:
+    md = times.config.metadata if times.config else None
+    if md is None or len(md.schema_string) > MAX_SCHEMA_TEXT:
+        return None
+    return {
+        "schemaString": md.schema_string,
+        "partitionColumns": list(md.partition_columns),
+        "configuration": {str(k)[:1000]: str(v)[:1000] for k, v in list(md.configuration.items())[:500]},
+    }
 
 
 def _log_retention(times: CommitTimes) -> int:

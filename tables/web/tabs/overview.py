@@ -78,6 +78,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
         table=table, status__in=RestoreStatus.awaiting_approval() | RestoreStatus.in_flight()
     ).count()
     ctx.update(_owner_card(request, table))
+    ctx.update(pages.stored_metadata(table.latest_metadata))  # columns, partitioning, properties
     if alerts_installed():
         ctx["alerts"] = list(table.alerts.all()[:ALERTS_SHOWN])
         ctx["alert_total"] = table.alerts.count()

@@ -154,12 +154,7 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         commit=pages.history_row(commit) if commit else None,
         timestamp=format_ms(summary.get("timestamp")),
         timestamp_source=pages.source_label(summary["timestampSource"]) if summary.get("timestampSource") else None,
-        schema=pages.schema_rows(md.get("schema"), md.get("partitionColumns") or []),
-        partition_columns=md.get("partitionColumns") or [],
-        properties=[
-            dict(zip(("key", "text", "title"), (k, *pages.epoch_title(k, v)), strict=True))
-            for k, v in sorted((md.get("configuration") or {}).items())
-        ],
+        **pages.metadata_context(md.get("schema"), md.get("partitionColumns") or [], md.get("configuration") or {}),
         sql_snippets=pages.sql_snippets(table.location, version, summary.get("timestamp")),
         protocol=protocol,
         reader_features=protocol.get("readerFeatures"),
