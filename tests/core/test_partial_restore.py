@@ -451,11 +451,14 @@ def test_golden_partition_values_of_every_type(golden_copy) -> None:
         assert plan.adds and not plan.removes
     plan = plan_restore(t, version=0, where="as_long >= 1 AND as_boolean = FALSE AND as_string_lit_null = 'null'")
     assert [a["partitionValues"]["as_int"] for a in plan.adds] == ["1"]
-    # the golden's adds carry no statistics: the impact is an estimate, and says so
+    # the golden's adds carry no statistics: their rows come from the Parquet footers, exact
     impact = plan.row_impact
-    assert impact["estimate"] and impact["filesWithoutStats"] == 2
-    assert [p["estimate"] for p in impact["partitions"]] == [True]
+    assert not impact["estimate"] and impact["filesWithoutStats"] == 0
+    assert [p["estimate"] for p in impact["partitions"]] == [False]
+    rows_before = len(rs_data_by_value(t))
     result = commit_restore(t, plan)
+    assert impact["rowsAfter"] == impact["rowsNow"] + impact["rowsAdded"] - impact["rowsRemoved"]
+    assert impact["rowsNow"] == rows_before and impact["rowsAdded"] == 1
     assert result["verified"]
     assert sorted(rs_data_by_value(t)) == ["0", "1"]
     plan = plan_restore(t, version=0, where="as_int IS NULL AND as_date IS NULL AND as_float IS NULL")
@@ -584,3 +587,21 @@ def test_nesting_within_the_limits_still_parses() -> None:
     assert sel("(" * 32 + "n = 1" + ")" * 32, n="1")
     assert sel("NOT " * 32 + "n = 1", n="1")
     assert sel(" OR ".join(f"n = {i}" for i in range(257)), n="256")
+
+
+def test_row_impact_counts_files_without_statistics_from_their_footers(tmp_path: Path) -> None:
+    """A log whose adds carry no stats (as some checkpoints and writers leave them): the rows
+    come from the files' Parquet footers, exact, not 0 and not an estimate."""
+    t = rs_partitioned(tmp_path)
+    truth_now, truth_after = len(rs_data(t)), len(rs_data(t, 0))
+    for f in sorted((t / "_delta_log").glob("*.json")):  # every add's stats taken out
+        lines = []
+        for line in f.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                action["add"].pop("stats", None)
+            lines.append(json.dumps(action))
+        f.write_text("\n".join(lines) + "\n")
+    impact = plan_restore(t, version=0).row_impact
+    assert impact["rowsNow"] == truth_now and impact["rowsAfter"] == truth_after
+    assert impact["estimate"] is False

@@ -4,6 +4,7 @@ tags and row tracking kept), the removes, and the check that the files to add st
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
 
@@ -256,6 +257,45 @@ def file_rows(body: dict[str, Any]) -> int | None:
     return max(0, n - int(gone or 0))
 
 
+FOOTER_TAIL = 64 * 1024  # one read takes the footer of almost every file
+FOOTER_THREADS = 16
+
+
+def footer_rows(storage: Storage, bodies: list[dict[str, Any]]) -> dict[str, int]:
+    """Rows of the files whose adds carry no numRecords, from their Parquet footers (the file's
+    last bytes only, read in parallel through the storage, so confined as any read), less their
+    deletion vectors' cardinality; a file whose footer cannot be read is left out (unknown)."""
+    todo = {b["path"]: b for b in bodies if isinstance(b.get("path"), str) and file_rows(b) is None}
+    if not todo:
+        return {}
+
+    def one(body: dict[str, Any]) -> int | None:
+        try:
+            n = _footer_num_rows(storage, storage.resolve(body["path"]), body.get("size"))
+        except Exception:  # a missing, unreadable or not-Parquet file: its rows stay unknown
+            return None
+        dv = body.get("deletionVector")
+        gone = dv.get("cardinality") if isinstance(dv, dict) else None
+        return max(0, n - int(gone or 0))
+
+    with ThreadPoolExecutor(max_workers=min(FOOTER_THREADS, len(todo))) as pool:
+        counted = dict(zip(todo, pool.map(one, todo.values()), strict=True))
+    return {path: n for path, n in counted.items() if n is not None}
+
+
+def _footer_num_rows(storage: Storage, key: str, size: object) -> int:
+    import pyarrow.parquet as pq  # only when a footer is read
+
+    total = size if isinstance(size, int) and size > 12 else storage.head(key).size
+    tail = storage.read(key, (max(0, total - FOOTER_TAIL), total))
+    meta_len = int.from_bytes(tail[-8:-4], "little")
+    if tail[-4:] != b"PAR1" or meta_len + 8 > total:
+        raise ValueError("not a Parquet file")
+    if meta_len + 8 > len(tail):  # a very wide schema: read the whole footer
+        tail = storage.read(key, (total - meta_len - 8, total))
+    return pq.ParquetFile(pa.BufferReader(tail[-(meta_len + 8) :])).metadata.num_rows
+
+
 def _partition_of(body: dict[str, Any], keys: list[str]) -> tuple[str | None, ...]:
     pv = body.get("partitionValues") or {}
     return tuple((pv.get(k) if pv.get(k) != "" else None) for k in keys)
@@ -266,11 +306,13 @@ def row_impact(
 ) -> dict[str, Any]:
     """How many rows a plan changes, from the files' statistics: the latest's rows now and
     after, the rows added back and removed; for a partitioned table the same per partition
-    the plan changes (the first MAX_LISTED_PARTITIONS in partition order). `estimate` is
-    true when a file counted has no numRecords (it counts as 0 rows)."""
+    the plan changes (the first MAX_LISTED_PARTITIONS in partition order). A file without
+    numRecords is counted from its Parquet footer; `estimate` is true only when a file's rows
+    could be had from neither (it then counts as 0 rows)."""
     names = list(latest.metadata.partition_columns)
     keys = latest.metadata.partition_keys()
     current, _found = log_add_actions(storage, latest, latest.files)
+    from_footers = footer_rows(storage, current + adds)  # where the stats say nothing
     totals = {"rowsNow": 0, "rowsAdded": 0, "rowsRemoved": 0}
     per: dict[tuple[str | None, ...], dict[str, Any]] = {}
     no_stats = 0
@@ -279,6 +321,8 @@ def row_impact(
         nonlocal no_stats
         for b in bodies:
             n = file_rows(b)
+            if n is None:
+                n = from_footers.get(b.get("path"))
             part = _partition_of(b, keys)
             slot = per.get(part)
             if slot is None:
