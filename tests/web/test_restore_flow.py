@@ -248,3 +248,24 @@ def test_a_retry_finds_a_commit_made_with_the_former_pk_derived_txn_id(table, ta
     restore_runs.run_restore(req.pk, restore_runs.local_planner)
     req.refresh_from_db()
     assert req.status == S.SUCCEEDED and req.result_version == version and req.result["alreadyCommitted"]
+
+
+def test_the_admin_approval_page_shows_the_plans_rows(table, users) -> None:
+    import re
+
+    call_command("create_roles", stdout=io.StringIO())
+    users["approver2"].is_staff = True
+    users["approver2"].save()
+    req = request(table, users["analyst"])
+    rows = req.plan["rowImpact"]
+    page = browser(users["approver2"]).get(f"/admin/tables/restorerequest/{req.pk}/change/").content.decode()
+    found = re.search(
+        r'id="plan-rows".*?<th>whole table</th><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>', page, re.S
+    )
+    assert found, page[:2000]
+    assert [int(x) for x in found.groups()] == [
+        rows["rowsNow"],
+        rows["rowsAfter"],
+        rows["rowsAdded"],
+        rows["rowsRemoved"],
+    ]
