@@ -336,6 +336,11 @@ def table_charts(table: Table) -> dict[str, Any]:
 # studio" sends data away.
 CONFIG = {
     "displaylogo": False,
+    # nothing leaves for plotly's cloud: no share link, no send-to-cloud, no Chart Studio, no server
+    "showLink": False,
+    "showSendToCloud": False,
+    "showEditInChartStudio": False,
+    "plotlyServerURL": "",
     "responsive": True,
     "modeBarButtonsToRemove": [
         "sendDataToCloud",

@@ -542,3 +542,10 @@ def test_the_overview_shows_the_columns_partitioning_and_properties(roots, brows
         assert f"<code>{name}</code>" in columns
     assert '<span class="badge">partition</span>' in columns and "<code>long</code>" in columns
     assert "<code>delta.appendOnly</code>" in page[page.index('id="overview-properties"') :]
+
+
+def test_charts_offer_no_way_to_plotlys_cloud(browser, table) -> None:
+    config = browser.get("/t/sales/charts.json").json()["config"]
+    assert config["showLink"] is False and config["showSendToCloud"] is False
+    assert config["showEditInChartStudio"] is False and config["plotlyServerURL"] == ""
+    assert {"sendDataToCloud", "editInChartStudio"} <= set(config["modeBarButtonsToRemove"])
