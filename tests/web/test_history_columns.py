@@ -111,3 +111,27 @@ def test_the_operation_filter_matches_part_of_a_name(table, browser) -> None:
     page = browser.get("/t/events/history/", {"operation": "MER"}).content.decode()
     grid = page[page.index('class="grid history"') :]
     assert "MERGE" in grid and "WRITE" not in grid[grid.index("<tbody>") :]
+
+
+def test_columns_and_page_size_are_remembered_and_a_version_can_be_jumped_to(roots, browser) -> None:
+    from tests.web.test_probe import small_table
+
+    path = small_table(roots / "long", 60)
+    t = register_table("long", str(path))
+    sync_table(t.pk)
+
+    def heads(page: str) -> str:
+        grid = page[page.index('class="grid history"') :]
+        return grid[: grid.index("</thead>")]
+
+    browser.get("/t/long/history/", {"cols": ["operation", "userMetadata"], "size": "25"})
+    later = browser.get("/t/long/history/").content.decode()  # a later visit, nothing in the URL
+    assert ">operation</" in heads(later) and ">userName</" not in heads(later)
+    assert later.count('<tr id="v') == 25 and 'option value="25" selected' in later
+
+    jump = browser.get("/t/long/history/", {"at": "5"})
+    assert jump.status_code == 302 and jump["Location"].endswith("#v5")
+    landed = browser.get(jump["Location"].split("#")[0]).content.decode()
+    assert '<tr id="v5">' in landed  # 60 versions, 25 a page, newest first: page 3 holds 9..0
+    missing = browser.get("/t/long/history/", {"at": "999"}, follow=True).content.decode()
+    assert "Version 999 is not in this history" in missing

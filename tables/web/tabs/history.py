@@ -6,10 +6,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from django.contrib import messages
 from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
@@ -34,6 +35,32 @@ from tables.web.tabs.frame import reach_by_version, tab_context
 from tables.web.ui import PageError, page, query, table_of
 
 HISTORY_PAGE_SIZE = 50
+PAGE_SIZES = (25, 50, 100, 200)
+
+
+def _remembered(request: HttpRequest) -> tuple[list[str], int]:
+    """The columns and page size the URL chooses, kept in the reader's session for the next
+    visit; without them in the URL, the reader's last choice (or all columns, 50 a page)."""
+    session = request.session
+    if "cols" in request.GET:
+        session["history_cols"] = history_export.columns_of(request.GET.getlist("cols"))
+    columns = history_export.columns_of(session.get("history_cols") or [])
+    try:
+        asked = int(request.GET.get("size", ""))
+    except ValueError:
+        asked = 0
+    if asked in PAGE_SIZES:
+        session["history_size"] = asked
+    size = session.get("history_size") if session.get("history_size") in PAGE_SIZES else HISTORY_PAGE_SIZE
+    return columns, size
+
+
+def _page_of_version(qs, version: int, sort: str, size: int) -> int | None:
+    """The page of the filtered history, in version order, that holds `version` (None: not in it)."""
+    if sort not in ("-version", "version") or not qs.filter(version=version).exists():
+        return None
+    before = qs.filter(version__gt=version) if sort == "-version" else qs.filter(version__lt=version)
+    return before.count() // size + 1
 
 
 def _history_query(request: HttpRequest, table: Table) -> tuple[HistoryFilterForm, bool, Any]:
@@ -61,16 +88,17 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     sync (the same page of the same query is the same for every reader)."""
     form, filtered, qs = _history_query(request, table)
     sort = history_export.sort_of(request.GET.get("sort"))
-    columns = history_export.columns_of(request.GET.getlist("cols"))
+    columns, size = _remembered(request)
     q = query(request, ("page", "job"))
     # reachability moves with the clock and with VACUUM, not only with syncs: the rows are
     # cached per answer they show (or while it is being computed, until it is there)
-    digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}".encode()).hexdigest()[:32]
+    shown = f"{','.join(columns)}:{size}"
+    digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}:{shown}".encode()).hexdigest()[:32]
     reach_key = answer_token(table) if "readable" in columns else f"-:{cache_epoch()}"  # restore links move too
     html_key = f"hist:{synced_key(table)}:{reach_key}:{digest}"
     html = cache.get(html_key)
     if html is None:
-        paginator = Paginator(qs, HISTORY_PAGE_SIZE)
+        paginator = Paginator(qs, size)
         paginator.count = history_count(table, qs)  # the same for every page until the next sync
         page_obj = paginator.get_page(request.GET.get("page"))
         reach = reach_by_version(table) if page_obj.object_list and "readable" in columns else {}
@@ -102,7 +130,9 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         cache.set(html_key, html, CACHE_SECONDS)
     # the filter form (its widgets are most of the page's rendering) depends on nothing but
     # the table's synced state (the operations it suggests) and the query string
-    filters_key = f"hist-filters:{synced_key(table)}:{table.slug}:{hashlib.sha256(q.encode()).hexdigest()[:32]}"
+    filters_key = (
+        f"hist-filters:{synced_key(table)}:{table.slug}:{hashlib.sha256(f'{q}:{shown}'.encode()).hexdigest()[:32]}"
+    )
     filters = cache.get(filters_key)
     if filters is None:
         filters = render_to_string(
@@ -115,6 +145,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
                 "sort": sort,
                 "sorts": list(history_export.SORT_LABELS.items()),
                 "columns": [(c, label, c in columns) for c, label in history_export.COLUMNS.items()],
+                "sizes": PAGE_SIZES,
+                "size": size,
                 "export_query": query(request, ("page", "job", "cols")),
                 "request": request,
             },
@@ -156,6 +188,22 @@ def _sort_headers(request: HttpRequest, sort: str) -> dict[str, dict[str, str]]:
 def table_history(request: HttpRequest, slug: str) -> HttpResponse:
     """The History tab: DESCRIBE HISTORY, filtered, sorted and paged in the URL, full width."""
     table = table_of(slug)
+    at = request.GET.get("at", "").strip()
+    if at:  # jump to the page that holds a version
+        _form, _filtered, qs = _history_query(request, table)
+        _columns, size = _remembered(request)
+        page_no = (
+            _page_of_version(qs, int(at), history_export.sort_of(request.GET.get("sort")), size)
+            if at.isdigit() and len(at) < 19
+            else None
+        )
+        q = request.GET.copy()
+        q.pop("at")
+        if page_no is None:
+            messages.error(request, f"Version {at[:30]} is not in this history (or not in these filters).")
+        else:
+            q["page"] = str(page_no)
+        return redirect(f"{request.path}?{q.urlencode()}" + (f"#v{int(at)}" if page_no else ""))
     ctx = tab_context(request, table, "history")
     ctx.update(_history(request, table))
     ctx["has_expired"] = has_expired(table)
