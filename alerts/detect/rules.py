@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from alerts.detect.facts import CommitFacts
 from alerts.models import CustomRule, MetricOp, Severity
+from tables.delta.log.commit import ENGINE_INFO
 from tables.delta.snapshot.diff import schema_changes
 from tables.services.errors import printable
 
@@ -205,9 +206,14 @@ def _engine(text: str) -> str:
     return " ".join(part.split("/", 1)[0] for part in text.split())
 
 
+DELTAWEB_ENGINE = ENGINE_INFO.split("/")[0] + "/"  # the engineInfo of deltaweb's own commits
+
+
 def unknown_writer(facts: CommitFacts, _t: float | None) -> str | None:
     if not facts.earlier:
         return None
+    if facts.commit.operation == "RESTORE" and (facts.commit.engine_info or "").startswith(DELTAWEB_ENGINE):
+        return None  # deltaweb's own approved restore: on record as its request, not a stranger
     said = []
     engine = _engine(facts.commit.engine_info or "")
     engines = {_engine(c.engine_info) for c in facts.earlier if c.engine_info}

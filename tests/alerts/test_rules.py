@@ -213,3 +213,18 @@ def test_a_rule_on_a_spark_metric_fires_for_delta_rs_names(roots) -> None:
     sync_and_scan(table)
     assert f"custom:{rule.pk}" in fired(table)[1]
     assert "numDeletedRows=12 >= 10" in Alert.objects.get(table=table, rule=f"custom:{rule.pk}").explanation
+
+
+@pytest.mark.django_db
+def test_deltawebs_own_restore_is_not_an_unknown_writer(roots) -> None:
+    from tables.delta.restore.commit import commit_restore
+    from tables.delta.restore.plan import plan_restore
+
+    path = roots / "own"
+    for i in range(3):
+        deltalake.write_deltalake(str(path), pa.table({"id": [i]}), mode="append")
+    table = register_and_sync("own", path)
+    commit_restore(str(path), plan_restore(str(path), version=1))  # deltaweb's own writer
+    assert deltalake.DeltaTable(str(path)).history(1)[0]["operation"] == "RESTORE"
+    sync_and_scan(table)
+    assert not any("unknown_writer" in rules for rules in fired(table).values())
