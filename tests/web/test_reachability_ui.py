@@ -163,7 +163,7 @@ def _column(html: str) -> dict[int, str]:
 
     out = {}
     body = html.split('class="grid history"', 1)[1].split("</tbody>", 1)[0]
-    for row in body.split("<tr>")[2:]:
+    for row in re.split(r"<tr[^>]*>", body)[2:]:
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
         version = int(re.sub(r"<[^>]+>", " ", cells[0]).split()[0])
         out[version] = " ".join(re.sub(r"<[^>]+>", " ", cells[1]).split())
