@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import StorageError
-from tables.delta.storage.backends import Backend
+from tables.delta.storage.backends.registry import Backend
 
 if TYPE_CHECKING:
     from tables.delta.storage.location import ObjectLocation

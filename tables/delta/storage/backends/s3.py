@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tables.delta.storage.backends import Backend
+from tables.delta.storage.backends.registry import Backend
 
 if TYPE_CHECKING:
     from tables.delta.storage.location import ObjectLocation
