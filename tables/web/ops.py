@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from tables.services import health, metrics
+from tables.services.ops import health, metrics
 
 logger = logging.getLogger("tables.ops")
 

@@ -25,9 +25,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tables.models import Job, JobStatus, SyncState, Table
-from tables.services import fleet
 from tables.services.access import roles
 from tables.services.errors import ServiceError, error_body
+from tables.services.ops import fleet
 from tables.services.registration import register_table
 from tables.services.sync.store import start_sync
 from tables.web import pages

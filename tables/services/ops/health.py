@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from celery import current_app
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
@@ -43,8 +44,7 @@ def _cache() -> str:
 
 
 def _broker() -> str:
-    from deltaweb.celery import app
-
+    app = current_app  # the project's Celery app, as jobs.send uses it (no import of the project)
     if app.conf.task_always_eager:
         return "eager"
     with app.connection_for_write() as conn:
@@ -53,8 +53,7 @@ def _broker() -> str:
 
 
 def _workers() -> str:
-    from deltaweb.celery import app
-
+    app = current_app
     if app.conf.task_always_eager:
         return "eager"
     answers = app.control.ping(timeout=1.0)

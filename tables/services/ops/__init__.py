@@ -1,0 +1,1 @@
+"""What operators and the fleet view ask of the whole installation: readiness, metrics, and the tables list's per-table figures. May import the models and the other services; nothing here is a use case of one table."""
