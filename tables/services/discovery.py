@@ -28,7 +28,7 @@ from tables.delta.storage.boundary import as_storage
 from tables.models import DiscoverySource, Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError, from_delta, one_line
-from tables.services.registration import allowed_path, object_location, register_table
+from tables.services.registration import allowed_path, not_allowed, object_location, register_table
 
 MAX_NAME = 200
 
@@ -72,14 +72,6 @@ def _check_role(user) -> None:
         raise ServiceError("Discovering tables needs the analyst or approver role.", "permission_denied", 403)
 
 
-def _outside(where: str) -> ServiceError:
-    return ServiceError(
-        f"{where} is outside the allowed locations; ask an administrator to add it to DELTAWEB_ALLOWED_ROOTS.",
-        "location_not_allowed",
-        403,
-    )
-
-
 def _answer(source: dict[str, str], candidates: list[tuple[str, str]], **extra: Any) -> dict[str, Any]:
     """The preview of these (location, wanted name) candidates: new or registered, unique names."""
     locations = [loc for loc, _ in candidates]
@@ -106,7 +98,7 @@ def preview(prefix: str, user) -> dict[str, Any]:
     try:
         found = find_tables(storage)
     except delta_errors.PathOutsideRootsError as exc:
-        raise _outside(canonical) from exc
+        raise not_allowed(canonical) from exc
     except delta_errors.DeltaError as exc:
         raise from_delta(exc) from exc
     candidates = [(_join(canonical, key), _name_for(canonical, key)) for key in found.tables]

@@ -72,6 +72,16 @@ def object_location(location: str) -> str | None:
     return loc.uri()
 
 
+def not_allowed(location: str) -> ServiceError:
+    """The refusal of an object-store location (or prefix) outside the allowed ones."""
+    return ServiceError(
+        f"{location} is outside the allowed locations; ask an administrator to add a prefix of it to "
+        "DELTAWEB_ALLOWED_ROOTS.",
+        "location_not_allowed",
+        403,
+    )
+
+
 def _check_listable(location: str, object_store: bool) -> None:
     """A Delta table its storage lets us list (one listing, the one registration needs). For an
     object store this is also the check that it lies under an allowed prefix of its scheme."""
@@ -80,12 +90,7 @@ def _check_listable(location: str, object_store: bool) -> None:
     except delta_errors.PathOutsideRootsError as exc:
         if not object_store:
             raise from_delta(exc) from exc  # a log linked out of the roots: path_outside_roots
-        raise ServiceError(
-            f"{location} is outside the allowed locations; ask an administrator to add a prefix of it to "
-            "DELTAWEB_ALLOWED_ROOTS.",
-            "location_not_allowed",
-            403,
-        ) from exc
+        raise not_allowed(location) from exc
     except delta_errors.DeltaError as exc:
         raise from_delta(exc) from exc
 
@@ -115,12 +120,7 @@ def check_new_location(location: str) -> str:
         try:
             as_storage(uri).resolve("_delta_log")  # the boundary's own check of the allowed prefixes
         except delta_errors.PathOutsideRootsError as exc:
-            raise ServiceError(
-                f"{uri} is outside the allowed locations; ask an administrator to add a prefix of it to "
-                "DELTAWEB_ALLOWED_ROOTS.",
-                "location_not_allowed",
-                403,
-            ) from exc
+            raise not_allowed(uri) from exc
         return uri
     real = allowed_path(location)
     if real.exists() and not real.is_dir():
