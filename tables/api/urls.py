@@ -8,6 +8,7 @@ from tables.api.data_views import ChangesView, JobResultsView, RowDiffView, Vers
 from tables.api.discovery_views import DiscoverView
 from tables.api.errors import not_found_view
 from tables.api.owner_views import OwnerBackfillView, OwnerCommitsView
+from tables.api.schema_views import SchemaDiffView, SchemaTimelineView, TableSchemaView
 from tables.api.views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
 
 app_name = "api"
@@ -31,6 +32,10 @@ urlpatterns = [
     re_path(r"^tables/(?P<id>[^/]+)/changes/$", ChangesView.as_view(), name="table-changes"),
     re_path(r"^tables/(?P<id>[^/]+)/diff/rows/$", RowDiffView.as_view(), name="table-diff-rows"),
     re_path(r"^jobs/(?P<id>[0-9]{1,18})/results/$", JobResultsView.as_view(), name="job-results"),
+    # the schema's timeline, read from the log
+    re_path(r"^tables/(?P<id>[^/]+)/schema/$", TableSchemaView.as_view(), name="table-schema"),
+    re_path(r"^tables/(?P<id>[^/]+)/schema/timeline/$", SchemaTimelineView.as_view(), name="table-schema-timeline"),
+    re_path(r"^tables/(?P<id>[^/]+)/schema/diff/$", SchemaDiffView.as_view(), name="table-schema-diff"),
     # the commit-owner API (RestOwnerClient's paths, without a trailing slash)
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/commits$", OwnerCommitsView.as_view(), name="owner-commits"),
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/backfill$", OwnerBackfillView.as_view(), name="owner-backfill"),

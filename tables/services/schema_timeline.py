@@ -1,0 +1,94 @@
+"""The schema's timeline of a registered table, for its page and its API: every column's
+history, the schema as of a version with its CREATE TABLE, two versions' schemas compared.
+
+Read from the log (the truth) by the core's walk (tables.delta.history.schema_timeline),
+kept per table in this process and continued with the commits written since (a listing of
+the log's tail, not of the whole log): a table's schema history is walked once. A table
+deltaweb owns is walked with its ratified, un-backfilled commits, from the start each time
+(those are few). The commits' effective timestamps (ICT or file time) come from the cached
+history when it has them, so they read as they do on the History tab.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from threading import Lock
+from typing import Any
+
+from tables.delta.history import schema_timeline as core
+from tables.models import Commit, Table
+from tables.services.errors import ServiceError
+from tables.services.owner.access import owner_of
+
+_KEPT = 8  # tables whose timeline this process keeps
+_timelines: OrderedDict[tuple[int, str], core.SchemaTimeline] = OrderedDict()
+_lock = Lock()
+
+
+def _timeline(table: Table) -> core.SchemaTimeline:
+    """The table's timeline up to its latest commit: the kept one continued, else walked."""
+    owner = owner_of(table)
+    if owner is not None:
+        return core.schema_timeline(table.location, owner=owner)
+    key = (table.pk, table.location)
+    with _lock:
+        kept = _timelines.get(key)
+    tl = core.extend(kept, table.location) if kept is not None else core.schema_timeline(table.location)
+    with _lock:
+        _timelines[key] = tl
+        _timelines.move_to_end(key)
+        while len(_timelines) > _KEPT:
+            _timelines.popitem(last=False)
+    return tl
+
+
+def forget(table: Table | None = None) -> None:
+    """Drop the kept timelines (of one table, or all): tests, a table registered anew."""
+    with _lock:
+        for key in [k for k in _timelines if table is None or k[0] == table.pk]:
+            del _timelines[key]
+
+
+def _with_cached_times(table: Table, commits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The commits with the cached history's effective timestamp and its source, when the
+    sync has stored them (else the commitInfo's, source `commitInfo`)."""
+    rows = {
+        v: (ts, source)
+        for v, ts, source in Commit.objects.filter(
+            table=table, version__in=[c["version"] for c in commits]
+        ).values_list("version", "timestamp", "timestamp_source")
+    }
+    out = []
+    for c in commits:
+        ts, source = rows.get(c["version"], (None, None))
+        if ts is None:
+            ts, source = c["timestamp"], "commitInfo" if c["timestamp"] is not None else None
+        out.append({**c, "timestamp": ts, "timestampSource": source})
+    return out
+
+
+def schema_timeline(table: Table) -> dict[str, Any]:
+    """Every column's events (added, renamed, type_widened, type_changed, nullability_changed,
+    dropped) with the version they happened at, the table's own (partitioning, column mapping
+    mode, replaced), and those versions' commits."""
+    out = core.timeline_answer(_timeline(table))
+    out["commits"] = _with_cached_times(table, out["commits"])
+    return out
+
+
+def schema_as_of(table: Table, version: int | None = None) -> dict[str, Any]:
+    """The schema as of `version` (the latest when None): columns, partitioning, properties,
+    the commit that set it, and the CREATE TABLE that recreates it under the table's name."""
+    tl = _timeline(table)
+    out = core.schema_at(tl, tl.latest if version is None else version, table.name)
+    if out["commit"] is not None:
+        out["commit"] = _with_cached_times(table, [out["commit"]])[0]
+    out["latestVersion"], out["earliestVersion"] = tl.latest, tl.start
+    return out
+
+
+def schema_diff(table: Table, v_from: int, v_to: int) -> dict[str, Any]:
+    """Two versions' schemas compared, renames named when column mapping is on at both."""
+    if v_from > v_to:
+        raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
+    return core.diff_versions(_timeline(table), v_from, v_to)
