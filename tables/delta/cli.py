@@ -1,7 +1,7 @@
 """`delta`: the Delta core's command line and its stable JSON contract for scripts and tests.
 
-Subcommands: snapshot, history, resolve and timeline read a table; enable-ict and restore
-(without --dry-run) write one commit, nothing else writes. Every subcommand prints JSON with
+Subcommands: snapshot, history, resolve, timeline, reachability and row-history read a table;
+enable-ict and restore (without --dry-run) write one commit, nothing else writes. Every subcommand prints JSON with
 --json and a readable table without it. A failure exits with status 2 and one `error: ...`
 line on stderr, never a traceback.
 
@@ -29,7 +29,10 @@ from tables.delta.errors import DeltaError
 if TYPE_CHECKING:
     pass
 
-DESCRIPTION = "Read Delta tables: snapshot, history, resolve, timeline; enable-ict and restore write one commit."
+DESCRIPTION = (
+    "Read Delta tables: snapshot, history, resolve, timeline, reachability, row-history; "
+    "enable-ict and restore write one commit."
+)
 
 # exit statuses: 2 is the contract's failure; the others follow shell conventions
 EXIT_OK = 0
@@ -84,6 +87,16 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
         metavar="INTERVAL",
         help='also forecast which readable versions a VACUUM with this retention ("7 days") would break',
     )
+    p = cmd("row-history", "one row's inserts, updates and deletes over a range of versions, by its key")
+    p.add_argument(
+        "--key",
+        action="append",
+        required=True,
+        metavar="COLUMN=VALUE",
+        help="a key column and its value (repeat for a key of several columns); cast to the column's type",
+    )
+    p.add_argument("--from", dest="from_version", type=int, default=None, help="first version (default: earliest)")
+    p.add_argument("--to", dest="to_version", type=int, default=None, help="last version (default: latest)")
 
 
 def build_parser(prog: str = "delta") -> argparse.ArgumentParser:
@@ -170,6 +183,17 @@ def restore_payload(path: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     return {"dryRun": False, **result, "plan": plan.to_dict(files=False)}
 
 
+def key_pairs(given: Sequence[str]) -> list[tuple[str, str]]:
+    """`--key COLUMN=VALUE` options as (column, value text) pairs, split at the first `=`."""
+    pairs = []
+    for text in given:
+        name, sep, value = text.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--key {text[:80]!r} is not COLUMN=VALUE")
+        pairs.append((name, value))
+    return pairs
+
+
 def run(sub: str, opts: Mapping[str, Any]) -> Any:
     """The payload of subcommand `sub` with parsed options `opts` (raises on failure)."""
     path = opts["path"]
@@ -219,6 +243,11 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
                     f"--vacuum-retention {opts['vacuum_retention'][:40]!r} is not an interval, e.g. '7 days'"
                 )
         return reachability(path, at, vacuum_retention=retention).to_dict()
+    if sub == "row-history":
+        from tables.delta.history.row_history import row_history
+
+        pairs = key_pairs(opts.get("key") or ())
+        return row_history(path, pairs, opts.get("from_version"), opts.get("to_version")).to_dict()
     raise ValueError(f"unknown subcommand {sub}")
 
 
@@ -335,6 +364,8 @@ def as_text(sub: str, p: Any) -> str:
         return _restore_text(p)
     if sub == "reachability":
         return _reachability_text(p)
+    if sub == "row-history":
+        return _row_history_text(p)
     return orjson.dumps(p, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
@@ -363,6 +394,24 @@ def _reachability_text(p: dict[str, Any]) -> str:
         more = f" (and {len(broken) - MAX_FORECAST_SHOWN} older)" if len(broken) > MAX_FORECAST_SHOWN else ""
         text += head + (f": {shown}{more}\n" if broken else "\n")
     return text
+
+
+def _row_history_text(p: dict[str, Any]) -> str:
+    """One line per event: the changed columns with their values before -> after."""
+    key = ", ".join(f"{k}={_compact(v)}" for k, v in p["key"].items())
+    rows = []
+    for e in p["events"]:
+        if e["change"] == "update":
+            values = "; ".join(
+                f"{c}: {_compact(e['before'].get(c))} -> {_compact(e['after'].get(c))}" for c in e["changed"]
+            )
+        else:
+            values = _compact(e["after"] if e["change"] == "insert" else e["before"])
+        rows.append([e["version"], e["change"], e["timestamp"], e["user"], values])
+    text = f"key {key}: {len(p['events'])} event{'' if len(p['events']) == 1 else 's'}\n\n"
+    text += _table(["version", "change", "timestamp", "user", "values"], rows) if rows else "(no events)\n"
+    files = p["files"]
+    return text + f"\nfiles: {files['read']} read, {files['skipped']} skipped (partition values and statistics)\n"
 
 
 def _partition_text(values: dict[str, Any]) -> str:
