@@ -158,7 +158,14 @@ def _terminal_job(d: dict, headers: dict, job_id: int, sweep: bool = False) -> d
         body = r.json() if r is not None and r.status_code == 200 else {}
         return body if body.get("status") in ("succeeded", "failed", "skipped") else None
 
-    return wait_until(done, f"job {job_id}", timeout=600)
+    try:
+        return wait_until(done, f"job {job_id}", timeout=600)
+    except pytest.fail.Exception:
+        r = _get(f"{d['base']}/jobs/{job_id}/", headers)
+        # the servers' log without traceback frames: what each task did, in order
+        lines = [x for x in d["log"].read_text(errors="replace").splitlines() if x[:1] not in (" ", "")]
+        tail = "\n".join(lines[-80:])
+        pytest.fail(f"job {job_id} did not end: {r.text[:600] if r is not None else 'no answer'}\n{tail}")
 
 
 @RUNS

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import pyarrow as pa
 import pytest
@@ -280,3 +281,35 @@ def test_a_commit_nested_too_deep_fails_the_sync_naming_its_file(roots, monkeypa
     assert table.sync_state == "error" and want in table.last_error
     assert "unexpectedly" not in job.error
     assert sorted(Commit.objects.filter(table=table).values_list("version", flat=True)) == [0, 1]
+
+
+_real_prepare = sync_reads._prepare
+
+
+def _hangs_on_version_3(task):  # in a reader process (by name: the pool pickles it)
+    if task[0][0][0] == 3:
+        time.sleep(3600)
+    return _real_prepare(task)
+
+
+@pytest.mark.django_db
+def test_a_reader_process_that_hangs_costs_time_not_the_sync(roots, monkeypatch, caplog) -> None:
+    """A worker forks its readers from a process with threads: a child that inherits a lock
+    held elsewhere waits forever. Here one hangs on purpose on its second chunk: after the
+    timeout the sync reads the rest itself, and its rows equal a full sync's of the same log."""
+    path = roots / "t"
+    for i in range(9):
+        _write(path, i)
+    table = registration.register_table("t", str(path))
+    monkeypatch.setattr(sync, "BATCH", 3)
+    monkeypatch.setattr(sync, "reader_processes", lambda storage, commits: 2)
+    monkeypatch.setattr(sync_reads, "READER_TIMEOUT", 2.0)
+    monkeypatch.setattr(sync_reads, "_prepare", _hangs_on_version_3)
+    with caplog.at_level("WARNING", logger="tables.services.sync.reads"):
+        assert sync.sync_table(table.pk)["newCommits"] == 9
+    assert "reader processes gave no answer in 2.0 s" in caplog.text
+    monkeypatch.undo()
+    sync._kept.clear()
+    other = _full_sync_of_copy(roots, path, "copy")
+    assert _rows(table) == _rows(other)
+    assert sorted(Commit.objects.filter(table=table).values_list("version", flat=True)) == list(range(9))

@@ -10,6 +10,7 @@ while this process stores the batches before; the commits come back in order.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 from collections import deque
@@ -24,8 +25,11 @@ from tables.services.sync.commit_rows import info_values
 
 KEEP_BYTES = 1 << 20  # a bigger commit is read again for growth (memory-mapped when big)
 PROCESS_MIN = 10_000  # new commits of a local log from which processes read them
+READER_TIMEOUT = 60.0  # seconds a chunk may take in a reader process (about 0.1 s when well)
 Read = tuple[LogFile, bytes | None, CommitInfoRead | None]
 Infos = dict[int, list[Any]]  # info_values by version
+
+logger = logging.getLogger(__name__)
 
 
 def read_part(storage: Storage, lfs: list[LogFile]) -> list[Read]:
@@ -123,12 +127,18 @@ def _received(chunk: list[LogFile], prepared: list[tuple]) -> tuple[list[Read], 
 
 def prepared_in_processes(
     storage: Storage, chunks: list[list[LogFile]], keep_after: int, json_text: bool, processes: int
-) -> Iterator[tuple[list[Read], Infos]]:
+) -> Iterator[tuple[list[Read], Infos | None]]:
     """Each chunk's reads (bytes kept only past `keep_after`, commitInfo reduced to what the
     scan asks) and info_values, in order, from `processes` forked readers. At most two chunks
-    per process wait to be taken: memory stays bounded however long the log."""
+    per process wait to be taken: memory stays bounded however long the log.
+
+    A worker forks from a process with threads of its own (the pool's, heartbeats): a child
+    can inherit a lock some other thread held and wait on it forever. A chunk that does not
+    come back within READER_TIMEOUT seconds ends the readers, and this process reads the rest
+    itself (info_values None: the caller builds them), so the sync finishes either way."""
     tasks = [([(lf.version, lf.path) for lf in chunk], keep_after, json_text) for chunk in chunks]
     ctx = multiprocessing.get_context("fork")
+    done = 0
     with ctx.Pool(processes, initializer=_start, initargs=(storage,)) as pool:
         pending: deque = deque()
         sent = 0
@@ -136,4 +146,17 @@ def prepared_in_processes(
             while sent < len(tasks) and len(pending) < 2 * processes:
                 pending.append(pool.apply_async(_prepare, (tasks[sent],)))
                 sent += 1
-            yield _received(chunk, pending.popleft().get())
+            try:
+                prepared = pending.popleft().get(timeout=READER_TIMEOUT)
+            except multiprocessing.TimeoutError:
+                logger.warning(
+                    "reader processes gave no answer in %s s; this process reads the remaining %s chunks",
+                    READER_TIMEOUT,
+                    len(chunks) - done,
+                )
+                pool.terminate()
+                break
+            yield _received(chunk, prepared)
+            done += 1
+    for chunk in chunks[done:]:
+        yield read_commits(storage, chunk), None
