@@ -166,11 +166,12 @@ class JobKind(models.TextChoices):
     PREVIEW = "preview", "preview"
     CHANGES = "changes", "change data"
     ROWDIFF = "rowdiff", "row diff"
+    ROWHISTORY = "rowhistory", "row history"
 
     @classmethod
     def data_kinds(cls) -> tuple[str, ...]:
         """The kinds run on Spark whose results are rows (tables.services.data_jobs)."""
-        return (cls.PREVIEW, cls.CHANGES, cls.ROWDIFF)
+        return (cls.PREVIEW, cls.CHANGES, cls.ROWDIFF, cls.ROWHISTORY)
 
 
 class Job(models.Model):
