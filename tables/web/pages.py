@@ -9,6 +9,7 @@ from typing import Any
 from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
 from tables.delta.history.columns import SHOWN_COLUMNS, Column
 from tables.delta.history.timestamps import format_ms
+from tables.delta.snapshot.schema_diff import type_text
 from tables.models import Commit
 
 
@@ -81,22 +82,6 @@ def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
             "title": "it is read from a checkpoint that is not the state its commits give (another table's, or rewritten)",
         }
     return {"ok": False, "text": "not reproducible", "title": "its state cannot be rebuilt from the log"}
-
-
-def type_text(t: Any) -> str:
-    """A Delta schema type as text: primitives by name, nested types as compact JSON."""
-    if isinstance(t, str):
-        return t
-    if isinstance(t, dict):
-        kind = t.get("type")
-        if kind == "array":
-            return f"array<{type_text(t.get('elementType'))}>"
-        if kind == "map":
-            return f"map<{type_text(t.get('keyType'))}, {type_text(t.get('valueType'))}>"
-        if kind == "struct":
-            inner = ", ".join(f"{f.get('name')}: {type_text(f.get('type'))}" for f in t.get("fields") or [])
-            return f"struct<{inner}>"
-    return compact_json(t)
 
 
 def schema_rows(schema: dict[str, Any] | None, partition_columns: list[str]) -> list[dict[str, Any]]:
