@@ -28,6 +28,11 @@ Rules:
   commitInfo's userName, else its userId.
 - Values are read with the range's last schema: column mapping (name and id) gives the logical
   names, partition values come from the log, a column a file lacks is null.
+- Planning and reading are apart: `plan_row_history` decides from the log alone which files of
+  which versions are read (`RowPlan.reads`, every pruning decision above taken); a data engine
+  reads those files' rows with the key (`ParquetKeyReader` here with pyarrow, each file when the
+  replay first needs it; tables.spark.row_history on Spark) and `replay` turns them into
+  events, applying deletion vectors and row selections. `row_history` is the two with pyarrow.
 - `RowHistory.to_dict` is JSON-safe (`json_value`): dates and timestamps ISO-8601 (UTC ones
   with `Z`), decimals as strings, bytes as base64 (standard alphabet, padded), NaN and
   infinities as the strings "NaN", "Infinity", "-Infinity", maps with string keys as objects
@@ -42,7 +47,7 @@ import base64
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
@@ -55,6 +60,7 @@ import pyarrow.parquet as pq
 
 from tables.delta.errors import CorruptLogError, DeltaError, InvalidColumnsError, StorageError, at_version
 from tables.delta.history.timestamps import format_ms
+from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.log.listing import available_versions, list_log
 from tables.delta.restore.actions import log_add_actions
 from tables.delta.snapshot.changes import ChangeEntry, ChangePlan, canonical_path, commit_actions, plan_changes
@@ -310,50 +316,48 @@ def _without_views(table: pa.Table) -> pa.Table:
 
 
 @dataclass(slots=True)
-class _Layout:
+class RowLayout:
+    """What reading a file's rows needs of the range's last metadata: its top-level fields,
+    the column mapping mode and the partition columns."""
+
     fields: list[dict[str, Any]]
     mode: str
     partitions: list[PartitionColumn]
 
 
-class KeyReader:
-    """Reads the rows with the key from data and change data files, each file at most once,
-    and counts the files it read and those it skipped (each file counted once)."""
+def key_holds(values: Mapping[str, Any], keys: list[KeyColumn]) -> bool:
+    """Whether a row's logical values hold the key (the exact check: a boolean is never 1)."""
+    return all(_same(values.get(k.name), k.value) for k in keys)
 
-    def __init__(self, storage: Storage, layout: _Layout, keys: list[KeyColumn]) -> None:
+
+def logical_value(value: Any, dtype: Any, mode: str) -> Any:
+    """A value as Arrow gives it, under logical names (see `_logical`); for engines that read
+    the files themselves and return structs by logical name, `mode` is "none"."""
+    return _logical(value, dtype, mode)
+
+
+def file_partition_values(layout: RowLayout, values: Mapping[str, str | None] | None) -> dict[str, Any]:
+    """A file's partition columns by logical name, typed from the log ({} when unknown: the
+    file's own columns then stand for them, if it has any)."""
+    if values is None:
+        return {}
+    return {c.name: parse_partition_value(values.get(c.key), c.type, c.name) for c in layout.partitions}
+
+
+class ParquetKeyReader:
+    """Reads a file's rows with the key with pyarrow (what `row_history` reads with; a Spark
+    job reads the same files its own way), each file at most once."""
+
+    def __init__(self, storage: Storage, layout: RowLayout, keys: list[KeyColumn]) -> None:
         self.storage, self.layout, self.keys = storage, layout, keys
-        self.stats: dict[str, Any] = {}  # canonical path -> the stats its add carried
         self.read: dict[str, list[Match]] = {}
-        self.seen: set[str] = set()
-        self.dv_files: dict[str, bytes] = {}
 
-    @property
-    def skipped(self) -> int:
-        return len(self.seen) - len(self.read)
-
-    def skip(self, path: str) -> None:
-        self.seen.add(canonical_path(path))
-
-    def may_hold(self, path: str, values: Mapping[str, str | None] | None) -> bool:
-        if not partition_may_hold(values, self.keys):
-            return False
-        return stats_may_hold(parse_stats(self.stats.get(canonical_path(path))), self.keys)
-
-    def matches(self, path: str, values: Mapping[str, str | None] | None, cdc: bool = False) -> list[Match] | None:
-        """The file's rows with the key (before any deletion vector), None when pruned. Change
-        data files have no statistics: only their partition values prune them."""
-        ident = canonical_path(path)
-        self.seen.add(ident)
-        if ident in self.read:
-            return self.read[ident]
-        if not (partition_may_hold(values, self.keys) if cdc else self.may_hold(path, values)):
-            return None
-        found = self._read_file(path, values, cdc)
-        self.read[ident] = found
-        return found
-
-    def deleted_rows(self, dv: dict[str, Any] | None, path: str) -> np.ndarray:
-        return read_deletion_vector(self.storage, dv, f"{self.storage.display()}/{path}", self.dv_files)
+    def __call__(self, file: FileRead) -> list[Match]:
+        """The file's rows with the key (before any deletion vector), in file order."""
+        if file.ident not in self.read:
+            with self._open(file.path) as pf:  # closed at once: a long range opens many files
+                self.read[file.ident] = self._matches_in(pf, file.partition_values, file.cdc)
+        return self.read[file.ident]
 
     def _open(self, path: str) -> pq.ParquetFile:
         key = self.storage.resolve(path)
@@ -385,15 +389,11 @@ class KeyReader:
                 out[f["name"]] = col
         return out
 
-    def _read_file(self, path: str, values: Mapping[str, str | None] | None, cdc: bool) -> list[Match]:
-        with self._open(path) as pf:  # closed at once: a long range opens many files
-            return self._matches_in(pf, values, cdc)
-
     def _matches_in(self, pf: pq.ParquetFile, values: Mapping[str, str | None] | None, cdc: bool) -> list[Match]:
         """The file's rows with the key: the key columns read first, the other columns only
         when some row has the key."""
         columns = self._file_columns(pf.schema_arrow)
-        parts = self._partition_values(values)
+        parts = file_partition_values(self.layout, values)
         data_keys = [k for k in self.keys if k.name not in parts]
         if any(k.name not in columns for k in data_keys):
             return []  # a key column the file lacks reads as null: no row has the key
@@ -415,14 +415,9 @@ class KeyReader:
                     row[name] = parts[name]  # partition values come from the log, not the file
                 else:
                     row[name] = _logical(r.get(columns[name]), f["type"], self.layout.mode) if name in columns else None
-            if all(_same(row[k.name], k.value) for k in self.keys):
+            if key_holds(row, self.keys):
                 out.append(Match(int(i), row, r.get(CHANGE_TYPE_COLUMN) if cdc else None))
         return out
-
-    def _partition_values(self, values: Mapping[str, str | None] | None) -> dict[str, Any]:
-        if values is None:
-            return {}  # unknown (a remove without them): the file's own columns, if any
-        return {c.name: parse_partition_value(values.get(c.key), c.type, c.name) for c in self.layout.partitions}
 
 
 def select(matches: list[Match], rows: np.ndarray | None, only: bool) -> list[Match]:
@@ -431,6 +426,106 @@ def select(matches: list[Match], rows: np.ndarray | None, only: bool) -> list[Ma
         return [] if only else matches
     hit = np.isin(np.fromiter((m.index for m in matches), dtype=np.uint64, count=len(matches)), rows)
     return [m for m, h in zip(matches, hit, strict=True) if h == only]
+
+
+# --- the plan: which files of which versions are read -----------------------------------------
+# Every decision below is made from the log alone (partition values, statistics, change
+# entries), before any data file is opened: a data engine then reads exactly `RowPlan.reads`
+# (pyarrow here, Spark in tables.spark.row_history) and `replay` turns its rows into events.
+
+
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """A data or change data file the history reads (once), as the log first names it."""
+
+    path: str  # as in the log: URL-encoded, relative to the root or absolute
+    partition_values: Mapping[str, str | None] | None  # None: unknown (a remove without them)
+    cdc: bool = False
+
+    @property
+    def ident(self) -> str:
+        return canonical_path(self.path)
+
+
+@dataclass(slots=True)
+class StartFile:
+    """A file of the start version's snapshot that could hold the key, and its deletion vector."""
+
+    file: FileRead
+    deletion_vector: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class EntryRead:
+    """A change entry (`snapshot.changes`) of a version whose file could hold the key: its
+    change type and row selection, or, for a change data file, None (each row says its own)."""
+
+    file: FileRead
+    change_type: str | None
+    rows: np.ndarray | None = None
+    only: bool = False
+
+
+@dataclass(slots=True)
+class VersionPlan:
+    version: int
+    timestamp: int  # ms since the epoch, the commit timestamp rule's
+    user: str | None
+    start_files: list[StartFile] | None = None  # at the range's start: its snapshot's files
+    entries: list[EntryRead] = field(default_factory=list)  # after it: the version's changes
+
+
+@dataclass(slots=True)
+class RowPlan:
+    """What the history of one key over start..end reads, version by version."""
+
+    storage: Storage
+    metadata: Metadata  # as of `end`
+    protocol: Protocol  # as of `end`
+    layout: RowLayout
+    keys: list[KeyColumn]
+    start: int
+    end: int
+    versions: list[VersionPlan] = field(default_factory=list)
+    reads: dict[str, FileRead] = field(default_factory=dict)  # canonical path -> file, first need first
+    seen: set[str] = field(default_factory=set)  # every file considered (read or skipped)
+
+    @property
+    def files_read(self) -> int:
+        return len(self.reads)
+
+    @property
+    def files_skipped(self) -> int:
+        return len(self.seen) - len(self.reads)
+
+
+class _Pruner:
+    """Decides, file by file, whether a file could hold the key (each file's decision is taken
+    the first time it is read; a file read once is never read again)."""
+
+    def __init__(self, plan: RowPlan) -> None:
+        self.keys, self.reads, self.seen = plan.keys, plan.reads, plan.seen
+        self.stats: dict[str, Any] = {}  # canonical path -> the stats its add carried
+
+    def skip(self, path: str) -> None:
+        self.seen.add(canonical_path(path))
+
+    def may_hold(self, path: str, values: Mapping[str, str | None] | None) -> bool:
+        if not partition_may_hold(values, self.keys):
+            return False
+        return stats_may_hold(parse_stats(self.stats.get(canonical_path(path))), self.keys)
+
+    def read(self, path: str, values: Mapping[str, str | None] | None, cdc: bool = False) -> FileRead | None:
+        """The file to read, None when pruned. Change data files have no statistics: only
+        their partition values prune them."""
+        ident = canonical_path(path)
+        self.seen.add(ident)
+        if ident in self.reads:
+            return self.reads[ident]
+        if not (partition_may_hold(values, self.keys) if cdc else self.may_hold(path, values)):
+            return None
+        self.reads[ident] = FileRead(path, values, cdc)
+        return self.reads[ident]
 
 
 # --- the history --------------------------------------------------------------------------------
@@ -489,72 +584,6 @@ def event_between(version: int, before: dict | None, after: dict | None, ts: int
     return RowEvent(version, "update", before, after, changed, ts, user) if changed else None
 
 
-def _commit_facts(storage: Storage, version: int, reader: KeyReader) -> tuple[str | None, list[tuple[str, Any]]]:
-    """A commit's user, and the (path, partition values) of the files it added or removed with
-    dataChange; the statistics its adds carry are kept for pruning later versions too."""
-    user, touched = None, []
-    for name, body in commit_actions(storage, version):
-        if name == "commitInfo":
-            who = body.get("userName") or body.get("userId")
-            user = str(who)[:1000] if who is not None else None
-        elif name in ("add", "remove") and isinstance(body.get("path"), str):
-            ident = canonical_path(body["path"])
-            if body.get("stats") is not None and (name == "add" or ident not in reader.stats):
-                reader.stats[ident] = body["stats"]
-            if body.get("dataChange", True) is not False:
-                touched.append((body["path"], body.get("partitionValues") if "partitionValues" in body else None))
-    return user, touched
-
-
-def _start_rows(storage: Storage, reader: KeyReader, version: int, listing: Any) -> list[dict[str, Any]]:
-    """The rows with the key at `version`, from its snapshot: partitions pruned first (once per
-    distinct partition), then statistics (from the log's adds), then the survivors read with
-    their deletion vectors applied."""
-    snap = load_snapshot(storage, version, listing)
-    files = snap.files
-    if not files.num_rows:
-        return []
-    key_parts = [c for c in reader.layout.partitions if any(k.name == c.name for k in reader.keys)]
-    if key_parts:
-        which, parts = distinct_partitions(files, key_parts)
-        keep = np.array([partition_may_hold(p, reader.keys) for p in parts], dtype=bool)[which]
-        for path in files.column("path").filter(pa.array(~keep)).to_pylist():
-            reader.skip(path)
-        files = files.filter(pa.array(keep))
-    # the snapshot keeps replay's columns only: the stats come from the adds in the log
-    bodies, _found = log_add_actions(storage, snap, files)
-    rows: list[dict[str, Any]] = []
-    for body in bodies:
-        path = body["path"]
-        if body.get("stats") is not None:
-            reader.stats[canonical_path(path)] = body["stats"]
-        found = reader.matches(path, body.get("partitionValues"))
-        if found:
-            gone = reader.deleted_rows(body.get("deletionVector"), path)
-            rows += [m.values for m in select(found, gone, only=False)]
-    return rows
-
-
-def _version_changes(
-    reader: KeyReader, plan: ChangePlan, version: int, entries: list[ChangeEntry], touched: list[tuple[str, Any]]
-) -> list[tuple[str | None, Match]]:
-    """(change type, row) of the rows with the key a version changed: its change data files
-    when it has them (read only when one of its added or removed files could hold the key:
-    they carry no statistics of their own), else its files with their row selections."""
-    if plan.versions[version - plan.start].source == "cdc":
-        if touched and not any(reader.may_hold(path, values) for path, values in touched):
-            for e in entries:
-                reader.skip(e.path)
-            return []
-        return [(m.change_type, m) for e in entries for m in reader.matches(e.path, e.partition_values, cdc=True) or ()]
-    out: list[tuple[str | None, Match]] = []
-    for e in entries:
-        found = reader.matches(e.path, e.partition_values)
-        if found:
-            out += [(e.change_type, m) for m in select(found, e.rows, e.only)]
-    return out
-
-
 def _not_unique(storage: Storage, keys: list[KeyColumn], count: int, version: int) -> InvalidColumnsError:
     return InvalidColumnsError(
         f"{storage.display()}: key {_key_text(keys)} is not unique: {count} rows have it at version {version}; "
@@ -593,6 +622,163 @@ def _range(storage: Storage, listing: Any, start: int | None, end: int | None) -
     return (available[0] if start is None else start), (available[1] if end is None else end)
 
 
+def _commit_facts(storage: Storage, version: int, pruner: _Pruner) -> tuple[str | None, list[tuple[str, Any]]]:
+    """A commit's user, and the (path, partition values) of the files it added or removed with
+    dataChange; the statistics its adds carry are kept for pruning later versions too."""
+    user, touched = None, []
+    for name, body in commit_actions(storage, version):
+        if name == "commitInfo":
+            who = body.get("userName") or body.get("userId")
+            user = str(who)[:1000] if who is not None else None
+        elif name in ("add", "remove") and isinstance(body.get("path"), str):
+            ident = canonical_path(body["path"])
+            if body.get("stats") is not None and (name == "add" or ident not in pruner.stats):
+                pruner.stats[ident] = body["stats"]
+            if body.get("dataChange", True) is not False:
+                touched.append((body["path"], body.get("partitionValues") if "partitionValues" in body else None))
+    return user, touched
+
+
+def _start_files(storage: Storage, pruner: _Pruner, layout: RowLayout, version: int, listing: Any) -> list[StartFile]:
+    """The files of `version`'s snapshot that could hold the key: partitions pruned first (once
+    per distinct partition), then statistics (from the log's adds)."""
+    snap = load_snapshot(storage, version, listing)
+    files = snap.files
+    if not files.num_rows:
+        return []
+    key_parts = [c for c in layout.partitions if any(k.name == c.name for k in pruner.keys)]
+    if key_parts:
+        which, parts = distinct_partitions(files, key_parts)
+        keep = np.array([partition_may_hold(p, pruner.keys) for p in parts], dtype=bool)[which]
+        for path in files.column("path").filter(pa.array(~keep)).to_pylist():
+            pruner.skip(path)
+        files = files.filter(pa.array(keep))
+    # the snapshot keeps replay's columns only: the stats come from the adds in the log
+    bodies, _found = log_add_actions(storage, snap, files)
+    out = []
+    for body in bodies:
+        path = body["path"]
+        if body.get("stats") is not None:
+            pruner.stats[canonical_path(path)] = body["stats"]
+        file = pruner.read(path, body.get("partitionValues"))
+        if file is not None:
+            out.append(StartFile(file, body.get("deletionVector")))
+    return out
+
+
+def _version_entries(
+    pruner: _Pruner, changes: ChangePlan, version: int, entries: list[ChangeEntry], touched: list[tuple[str, Any]]
+) -> list[EntryRead]:
+    """The change entries of a version whose files could hold the key: its change data files
+    when it has them (read only when one of its added or removed files could hold the key:
+    they carry no statistics of their own), else its files with their row selections."""
+    out = []
+    if changes.versions[version - changes.start].source == "cdc":
+        if touched and not any(pruner.may_hold(path, values) for path, values in touched):
+            for e in entries:
+                pruner.skip(e.path)
+            return []
+        for e in entries:
+            if (file := pruner.read(e.path, e.partition_values, cdc=True)) is not None:
+                out.append(EntryRead(file, None))
+        return out
+    for e in entries:
+        if (file := pruner.read(e.path, e.partition_values)) is not None:
+            out.append(EntryRead(file, e.change_type, e.rows, e.only))
+    return out
+
+
+def plan_row_history(
+    location: str | Storage,
+    key: Mapping[str, Any] | Iterable[tuple[str, Any]],
+    start: int | None = None,
+    end: int | None = None,
+) -> RowPlan:
+    """Which files of which versions the history of the row with `key` reads (see the module's
+    rules), decided from the log alone; no data file is opened."""
+    storage = as_storage(location)
+    listing = list_log(storage)
+    start, end = _range(storage, listing, start, end)
+    changes = plan_changes(storage, start, end)
+    for protocol in [*changes.protocols, changes.protocol]:
+        check_reader_protocol(protocol, f"{storage.display()} between versions {start} and {end}")
+    mode = mapping_mode(changes.metadata, changes.protocol)
+    schema = changes.metadata.schema
+    layout = RowLayout(schema.get("fields", []), mode, partition_columns(changes.metadata, mode))
+    keys = parse_key(schema, mode, layout.partitions, _pairs(key))
+    plan = RowPlan(storage, changes.metadata, changes.protocol, layout, keys, start, end)
+    pruner = _Pruner(plan)
+    by_version: dict[int, list[ChangeEntry]] = {}
+    for e in changes.entries:
+        by_version.setdefault(e.version, []).append(e)
+    for v in range(start, end + 1):
+        with at_version(f"version {v}"):
+            user, touched = _commit_facts(storage, v, pruner)
+            step = VersionPlan(v, changes.timestamp(v), user)
+            if v == start:
+                step.start_files = _start_files(storage, pruner, layout, v, listing)
+            else:
+                step.entries = _version_entries(pruner, changes, v, by_version.get(v, []), touched)
+        plan.versions.append(step)
+    return plan
+
+
+# --- replaying the plan on the rows read ------------------------------------------------------
+
+# A data engine's answer for one planned file: its rows with the key, in file order, before
+# any deletion vector or row selection.
+ReadFile = Callable[[FileRead], list[Match]]
+
+
+def _start_rows(plan: RowPlan, files: list[StartFile], read: ReadFile, dv_files: dict[str, bytes]) -> list[dict]:
+    """The rows with the key at the start version: the files' rows less their deletion vectors
+    (a vector is read only for a file that holds the key)."""
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        found = read(f.file)
+        if found:
+            where = f"{plan.storage.display()}/{f.file.path}"
+            gone = read_deletion_vector(plan.storage, f.deletion_vector, where, dv_files)
+            rows += [m.values for m in select(found, gone, only=False)]
+    return rows
+
+
+def _changes_of(entries: list[EntryRead], read: ReadFile) -> list[tuple[str | None, Match]]:
+    """(change type, row) of the rows with the key a version changed."""
+    out: list[tuple[str | None, Match]] = []
+    for e in entries:
+        found = read(e.file)
+        if e.change_type is None:  # change data: every row, typed by its own _change_type
+            out += [(m.change_type, m) for m in found]
+        elif found:
+            out += [(e.change_type, m) for m in select(found, e.rows, e.only)]
+    return out
+
+
+def replay(plan: RowPlan, read: ReadFile) -> RowHistory:
+    """The history from the plan and the rows `read` gives for its files: the row carried from
+    version to version, an event where its values change."""
+    history = RowHistory({k.name: k.value for k in plan.keys}, plan.start, plan.end)
+    dv_files: dict[str, bytes] = {}
+    current: dict[str, Any] | None = None
+    for step in plan.versions:
+        v = step.version
+        with at_version(f"version {v}"):
+            if step.start_files is not None:
+                rows = _start_rows(plan, step.start_files, read, dv_files)
+                if len(rows) > 1:
+                    raise _not_unique(plan.storage, plan.keys, len(rows), v)
+                after = rows[0] if rows else None
+            else:
+                after = _next_row(plan.storage, plan.keys, current, _changes_of(step.entries, read), v)
+        event = event_between(v, current, after, step.timestamp, step.user)
+        if event is not None:
+            history.events.append(event)
+        current = after
+    history.files_read, history.files_skipped = plan.files_read, plan.files_skipped
+    return history
+
+
 def row_history(
     location: str | Storage,
     key: Mapping[str, Any] | Iterable[tuple[str, Any]],
@@ -600,40 +786,10 @@ def row_history(
     end: int | None = None,
 ) -> RowHistory:
     """The history of the row with `key` (column -> value text) in versions start..end
-    (default: the earliest version the log can rebuild .. the latest); see the module's rules."""
-    storage = as_storage(location)
-    listing = list_log(storage)
-    start, end = _range(storage, listing, start, end)
-    plan = plan_changes(storage, start, end)
-    for protocol in [*plan.protocols, plan.protocol]:
-        check_reader_protocol(protocol, f"{storage.display()} between versions {start} and {end}")
-    mode = mapping_mode(plan.metadata, plan.protocol)
-    schema = plan.metadata.schema
-    layout = _Layout(schema.get("fields", []), mode, partition_columns(plan.metadata, mode))
-    keys = parse_key(schema, mode, layout.partitions, _pairs(key))
-    reader = KeyReader(storage, layout, keys)
-    by_version: dict[int, list[ChangeEntry]] = {}
-    for e in plan.entries:
-        by_version.setdefault(e.version, []).append(e)
-    history = RowHistory({k.name: k.value for k in keys}, start, end)
-    current: dict[str, Any] | None = None
-    for v in range(start, end + 1):
-        with at_version(f"version {v}"):
-            user, touched = _commit_facts(storage, v, reader)
-            if v == start:
-                rows = _start_rows(storage, reader, v, listing)
-                if len(rows) > 1:
-                    raise _not_unique(storage, keys, len(rows), v)
-                after = rows[0] if rows else None
-            else:
-                changes = _version_changes(reader, plan, v, by_version.get(v, []), touched)
-                after = _next_row(storage, keys, current, changes, v)
-        event = event_between(v, current, after, plan.timestamp(v), user)
-        if event is not None:
-            history.events.append(event)
-        current = after
-    history.files_read, history.files_skipped = len(reader.read), reader.skipped
-    return history
+    (default: the earliest version the log can rebuild .. the latest); see the module's rules.
+    The planned files are read with pyarrow, each when the replay first needs it."""
+    plan = plan_row_history(location, key, start, end)
+    return replay(plan, ParquetKeyReader(plan.storage, plan.layout, plan.keys))
 
 
 def json_value(value: Any) -> Any:
