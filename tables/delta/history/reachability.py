@@ -195,6 +195,7 @@ class Interval:
     path: str
     dv_file: str | None
     key: str | None = None  # the file identity (path and deletion vector)
+    size: int | None = None  # the add's size in bytes (what a vanished file took)
 
 
 Events = list[tuple[int, str, dict[str, Any]]]  # (version, "protocol" or "metaData", body) in log order
@@ -228,7 +229,7 @@ def _run_files(
     return (pa.concat_tables(tables) if tables else pa.table({c: [] for c in _COLUMNS})), events
 
 
-_COLUMNS = ["version", "seq", "is_add", "path", "deletionVector"]
+_COLUMNS = ["version", "seq", "is_add", "path", "size", "deletionVector"]
 
 
 def file_intervals(
@@ -256,8 +257,9 @@ def extend_intervals(
     keys = identity_keys(files).to_pylist()
     paths = canonical_paths(files.column("path")).to_pylist()
     dvs = files.column("deletionVector").to_pylist()
-    for key, version, is_add, path, dv in zip(
-        keys, files.column("version").to_pylist(), files.column("is_add").to_pylist(), paths, dvs, strict=True
+    sizes = files.column("size").to_pylist()
+    for key, version, is_add, path, dv, size in zip(
+        keys, files.column("version").to_pylist(), files.column("is_add").to_pylist(), paths, dvs, sizes, strict=True
     ):
         version = max(version, first)  # checkpoint rows: active at the run's first version
         current = open_.pop(key, None)
@@ -266,7 +268,7 @@ def extend_intervals(
             if current.end > current.start:
                 closed.append(current)
         if is_add:
-            open_[key] = Interval(version, last + 1, path, deletion_vector_file(dv), key)
+            open_[key] = Interval(version, last + 1, path, deletion_vector_file(dv), key, size)
 
 
 def existing_files(storage: Storage) -> set[str]:
@@ -416,8 +418,10 @@ class ReachState:
     config: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
 
 
-def reach_state(location: str | Storage, listing: LogListing | None = None) -> ReachState:
-    """The full computation: every reproducible run replayed once, every file listed once."""
+def reach_state(location: str | Storage, listing: LogListing | None = None, *, list_files: bool = True) -> ReachState:
+    """The full computation: every reproducible run replayed once, every file listed once
+    (without `list_files`, the files are not listed: `listed` stays empty for the caller to
+    fill, as the sync's check of vanished files does on an object store)."""
     storage = as_storage(location)
     listing = listing or list_log(storage)
     latest, runs = reproducible_runs(listing)
@@ -457,22 +461,24 @@ def reach_state(location: str | Storage, listing: LogListing | None = None) -> R
         file_ret=file_ret,
         closed=closed,
         open_=open_,
-        listed=existing_files(storage),
+        listed=existing_files(storage) if list_files else set(),
         mismatches=mismatches,
         config=config,
     )
 
 
-def update_state(state: ReachState | None, location: str | Storage) -> ReachState:
+def update_state(state: ReachState | None, location: str | Storage, *, list_files: bool = True) -> ReachState:
     """The state after what changed since it was built: the new commits are read and extend
     the intervals, the file listing is taken again (names only) and compared. Falls back to
     the full computation when the old part of the log changed (log cleanup, a checkpoint
     written below the old latest version), a new commit changes the table's metadata or
-    protocol (its retention), or the new versions do not continue the last reproducible run."""
+    protocol (its retention), or the new versions do not continue the last reproducible run.
+    Without `list_files` the table's files are not listed again: `listed` is the last listing
+    (or empty), for callers that look at the files their own way."""
     storage = as_storage(location)
     listing = list_log(storage)
     if state is None:
-        return reach_state(storage, listing)
+        return reach_state(storage, listing, list_files=list_files)
     latest = latest_version(listing)
     commits = {c.version for c in listing.commits}
     checkpoints = {v for v, files in listing.checkpoints.items() if complete_checkpoint(files)}
@@ -489,9 +495,10 @@ def update_state(state: ReachState | None, location: str | Storage) -> ReachStat
         # moves on from: rare enough to compute again rather than to tell the two apart
         or (state.mismatches and any(v > old for v in checkpoints))
     ):
-        return reach_state(storage, listing)
+        return reach_state(storage, listing, list_files=list_files)
     if latest == old:
-        state.listed = existing_files(storage)
+        if list_files:
+            state.listed = existing_files(storage)
         state.updates += 1
         return state
     by_version = {c.version: c for c in listing.commits}
@@ -499,7 +506,7 @@ def update_state(state: ReachState | None, location: str | Storage) -> ReachStat
     blobs = storage.read_many([c.path for c in new])
     batch = read_json_actions([(storage.display(c.path), c.version, b) for c, b in zip(new, blobs, strict=True)], [])
     if any(name in ("metaData", "protocol") for _v, name, _b in batch.others):
-        return reach_state(storage, listing)
+        return reach_state(storage, listing, list_files=list_files)
     stamps = list(state.stamps)
     infos = {v: parse_commit_info(b, c) for v, c, b in zip(range(old + 1, latest + 1), new, blobs, strict=True)}
     prev = stamps[-1] if stamps else None
@@ -525,7 +532,8 @@ def update_state(state: ReachState | None, location: str | Storage) -> ReachStat
         budget = full_check_budget(batch.files.num_rows)
         state.mismatches.update(checked_checkpoints(storage, new_checkpoints, run, touched, events, hint, budget))
     state.latest, state.commits, state.checkpoints, state.stamps = latest, commits, checkpoints, stamps
-    state.listed = existing_files(storage)
+    if list_files:
+        state.listed = existing_files(storage)
     state.updates += 1
     return state
 
