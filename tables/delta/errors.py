@@ -89,6 +89,20 @@ class PathOutsideRootsError(StorageError):
     code = "path_outside_roots"
 
 
+class NotVersionedError(StorageError):
+    """Recovery from noncurrent object versions asked of a store that keeps none: not an
+    object store, a backend without versions, or a bucket whose versioning is not on."""
+
+    code = "store_not_versioned"
+
+
+class RecoveryError(StorageError):
+    """An object was not put back from its noncurrent version: a current object with other
+    bytes holds the key, another writer wrote it meanwhile, or the copy did not check out."""
+
+    code = "recovery_failed"
+
+
 @contextmanager
 def at_version(what: str) -> Iterator[None]:
     """Name the version (`what`, e.g. "version 3") in a refusal raised inside the block."""

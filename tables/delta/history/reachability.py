@@ -10,8 +10,10 @@ of the table's files, not a HEAD per file.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -36,6 +38,7 @@ from tables.delta.log.listing import (
     LOG_DIR,
     LogFile,
     LogListing,
+    build_segment,
     complete_checkpoint,
     latest_version,
     list_log,
@@ -112,12 +115,16 @@ class VersionReach:
     timestamp: int | None = None
     inside_log_retention: bool | None = None
     inside_file_retention: bool | None = None
+    # unreadable, and readable again once the noncurrent object versions of a versioned bucket
+    # are copied back (mark_recoverable); None when not asked (no versioned bucket)
+    recoverable: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "readable": self.readable,
             "restorable": self.restorable,
+            "recoverable": self.recoverable,
             "reason": self.reason,
             "missingFiles": {"count": self.missing_count, "paths": self.missing_files},
             "retention": {
@@ -659,3 +666,55 @@ def _timestamp(times: Any, version: int) -> int | None:
         return times.timestamp(version)[0]
     except (KeyError, DeltaError, OSError):
         return None
+
+
+# --- recovery: what the noncurrent versions of a versioned bucket would make readable again ------
+
+
+def recovery_state(state: ReachState, view: Storage, recovered: Iterable[str]) -> ReachState:
+    """The state as it would be were the `recovered` keys (relative to the table) back, `view`
+    being the storage that shows them. When none is in the log, only the listing of the
+    table's files changes (no replay); else the log itself differs, and the state is computed
+    again on the view."""
+    keys = set(recovered)
+    if any(k.startswith(LOG_DIR + "/") for k in keys):
+        return reach_state(view)
+    return dataclasses.replace(state, listed=state.listed | keys)
+
+
+def mark_recoverable(result: Reachability, recovered: Reachability | None) -> None:
+    """Mark each version of `result`: recoverable when unreadable now and readable in the
+    answer of the recovery state (`recovered`; None: nothing to recover, none is)."""
+    readable = {v.version for v in recovered.versions if v.readable} if recovered is not None else set()
+    for v in result.versions:
+        v.recoverable = not v.readable and v.version in readable
+
+
+def recovery_needs(state: ReachState, view: Storage, version: int) -> set[str]:
+    """Every key (relative to the table, decoded) `version` needs in the recovery state: its
+    log segment (checkpoint parts, and sidecars of a v2 checkpoint, the commits after it) and
+    the data and deletion-vector files active at it. Files the log names outside the table's
+    root are left out: they are not the table's to recover."""
+    listing = list_log(view)
+    segment = build_segment(view, listing, version)
+    keys = {c.path for c in segment.commits}
+    if segment.checkpoint:
+        keys.update(f.path for f in segment.checkpoint)
+        if any(f.v2 for f in segment.checkpoint):  # its sidecars: those the view lists
+            keys.update(view.list_tree(f"{LOG_DIR}/_sidecars"))
+    for iv in [*state.closed, *state.open_.values()]:
+        if iv.start <= version < iv.end:
+            for path in (iv.path, iv.dv_file):
+                key = _table_key(view, path) if path is not None else None
+                if key is not None:
+                    keys.add(key)
+    return keys
+
+
+def _table_key(storage: Storage, log_path: str) -> str | None:
+    """The key of a path the log names when it lies under the table's root, else None."""
+    try:
+        key = storage.resolve(log_path)
+    except (PathOutsideRootsError, DeltaError):
+        return None
+    return None if "://" in key else key

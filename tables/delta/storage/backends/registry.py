@@ -3,10 +3,10 @@ by URL scheme or store kind. The backend modules import this, never the package 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tables.delta.errors import StorageError
 
@@ -19,6 +19,45 @@ StoreBuilder = Callable[["ObjectLocation", dict[str, Any], dict[str, Any], Mappi
 HadoopAuthority = Callable[["ObjectLocation", Callable[[], Mapping[str, Any]]], str]
 # (location, options with lower-cased names, the authority of its Hadoop URIs) -> Hadoop configuration
 HadoopConf = Callable[["ObjectLocation", Mapping[str, str], str], dict[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """One version of an object in a versioned bucket (or a delete marker), as listed."""
+
+    key: str  # the object's path in its bucket
+    version_id: str
+    size: int
+    etag: str  # without quotes
+    last_modified: int  # ms
+    is_latest: bool
+    delete_marker: bool = False
+
+
+class VersionedBucket(Protocol):
+    """A bucket's object versions, for a store that keeps them (S3 with versioning): what
+    recovery from noncurrent versions asks of a backend. Keys are object paths in the bucket."""
+
+    def status(self) -> str | None:
+        """The bucket's versioning: "Enabled", "Suspended", or None when never turned on."""
+        ...
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        """Every version and delete marker of every object under `prefix`, newest first per key."""
+        ...
+
+    def read_version(self, key: str, version_id: str, range: tuple[int, int] | None = None) -> bytes:
+        """The bytes of one version (or `range` = (start, end) of them)."""
+        ...
+
+    def copy_back(self, key: str, source: ObjectVersion) -> dict[str, Any]:
+        """Make `source` the current object of `key` again, only if `key` has no current
+        object, and check the copy against `source`; a report of what was done."""
+        ...
+
+
+# (location, per-location options) -> the versions of the location's bucket
+VersionedFactory = Callable[["ObjectLocation", Mapping[str, Any]], VersionedBucket]
 
 
 def bucket_authority(loc: ObjectLocation, options: Callable[[], Mapping[str, Any]]) -> str:
@@ -69,6 +108,8 @@ class Backend:
     hadoop_authority: HadoopAuthority = bucket_authority
     # raises StorageError (without the location: the route names it) on options it cannot use
     hadoop_conf: HadoopConf = no_hadoop_conf
+    # the bucket's object versions (recovery from noncurrent versions); None: not supported
+    versioning: VersionedFactory | None = None
 
     def __repr__(self) -> str:
         return f"Backend({self.kind!r}, schemes={self.schemes!r})"

@@ -1,11 +1,13 @@
 """The S3 backend (AWS and S3-compatible servers): `s3://bucket/prefix` and `s3a://`, the AWS_*
-environment, obstore's S3Store, and hadoop-aws's per-bucket configuration for Spark."""
+environment, obstore's S3Store, hadoop-aws's per-bucket configuration for Spark, and the bucket's
+object versions (s3_versions.py) for recovery from noncurrent versions."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tables.delta.storage.backends import s3_versions
 from tables.delta.storage.backends.registry import Backend
 
 if TYPE_CHECKING:
@@ -74,4 +76,5 @@ BACKEND = Backend(
     hadoop_jar="hadoop-aws",
     hadoop_uncached=True,
     hadoop_conf=hadoop_conf,
+    versioning=s3_versions.versioned_bucket,
 )
