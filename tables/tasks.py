@@ -140,7 +140,7 @@ def backfill_managed_tables() -> dict[int, int | None]:
 
 def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progress) -> dict[str, Any]:
     """The Spark side of a data job (tables.services.data_jobs): the worker's long-lived session for
-    settings.SPARK_MASTER, then the preview, change data or keyed row diff job."""
+    settings.SPARK_MASTER, then the preview, change data, keyed row diff or row history job."""
     # pyspark is imported only by the worker that runs a Spark job, never by the web process
     from tables.spark.session import get_spark
 
@@ -162,6 +162,14 @@ def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progres
 
         progress(f"joining versions {params['from']} and {params['to']} on {', '.join(params['keys'])}", 1, 3)
         out = keyed_diff(spark, location, params["from"], params["to"], params["keys"], out_dir)
+    elif kind == "rowhistory":
+        from tables.spark.row_history import write_row_history
+
+        key = ", ".join(f"{k}={v}" for k, v in params["key"].items())
+        progress(f"planning the history of {key[:200]} in versions {params['from']}..{params['to']}", 1, 3)
+        out = write_row_history(
+            spark, location, params["key"], params["from"], params["to"], out_dir, lambda stage: progress(stage, 2, 3)
+        )
     else:
         raise ValueError(f"unknown data job kind {kind!r}")
     progress("written", 3, 3)
@@ -170,7 +178,8 @@ def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progres
 
 @shared_task(name=jobs.DATA_JOB_TASK, acks_late=True)
 def run_data_job(job_id: int) -> dict:
-    """Preview / change data / row diff on Spark; the claim makes a redelivered message a no-op."""
+    """Preview / change data / row diff / row history on Spark; the claim makes a redelivered
+    message a no-op."""
     with jobs.running(job_id):
         return data_jobs.run_job(job_id, spark_data_job)
 

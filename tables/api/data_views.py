@@ -1,4 +1,5 @@
-"""REST API for data on Spark: version previews, change data, keyed row diffs and job results.
+"""REST API for data on Spark: version previews, change data, keyed row diffs, one row's history
+and job results.
 
 Each view checks permissions (signed in, CanBrowse) and calls one function of
 tables.services.data_jobs. Starting a job is a POST and answers 202 with the job (poll /api/jobs/{id}/);
@@ -57,6 +58,25 @@ class RowDiffQuerySerializer(RangeQuerySerializer):
     )
 
 
+class RowHistoryRequestSerializer(serializers.Serializer):
+    key = serializers.DictField(
+        child=serializers.CharField(max_length=data_jobs.MAX_KEY_TEXT, allow_blank=True, trim_whitespace=False),
+        allow_empty=False,
+        help_text="The row's key: top-level columns of version `to` and their values as text, e.g. "
+        '{"id": "42"} or {"region": "eu", "day": "2024-01-31"} (byte, short, integer, long, string, date, '
+        "decimal or boolean columns; at most 32).",
+    )
+    to = serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The last version of the range.")
+
+
+s._add_field(
+    RowHistoryRequestSerializer,
+    "from",
+    serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The first version of the range."),
+    before="to",
+)
+
+
 class ColumnSerializer(serializers.Serializer):
     name = serializers.CharField()
     type = serializers.CharField(help_text="Delta's type name (long, string, decimal(10,2), struct<...>...).")
@@ -78,10 +98,17 @@ class PreviewPageSerializer(RowsPageSerializer):
 
 class ResultsPageSerializer(RowsPageSerializer):
     job = serializers.IntegerField()
-    kind = serializers.CharField(help_text="preview, changes or rowdiff")
+    kind = serializers.CharField(help_text="preview, changes, rowdiff or rowhistory")
     counts = serializers.JSONField(
         required=False,
-        help_text="changes: [{version, changeType, rows}]; rowdiff: {added, removed, changed}.",
+        help_text="changes: [{version, changeType, rows}]; rowdiff: {added, removed, changed}; "
+        "rowhistory: {insert, update, delete}.",
+    )
+    key = serializers.DictField(required=False, help_text="rowhistory: the row's key, typed (column -> value).")
+    files = serializers.DictField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="rowhistory: data files read and skipped (pruned by partition values and statistics).",
     )
     versions = serializers.JSONField(
         required=False, help_text="changes: each version's commit timestamp, its source and operation."
@@ -210,9 +237,37 @@ class RowDiffView(_DataView):
         return _accepted(request, job)
 
 
+class RowHistoryView(_DataView):
+    @extend_schema(
+        summary="Start the history of one row (by its key) over versions from..to",
+        parameters=[TABLE_ID],
+        request=RowHistoryRequestSerializer,
+        responses={202: JOB_202, **_errors(400, 401, 403, 404)},
+    )
+    def post(self, request, id: str):
+        """The versions of the range that inserted, updated or deleted the row with this key, each with
+        the row before and after, the columns that changed, who committed it and when (ICT-correct).
+        Only files whose partition values and statistics could hold the key are read, on Spark.
+        Answers 202 with the job (an identical one queued or running is joined; a finished one is
+        reused while its result is kept); page its events, newest first, at /api/jobs/{id}/results/:
+        rows {version, change, before, after (the row as JSON text), changed, timestamp, user}, with
+        `files` {read, skipped}. 400 invalid_range when from > to, invalid_keys for a column that is
+        not in version `to`, a type a key cannot have or a value its type cannot hold; 404
+        version_not_found. No job is created on an error. A key more than one row has fails the job
+        (its error says at which version)."""
+        table = _table(request, self, id)
+        ser = RowHistoryRequestSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        q = ser.validated_data
+        with transaction.atomic():
+            job = data_jobs.start_row_history(table, dict(q["key"]), q["from"], q["to"], user=request.user)
+        job.refresh_from_db()
+        return _accepted(request, job)
+
+
 class JobResultsView(_DataView):
     @extend_schema(
-        summary="A page of a finished data job's rows (preview, changes, rowdiff), with its counts",
+        summary="A page of a finished data job's rows (preview, changes, rowdiff, rowhistory), with its counts",
         parameters=[
             OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The job's id."),
             PageQuerySerializer,

@@ -4,7 +4,7 @@ from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
 from tables.api.auth_views import DocsView, SchemaView, TokenView
-from tables.api.data_views import ChangesView, JobResultsView, RowDiffView, VersionRowsView
+from tables.api.data_views import ChangesView, JobResultsView, RowDiffView, RowHistoryView, VersionRowsView
 from tables.api.discovery_views import DiscoverView
 from tables.api.errors import not_found_view
 from tables.api.owner_views import OwnerBackfillView, OwnerCommitsView
@@ -25,12 +25,13 @@ urlpatterns = [
     path("docs/", DocsView.as_view(url_name="api:schema"), name="docs"),
     *router.urls,
     path("discover/", DiscoverView.as_view(), name="discover"),
-    # data on Spark: previews, change data, keyed row diffs and the pages of their results
+    # data on Spark: previews, change data, keyed row diffs, row histories and the pages of their results
     re_path(
         r"^tables/(?P<id>[^/]+)/versions/(?P<version>[^/]+)/rows/$", VersionRowsView.as_view(), name="version-rows"
     ),
     re_path(r"^tables/(?P<id>[^/]+)/changes/$", ChangesView.as_view(), name="table-changes"),
     re_path(r"^tables/(?P<id>[^/]+)/diff/rows/$", RowDiffView.as_view(), name="table-diff-rows"),
+    re_path(r"^tables/(?P<id>[^/]+)/row-history/$", RowHistoryView.as_view(), name="table-row-history"),
     re_path(r"^jobs/(?P<id>[0-9]{1,18})/results/$", JobResultsView.as_view(), name="job-results"),
     # the schema's timeline, read from the log
     re_path(r"^tables/(?P<id>[^/]+)/schema/$", TableSchemaView.as_view(), name="table-schema"),

@@ -1,8 +1,10 @@
-"""Data jobs on Spark: version previews, change data and keyed row diffs (use cases).
+"""Data jobs on Spark: version previews, change data, keyed row diffs and one row's history
+(use cases).
 
-Each job is a Job row first (kind "preview", "changes" or "rowdiff", its parameters in
-`Job.params`), created here after the request has been validated (a bad range, an unknown
-key column or a missing version raise ServiceError and create nothing), then enqueued on
+Each job is a Job row first (kind "preview", "changes", "rowdiff" or "rowhistory", its
+parameters in `Job.params`), created here after the request has been validated (a bad range,
+an unknown key column, a key value its column's type cannot hold or a missing version raise
+ServiceError and create nothing), then enqueued on
 commit (tables.services.jobs). The Celery task (tables.tasks) hands `run_job` the Spark function;
 `run_job` claims the row and moves it through
 running -> succeeded/failed with its stages and progress, gives the job its own result
@@ -16,11 +18,13 @@ Jobs start only on purpose (a POST): reading a result never starts or re-runs on
 identical job already queued or running is joined, not duplicated (tables.services.jobs.create_or_join,
 backed by the database's rule on kind, table and parameters). Previews are also cached per
 (table, version): starting a preview when a succeeded one exists (its file still there)
-returns that job. A failed job stays failed until a user starts it again.
+returns that job. A row's history is cached the same way per (table, key, range): the
+versions of a range never change. A failed job stays failed until a user starts it again.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -29,15 +33,19 @@ from typing import Any
 from django.conf import settings
 
 from tables.delta import errors as delta_errors
-from tables.models import Job, JobKind, JobStatus, Table
+from tables.delta.history.row_history import json_value, parse_key
+from tables.delta.snapshot.columnmapping import mapping_mode
+from tables.delta.snapshot.partitions import partition_columns
+from tables.models import Job, JobKind, JobStatus, Table, params_hash
 from tables.services import jobs
-from tables.services.errors import ServiceError, is_spark_error, one_line, spark_failure
+from tables.services.errors import ServiceError, is_spark_error, one_line, public_message, spark_failure
 from tables.services.results import read_page
 from tables.services.versions import snapshot_at
 
-PREVIEW, CHANGES, ROWDIFF = JobKind.PREVIEW, JobKind.CHANGES, JobKind.ROWDIFF
+PREVIEW, CHANGES, ROWDIFF, ROWHISTORY = JobKind.PREVIEW, JobKind.CHANGES, JobKind.ROWDIFF, JobKind.ROWHISTORY
 DATA_KINDS = JobKind.data_kinds()
 MAX_KEYS = 32
+MAX_KEY_TEXT = 1000  # characters of one key value
 
 # A Spark function run by a task: (table location, job parameters, out_dir, progress) -> summary.
 Progress = Callable[[str, int, int | None], None]
@@ -158,6 +166,60 @@ def start_row_diff(table: Table, v_from: int, v_to: int, keys: str | list[str] |
     return _start(table, ROWDIFF, {"from": v_from, "to": v_to, "keys": keys}, user)
 
 
+def _row_key(table: Table, snap, key: dict[str, str]) -> dict[str, str]:
+    """The key checked against the version's schema (the range's last: the core reads with it)
+    and its values cast to their columns' types, as canonical text in the schema's order
+    ("2.250" and "2.25" name the same decimal key, hence the same job)."""
+    if not isinstance(key, dict) or not key:
+        raise ServiceError("Give the row's key: one or more columns with their values.", "invalid_keys")
+    if len(key) > MAX_KEYS:
+        raise ServiceError(f"At most {MAX_KEYS} key columns, got {len(key)}.", "invalid_keys")
+    for name, text in key.items():
+        if not isinstance(name, str) or not isinstance(text, str) or len(text) > MAX_KEY_TEXT:
+            raise ServiceError(
+                f"Key values are text of at most {MAX_KEY_TEXT} characters (column {str(name)[:80]!r}).",
+                "invalid_keys",
+                columns=[str(name)[:200]],
+            )
+    mode = mapping_mode(snap.metadata, snap.protocol)
+    schema = snap.metadata.schema
+    try:
+        keys = parse_key(schema, mode, partition_columns(snap.metadata, mode), list(key.items()))
+    except delta_errors.InvalidColumnsError as exc:
+        column = exc.details.get("column")
+        raise ServiceError(
+            public_message(exc.message, table), "invalid_keys", columns=[str(column)[:200]] if column else []
+        ) from exc
+    order = {f.get("name"): i for i, f in enumerate(schema.get("fields") or [])}
+    out = {}
+    for k in sorted(keys, key=lambda k: order.get(k.name, 0)):
+        value = json_value(k.value)
+        out[k.name] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+def cached_row_history(table: Table, params: dict[str, Any]) -> Job | None:
+    """The newest succeeded row history of these parameters whose result is still there."""
+    for job in Job.objects.filter(
+        table=table, kind=ROWHISTORY, status=JobStatus.SUCCEEDED, params_hash=params_hash(params)
+    ).order_by("-pk")[:5]:
+        path = (job.result or {}).get("path")
+        if path and Path(path).exists():
+            return job
+    return None
+
+
+def start_row_history(table: Table, key: dict[str, str], v_from: int, v_to: int, user=None) -> Job:
+    """The history of the row with `key` (column -> value as text) in versions v_from..v_to: the
+    cached result, the identical job queued or running, or a new job. Key columns must be
+    top-level columns of version `v_to` of a type a key can have; nothing is created otherwise."""
+    if v_from > v_to:
+        raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
+    _a, b = _check_range(table, v_from, v_to)
+    params = {"key": _row_key(table, b, key), "from": v_from, "to": v_to}
+    return cached_row_history(table, params) or _start(table, ROWHISTORY, params, user)
+
+
 # --- running jobs (called by the Celery task with the Spark function) ---------------------------
 
 
@@ -218,7 +280,7 @@ def result_page(job: Job, offset: int, limit: int) -> dict[str, Any]:
         raise ServiceError(f"The results of job {job.pk} are gone; start the job again.", "results_gone", 410)
     page = read_page(path, offset, limit)
     out: dict[str, Any] = {"job": job.pk, "kind": job.kind, **page}
-    for key in ("counts", "versions", "compared", "keys", "from", "to", "start", "end", "version"):
+    for key in ("counts", "versions", "compared", "keys", "key", "files", "from", "to", "start", "end", "version"):
         if key in result:
             out[key] = result[key]
     if job.kind == PREVIEW:

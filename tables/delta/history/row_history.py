@@ -482,6 +482,7 @@ class RowPlan:
     storage: Storage
     metadata: Metadata  # as of `end`
     protocol: Protocol  # as of `end`
+    protocols: list[Protocol]  # every protocol in force at some version of the range
     layout: RowLayout
     keys: list[KeyColumn]
     start: int
@@ -706,7 +707,7 @@ def plan_row_history(
     schema = changes.metadata.schema
     layout = RowLayout(schema.get("fields", []), mode, partition_columns(changes.metadata, mode))
     keys = parse_key(schema, mode, layout.partitions, _pairs(key))
-    plan = RowPlan(storage, changes.metadata, changes.protocol, layout, keys, start, end)
+    plan = RowPlan(storage, changes.metadata, changes.protocol, changes.protocols, layout, keys, start, end)
     pruner = _Pruner(plan)
     by_version: dict[int, list[ChangeEntry]] = {}
     for e in changes.entries:
