@@ -242,6 +242,15 @@ DELTAWEB_PROBE_MAX_BATCHES = int(env("DELTAWEB_PROBE_MAX_BATCHES", "40"))
 DELTAWEB_SYNC_BACKOFF_MAX_SECONDS = float(env("DELTAWEB_SYNC_BACKOFF_MAX_SECONDS", "21600"))
 # above this many versions pages show reachability computed in the background, never waiting
 DELTAWEB_REACHABILITY_INLINE_VERSIONS = int(env("DELTAWEB_REACHABILITY_INLINE_VERSIONS", "5000"))
+# Each sync looks for files the log still references that are gone (VACUUM, or anyone): a local
+# table is listed every sync; an object store every N syncs (and at once after a VACUUM commit)
+# asks about a sample of the files a VACUUM would delete first, and lists the table only when
+# one is gone (see docs/fleet.md, "Files removed outside the log").
+DELTAWEB_VACUUM_CHECK = env_bool("DELTAWEB_VACUUM_CHECK", True)
+DELTAWEB_VACUUM_CHECK_EVERY_SYNCS = int(env("DELTAWEB_VACUUM_CHECK_EVERY_SYNCS", "10"))
+DELTAWEB_VACUUM_CHECK_SAMPLE = int(env("DELTAWEB_VACUUM_CHECK_SAMPLE", "16"))
+DELTAWEB_VACUUM_CHECK_LIST_ON_MISS = env_bool("DELTAWEB_VACUUM_CHECK_LIST_ON_MISS", True)
+DELTAWEB_VACUUM_MISSING_KEPT = int(env("DELTAWEB_VACUUM_MISSING_KEPT", "500000"))
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 # Job state lives on Job rows in the database, so task results are not stored anywhere else.

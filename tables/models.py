@@ -138,6 +138,61 @@ class Anomaly(models.Model):
         ordering = ["version", "kind"]
 
 
+class FileLook(models.Model):
+    """The sync's last look at the files a table's log still references (tables.services.sync
+    .vanished): compact, never the file list itself. The missing files are kept as sorted
+    64-bit hashes of their paths while they are few enough (DELTAWEB_VACUUM_MISSING_KEPT)."""
+
+    table = models.OneToOneField(Table, on_delete=models.CASCADE, related_name="file_look")
+    version = models.BigIntegerField(help_text="the latest version at the look")
+    looked_at = models.DateTimeField()
+    listed_at = models.DateTimeField(null=True, blank=True, help_text="the last look that listed the whole table")
+    syncs_since = models.PositiveIntegerField(default=0, help_text="syncs since the look (object stores look every N)")
+    referenced = models.BigIntegerField(default=0, help_text="files of the versions still in the log")
+    missing = models.BigIntegerField(default=0)
+    missing_bytes = models.BigIntegerField(default=0)
+    missing_digest = models.CharField(max_length=16, blank=True, help_text="the sum of the missing files' hashes")
+    missing_hashes = models.BinaryField(null=True, blank=True, help_text="sorted big-endian uint64, 8 bytes a file")
+    unreadable = models.JSONField(
+        default=list, blank=True, help_text="[[first, last], ...] unreadable for missing files"
+    )
+    complete = models.BooleanField(default=True, help_text="the missing files come from a listing (else a sample)")
+
+    def __str__(self) -> str:
+        return f"{self.table_id}@{self.version}: {self.missing} of {self.referenced} missing"
+
+
+class FileRemovalEvent(models.Model):
+    """Referenced files found gone from storage outside the log (a VACUUM, or anyone), with
+    the versions that became unreadable; linked to the VACUUM commits around it."""
+
+    table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="file_removals")
+    noticed_at = models.DateTimeField()
+    version = models.BigIntegerField(help_text="the latest version when noticed")
+    previous_version = models.BigIntegerField(null=True, blank=True, help_text="the version of the look before")
+    files = models.BigIntegerField()
+    bytes = models.BigIntegerField()
+    paths = models.JSONField(default=list, blank=True, help_text="the first vanished paths (at most 20)")
+    unreadable = models.JSONField(default=list, blank=True, help_text="[[first, last], ...] of versions")
+    unreadable_count = models.BigIntegerField(default=0)
+    unreadable_from = models.BigIntegerField(null=True, blank=True)
+    unreadable_to = models.BigIntegerField(null=True, blank=True)
+    vacuum_start_version = models.BigIntegerField(null=True, blank=True)
+    vacuum_end_version = models.BigIntegerField(null=True, blank=True)
+    vacuum_user = models.CharField(max_length=500, blank=True, help_text="userName (or userId) of the VACUUM commit")
+    vacuum_timestamp = models.BigIntegerField(null=True, blank=True, help_text="the VACUUM commit's time, ms")
+    vacuum_deleted_files = models.BigIntegerField(null=True, blank=True, help_text="as its operationMetrics say")
+    complete = models.BooleanField(default=True, help_text="counted from a listing of the table (else a sample)")
+    exact = models.BooleanField(default=True, help_text="files compared one by one (else counts compared)")
+
+    class Meta:
+        ordering = ["-version", "-id"]
+        indexes = [models.Index(fields=["table", "version"])]
+
+    def __str__(self) -> str:
+        return f"{self.table_id}@{self.version}: {self.files} files gone"
+
+
 class JobStatus(models.TextChoices):
     QUEUED = "queued", "queued"
     RUNNING = "running", "running"

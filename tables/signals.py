@@ -7,6 +7,10 @@ from django.dispatch import Signal
 # list of int), first_sync (bool: the table's past, stored once, is no news)
 commits_stored = Signal()
 
+# sent by the sync's look at the table's files, in the transaction that stores the event, when
+# files the log still references were found gone: table (a Table), event (a FileRemovalEvent)
+files_removed = Signal()
+
 # sent by the daily pruning (tables.services.retention) with before (a datetime): a receiver
 # deletes its own operational rows older than that and answers {what: how many}
 prune = Signal()

@@ -13,8 +13,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
@@ -26,6 +27,7 @@ from tables.services.errors import ServiceError, from_delta
 from tables.services.history.query import synced_key
 
 CACHE_SECONDS = 300
+T = TypeVar("T")
 RETENTION_HELP = 'Give a retention such as "7 days", "interval 1 week" or "24 hours".'
 
 
@@ -203,6 +205,17 @@ def _compute(location: str, now: int, vacuum_retention: int | None) -> Reachabil
         state = update_state(state, location)
         _keep_newest(_states, location, state)
         return answer(state, location, now, vacuum_retention)
+
+
+def with_file_state(location: str, use: Callable[[ReachState], T]) -> T:
+    """`use` run on the table's kept state brought up to date without listing the table's files
+    (the sync's look at vanished files lists them itself, or asks about a few), under the kept
+    states' lock: the state is this process's, shared with the pages' answers."""
+    with _states_lock:
+        state = _states.pop(location, None)
+        state = update_state(state, location, list_files=False)
+        _keep_newest(_states, location, state)
+        return use(state)
 
 
 def version_reachability(table: Table, version: int, *, wait: bool = True) -> dict[str, Any] | None:

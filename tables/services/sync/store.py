@@ -35,7 +35,7 @@ from tables.models import Anomaly, Commit, Job, JobKind, SyncState, Table
 from tables.services import faults, jobs, reachability
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
-from tables.services.sync import schedule
+from tables.services.sync import schedule, vanished
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
 from tables.services.sync.reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
 
@@ -263,6 +263,8 @@ def _store(
     _after_batches(table, job, times, kept, start)
     faults.reached("sync-stored")
     _mark_synced(table, times, kept, start)
+    jobs.progress(job, "looking for files removed outside the log")
+    vanished.check_after_sync(table, times.latest, start.new_versions)
     if files is not None and (start.new_versions or kept is not None):
         _keep(table, times, files)  # a sync rolled back leaves another last version: not continued
     return {"latestVersion": times.latest, "newCommits": total, "commitReads": times.reader.reads}
