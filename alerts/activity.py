@@ -91,10 +91,13 @@ def alerts_of(f: FeedFilter) -> QuerySet[Alert]:
 
 
 def etag(f: FeedFilter) -> str:
-    """Changes whenever a commit or alert the filter selects is added (or the filter changes)."""
+    """Changes whenever a commit or alert the filter selects is added (or the filter changes),
+    and, with a table, when its sync moves on: a first sync stores its last commit row before it
+    marks the table synced, and a page waiting for that mark must not be told "nothing new"."""
     c = commits_of(f).aggregate(m=Max("pk"))["m"] if f.kind in ("all", "commits") else 0
     a = alerts_of(f).aggregate(m=Max("pk"))["m"] if f.kind in ("all", "alerts") else 0
-    digest = hashlib.sha256(f"{f.key()}|{c}|{a}".encode()).hexdigest()[:24]
+    synced = f.table.last_synced_version if f.table is not None else ""
+    digest = hashlib.sha256(f"{f.key()}|{c}|{a}|{synced}".encode()).hexdigest()[:24]
     return f'W/"{digest}"'
 
 
@@ -130,8 +133,12 @@ def alert_item(a: Alert) -> dict[str, Any]:
 
 
 def feed(f: FeedFilter) -> dict[str, Any]:
-    """The newest commits (by when they were stored) and alerts the filter selects."""
+    """The newest commits (by when they were stored) and alerts the filter selects; with a
+    table, also the version its last finished sync reached (None before its first): a page
+    opened before the first sync counts as new only the commits after it."""
     out: dict[str, Any] = {"commits": [], "alerts": []}
+    if f.table is not None:
+        out["syncedVersion"] = f.table.last_synced_version
     if f.kind in ("all", "commits"):
         out["commits"] = [commit_item(c) for c in commits_of(f).order_by("-pk")[: f.limit]]
     if f.kind in ("all", "alerts"):

@@ -183,3 +183,8 @@ class FeedAlertSerializer(serializers.Serializer):
 class FeedSerializer(serializers.Serializer):
     commits = FeedCommitSerializer(many=True)
     alerts = FeedAlertSerializer(many=True)
+    syncedVersion = serializers.IntegerField(
+        allow_null=True,
+        required=False,
+        help_text="with table: the version the table's last finished sync reached (null before its first sync)",
+    )

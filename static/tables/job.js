@@ -1,5 +1,7 @@
 // Polls a job's JSON (/jobs/<id>.json) every second and updates the progress fragment
-// until the job reaches a terminal state. Plain DOM, textContent only.
+// until the job reaches a terminal state. Plain DOM, textContent only. When a sync ends, the
+// page's labels of its table's sync state ([data-sync-badge="<slug>"]) take the state the
+// table is in now, so they never say "syncing" beside a finished job.
 (function () {
   "use strict";
   var box = document.getElementById("job-progress");
@@ -22,6 +24,19 @@
     err.hidden = !job.error;
     field("done").hidden = job.status !== "succeeded";
     box.setAttribute("data-status", job.status);
+    if (job.terminal && job.tableSync) { showSyncState(job.table, job.tableSync); }
+  }
+  function showSyncState(slug, sync) {
+    Array.prototype.forEach.call(document.querySelectorAll("[data-sync-badge]"), function (badge) {
+      if (badge.getAttribute("data-sync-badge") !== slug) { return; }
+      badge.textContent = sync.label;
+      badge.className = "badge state-" + sync.state;
+    });
+    Array.prototype.forEach.call(document.querySelectorAll("[data-sync-note]"), function (note) {
+      if (note.getAttribute("data-sync-note") === slug && sync.state === "ok") {
+        note.textContent = "The first sync finished: reload the page to see the table's history.";
+      }
+    });
   }
   // the finished job's rows: a page of its own URL (only the #fragment differs) is reloaded,
   // since assigning it would only scroll

@@ -24,7 +24,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from tables.models import Job, JobStatus, SyncState, Table
+from tables.models import Job, JobKind, JobStatus, SyncState, Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError, error_body
 from tables.services.ops import fleet
@@ -188,7 +188,12 @@ def job_status(request: HttpRequest, pk: int) -> JsonResponse:
     if job is None:
         resp = JsonResponse(error_body("not_found", f"There is no job {pk}."), status=404)
     else:
-        resp = JsonResponse(pages.job_payload(job))
+        payload = pages.job_payload(job)
+        if job.kind == JobKind.SYNC and job.table_id:
+            # the table's sync state as it is now: the page's label follows the job's end (job.js)
+            t = job.table
+            payload["tableSync"] = {"state": t.sync_state, "label": t.get_sync_state_display()}
+        resp = JsonResponse(payload)
     resp["Cache-Control"] = "no-store"
     return resp
 

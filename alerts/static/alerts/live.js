@@ -6,6 +6,9 @@
 //   data-mode     "feed" (the activity page: replace both lists) or "table" (a table page:
 //                 list commits newer than data-after and say how many arrived)
 //   data-interval seconds between polls (default 5)
+//   data-baseline "sync" (a table page opened before the table's first sync ended): nothing is
+//                 new until the answer's syncedVersion says the first sync ended; the commits
+//                 up to it are the table's history, only later ones are listed as new
 (function () {
   "use strict";
   function text(tag, value, cls) {
@@ -50,8 +53,21 @@
     var mode = box.getAttribute("data-mode") || "feed";
     var every = (parseFloat(box.getAttribute("data-interval")) || 5) * 1000;
     var tag = null;
+    var waitForSync = mode === "table" && box.getAttribute("data-baseline") === "sync";
+    // the first sync ended: from now on only commits after the version it reached are new
+    function startAfter(version) {
+      var u = new URL(url, window.location.href);
+      u.searchParams.set("afterVersion", String(version));
+      u.searchParams.delete("limit");
+      url = u.pathname + u.search;
+      tag = null;
+      waitForSync = false;
+      box.setAttribute("data-after", String(version));
+    }
     function show(data) {
-      if (mode === "table") {
+      if (waitForSync) {
+        if (data.syncedVersion !== null && data.syncedVersion !== undefined) { startAfter(data.syncedVersion); }
+      } else if (mode === "table") {
         var commits = data.commits || [];
         var count = box.querySelector("[data-field=count]");
         if (count) { count.textContent = String(commits.length); }

@@ -12,24 +12,29 @@ from django.http import HttpRequest
 
 from tables.delta import errors as delta_errors
 from tables.delta.history.timestamps import format_ms
-from tables.models import SyncState, Table
+from tables.models import JobKind, SyncState, Table
 from tables.services.errors import ServiceError
 from tables.services.reachability import table_reachability
 from tables.web.ui import context, job_param
 
+_ACTIVE = (SyncState.QUEUED, SyncState.SYNCING)
 REACH_PENDING = "This table's log is long: what can still be read is being computed. Reload in a moment."
 
 
 def tab_context(request: HttpRequest, table: Table, tab: str) -> dict[str, Any]:
     """What every tab of the table page shows above its content: the heading, the facts, the
     sync state and the tabs themselves."""
+    job = job_param(request, "job", table)
+    if job is not None and job.kind == JobKind.SYNC and job.is_terminal and table.sync_state in _ACTIVE:
+        # the sync ended between reading the table and reading its job: show the state it left
+        table.refresh_from_db()
     return context(
         request,
         table=table,
         tab=tab,
-        job=job_param(request, "job", table),
+        job=job,
         synced=table.last_synced_version is not None,
-        syncing=table.sync_state in (SyncState.QUEUED, SyncState.SYNCING),
+        syncing=table.sync_state in _ACTIVE,
         ict_enablement_time=format_ms(table.ict_enablement_timestamp),
     )
 
