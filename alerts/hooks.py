@@ -29,6 +29,21 @@ def on_commits_stored(sender, *, table: Table, versions: list[int], first_sync: 
     commits_stored(table, versions, first_sync=first_sync)
 
 
+def on_files_removed(sender, *, table: Table, event, **kwargs) -> None:
+    """The receiver of tables.signals.files_removed (the sync's look found referenced files
+    gone): the file-removal rules fire once the sync's transaction commits. Here and not in a
+    task: an event is rare, its rules read no log, and a broker that is down must not lose it.
+    A failure is logged, never raised into the sync."""
+    event_id = event.pk
+
+    def fire() -> None:
+        from alerts.detect.file_removal import fire_on_event  # the rules, only when needed
+
+        fire_on_event(event_id)
+
+    transaction.on_commit(fire, robust=True)
+
+
 def on_prune(sender, *, before, **kwargs) -> dict[str, int]:
     """tables' daily pruning (tables.signals.prune): finished scans, and finished deliveries
     with their attempt logs, older than `before`. Alerts themselves are the record: kept."""

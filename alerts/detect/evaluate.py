@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from alerts.detect.facts import CommitFacts, commit_facts
-from alerts.detect.rules import BUILTIN, custom
+from alerts.detect.rules import BUILTIN, COMMIT, custom
 from alerts.models import Alert, CustomRule, RuleSetting, Scan, ScanStatus
 from alerts.notify import fanout
 from tables.models import Commit, Table
@@ -74,7 +74,7 @@ def fire(rules: RulesInForce, facts: CommitFacts) -> list[tuple[str, str, str, s
     out = []
     for key, rule in BUILTIN.items():
         s = rules.settings.get(key)
-        if s is not None and not s.enabled:
+        if rule.on != COMMIT or (s is not None and not s.enabled):
             continue
         threshold = s.threshold if s is not None and s.threshold is not None else rule.threshold
         text = rule.check(facts, threshold)

@@ -11,6 +11,7 @@ import itertools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from alerts.detect.facts import CommitFacts
 from alerts.models import CustomRule, MetricOp, Severity
@@ -24,14 +25,19 @@ ICT_KEY = "delta.enableInCommitTimestamps"
 ICT_ANOMALIES = ("ict_missing", "commitinfo_not_first", "ict_not_increasing")
 
 
+COMMIT, FILE_REMOVAL = "commit", "file_removal"
+
+
 @dataclass(frozen=True)
 class Builtin:
     key: str
     name: str
     severity: str
-    check: Callable[[CommitFacts, float | None], str | None]
+    # facts in (a commit's CommitFacts; for a rule `on` FILE_REMOVAL, a tables FileRemovalEvent)
+    check: Callable[[Any, float | None], str | None]
     threshold: float | None = None  # the default; what it means is in `threshold_help`
     threshold_help: str = ""
+    on: str = COMMIT  # what the rule looks at: each new commit, or the sync's file-removal events
 
 
 def _q(value: object, limit: int = 80) -> str:
@@ -200,6 +206,29 @@ def vacuum(facts: CommitFacts, _t: float | None) -> str | None:
     return None
 
 
+def _versions(ranges: list[list[int]]) -> str:
+    """[[0, 4], [7, 7]] -> "0..4, 7" (at most 10 runs named)."""
+    said = [f"{a}..{b}" if a != b else f"{a}" for a, b in ranges[:10]]
+    return ", ".join(said) + (f" and {len(ranges) - 10} more runs" if len(ranges) > 10 else "")
+
+
+def vacuum_unreadable(event: Any, threshold: float | None) -> str | None:
+    """Files the log still references found gone (a FileRemovalEvent) that made at least
+    `threshold` versions unreadable."""
+    least = threshold if threshold is not None and threshold >= 1 else 1
+    if event.unreadable_count < least or not event.unreadable:
+        return None
+    what = "VACUUM" if event.vacuum_end_version is not None or event.vacuum_start_version is not None else None
+    text = f"{what or 'Files removed outside the log'} made versions {_versions(event.unreadable)} unreadable"
+    text += f" ({event.files} files, {event.bytes} bytes gone"
+    if event.vacuum_end_version is not None or event.vacuum_start_version is not None:
+        at = event.vacuum_end_version if event.vacuum_end_version is not None else event.vacuum_start_version
+        text += f"; VACUUM {'END' if event.vacuum_end_version is not None else 'START'} at version {at}"
+        if event.vacuum_user:
+            text += f" by {_q(event.vacuum_user, 60)}"
+    return text + f"; noticed after version {event.version})"
+
+
 def _engine(text: str) -> str:
     """The products of an engineInfo without their versions ('Apache-Spark/3.4.0 Delta-Lake/3.0.0'
     -> 'Apache-Spark Delta-Lake'): an upgrade is not a new writer."""
@@ -284,6 +313,15 @@ BUILTIN: dict[str, Builtin] = {
         Builtin("vacuum", "VACUUM", Severity.INFO, vacuum),
         Builtin("unknown_writer", "Unknown writer or user", Severity.WARNING, unknown_writer),
         Builtin("commit_rate", "Commit burst or silence", Severity.INFO, commit_rate, 10.0, "times the usual interval"),
+        Builtin(
+            "vacuum_unreadable",
+            "VACUUM (or files removed outside the log) made versions unreadable",
+            Severity.CRITICAL,
+            vacuum_unreadable,
+            1.0,
+            "versions made unreadable (at least)",
+            on=FILE_REMOVAL,
+        ),
     )
 }
 
