@@ -461,6 +461,7 @@ class FilesChangeSerializer(serializers.Serializer):
     bytes = serializers.IntegerField()
     partitions = serializers.ListField(child=serializers.DictField(), help_text="at most 200")
     partitionCount = serializers.IntegerField()
+    sampleFrom = serializers.IntegerField(help_text="the index of the first listed file (0: the list's start)")
     sample = serializers.ListField(child=serializers.CharField(), help_text="the first `sample` paths")
     sampleFiles = DiffFileSerializer(many=True, help_text="the same files with size, partitions and row count")
 

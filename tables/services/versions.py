@@ -80,15 +80,39 @@ def resolve(
     return out
 
 
-def diff(table: Table, v_from: int, v_to: int, sample: int = 50) -> dict[str, Any]:
-    """What changed between two versions: schema, properties, protocol, files, commits."""
+def diff(
+    table: Table,
+    v_from: int,
+    v_to: int,
+    sample: int = 50,
+    *,
+    added_from: int = 0,
+    removed_from: int = 0,
+    with_commits: bool = True,
+) -> dict[str, Any]:
+    """What changed between two versions: schema, properties, protocol, files (`sample` of each
+    side, from `added_from` / `removed_from` on), and the first 500 commits in between (a page
+    that lists them in pages of its own asks `diff_commits` instead: with_commits=False)."""
     if v_from > v_to:
         raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
-    out = snapshot_diff(snapshot_at(table, v_from), snapshot_at(table, v_to), sample, storage=table.location)
-    out["from"], out["to"] = v_from, v_to
-    out["commits"] = list(
-        Commit.objects.filter(table=table, version__gt=v_from, version__lte=v_to)
-        .order_by("version")
-        .values("version", "timestamp", "timestamp_source", "operation", "user_name", "operation_metrics")[:500]
+    out = snapshot_diff(
+        snapshot_at(table, v_from),
+        snapshot_at(table, v_to),
+        sample,
+        storage=table.location,
+        added_from=added_from,
+        removed_from=removed_from,
     )
+    out["from"], out["to"] = v_from, v_to
+    if with_commits:
+        out["commits"] = diff_commits(table, v_from, v_to, 0, 500)[0]
     return out
+
+
+def diff_commits(table: Table, v_from: int, v_to: int, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """(one page of the cached commits after `v_from` up to `v_to`, oldest first; how many there are)."""
+    qs = Commit.objects.filter(table=table, version__gt=v_from, version__lte=v_to)
+    rows = qs.order_by("version").values(
+        "version", "timestamp", "timestamp_source", "operation", "user_name", "operation_metrics"
+    )[offset : offset + limit]
+    return list(rows), qs.count()

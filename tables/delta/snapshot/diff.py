@@ -82,22 +82,34 @@ def sample_files(storage: Storage, snap: Snapshot, rows: pa.Table) -> list[dict[
     return out
 
 
-def snapshot_diff(a: Snapshot, b: Snapshot, sample: int = 50, storage: Storage | str | None = None) -> dict[str, Any]:
+def snapshot_diff(
+    a: Snapshot,
+    b: Snapshot,
+    sample: int = 50,
+    storage: Storage | str | None = None,
+    *,
+    added_from: int = 0,
+    removed_from: int = 0,
+) -> dict[str, Any]:
     """What changed from snapshot a to snapshot b (files by identity: path + deletion vector).
-    Each side lists its first `sample` files twice: `sample` as bare paths, `sampleFiles` with
-    size, partition values and row count (read from the log through `storage`, b's location
-    when not given)."""
+    Each side lists `sample` files twice, its first ones or those from `added_from` /
+    `removed_from` on (`sampleFrom`; pages of a long list): `sample` as bare paths,
+    `sampleFiles` with size, partition values and row count (read from the log through
+    `storage`, b's location when not given)."""
     ka, kb = identity_keys(a.files), identity_keys(b.files)
     added = b.files.filter(pc.invert(pc.is_in(kb, value_set=ka))) if b.num_files else b.files
     removed = a.files.filter(pc.invert(pc.is_in(ka, value_set=kb))) if a.num_files else a.files
     store = as_storage(storage if storage is not None else b.location)
 
-    def sample_paths(t: pa.Table) -> list[str]:
-        return [echoed_path(unquote(p)) for p in t.column("path").to_pylist()[:sample]]
-
-    def files_of(snap: Snapshot, t: pa.Table) -> dict[str, Any]:
-        head = t.slice(0, sample)
-        return {**_summary(t), "sample": sample_paths(t), "sampleFiles": sample_files(store, snap, head)}
+    def files_of(snap: Snapshot, t: pa.Table, start: int) -> dict[str, Any]:
+        start = max(0, min(start, t.num_rows))
+        head = t.slice(start, sample)
+        return {
+            **_summary(t),
+            "sampleFrom": start,
+            "sample": [echoed_path(unquote(p)) for p in head.column("path").to_pylist()],
+            "sampleFiles": sample_files(store, snap, head),
+        }
 
     return {
         "from": a.version,
@@ -106,8 +118,8 @@ def snapshot_diff(a: Snapshot, b: Snapshot, sample: int = 50, storage: Storage |
         "partitionColumns": {"from": list(a.metadata.partition_columns), "to": list(b.metadata.partition_columns)},
         "properties": dict_diff(a.metadata.configuration, b.metadata.configuration),
         "protocol": dict_diff(a.protocol.to_dict(), b.protocol.to_dict()),
-        "filesAdded": files_of(b, added),
-        "filesRemoved": files_of(a, removed),
+        "filesAdded": files_of(b, added, added_from),
+        "filesRemoved": files_of(a, removed, removed_from),
         "numFiles": {"from": a.num_files, "to": b.num_files},
         "sizeBytes": {"from": a.size_bytes, "to": b.size_bytes},
     }

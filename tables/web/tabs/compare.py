@@ -1,6 +1,13 @@
 """The table page's Compare tab: what changed between two versions (schema, properties,
 protocol, partitioning, files, the commits between), with the keyed row diff section of
-rows_views."""
+rows_views.
+
+A wide range (versions 1500 to 2200) must still be a page one can read: every long list
+(files added and removed, the commits in between, change data's counts per version) is shown
+PAGE rows at a time with "showing 51–100 of 3,661" and links to the next and previous rows,
+long partition lists fold after PARTITIONS_SHOWN, and the rows read on Spark come first,
+under a table of contents, instead of after everything else.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +19,53 @@ from django.views.decorators.http import require_GET
 
 from tables.delta import errors as delta_errors
 from tables.services.errors import ServiceError
-from tables.services.versions import diff
+from tables.services.versions import diff, diff_commits
 from tables.web import pages
 from tables.web.rows import diff_rows_context
 from tables.web.ui import PageError, context, page, page_error, table_of, version_param
+
+PAGE = 50  # rows of each long list on the page at once
+PARTITIONS_SHOWN = 10  # partitions listed before the rest fold behind a disclosure
+MAX_PAGE = 10**9  # a page number beyond any list (a longer one in the URL is cut to it)
 
 
 def _version_param(request: HttpRequest, name: str) -> int | None:
     raw = request.GET.get(name, "").strip()
     return None if raw == "" else version_param(raw, name)
+
+
+def _page_offset(request: HttpRequest, name: str) -> int:
+    """Where the page of list `name` starts (?name=3 is rows 101–150); anything else is the start."""
+    raw = request.GET.get(name, "")
+    n = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 10 else 1
+    return (min(max(n, 1), MAX_PAGE) - 1) * PAGE
+
+
+def _list_nav(
+    request: HttpRequest, name: str, offset: int, shown: int, total: int, anchor: str
+) -> dict[str, Any] | None:
+    """What the page says under a long list: which of its rows are shown, and links to the
+    rows before and after (None when the whole list is shown)."""
+    if offset == 0 and shown >= total:
+        return None
+
+    def link(number: int) -> str:
+        q = request.GET.copy()
+        if number > 1:
+            q[name] = str(number)
+        else:
+            q.pop(name, None)
+        return f"?{q.urlencode()}#{anchor}"
+
+    number = offset // PAGE + 1
+    return {
+        "first": pages.human_count(offset + 1 if shown else 0),
+        "last": pages.human_count(offset + shown),
+        "total": pages.human_count(total),
+        "prev": link(number - 1) if offset > 0 else None,
+        "next": link(number + 1) if offset + shown < total else None,
+        "size": PAGE,
+    }
 
 
 def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -35,6 +80,49 @@ def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         for f in files
     ]
+
+
+def _files_side(request: HttpRequest, side: dict[str, Any], name: str, anchor: str) -> dict[str, Any]:
+    """One side's files (added or removed) as the page shows them: a page of files with its
+    links, the first partitions listed and the others folded."""
+    partitions = [pages.compact_json(p) for p in side["partitions"]]
+    files = _diff_file_rows(side["sampleFiles"])
+    return {
+        "count": pages.human_count(side["count"]),
+        "files": files,
+        "nav": _list_nav(request, name, side.get("sampleFrom", 0), len(files), side["count"], anchor),
+        "partitions": partitions[:PARTITIONS_SHOWN],
+        "more_partitions": partitions[PARTITIONS_SHOWN:],
+        "partition_count": pages.human_count(side["partitionCount"]),
+        "partitions_listed": len(partitions),
+        "partitions_cut": side["partitionCount"] > len(partitions),
+    }
+
+
+def _commits(request: HttpRequest, table, v_from: int, v_to: int) -> dict[str, Any]:
+    """One page of the cached commits in the range, with its links and the History tab's
+    address for all of them."""
+    offset = _page_offset(request, "commits_page")
+    rows, total = diff_commits(table, v_from, v_to, offset, PAGE)
+    return {
+        "commits": pages.diff_commit_rows(rows),
+        "commit_total": total,
+        "commits_nav": _list_nav(request, "commits_page", offset, len(rows), total, "commits-title"),
+        "commits_expected": max(0, v_to - v_from),
+    }
+
+
+def _change_counts(request: HttpRequest, ctx: dict[str, Any]) -> None:
+    """Change data's counts per version and change type (a row each: thousands over a wide
+    range) as pages of PAGE rows; the shared rows section then leaves them to this page."""
+    counts = ctx.get("change_counts")
+    if counts is None:
+        return
+    offset = _page_offset(request, "counts_page")
+    shown = counts[offset : offset + PAGE]
+    ctx["change_count_rows"] = shown
+    ctx["change_counts_nav"] = _list_nav(request, "counts_page", offset, len(shown), len(counts), "change-counts")
+    ctx["change_counts"] = None
 
 
 @page
@@ -56,7 +144,15 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         ctx["notice"] = "The table has not been synced yet: enter two versions to compare."
         return render(request, "tables/diff.html", ctx)
     try:
-        result = diff(table, v_from, v_to)
+        result = diff(
+            table,
+            v_from,
+            v_to,
+            PAGE,
+            added_from=_page_offset(request, "added_page"),
+            removed_from=_page_offset(request, "removed_page"),
+            with_commits=False,
+        )
     except (ServiceError, delta_errors.DeltaError) as exc:
         raise page_error(exc, table) from exc
     added, removed = result["filesAdded"], result["filesRemoved"]
@@ -68,13 +164,11 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         partitioning_changed=result["partitionColumns"]["from"] != result["partitionColumns"]["to"],
         added=added,
         removed=removed,
-        added_partitions=[pages.compact_json(p) for p in added["partitions"]],
-        removed_partitions=[pages.compact_json(p) for p in removed["partitions"]],
-        added_files=_diff_file_rows(added["sampleFiles"]),
-        removed_files=_diff_file_rows(removed["sampleFiles"]),
-        commits=pages.diff_commit_rows(result["commits"]),
-        commits_expected=max(0, v_to - v_from),
+        added_side=_files_side(request, added, "added_page", "added-title"),
+        removed_side=_files_side(request, removed, "removed_page", "removed-title"),
         sql_snippets=pages.diff_sql(table.location, v_from, v_to),
+        **_commits(request, table, v_from, v_to),
     )
     ctx.update(diff_rows_context(request, table, v_from, v_to))
+    _change_counts(request, ctx)
     return render(request, "tables/diff.html", ctx)
