@@ -27,6 +27,11 @@ urlpatterns = [
         history_views.history_download,
         name="history_download",
     ),
+    re_path(
+        r"^t/(?P<slug>[-a-zA-Z0-9_]+)/file-removals\.(?P<fmt>csv|parquet)$",
+        history_views.file_removals_download,
+        name="file_removals_download",
+    ),
     path("t/<slug:slug>/charts/", overview_views.table_charts_page, name="table_charts_page"),
     path("t/<slug:slug>/versions/", versions_views.table_versions, name="table_versions"),
     path("t/<slug:slug>/schema/", schema_views.table_schema, name="table_schema"),

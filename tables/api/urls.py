@@ -8,6 +8,7 @@ from tables.api.data_views import ChangesView, JobResultsView, RowDiffView, RowH
 from tables.api.discovery_views import DiscoverView
 from tables.api.errors import not_found_view
 from tables.api.owner_views import OwnerBackfillView, OwnerCommitsView
+from tables.api.removal_views import VacuumsExportView, VacuumsView
 from tables.api.schema_views import SchemaDiffView, SchemaTimelineView, TableSchemaView
 from tables.api.views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
 
@@ -37,6 +38,13 @@ urlpatterns = [
     re_path(r"^tables/(?P<id>[^/]+)/schema/$", TableSchemaView.as_view(), name="table-schema"),
     re_path(r"^tables/(?P<id>[^/]+)/schema/timeline/$", SchemaTimelineView.as_view(), name="table-schema-timeline"),
     re_path(r"^tables/(?P<id>[^/]+)/schema/diff/$", SchemaDiffView.as_view(), name="table-schema-diff"),
+    # files removed outside the log (VACUUM), as the sync's looks found them
+    re_path(r"^tables/(?P<id>[^/]+)/vacuums/$", VacuumsView.as_view(), name="table-vacuums"),
+    re_path(
+        r"^tables/(?P<id>[^/]+)/vacuums/(?P<fmt>csv|parquet)/$",
+        VacuumsExportView.as_view(),
+        name="table-vacuums-export",
+    ),
     # the commit-owner API (RestOwnerClient's paths, without a trailing slash)
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/commits$", OwnerCommitsView.as_view(), name="owner-commits"),
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/backfill$", OwnerBackfillView.as_view(), name="owner-backfill"),

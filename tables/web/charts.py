@@ -11,7 +11,7 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
-from tables.models import Anomaly, Commit, Table
+from tables.models import Anomaly, Commit, FileRemovalEvent, Table
 from tables.services.errors import ServiceError
 from tables.services.reachability import table_reachability
 
@@ -19,6 +19,8 @@ from tables.services.reachability import table_reachability
 MAX_POINTS = 20_000
 # Above this many versions the lines carry no per-version markers (they would merge).
 DENSE = 1_000
+# The timeline marks at most this many files-removed events (the newest).
+MAX_REMOVALS = 500
 # Above this many versions the timeline gets a range slider.
 RANGESLIDER_FROM = 50
 
@@ -26,6 +28,7 @@ _EFFECTIVE = "#2563eb"
 _ICT = "#16a34a"
 _FILE = "#9ca3af"
 _ANOMALY = "#dc2626"
+_REMOVAL = "#ea580c"
 
 
 def plot_time(ms: int | None) -> str | None:
@@ -84,10 +87,12 @@ def timeline_figure(
     rows: list[dict[str, Any]],
     anomalies: list[dict[str, Any]],
     reach: list[dict[str, Any]] | None = None,
+    removals: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Effective commit timestamp per version, ICT and file-time traces, the ICT boundary
-    as a labelled vertical line, anomalies as red crosses and, given the reachability
-    entries, shaded bands for which versions can still be read."""
+    as a labelled vertical line, anomalies as red crosses, files removed outside the log
+    (the sync's FileRemovalEvent rows) as markers after the commit they were noticed after
+    and, given the reachability entries, shaded bands for which versions can still be read."""
     versions = [r["version"] for r in rows]
     by_version = {r["version"]: r for r in rows}
     marked = [a for a in anomalies if a["version"] in by_version]
@@ -153,6 +158,7 @@ def timeline_figure(
                 "marker": {"color": _ANOMALY, "symbol": "x", "size": 13, "line": {"width": 1}},
             }
         )
+    data.extend(removal_markers(removals or [], by_version))
     layout = _layout(None, "commit timestamp (UTC)", "date")  # the page's heading names it
     if len(versions) > RANGESLIDER_FROM:
         # long histories: a slider under the chart to move a zoomed window through the versions
@@ -190,6 +196,38 @@ def timeline_figure(
         layout["shapes"] = layout.get("shapes", []) + shapes  # the ICT line stays first
         data.extend(legend)
     return {"data": data, "layout": layout}
+
+
+def removal_markers(removals: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One trace: each file-removal event half a version after the commit it was noticed after,
+    at that commit's time, its hover saying what vanished and which versions it broke."""
+    shown = [e for e in removals if e["version"] in by_version]
+    if not shown:
+        return []
+    text = []
+    for e in shown:
+        ranges = ", ".join(f"{a}..{b}" if a != b else f"{a}" for a, b in (e["unreadable"] or [])[:10])
+        vacuum = e["vacuum_end_version"] if e["vacuum_end_version"] is not None else e["vacuum_start_version"]
+        said = f"{e['files']} files ({e['bytes']} bytes) removed outside the log"
+        said += f"; versions {ranges} unreadable" if ranges else ""
+        said += (
+            f"; VACUUM at v{vacuum}" + (f" by {e['vacuum_user']}" if e["vacuum_user"] else "")
+            if vacuum is not None
+            else ""
+        )
+        text.append(html.escape(said)[:400])
+    return [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "files removed (VACUUM)",
+            "x": [e["version"] + 0.5 for e in shown],
+            "y": [plot_time(by_version[e["version"]]["timestamp"]) for e in shown],
+            "hovertext": text,
+            "hovertemplate": "after v%{x:.0f}<br>%{hovertext}<extra></extra>",
+            "marker": {"color": _REMOVAL, "symbol": "triangle-down", "size": 15, "line": {"width": 1}},
+        }
+    ]
 
 
 # The horizon bands: what each version's reachability state looks like behind the timeline.
@@ -321,8 +359,13 @@ def table_charts(table: Table) -> dict[str, Any]:
     except ServiceError:  # the log cannot be read right now: the chart without its bands
         data = None
     reach = data["versions"] if data else None
+    removals = list(
+        FileRemovalEvent.objects.filter(table=table).values(
+            "version", "files", "bytes", "unreadable", "vacuum_start_version", "vacuum_end_version", "vacuum_user"
+        )[:MAX_REMOVALS]
+    )
     return {
-        "timeline": timeline_figure(table, rows, anomalies, reach),
+        "timeline": timeline_figure(table, rows, anomalies, reach, removals),
         "files": files,
         "size": size,
         "truncated": truncated,

@@ -163,4 +163,3 @@ def test_counts_only_when_the_last_look_kept_no_hashes(tmp_path: Path) -> None:
     state, after = look(path, vanished.Before(state.latest, None, 0, 0, []), state)
     assert (after.new_files, after.new_bytes, after.exact, after.new_paths) == (len(deleted), size, False, [])
     assert vanished.in_ranges(after.became_unreadable) == set(unloadable(path, state.latest))
-    assert os.path.exists(path)

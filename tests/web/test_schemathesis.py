@@ -17,10 +17,12 @@ import os
 import pyarrow as pa
 import pytest
 import schemathesis
+from django.utils import timezone
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from tables.models import FileRemovalEvent
 from tables.services import registration
 from tables.services.access.roles import ANALYST, APPROVER
 from tables.services.sync import store as sync
@@ -61,6 +63,22 @@ def fuzz_site(live_server, redis_url, settings, tmp_path):
         write_deltalake(str(path), pa.table({"id": pa.array([i], pa.int64()), "s": [f"r{i}"]}), mode="append")
     table = registration.register_table("sales", str(path))
     sync.sync_table(table.pk)
+    # a file removal on the record (its answers are checked against the schema too)
+    FileRemovalEvent.objects.create(
+        table=table,
+        noticed_at=timezone.now(),
+        version=3,
+        previous_version=2,
+        files=1,
+        bytes=10,
+        paths=["part-0.parquet"],
+        unreadable=[[0, 2]],
+        unreadable_count=3,
+        unreadable_from=0,
+        unreadable_to=2,
+        vacuum_end_version=3,
+        vacuum_user="ops",
+    )
     tokens = {
         "analyst": Token.objects.create(user=make_user("ana", group=ANALYST)).key,
         "approver": Token.objects.create(user=make_user("apo", group=APPROVER)).key,

@@ -7,11 +7,15 @@ text in CSV and timestamp[ms, UTC] in Parquet, JSON columns (operationParameters
 operationMetrics, job, notebook) JSON text in both. A CSV text cell that a spreadsheet would
 read as a formula (starting with = + - @, a tab or a carriage return) gets a leading single
 quote, as OWASP recommends for CSV injection: a log's strings are anyone's to write.
+
+Files removed outside the log (the sync's FileRemovalEvent rows) are exported as a file of
+their own beside the history, one row per event (`removals_response`, docs/api.md).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +28,7 @@ from django.http import StreamingHttpResponse
 from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
 from tables.delta.history.columns import SHOWN_COLUMNS
 from tables.delta.history.timestamps import format_ms
-from tables.models import Commit, Table
+from tables.models import Commit, FileRemovalEvent, Table
 
 # sort key in the URL -> the ORDER BY; the version breaks ties so paging is stable. The
 # version, the time, then each declared column with a sort key.
@@ -187,6 +191,90 @@ FORMATS = {
     "csv": ("text/csv; charset=utf-8", csv_stream),
     "parquet": ("application/vnd.apache.parquet", parquet_stream),
 }
+
+
+# --- files removed outside the log: a file of their own ---------------------------------------
+# One row per FileRemovalEvent, newest first, beside the history (its own schema: a history
+# row is a commit, an event is not). Versions that became unreadable are `unreadableFrom`,
+# `unreadableTo`, `unreadableCount` and `unreadableVersions` ("0..4,7"); `paths` is the JSON
+# text of the first vanished paths.
+
+REMOVAL_COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
+    ("noticedAt", "noticed_at", pa.timestamp("ms", tz="UTC")),
+    ("version", "version", pa.int64()),
+    ("previousVersion", "previous_version", pa.int64()),
+    ("files", "files", pa.int64()),
+    ("bytes", "bytes", pa.int64()),
+    ("unreadableFrom", "unreadable_from", pa.int64()),
+    ("unreadableTo", "unreadable_to", pa.int64()),
+    ("unreadableCount", "unreadable_count", pa.int64()),
+    ("unreadableVersions", "unreadable", pa.string()),
+    ("vacuumStartVersion", "vacuum_start_version", pa.int64()),
+    ("vacuumEndVersion", "vacuum_end_version", pa.int64()),
+    ("vacuumUser", "vacuum_user", pa.string()),
+    ("vacuumTimestamp", "vacuum_timestamp", pa.timestamp("ms", tz="UTC")),
+    ("vacuumDeletedFiles", "vacuum_deleted_files", pa.int64()),
+    ("complete", "complete", pa.bool_()),
+    ("exact", "exact", pa.bool_()),
+    ("paths", "paths", pa.string()),
+)
+REMOVAL_SCHEMA = pa.schema([(n, t) for n, _f, t in REMOVAL_COLUMNS])
+
+
+def ranges_text(ranges: list[list[int]] | None) -> str:
+    """[[0, 4], [7, 7]] -> "0..4,7"."""
+    return ",".join(f"{a}..{b}" if a != b else f"{a}" for a, b in ranges or [])
+
+
+def _removal_rows(qs: QuerySet[FileRemovalEvent]) -> Iterator[dict[str, Any]]:
+    for e in qs.order_by("-version", "-id").iterator(chunk_size=CHUNK_ROWS):
+        row = {name: getattr(e, f) for name, f, _t in REMOVAL_COLUMNS}
+        row["noticedAt"] = int(e.noticed_at.timestamp() * 1000)
+        row["unreadableVersions"] = ranges_text(e.unreadable)
+        row["paths"] = json.dumps(e.paths or [])
+        yield row
+
+
+def removals_csv(qs: QuerySet[FileRemovalEvent]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow([n for n, _f, _t in REMOVAL_COLUMNS])
+    for row in _removal_rows(qs):
+        out: list[Any] = []
+        for name, _f, kind in REMOVAL_COLUMNS:
+            value = row[name]
+            if value is None:
+                out.append("")
+            elif pa.types.is_timestamp(kind):
+                out.append(format_ms(value))
+            elif isinstance(value, str):
+                out.append(csv_cell(value))
+            else:
+                out.append(str(value).lower() if isinstance(value, bool) else value)
+        yield writer.writerow(out)
+
+
+def removals_parquet(qs: QuerySet[FileRemovalEvent]) -> Iterator[bytes]:
+    rows = list(_removal_rows(qs))  # one per event noticed: few
+    sink = _Chunks()
+    writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), REMOVAL_SCHEMA, compression="zstd")
+    writer.write_table(pa.Table.from_pylist(rows, schema=REMOVAL_SCHEMA))
+    writer.close()
+    yield sink.take()
+
+
+REMOVAL_FORMATS = {
+    "csv": ("text/csv; charset=utf-8", removals_csv),
+    "parquet": ("application/vnd.apache.parquet", removals_parquet),
+}
+
+
+def removals_response(table: Table, qs: QuerySet[FileRemovalEvent], fmt: str) -> StreamingHttpResponse:
+    """The table's file-removal events as a download (csv or parquet), newest first."""
+    content_type, stream = REMOVAL_FORMATS[fmt]
+    resp = StreamingHttpResponse(stream(qs), content_type=content_type)
+    resp["Content-Disposition"] = f'attachment; filename="{table.slug}-file-removals.{fmt}"'
+    resp["Cache-Control"] = "private, no-store"
+    return resp
 
 
 def export_response(table: Table, qs: QuerySet[Commit], fmt: str) -> StreamingHttpResponse:

@@ -16,7 +16,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from tables.delta.history.columns import SHOWN_COLUMNS
-from tables.models import Table
+from tables.models import FileRemovalEvent, Table
 from tables.services.history import export as history_export
 from tables.services.history.query import (
     CACHE_SECONDS,
@@ -29,6 +29,7 @@ from tables.services.history.query import (
 )
 from tables.services.reachability import answer_token, cache_epoch
 from tables.services.restores.requests import restore_ids_by_version
+from tables.services.sync import vanished
 from tables.web import pages
 from tables.web.forms import HistoryFilterForm
 from tables.web.tabs.frame import reach_by_version, tab_context
@@ -95,7 +96,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     shown = f"{','.join(columns)}:{size}"
     digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}:{shown}".encode()).hexdigest()[:32]
     reach_key = answer_token(table) if "readable" in columns else f"-:{cache_epoch()}"  # restore links move too
-    html_key = f"hist:{synced_key(table)}:{reach_key}:{digest}"
+    removals = vanished.events_token(table)  # a look at the files may record one just after the sync
+    html_key = f"hist:{synced_key(table)}:{reach_key}:{removals}:{digest}"
     html = cache.get(html_key)
     if html is None:
         paginator = Paginator(qs, size)
@@ -125,6 +127,7 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
                     if c.name in columns
                 ],
                 "reach_pending": reach_pending,
+                **_removals(table, qs, rows, sort, columns, removals),
             },
         )
         cache.set(html_key, html, CACHE_SECONDS)
@@ -158,6 +161,61 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         "filters_html": mark_safe(filters),  # the same
         "query": q,
         "sort": sort,
+    }
+
+
+def _removals(
+    table: Table, qs, rows: list[dict[str, Any]], sort: str, columns: list[str], token: str
+) -> dict[str, Any]:
+    """The rows template's file-removal events and the width of their marked rows."""
+    return {
+        "removals": place_removals(table, qs, rows, sort) if token != "0" else [],
+        "span": 1 + len({"readable", "timestamp"} & set(columns)) + sum(c.name in columns for c in SHOWN_COLUMNS),
+    }
+
+
+def place_removals(table: Table, qs, rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    """Each file-removal event beside the history row it was noticed after (the greatest
+    version of the filtered history at or below the event's), on the page holding that row:
+    the row's `removals`, drawn above it newest first and below it oldest first. Answers the
+    table's events in words, newest first, for the banner; in another order than the
+    version's, only the banner shows them."""
+    events = list(vanished.events_of(table)[:MAX_PLACED])
+    shown = [removal_view(e) for e in events]
+    if sort not in ("-version", "version") or not rows:
+        return shown
+    by_desc = sorted(rows, key=lambda r: -r["version"])
+    for e, view in zip(events, shown, strict=True):
+        below = [r for r in by_desc if r["version"] <= e.version]
+        if not below:
+            continue
+        row = below[0]
+        higher = [r for r in by_desc if r["version"] > row["version"]]
+        if not higher and qs.filter(version__gt=row["version"], version__lte=e.version).exists():
+            continue  # a row between them lies on another page: the event is shown there
+        row.setdefault("removals", []).append(view)
+    return shown
+
+
+MAX_PLACED = 500  # events placed among the rows (a table has a handful; this bounds a pathological one)
+
+
+def removal_view(e: FileRemovalEvent) -> dict[str, Any]:
+    """An event in words for the History tab."""
+    ranges = e.unreadable or []
+    return {
+        "id": e.id,
+        "version": e.version,
+        "noticed_at": e.noticed_at,
+        "files": e.files,
+        "bytes": e.bytes,
+        "unreadable": history_export.ranges_text(ranges).replace(",", ", ") if ranges else "",
+        "unreadable_count": e.unreadable_count,
+        "vacuum_version": e.vacuum_end_version if e.vacuum_end_version is not None else e.vacuum_start_version,
+        "vacuum_op": "VACUUM END" if e.vacuum_end_version is not None else "VACUUM START",
+        "vacuum_user": e.vacuum_user,
+        "vacuum_deleted": e.vacuum_deleted_files,
+        "complete": e.complete,
     }
 
 
@@ -220,3 +278,11 @@ def history_download(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
         errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
         raise PageError(f"The history filters are not valid: {errors}", 400, table)
     return history_export.export_response(table, qs, fmt)
+
+
+@page
+@require_GET
+def file_removals_download(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    """The table's files removed outside the log (one row per event) as CSV or Parquet."""
+    table = table_of(slug)
+    return history_export.removals_response(table, vanished.events_of(table), fmt)

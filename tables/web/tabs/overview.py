@@ -25,6 +25,7 @@ from tables.services.owner import use_cases as owner_services
 from tables.services.owner.access import managed_of
 from tables.services.owner.db import summary as owner_summary
 from tables.services.reachability import cache_epoch
+from tables.services.sync import vanished
 from tables.web import charts, pages
 from tables.web.forms import RestoreRequestForm
 from tables.web.tabs.frame import REACH_PENDING, derived, reach_by_version, tab_context
@@ -107,7 +108,8 @@ def table_charts_json(request: HttpRequest, slug: str) -> JsonResponse:
     table = table_row(slug=slug)
     if table is None:
         return JsonResponse(error_body("not_found", f"There is no table '{slug[:100]}'."), status=404)
-    key = f"charts:{synced_key(table)}:{cache_epoch()}"  # the reachability bands move with the clock
+    # the reachability bands move with the clock; a look at the files may mark a removal after the sync
+    key = f"charts:{synced_key(table)}:{cache_epoch()}:{vanished.events_token(table)}"
     data = cache.get(key)
     if data is None:
         data = {**charts.table_charts(table), "config": charts.CONFIG}
