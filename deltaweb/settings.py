@@ -378,6 +378,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "tables.models.JobStatus",
         "RestoreStatusEnum": "tables.models.RestoreStatus",
+        "ColumnMappingModeEnum": "tables.api.schema_views.MAPPING_MODES",
+        "SchemaEventKindEnum": "tables.api.schema_views.EVENT_KINDS",
+        "TableSchemaEventKindEnum": "tables.api.schema_views.TABLE_EVENT_KINDS",
         **({"SeverityEnum": "alerts.models.Severity"} if DELTAWEB_ALERTS else {}),
     },
 }

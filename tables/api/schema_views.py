@@ -29,6 +29,7 @@ from tables.services.lookup import INT64_MAX, table_by_key
 READ_ERRORS = (400, 401, 403, 404, 422)
 MAPPING_MODES = ["none", "name", "id"]
 EVENT_KINDS = ["added", "renamed", "type_widened", "type_changed", "nullability_changed", "dropped"]
+TABLE_EVENT_KINDS = ["partitioning_changed", "column_mapping_changed", "table_replaced"]
 
 
 def names(**kwargs) -> serializers.ListField:
@@ -143,7 +144,7 @@ class SchemaColumnHistorySerializer(serializers.Serializer):
 
 class TableSchemaEventSerializer(serializers.Serializer):
     version = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=["partitioning_changed", "column_mapping_changed", "table_replaced"])
+    kind = serializers.ChoiceField(choices=TABLE_EVENT_KINDS)
     to = serializers.JSONField(required=False)
 
 
