@@ -5,6 +5,7 @@ from django.urls import path, re_path
 from tables.web import account as account_views
 from tables.web import discovery as discovery_views
 from tables.web import restores as restore_views
+from tables.web import row_history as row_history_views
 from tables.web import rows as rows_views
 from tables.web import table_list as views
 from tables.web.tabs import compare as compare_views
@@ -42,6 +43,8 @@ urlpatterns = [
     path("t/<slug:slug>/diff/", compare_views.diff_view, name="diff"),
     path("t/<slug:slug>/diff/rows/", rows_views.diff_rows_start, name="diff_rows"),
     path("t/<slug:slug>/v/<int:version>/preview/", rows_views.preview_start, name="version_preview"),
+    path("t/<slug:slug>/row/", row_history_views.row_history_page, name="row_history"),
+    path("t/<slug:slug>/row/start/", row_history_views.row_history_start, name="row_history_start"),
     path("t/<slug:slug>/freeze/", overview_views.managed_freeze, name="managed_freeze"),
     path("t/<slug:slug>/restore/", restore_views.restore_new, name="restore_new"),
     path("restores/", restore_views.restore_list, name="restore_list"),

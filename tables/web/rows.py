@@ -1,5 +1,9 @@
 """Browser UI for data on Spark: the version page's row preview and the diff page's rows section.
 
+The preview links each row to its history (tables.web.row_history) by the key columns the
+reader picks (?hkey=, several), by default the version's partition columns and a column named
+id or key when there is one; without such a column the section asks which columns to use.
+
 Starting a job is a POST that calls one function of tables.services.data_jobs and redirects back to the
 page with the job in the query string (?preview= / ?rowjob=); the page shows the job's
 progress (static/tables/job.js polls it) and, once it has succeeded, its counts and a page of
@@ -15,17 +19,18 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from tables.delta.errors import DeltaError
+from tables.delta.history.row_history import is_key_type
 from tables.models import Job, JobStatus, Table
 from tables.services import data_jobs
 from tables.services.errors import ServiceError
 from tables.services.results import part_files, table_to_json
-from tables.services.versions import version_summary
+from tables.services.versions import snapshot_at, version_summary
 from tables.web.ui import MAX_ID, PageError, job_param, page, page_error, table_of, version_param
 
 ROWS_PAGE = 25
@@ -35,6 +40,8 @@ TITLE_CHARS = 2000
 
 NUMERIC = re.compile(r"(byte|short|integer|int|long|float|double|decimal(\(\d+,\s*\d+\))?)")
 CHANGE_TYPES = ("added", "removed", "changed")
+KEY_PREFIX = "k."  # a row history's key in a query: k.<column>=<value>
+KEY_NAMES = ("id", "key")  # a column so named is taken as the row's key by default
 
 
 def _cell(value: Any, num: bool = False) -> dict[str, Any]:
@@ -130,10 +137,16 @@ def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
     numeric = {c["name"] for c in out["columns"] if _numeric(c.get("type", ""))}
     counts = out.get("counts")
     pairs = _side_by_side(out["columns"], out["rows"], out.get("keys") or []) if job.kind == data_jobs.ROWDIFF else None
+    history = preview_history(request, job, out["columns"], out["rows"]) if job.kind == data_jobs.PREVIEW else {}
+    cells = [[_cell(r.get(n), n in numeric) for n in names] for r in out["rows"]]
+    if history:
+        links = history.pop("history_links")
+        history["rows_linked"] = [{"cells": c, "history": h} for c, h in zip(cells, links, strict=True)]
     return {
+        **history,
         "rows_job": job,
         "rows_columns": [{**c, "num": c["name"] in numeric} for c in out["columns"]],
-        "rows_cells": [[_cell(r.get(n), n in numeric) for n in names] for r in out["rows"]],
+        "rows_cells": cells,
         "rows_pairs": pairs,
         "rows_change": change,
         "rows_total": out["total"],
@@ -145,6 +158,83 @@ def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
         "change_counts": counts if job.kind == data_jobs.CHANGES else None,
         "diff_counts": counts if job.kind == data_jobs.ROWDIFF else None,
         "diff_keys": out.get("keys"),
+    }
+
+
+# --- a row's history from the preview -----------------------------------------------------------
+
+
+def key_from(query: QueryDict) -> dict[str, str]:
+    """The key a query or form names (k.<column>=<value>, in their order), at most MAX_KEYS
+    columns; a column given more than once keeps its first value."""
+    out: dict[str, str] = {}
+    for name, values in query.lists():
+        if name.startswith(KEY_PREFIX) and len(name) > len(KEY_PREFIX) and values:
+            out.setdefault(name[len(KEY_PREFIX) :], values[0])
+    return dict(list(out.items())[: data_jobs.MAX_KEYS])
+
+
+def key_query(key: dict[str, str], **extra: Any) -> str:
+    """A query string naming a key (and `extra` parameters whose value is not None)."""
+    pairs = [(KEY_PREFIX + k, v) for k, v in key.items()]
+    return urlencode(pairs + [(k, v) for k, v in extra.items() if v is not None])
+
+
+def key_text(value: Any) -> str | None:
+    """A JSON value of a result row as the text of a key value (None: a null is never a key)."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def default_keys(columns: list[dict[str, Any]], partitions: list[str]) -> list[str]:
+    """The key columns a page starts with: the partition columns and a column named id or key,
+    when there is one (else none: the reader is asked)."""
+    keyable = [c["name"] for c in columns if is_key_type(c.get("type"))]
+    named = next((n for n in keyable if n.lower() in KEY_NAMES), None)
+    if named is None:
+        return []
+    return [n for n in keyable if n in partitions and n != named] + [named]
+
+
+def schema_columns(table: Table, version: int | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """([{name, type}] of a version's top-level columns, its partition columns); empty when
+    the version cannot be read."""
+    if version is None:
+        return [], []
+    try:
+        snap = snapshot_at(table, version)
+    except (ServiceError, DeltaError):
+        return [], []
+    fields = [f for f in snap.metadata.schema.get("fields") or [] if isinstance(f, dict)]
+    columns = [{"name": f["name"], "type": f.get("type")} for f in fields if isinstance(f.get("name"), str)]
+    return columns, list(snap.metadata.partition_columns)
+
+
+def preview_history(request: HttpRequest, job: Job, columns: list[dict[str, Any]], rows: list[dict]) -> dict:
+    """The preview's key chooser and, per row, the link to its history (None where a key
+    column is null)."""
+    version = (job.params or {}).get("version")
+    keyable = [c["name"] for c in columns if is_key_type(c.get("type"))]
+    asked = [k for k in request.GET.getlist("hkey") if k in keyable]
+    if not asked and "hkeys" not in request.GET and job.table is not None:
+        _cols, partitions = schema_columns(job.table, version)
+        asked = default_keys(columns, partitions)
+    url = reverse("tables:row_history", args=[job.table.slug]) if job.table is not None else ""
+    links = []
+    for r in rows:
+        values = {k: key_text(r.get(k)) for k in asked}
+        if not asked or any(v is None for v in values.values()):
+            links.append(None)
+            continue
+        label = ", ".join(f"{k}={v}" for k, v in values.items())
+        label = label if len(label) <= CELL_CHARS else label[: CELL_CHARS - 1] + "…"
+        links.append({"url": f"{url}?{key_query(values, to=version)}", "label": label})
+    return {
+        "history_keyable": [{"name": n, "chosen": n in asked} for n in keyable],
+        "history_keys": asked,
+        "history_links": links,
+        "history_keep": [(k, v) for k, v in request.GET.items() if k in ("preview",)],
     }
 
 

@@ -144,3 +144,98 @@ def test_the_service_keeps_the_key_canonical(table) -> None:  # noqa: F811
     assert a.pk == b.pk and a.params == {"key": {"id": "3", "name": "c"}, "from": 0, "to": 3}
     keep = data_jobs.start_row_history(table, {"name": " c "}, 0, 3)
     assert keep.params["key"] == {"name": " c "}  # a string key is taken as it is
+
+
+# --- the pages ---------------------------------------------------------------------------------
+
+
+def test_the_preview_links_each_row_to_its_history(eager, table, client, django_capture_on_commit_callbacks) -> None:  # noqa: F811
+    client.force_login(make_user("viewer"))
+    with django_capture_on_commit_callbacks(execute=True):
+        r = client.post(f"/t/{table.slug}/v/3/preview/")
+    preview = r["Location"]
+    html = client.get(preview).content.decode()
+    # a column named id: the key by default, every row linked to its history
+    assert 'id="history-keys"' in html and '<input type="checkbox" name="hkey" value="id" checked>' in html
+    assert html.count('class="row-history"') == 6  # id 2 was deleted at version 2
+    assert f'href="/t/{table.slug}/row/?k.id=3&amp;to=3"' in html
+    assert 'aria-label="history of this row: id=3"' in html
+
+    # the reader's choice of key columns, kept across the page's links; none chosen: asked
+    chosen = client.get(preview.replace("#rows", "") + "&hkeys=1&hkey=id&hkey=name").content.decode()
+    assert f'href="/t/{table.slug}/row/?k.id=3&amp;k.name=C&amp;to=3"' in chosen
+    none = client.get(preview.replace("#rows", "") + "&hkeys=1").content.decode()
+    assert 'id="history-keys-ask"' in none and 'class="row-history"' not in none
+
+
+def test_the_page_shows_the_events_newest_first(eager, table, client, django_capture_on_commit_callbacks) -> None:  # noqa: F811
+    client.force_login(make_user("viewer"))
+    form = client.get(f"/t/{table.slug}/row/?k.id=3&to=3").content.decode()
+    assert 'name="k.id" value="3"' in form and 'id="row-from"' in form and 'value="0"' in form
+    assert 'id="row-history-start"' in form and "autofocus" in form
+    with django_capture_on_commit_callbacks(execute=True):
+        r = client.post(f"/t/{table.slug}/row/start/", {"k.id": "3", "from": "0", "to": "3"})
+    assert r.status_code == 302 and "job=" in r["Location"] and r["Location"].endswith("#events")
+    page = client.get(r["Location"])
+    html = page.content.decode()
+    assert page.status_code == 200 and 'id="events-summary"' in html and "2 events in versions 0–3" in html
+    assert html.index('id="event-3"') < html.index('id="event-0"')  # newest first
+    update = html[html.index('id="event-3"') : html.index('id="event-0"')]
+    assert '<span class="badge change-changed">update</span>' in update and "changed: <code>name</code>" in update
+    assert 'class="cell-before">c</td>' in update and 'class="cell-after">C</td>' in update
+    assert "Unchanged columns (1)" in update and "user not recorded" in update
+    insert = html[html.index('id="event-0"') :]
+    assert '<span class="badge change-added">insert</span>' in insert and "≠" not in insert
+    assert "data file" in html and "skipped by partition values and statistics" in html
+    # the job's page again: the same job, nothing new
+    jobs = Job.objects.count()
+    with django_capture_on_commit_callbacks(execute=True):
+        again = client.post(f"/t/{table.slug}/row/start/", {"k.id": "3", "from": "0", "to": "3"})
+    assert Job.objects.count() == jobs and again["Location"] == r["Location"]
+
+
+def test_a_key_the_form_can_fix_is_said_next_to_it(table, client) -> None:  # noqa: F811
+    client.force_login(make_user("viewer"))
+    for post, words in [
+        ({"k.nope": "1", "from": "0", "to": "3"}, "is not a column"),
+        ({"k.id": "x", "from": "0", "to": "3"}, "not a valid long"),
+        ({"k.id": "1", "from": "3", "to": "1"}, "must not be after"),
+        ({"k.id": "", "from": "0", "to": "3"}, "at least one key column"),
+        ({"k.id": "1", "from": "0", "to": "99"}, "version"),
+    ]:
+        r = client.post(f"/t/{table.slug}/row/start/", post)
+        assert r.status_code == 302 and r["Location"].endswith("#key-form"), post
+        html = client.get(r["Location"]).content.decode()
+        assert 'id="key-form-error"' in html and words in html, (post, words)
+    assert Job.objects.count() == 0
+
+
+def test_values_are_escaped_and_a_table_without_an_id_asks(
+    eager,  # noqa: F811
+    tmp_path,
+    settings,
+    client,
+    django_capture_on_commit_callbacks,
+) -> None:
+    from deltalake import DeltaTable
+
+    from tables.services import registration
+
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    path = tmp_path / "html"
+    write_deltalake(str(path), pa.table({"code": ["<b>a</b>", "b"], "v": ["x", "y"]}))
+    DeltaTable(str(path)).update(updates={"v": "'<script>alert(1)</script>'"}, predicate="code = 'b'")
+    html_table = registration.register_table("html", str(path))
+    client.force_login(make_user("viewer"))
+    with django_capture_on_commit_callbacks(execute=True):
+        r = client.post(f"/t/{html_table.slug}/v/1/preview/")
+    preview = client.get(r["Location"]).content.decode()
+    assert 'id="history-keys-ask"' in preview and 'class="row-history"' not in preview  # no id or key column
+    chosen = client.get(r["Location"].replace("#rows", "") + "&hkeys=1&hkey=code").content.decode()
+    assert "k.code=%3Cb%3Ea%3C%2Fb%3E" in chosen and "<b>a</b>" not in chosen
+    with django_capture_on_commit_callbacks(execute=True):
+        r = client.post(f"/t/{html_table.slug}/row/start/", {"k.code": "b", "from": "0", "to": "1"})
+    html = client.get(r["Location"]).content.decode()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    add = client.get(f"/t/{html_table.slug}/row/?to=1").content.decode()
+    assert 'id="key-ask"' in add and '<option value="code">' in add and 'id="row-history-start" disabled' in add

@@ -97,6 +97,12 @@ class KeyColumn:
     partition: str | None  # its key in partitionValues when it partitions the table
 
 
+def is_key_type(type_name: Any) -> bool:
+    """Whether a column of this Delta type can be a key column (KEY_TYPES)."""
+    t = type_name.strip().lower() if isinstance(type_name, str) else ""
+    return t in ("string", "boolean", "date", *_INT_BITS) or bool(_DECIMAL.match(t))
+
+
 def cast_key_value(text: str, type_name: Any, column: str) -> Any:
     """A key's text as a value of the column's Delta type; InvalidColumnsError otherwise."""
     t = type_name.strip().lower() if isinstance(type_name, str) else ""
