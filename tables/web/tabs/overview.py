@@ -25,6 +25,7 @@ from tables.services.owner import use_cases as owner_services
 from tables.services.owner.access import managed_of
 from tables.services.owner.db import summary as owner_summary
 from tables.services.reachability import cache_epoch
+from tables.services.row_count import latest_row_count
 from tables.services.sync import vanished
 from tables.web import charts, pages
 from tables.web.forms import RestoreRequestForm
@@ -80,10 +81,26 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ).count()
     ctx.update(_owner_card(request, table))
     ctx.update(pages.stored_metadata(table.latest_metadata))  # columns, partitioning, properties
+    ctx["row_count"] = _row_count(table) if ctx["synced"] else None
     if alerts_installed():
         ctx["alerts"] = list(table.alerts.all()[:ALERTS_SHOWN])
         ctx["alert_total"] = table.alerts.count()
     return render(request, "tables/table_overview.html", ctx)
+
+
+def _row_count(table: Table) -> dict[str, Any]:
+    """The latest version's rows as the Overview says them: the count (thousands separated),
+    how many files were counted from their footers or could not be counted, or pending."""
+    found = latest_row_count(table, wait=False)
+    if found is None:
+        return {"pending": True}
+    if "error" in found:
+        return {"error": found["error"]}
+    return {
+        **found,
+        "text": pages.human_count(found["rows"]),
+        "unknown": found["files"] > 0 and found["unknownFiles"] == found["files"],
+    }
 
 
 @page
