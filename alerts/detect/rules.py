@@ -259,6 +259,11 @@ def unknown_writer(facts: CommitFacts, _t: float | None) -> str | None:
 
 MIN_INTERVALS = 5
 DEFAULT_RATE_FACTOR = 10.0
+# A median interval under a second tells no cadence one could be late on: it is what a copied
+# table's commits show (every file time the copy's instant, equal, or moved 1 ms apart by the
+# sync's monotonizing), or a burst of commits written at once, and "silent 10x longer" would
+# then fire seconds after the copy ("no commit for 0 s, usually one every 0 s").
+MIN_USUAL_MS = 1000
 
 
 def rate_factor(factor: float | None) -> float:
@@ -267,14 +272,16 @@ def rate_factor(factor: float | None) -> float:
 
 
 def usual_interval(times: list[int]) -> float | None:
-    """The median interval (ms) between commits at `times` (newest first); None while there
-    are fewer than MIN_INTERVALS intervals to tell what is usual."""
+    """The median interval (ms) between commits at `times` (newest first); None when it tells
+    nothing: fewer than MIN_INTERVALS intervals between distinct times (times all equal, as a
+    copied table's are), or a median under MIN_USUAL_MS (a copy's times a millisecond apart)."""
     if len(times) < MIN_INTERVALS + 1:
         return None
     intervals = [a - b for a, b in itertools.pairwise(times) if a - b > 0]
     if len(intervals) < MIN_INTERVALS:
         return None
-    return statistics.median(intervals)
+    usual = statistics.median(intervals)
+    return usual if usual >= MIN_USUAL_MS else None
 
 
 def commit_rate(facts: CommitFacts, factor: float | None) -> str | None:
