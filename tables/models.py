@@ -310,6 +310,9 @@ class RestoreRequest(models.Model):
     reason = models.TextField()
     ignore_missing_files = models.BooleanField(default=False)
     allow_protocol_downgrade = models.BooleanField(default=False)
+    recover_files_first = models.BooleanField(
+        default=False, help_text="copy the version's gone objects back from the bucket's noncurrent versions first"
+    )
     status = models.CharField(max_length=16, choices=RestoreStatus.choices, default=RestoreStatus.PENDING)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="restore_requests"
@@ -376,6 +379,39 @@ class RestoreEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_status or 'new'} → {self.to_status}"
+
+
+class RecoveredObject(models.Model):
+    """The audit of a recovery: one object a restore request copies back from a noncurrent
+    version of a versioned bucket (recorded with the request, marked before the copy, completed
+    after it). An audit record: never pruned, and nothing it names is ever deleted."""
+
+    class Outcome(models.TextChoices):
+        PLANNED = "planned", "planned"  # with the request: to be copied once approved
+        COPYING = "copying", "copying"  # begun; a worker that stopped left it so
+        COPIED = "copied", "copied"
+        PRESENT = "present", "already present"  # a current object with the same bytes was there
+        FAILED = "failed", "failed"
+
+    request = models.ForeignKey(RestoreRequest, on_delete=models.CASCADE, related_name="recovered_objects")
+    path = models.TextField(help_text="the key relative to the table")
+    source_version_id = models.CharField(max_length=1024, help_text="the noncurrent version copied")
+    source_etag = models.CharField(max_length=200, blank=True)
+    size = models.BigIntegerField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    version_id = models.CharField(max_length=1024, blank=True, help_text="the current version after the copy")
+    etag = models.CharField(max_length=200, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True, help_text="of the bytes copied")
+    checked_by = models.CharField(max_length=200, blank=True, help_text="how the copy was compared with the version")
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.path} from {self.source_version_id} ({self.outcome})"
 
 
 # --- managed commits: deltaweb as a table's commit-owner (the database's own state) -------------

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tables.api.serializers import BlankAsNullCharField, StrictCharField, without_staff_detail
-from tables.models import RestoreEvent, RestoreRequest, RestoreStatus
+from tables.models import RecoveredObject, RestoreEvent, RestoreRequest, RestoreStatus
 from tables.services.lookup import INT64_MAX as MAX_VERSION
 
 # --- restores ------------------------------------------------------------------------
@@ -42,6 +42,14 @@ class RestoreCreateSerializer(serializers.Serializer):
         max_length=5000,
         help_text="Restore only the partitions this predicate on partition columns selects (=, !=, <, <=, >, >=, "
         "IN, IS NULL, AND, OR, NOT), e.g. \"day = '2024-05-01' AND region IN ('eu', 'us')\". Blank: the whole table.",
+    )
+    recoverFilesFirst = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Before the restore, copy the version's gone objects (data, deletion-vector and log files) back "
+        "from the noncurrent versions of the table's versioned bucket (never over a current object). Needs the "
+        "version (not a timestamp) and a version the reachability answer marks recoverable: 422 store_not_versioned, "
+        "400 version_not_recoverable.",
     )
 
 
@@ -87,6 +95,35 @@ class RestoreEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class RecoveredObjectSerializer(serializers.ModelSerializer):
+    """One object a recovery copied back (the audit)."""
+
+    sourceVersionId = serializers.CharField(source="source_version_id", read_only=True)
+    sourceEtag = serializers.CharField(source="source_etag", read_only=True)
+    versionId = serializers.CharField(source="version_id", read_only=True, help_text="the current version after it")
+    checkedBy = serializers.CharField(source="checked_by", read_only=True)
+    startedAt = serializers.DateTimeField(source="started_at", read_only=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
+
+    class Meta:
+        model = RecoveredObject
+        fields = [
+            "path",
+            "sourceVersionId",
+            "sourceEtag",
+            "size",
+            "outcome",
+            "versionId",
+            "etag",
+            "sha256",
+            "checkedBy",
+            "error",
+            "startedAt",
+            "finishedAt",
+        ]
+        read_only_fields = fields
+
+
 class RestoreSummarySerializer(serializers.ModelSerializer):
     """A restore request without its plan and events (lists)."""
 
@@ -106,6 +143,7 @@ class RestoreSummarySerializer(serializers.ModelSerializer):
     resolutionRule = serializers.CharField(source="resolution_rule", read_only=True)
     ignoreMissingFiles = serializers.BooleanField(source="ignore_missing_files", read_only=True)
     allowProtocolDowngrade = serializers.BooleanField(source="allow_protocol_downgrade", read_only=True)
+    recoverFilesFirst = serializers.BooleanField(source="recover_files_first", read_only=True)
     requestedBy = serializers.SlugRelatedField(
         source="requested_by", slug_field="username", read_only=True, allow_null=True, help_text="null: user removed"
     )
@@ -143,6 +181,7 @@ class RestoreSummarySerializer(serializers.ModelSerializer):
             "reason",
             "ignoreMissingFiles",
             "allowProtocolDowngrade",
+            "recoverFilesFirst",
             "requestedBy",
             "approver",
             "approverComment",
@@ -173,7 +212,8 @@ class RestoreRequestSerializer(RestoreSummarySerializer):
         "metrics (operationMetrics as Delta Lake writes them), numFilesToAdd, numFilesToRemove, protocol, "
         "protocolOutcome, metadata, domainMetadata, missingFiles, notes, fingerprint; sample (up to 50 files to "
         "add and to remove), compare (head, target and after side by side: files, bytes, protocol; schema, "
-        "properties and protocol changes) and the dataChange warning.",
+        "properties and protocol changes) and the dataChange warning; with recoverFilesFirst, recovery (count, bytes, "
+        "logFiles, a sample of the objects to copy back with their noncurrent version ids, notes).",
     )
     verification = serializers.JSONField(
         read_only=True,
@@ -188,9 +228,17 @@ class RestoreRequestSerializer(RestoreSummarySerializer):
         "syncJob; or missingFiles / competingVersions.",
     )
     events = RestoreEventSerializer(many=True, read_only=True)
+    recoveredObjects = RecoveredObjectSerializer(
+        source="recovered_objects",
+        many=True,
+        read_only=True,
+        help_text="With recoverFilesFirst: every object the request copies back (outcome planned with the request, "
+        "then copying, copied, present or failed), from which noncurrent version, to which new version, and how the "
+        "copy was checked: the audit.",
+    )
 
     class Meta(RestoreSummarySerializer.Meta):
-        fields = [*RestoreSummarySerializer.Meta.fields, "plan", "verification", "result", "events"]
+        fields = [*RestoreSummarySerializer.Meta.fields, "plan", "verification", "result", "events", "recoveredObjects"]
         read_only_fields = fields
 
     def to_representation(self, instance: RestoreRequest) -> dict[str, Any]:

@@ -21,6 +21,12 @@ class VersionReachabilitySerializer(serializers.Serializer):
     version = serializers.IntegerField()
     readable = serializers.BooleanField(help_text="Its state can be rebuilt from the log and all its files exist.")
     restorable = serializers.BooleanField(help_text="Readable, or only files a restore would not add are missing.")
+    recoverable = serializers.BooleanField(
+        allow_null=True,
+        help_text="Unreadable, and readable again once the noncurrent versions of its gone objects in the table's "
+        "versioned bucket are copied back (a restore can recover them first). null when not asked: not an object "
+        "store with versioning on, or every version is readable.",
+    )
     reason = serializers.ChoiceField(
         choices=["log_expired", "not_reproducible", "files_missing", "beyond_retention", "checkpoint_mismatch"],
         allow_null=True,

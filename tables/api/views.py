@@ -266,7 +266,8 @@ class TableViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"])
     def reachability(self, request, id=None):
         """For every version: readable (log and files present), restorable (readable, or missing only
-        files a restore would not add), the reason when not (log_expired, not_reproducible,
+        files a restore would not add), recoverable (in a versioned bucket: unreadable, and readable
+        once the noncurrent versions of its gone objects are back), the reason when not (log_expired, not_reproducible,
         files_missing with the count and the first 100 paths, beyond_retention) and the retention
         windows (delta.logRetentionDuration, delta.deletedFileRetentionDuration; Delta's defaults).
         With `vacuumRetention`, also `vacuumForecast`: the readable versions a VACUUM run now with
@@ -381,7 +382,10 @@ class TableViewSet(viewsets.GenericViewSet):
         staff); another approver must approve it. Refusals save nothing: 400 invalid_target,
         invalid_reason, invalid_timestamp, timestamp_out_of_range, restore_invalid (e.g. the version
         is not lower than the latest), restore_missing_files (with `files`, up to 100; set
-        ignoreMissingFiles to restore without them); 422 when the log cannot be read."""
+        ignoreMissingFiles to restore without them); 422 when the log cannot be read. With
+        recoverFilesFirst, the version's gone objects are copied back from the bucket's noncurrent
+        versions before the restore runs (the plan is made on the table as it will be then): 422
+        store_not_versioned, 400 version_not_recoverable."""
         table = self.get_object()
         if request.method == "GET":
             q = validated_query(rs.RestoreQuerySerializer, request)
@@ -402,6 +406,7 @@ class TableViewSet(viewsets.GenericViewSet):
             ignore_missing_files=data["ignoreMissingFiles"],
             allow_protocol_downgrade=data["allowProtocolDowngrade"],
             where=data.get("where"),
+            recover_files_first=data["recoverFilesFirst"],
         )
         body = rs.RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": _restore_location(request, req)})

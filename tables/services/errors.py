@@ -71,6 +71,10 @@ DELTA_STATUS: dict[str, int] = {
     "storage_bucket_not_found": 422,
     "storage_unavailable": 503,
     "storage_no_conditional_put": 422,
+    # recovery from a versioned bucket: its store keeps no object versions; a copy back refused
+    # (a current object with other bytes, another writer meanwhile) or not checking out
+    "store_not_versioned": 422,
+    "recovery_failed": 409,
 }
 DEFAULT_DELTA_STATUS = 400
 

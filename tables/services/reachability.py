@@ -15,13 +15,26 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
 
 from tables.delta import errors as delta_errors
-from tables.delta.history.reachability import Reachability, ReachState, answer, parse_interval, update_state
+from tables.delta.history.reachability import (
+    Reachability,
+    ReachState,
+    answer,
+    mark_recoverable,
+    parse_interval,
+    recovery_state,
+    update_state,
+)
+from tables.delta.storage.backends.registry import VersionedBucket
+from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.objectstore_config import is_object_location
+from tables.delta.storage.versions import Recoverable, RecoveryView, recoverable_objects, versioned_bucket
 from tables.models import Table
 from tables.services.errors import ServiceError, from_delta
 from tables.services.history.query import synced_key
@@ -199,12 +212,81 @@ _states: OrderedDict[str, ReachState] = OrderedDict()
 _states_lock = threading.Lock()
 
 
+def _state(location: str) -> ReachState:
+    """The table's state, updated with what changed since this process last looked (hold
+    _states_lock: an update changes the state in place)."""
+    state = _states.pop(location, None)
+    state = update_state(state, location)
+    _keep_newest(_states, location, state)
+    return state
+
+
 def _compute(location: str, now: int, vacuum_retention: int | None) -> Reachability:
-    with _states_lock:  # an update changes the state in place: one at a time
-        state = _states.pop(location, None)
-        state = update_state(state, location)
-        _keep_newest(_states, location, state)
-        return answer(state, location, now, vacuum_retention)
+    with _states_lock:  # one at a time, and the state unchanged while it is read
+        state = _state(location)
+        result = answer(state, location, now, vacuum_retention)
+        _mark_recoverable(result, state, location, now)
+        return result
+
+
+# --- recovery from a versioned bucket ------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Recovery:
+    """What a table's versioned bucket could give back: the noncurrent versions of its gone
+    objects, the view of the table with them back, its state and its answer (None when there
+    is nothing to recover)."""
+
+    storage: Storage
+    bucket: VersionedBucket
+    recoverable: Recoverable
+    view: RecoveryView
+    state: ReachState
+    answer: Reachability | None
+
+
+def _recovery(state: ReachState, location: str, now: int) -> Recovery:
+    """The recovery of a table (NotVersionedError when its store keeps no versions): one
+    listing of the versions under its prefix; the map computed again only on the view."""
+    storage = as_storage(location)
+    bucket = versioned_bucket(storage)
+    found = recoverable_objects(storage, bucket)
+    view = RecoveryView(storage, bucket, found)
+    if not found.objects:
+        return Recovery(storage, bucket, found, view, state, None)
+    rstate = recovery_state(state, view, found.objects)
+    return Recovery(storage, bucket, found, view, rstate, answer(rstate, view, now))
+
+
+def _mark_recoverable(result: Reachability, state: ReachState, location: str, now: int) -> None:
+    """Mark the unreadable versions that the bucket's noncurrent versions would make readable
+    again. Nothing is asked of the store when every version is readable or the table is not
+    in an object store; a store without versioning, or one that refuses the listing (its
+    credentials may not allow ListBucketVersions), leaves the marks unknown (None)."""
+    if all(v.readable for v in result.versions) or not is_object_location(location):
+        return
+    try:
+        found = _recovery(state, location, now)
+    except delta_errors.NotVersionedError:
+        return
+    except (delta_errors.DeltaError, OSError) as exc:
+        logger.warning("recoverable versions of %s could not be listed: %s", location, exc)
+        return
+    mark_recoverable(result, found.answer)
+
+
+def recovery_of(location: str) -> tuple[Reachability, Recovery]:
+    """The table's reachability now (recoverable versions marked) and its recovery: what a
+    restore that recovers files first plans on. NotVersionedError when the store keeps no
+    versions; other storage errors as they come."""
+    now = int(time.time() * 1000)
+    with _states_lock:
+        state = _state(location)
+        result = answer(state, location, now)
+        found = _recovery(state, location, now)
+    mark_recoverable(result, found.answer)
+    return result, found
 
 
 def with_file_state(location: str, use: Callable[[ReachState], T]) -> T:

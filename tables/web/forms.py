@@ -121,6 +121,10 @@ class RestoreRequestForm(forms.Form):
     allow_protocol_downgrade = forms.BooleanField(
         required=False, label="Allow a protocol downgrade (write the version's lower protocol)"
     )
+    recover_files_first = forms.BooleanField(
+        required=False,
+        label="Recover files first (copy the version's deleted objects back from the bucket's noncurrent versions)",
+    )
 
 
 class RestoreDecisionForm(forms.Form):

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from tables.models import RestoreRequest, RestoreStatus
 from tables.services.access import roles
 from tables.services.errors import ServiceError, error_body
+from tables.services.reachability import version_reachability
 from tables.services.restores.requests import (
     approve_restore,
     reject_restore,
@@ -28,11 +29,14 @@ from tables.web.forms import RestoreDecisionForm, RestoreRequestForm
 from tables.web.ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
 
 RESTORES_PAGE_SIZE = 50
+RECOVERED_SHOWN = 200  # recovered objects listed on a request's page; the API has them all
 _RESTORE_FIELDS = {
     "invalid_reason": "reason",
     "invalid_timestamp": "timestamp",
     "timestamp_out_of_range": "timestamp",
     "invalid_predicate": "where",
+    "version_not_recoverable": "recover_files_first",
+    "store_not_versioned": "recover_files_first",
 }
 
 
@@ -94,6 +98,7 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
                     ignore_missing_files=data["ignore_missing_files"],
                     allow_protocol_downgrade=data["allow_protocol_downgrade"],
                     where=data.get("where") or None,
+                    recover_files_first=data["recover_files_first"],
                 )
             except ServiceError as exc:
                 if exc.status == 403:
@@ -113,8 +118,21 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
                 messages.success(request, f"Restore #{req.pk} requested; an approver must approve it.")
                 return redirect("tables:restore_detail", req.pk)
         focus_first_error(form)
-    ctx = context(request, table=table, form=form, missing_files=missing, selected=selected)
+    show_recover = _recoverable(table, request.POST.get("version") or request.GET.get("version"))
+    ctx = context(request, table=table, form=form, missing_files=missing, selected=selected, show_recover=show_recover)
     return render(request, "tables/restore_form.html", ctx, status=status)
+
+
+def _recoverable(table, raw: str | None) -> bool:
+    """Whether the version the form names is recoverable (its "recover files first" box is
+    shown only then); False while a long log's answer is computed."""
+    if not raw or not raw.strip().isdigit() or int(raw) > MAX_ID:
+        return False
+    try:
+        entry = version_reachability(table, int(raw), wait=False)
+    except ServiceError:
+        return False
+    return bool(entry and entry.get("recoverable"))
 
 
 @page
@@ -127,6 +145,8 @@ def restore_detail(request: HttpRequest, pk: int) -> HttpResponse:
         req=req,
         table=req.table,
         plan=pages.restore_view(req.plan),
+        recovery=(req.plan or {}).get("recovery"),
+        recovered=list(req.recovered_objects.all()[:RECOVERED_SHOWN]) if req.recover_files_first else [],
         events=list(req.events.select_related("actor")),
         can_decide=req.awaiting_approval and roles.can_approve(request.user) and not own,
         own_request=own and roles.can_approve(request.user) and req.awaiting_approval,

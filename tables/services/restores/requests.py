@@ -19,7 +19,8 @@ from tables.delta import errors as delta_errors
 from tables.delta.log.actions import Metadata, dv_unique_id
 from tables.delta.restore.plan import plan_restore
 from tables.delta.snapshot.diff import dict_diff, schema_changes, schema_fields
-from tables.delta.snapshot.state import Snapshot
+from tables.delta.snapshot.state import Snapshot, load_snapshot
+from tables.delta.storage.boundary import Storage
 from tables.models import RestoreEvent, RestoreRequest, RestoreStatus, Table
 from tables.services import jobs
 from tables.services.access import roles
@@ -27,6 +28,7 @@ from tables.services.errors import ServiceError, http_status, one_line, public_m
 from tables.services.lookup import INT64_MAX
 from tables.services.owner.access import owner_of
 from tables.services.reachability import version_reachability
+from tables.services.restores.recovery import record_plan, recovery_for, recovery_payload
 from tables.services.versions import snapshot_at
 
 RESTORE_WARNING = (
@@ -106,9 +108,13 @@ def _side(snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def _plan_compare(table: Table, plan: dict[str, Any]) -> dict[str, Any]:
-    """Current head, target and the table after the restore, side by side."""
-    head, target = snapshot_at(table, plan["readVersion"]), snapshot_at(table, plan["targetVersion"])
+def _plan_compare(table: Table, plan: dict[str, Any], storage: Storage | None = None) -> dict[str, Any]:
+    """Current head, target and the table after the restore, side by side (read through
+    `storage` when given: the view of a table whose gone objects are to be recovered)."""
+    if storage is not None:
+        head, target = load_snapshot(storage, plan["readVersion"]), load_snapshot(storage, plan["targetVersion"])
+    else:
+        head, target = snapshot_at(table, plan["readVersion"]), snapshot_at(table, plan["targetVersion"])
     after_md = Metadata.from_dict(plan["metadata"])
     metrics = plan.get("metrics") or {}
     after = {
@@ -129,14 +135,16 @@ def _plan_compare(table: Table, plan: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def plan_payload(table: Table, plan: dict[str, Any], first_read_version: int | None = None) -> dict[str, Any]:
+def plan_payload(
+    table: Table, plan: dict[str, Any], first_read_version: int | None = None, storage: Storage | None = None
+) -> dict[str, Any]:
     """What a request stores of a plan (RestorePlan.to_dict): everything but the file
     actions (the fingerprint stands for them; the run plans again), a bounded sample of
     them, the side-by-side comparison, the warning, and the head of the request's first
     plan (where a retry looks for its own commit)."""
     out = {k: v for k, v in plan.items() if k not in ("adds", "removes")}
     out["sample"] = {"add": _file_sample(plan.get("adds")), "remove": _file_sample(plan.get("removes"))}
-    out["compare"] = _plan_compare(table, plan)
+    out["compare"] = _plan_compare(table, plan, storage)
     out["warning"] = RESTORE_WARNING
     out["firstReadVersion"] = first_read_version if first_read_version is not None else plan["readVersion"]
     return out
@@ -185,22 +193,29 @@ def request_restore(
     ignore_missing_files: bool = False,
     allow_protocol_downgrade: bool = False,
     where: str | None = None,
+    recover_files_first: bool = False,
 ) -> RestoreRequest:
     """A pending restore request with its dry-run plan; a plan that cannot be made (missing
     files not ignored, target not before the latest version, a predicate that is not on
     partition columns or selects nothing, ...) refuses and saves nothing. `where` restores only
-    the partitions a predicate selects (blank: the whole table)."""
+    the partitions a predicate selects (blank: the whole table). `recover_files_first`: the
+    version's gone objects are copied back from the bucket's noncurrent versions before the
+    restore runs; the plan is made on the table as it will be then (store_not_versioned,
+    version_not_recoverable when that cannot be)."""
     if not roles.can_request_restore(user):
         raise ServiceError(
             "Requesting a restore needs the analyst or approver role (or staff).", "permission_denied", 403
         )
     reason = _text(reason, "reason for the restore (the approver reads it)", True, "invalid_reason")
     version, timestamp = _restore_target(version, timestamp)
-    if version is not None:
+    recovery, storage, wanted = None, None, []
+    if recover_files_first:
+        recovery, storage, wanted = _recovery(table, version)
+    elif version is not None:
         check_restorable(table, version)
     try:
         plan = plan_restore(
-            table.location,
+            storage if storage is not None else table.location,
             version=version,
             timestamp=timestamp,
             ignore_missing_files=bool(ignore_missing_files),
@@ -208,11 +223,13 @@ def request_restore(
             owner=owner_of(table),  # a managed table: as its owner knows it
             where=(where or "").strip() or None,
         )
-        payload = plan_payload(table, plan.to_dict())
+        payload = plan_payload(table, plan.to_dict(), storage=storage)
     except delta_errors.DeltaError as exc:
         raise _restore_error(exc, table) from exc
     if version is None:  # a timestamp: checked once the plan resolved it to a version
         check_restorable(table, plan.target_version)
+    if recovery is not None:
+        payload["recovery"] = recovery
     with transaction.atomic():
         req = RestoreRequest.objects.create(
             table=table,
@@ -223,13 +240,30 @@ def request_restore(
             reason=reason,
             ignore_missing_files=bool(ignore_missing_files),
             allow_protocol_downgrade=bool(allow_protocol_downgrade),
+            recover_files_first=recovery is not None,
             requested_by=user,
             plan=payload,
             plan_head_version=plan.read_version,
             plan_fingerprint=plan.fingerprint,
         )
-        event(req, user, "", RestoreStatus.PENDING, f"requested a restore to version {plan.target_version}: {reason}")
+        if wanted:
+            record_plan(req, wanted)
+        recovering = f" (recovering {recovery['count']} objects first)" if recovery is not None else ""
+        event(
+            req, user, "", RestoreStatus.PENDING,
+            f"requested a restore to version {plan.target_version}{recovering}: {reason}",
+        )  # fmt: skip
     return req
+
+
+def _recovery(table: Table, version: int | None) -> tuple[dict[str, Any], Storage, list[Any]]:
+    """The recovery a request shows (objects to copy back), the view to plan on (the table as
+    it will be once they are back) and the objects (recorded with the request)."""
+    if version is None:
+        # a timestamp would be resolved on commit times that the copy itself may change
+        raise ServiceError("Recovering files first needs the version to restore, not a timestamp.", "invalid_target")
+    found, wanted = recovery_for(table, version)
+    return recovery_payload(found, wanted), found.view, wanted
 
 
 def check_can_decide(req: RestoreRequest, user) -> None:

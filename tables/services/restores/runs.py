@@ -5,8 +5,9 @@ A worker claims the run with a conditional UPDATE (queued -> running) that must 
 exactly one row, and the engine (Spark, or the pure planner when
 DELTAWEB_RESTORE_ENGINE=local) plans again on the current head; apply_approved_plan commits
 only the approved change (the core's approved_change_on), with the request's txnId, so a
-retried run never commits twice. Workers that die are noticed by requeue_stuck_restores (a
-beat task).
+retried run never commits twice. A request that recovers files first copies them back from the
+bucket's noncurrent versions before it plans (tables.services.restores.recovery). Workers that
+die are noticed by requeue_stuck_restores (a beat task).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tables.services import faults, jobs
 from tables.services.errors import is_spark_error, one_line, public_message, spark_failure
 from tables.services.owner.access import owner_of
 from tables.services.owner.use_cases import backfill
+from tables.services.restores.recovery import recover_files
 from tables.services.restores.requests import MAX_TEXT, event, plan_payload, send_restore_on_commit
 from tables.services.sync.store import start_sync
 from tables.services.versions import snapshot_at
@@ -164,15 +166,32 @@ def _execute(req: RestoreRequest, run: RestoreRun, planner: Planner) -> dict[str
     done = restore_commit_version(req)
     if done is None:
         owner = _restore_owner(req.table, run)
+        recovery = _recover_first(req, run) if req.recover_files_first else None
         out = apply_approved_plan(
             req.table.location, req.plan or {}, req.txn, planner, run.progress, owner=owner, who=commit_who(req)
         )
+        if recovery is not None:
+            out["recovery"] = recovery
         if not out.get("stale"):
             return out
         done = restore_commit_version(req)  # a silent earlier attempt may have committed meanwhile
         if done is None:
             return out
     return {"version": done, "alreadyCommitted": True, "txnId": req.txn}
+
+
+def _recover_first(req: RestoreRequest, run: RestoreRun) -> dict[str, Any]:
+    """Copy the version's gone objects back from the bucket's noncurrent versions (each one in
+    the request's audit, RecoveredObject), then say so in the request's trail; the restore
+    runs only once every object it needs is back."""
+    summary = recover_files(req, run.progress)
+    note = (
+        f"recovered {summary['copied']} object(s) from noncurrent versions"
+        + (f", {summary['present']} already present" if summary["present"] else "")
+        + f" ({summary['bytes']} bytes)"
+    )
+    event(req, None, RestoreStatus.RUNNING, RestoreStatus.RUNNING, note)
+    return summary
 
 
 def commit_who(req: RestoreRequest) -> dict[str, Any]:
@@ -252,6 +271,7 @@ _RESULT_KEYS = (
     "skippedMissingFiles",
     "engineInfo",
     "engine",
+    "recovery",
 )
 
 

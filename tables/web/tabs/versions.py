@@ -1,5 +1,6 @@
-"""The table page's Versions tab (open a version, time travel, what VACUUM would break) and a
-version's own page (its snapshot, schema, properties, protocol and files)."""
+"""The table page's Versions tab (open a version, time travel, what VACUUM would break, which
+unreadable versions a versioned bucket can still recover) and a version's own page (its
+snapshot, schema, properties, protocol and files)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,17 @@ def _vacuum_forecast(request: HttpRequest, table: Table) -> dict[str, Any]:
     return {"vf_value": raw, "vf_result": result, "vf_error": error}
 
 
+RECOVERABLE_SHOWN = 50  # versions listed on the tab; the reachability API has them all
+
+
+def _recoverable(table: Table) -> dict[str, Any]:
+    """The unreadable versions the bucket's noncurrent versions could make readable again
+    (newest first), for the tab to mark: a restore to one can recover its files first."""
+    by_version = reach_by_version(table) or {}
+    found = sorted((v for v, e in by_version.items() if e.get("recoverable")), reverse=True)
+    return {"recoverable": found[:RECOVERABLE_SHOWN], "recoverable_more": max(0, len(found) - RECOVERABLE_SHOWN)}
+
+
 @page
 @require_GET
 def table_versions(request: HttpRequest, slug: str) -> HttpResponse:
@@ -100,6 +112,7 @@ def table_versions(request: HttpRequest, slug: str) -> HttpResponse:
     ctx = tab_context(request, table, "versions")
     ctx.update(_time_travel(request, table))
     ctx.update(_vacuum_forecast(request, table))
+    ctx.update(_recoverable(table))
     ctx["recent"] = [pages.history_row(c) for c in history(table)[:10]]
     status = 400 if ctx["tt_error"] else 200
     return render(request, "tables/table_versions.html", ctx, status=status)
@@ -166,7 +179,8 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         page_obj=page_obj,
         reach=pages.reach_text(reach),
         unreadable=bool(reach) and not reach.get("readable"),
-        unrestorable=bool(reach) and not reach.get("restorable"),
+        unrestorable=bool(reach) and not reach.get("restorable") and not reach.get("recoverable"),
+        recoverable=bool(reach) and bool(reach.get("recoverable")),
         previous_version=version - 1 if version > (table.earliest_version or 0) else None,
         next_version=version + 1
         if table.last_synced_version is not None and version < table.last_synced_version
