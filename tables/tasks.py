@@ -29,6 +29,7 @@ from tables.services.owner import use_cases as owner_services
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import probe
 from tables.services.sync import store as sync
+from tables.services.sync import vanished
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,14 @@ def sync_table(job_id: int) -> dict:
         return {"error": f"job {job_id} not found"}
     with jobs.running(job.pk):
         return sync.sync_table(job.table_id, job.pk)
+
+
+@shared_task(name=vanished.LOOK_TASK)
+def look_at_files(table_id: int, latest: int) -> bool:
+    """A long log's first look at its referenced files, sent by its first sync (see
+    tables.services.sync.vanished): the look replays the retained log, which that sync's job
+    should not wait for."""
+    return vanished.look_in_worker(table_id, latest)
 
 
 @shared_task(name="tables.sweep_silent_jobs")

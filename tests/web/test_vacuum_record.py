@@ -181,14 +181,19 @@ def test_a_sync_while_a_vacuum_runs(roots, django_capture_on_commit_callbacks) -
     assert not in_ranges(first.unreadable) & in_ranges(second.unreadable)
 
 
-def test_files_deleted_with_no_commit_at_all(roots, django_capture_on_commit_callbacks) -> None:
-    """Someone deletes a tombstone by hand: the next sync (asked for, no new commit) records it,
+def test_files_deleted_with_no_commit_at_all(roots, settings, django_capture_on_commit_callbacks) -> None:
+    """Someone deletes a tombstone by hand: with no VACUUM commit to prompt a look, the sync that
+    is due (every DELTAWEB_VACUUM_CHECK_EVERY_SYNCS, here 3; on local disk too) records it,
     attributed to no VACUUM; the alert says so."""
+    settings.DELTAWEB_VACUUM_CHECK_EVERY_SYNCS = 3
     path = roots / "t"
     table = register_and_sync("t", churned(path))
     victim = tombstones(path)[-1]
     size = (path / victim).stat().st_size
     (path / victim).unlink()
+    for _ in range(2):
+        table = synced(table, django_capture_on_commit_callbacks)
+        assert not FileRemovalEvent.objects.filter(table=table).exists()
     table = synced(table, django_capture_on_commit_callbacks)
     event = FileRemovalEvent.objects.get(table=table)
     assert (event.files, event.bytes, event.paths) == (1, size, [victim])
@@ -196,6 +201,28 @@ def test_files_deleted_with_no_commit_at_all(roots, django_capture_on_commit_cal
     assert in_ranges(event.unreadable) == unloadable(str(path), 6)
     text = Alert.objects.get(table=table, rule="vacuum_unreadable").explanation
     assert text.startswith("Files removed outside the log made versions")
+
+
+def test_a_long_logs_first_look_is_a_workers_own(roots, settings, monkeypatch) -> None:
+    """The first look replays the whole retained log: for a log of DELTAWEB_REACHABILITY_INLINE_
+    VERSIONS versions or more (here 3) the first sync sends it to a worker instead of making its
+    job wait; the worker's look then lists the table once, as a baseline, with no event."""
+    from tables import tasks
+    from tables.services import jobs
+    from tables.services.sync import vanished
+
+    settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 3
+    sent = []
+    monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append((name, *args)))
+    path = roots / "t"
+    table = register_and_sync("t", churned(path))
+    assert not FileLook.objects.filter(table=table).exists()
+    assert sent == [(vanished.LOOK_TASK, table.pk, 6)]
+    assert tasks.look_at_files(table.pk, 6) is True
+    look = FileLook.objects.get(table=table)
+    assert (look.version, look.missing, look.complete) == (6, 0, True)
+    assert not FileRemovalEvent.objects.filter(table=table).exists()
+    assert tasks.look_at_files(table.pk, 6) is False  # a look came first: nothing done twice
 
 
 def test_the_alert_obeys_the_tables_rule_setting(roots, django_capture_on_commit_callbacks) -> None:

@@ -5,13 +5,16 @@ files and bytes, the versions that became unreadable and the VACUUM commits arou
 How it looks (docs/fleet.md, "Files removed outside the log"):
 - the referenced files come from reachability's kept state of the table (the versions still in
   the log, brought up to date with the new commits; tables.services.reachability);
-- a local table is listed at every sync (one directory walk);
-- an object store is never listed at every sync: every DELTAWEB_VACUUM_CHECK_EVERY_SYNCS syncs,
-  or at once when the new commits hold a VACUUM START or END, a HEAD of each of
+- a table is never listed at every sync, on local disk (a walk of a 100,000-file table is a
+  second of CPU) or in an object store: every DELTAWEB_VACUUM_CHECK_EVERY_SYNCS syncs, or at
+  once when the new commits hold a VACUUM START or END, a HEAD (a stat on disk) of each of
   DELTAWEB_VACUUM_CHECK_SAMPLE files that VACUUM deletes first (those removed longest ago that
   were there at the last look) and a quarter as many others at random; only when one is gone
   is the table listed, for exact counts (DELTAWEB_VACUUM_CHECK_LIST_ON_MISS=0: the sample's
-  count alone, the event marked incomplete). The first look lists the table once;
+  count alone, the event marked incomplete). The first look lists the table once: in the sync
+  for a table of fewer than DELTAWEB_REACHABILITY_INLINE_VERSIONS versions, else sent to a
+  worker of its own (it replays the whole retained log: seconds at 100,000 versions, which a
+  first sync's job should not wait for);
 - the look keeps counts and the missing files' 64-bit hashes (FileLook), not the files.
 
 A look never fails the sync: its errors are logged and the next sync looks again.
@@ -53,7 +56,7 @@ def enabled() -> bool:
 
 
 def every_syncs() -> int:
-    """An object-store table is looked at every this many syncs (1: every sync)."""
+    """A table is looked at every this many syncs (1: every sync)."""
     return max(1, int(_setting("DELTAWEB_VACUUM_CHECK_EVERY_SYNCS", 10)))
 
 
@@ -70,16 +73,34 @@ def kept_max() -> int:
     return int(_setting("DELTAWEB_VACUUM_MISSING_KEPT", 500_000))
 
 
+LOOK_TASK = "tables.look_at_files"
+
+
 def check_after_sync(table: Table, latest: int, new_versions: list[int]) -> FileRemovalEvent | None:
     """The look after a sync stored the commits up to `latest`; the event when files vanished.
     Never raises: a look that fails is logged and the next sync looks again."""
     if not enabled():
         return None
     try:
+        if not FileLook.objects.filter(table=table).exists() and latest + 1 >= reachability.inline_versions():
+            from tables.services import jobs
+
+            jobs.send(LOOK_TASK, table.pk, latest)  # the first look of a long log: a worker's own
+            return None
         return look_at_files(table, latest, new_versions)
     except Exception:
         logger.warning("the look at the files of table %s failed", table.pk, exc_info=True)
         return None
+
+
+def look_in_worker(table_id: int, latest: int) -> bool:
+    """The worker's side of a first look sent by `check_after_sync`; False when the table is gone
+    or another look came first."""
+    table = Table.objects.filter(pk=table_id).first()
+    if table is None or FileLook.objects.filter(table=table).exists():
+        return False
+    look_at_files(table, latest, force=True)
+    return True
 
 
 def look_at_files(
@@ -88,21 +109,14 @@ def look_at_files(
     """Look at the table's referenced files now if one is due (`force`: whatever the rate)."""
     look = FileLook.objects.filter(table=table).first()
     storage = as_storage(table.location)
-    remote = bool(getattr(storage, "remote", False))
-    due = (
-        force
-        or look is None
-        or not remote
-        or look.syncs_since + 1 >= every_syncs()
-        or _vacuum_among(table, new_versions or [])
-    )
+    due = force or look is None or look.syncs_since + 1 >= every_syncs() or _vacuum_among(table, new_versions or [])
     if not due:
         FileLook.objects.filter(pk=look.pk).update(syncs_since=F("syncs_since") + 1)
         return None
     before = _before(look)
     now = int(time.time() * 1000)
     outcome = reachability.with_file_state(
-        table.location, lambda state: _look(state, storage, before, now, sample=remote and look is not None)
+        table.location, lambda state: _look(state, storage, before, now, sample=look is not None)
     )
     return _record(table, look, latest, outcome)
 
