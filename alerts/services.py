@@ -49,8 +49,12 @@ def create_endpoint(user, name: str, url: str) -> tuple[WebhookEndpoint, str]:
     """A new endpoint and its signing secret; the secret is returned this once and never shown again."""
     name = (name or "").strip()
     if not name:
-        raise ServiceError("Give the webhook a name.", "invalid_name")
-    check(url)  # scheme, host, allowed hosts, no internal address
+        raise ServiceError("Give the webhook a name.", "invalid_name", field="name")
+    try:
+        check(url)  # scheme, host, allowed hosts, no internal address
+    except ServiceError as exc:
+        exc.extra.setdefault("field", "url")  # a form says it beside the URL
+        raise
     secret = secrets.token_urlsafe(32)
     ep = WebhookEndpoint.objects.create(owner=user, name=name[:200], url=url.strip(), secret=secret)
     return ep, secret
@@ -152,19 +156,70 @@ def create_rule(actor, **fields: Any) -> CustomRule:
     if not roles.can_register(actor):
         raise _denied("Adding an alert rule")
     rule = CustomRule(created_by=actor, **fields)
+    _check_rule(rule)
+    rule.save()
+    return rule
+
+
+# what a rule may have changed after it was made (not who made it, nor when)
+RULE_FIELDS = (
+    "name", "table", "severity", "enabled", "operation", "user", "metric", "metric_op", "metric_value", "partition",
+)  # fmt: skip
+
+
+def _check_rule(rule: CustomRule) -> None:
+    """A rule as it may be saved, or the ServiceError naming the field at fault (`field`)."""
     rule.name = (rule.name or "").strip()[:200]
     if not rule.name:
-        raise ServiceError("Give the rule a name.", "invalid_name")
+        raise ServiceError("Give the rule a name.", "invalid_name", field="name")
     _severity(rule.severity, "severity")
     if not (rule.operation or rule.user or rule.metric or rule.partition):
-        raise ServiceError("A rule needs a condition: operation, user, metric or partition.", "invalid_rule")
+        raise ServiceError(
+            "A rule needs a condition: operation, user, metric or partition.", "invalid_rule", field="operation"
+        )
     if rule.metric and (rule.metric_op not in MetricOp.values or rule.metric_value is None):
-        raise ServiceError("A metric condition needs metricOp (gt, ge, lt, le, eq) and metricValue.", "invalid_rule")
+        raise ServiceError(
+            "A metric condition needs metricOp (gt, ge, lt, le, eq) and metricValue.", "invalid_rule", field="metric"
+        )
     if rule.metric_value is not None and not math.isfinite(rule.metric_value):
-        raise ServiceError("metricValue must be a finite number.", "invalid_rule")
+        raise ServiceError("metricValue must be a finite number.", "invalid_rule", field="metric_value")
     if rule.partition and "=" not in rule.partition:
-        raise ServiceError("partition is key=value.", "invalid_rule")
+        raise ServiceError("partition is key=value.", "invalid_rule", field="partition")
+
+
+def can_edit_rules(user) -> bool:
+    """Editing and switching off users' rules on the rules page: administrators (staff) only,
+    since a rule applies to everyone's alerts (on every table when it names none)."""
+    return bool(user and user.is_authenticated and user.is_active and user.is_staff)
+
+
+def _editable_rule(actor, pk: int, what: str) -> CustomRule:
+    if not can_edit_rules(actor):
+        raise ServiceError(f"{what} needs an administrator.", "permission_denied", 403)
+    rule = CustomRule.objects.filter(pk=pk).first()
+    if rule is None:
+        raise ServiceError(f"There is no rule {pk}.", "not_found", 404)
+    return rule
+
+
+def update_rule(actor, pk: int, **fields: Any) -> CustomRule:
+    """Change a user's rule (administrators): `fields` among RULE_FIELDS, checked as a new rule's."""
+    rule = _editable_rule(actor, pk, "Changing an alert rule")
+    unknown = set(fields) - set(RULE_FIELDS)
+    if unknown:
+        raise ServiceError(f"A rule has no field {', '.join(sorted(unknown))}.", "invalid_rule")
+    for name, value in fields.items():
+        setattr(rule, name, value)
+    _check_rule(rule)
     rule.save()
+    return rule
+
+
+def set_rule_enabled(actor, pk: int, enabled: bool) -> CustomRule:
+    """Switch a user's rule off (it fires no more, and is kept) or on again (administrators)."""
+    rule = _editable_rule(actor, pk, "Switching an alert rule off or on")
+    rule.enabled = bool(enabled)
+    rule.save(update_fields=["enabled"])
     return rule
 
 

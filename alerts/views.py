@@ -1,5 +1,6 @@
-"""Pages of the alerts app: the activity feed, and a user's alert settings (webhooks with
-their secret shown once, subscriptions, notifications, deliveries and redelivery).
+"""Pages of the alerts app: the activity feed, a user's alert settings (webhooks with
+their secret shown once, subscriptions, notifications, deliveries and redelivery), and the
+rules page where administrators add, edit and switch off users' rules.
 Views parse the request and render; alerts.services and alerts.activity do the work."""
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from alerts import activity, services
-from alerts.models import Channel, Severity
+from alerts.forms import RuleForm
+from alerts.models import Channel, CustomRule, Severity
 from tables.models import Table
 from tables.services.errors import ServiceError
 from tables.services.lookup import parse_int64, table_by_key
-from tables.web.ui import PageError, context, page
+from tables.web.ui import MAX_ID, PageError, context, focus_first_error, page
 
 
 @page
@@ -67,15 +69,9 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return render(request, "alerts/settings.html", _settings_context(request))
     what = request.POST.get("action", "")
+    if what == "create_webhook":
+        return _create_webhook(request)
     try:
-        if what == "create_webhook":
-            ep, secret = services.create_endpoint(
-                request.user, request.POST.get("name", ""), request.POST.get("url", "")
-            )
-            # rendered, not redirected: the secret must not travel through a cookie or a URL
-            return render(
-                request, "alerts/settings.html", _settings_context(request, new_endpoint=ep, new_secret=secret)
-            )
         if what == "delete_webhook":
             services.delete_endpoint(request.user, _pk(request))
             messages.success(request, "Webhook removed.")
@@ -122,6 +118,21 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     return redirect("alerts:settings")
 
 
+def _create_webhook(request: HttpRequest) -> HttpResponse:
+    """A new webhook, its secret shown once; a refused one is the form again with what was
+    typed and the reason beside the field at fault (a secret is never typed: it is made here)."""
+    name, url = request.POST.get("name", "")[:200], request.POST.get("url", "")[:2000]
+    try:
+        ep, secret = services.create_endpoint(request.user, name, url)
+    except ServiceError as exc:
+        refused = {"field": exc.extra.get("field") or "", "message": exc.message}
+        values = {"name": name, "url": url}
+        ctx = _settings_context(request, webhook_error=refused, webhook_values=values)
+        return render(request, "alerts/settings.html", ctx, status=exc.status)
+    # rendered, not redirected: the secret must not travel through a cookie or a URL
+    return render(request, "alerts/settings.html", _settings_context(request, new_endpoint=ep, new_secret=secret))
+
+
 def _pk(request: HttpRequest) -> int:
     pk = parse_int64(request.POST.get("id", ""))
     if pk is None:
@@ -134,3 +145,79 @@ def _pk(request: HttpRequest) -> int:
 def mark_read(request: HttpRequest) -> HttpResponse:
     services.mark_read(request.user)
     return redirect("alerts:activity")
+
+
+# --- users' rules (administrators) -------------------------------------------------------------
+
+RULE_ID = "rule_%s"  # the form's field ids (rule_name, ...)
+
+
+def _admin_only(request: HttpRequest) -> None:
+    """The rules page is for administrators: anyone else gets a 403, whatever the method."""
+    if not services.can_edit_rules(request.user):
+        raise PageError("Alert rules are edited by administrators; ask one to change a rule.", 403)
+
+
+def _refused(form: RuleForm, exc: ServiceError) -> None:
+    """A rule the services refused: the message beside the field it names (else above the form)."""
+    field = exc.extra.get("field")
+    form.add_error(field if field in form.fields else None, exc.message)
+
+
+def _invalid(form: RuleForm) -> None:
+    form.mark_errors()
+    focus_first_error(form)
+
+
+@page
+@require_http_methods(["GET", "POST"])
+def rules_page(request: HttpRequest) -> HttpResponse:
+    """GET: users' rules and the form of a new one. POST: create (action=create), or switch
+    one off or on (action=disable / enable, id)."""
+    _admin_only(request)
+    form = RuleForm(auto_id=RULE_ID)
+    if request.method == "POST":
+        what = request.POST.get("action", "")
+        if what in ("disable", "enable"):
+            rule = services.set_rule_enabled(request.user, _pk(request), what == "enable")
+            messages.success(request, f"Rule “{rule.name}” switched {'on' if rule.enabled else 'off'}.")
+            return redirect(reverse("alerts:rules") + f"#rule-{rule.pk}")
+        if what != "create":
+            raise ServiceError("Unknown action.", "invalid")
+        form = RuleForm(request.POST, auto_id=RULE_ID)
+        if form.is_valid():
+            try:
+                rule = services.create_rule(request.user, **form.rule_fields())
+            except ServiceError as exc:
+                _refused(form, exc)
+            else:
+                messages.success(request, f"Rule “{rule.name}” added.")
+                return redirect(reverse("alerts:rules") + f"#rule-{rule.pk}")
+        _invalid(form)
+    rules = CustomRule.objects.select_related("table", "created_by")
+    status = 400 if form.errors else 200
+    return render(request, "alerts/rules.html", context(request, rules=rules, form=form), status=status)
+
+
+@page
+@require_http_methods(["GET", "POST"])
+def rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """One rule's form: GET filled in as the rule is, POST saves it (or says what is wrong)."""
+    _admin_only(request)
+    rule = CustomRule.objects.filter(pk=pk).first() if pk <= MAX_ID else None
+    if rule is None:
+        raise PageError(f"There is no rule {pk}.", 404)
+    if request.method == "GET":
+        form = RuleForm.of_rule(rule, auto_id=RULE_ID)
+        return render(request, "alerts/rule_edit.html", context(request, rule=rule, form=form))
+    form = RuleForm(request.POST, auto_id=RULE_ID)
+    if form.is_valid():
+        try:
+            services.update_rule(request.user, rule.pk, **form.rule_fields())
+        except ServiceError as exc:
+            _refused(form, exc)
+        else:
+            messages.success(request, f"Rule “{form.cleaned_data['name'].strip()}” saved.")
+            return redirect(reverse("alerts:rules") + f"#rule-{rule.pk}")
+    _invalid(form)
+    return render(request, "alerts/rule_edit.html", context(request, rule=rule, form=form), status=400)
