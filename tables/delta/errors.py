@@ -83,6 +83,45 @@ class StorageError(DeltaError):
     code = "storage_error"
 
 
+# object stores: the error codes (S3, Azure, GCS, STS) that mean refused credentials
+ACCESS_CODES = (
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "ExpiredToken",
+    "InvalidToken",
+    "AuthorizationHeaderMalformed",
+    "AuthenticationFailed",
+    "AuthorizationFailure",
+    "AuthorizationPermissionMismatch",
+    "InvalidClientTokenId",
+)
+
+
+class ObjectStoreAccessError(StorageError):
+    """The object store refused the credentials (wrong, expired, or without the permission)."""
+
+    code = "storage_access_denied"
+
+
+class BucketNotFoundError(StorageError):
+    """The bucket (or container) a location names does not exist."""
+
+    code = "storage_bucket_not_found"
+
+
+class StorageUnavailableError(StorageError):
+    """The object store did not answer after the bounded retries (network, 5xx, timeouts)."""
+
+    code = "storage_unavailable"
+
+
+class ConditionalPutUnsupportedError(StorageError):
+    """A store that cannot put an object only if absent: commits to it are refused."""
+
+    code = "storage_no_conditional_put"
+
+
 class PathOutsideRootsError(StorageError):
     """A path the log names (or the log itself) that resolves outside the allowed roots."""
 

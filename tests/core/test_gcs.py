@@ -17,14 +17,13 @@ from datetime import datetime
 import pyarrow as pa
 import pytest
 
-from tables.delta.errors import NotADeltaTableError
+from tables.delta.errors import BucketNotFoundError, NotADeltaTableError, StorageUnavailableError
 from tables.delta.history.timeline import history_rows
 from tables.delta.history.timestamps import commit_times
 from tables.delta.log.listing import list_log_from
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import open_storage
 from tables.delta.storage.objectstore import ObjectStoreStorage
-from tables.delta.storage.objectstore_config import BucketNotFoundError, StorageUnavailableError
 from tests.conftest import delta_snapshot_cli, golden_path, use_store_environment
 
 pytest.importorskip("obstore")

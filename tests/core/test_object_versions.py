@@ -11,7 +11,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from tables.delta.errors import NotVersionedError, RecoveryError, StorageError
+from tables.delta.errors import NotVersionedError, ObjectStoreAccessError, RecoveryError, StorageError
 from tables.delta.history.reachability import (
     answer,
     mark_recoverable,
@@ -22,7 +22,7 @@ from tables.delta.history.reachability import (
 )
 from tables.delta.storage.backends.s3_versions import S3VersionedBucket, build_client
 from tables.delta.storage.boundary import as_storage
-from tables.delta.storage.objectstore_config import ObjectStoreAccessError, parse_location
+from tables.delta.storage.objectstore_config import parse_location
 from tables.delta.storage.versions import RecoveryView, copy_back, recoverable_objects, versioned_bucket
 from tests.conftest import use_store_environment
 

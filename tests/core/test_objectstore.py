@@ -13,7 +13,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables.delta.errors import CommitConflictError, NotADeltaTableError, PathOutsideRootsError, StorageError
+from tables.delta.errors import (
+    BucketNotFoundError,
+    CommitConflictError,
+    ConditionalPutUnsupportedError,
+    NotADeltaTableError,
+    ObjectStoreAccessError,
+    PathOutsideRootsError,
+    StorageError,
+    StorageUnavailableError,
+)
 from tables.delta.history.timeline import history_rows
 from tables.delta.history.timestamps import commit_times, resolve_timestamp
 from tables.delta.log.commit import commit, enable_ict, write_commit
@@ -21,13 +30,7 @@ from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage import boundary as storage_module
 from tables.delta.storage.boundary import LocalStorage, allowed_roots, open_storage
 from tables.delta.storage.objectstore import ObjectStoreStorage
-from tables.delta.storage.objectstore_config import (
-    BucketNotFoundError,
-    ConditionalPutUnsupportedError,
-    ObjectStoreAccessError,
-    StorageUnavailableError,
-    parse_location,
-)
+from tables.delta.storage.objectstore_config import parse_location
 from tests.conftest import REPO, delta_snapshot_cli, free_port, golden_path, use_store_environment
 
 pytest.importorskip("obstore")

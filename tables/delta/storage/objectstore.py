@@ -38,19 +38,23 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
-from tables.delta.errors import CommitConflictError, PathOutsideRootsError, StorageError
+from tables.delta.errors import (
+    ACCESS_CODES,
+    BucketNotFoundError,
+    CommitConflictError,
+    ConditionalPutUnsupportedError,
+    ObjectStoreAccessError,
+    PathOutsideRootsError,
+    StorageError,
+    StorageUnavailableError,
+)
 from tables.delta.storage.api import FileInfo, allowed_roots
 from tables.delta.storage.backends import backend_for_scheme, backend_of
 from tables.delta.storage.objectstore_config import (
-    ACCESS_CODES,
     ERROR_CODE,
     HTTP_STATUS,
     RETRY_CONFIG,
-    BucketNotFoundError,
-    ConditionalPutUnsupportedError,
     ObjectLocation,
-    ObjectStoreAccessError,
-    StorageUnavailableError,
     build_store,
     is_object_location,
     normalize_key,

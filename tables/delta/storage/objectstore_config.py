@@ -52,47 +52,8 @@ _IGNORED_KEYS = {"s3_allow_unsafe_rename", "s3_locking_provider", "dynamodb_tabl
 # each backend's secret_env)
 _SECRET_WORDS = ("secret", "key", "token", "password", "sas", "connection_string", "credential")
 
-ACCESS_CODES = (
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "AccessDenied",
-    "ExpiredToken",
-    "InvalidToken",
-    "AuthorizationHeaderMalformed",
-    "AuthenticationFailed",
-    "AuthorizationFailure",
-    "AuthorizationPermissionMismatch",
-    "InvalidClientTokenId",
-)
 ERROR_CODE = re.compile(r"<Code>([A-Za-z0-9]+)</Code>")
 HTTP_STATUS = re.compile(r"status code: (\d{3})")
-
-
-# --- errors --------------------------------------------------------------------------------------
-
-
-class ObjectStoreAccessError(StorageError):
-    """The object store refused the credentials (wrong, expired, or without the permission)."""
-
-    code = "storage_access_denied"
-
-
-class BucketNotFoundError(StorageError):
-    """The bucket (or container) a location names does not exist."""
-
-    code = "storage_bucket_not_found"
-
-
-class StorageUnavailableError(StorageError):
-    """The object store did not answer after the bounded retries (network, 5xx, timeouts)."""
-
-    code = "storage_unavailable"
-
-
-class ConditionalPutUnsupportedError(StorageError):
-    """A store that cannot put an object only if absent: commits to it are refused."""
-
-    code = "storage_no_conditional_put"
 
 
 # --- locations -----------------------------------------------------------------------------------

@@ -29,7 +29,14 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from tables.delta.errors import RecoveryError, StorageError
+from tables.delta.errors import (
+    ACCESS_CODES,
+    BucketNotFoundError,
+    ObjectStoreAccessError,
+    RecoveryError,
+    StorageError,
+    StorageUnavailableError,
+)
 from tables.delta.storage.backends.registry import ObjectVersion
 
 if TYPE_CHECKING:
@@ -112,13 +119,6 @@ class S3VersionedBucket:
         """boto3's exceptions as the storage layer's named errors (no message of theirs kept:
         only the error code, which carries no secret)."""
         from botocore.exceptions import BotoCoreError, ClientError
-
-        from tables.delta.storage.objectstore_config import (
-            ACCESS_CODES,
-            BucketNotFoundError,
-            ObjectStoreAccessError,
-            StorageUnavailableError,
-        )
 
         where = f"{self.where}/{key}" if key else self.where
         try:
