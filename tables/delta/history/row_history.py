@@ -272,8 +272,15 @@ class Match:
 
 
 def _same(a: Any, b: Any) -> bool:
+    """Values equal as a row's history compares them: NaN equals NaN (inside structs, arrays
+    and maps too, where Python's == would call two NaN objects different), a boolean is never
+    a number."""
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
 
 
@@ -311,12 +318,29 @@ def _candidates(table: pa.Table | None, keys: list[tuple[str, Any]], num_rows: i
     return np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))
 
 
+def _plain(t: pa.DataType) -> pa.DataType:
+    """`t` with every string or binary view in it (nested ones too) as a plain large type."""
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_plain(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(_plain(t.key_type)), t.item_field.with_type(_plain(t.item_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_plain(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_plain(t.value_type)))
+    return t
+
+
 def _without_views(table: pa.Table) -> pa.Table:
-    """String and binary views (delta-rs writes them) as plain large types: Arrow's take has
-    no kernel for views."""
+    """String and binary views (delta-rs writes them, nested in structs, lists and maps too) as
+    plain large types: Arrow's take has no kernel for views."""
     for i, f in enumerate(table.schema):
-        if pa.types.is_string_view(f.type) or pa.types.is_binary_view(f.type):
-            plain = pa.large_string() if pa.types.is_string_view(f.type) else pa.large_binary()
+        plain = _plain(f.type)
+        if plain != f.type:
             table = table.set_column(i, f.name, table.column(i).cast(plain))
     return table
 
