@@ -187,13 +187,13 @@ def _check_rule(rule: CustomRule) -> None:
         raise ServiceError("partition is key=value.", "invalid_rule", field="partition")
 
 
-def can_edit_rules(user) -> bool:
+def can_edit_rules(user: Any) -> bool:
     """Editing and switching off users' rules on the rules page: administrators (staff) only,
     since a rule applies to everyone's alerts (on every table when it names none)."""
     return bool(user and user.is_authenticated and user.is_active and user.is_staff)
 
 
-def _editable_rule(actor, pk: int, what: str) -> CustomRule:
+def _editable_rule(actor: Any, pk: int, what: str) -> CustomRule:
     if not can_edit_rules(actor):
         raise ServiceError(f"{what} needs an administrator.", "permission_denied", 403)
     rule = CustomRule.objects.filter(pk=pk).first()
@@ -202,7 +202,7 @@ def _editable_rule(actor, pk: int, what: str) -> CustomRule:
     return rule
 
 
-def update_rule(actor, pk: int, **fields: Any) -> CustomRule:
+def update_rule(actor: Any, pk: int, **fields: Any) -> CustomRule:
     """Change a user's rule (administrators): `fields` among RULE_FIELDS, checked as a new rule's."""
     rule = _editable_rule(actor, pk, "Changing an alert rule")
     unknown = set(fields) - set(RULE_FIELDS)
@@ -215,7 +215,7 @@ def update_rule(actor, pk: int, **fields: Any) -> CustomRule:
     return rule
 
 
-def set_rule_enabled(actor, pk: int, enabled: bool) -> CustomRule:
+def set_rule_enabled(actor: Any, pk: int, enabled: bool) -> CustomRule:
     """Switch a user's rule off (it fires no more, and is kept) or on again (administrators)."""
     rule = _editable_rule(actor, pk, "Switching an alert rule off or on")
     rule.enabled = bool(enabled)
