@@ -20,6 +20,116 @@
       window.location.assign(versionUrl(template, p.x));
     });
   }
+  // Zooming on versions refits the value axis to the points left in view (plotly keeps the
+  // whole history's range, which flattens a zoomed window into a line).
+  function valueOf(y) {
+    return typeof y === "string" ? Date.parse(y.replace(" ", "T") + "Z") : y;
+  }
+  function refitOnZoom(el) {
+    el.on("plotly_relayout", function (ev) {
+      if (!ev || ev["yaxis.range[0]"] !== undefined || ev["yaxis.range"] !== undefined) {
+        return; // a change of the value axis itself (ours included): nothing to refit
+      }
+      var lo = ev["xaxis.range[0]"], hi = ev["xaxis.range[1]"];
+      if (ev["xaxis.range"]) {
+        lo = ev["xaxis.range"][0];
+        hi = ev["xaxis.range"][1];
+      }
+      if (lo === undefined && !ev["xaxis.autorange"]) {
+        return;
+      }
+      var best = null;
+      el.data.forEach(function (trace) {
+        (trace.x || []).forEach(function (x, i) {
+          if (lo !== undefined && (x < lo || x > hi)) {
+            return;
+          }
+          var y = trace.y && trace.y[i];
+          var v = valueOf(y);
+          if (y === null || y === undefined || !isFinite(v)) {
+            return;
+          }
+          if (!best) {
+            best = { lo: y, hi: y, vlo: v, vhi: v };
+          } else if (v < best.vlo) {
+            best.lo = y;
+            best.vlo = v;
+          } else if (v > best.vhi) {
+            best.hi = y;
+            best.vhi = v;
+          }
+        });
+      });
+      if (lo === undefined || !best) {
+        window.Plotly.relayout(el, { "yaxis.autorange": true });
+      } else if (best.vlo === best.vhi) {
+        window.Plotly.relayout(el, { "yaxis.autorange": true, "xaxis.range": [lo, hi] });
+      } else {
+        var pad = (best.vhi - best.vlo) * 0.05;
+        var isDate = typeof best.lo === "string";
+        var range = isDate
+          ? [new Date(best.vlo - pad).toISOString().replace("T", " ").replace("Z", ""),
+             new Date(best.vhi + pad).toISOString().replace("T", " ").replace("Z", "")]
+          : [best.vlo - pad, best.vhi + pad];
+        window.Plotly.relayout(el, { "yaxis.range": range });
+      }
+    });
+  }
+  // The keyboard reaches every version: with the chart focused, the arrow keys move from point
+  // to point of its first trace (Page keys by a tenth, Home and End to the ends), a live region
+  // says where, and Enter opens that version's page.
+  function keyboard(el, template) {
+    var live = document.createElement("p");
+    live.className = "sr chart-cursor";
+    live.setAttribute("aria-live", "polite");
+    el.parentNode.insertBefore(live, el.nextSibling);
+    el.tabIndex = 0;
+    el.setAttribute("aria-describedby", (el.getAttribute("aria-describedby") || "") + " " + (live.id = el.id + "-cursor"));
+    var at = -1;
+    el.addEventListener("keydown", function (ev) {
+      var trace = el.data && el.data[0];
+      var n = trace && trace.x ? trace.x.length : 0;
+      if (!n) {
+        return;
+      }
+      var step = { ArrowRight: 1, ArrowLeft: -1, PageDown: Math.ceil(n / 10), PageUp: -Math.ceil(n / 10) };
+      if (ev.key in step) {
+        at = Math.max(0, Math.min(n - 1, (at < 0 ? n - 1 : at) + step[ev.key]));
+      } else if (ev.key === "Home") {
+        at = 0;
+      } else if (ev.key === "End") {
+        at = n - 1;
+      } else if (ev.key === "Enter" && at >= 0 && template) {
+        window.location.assign(versionUrl(template, trace.x[at]));
+        return;
+      } else {
+        return;
+      }
+      ev.preventDefault();
+      var y = trace.y[at];
+      live.textContent = "version " + trace.x[at] + ": " + (typeof y === "string" ? y + " UTC" : y) + " (" + (at + 1) + " of " + n + ")";
+      try {
+        window.Plotly.Fx.hover(el, [{ curveNumber: 0, pointNumber: at }]);
+      } catch (e) {
+        /* a WebGL trace may not take a programmatic hover: the live region still says it */
+      }
+    });
+  }
+  // Without WebGL (a browser or a remote desktop that has none), dense traces draw as SVG:
+  // slower, but drawn, where plotly would show an error instead.
+  var webgl = (function () {
+    try {
+      var c = document.createElement("canvas");
+      return !!(window.WebGLRenderingContext && (c.getContext("webgl") || c.getContext("experimental-webgl")));
+    } catch (e) {
+      return false;
+    }
+  })();
+  function withoutWebgl(traces) {
+    return webgl ? traces : traces.map(function (t) {
+      return t.type === "scattergl" ? Object.assign({}, t, { type: "scatter" }) : t;
+    });
+  }
   function draw(data) {
     var config = data.config || {};
     var drawn = 0;
@@ -29,10 +139,12 @@
       var fig = data[el.getAttribute("data-figure")];
       if (fig) {
         el.textContent = "";
-        window.Plotly.newPlot(el, fig.data, fig.layout, config);
+        window.Plotly.newPlot(el, withoutWebgl(fig.data), fig.layout, config);
         if (template) {
           openOnClick(el, template);
         }
+        refitOnZoom(el);
+        keyboard(el, template);
         drawn += 1;
       } else {
         el.textContent = "No data to chart yet.";

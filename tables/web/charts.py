@@ -45,18 +45,23 @@ def _layout(title: str | None, ytitle: str, ytype: str | None = None) -> dict[st
     layout: dict[str, Any] = {
         "xaxis": {"title": {"text": "version"}, "tickformat": "d", "automargin": True},
         "yaxis": yaxis,
-        "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+        "margin": {"l": 60, "r": 20, "t": 70, "b": 50},
         "height": 360,
         "hovermode": "closest",
-        "legend": {"orientation": "h", "y": -0.22},
+        # above the plot: below it, the legend ran into the axis title and the range slider
+        "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "#fafafa",
     }
     if title:
         layout["title"] = {"text": title, "x": 0, "font": {"size": 15}}
-    else:
-        layout["margin"]["t"] = 30
     return layout
+
+
+def trace_type(points: int) -> str:
+    """WebGL above DENSE points: SVG draws one element per marker (seconds at 10,000 versions,
+    and the range slider draws every trace again), WebGL one canvas."""
+    return "scattergl" if points > DENSE else "scatter"
 
 
 def _rows(table: Table) -> tuple[list[dict[str, Any]], bool]:
@@ -100,8 +105,9 @@ def timeline_figure(
     for a in marked:  # several anomalies of one version share its hover line
         text = html.escape(f"{a['kind']}: {a['detail']}")[:300]
         anomaly_text[a["version"]] = f"{anomaly_text[a['version']]}; {text}" if a["version"] in anomaly_text else text
+    kind = trace_type(len(rows))
     effective = {
-        "type": "scatter",
+        "type": kind,
         "mode": "lines+markers" if len(rows) <= DENSE else "lines",
         "name": "commit timestamp (effective)",
         "x": versions,
@@ -125,24 +131,25 @@ def timeline_figure(
     if both:
         data.append(
             {
-                "type": "scatter",
+                "type": kind,
                 "mode": "markers",
                 "name": "inCommitTimestamp",
                 "x": [r["version"] for r in both],
                 "y": [plot_time(r["in_commit_timestamp"]) for r in both],
                 "hovertemplate": "v%{x}<br>ICT %{y}<extra></extra>",
-                "marker": {"color": _ICT, "symbol": "diamond-open", "size": 9},
+                # small when dense: a thousand open diamonds at full size merged into a band
+                "marker": {"color": _ICT, "symbol": "diamond-open", "size": 9 if len(both) <= DENSE else 4},
             }
         )
         data.append(
             {
-                "type": "scatter",
+                "type": kind,
                 "mode": "markers",
                 "name": "file modification time",
                 "x": [r["version"] for r in both],
                 "y": [plot_time(r["file_modification_time"]) for r in both],
                 "hovertemplate": "v%{x}<br>file time %{y}<extra></extra>",
-                "marker": {"color": _FILE, "symbol": "circle-open", "size": 8},
+                "marker": {"color": _FILE, "symbol": "circle-open", "size": 8 if len(both) <= DENSE else 3},
             }
         )
     if marked:
@@ -160,8 +167,9 @@ def timeline_figure(
         )
     data.extend(removal_markers(removals or [], by_version))
     layout = _layout(None, "commit timestamp (UTC)", "date")  # the page's heading names it
-    if len(versions) > RANGESLIDER_FROM:
+    if RANGESLIDER_FROM < len(versions) and kind == "scatter":
         # long histories: a slider under the chart to move a zoomed window through the versions
+        # (plotly draws no WebGL trace in a slider: a dense chart zooms by dragging instead)
         layout["xaxis"]["rangeslider"] = {"visible": True, "thickness": 0.08}
         layout["height"] = 420
     boundary = ict_boundary(table)
@@ -317,7 +325,7 @@ def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
     files = {
         "data": [
             {
-                "type": "scatter",
+                "type": trace_type(len(known)),
                 "mode": "lines+markers" if len(known) <= DENSE else "lines",
                 "name": "files",
                 "x": x,
@@ -331,7 +339,7 @@ def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
     size = {
         "data": [
             {
-                "type": "scatter",
+                "type": trace_type(len(known)),
                 "mode": "lines+markers" if len(known) <= DENSE else "lines",
                 "name": "size",
                 "x": x,
