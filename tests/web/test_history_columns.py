@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
 import pytest
@@ -135,3 +136,27 @@ def test_columns_and_page_size_are_remembered_and_a_version_can_be_jumped_to(roo
     assert '<tr id="v5">' in landed  # 60 versions, 25 a page, newest first: page 3 holds 9..0
     missing = browser.get("/t/long/history/", {"at": "999"}, follow=True).content.decode()
     assert "Version 999 is not in this history" in missing
+
+
+def test_a_time_jumps_to_the_version_current_then(roots, browser) -> None:
+    """'Go to time': the version current at that time (the newest commit at or before it, by the
+    effective timestamp), then the page that holds it; a time before the first commit, or no
+    time at all, says so on the page."""
+    from tables.models import Commit
+    from tests.web.test_probe import small_table
+
+    path = small_table(roots / "long", 60)
+    t = register_table("long", str(path))
+    sync_table(t.pk)
+    times = dict(Commit.objects.filter(table=t).values_list("version", "timestamp"))
+    between = times[30] + (times[31] - times[30]) // 2 if times[31] > times[30] else times[30]
+    when = datetime.fromtimestamp(between / 1000, tz=UTC).isoformat(timespec="milliseconds")
+    first = browser.get("/t/long/history/", {"at_time": when})
+    assert first.status_code == 302 and "at=30" in first["Location"]
+    landed = browser.get(first["Location"], follow=True)
+    assert '<tr id="v30">' in landed.content.decode()
+    early = browser.get("/t/long/history/", {"at_time": "1990-01-01"}, follow=True).content.decode()
+    assert "before the table&#x27;s first commit" in early
+    bad = browser.get("/t/long/history/", {"at_time": "<not a time>"}, follow=True).content.decode()
+    assert "time:" in bad and "<not a time>" not in bad
+    assert 'id="history-at-time"' in landed.content.decode()

@@ -61,6 +61,15 @@ def parse_time(name: str, text: str) -> int:
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
+def version_at_time(table: Table, text: str) -> int | None:
+    """The version current at a time a person typed (the History tab's jump): the newest cached
+    commit at or before it by effective timestamp (ICT where enabled), None before the first.
+    ServiceError `invalid_timestamp` when the text is no time."""
+    ms = parse_time("time", text)
+    found = Commit.objects.filter(table=table, timestamp__lte=ms).order_by("-version")
+    return found.values_list("version", flat=True).first()
+
+
 def day_start(day: date) -> int:
     return int(datetime.combine(day, time.min, tzinfo=UTC).timestamp() * 1000)
 

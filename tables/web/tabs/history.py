@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from tables.delta.history.columns import SHOWN_COLUMNS
 from tables.models import FileRemovalEvent, Table
+from tables.services.errors import ServiceError
 from tables.services.history import export as history_export
 from tables.services.history.query import (
     CACHE_SECONDS,
@@ -26,6 +27,7 @@ from tables.services.history.query import (
     history_count,
     operations,
     synced_key,
+    version_at_time,
 )
 from tables.services.reachability import answer_token, cache_epoch
 from tables.services.restores.requests import restore_ids_by_version
@@ -247,6 +249,20 @@ def table_history(request: HttpRequest, slug: str) -> HttpResponse:
     """The History tab: DESCRIBE HISTORY, filtered, sorted and paged in the URL, full width."""
     table = table_of(slug)
     at = request.GET.get("at", "").strip()
+    when = request.GET.get("at_time", "").strip()
+    if when and not at:  # a time: the version current then, from the cached history
+        q = request.GET.copy()
+        q.pop("at_time")
+        try:
+            version = version_at_time(table, when[:100])
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+            return redirect(f"{request.path}?{q.urlencode()}")
+        if version is None:
+            messages.error(request, f"{when[:40]} is before the table's first commit in this history.")
+            return redirect(f"{request.path}?{q.urlencode()}")
+        q["at"] = str(version)
+        return redirect(f"{request.path}?{q.urlencode()}")
     if at:  # jump to the page that holds a version
         _form, _filtered, qs = _history_query(request, table)
         _columns, size = _remembered(request)
