@@ -9,7 +9,7 @@ PORT ?= 8000
 REDIS_PORT ?= 6379
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps test-deps run test test-faults test-postgres test-postgres-all test-cluster test-cluster-all lint bench clean
+.PHONY: install system-deps test-deps run test test-faults test-postgres test-postgres-all test-cluster test-cluster-all test-connect lint bench clean
 
 install: system-deps $(STAMP)
 
@@ -38,6 +38,7 @@ $(STAMP): pyproject.toml
 	PYTHONWARNINGS=ignore $(PIP) install -q --progress-bar off -e '.[test]' 2>&1 | grep -v -i 'warning\|deprecat\|setuptools\|^ *!!\|^\*\*\*' || true; \
 	echo "[4/4] check"; \
 	$(PY) -c "import django, pyarrow, deltalake, pyspark, prometheus_client, mozilla_django_oidc" || exit 1; \
+	$(PY) -c "import grpc, grpc_status, google.rpc, zstandard, pyspark.sql.connect.session" || exit 1; \
 	echo "installed in $$(( $$(date +%s) - start )) s"
 	@touch $(STAMP)
 
@@ -71,8 +72,8 @@ test-deps:
 	  echo "could not install Azurite: the Azure tests skip"
 
 # `make test`: the whole suite (SQLite, local Spark), then the engine-dependent web modules
-# again on PostgreSQL and the Spark data jobs again on a standalone cluster (both skipped when
-# PYTEST_ARGS picks tests), each pass in two processes (each its own test database, each its
+# again on PostgreSQL, the Spark data jobs again on a standalone cluster and through a Spark
+# Connect server (all skipped when PYTEST_ARGS picks tests), each pass in two processes (each its own test database, each its
 # own application on the cluster). PostgreSQL pass (PG_SUITE): the modules whose subject is the
 # database's behaviour: the job uniqueness rule and its migration, racing requests, concurrent
 # owners and catalog writers, the sync's bulk INSERT, the worker's claims, the API's queries.
@@ -96,7 +97,7 @@ CLUSTER_DESELECT := $(addprefix tests/spark/test_objectstore_spark.py::,\
 
 test: install test-deps
 	@$(PY) -m pytest $(PYTEST_PARALLEL) --durations=15 $(PYTEST_ARGS)
-	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster; fi
+	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster test-connect; fi
 
 # the fault-injection suite (tests/faults/, once per case in `make test`), each case 5 times
 test-faults: install test-deps
@@ -117,6 +118,19 @@ test-cluster: install test-deps
 
 test-cluster-all: CLUSTER_SUITE := $(CLUSTER_SUITE_ALL)
 test-cluster-all: test-cluster
+
+# Connect pass (CONNECT_SUITE): the data jobs (previews, change data, keyed row diffs, compared
+# with delta-rs as on the in-process session), cancelling, and the Connect checks (a server
+# that does not answer, confinement before the server runs anything, stages) through one Spark
+# Connect server the tests start (tests/spark/conftest.py: scripts/spark_connect.sh, its own
+# port and var/spark-connect-test), shared by both processes and stopped here.
+CONNECT_SUITE := $(addprefix tests/spark/,test_connect.py test_cancel.py test_changes.py test_rowdiff.py test_preview.py)
+CONNECT_DIR := var/spark-connect-test
+
+test-connect: install test-deps
+	@echo "== Spark jobs through a Spark Connect server" && \
+	  { DELTAWEB_TEST_SPARK_CONNECT=1 $(PY) -m pytest $(PYTEST_PARALLEL) $(CONNECT_SUITE); rc=$$?; \
+	    SPARK_CONNECT_DIR=$(CONNECT_DIR) scripts/spark_connect.sh stop; exit $$rc; }
 
 lint: install
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -260,6 +260,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 SPARK_MASTER = env("SPARK_MASTER", "local[*]")
+# A Spark Connect server (sc://host:port): the worker's Spark jobs run there, the worker holds no
+# JVM (tables.spark.connect reads the same variable); unset: the worker's own session.
+DELTAWEB_SPARK_REMOTE = env("DELTAWEB_SPARK_REMOTE", "").strip()
 # Spark jobs for previews, change data and row diffs write their results (Parquet) under
 # <DELTAWEB_RESULTS_DIR>/job-<id>/; the web process pages them with pyarrow.
 DELTAWEB_RESULTS_DIR = env("DELTAWEB_RESULTS_DIR", str(BASE_DIR / "var" / "results"))
@@ -377,6 +380,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "tables.models.JobStatus",
+        "JobKindEnum": "tables.models.JobKind",
         "RestoreStatusEnum": "tables.models.RestoreStatus",
         "ColumnMappingModeEnum": "tables.api.schema_views.MAPPING_MODES",
         "SchemaEventKindEnum": "tables.api.schema_views.EVENT_KINDS",

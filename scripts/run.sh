@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Start redis-server (loopback), a Celery worker and the web server; Ctrl-C stops them all.
+# Start redis-server (loopback), the Spark Connect server (scripts/spark_connect.sh: Spark as one
+# service the worker is a client of; SPARK_CONNECT=0 runs Spark in the worker instead), a Celery
+# worker and the web server; Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${1:-8000}
@@ -14,29 +16,50 @@ export DELTAWEB_STATIC_FINDERS=${DELTAWEB_STATIC_FINDERS:-0}  # the collected fi
 export DELTAWEB_STATIC_ROOT=${DELTAWEB_STATIC_ROOT:-var/run-static}
 
 pids=()
+connect=""
 cleanup() {
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if [ -n "$connect" ]; then scripts/spark_connect.sh stop; fi
   wait 2>/dev/null || true
   echo "stopped."
 }
 trap cleanup INT TERM EXIT
 
-echo "[run 1/6] redis on port $REDIS_PORT"
+echo "[run 1/7] redis on port $REDIS_PORT"
 if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
     --dir var >var/log/redis.log 2>&1 &
   pids+=($!)
 fi
-echo "[run 2/6] the database (var/deltaweb.sqlite3)"
+if [ "${SPARK_CONNECT:-1}" != "0" ] && [ -z "${DELTAWEB_SPARK_REMOTE:-}" ]; then
+  # started now, waited for before the worker (a JVM takes a while; the steps below do not need it)
+  connect=started
+  scripts/spark_connect.sh start >var/log/spark-connect.url 2>var/log/spark-connect.err &
+  connect_pid=$!
+fi
+echo "[run 2/7] the database (var/deltaweb.sqlite3)"
 $PY manage.py migrate --noinput >/dev/null
-echo "[run 3/6] static files, hashed and compressed (plotly.js 4.8 MB goes out gzipped)"
+echo "[run 3/7] static files, hashed and compressed (plotly.js 4.8 MB goes out gzipped)"
 $PY manage.py collectstatic --noinput >/dev/null
-echo "[run 4/6] roles and demo users"
+echo "[run 4/7] roles and demo users"
 $PY manage.py create_roles --demo-users | grep -v '^group'
-echo "[run 5/6] the demo table"
+echo "[run 5/7] the demo table"
 $PY manage.py bootstrap_demo || echo "the demo table was not created (see the message above)"
-echo "[run 6/6] a Celery worker, the beat and the web server"
+if [ -n "$connect" ]; then
+  echo "[run 6/7] the Spark Connect server (var/spark-connect/server.log; SPARK_CONNECT=0: Spark in the worker)"
+  if wait "$connect_pid"; then
+    export DELTAWEB_SPARK_REMOTE
+    DELTAWEB_SPARK_REMOTE=$(tail -1 var/log/spark-connect.url)
+    echo "  Spark runs in the Connect server at $DELTAWEB_SPARK_REMOTE"
+  else
+    cat var/log/spark-connect.err >&2
+    echo "  the Spark Connect server did not start: the worker runs its own Spark session"
+  fi
+else
+  echo "[run 6/7] Spark: ${DELTAWEB_SPARK_REMOTE:-a session in the worker (SPARK_CONNECT=0)}"
+fi
+echo "[run 7/7] a Celery worker, the beat and the web server"
 $PY -m celery -A deltaweb worker --loglevel=info --concurrency=2 >var/log/worker.log 2>&1 &
 pids+=($!)
 $PY -m celery -A deltaweb beat --loglevel=info --schedule var/celerybeat-schedule >var/log/beat.log 2>&1 &

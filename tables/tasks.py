@@ -27,9 +27,8 @@ from tables.models import Job, Table
 from tables.services import data_jobs, discovery, jobs, reachability, retention
 from tables.services.owner import use_cases as owner_services
 from tables.services.restores import runs as restore_runs
-from tables.services.sync import probe
+from tables.services.sync import probe, vanished
 from tables.services.sync import store as sync
-from tables.services.sync import vanished
 
 logger = logging.getLogger(__name__)
 
@@ -185,12 +184,37 @@ def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progres
     return out
 
 
+def scoped_data_job(location: str, params: dict[str, Any], out_dir: Path, progress) -> dict[str, Any]:
+    """spark_data_job under the job's own Spark tag: its stages are its progress, and
+    `interrupt_data_job` cancels it (POST /api/jobs/{id}/cancel/, tables.spark.control)."""
+    from tables.spark.control import job_scope, job_tag, stages_line
+    from tables.spark.session import get_spark
+
+    progress("starting the Spark session", 0, 3)
+    spark = get_spark(settings.SPARK_MASTER)
+    with job_scope(spark, job_tag(params["job"]), lambda stages: progress(*stages_line(stages))):
+        return spark_data_job(location, params, out_dir, progress)
+
+
+def interrupt_data_job(job_id: int) -> None:
+    """Cancel the Spark work of a data job this worker runs (its tag on the process's session)."""
+    from tables.spark.control import interrupt, job_tag
+    from tables.spark.session import current_spark
+
+    spark = current_spark()
+    if spark is not None:
+        interrupt(spark, job_tag(job_id))
+
+
+scoped_data_job.interrupt = interrupt_data_job  # type: ignore[attr-defined]  # run_job cancels through it
+
+
 @shared_task(name=jobs.DATA_JOB_TASK, acks_late=True)
 def run_data_job(job_id: int) -> dict:
     """Preview / change data / row diff / row history on Spark; the claim makes a redelivered
     message a no-op."""
     with jobs.running(job_id):
-        return data_jobs.run_job(job_id, spark_data_job)
+        return data_jobs.run_job(job_id, scoped_data_job)
 
 
 def _start_spark() -> None:

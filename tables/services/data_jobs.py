@@ -38,7 +38,14 @@ from tables.delta.snapshot.columnmapping import mapping_mode
 from tables.delta.snapshot.partitions import partition_columns
 from tables.models import Job, JobKind, JobStatus, Table, params_hash
 from tables.services import jobs
-from tables.services.errors import ServiceError, is_spark_error, one_line, public_message, spark_failure
+from tables.services.errors import (
+    SPARK_UNAVAILABLE,
+    ServiceError,
+    is_spark_error,
+    one_line,
+    public_message,
+    spark_failure,
+)
 from tables.services.results import read_page
 from tables.services.versions import snapshot_at
 
@@ -92,8 +99,37 @@ def parse_keys(keys: str | list[str] | None) -> list[str]:
 # --- starting jobs ---------------------------------------------------------------------------
 
 
+def table_state(table: Table) -> dict[str, Any] | None:
+    """What the app knows of the table's state (its latest synced version and newest commit's
+    time): a finished result is reused while this is unchanged; None before the first sync."""
+    if table.last_synced_version is None:
+        return None
+    return {"version": table.last_synced_version, "lastCommitMs": table.last_commit_ms}
+
+
+def reusable(table: Table, kind: str, params: dict[str, Any]) -> Job | None:
+    """The newest succeeded job of this kind and parameters on the table whose result is still
+    there and was computed while the table was as it is now (`table_state`)."""
+    state = table_state(table)
+    if state is None:
+        return None
+    for job in Job.objects.filter(
+        table=table, kind=kind, status=JobStatus.SUCCEEDED, params_hash=params_hash(params)
+    ).order_by("-pk")[:5]:
+        result = job.result or {}
+        path = result.get("path")
+        if result.get("tableState") == state and path and Path(path).exists():
+            return job
+    return None
+
+
 def _start(table: Table, kind: str, params: dict[str, Any], user) -> Job:
-    """A new job sent to the worker, or the identical one already queued or running."""
+    """A finished identical job's result while the table has not changed since (`reused`
+    set on the job), the identical one queued or running, or a new job sent to the worker."""
+    done = reusable(table, kind, params)
+    if done is not None:
+        done.reused = True  # type: ignore[attr-defined]  # what the answer says (not stored)
+        return done
     job, created = jobs.create_or_join(kind, table, user, params)
     if created:
         jobs.enqueue(job, jobs.DATA_JOB_TASK)  # a broker that is down fails this job only
@@ -132,7 +168,11 @@ def check_version(table: Table, version: int) -> None:
 
 def start_preview(table: Table, version: int, user=None) -> Job:
     """The cached preview of the version, the one being computed, or a new job."""
-    job = cached_preview(table, version) or preview_in_flight(table, version)
+    job = cached_preview(table, version)
+    if job is not None:
+        job.reused = True  # type: ignore[attr-defined]
+        return job
+    job = preview_in_flight(table, version)
     if job is not None:
         return job
     _check_version(table, version)
@@ -224,7 +264,9 @@ def start_row_history(table: Table, key: dict[str, str], v_from: int, v_to: int,
 
 
 def run_job(job_id: int, compute: Compute) -> dict[str, Any]:
-    """Run a data job: claim it (queued -> running, exactly one row), compute, record."""
+    """Run a data job: claim it (queued -> running, exactly one row), compute, record. The
+    compute gets the job's id in its parameters (`job`); a compute with an `interrupt(job_id)`
+    attribute can be cancelled while it runs (jobs.request_cancel, jobs.cancellable)."""
     claimed = jobs.claim(job_id, DATA_KINDS)
     job = Job.objects.select_related("table").filter(pk=job_id).first()
     if job is None:
@@ -233,32 +275,43 @@ def run_job(job_id: int, compute: Compute) -> dict[str, Any]:
         return {"skipped": True, "reason": f"job {job_id} is {job.status}"}
     params = dict(job.params or {})
     out_dir = results_dir(job)
-
-    def progress(stage: str, done: int = 0, total: int | None = None) -> None:
-        jobs.progress(job, stage, done, total)
-
+    progress = jobs.reporter(job)
+    interrupt = getattr(compute, "interrupt", None)
+    state = table_state(job.table) if job.table is not None else None
     try:
         if job.table is None:
             raise ServiceError("the job's table was removed", "not_found", 404)
         shutil.rmtree(out_dir, ignore_errors=True)
         out_dir.mkdir(parents=True, exist_ok=True)
-        summary = compute(job.table.location, {**params, "kind": job.kind}, out_dir, progress)
+        with jobs.cancellable(job.pk, (lambda: interrupt(job.pk)) if interrupt is not None else None):
+            summary = compute(job.table.location, {**params, "kind": job.kind, "job": job.pk}, out_dir, progress)
     except Exception as exc:  # every failure ends the job with a one-line message
-        detail = None
-        if isinstance(exc, ServiceError | delta_errors.DeltaError):
-            message = exc.message
-        elif is_spark_error(exc):
-            # Py4JJavaError's text is a Java stack trace naming internal objects (o2546.parquet):
-            # users get what went wrong in words, staff the technical detail in the job's result
-            _code, message, detail = spark_failure(exc)
+        shutil.rmtree(out_dir, ignore_errors=True)  # nothing half-written is left
+        asked = jobs.cancel_request(job.pk)
+        if asked is not None:
+            jobs.cancelled(job, asked)
         else:
-            message = f"{type(exc).__name__}: {exc}"
-        jobs.fail(job, one_line(message), stage="failed", detail=detail)
-        shutil.rmtree(out_dir, ignore_errors=True)
+            code, message, detail = failure(exc)
+            jobs.fail(job, one_line(message), stage="failed", detail=detail, code=code)
         return {"error": job.error}
-    result = {"params": params, **summary}
+    result = {"params": params, "tableState": state, **summary}
     jobs.succeed(job, result)
     return result
+
+
+def failure(exc: BaseException) -> tuple[str | None, str, str | None]:
+    """(error code, message a user may read, technical detail for staff) of a failed job."""
+    code = getattr(exc, "code", None)
+    if isinstance(exc, ServiceError | delta_errors.DeltaError):
+        return code, exc.message, None
+    if code == SPARK_UNAVAILABLE:
+        # the Connect server is down: its address (no secret), and what to do
+        return code, str(exc), None
+    if is_spark_error(exc):
+        # Py4JJavaError's text is a Java stack trace naming internal objects (o2546.parquet):
+        # users get what went wrong in words, staff the technical detail in the job's result
+        return spark_failure(exc)
+    return None, f"{type(exc).__name__}: {exc}", None
 
 
 # --- reading results (pyarrow only) -----------------------------------------------------------

@@ -146,6 +146,11 @@ def public_message(text: object, table: Any = None) -> str:
 
 # --- Spark failures --------------------------------------------------------------------------
 
+# The Spark Connect server (DELTAWEB_SPARK_REMOTE) did not answer: the job fails with this code
+# (its result's errorCode), its error naming the server's sc:// address (never the URL's
+# parameters) and how to start it (tables.spark.connect.SparkUnavailable).
+SPARK_UNAVAILABLE = "spark_unavailable"
+
 SPARK_FAILURES: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (
         ("FileNotFoundException", "Path does not exist", "does not exist", "No such file"),
@@ -168,6 +173,11 @@ SPARK_FAILURES: tuple[tuple[tuple[str, ...], str, str], ...] = (
         ("OutOfMemoryError", "Java heap space", "GC overhead limit", "Container killed", "exceeding memory limits"),
         "spark_out_of_memory",
         "the Spark job ran out of memory",
+    ),
+    (
+        ("RETRIES_EXCEEDED", "StatusCode.UNAVAILABLE", "SESSION_CHANGED"),
+        SPARK_UNAVAILABLE,
+        "the Spark Connect server stopped answering (restarted or down); start the job again",
     ),
     (
         ("cancelled", "canceled", "SparkContext was shut down", "interrupted"),

@@ -11,6 +11,7 @@ never changes anything else (the caller decides what else to undo, see `enqueue`
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -24,7 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tables.models import Job, JobKind, JobStatus, SyncState, Table, params_hash
-from tables.services.errors import public_message
+from tables.services.errors import ServiceError, public_message
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +142,29 @@ def progress(job: Job | None, stage: str, done: int = 0, total: int | None = Non
     update(job, stage=str(stage)[:200], done=done, total=total, progress_at=timezone.now())
 
 
+def reporter(job: Job) -> Callable[..., None]:
+    """`progress(stage, done, total)` for a job, callable from any thread (Spark's stages are
+    polled from one): another thread's report uses its own connection, closed after it, and
+    inside a transaction (tests) only the job's own thread reports (no other sees the row)."""
+    owner = threading.get_ident()
+    atomic = connection.in_atomic_block
+
+    def report(stage: str, done: int = 0, total: int | None = None) -> None:
+        if threading.get_ident() == owner:
+            progress(job, stage, done, total)
+            return
+        if atomic:
+            return
+        try:
+            Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(
+                stage=str(stage)[:200], done=done, total=total, progress_at=timezone.now()
+            )
+        finally:
+            connection.close()
+
+    return report
+
+
 def _finish(job: Job | None, **fields: Any) -> None:
     """A terminal state, only from an active one: a worker the sweep took for dead (and whose
     job it failed) must not turn the failure into a success afterwards."""
@@ -159,9 +183,12 @@ def skip(job: Job | None, result: dict[str, Any]) -> None:
     _finish(job, status=JobStatus.SKIPPED, stage="skipped", result=result, finished_at=timezone.now())
 
 
-def fail(job: Job | None, error: str, stage: str | None = None, detail: str | None = None) -> None:
+def fail(
+    job: Job | None, error: str, stage: str | None = None, detail: str | None = None, code: str | None = None
+) -> None:
     """The job failed with `error` (shown to its users: the table's location becomes its name);
-    `detail`, the technical cause (e.g. Spark's exception), is kept in the result for staff."""
+    `detail`, the technical cause (e.g. Spark's exception), is kept in the result for staff,
+    `code` (e.g. spark_unavailable) in the result as `errorCode`."""
     table = job.table if job is not None and job.table_id is not None else None
     fields: dict[str, Any] = {
         "status": JobStatus.FAILED,
@@ -170,9 +197,96 @@ def fail(job: Job | None, error: str, stage: str | None = None, detail: str | No
     }
     if stage is not None:
         fields["stage"] = stage
-    if detail and job is not None:
-        fields["result"] = {**(job.result or {}), "errorDetail": detail}
+    result = {**(job.result or {})} if job is not None else {}
+    if detail:
+        result["errorDetail"] = detail
+    if code:
+        result["errorCode"] = code
+    if result and job is not None:
+        fields["result"] = result
     _finish(job, **fields)
+
+
+# --- cancelling a data job -----------------------------------------------------------------------
+
+CANCEL_POLL_SECONDS = 1.0
+
+
+def _who(user) -> str:
+    return str(getattr(user, "get_username", lambda: "")() or "someone")[:150]
+
+
+def request_cancel(job: Job, user) -> Job:
+    """Cancel a data job: a queued one ends at once; a running one is marked, and the worker
+    running it interrupts its Spark work within a second (`cancellable`) and ends it. Only
+    the user who started it, approvers and staff may; ServiceError otherwise, or when the job
+    is no data job or already finished."""
+    from tables.services.access import roles
+
+    if job.kind not in JobKind.data_kinds():
+        raise ServiceError(
+            f"Job {job.pk} is a {job.kind} job; only data jobs can be cancelled.", "not_cancellable", 409
+        )
+    if not (roles.can_approve(user) or (job.created_by_id is not None and job.created_by_id == user.pk)):
+        raise ServiceError("Only the user who started a job, an approver or staff can cancel it.", "forbidden", 403)
+    asked = {"by": _who(user), "at": timezone.now().isoformat(timespec="seconds")}
+    if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(
+        status=JobStatus.FAILED,
+        stage="cancelled",
+        error=f"Cancelled by {asked['by']} before it started.",
+        result={"cancelledBy": asked["by"], "cancelledAt": asked["at"]},
+        finished_at=timezone.now(),
+    ):
+        job.refresh_from_db()
+        return job
+    with transaction.atomic():
+        row = Job.objects.select_for_update().filter(pk=job.pk).first()
+        if row is None or row.status != JobStatus.RUNNING:
+            state = row.status if row is not None else "gone"
+            raise ServiceError(f"Job {job.pk} is {state}; there is nothing to cancel.", "invalid_state", 409)
+        if not (row.result or {}).get("cancelRequested"):
+            row.result = {**(row.result or {}), "cancelRequested": asked}
+            row.stage = f"cancelling (asked by {asked['by']})"[:200]
+            row.save(update_fields=["result", "stage"])
+    job.refresh_from_db()
+    return job
+
+
+def cancel_request(job_id: int) -> dict[str, str] | None:
+    """Who asked to cancel the running job, and when; None when nobody did."""
+    result = Job.objects.filter(pk=job_id).values_list("result", flat=True).first()
+    return (result or {}).get("cancelRequested") if isinstance(result, dict) else None
+
+
+def cancelled(job: Job, asked: dict[str, str]) -> None:
+    """End a running job its user cancelled: failed, stage `cancelled`, who and when kept."""
+    _finish(
+        job,
+        status=JobStatus.FAILED,
+        stage="cancelled",
+        error=f"Cancelled by {asked.get('by', 'someone')}.",
+        result={"cancelledBy": asked.get("by"), "cancelledAt": asked.get("at")},
+        finished_at=timezone.now(),
+    )
+
+
+@contextmanager
+def cancellable(job_id: int, interrupt: Callable[[], None] | None) -> Iterator[None]:
+    """While the body runs, a thread looks at the job's row every second; when its user asked
+    to cancel it, `interrupt` stops the running work (once), whose error then ends the body.
+    Inside a transaction (tests) nothing is watched: no other connection would see the ask."""
+    if interrupt is None:
+        yield
+        return
+    fired = Event()
+
+    def look() -> None:
+        if not fired.is_set() and cancel_request(job_id) is not None:
+            fired.set()
+            interrupt()
+
+    with heartbeat(look, CANCEL_POLL_SECONDS, f"job-{job_id}-cancel"):
+        yield
 
 
 # --- signs of life and the sweep ---------------------------------------------------------------

@@ -46,6 +46,7 @@ from tables.delta.snapshot.columnmapping import PARQUET_FIELD_ID
 from tables.delta.storage.backends import all_backends, backend_of
 from tables.delta.storage.boundary import Storage
 from tables.delta.storage.objectstore_config import parse_location, scrubbed_line, secrets_of
+from tables.spark.control import default_parallelism
 from tables.spark.masters import is_local
 
 if TYPE_CHECKING:
@@ -400,13 +401,15 @@ def read_objects(spark: SparkSession, storage: Storage, paths: list[str], schema
     read_schema = StructType(
         [*read_schema.fields, StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())]
     )
+    # a Connect client registers it in its session on the server (the class travels by
+    # reference: the server's Python workers import this module)
     spark.dataSource.register(ObjectFilesSource)
     df = (
         spark.read.format(SOURCE_NAME)
         .schema(read_schema)
         .option("files", json.dumps(listing))
         .option(STORE_OPTION, json.dumps(executor_options(storage)))
-        .option("tasks", str(spark.sparkContext.defaultParallelism))
+        .option("tasks", str(default_parallelism(spark)))
         .load()
     )
     return ObjectRead(df, uris, None)

@@ -51,6 +51,8 @@ from tables.delta.snapshot.partitions import PartitionColumn, partition_columns,
 from tables.delta.snapshot.state import MAX_READER_VERSION, load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.services.results import table_to_json
+from tables.spark.connect import is_connect
+from tables.spark.control import master_of
 from tables.spark.names import escape_glob, quote_column
 
 if TYPE_CHECKING:
@@ -185,7 +187,7 @@ def spool_files(spark: SparkSession, storage: Storage, paths: list[str], where: 
     else ObjectStoreReadTooLargeError; missing files are named as for a local table."""
     import hashlib
 
-    master = spark.sparkContext.master
+    master = master_of(spark)
     if not master.startswith("local"):
         raise StorageError(
             f"{where}: Spark jobs on object-store tables read the files through the driver's spool, "
@@ -239,7 +241,10 @@ def _spark_uri(uri: str) -> str:
 
 def input_files(df: DataFrame) -> list[str]:
     """The files a DataFrame reads, as Spark names them (its `inputFiles()`), fetched in one
-    call through the JVM bridge: iterating the Java array costs one round trip per file."""
+    call through the JVM bridge: iterating the Java array costs one round trip per file (a
+    Connect client gets the whole list in one answer of the server)."""
+    if is_connect(df.sparkSession):
+        return list(df.inputFiles())
     names = df._jdf.inputFiles()
     # Scala's generic array wrapper takes the String[] (Java's Object[] methods are not found
     # for it by the bridge); file names never hold a NUL
@@ -270,8 +275,9 @@ def small_frame(spark: SparkSession, table: pa.Table, schema: Any = None) -> Dat
     """A DataFrame of a small Arrow table kept in the plan (a local relation, built from Arrow
     batches, not Python rows pickled for the JVM to unpickle in a job of their own). Above
     LOCAL_RELATION_BYTES the rows go to the executors as an RDD (the session's setting, see
-    tables.spark.session)."""
-    if table.nbytes > LOCAL_RELATION_BYTES:
+    tables.spark.session). A Connect client always sends the batches in the plan (the server
+    caches large ones once)."""
+    if table.nbytes > LOCAL_RELATION_BYTES or is_connect(spark):
         return spark.createDataFrame(table, schema)
     key = "spark.sql.execution.arrow.localRelationThreshold"
     # the worker's jobs share one session from several threads: one at a time here, so
@@ -299,9 +305,12 @@ def rows_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Any) ->
 
 def _parquet(spark: SparkSession, schema: Any, paths: list[str]) -> DataFrame:
     """spark.read.schema(schema).parquet(*paths), with the paths sent to the JVM as one string
-    split there: PySpark sends a list one element per round trip (10,000 files, 10,000 calls)."""
+    split there: PySpark sends a list one element per round trip (10,000 files, 10,000 calls).
+    A Connect client sends the paths in the plan, one message."""
     from pyspark.sql import DataFrame
 
+    if is_connect(spark):
+        return spark.read.schema(schema).parquet(*paths)
     if not paths:
         return spark.read.schema(schema).parquet()
     jvm = spark._jvm
@@ -434,7 +443,7 @@ def _read_data(
     if remote:
         from tables.spark.hadoop_route import read_hadoop
         from tables.spark.objectstore_source import objectstore_route, read_objects
-    route = objectstore_route(spark.sparkContext.master) if remote else None
+    route = objectstore_route(master_of(spark)) if remote else None
     back: dict[str, str] | None = None  # the join key of a file -> the table's own URI, when they differ
     if route in ("datasource", "hadoop"):
         # read in the executors (tables/spark/objectstore_source.py, hadoop_route.py)

@@ -42,6 +42,8 @@ from tables.delta.restore.plan import RestorePlan, build_plan, check_removals, m
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.replay import canonical_paths, dv_id_column
 from tables.delta.storage.boundary import Storage, as_storage, same_table
+from tables.spark.connect import is_connect
+from tables.spark.control import StageProgress, default_parallelism, interrupt, job_scope, stages_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -162,25 +164,32 @@ def _confined_paths(storage: Storage, paths: pa.Array, names: dict[str, str]) ->
 
 
 class _Job:
-    """Spark jobs run by `action` in a helper thread (started at once); wait() calls
-    `tick(fraction of tasks done)` from the waiting thread, so that progress callbacks run
-    where the caller runs, and returns the action's result (or raises its error)."""
+    """Spark jobs run by `action` in a helper thread (started at once) under a tag of their
+    own; wait() calls `tick(fraction of tasks done)` from the waiting thread, so that progress
+    callbacks run where the caller runs, and returns the action's result (or raises its
+    error). The same on a classic session and a Connect client (tables.spark.control)."""
 
     def __init__(self, spark: SparkSession, description: str, action: Callable[[], Any]) -> None:
         from pyspark import InheritableThread
 
-        self.sc = spark.sparkContext
-        self.group = f"deltaweb-{uuid.uuid4().hex}"
+        self.spark = spark
+        self.tag = f"deltaweb-{uuid.uuid4().hex}"
         self.box: dict[str, Any] = {}
+        self.fraction: float | None = None
+
+        def on_stages(stages: list[StageProgress]) -> None:
+            _text, done, total = stages_line(stages)
+            if total:
+                self.fraction = done / total  # read by the waiting thread
 
         def run() -> None:
-            self.sc.setJobGroup(self.group, description, interruptOnCancel=True)
-            try:
-                self.box["value"] = action()
-            except BaseException as exc:
-                self.box["error"] = exc
+            with job_scope(spark, self.tag, on_stages):
+                try:
+                    self.box["value"] = action()
+                except BaseException as exc:
+                    self.box["error"] = exc
 
-        self.thread = InheritableThread(target=run, daemon=True)
+        self.thread = InheritableThread(target=run, daemon=True, name=description[:60], session=spark)
         self.thread.start()
 
     def wait(self, tick: Callable[[float], None]) -> Any:
@@ -189,16 +198,8 @@ class _Job:
                 self.thread.join(POLL_SECONDS)
                 if not self.thread.is_alive():
                     break
-                tracker = self.sc.statusTracker()
-                done = total = 0
-                for job_id in tracker.getJobIdsForGroup(self.group):
-                    job = tracker.getJobInfo(job_id)
-                    for stage_id in job.stageIds if job else ():
-                        info = tracker.getStageInfo(stage_id)
-                        if info is not None:
-                            done, total = done + info.numCompletedTasks, total + info.numTasks
-                if total:
-                    tick(done / total)
+                if self.fraction is not None:
+                    tick(self.fraction)
         except BaseException:
             self.cancel()
             raise
@@ -208,7 +209,7 @@ class _Job:
 
     def cancel(self) -> None:
         if self.thread.is_alive():
-            self.sc.cancelJobGroup(self.group)
+            interrupt(self.spark, self.tag)
 
 
 # --- planning ----------------------------------------------------------------------------------
@@ -217,7 +218,7 @@ class _Job:
 def _coalesced(spark: SparkSession, df: DataFrame, rows: int, per_partition: int = ROWS_PER_PARTITION) -> DataFrame:
     """`df` in as few partitions as keep every core busy: createDataFrame makes one per
     Arrow batch (10,000 rows), and each task, above all a Python one, has a fixed cost."""
-    return df.coalesce(max(spark.sparkContext.defaultParallelism, -(-rows // per_partition)))
+    return df.coalesce(max(default_parallelism(spark), -(-rows // per_partition)))
 
 
 def _anti_joins(spark: SparkSession, latest: pa.Table, target: pa.Table) -> DataFrame:
@@ -270,7 +271,8 @@ def spark_plan_restore(
     """plan_restore() with the file diff, existence check and metrics done on Spark; with
     `where`, the partial restore of the partitions that predicate selects."""
     storage = as_storage(location)
-    sc = spark.sparkContext
+    # a job's description shows in a classic session's logs; a Connect client has none to set
+    describe = (lambda text: None) if is_connect(spark) else spark.sparkContext.setJobDescription
     _report(progress, "loading snapshots", 0, 2)
     setup = prepare_restore(storage, version, timestamp, allow_protocol_downgrade, where=where)
     latest_files, target_files = setup.scoped_files()
@@ -279,7 +281,7 @@ def spark_plan_restore(
     latest = setup.latest
     n_files = latest_files.num_rows + target_files.num_rows
     _report(progress, "comparing file lists", 0, n_files)
-    sc.setJobDescription(f"deltaweb restore {setup.where} to version {setup.target_version}")
+    describe(f"deltaweb restore {setup.where} to version {setup.target_version}")
     job: _Job | None = None
     try:
         totals, add_idx, remove_idx = _diff(spark, latest_files, target_files, progress, n_files)
@@ -314,7 +316,7 @@ def spark_plan_restore(
     finally:
         if job is not None:
             job.cancel()  # when the core failed before it waited for the check
-        sc.setJobDescription(None)  # type: ignore[arg-type]
+        describe(None)
 
 
 def _diff(

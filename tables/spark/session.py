@@ -23,6 +23,13 @@ Contract:
 - A new session runs the data jobs' shapes once on a tiny file (`warm_up`), so that the
   worker's first job is not the one that pays for loading and compiling them;
   DELTAWEB_SPARK_WARM_UP=0 skips it.
+- With DELTAWEB_SPARK_REMOTE (`sc://host:port`, or the `remote` argument) the session is a
+  Spark Connect client instead (tables.spark.connect): no JVM in this process; the server
+  runs with this module's configuration (`session_conf`, one declaration) and its own master.
+  The client session is checked with one round trip on every get_spark() and made anew when
+  the server restarted; a server that does not answer raises SparkUnavailable. A process is a
+  Connect client or a classic driver, never both. The executors' Python check and the
+  warm-up run through the DataFrame API on a new client session as on a classic one.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from tables.spark.connect import SparkUnavailable, connect, discard, is_connect, ping, remote_url
 from tables.spark.masters import is_local, is_loopback_cluster
 
 if TYPE_CHECKING:
@@ -113,7 +121,11 @@ def session_conf(master: str, app_name: str = "deltaweb", extra: dict[str, str] 
 def check_executor_python(spark: SparkSession) -> None:
     """Run one task on an executor; SparkPythonMismatch if its Python cannot run the jobs."""
     driver = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    python = spark.sparkContext.getConf().get("spark.pyspark.python") or executor_python()
+    if is_connect(spark):
+        conf_python = spark.conf.get("spark.pyspark.python", None)
+    else:
+        conf_python = spark.sparkContext.getConf().get("spark.pyspark.python")
+    python = conf_python or executor_python()
     hint = (
         f"Spark's executors must run Python {driver} with the project installed: set "
         f"SPARK_EXECUTOR_PYTHON (now {python}) to such an interpreter on the Spark workers"
@@ -134,7 +146,9 @@ def check_executor_python(spark: SparkSession) -> None:
         return f"{major}.{minor}", executor_sys.executable, ",".join(missing)
 
     try:
-        version, path, missing = spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
+        version, path, missing = _run_probe(spark, probe)
+    except SparkUnavailable:
+        raise
     except Exception as exc:  # Spark wraps the worker's error in Py4J/PySpark exceptions
         text = str(exc)
         if "PYTHON_VERSION_MISMATCH" in text or "different version" in text:
@@ -147,6 +161,23 @@ def check_executor_python(spark: SparkSession) -> None:
         raise SparkPythonMismatch(f"The executors run Python {version} ({path}), the driver {driver}. {hint}.")
     if missing:
         raise SparkPythonMismatch(f"The executors' Python ({path}) cannot import {missing}. {hint}.")
+
+
+def _run_probe(spark: SparkSession, probe: Any) -> tuple[str, str, str]:
+    """The probe's answer from one task: an RDD on a classic session, mapInArrow (the
+    DataFrame API) on a Connect client, which has no RDDs."""
+    if not is_connect(spark):
+        return spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
+
+    def batches(items: Any) -> Any:
+        import pyarrow as pa
+
+        for _batch in items:
+            version, path, missing = probe(None)
+            yield pa.RecordBatch.from_pydict({"version": [version], "path": [path], "missing": [missing]})
+
+    row = spark.range(0, 1, 1, 1).mapInArrow(batches, "version string, path string, missing string").first()
+    return row["version"], row["path"], row["missing"]
 
 
 WARM_UP_ENV = "DELTAWEB_SPARK_WARM_UP"
@@ -193,13 +224,65 @@ def _alive(spark: SparkSession | None) -> bool:
         return False
 
 
+_remote: dict[str, SparkSession] = {}
+
+
+def _warmed(spark: SparkSession) -> SparkSession:
+    """A new session checked (the executors' Python) and warmed up, or stopped and the error raised."""
+    try:
+        check_executor_python(spark)
+        if os.environ.get(WARM_UP_ENV, "1") in ("1", "true", "yes"):
+            warm_up(spark)
+    except Exception:
+        if is_connect(spark):
+            discard(spark)
+        else:
+            spark.stop()
+        raise
+    return spark
+
+
+def _connect_session(url: str) -> SparkSession:
+    """The process's client session to the Connect server at `url` (the module's contract)."""
+    if _alive(_session):
+        raise RuntimeError(
+            "this process runs an in-process Spark session; a process is a Spark Connect client "
+            "or a classic driver, never both (stop_spark() first)"
+        )
+    spark = _remote.get(url)
+    if spark is not None and not spark.is_stopped:
+        try:
+            ping(spark, url)
+            return spark
+        except SparkUnavailable:
+            discard(_remote.pop(url), release=False)
+            raise
+        except Exception:  # the server restarted (its sessions are gone): a new one below
+            discard(_remote.pop(url), release=False)
+    spark = _warmed(connect(url))
+    _remote[url] = spark
+    return spark
+
+
 def get_spark(
-    master: str | None = None, app_name: str = "deltaweb", extra_conf: dict[str, str] | None = None
+    master: str | None = None,
+    app_name: str = "deltaweb",
+    extra_conf: dict[str, str] | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
-    """The process's SparkSession for `master` (see the module's contract)."""
+    """The process's SparkSession for `master`, or a Spark Connect client session when
+    `remote` (else DELTAWEB_SPARK_REMOTE) names a server (see the module's contract)."""
     global _session, _master
-    wanted = resolve_master(master)
+    url = remote_url(remote)
     with _lock:
+        if url is not None:
+            return _connect_session(url)
+        if _remote or os.environ.get("SPARK_CONNECT_MODE_ENABLED"):
+            raise RuntimeError(
+                "this process is a Spark Connect client; a process is a Spark Connect client or a "
+                "classic driver, never both"
+            )
+        wanted = resolve_master(master)
         if _alive(_session) and _master == wanted:
             return _session  # type: ignore[return-value]
         if _alive(_session):
@@ -217,15 +300,17 @@ def get_spark(
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("SPARK_LOG_LEVEL", "ERROR"))
-        try:
-            check_executor_python(spark)
-        except Exception:
-            spark.stop()
-            raise
-        if os.environ.get(WARM_UP_ENV, "1") in ("1", "true", "yes"):
-            warm_up(spark)
-        _session, _master = spark, wanted
+        _session, _master = _warmed(spark), wanted
         return spark
+
+
+def current_spark() -> SparkSession | None:
+    """The session this process already has (Connect or classic), starting none."""
+    with _lock:
+        for spark in _remote.values():
+            if not spark.is_stopped:
+                return spark
+        return _session if _alive(_session) else None
 
 
 def stop_spark() -> None:
@@ -234,4 +319,7 @@ def stop_spark() -> None:
     with _lock:
         if _alive(_session):
             _session.stop()  # type: ignore[union-attr]
+        for spark in _remote.values():
+            discard(spark)
+        _remote.clear()
         _session, _master = None, None

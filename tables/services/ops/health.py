@@ -4,7 +4,8 @@
 - cache: a write and a read (the shared cache, when DELTAWEB_CACHE_URL is set);
 - broker: the task queue answers (a connection, 2 s at most);
 - workers: at least one Celery worker answers a ping (1 s);
-- spark: a cluster master (`spark://host:port`) accepts a connection; a local master needs none;
+- spark: the Spark Connect server (DELTAWEB_SPARK_REMOTE, `sc://host:port`) or a cluster master
+  (`spark://host:port`) accepts a connection; a local master needs none;
 - roots: every local allowed root exists and can be read.
 
 Answers name what is down, never a password, a path or a host.
@@ -63,6 +64,12 @@ def _workers() -> str:
 
 
 def _spark() -> str:
+    remote = str(getattr(settings, "DELTAWEB_SPARK_REMOTE", "") or "")
+    if remote:
+        # sc://host:port/;params: the address only (a token may be among the parameters)
+        parts = urlsplit("http://" + remote.split("://", 1)[-1].split("/", 1)[0].split(";", 1)[0])
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 15002), timeout=1.0):
+            return "connect"
     master = str(getattr(settings, "SPARK_MASTER", "local[*]"))
     if not master.startswith("spark://"):
         return "local"

@@ -1,0 +1,193 @@
+"""Spark Connect: Spark as one shared service, and this process as its client.
+
+Contract:
+- DELTAWEB_SPARK_REMOTE (`sc://host:port`) names a Spark Connect server. When it is set,
+  `tables.spark.session.get_spark` returns a client session to it (`connect`): no JVM in this
+  process, the jobs' plans go to the server, which runs them on its own master (local, or the
+  standalone cluster it was started on). Unset, the worker keeps its in-process session.
+- The server is started with the same conservative configuration an in-process local session
+  gets (`server_args`: BASE_CONF and the rest from tables.spark.session, one declaration) and
+  the executors' Python named the same way; `scripts/spark_connect.sh` runs it with
+  `spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer`, bound to
+  127.0.0.1 (SPARK_CONNECT_HOST) on SPARK_CONNECT_PORT (15002).
+- A process is a Connect client or a classic driver, never both: PySpark picks the
+  implementation of its functions (`pyspark.sql.functions`, Observation) by one process-wide
+  flag (SPARK_CONNECT_MODE_ENABLED), which `connect` sets.
+- An unreachable server is retried briefly (DELTAWEB_SPARK_CONNECT_RETRIES, 4: about 4 s in
+  all), not PySpark's default ten minutes, then SparkUnavailable names the address, never its
+  parameters (a token may be among them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REMOTE_ENV = "DELTAWEB_SPARK_REMOTE"
+RETRIES_ENV = "DELTAWEB_SPARK_CONNECT_RETRIES"
+PORT_ENV = "SPARK_CONNECT_PORT"
+HOST_ENV = "SPARK_CONNECT_HOST"
+DEFAULT_PORT = 15002
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+_MODE_FLAG = "SPARK_CONNECT_MODE_ENABLED"
+
+
+class SparkUnavailable(RuntimeError):
+    """The Spark Connect server did not answer (down, restarting, or another address)."""
+
+    code = "spark_unavailable"
+
+    def __init__(self, url: str, reason: str = "") -> None:
+        self.address = shown_address(url)
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"the Spark Connect server at {self.address} is not answering{why}; start it "
+            f"(scripts/spark_connect.sh start) or unset {REMOTE_ENV} to run Spark in the worker"
+        )
+
+
+def remote_url(value: str | None = None) -> str | None:
+    """The Connect server's URL: `value`, else DELTAWEB_SPARK_REMOTE; None for none."""
+    url = (value if value is not None else os.environ.get(REMOTE_ENV, "")).strip()
+    if not url:
+        return None
+    if not url.startswith("sc://"):
+        raise ValueError(f"{REMOTE_ENV} must be an sc:// URL (sc://host:port), got {shown_address(url)!r}")
+    return url
+
+
+def shown_address(url: str) -> str:
+    """`sc://host:port` of a Connect URL: its parameters (`;token=...`) and any user part left out."""
+    rest = url.split("://", 1)[-1]
+    host = rest.split("/", 1)[0].split(";", 1)[0].rsplit("@", 1)[-1]
+    return f"sc://{host[:200]}"
+
+
+_urls: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def address_of(spark: Any) -> str:
+    """The `sc://host:port` a client session talks to (no parameters)."""
+    return shown_address(_urls.get(spark, "sc://unknown"))
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect client session (no JVM here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether an error means the server did not answer (connection refused, reset, gone)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ == "RetriesExceeded":
+            return True
+        code = getattr(current, "code", None)
+        if callable(code):
+            try:
+                if getattr(code(), "name", "") == "UNAVAILABLE":
+                    return True
+            except Exception:  # not a gRPC error after all
+                pass
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def connect(url: str) -> SparkSession:
+    """A new client session to the server at `url`, checked with one round trip;
+    SparkUnavailable when it does not answer."""
+    os.environ[_MODE_FLAG] = "1"  # PySpark's functions: the Connect implementations from now on
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    spark = RemoteSession.builder.remote(url).create()
+    _urls[spark] = url
+    retries = max(0, int(os.environ.get(RETRIES_ENV, "4")))
+    # 50 ms, 200 ms, 800 ms, 2 s, 2 s...: a restarting server is waited for, a dead one named soon
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=retries, max_backoff=2000)])
+    try:
+        ping(spark, url)
+    except Exception:
+        discard(spark, release=False)
+        raise
+    return spark
+
+
+def discard(spark: Any, release: bool = True) -> None:
+    """Close a client session for good (`release`: tell the server to drop its state too, which
+    a server that is gone cannot hear). Its client is then taken from it: PySpark's __del__
+    closes the client again when the object is collected, and closing shuts down the thread
+    pool every session shares, which, done by the garbage collector in whatever thread it
+    runs, deadlocks that thread's running query (PySpark 4.0.1)."""
+    spark.release_session_on_close = release
+    try:
+        spark.stop()
+    finally:
+        spark.__dict__.pop("_client", None)  # __del__ finds no client and does nothing
+
+
+def ping(spark: Any, url: str) -> None:
+    """One round trip to the server; SparkUnavailable when it does not answer."""
+    try:
+        spark.conf.get("spark.master")
+    except Exception as exc:
+        if is_unavailable(exc):
+            raise SparkUnavailable(url, "connection refused or lost") from None
+        raise
+
+
+def server_conf(master: str) -> dict[str, str]:
+    """The server's Spark configuration: what tables.spark.session gives an in-process session
+    on `master` (one declaration), the executors' Python for the server's own Python work
+    too (it runs the clients' Python data sources and functions), the server's address."""
+    from tables.spark.session import executor_python, session_conf
+
+    conf = session_conf(master, "deltaweb-connect")
+    python = executor_python()
+    conf["spark.pyspark.python"] = conf["spark.pyspark.driver.python"] = python
+    # loopback unless told (docker-compose: the internal network, the port never published)
+    conf["spark.connect.grpc.binding.address"] = os.environ.get(HOST_ENV, "127.0.0.1")
+    conf["spark.connect.grpc.binding.port"] = str(int(os.environ.get(PORT_ENV, DEFAULT_PORT)))
+    # the clients' progress handlers get the stages' tasks this often
+    conf.setdefault("spark.connect.progress.reportInterval", "1s")
+    # the server's own log (var/spark-connect/server.log): warnings and errors, not every task
+    conf.setdefault("spark.log.level", os.environ.get("SPARK_LOG_LEVEL", "WARN"))
+    return conf
+
+
+def server_args(master: str) -> list[str]:
+    """spark-submit's arguments for the server on `master` (the script adds the executable)."""
+    args = ["--class", SERVER_CLASS, "--name", "deltaweb-connect"]
+    for key, value in server_conf(master).items():
+        if key != "spark.app.name":
+            args += ["--conf", f"{key}={value}"]
+    return args
+
+
+def main(argv: list[str]) -> int:
+    """`python -m tables.spark.connect server-args [MASTER]`: the server's spark-submit
+    arguments, one a line (scripts/spark_connect.sh); `python` is the executors' Python."""
+    from tables.spark.session import resolve_master
+
+    if len(argv) < 1 or argv[0] not in ("server-args", "python"):
+        print("usage: python -m tables.spark.connect server-args [MASTER] | python", file=sys.stderr)
+        return 2
+    if argv[0] == "python":
+        from tables.spark.session import executor_python
+
+        print(executor_python())
+        return 0
+    for arg in server_args(resolve_master(argv[1] if len(argv) > 1 else None)):
+        print(arg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

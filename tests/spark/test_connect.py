@@ -1,0 +1,160 @@
+"""Spark through Spark Connect (tables.spark.connect): a real server (scripts/spark_connect.sh)
+and this process as its client, in `make test`'s Connect pass (DELTAWEB_TEST_SPARK_CONNECT=1),
+where the data-job suites run through it too.
+
+- A server that does not answer fails a data job with the named error (spark_unavailable)
+  giving its sc:// address and none of the URL's parameters, and leaves nothing written.
+- Confinement holds through Connect: a path the log names outside the table's location is
+  refused in this process (the client) before anything is sent to the server, for a table on
+  disk and for an object-store table read in the server's executors by the data source.
+- The server reports the stages of a job's operations while they run (its progress).
+- A process is a Connect client or a classic driver, never both.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from tests.conftest import free_port, use_store_environment
+from tests.spark.conftest import connect_mode
+from tests.spark.objectstore_tables import upload_s3, write_history_table
+
+pytestmark = pytest.mark.skipif(
+    not connect_mode(), reason="Spark Connect runs in make test's Connect pass (DELTAWEB_TEST_SPARK_CONNECT=1)"
+)
+
+deltalake = pytest.importorskip("deltalake")
+from deltalake import write_deltalake  # noqa: E402
+
+
+class Executions:
+    """Counts the operations the server runs for this client (its progress handler is called
+    for every one, at least when it ends)."""
+
+    def __init__(self, spark) -> None:
+        self.spark, self.ops = spark, set()
+
+    def __call__(self, stages, inflight_tasks, operation_id, done) -> None:
+        self.ops.add(operation_id)
+
+    def __enter__(self) -> Executions:
+        self.spark.registerProgressHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.spark.removeProgressHandler(self)
+
+
+def test_a_server_that_does_not_answer_is_named(spark) -> None:
+    from tables.spark.connect import SparkUnavailable
+    from tables.spark.session import get_spark
+
+    port = free_port()
+    with pytest.raises(SparkUnavailable) as info:
+        get_spark(remote=f"sc://127.0.0.1:{port}/;token=hunter2;user_id=x")
+    assert info.value.code == "spark_unavailable"
+    assert f"sc://127.0.0.1:{port}" in str(info.value) and "hunter2" not in str(info.value)
+    assert spark.range(3).count() == 3  # the process's session to the real server is untouched
+
+
+@pytest.mark.django_db
+def test_a_data_job_fails_with_spark_unavailable_and_leaves_nothing(spark, tmp_path, monkeypatch, settings) -> None:
+    from tables import tasks
+    from tables.models import Job, JobStatus, Table
+    from tables.services import data_jobs
+
+    settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": pa.array([1, 2], pa.int64())}))
+    table = Table.objects.create(name="t", slug="t", location=str(root))
+    job = Job.objects.create(kind="preview", table=table, params={"version": 0}, stage="queued")
+    port = free_port()
+    monkeypatch.setenv("DELTAWEB_SPARK_REMOTE", f"sc://127.0.0.1:{port}/;token=hunter2")
+    data_jobs.run_job(job.pk, tasks.scoped_data_job)
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and job.result["errorCode"] == "spark_unavailable"
+    assert f"sc://127.0.0.1:{port}" in job.error and "not answering" in job.error
+    assert "hunter2" not in job.error + json.dumps(job.result)
+    assert not data_jobs.results_dir(job).exists()  # nothing half-written
+
+
+def _hostile_table(root, hostile: str):
+    from tables.delta.log.commit import commit
+
+    write_history_table(root)
+    add = {"path": hostile, "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}
+    commit(str(root), [{"add": add}], "WRITE", {"mode": "Append"})
+
+
+@pytest.mark.parametrize("hostile", ["../escaped/part-0.parquet", "/etc/passwd"])
+def test_a_log_path_outside_the_table_is_refused_before_the_server_runs_anything(spark, tmp_path, hostile) -> None:
+    from tables.delta.errors import PathOutsideRootsError
+    from tables.spark.changes import change_data
+    from tables.spark.preview import write_preview
+    from tables.spark.read import read_version
+    from tables.spark.rowdiff import keyed_diff
+
+    root = tmp_path / "t"
+    _hostile_table(root, hostile)
+    with Executions(spark) as seen:
+        for job in (
+            lambda: read_version(spark, str(root)),
+            lambda: write_preview(spark, str(root), 4, tmp_path / "p"),
+            lambda: change_data(spark, str(root), 4, 4, tmp_path / "c"),
+            lambda: keyed_diff(spark, str(root), 0, 4, ["id"], tmp_path / "d"),
+        ):
+            with pytest.raises(PathOutsideRootsError):
+                job()
+    assert seen.ops == set()  # nothing was run by the server
+    with Executions(spark) as seen:
+        assert read_version(spark, str(root), 3).count() == 4  # the version before is readable
+    assert seen.ops
+
+
+@pytest.mark.parametrize("hostile", ["../escaped/part-0.parquet", "s3://spark-connect-other/part-0.parquet"])
+def test_an_object_store_path_outside_the_location_never_reaches_an_executor(
+    spark, s3_server, monkeypatch, tmp_path, hostile
+) -> None:
+    """The data source route (executors of the server read the objects): the driver side, this
+    client, resolves and confines every path first."""
+    from tables.delta.errors import PathOutsideRootsError
+    from tables.delta.log.commit import commit
+    from tables.spark.objectstore_source import ROUTE_ENV
+    from tables.spark.read import read_version
+
+    use_store_environment(monkeypatch, s3_server.env())
+    monkeypatch.setenv(ROUTE_ENV, "datasource")
+    uri = upload_s3(s3_server.boto3(), write_history_table(tmp_path / "local"), "spark-connect", tmp_path.name)
+    with Executions(spark) as seen:
+        assert read_version(spark, uri).count() == 4  # the data source works through Connect
+    assert seen.ops
+    add = {"path": hostile, "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}
+    commit(uri, [{"add": add}], "WRITE", {"mode": "Append"})
+    with Executions(spark) as seen:
+        with pytest.raises(PathOutsideRootsError):
+            read_version(spark, uri)
+    assert seen.ops == set()
+
+
+def test_the_server_reports_a_jobs_stages_while_it_runs(spark, tmp_path) -> None:
+    from tables.spark.control import job_scope, stages_line
+    from tables.spark.rowdiff import keyed_diff
+
+    root = tmp_path / "t"
+    write_history_table(root)
+    reports = []
+    with job_scope(spark, "deltaweb-job-stages", reports.append):
+        keyed_diff(spark, str(root), 0, 3, ["id"], tmp_path / "d")
+    assert reports and all(s.tasks > 0 for stages in reports for s in stages)
+    text, done, total = stages_line(reports[-1])
+    assert text.startswith("Spark: ") and 0 < done <= total
+
+
+def test_a_connect_process_never_starts_a_jvm_of_its_own(spark) -> None:
+    from tables.spark.session import get_spark
+
+    with pytest.raises(RuntimeError, match="never both"):
+        get_spark("local[1]")
