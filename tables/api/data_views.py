@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
@@ -25,7 +25,7 @@ from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse
 from tables.api.views import _job_location, _version
 from tables.models import Job, JobStatus, Table
-from tables.services import data_jobs
+from tables.services import data_jobs, jobs
 from tables.services.errors import ServiceError
 from tables.services.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.services.results import MAX_PAGE
@@ -94,6 +94,9 @@ class PreviewPageSerializer(RowsPageSerializer):
     job = serializers.IntegerField(help_text="The preview job whose cached result this is.")
     version = serializers.IntegerField()
     cached = serializers.IntegerField(help_text="Rows kept in the cached preview (the version's first rows).")
+    reused = serializers.BooleanField(
+        required=False, help_text="True when a POST found the preview cached (no job was started)."
+    )
 
 
 class ResultsPageSerializer(RowsPageSerializer):
@@ -124,17 +127,36 @@ def _table(request, view, key: str) -> Table:
     return table
 
 
-def _accepted(request, job: Job) -> Response:
-    return Response(
-        s.JobSerializer(job).data, status=status.HTTP_202_ACCEPTED, headers={"Location": _job_location(request, job)}
+class DataJobSerializer(s.JobSerializer):
+    reused = serializers.SerializerMethodField(
+        help_text="True when this answer is a finished identical job's result, reused because the table "
+        "has not changed since (its synced version and newest commit); no job was started."
     )
+
+    class Meta(s.JobSerializer.Meta):
+        fields = [*s.JobSerializer.Meta.fields, "reused"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_reused(self, job: Job) -> bool:
+        return bool(getattr(job, "reused", False))
+
+
+def _accepted(request, job: Job) -> Response:
+    """202 with the job computing it, or 200 with a finished job whose result is reused."""
+    code = status.HTTP_200_OK if getattr(job, "reused", False) else status.HTTP_202_ACCEPTED
+    return Response(DataJobSerializer(job).data, status=code, headers={"Location": _job_location(request, job)})
 
 
 class _DataView(APIView):
     permission_classes = [IsAuthenticated, CanBrowse]
 
 
-JOB_202 = OpenApiResponse(s.JobSerializer, description="The job computing it (poll /api/jobs/{id}/)")
+JOB_202 = OpenApiResponse(DataJobSerializer, description="The job computing it (poll /api/jobs/{id}/)")
+JOB_REUSED = OpenApiResponse(
+    DataJobSerializer,
+    description="A finished identical job, reused (`reused`: true): the table has not changed since it ran",
+)
 
 
 class VersionRowsView(_DataView):
@@ -189,7 +211,7 @@ def _preview_answer(request, job: Job, version: int, q: dict) -> Response:
         return _accepted(request, job)
     page = data_jobs.result_page(job, q["offset"], q["limit"])
     body = {k: page[k] for k in ("job", "columns", "rows", "total", "offset", "limit", "cached")}
-    return Response({**body, "version": version})
+    return Response({**body, "version": version, "reused": bool(getattr(job, "reused", False))})
 
 
 class ChangesView(_DataView):
@@ -197,14 +219,15 @@ class ChangesView(_DataView):
         summary="Start a change-data job for versions from..to",
         parameters=[TABLE_ID, RangeQuerySerializer],
         request=None,
-        responses={202: JOB_202, **_errors(400, 401, 403, 404)},
+        responses={200: JOB_REUSED, 202: JOB_202, **_errors(400, 401, 403, 404)},
     )
     def post(self, request, id: str):
         """Rows inserted, deleted and updated (pre- and post-images) in versions from..to, with
         _change_type, _commit_version and _commit_timestamp (ICT from its enablement on), from cdc
         files where a commit has them, else from added and removed files. Answers 202 with the job
-        (an identical one queued or running is joined, not duplicated); page its rows and counts
-        per version and change type at /api/jobs/{id}/results/.
+        (an identical one queued or running is joined, not duplicated), or 200 with a finished
+        identical job (`reused`: true) while the table has not changed since it ran; page its rows
+        and counts per version and change type at /api/jobs/{id}/results/.
         400 invalid_range when from > to; 404 version_not_found. No job is created on an error."""
         table = _table(request, self, id)
         q = validated_query(RangeQuerySerializer, request)
@@ -219,14 +242,15 @@ class RowDiffView(_DataView):
         summary="Start a keyed row diff of two versions",
         parameters=[TABLE_ID, RowDiffQuerySerializer],
         request=None,
-        responses={202: JOB_202, **_errors(400, 401, 403, 404)},
+        responses={200: JOB_REUSED, 202: JOB_202, **_errors(400, 401, 403, 404)},
     )
     def post(self, request, id: str):
         """Rows added, removed and changed between versions `from` and `to`, matched on the key
         columns (which must be unique in both versions); changed rows list the columns that differ
         with the before and after values. Works without change data feed. Answers 202 with the job
-        (an identical one queued or running is joined, not duplicated); page its rows and counts at
-        /api/jobs/{id}/results/. 400 invalid_range, invalid_keys (a key not in a version); 404
+        (an identical one queued or running is joined, not duplicated), or 200 with a finished
+        identical job (`reused`: true) while the table has not changed since it ran; page its rows
+        and counts at /api/jobs/{id}/results/. 400 invalid_range, invalid_keys (a key not in a version); 404
         version_not_found. No job is created on an error. Duplicate keys fail the job (its error
         says which version)."""
         table = _table(request, self, id)
@@ -288,3 +312,30 @@ class JobResultsView(_DataView):
             raise NotFound(f"There is no job {id[:40]}.")
         q = validated_query(PageQuerySerializer, request)
         return Response(data_jobs.result_page(job, q["offset"], q["limit"]))
+
+
+class JobCancelView(_DataView):
+    @extend_schema(
+        summary="Cancel a data job: at once when queued, its Spark work interrupted when running",
+        parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The job's id.")],
+        request=None,
+        responses={
+            200: OpenApiResponse(s.JobSerializer, description="Cancelled before it started"),
+            202: OpenApiResponse(s.JobSerializer, description="Running: its worker interrupts it within seconds"),
+            **_errors(401, 403, 404, 409),
+        },
+    )
+    def post(self, request, id: str):
+        """Only data jobs (preview, changes, rowdiff, rowhistory), by the user who started them, an
+        approver or staff (403 forbidden otherwise). A queued job ends at once (200, stage
+        `cancelled`); a running one is marked (202, stage `cancelling`) and its worker interrupts
+        its Spark work (the job's tag: interruptTag through Spark Connect, cancelJobGroup in the
+        worker's own session) and ends it failed with stage `cancelled`, `result.cancelledBy` and
+        `cancelledAt`. 409 not_cancellable for other kinds, invalid_state when it already ended."""
+        pk = parse_int64(id)
+        job = Job.objects.filter(pk=pk).first() if pk is not None else None
+        if job is None:
+            raise NotFound(f"There is no job {id[:40]}.")
+        job = jobs.request_cancel(job, request.user)
+        code = status.HTTP_202_ACCEPTED if job.status == JobStatus.RUNNING else status.HTTP_200_OK
+        return Response(s.JobSerializer(job).data, status=code)

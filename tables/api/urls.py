@@ -4,7 +4,14 @@ from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
 from tables.api.auth_views import DocsView, SchemaView, TokenView
-from tables.api.data_views import ChangesView, JobResultsView, RowDiffView, RowHistoryView, VersionRowsView
+from tables.api.data_views import (
+    ChangesView,
+    JobCancelView,
+    JobResultsView,
+    RowDiffView,
+    RowHistoryView,
+    VersionRowsView,
+)
 from tables.api.discovery_views import DiscoverView
 from tables.api.errors import not_found_view
 from tables.api.owner_views import OwnerBackfillView, OwnerCommitsView
@@ -34,6 +41,7 @@ urlpatterns = [
     re_path(r"^tables/(?P<id>[^/]+)/diff/rows/$", RowDiffView.as_view(), name="table-diff-rows"),
     re_path(r"^tables/(?P<id>[^/]+)/row-history/$", RowHistoryView.as_view(), name="table-row-history"),
     re_path(r"^jobs/(?P<id>[0-9]{1,18})/results/$", JobResultsView.as_view(), name="job-results"),
+    re_path(r"^jobs/(?P<id>[0-9]{1,18})/cancel/$", JobCancelView.as_view(), name="job-cancel"),
     # the schema's timeline, read from the log
     re_path(r"^tables/(?P<id>[^/]+)/schema/$", TableSchemaView.as_view(), name="table-schema"),
     re_path(r"^tables/(?P<id>[^/]+)/schema/timeline/$", SchemaTimelineView.as_view(), name="table-schema-timeline"),
