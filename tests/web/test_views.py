@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tables.delta.history.columns import SHOWN_COLUMNS
 from tables.delta.history.timestamps import format_ms
 from tables.delta.log.commit import enable_ict
 from tables.models import Commit, Job, SyncState, Table
@@ -16,6 +17,8 @@ from tables.services.sync import store as sync
 from tables.web.tabs import history as history_views
 from tables.web.tabs import versions as versions_views
 from tests.web.ui_tables import EVIL, evil_commit, history_table, ict_table
+
+EVERY_HISTORY_COLUMN = ["readable", "timestamp", *(c.name for c in SHOWN_COLUMNS)]
 
 pytest.importorskip("deltalake")
 
@@ -122,7 +125,7 @@ def test_sync_now_ignores_offsite_next(browser, table) -> None:
 
 
 def test_table_page_shows_history_as_describe_history(browser, table) -> None:
-    r = browser.get("/t/sales/history/")
+    r = browser.get("/t/sales/history/", {"cols": EVERY_HISTORY_COLUMN})
     page = text(r)
     assert r.status_code == 200
     head = page.split('class="grid history"')[1].split("</thead>")[0]
@@ -205,7 +208,7 @@ def test_log_strings_are_escaped_everywhere(browser, table) -> None:
     escaped = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
     pages = {
         "overview": browser.get("/t/sales/"),
-        "table": browser.get("/t/sales/history/"),
+        "table": browser.get("/t/sales/history/", {"cols": EVERY_HISTORY_COLUMN}),
         "filtered": browser.get("/t/sales/history/", {"operation": f"WRITE{EVIL}"}),
         "version": browser.get("/t/sales/v/4/"),
         "diff": browser.get("/t/sales/diff/", {"from": 3, "to": 4}),

@@ -34,6 +34,9 @@ class Column:
     shown: str | None = None
     sort: str | None = None  # the history's sort key (`?sort=`) that orders by this column
     indexed: bool = False
+    # shown before a reader chooses columns: the ones most read; the others are in the chooser
+    # (all of them left the metrics column off-screen at 1,280 px)
+    at_first: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS or (self.shown is not None and self.shown not in SHOWN):
@@ -53,12 +56,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("job", "job", "json"),
     Column("notebook", "notebook", "json"),
     Column("clusterId", "cluster_id", "text", 500),
-    Column("readVersion", "read_version", "int", shown="num"),
-    Column("isolationLevel", "isolation_level", "text", 100, shown="text"),
-    Column("isBlindAppend", "is_blind_append", "bool", shown="yesno"),
+    Column("readVersion", "read_version", "int", shown="num", at_first=False),
+    Column("isolationLevel", "isolation_level", "text", 100, shown="text", at_first=False),
+    Column("isBlindAppend", "is_blind_append", "bool", shown="yesno", at_first=False),
     Column("operationMetrics", "operation_metrics", "json", shown="metrics"),
-    Column("userMetadata", "user_metadata", "text", shown="small"),
-    Column("engineInfo", "engine_info", "text", 500, shown="small"),
+    Column("userMetadata", "user_metadata", "text", shown="small", at_first=False),
+    Column("engineInfo", "engine_info", "text", 500, shown="small", at_first=False),
 )
 
 HISTORY_FIELDS = tuple(c.name for c in COLUMNS)

@@ -67,10 +67,14 @@ def sorted_history(qs: QuerySet[Commit], sort: str) -> QuerySet[Commit]:
     return qs.order_by(*SORTS[sort_of(sort)])
 
 
+FIRST_COLUMNS = ["readable", "timestamp", *(c.name for c in SHOWN_COLUMNS if c.at_first)]
+
+
 def columns_of(raw: list[str]) -> list[str]:
-    """The chosen columns in the table's order; all of them when none (or none known) is chosen."""
+    """The chosen columns in the table's order; the most read (`Column.at_first`) when none (or
+    none known) is chosen."""
     chosen = [c for c in COLUMNS if c in set(raw)]
-    return chosen or list(COLUMNS)
+    return chosen or list(FIRST_COLUMNS)
 
 
 # --- export ---------------------------------------------------------------------------------
