@@ -132,3 +132,16 @@ def test_every_version_is_reachable_by_keyboard(long_table) -> None:
     page.keyboard.press("Enter")
     page.wait_for_url(f"**/v/{VERSIONS - 1 - 1000}/")
     assert errors == []
+
+
+def test_the_history_metrics_column_is_on_screen_at_1280_px(long_table) -> None:
+    page, errors = long_table
+    page.goto(page.url.replace("/charts/", "/history/"))
+    box = page.evaluate(
+        """() => { const t = document.querySelector('table.grid.history');
+          const th = [...t.querySelectorAll('thead th')].find(h => h.textContent.trim() === 'operationMetrics');
+          return {right: th.getBoundingClientRect().right, view: document.documentElement.clientWidth}; }"""
+    )
+    assert box["right"] <= box["view"], box
+    page.screenshot(path=str(SHOTS / "34-history-1280.png"))
+    assert errors == []
