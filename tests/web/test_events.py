@@ -86,7 +86,8 @@ def test_a_commit_event_syncs_its_table_through_a_worker(queue, s3_server, celer
         deltalake.write_deltalake(uri, pa.table({"x": [2]}), mode="append", storage_options=opts)
         written = time.monotonic()
         deadline = written + 120
-        while time.monotonic() < deadline and not Commit.objects.filter(table=table, version=2).exists():
+        # the rows land first, the table's synced version when the sync ends: wait for both
+        while time.monotonic() < deadline and Table.objects.get(pk=table.pk).last_synced_version != 2:
             time.sleep(0.2)
         assert Commit.objects.filter(table=table, version=2).exists(), "the event did not sync the table"
         assert Table.objects.get(pk=table.pk).last_synced_version == 2
