@@ -144,6 +144,7 @@ bench: install
 	@$(PY) benchmarks/sync.py
 	@$(PY) benchmarks/restore.py
 	@$(PY) benchmarks/spark_rows.py --quick
+	@$(PY) benchmarks/spark_connect.py
 	@$(PY) benchmarks/owner.py
 	@$(PY) benchmarks/load.py
 

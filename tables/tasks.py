@@ -184,7 +184,9 @@ def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progres
     return out
 
 
-def scoped_data_job(location: str, params: dict[str, Any], out_dir: Path, progress) -> dict[str, Any]:
+def scoped_data_job(
+    location: str, params: dict[str, Any], out_dir: Path, progress: data_jobs.Progress
+) -> dict[str, Any]:
     """spark_data_job under the job's own Spark tag: its stages are its progress, and
     `interrupt_data_job` cancels it (POST /api/jobs/{id}/cancel/, tables.spark.control)."""
     from tables.spark.control import job_scope, job_tag, stages_line
