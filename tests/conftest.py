@@ -8,6 +8,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,6 +103,19 @@ def use_store_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
+
+
+def s3_buckets(s3_server: Any, monkeypatch: pytest.MonkeyPatch, settings: Any, *buckets: str) -> Any:
+    """The web tests' S3: only the moto server's credentials in the environment, `buckets`
+    created once, and each bucket's `allowed/` prefix the allowed roots. Returns boto3's client."""
+    use_store_environment(monkeypatch, s3_server.env())
+    client = s3_server.boto3()
+    names = [b["Name"] for b in client.list_buckets()["Buckets"]]
+    for bucket in buckets:
+        if bucket not in names:
+            client.create_bucket(Bucket=bucket)
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{bucket}/allowed" for bucket in buckets]
+    return client
 
 
 def delta_snapshot_cli(location: str, env: dict[str, str]) -> subprocess.CompletedProcess:

@@ -4,13 +4,12 @@ and reachability answer as for the same table on disk."""
 
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 import pytest
 
 from tables.models import Table
 from tables.services.sync.store import sync_table
+from tests.conftest import s3_buckets
 
 from .test_api import assert_error, make_user, token_client
 
@@ -24,15 +23,7 @@ BUCKET = "web-tables"
 
 @pytest.fixture
 def s3(s3_server, monkeypatch, settings):
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
-            monkeypatch.delenv(name)
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    client = s3_server.boto3()
-    if BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
-        client.create_bucket(Bucket=BUCKET)
-    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
+    s3_buckets(s3_server, monkeypatch, settings, BUCKET)
     return s3_server
 
 

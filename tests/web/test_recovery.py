@@ -7,7 +7,6 @@ the target version. The independent answer throughout is delta-rs itself."""
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pyarrow as pa
@@ -16,6 +15,7 @@ import pytest
 from tables.models import RecoveredObject, RestoreRequest, RestoreStatus, Table
 from tables.services.restores import runs as restore_runs
 from tables.services.sync.store import sync_table
+from tests.conftest import s3_buckets
 
 from .restore_tables import people
 from .test_api import assert_error, token_client
@@ -31,18 +31,8 @@ PLAIN = "recovery-plain"
 
 @pytest.fixture
 def s3(s3_server, monkeypatch, settings):
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
-            monkeypatch.delenv(name)
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    client = s3_server.boto3()
-    names = [b["Name"] for b in client.list_buckets()["Buckets"]]
-    for bucket in (VERSIONED, PLAIN):
-        if bucket not in names:
-            client.create_bucket(Bucket=bucket)
+    client = s3_buckets(s3_server, monkeypatch, settings, VERSIONED, PLAIN)
     client.put_bucket_versioning(Bucket=VERSIONED, VersioningConfiguration={"Status": "Enabled"})
-    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{VERSIONED}/allowed", f"s3://{PLAIN}/allowed"]
     return s3_server
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tables.delta.history.vanished import in_ranges
 from tables.models import Commit, FileLook, FileRemovalEvent, Table
 from tables.services import registration
 from tables.services.sync import store as sync
+from tests.conftest import s3_buckets
 
 from .test_api import make_user, token_client
 
@@ -294,15 +294,7 @@ BUCKET = "vacuum-record"
 
 @pytest.fixture
 def s3(s3_server, monkeypatch, settings):
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
-            monkeypatch.delenv(name)
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    client = s3_server.boto3()
-    if BUCKET not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
-        client.create_bucket(Bucket=BUCKET)
-    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
+    s3_buckets(s3_server, monkeypatch, settings, BUCKET)
     return s3_server
 
 
