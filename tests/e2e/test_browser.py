@@ -5,7 +5,10 @@ time-travel, watch a job's progress. Screenshots go to test-output/screenshots/.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group
@@ -34,6 +37,31 @@ pytestmark = [
 ]
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytest.importorskip("deltalake")
+
+
+@contextmanager
+def signed_in_page(
+    base: str, username: str, password: str, *, width: int = 1400, args: list[str] = ARGS, **context_options: Any
+) -> Iterator[tuple[Any, list[str]]]:
+    """A Chromium page signed in as `username` on the live server at `base`, and the list that
+    collects the page's script errors (tests assert it stays empty)."""
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args)
+        # bypass_csp: axe-core is injected by the tests, past the page's CSP (script-src 'self')
+        context = browser.new_context(viewport={"width": width, "height": 1000}, bypass_csp=True, **context_options)
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(base + "/accounts/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Sign in").click()
+        try:
+            yield page, errors
+        finally:
+            context.close()
+            browser.close()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from tables.models import Commit, SyncState, Table
 from tables.services import registration
 from tables.services.access import roles
-from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
+from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS, signed_in_page
 from tests.e2e.test_workbench_browser import axe_source, serious_violations
 from tests.web.ui_tables import ict_table
 
@@ -60,22 +60,12 @@ def long_table(live_server, transactional_db, settings, tmp_path, django_user_mo
     user = django_user_model.objects.create_user("ana", password="e2e-secret-pass")
     user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[*ARGS, "--enable-unsafe-swiftshader"])
-        context = browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
-        page = context.new_page()
+    args = [*ARGS, "--enable-unsafe-swiftshader"]  # WebGL in software on a machine without a GPU
+    with signed_in_page(live_server.url, "ana", "e2e-secret-pass", width=1280, args=args) as (page, errors):
         page.set_default_timeout(60_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(live_server.url + "/accounts/login/")
-        page.get_by_label("Username").fill("ana")
-        page.get_by_label("Password").fill("e2e-secret-pass")
-        page.get_by_role("button", name="Sign in").click()
         page.goto(f"{live_server.url}/t/{table.slug}/charts/")
         page.locator("#chart-timeline.js-plotly-plot").wait_for()
         yield page, errors
-        context.close()
-        browser.close()
 
 
 def test_ten_thousand_versions_draw_on_webgl_with_the_legend_clear_of_the_axis(long_table) -> None:

@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 from tables.services import registration
 from tables.services.access import roles
 from tables.services.sync import store as sync
-from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
+from tests.e2e.test_browser import CHROMIUM, SHOTS, signed_in_page
 from tests.e2e.test_workbench_browser import axe_source, serious_violations
 from tests.web.test_compare_bounded import APPENDS, write_wide_table
 
@@ -37,17 +37,7 @@ def test_a_wide_range_is_a_page_of_bounded_height(
     user = django_user_model.objects.create_user("ana", password="e2e-secret-pass")
     user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
-        page = context.new_page()
-        page.set_default_timeout(20_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(live_server.url + "/accounts/login/")
-        page.get_by_label("Username").fill("ana")
-        page.get_by_label("Password").fill("e2e-secret-pass")
-        page.get_by_role("button", name="Sign in").click()
+    with signed_in_page(live_server.url, "ana", "e2e-secret-pass") as (page, errors):
         page.goto(f"{live_server.url}/t/wide/diff/?from=0&to={APPENDS - 1}")
         height = page.evaluate("document.documentElement.scrollHeight")
         assert height < MAX_HEIGHT, height
@@ -72,5 +62,3 @@ def test_a_wide_range_is_a_page_of_bounded_height(
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         page.screenshot(path=str(SHOTS / "compare-wide-range-phone.png"))
         assert errors == []
-        context.close()
-        browser.close()

@@ -17,7 +17,7 @@ from tables.models import Commit
 from tables.services import registration
 from tables.services.access import roles
 from tables.services.sync import store as sync
-from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
+from tests.e2e.test_browser import CHROMIUM, SHOTS, signed_in_page
 from tests.web.ui_tables import ict_table
 
 HERE = Path(__file__).resolve().parent
@@ -62,22 +62,9 @@ def workbench(live_server, transactional_db, settings, tmp_path, django_user_mod
     user = django_user_model.objects.create_user("ana", password="e2e-secret-pass")
     user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        # axe-core is injected by the test, so the page's CSP (script-src 'self') is bypassed for it
-        context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True, accept_downloads=True)
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
-        page = context.new_page()
-        page.set_default_timeout(20_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(live_server.url + "/accounts/login/")
-        page.get_by_label("Username").fill("ana")
-        page.get_by_label("Password").fill("e2e-secret-pass")
-        page.get_by_role("button", name="Sign in").click()
+    with signed_in_page(live_server.url, "ana", "e2e-secret-pass", accept_downloads=True) as (page, errors):
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
         yield page, live_server.url, table, errors
-        context.close()
-        browser.close()
 
 
 def test_every_page_passes_the_accessibility_check(workbench) -> None:
@@ -153,8 +140,7 @@ def test_history_sort_columns_and_export(workbench) -> None:
     # the column chooser: keep only operation and userMetadata
     page.locator("#column-chooser summary").click()
     for box in page.locator('#column-chooser input[name="cols"]').all():
-        if box.get_attribute("value") not in ("operation", "userMetadata"):
-            box.uncheck()
+        box.set_checked(box.get_attribute("value") in ("operation", "userMetadata"))
     page.get_by_role("button", name="Filter").click()
     headers = page.locator("table.history thead th")
     expect(headers).to_have_text(["version", "operation", "userMetadata"])
