@@ -381,7 +381,6 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "tables.models.JobStatus",
         "JobKindEnum": "tables.models.JobKind",
-        "JobKindEnum": "tables.models.JobKind",
         "RestoreStatusEnum": "tables.models.RestoreStatus",
         "ColumnMappingModeEnum": "tables.api.schema_views.MAPPING_MODES",
         "SchemaEventKindEnum": "tables.api.schema_views.EVENT_KINDS",
