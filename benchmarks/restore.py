@@ -231,7 +231,8 @@ def main() -> None:
 
     from deltalake import DeltaTable
 
-    from tables.spark.session import get_spark, resolve_master
+    from tables.spark.conf import resolve_master
+    from tables.spark.session import get_spark
 
     work = args.workdir
     src = work / f"table-{args.files}"

@@ -25,7 +25,7 @@ Contract:
   DELTAWEB_SPARK_WARM_UP=0 skips it.
 - With DELTAWEB_SPARK_REMOTE (`sc://host:port`, or the `remote` argument) the session is a
   Spark Connect client instead (tables.spark.connect): no JVM in this process; the server
-  runs with this module's configuration (`session_conf`, one declaration) and its own master.
+  runs with the configuration of tables.spark.conf (`session_conf`, one declaration) and its own master.
   The client session is checked with one round trip on every get_spark() and made anew when
   the server restarted; a server that does not answer raises SparkUnavailable. A process is a
   Connect client or a classic driver, never both. The executors' Python check and the
@@ -40,82 +40,21 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from tables.spark.conf import executor_python, resolve_master, session_conf
 from tables.spark.connect import SparkUnavailable, connect, discard, is_connect, ping, remote_url
 from tables.spark.masters import is_local, is_loopback_cluster
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DEFAULT_MASTER = "local[*]"
-
-# Spark settings for every master.
-BASE_CONF: dict[str, str] = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
-    # adaptive execution sizes shuffles from what the first stage produced (coalescing small
-    # partitions, broadcasting a small side found at run time)
-    "spark.sql.adaptive.enabled": "true",
-    # the jobs hand Spark explicit file lists: above this many paths Spark lists them with a
-    # distributed job (one task per few files, a whole job before any data is read); one
-    # status call per file on the driver is far cheaper
-    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # createDataFrame(pyarrow.Table) keeps small tables as a driver-side LocalRelation, whose
-    # rows then travel inside every task and make each query over them slow; 0 sends the
-    # Arrow batches to the executors once, as an RDD.
-    "spark.sql.execution.arrow.localRelationThreshold": "0",
-    "spark.sql.session.timeZone": "UTC",
-}
-
-# Extra settings for local masters (a 2-core, 24 GiB box runs the web app next to Spark).
-LOCAL_CONF: dict[str, str] = {
-    "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "2g"),
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-}
-
 
 class SparkPythonMismatch(RuntimeError):
     """The executors run a Python the jobs cannot use (another minor version, missing packages)."""
 
 
-def executor_python() -> str:
-    """The interpreter Spark's Python workers run: SPARK_EXECUTOR_PYTHON, else this one."""
-    return os.environ.get("SPARK_EXECUTOR_PYTHON") or sys.executable
-
-
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _master: str | None = None
-
-
-def resolve_master(master: str | None = None) -> str:
-    return (master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER).strip()
-
-
-def session_conf(master: str, app_name: str = "deltaweb", extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The configuration get_spark() builds a session with (for tests and the UI)."""
-    conf = {
-        "spark.master": master,
-        "spark.app.name": app_name,
-        **BASE_CONF,
-        "spark.pyspark.python": executor_python(),
-        "spark.pyspark.driver.python": sys.executable,
-    }
-    if is_local(master):
-        conf.update(LOCAL_CONF)
-    else:
-        # a cluster's executors: their memory, and a share of the cluster's cores so that
-        # several workers' sessions (one per Celery worker) run side by side (default: all)
-        conf["spark.executor.memory"] = os.environ.get("SPARK_EXECUTOR_MEMORY", "1g")
-        if os.environ.get("SPARK_CORES_MAX"):
-            conf["spark.cores.max"] = os.environ["SPARK_CORES_MAX"]
-        if is_loopback_cluster(master):
-            # executors on this machine connect back to the driver: on loopback, like the master
-            conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    conf.update(extra or {})
-    return conf
 
 
 def check_executor_python(spark: SparkSession) -> None:

@@ -26,7 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_tasks_run_in_executor_processes_with_the_configured_python(spark) -> None:
-    from tables.spark.session import executor_python
+    from tables.spark.conf import executor_python
 
     sc = spark.sparkContext
     assert sc.getConf().get("spark.pyspark.python") == executor_python() == sys.executable

@@ -319,7 +319,8 @@ def test_head_moved_with_the_same_change_commits_on_top(spark, tmp_path: Path) -
 
 
 def test_session_is_cached_and_configured(spark) -> None:
-    from tables.spark.session import get_spark, session_conf
+    from tables.spark.conf import session_conf
+    from tables.spark.session import get_spark
 
     assert get_spark() is spark
     # Python workers run this interpreter, on every master
