@@ -165,3 +165,18 @@ def test_a_time_jumps_to_the_version_current_then(roots, browser) -> None:
     bad = browser.get("/t/long/history/", {"at_time": "<not a time>"}, follow=True).content.decode()
     assert "time:" in bad and "<not a time>" not in bad
     assert 'id="history-at-time"' in landed.content.decode()
+
+
+def test_paging_is_above_the_history_as_well_as_below(roots, browser) -> None:
+    from tests.web.test_probe import small_table
+
+    path = small_table(roots / "long", 60)
+    t = register_table("long", str(path))
+    sync_table(t.pk)
+    page = browser.get("/t/long/history/", {"size": "25", "page": "2"}).content.decode()
+    above = page.index('aria-label="History pages, above the table"')
+    below = page.index('aria-label="History pages"')
+    grid = page.index('class="grid history"')
+    assert above < grid < below
+    nav = page[above : page.index("</nav>", above)]
+    assert "page 2 of 3" in nav and 'rel="prev"' in nav and 'rel="next"' in nav
