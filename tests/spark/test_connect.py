@@ -148,6 +148,9 @@ def test_the_server_reports_a_jobs_stages_while_it_runs(spark, tmp_path) -> None
     reports = []
     with job_scope(spark, "deltaweb-job-stages", reports.append):
         keyed_diff(spark, str(root), 0, 3, ["id"], tmp_path / "d")
+        # the server reports progress at an interval: a job that lasts a few seconds, so that
+        # at least one report lands whatever the machine's speed
+        spark.sql("SELECT reflect('java.lang.Thread', 'sleep', CAST(4000 AS BIGINT)) FROM range(0, 2, 1, 2)").collect()
     assert reports and all(s.tasks > 0 for stages in reports for s in stages)
     text, done, total = stages_line(reports[-1])
     assert text.startswith("Spark: ") and 0 < done <= total
