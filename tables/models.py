@@ -271,6 +271,11 @@ class Job(models.Model):
     def is_terminal(self) -> bool:
         return self.status in JobStatus.terminal()
 
+    @property
+    def is_cancellable(self) -> bool:
+        """A data job not ended yet (its page offers to cancel it; the service decides who may)."""
+        return self.kind in JobKind.data_kinds() and not self.is_terminal
+
 
 class RestoreStatus(models.TextChoices):
     PENDING = "pending", "pending approval"

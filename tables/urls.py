@@ -54,6 +54,7 @@ urlpatterns = [
     path("restores/<int:pk>/reject/", restore_views.restore_reject, name="restore_reject"),
     path("restores/<int:pk>.json", restore_views.restore_status, name="restore_status"),
     path("jobs/<int:pk>.json", views.job_status, name="job_status"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly_js"),
     path("favicon.ico", views.favicon, name="favicon"),
 ]

@@ -23,6 +23,8 @@
     err.textContent = job.error || "";
     err.hidden = !job.error;
     field("done").hidden = job.status !== "succeeded";
+    var cancel = field("cancel");
+    if (cancel && TERMINAL[job.status]) { cancel.hidden = true; }
     box.setAttribute("data-status", job.status);
     if (job.terminal && job.tableSync) { showSyncState(job.table, job.tableSync); }
   }

@@ -25,6 +25,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tables.models import Job, JobKind, JobStatus, SyncState, Table
+from tables.services import jobs
 from tables.services.access import roles
 from tables.services.errors import ServiceError, error_body
 from tables.services.ops import fleet
@@ -179,6 +180,26 @@ def sync_now(request: HttpRequest, slug: str) -> HttpResponse:
         target = reverse("tables:table_detail", args=[table.slug])
     target = target.split("#")[0]
     return _start_sync_and_redirect(request, table, target)
+
+
+@page
+@require_POST
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """The progress box's Cancel: the API's cancel (jobs.request_cancel: the user who started the
+    job, an approver or staff), then back to the page it was pressed on."""
+    job = Job.objects.filter(pk=pk).first() if pk <= MAX_ID else None
+    if job is None:
+        raise PageError(f"There is no job {pk}.", 404)
+    target = request.POST.get("next") or reverse("tables:table_list")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=False):
+        target = reverse("tables:table_list")
+    try:
+        job = jobs.request_cancel(job, request.user)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.info(request, f"Job #{job.pk}: " + ("cancelled." if job.is_terminal else "cancelling…"))
+    return redirect(target)
 
 
 @login_required
