@@ -198,7 +198,10 @@ def test_requests_fail_cleanly_while_postgres_restarts_and_nothing_is_half_writt
         lambda: requests.post(f"{d['base']}/restores/{req.json()['id']}/approve/", json={"comment": "ok"}, headers=apo)
     )
     first = _terminal_job(d, ana, sync.json()["id"], sweep=True)
-    assert first["status"] == "succeeded" or "stopped without finishing" in first["error"], first
+    # finished, failed by the sweep (its worker lost the database), or failed by itself once the
+    # database answered again: each says why
+    reasons = ("stopped without finishing", "the database was unavailable during the sync")
+    assert first["status"] == "succeeded" or any(r in first["error"] for r in reasons), first
     again = _retry(lambda: requests.post(f"{d['base']}/tables/{long_id}/sync/", headers=ana, timeout=30))
     assert _terminal_job(d, ana, again.json()["id"])["status"] == "succeeded"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -101,6 +101,10 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
     except delta_errors.DeltaError as exc:
         _failed(table, job, str(exc)[:MAX_ERROR])
         return {"error": str(exc)}
+    except (OperationalError, InterfaceError) as exc:
+        # the database went away mid-sync (a restart): said as such, once it answers again
+        _failed(table, job, f"the database was unavailable during the sync; start it again ({str(exc)[:300]})")
+        raise
     except Exception as exc:
         _failed(table, job, f"sync failed unexpectedly ({type(exc).__name__}: {str(exc)[:500]})")
         raise
