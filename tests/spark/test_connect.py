@@ -152,8 +152,9 @@ def test_the_server_reports_a_jobs_stages_while_it_runs(spark, tmp_path) -> None
         # at least one report lands whatever the machine's speed
         spark.sql("SELECT reflect('java.lang.Thread', 'sleep', CAST(4000 AS BIGINT)) FROM range(0, 2, 1, 2)").collect()
     assert reports and all(s.tasks > 0 for stages in reports for s in stages)
+    # reports come while stages run: the last one may be from before the job's end
     text, done, total = stages_line(reports[-1])
-    assert text.startswith("Spark: ") and 0 < done <= total
+    assert text.startswith("Spark: ") and 0 <= done <= total and total > 0
 
 
 def test_a_connect_process_never_starts_a_jvm_of_its_own(spark) -> None:
