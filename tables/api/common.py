@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 
 from tables.api import serializers as s
-from tables.services.lookup import INT64_MAX
+from tables.models import Table
+from tables.services.errors import printable
+from tables.services.lookup import INT64_MAX, table_by_key
 
 
 class Pagination(LimitOffsetPagination):
@@ -83,3 +85,11 @@ VERSION = OpenApiParameter(
     OpenApiParameter.PATH,
     description="A table version (>= 0).",
 )
+
+
+def table_or_404(key: str) -> Table:
+    """The table a URL names by id or slug, else the API's 404 (the key shown bounded)."""
+    table = table_by_key(key)
+    if table is None:
+        raise NotFound(f"No table with id or slug '{printable(key)}'.")
+    return table

@@ -11,16 +11,13 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
-from tables.api.common import TABLE_ID, Pagination, _errors
+from tables.api.common import TABLE_ID, Pagination, _errors, table_or_404
 from tables.api.permissions import CanBrowse
 from tables.models import FileRemovalEvent, Table
-from tables.services.errors import printable
 from tables.services.history import export
-from tables.services.lookup import table_by_key
 from tables.services.sync import vanished
 
 READ_ERRORS = (400, 401, 403, 404)
@@ -88,10 +85,7 @@ class _RemovalView(APIView):
     permission_classes = [IsAuthenticated, CanBrowse]
 
     def table(self, key: str) -> Table:
-        table = table_by_key(key)
-        if table is None:
-            raise NotFound(f"No table with id or slug '{printable(key)}'.")
-        return table
+        return table_or_404(key)
 
 
 class VacuumsView(_RemovalView):

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables.api import serializers as s
-from tables.api.common import TABLE_ID, _errors
+from tables.api.common import TABLE_ID, _errors, table_or_404
 from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse
 from tables.models import Table
 from tables.services import schema_timeline as service
-from tables.services.errors import printable
-from tables.services.lookup import INT64_MAX, table_by_key
+from tables.services.lookup import INT64_MAX
 
 READ_ERRORS = (400, 401, 403, 404, 422)
 MAPPING_MODES = ["none", "name", "id"]
@@ -188,10 +186,7 @@ class _SchemaView(APIView):
     permission_classes = [IsAuthenticated, CanBrowse]
 
     def table(self, key: str) -> Table:
-        table = table_by_key(key)
-        if table is None:
-            raise NotFound(f"No table with id or slug '{printable(key)}'.")
-        return table
+        return table_or_404(key)
 
 
 class TableSchemaView(_SchemaView):

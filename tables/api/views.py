@@ -16,7 +16,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,15 +24,14 @@ from rest_framework.views import APIView
 from tables.api import restore_serializers as rs
 from tables.api import serializers as s
 from tables.api import shapes
-from tables.api.common import TABLE_ID, VERSION, Pagination, _errors
+from tables.api.common import TABLE_ID, VERSION, Pagination, _errors, table_or_404
 from tables.api.params import validated_query
 from tables.api.permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
 from tables.services import versions
-from tables.services.errors import printable
 from tables.services.history import export as history_export
 from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
-from tables.services.lookup import parse_int64, table_by_key
+from tables.services.lookup import parse_int64
 from tables.services.reachability import parse_retention, table_reachability, vacuum_forecast
 from tables.services.registration import delete_table, register_table
 from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
@@ -113,9 +112,7 @@ class TableViewSet(viewsets.GenericViewSet):
 
     def get_object(self) -> Table:
         key = str(self.kwargs[self.lookup_url_kwarg])
-        table = table_by_key(key)  # the table alone: its creator loads if an answer shows it
-        if table is None:
-            raise NotFound(f"No table with id or slug '{printable(key)}'.")
+        table = table_or_404(key)  # the table alone: its creator loads if an answer shows it
         self.check_object_permissions(self.request, table)
         return table
 

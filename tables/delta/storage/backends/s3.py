@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tables.delta.storage.backends import s3_versions
 from tables.delta.storage.backends.registry import Backend
+from tables.delta.storage.backends.s3_versions import versioned_bucket
 
 if TYPE_CHECKING:
     from tables.delta.storage.location import ObjectLocation
@@ -76,5 +76,5 @@ BACKEND = Backend(
     hadoop_jar="hadoop-aws",
     hadoop_uncached=True,
     hadoop_conf=hadoop_conf,
-    versioning=s3_versions.versioned_bucket,
+    versioning=versioned_bucket,
 )
