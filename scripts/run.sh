@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start redis-server (loopback), the Spark Connect server (scripts/spark_connect.sh: Spark as one
-# service the worker is a client of; SPARK_CONNECT=0 runs Spark in the worker instead), a Celery
-# worker and the web server; Ctrl-C stops them all.
+# service the worker is a client of, refusing clients without its token; SPARK_CONNECT=0 runs
+# Spark in the worker instead), a Celery worker and the web server; Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${1:-8000}
@@ -35,6 +35,15 @@ fi
 if [ "${SPARK_CONNECT:-1}" != "0" ] && [ -z "${DELTAWEB_SPARK_REMOTE:-}" ]; then
   # started now, waited for before the worker (a JVM takes a while; the steps below do not need it)
   connect=started
+  # the server refuses clients without its token: DELTAWEB_SPARK_CONNECT_TOKEN, else the one
+  # generated into var/spark-connect.token (mode 0600) the first time, kept for the next runs
+  if [ -z "${DELTAWEB_SPARK_CONNECT_TOKEN:-}" ]; then
+    if [ ! -s var/spark-connect.token ]; then
+      (umask 077 && $PY -c "import secrets; print(secrets.token_urlsafe(32))" >var/spark-connect.token)
+    fi
+    export DELTAWEB_SPARK_CONNECT_TOKEN
+    DELTAWEB_SPARK_CONNECT_TOKEN=$(cat var/spark-connect.token)
+  fi
   scripts/spark_connect.sh start >var/log/spark-connect.url 2>var/log/spark-connect.err &
   connect_pid=$!
 fi

@@ -16,6 +16,14 @@ Contract:
 - An unreachable server is retried briefly (DELTAWEB_SPARK_CONNECT_RETRIES, 4: about 4 s in
   all), not PySpark's default ten minutes, then SparkUnavailable names the address, never its
   parameters (a token may be among them).
+- A pre-shared token (DELTAWEB_SPARK_CONNECT_TOKEN, from the environment only): the server
+  gets it as SPARK_CONNECT_AUTHENTICATE_TOKEN (scripts/spark_connect.sh; Spark's own
+  PreSharedKeyAuthenticationInterceptor then refuses every call without it, UNAUTHENTICATED),
+  the client sends it as a bearer token on every call (`token_channel`). gRPC sends a bearer
+  token only over a channel it deems secure: to a loopback server its local credentials (no
+  TLS, the peer checked to be on this machine), else TLS (`;use_ssl=true`); a plain channel
+  to another host with a token is refused here. A refused client gets SparkTokenRefused,
+  which says so and never shows the token.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REMOTE_ENV = "DELTAWEB_SPARK_REMOTE"
+TOKEN_ENV = "DELTAWEB_SPARK_CONNECT_TOKEN"
+# what Spark's server reads its token from (Connect.CONNECT_AUTHENTICATE_TOKEN_ENV, Spark 4.0)
+SERVER_TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 RETRIES_ENV = "DELTAWEB_SPARK_CONNECT_RETRIES"
 PORT_ENV = "SPARK_CONNECT_PORT"
 HOST_ENV = "SPARK_CONNECT_HOST"
@@ -49,6 +60,24 @@ class SparkUnavailable(RuntimeError):
             f"the Spark Connect server at {self.address} is not answering{why}; start it "
             f"(scripts/spark_connect.sh start) or unset {REMOTE_ENV} to run Spark in the worker"
         )
+
+
+class SparkTokenRefused(SparkUnavailable):
+    """The Connect server refused this client: no token sent to a server that wants one, or
+    not the server's token. The token itself is never shown."""
+
+    def __init__(self, url: str, sent: bool) -> None:
+        self.address = shown_address(url)
+        if sent:
+            why = f"refused this client's token ({TOKEN_ENV} is not the token the server was started with)"
+        else:
+            why = f"refused this client: it requires a token and none was sent (set {TOKEN_ENV})"
+        RuntimeError.__init__(self, f"the Spark Connect server at {self.address} {why}")
+
+
+def configured_token() -> str | None:
+    """The token to send to the Connect server: DELTAWEB_SPARK_CONNECT_TOKEN; None for none."""
+    return os.environ.get(TOKEN_ENV, "").strip() or None
 
 
 def remote_url(value: str | None = None) -> str | None:
@@ -100,14 +129,83 @@ def is_unavailable(exc: BaseException) -> bool:
     return False
 
 
-def connect(url: str) -> SparkSession:
-    """A new client session to the server at `url`, checked with one round trip;
-    SparkUnavailable when it does not answer."""
+def is_refused(exc: BaseException) -> bool:
+    """Whether an error is the server refusing this client (gRPC UNAUTHENTICATED)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = getattr(current, "code", None)
+        if callable(code):
+            try:
+                if getattr(code(), "name", "") == "UNAUTHENTICATED":
+                    return True
+            except Exception:  # not a gRPC error after all
+                pass
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _url_has_token(url: str) -> bool:
+    params = url.split("://", 1)[-1].split("/", 1)[-1].split(";")[1:]
+    return any(p.split("=", 1)[0].strip() == "token" for p in params)
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def token_channel(url: str, token: str) -> Any:
+    """PySpark's channel builder for `url` that sends `token` as a bearer token on every call:
+    over gRPC's local credentials to a loopback host (plain TCP, which the server speaks; gRPC
+    checks the peer is on this machine), over TLS with `;use_ssl=true`. PySpark's own builder
+    sends a token only to `localhost` or over TLS (`127.0.0.1` would get a TLS handshake the
+    server does not speak). ValueError for a plain channel to another host: the token would
+    cross the network in the clear."""
+    import grpc
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    class TokenChannelBuilder(DefaultChannelBuilder):
+        @property
+        def token(self) -> str:
+            return token
+
+        def toChannel(self) -> Any:
+            if self.use_ssl:
+                return super().toChannel()  # TLS with the bearer token, PySpark's own way
+            local = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+            creds = grpc.composite_channel_credentials(local, grpc.access_token_call_credentials(token))
+            return self._secure_channel(self.endpoint, creds)
+
+    builder = TokenChannelBuilder(url)
+    if not builder.use_ssl and not _loopback(builder.host):
+        raise ValueError(
+            f"{TOKEN_ENV} is set but {shown_address(url)} is not on this machine: the token is sent "
+            "to a loopback address or over TLS (add ;use_ssl=true to the URL) only"
+        )
+    return builder
+
+
+def connect(url: str, token: str | None = None) -> SparkSession:
+    """A new client session to the server at `url`, checked with one round trip, sending
+    `token` (else DELTAWEB_SPARK_CONNECT_TOKEN; a `;token=` in the URL is PySpark's own way and
+    wins); SparkUnavailable when it does not answer, SparkTokenRefused when it refuses us."""
     os.environ[_MODE_FLAG] = "1"  # PySpark's functions: the Connect implementations from now on
     from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-    spark = RemoteSession.builder.remote(url).create()
+    token = token if token is not None else configured_token()
+    if token and not _url_has_token(url):
+        spark = RemoteSession.builder.channelBuilder(token_channel(url, token)).create()
+    else:
+        spark = RemoteSession.builder.remote(url).create()
     _urls[spark] = url
     retries = max(0, int(os.environ.get(RETRIES_ENV, "4")))
     # 50 ms, 200 ms, 800 ms, 2 s, 2 s...: a restarting server is waited for, a dead one named soon
@@ -134,12 +232,15 @@ def discard(spark: Any, release: bool = True) -> None:
 
 
 def ping(spark: Any, url: str) -> None:
-    """One round trip to the server; SparkUnavailable when it does not answer."""
+    """One round trip to the server; SparkUnavailable when it does not answer,
+    SparkTokenRefused when it refuses this client's token (or the lack of one)."""
     try:
         spark.conf.get("spark.master")
     except Exception as exc:
         if is_unavailable(exc):
             raise SparkUnavailable(url, "connection refused or lost") from None
+        if is_refused(exc):
+            raise SparkTokenRefused(url, sent=spark.client.token is not None) from None
         raise
 
 

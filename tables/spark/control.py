@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tables.spark.connect import SparkUnavailable, address_of, is_connect, is_unavailable
+from tables.spark.connect import SparkTokenRefused, SparkUnavailable, address_of, is_connect, is_refused, is_unavailable
 
 POLL_SECONDS = 1.0
 TAG_PREFIX = "deltaweb-job-"
@@ -120,6 +120,8 @@ def _connect_scope(spark: Any, tag: str, on_stages: OnStages | None) -> Iterator
     except Exception as exc:
         if is_unavailable(exc):  # the server went away during the job: named, with its address
             raise SparkUnavailable(address_of(spark), "it stopped answering during the job") from None
+        if is_refused(exc):  # restarted with another token during the job
+            raise SparkTokenRefused(address_of(spark), sent=spark.client.token is not None) from None
         raise
     finally:
         _local.on_stages, _local.stages = before

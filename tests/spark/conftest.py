@@ -1,7 +1,7 @@
 """One Spark session for the whole test run, started once, stopped at the end: an in-process
 session (SPARK_MASTER, else local), or, with DELTAWEB_TEST_SPARK_CONNECT=1 (`make test`'s
 Connect pass), a Spark Connect client of a server the `spark_connect_server` fixture starts
-with scripts/spark_connect.sh.
+with scripts/spark_connect.sh, with a token (`connect_token`) it refuses clients without.
 
 Skipped, with the reason, where there is no Java or no PySpark: the core and web suites do
 not need either.
@@ -37,8 +37,32 @@ def _needs_spark() -> None:
     pytest.importorskip("pyspark", reason="PySpark is not installed")
 
 
+def connect_token() -> str:
+    """The test server's token: var/spark-connect-test/token (mode 0600), made by the first
+    process that asks and read by the others (two test processes share one server)."""
+    import secrets
+
+    path = CONNECT_DIR / "token"
+    if not path.exists():
+        CONNECT_DIR.mkdir(parents=True, exist_ok=True)
+        fresh = CONNECT_DIR / f".token-{os.getpid()}"
+        fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+        try:
+            os.link(fresh, path)  # the first one wins, whole
+        except FileExistsError:
+            pass
+        finally:
+            fresh.unlink()
+    return path.read_text().strip()
+
+
 def connect_script(command: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    from tables.spark.connect import TOKEN_ENV
+
     env = {**os.environ, "SPARK_CONNECT_PORT": CONNECT_PORT, "SPARK_CONNECT_DIR": str(CONNECT_DIR)}
+    env[TOKEN_ENV] = connect_token()
     env["SPARK_CONNECT_START_TIMEOUT"] = str(CONNECT_START_SECONDS)
     return subprocess.run(
         ["bash", str(REPO / "scripts" / "spark_connect.sh"), command],
@@ -52,15 +76,20 @@ def connect_script(command: str, timeout: float = 60) -> subprocess.CompletedPro
 
 @pytest.fixture(scope="session")
 def spark_connect_server():
-    """The sc:// URL of a Spark Connect server (scripts/spark_connect.sh), started once. Two
-    test processes share it (the script starts one at a time); it is stopped at the end by
-    the process that started it, unless xdist runs several (then `make test` stops it)."""
+    """The sc:// URL of a Spark Connect server (scripts/spark_connect.sh), started once, with
+    the test token (`connect_token`), which this process's clients then send
+    (DELTAWEB_SPARK_CONNECT_TOKEN, also for the processes it starts). Two test processes share
+    it (the script starts one at a time); it is stopped at the end by the process that started
+    it, unless xdist runs several (then `make test` stops it)."""
+    from tables.spark.connect import TOKEN_ENV
+
     _needs_spark()
     pytest.importorskip("grpc", reason="the Spark Connect client's packages (grpcio) are not installed")
     running = connect_script("status")
     started = connect_script("start", timeout=CONNECT_START_SECONDS + 30)
     if started.returncode != 0:
         pytest.fail(f"the Spark Connect server did not start: {started.stderr[-2000:]}")
+    os.environ[TOKEN_ENV] = connect_token()
     yield started.stdout.strip().splitlines()[-1]
     if running.returncode != 0 and not os.environ.get("PYTEST_XDIST_WORKER"):
         connect_script("stop")
