@@ -11,6 +11,9 @@ files, on:
   vectors, a checkpoint) and a log written here whose vectors grow, shrink and move a row;
 - column mapping by field id and by physical name (golden tables), where Spark matches
   Parquet field ids;
+- a table in an object store (S3), read through the storage boundary by both routes (the
+  files spooled by the driver, or read in the executors by the data source), as the table
+  on disk gives it;
 and the written result: newest first, before/after as the core's JSON, the summary's counts.
 """
 
@@ -25,7 +28,7 @@ import pytest
 
 from tables.delta.errors import InvalidColumnsError
 from tables.delta.history.row_history import row_history
-from tests.conftest import golden_path
+from tests.conftest import golden_path, use_store_environment
 from tests.core.test_row_history import _golden_rows, build, dv_table, expected, got, versions_rows  # noqa: F401
 
 deltalake = pytest.importorskip("deltalake")
@@ -114,6 +117,22 @@ def test_column_mapping_by_id_and_by_name(spark, name: str) -> None:
             found += 1
             assert ours.events[0].after["nested_struct"] == {"aa": str(i), "ac": {"aca": i}}
     assert found >= 2
+
+
+@pytest.mark.parametrize("route", ["spool", "datasource"])
+def test_an_object_store_table_is_read_through_the_storage_boundary(
+    spark, s3_server, monkeypatch, tmp_path: Path, route: str
+) -> None:
+    from tables.spark.objectstore_source import ROUTE_ENV
+    from tests.spark.objectstore_tables import upload_s3
+
+    use_store_environment(monkeypatch, s3_server.env())
+    monkeypatch.setenv(ROUTE_ENV, route)
+    local = build(tmp_path / "t", True, True)
+    uri = upload_s3(s3_server.boto3(), local, "row-history", f"{tmp_path.name}-{route}")
+    for key in ({"id": "3"}, {"id": "4"}, {"region": "eu", "id": "3"}, {"id": "99"}):
+        ours = assert_same(spark, uri, key)
+        assert got(ours) == got(row_history(str(local), key)), key  # as the table on disk
 
 
 def test_the_written_result_is_the_events_newest_first(spark, written, tmp_path: Path) -> None:
