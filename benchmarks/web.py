@@ -13,11 +13,13 @@ here the same way when missing). Measured:
      workers; --threads N: gthread workers with N threads and keep-alive),
      with wrk at 20 concurrent connections: median and p95 (wrk's HdrHistogram). Before the
      HTML cases, the history page is asked until every worker shows the readable column (the
-     reachability of 100,000 versions is computed once per worker, in the background): the
-     steady state a reader meets, and the time it took is reported
+     reachability of 100,000 versions is computed once, by a real Celery worker, and read by
+     every web worker from the shared cache: the database's table): the steady state a reader
+     meets, and the time it took is reported
   d) first byte of the table page (its Overview tab): one client, sequential requests, time from sending the
      request to the response's first byte (median and p95 of 40)
-  e) memory of the web process: resident set of the gunicorn master and its workers after (c)
+  e) memory: resident set of the gunicorn master and its workers after (c), and of the Celery
+     worker that computed the reachability (goal: each web worker < 250 MB)
 Prints a table and, last, one JSON line. Targets: history page p95 < 80 ms, API p95 < 25 ms,
 table page first byte < 100 ms; incremental sync < 0.3 s.
 """
@@ -109,6 +111,7 @@ TARGET_PAGE_P95_MS = 80.0
 TARGET_API_P95_MS = 25.0
 TARGET_FIRST_BYTE_MS = 100.0
 TARGET_INCREMENTAL_S = 0.3
+TARGET_WEB_WORKER_MB = 250
 
 
 def first_byte_ms(port: int, path: str, headers: dict[str, str], n: int = 40) -> dict:
@@ -226,6 +229,13 @@ def main() -> None:
     token = Token.objects.create(user=user).key
     table = registration.register_table("bench", str(table_dir))
 
+    # the worker that computes the reachability answer the syncs ask for, as in production
+    celery = subprocess.Popen(
+        [str(VENV_BIN / "celery"), "-A", "deltaweb", "worker", "--concurrency=1", "--loglevel=warning",
+         "--without-gossip", "--without-mingle", "-Q", "celery"],
+        cwd=ROOT, env={**os.environ, "SPARK_START_WITH_WORKER": "0"}, start_new_session=True,
+    )  # fmt: skip
+    atexit.register(os.killpg, celery.pid, signal.SIGTERM)
     t0 = time.perf_counter()
     cold = sync.sync_table(table.pk)
     cold_s = time.perf_counter() - t0
@@ -291,6 +301,7 @@ def main() -> None:
         if not any("HTML" in name for name in failed):
             first_byte = first_byte_ms(port, f"/t/{table.slug}/", {"Cookie": cookies})
             memory = tree_rss_mb(server.pid)
+        memory["celery_mb"] = tree_rss_mb(celery.pid)["total_mb"]
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -303,7 +314,9 @@ def main() -> None:
     kind = f"4 gthread workers x {args.threads} threads, keep-alive" if args.threads > 1 else "4 sync workers"
     print(f"c) wrk, {args.connections} connections, {args.duration} s each, gunicorn {kind}:")
     warm_text = "not reached" if warm_s is None or warm_s < 0 else f"{warm_s:.1f} s"
-    print(f"   every worker showing the readable column of {total:,} versions after: {warm_text}")
+    print(
+        f"   every web worker showing the readable column of {total:,} versions (computed by the Celery worker) after: {warm_text}"
+    )
     print(f"   {'endpoint':38} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'requests':>9} {'errors':>7}  target p95")
     for name, r in results.items():
         target = TARGET_API_P95_MS if "API" in name else TARGET_PAGE_P95_MS
@@ -320,8 +333,13 @@ def main() -> None:
         fb_ok = "MET" if first_byte["p50"] < TARGET_FIRST_BYTE_MS else "MISSED"
         print(f"d) table page first byte, one client: {first_byte['p50']:.1f} ms median, {first_byte['p95']:.1f} ms p95"
               f"   target < {TARGET_FIRST_BYTE_MS:.0f} ms: {fb_ok}")  # fmt: skip
-    print(f"e) web process memory: {memory['total_mb']:.0f} MB resident (master {memory['master_mb']:.0f} MB, "
-          f"workers {', '.join(f'{w:.0f}' for w in memory['workers_mb'])} MB)")  # fmt: skip
+    web_ok = "MET" if max(memory["workers_mb"], default=0) < TARGET_WEB_WORKER_MB else "MISSED"
+    print(
+        f"e) web process memory: {memory['total_mb']:.0f} MB resident (master {memory['master_mb']:.0f} MB, "
+        f"workers {', '.join(f'{w:.0f}' for w in memory['workers_mb'])} MB)"
+        f"   target < {TARGET_WEB_WORKER_MB} MB each: {web_ok}"
+    )
+    print(f"   Celery worker (computed the reachability): {memory['celery_mb']:.0f} MB resident")  # fmt: skip
     out = json.dumps({"benchmark": "web", "commits": total, "cold_sync_s": cold_s, "incremental_sync_s": incremental,
                       "latency": results, "failed": failed, "first_byte_ms": first_byte, "memory": memory,
                       "warm_s": warm_s, "duration_s": args.duration, "connections": args.connections, "threads": args.threads,

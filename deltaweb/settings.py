@@ -242,6 +242,8 @@ DELTAWEB_PROBE_MAX_BATCHES = int(env("DELTAWEB_PROBE_MAX_BATCHES", "40"))
 DELTAWEB_SYNC_BACKOFF_MAX_SECONDS = float(env("DELTAWEB_SYNC_BACKOFF_MAX_SECONDS", "21600"))
 # above this many versions pages show reachability computed in the background, never waiting
 DELTAWEB_REACHABILITY_INLINE_VERSIONS = int(env("DELTAWEB_REACHABILITY_INLINE_VERSIONS", "5000"))
+# the reachability API waits this long for a worker's answer on a long log, then says to ask again
+DELTAWEB_REACHABILITY_WAIT_SECONDS = float(env("DELTAWEB_REACHABILITY_WAIT_SECONDS", "20"))
 # Each sync looks for files the log still references that are gone (VACUUM, or anyone): a local
 # table is listed every sync; an object store every N syncs (and at once after a VACUUM commit)
 # asks about a sample of the files a VACUUM would delete first, and lists the table only when
@@ -320,18 +322,25 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = float(env("EMAIL_TIMEOUT", "10"))
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "deltaweb@localhost")
 
-# A cache every process shares (Redis, e.g. redis://127.0.0.1:6379/1): sign-in throttles, rate
-# counts, reachability answers and rendered history pages are then the same in every web
-# process, and a long log's reachability is computed by a worker (after each sync), never by a
-# web process. Unset: each process keeps its own, which suits a single process.
+# What every process must agree on (sign-in throttles, rate counts, reachability answers) lives
+# in the "shared" cache: Redis when DELTAWEB_CACHE_URL is set (e.g. redis://127.0.0.1:6379/1),
+# else a table of the database (created by a migration). A long log's reachability is computed
+# by a worker after each sync and read by the web processes from there, never computed by them.
+# The "default" cache holds what a process may keep for itself (rendered history pages, per
+# synced state): in Redis too when it is configured, else in the process's memory.
 DELTAWEB_CACHE_URL = env("DELTAWEB_CACHE_URL", "")
+SHARED_CACHE_TABLE = "deltaweb_shared_cache"
 if DELTAWEB_CACHE_URL:
+    _redis = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": DELTAWEB_CACHE_URL}
+    CACHES = {"default": {**_redis, "KEY_PREFIX": "deltaweb"}, "shared": {**_redis, "KEY_PREFIX": "deltaweb-shared"}}
+else:
     CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": DELTAWEB_CACHE_URL,
-            "KEY_PREFIX": "deltaweb",
-        }
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "shared": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": SHARED_CACHE_TABLE,
+            "OPTIONS": {"MAX_ENTRIES": 20000, "CULL_FREQUENCY": 4},
+        },
     }
 
 CELERY_BEAT_SCHEDULE = {

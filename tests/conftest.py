@@ -245,12 +245,13 @@ def celery_worker_process(celery_worker_factory):
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Cached pages and charts are keyed by table and sync; tests reuse ids, so start empty."""
-    try:
-        from django.core.cache import cache
+    from django.core.cache import caches
 
-        cache.clear()
-    except Exception:
-        pass
+    for alias in ("default", "shared"):
+        try:
+            caches[alias].clear()
+        except Exception:  # the shared one is a database table: not reachable from every test
+            pass
     yield
 
 

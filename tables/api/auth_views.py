@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings as django_settings
 from django.contrib.auth.views import redirect_to_login
+from django.core.cache import caches
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authtoken.views import ObtainAuthToken
@@ -28,6 +29,7 @@ class TokenRateThrottle(ScopedRateThrottle):
     settings.DELTAWEB_TOKEN_RATE read per request (so a deployment or a test can change it)."""
 
     scope = "token"
+    cache = caches["shared"]  # every web process counts the same requests
 
     def get_rate(self) -> str:
         return django_settings.DELTAWEB_TOKEN_RATE

@@ -32,7 +32,7 @@ from tables.services import versions
 from tables.services.history import export as history_export
 from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
 from tables.services.lookup import parse_int64
-from tables.services.reachability import parse_retention, table_reachability, vacuum_forecast
+from tables.services.reachability import FORECAST_LISTED, parse_retention, table_reachability
 from tables.services.registration import delete_table, register_table
 from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
 from tables.services.sync.store import start_sync
@@ -273,11 +273,11 @@ class TableViewSet(viewsets.GenericViewSet):
         raw = request.query_params.get("vacuumRetention")
         retention = None if raw is None else parse_retention(raw)
         data = table_reachability(table, vacuum_retention=retention)
-        page = self.paginate_queryset(data["versions"])
+        page = self.paginate_queryset(data)  # newest first, each page's entries built alone
         body = self.get_paginated_response(page).data
-        body.update({k: data[k] for k in ("latestVersion", "logRetentionMs", "deletedFileRetentionMs")})
+        body.update({k: data.head[k] for k in ("latestVersion", "logRetentionMs", "deletedFileRetentionMs")})
         if retention is not None:
-            body["vacuumForecast"] = vacuum_forecast(data)
+            body["vacuumForecast"] = data.forecast(FORECAST_LISTED)
         return Response(body)
 
     # --- versions (from the log, through the services) -----------------------------------

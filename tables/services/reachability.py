@@ -1,27 +1,30 @@
 """Reachability of a registered table's versions (which can still be read or restored, and
-why not), computed by the core and cached until the next sync or for a few minutes, since
-retention windows move with the clock.
+why not), computed by the core and kept in the shared cache (settings.CACHES["shared"]: Redis,
+or a table of the database) as runs (`ReachRuns`), for every process to read: valid until the
+next sync, and recomputed every few minutes, since retention windows move with the clock.
 
-Pages never wait for it on a long log: above DELTAWEB_REACHABILITY_INLINE_VERSIONS versions a
-page asks with `wait=False`, gets the last answer this process computed for the same synced
-state (or None), and the answer is computed in a background thread for the next request. A
-first full map of a 100,000-version table takes minutes; a web worker is killed long before."""
+Who computes: a log shorter than DELTAWEB_REACHABILITY_INLINE_VERSIONS versions is answered
+where it is asked (it costs little); a longer one only by a Celery worker, after each sync and
+when a page finds the answer of an earlier window. A web process shows the last answer meanwhile
+(or says it is being computed), and the API waits for the worker a few seconds. A first full map
+of a 100,000-version table takes a minute of CPU and hundreds of MB: no web process holds it."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 
 from tables.delta import errors as delta_errors
+from tables.delta.history.reach_runs import ReachRuns
 from tables.delta.history.reachability import (
     Reachability,
     ReachState,
@@ -39,9 +42,13 @@ from tables.models import Table
 from tables.services.errors import ServiceError, from_delta
 from tables.services.history.query import synced_key
 
-CACHE_SECONDS = 300
+CACHE_SECONDS = 300  # an answer's window
+KEEP_SECONDS = 7 * 86400  # an answer is shown after its window while the next one is computed
 T = TypeVar("T")
 RETENTION_HELP = 'Give a retention such as "7 days", "interval 1 week" or "24 hours".'
+PENDING = "This table's log is long: what can still be read is being computed. Reload in a moment."
+COMPUTE_TASK = "tables.compute_reachability"
+logger = logging.getLogger(__name__)
 
 
 def parse_retention(text: str | None) -> int:
@@ -60,147 +67,158 @@ def cache_epoch(now_ms: int | None = None) -> int:
     return now // (CACHE_SECONDS * 1000)
 
 
-def table_reachability(
-    table: Table, vacuum_retention: int | None = None, *, wait: bool = True
-) -> dict[str, Any] | None:
-    """`{latestVersion, logRetentionMs, deletedFileRetentionMs, versions: [...]}`, newest first;
-    with `vacuum_retention` (ms) also `vacuumForecast {retentionMs, breaksVersions}`: the
-    readable versions a VACUUM run now with that retention would break. Cached per retention,
-    since the forecast costs the same replay as the answer itself.
-
-    With `wait=False` on a log longer than `inline_versions()`, None (or the previous answer
-    for the same synced state) instead of computing now; the computation runs in the
-    background and the next request gets it."""
-    now = int(time.time() * 1000)
-    state_key, key = _keys(table, vacuum_retention, now)
-    with _latest_lock:
-        kept = _latest.get(state_key)
-    if kept is not None and kept[0] == key and cache.has_key(key):
-        # this process's own answer, valid while the cache holds it: no copy out of the cache
-        # (unpickling a 100,000-version answer takes seconds)
-        return kept[1]
-    data = cache.get(key)
-    if data is not None:
-        with _latest_lock:
-            _keep_newest(_latest, state_key, (key, data))
-        return data
-    if not wait and (table.last_synced_version or 0) >= inline_versions():
-        _compute_later(key, state_key, table.location, now, vacuum_retention, table.pk)
-        return None if kept is None else kept[1]  # read first: the thread may finish at once
-    try:
-        data = _compute(table.location, now, vacuum_retention).to_dict()
-    except delta_errors.DeltaError as exc:
-        raise from_delta(exc) from exc
-    _remember(key, state_key, data)
-    return data
-
-
-def _keys(table: Table, vacuum_retention: int | None, now: int) -> tuple[str, str]:
-    """(the key of the table's synced state, and of that state's answer in this clock window)."""
-    forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
-    state_key = f"reach:{synced_key(table)}{forecast}"
-    return state_key, f"{state_key}:{cache_epoch(now)}"
-
-
-def answer_token(table: Table) -> str:
-    """Names the reachability answer a page asking now with `wait=False` would show, without
-    reading it: pages that embed it key their own caches by this token (a page rendered while
-    the answer is computed is cached too, and replaced once the answer is there)."""
-    now = int(time.time() * 1000)
-    state_key, key = _keys(table, None, now)
-    if (table.last_synced_version or 0) < inline_versions() or cache.has_key(key):
-        return key  # computed inline, or there
-    with _latest_lock:
-        kept = _latest.get(state_key)
-    return f"{key}:pending" if kept is None else f"{key}:{kept[0]}"  # or the previous window's
-
-
 def inline_versions() -> int:
-    """Above this many versions, pages do not wait for a reachability answer."""
+    """Logs with this many versions or more are answered by a worker only."""
     return int(getattr(settings, "DELTAWEB_REACHABILITY_INLINE_VERSIONS", 5000))
 
 
-logger = logging.getLogger(__name__)
-# one background computation at a time per process: each is a full replay's worth of CPU
-_background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reachability")
-_queued: set[str] = set()
-# the newest answer per synced state (with its key: the clock window it was computed in),
-# whatever its window: a page shows it while the next window's answer is computed (it can
-# only be older by the time one computation takes)
-_latest: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
-_latest_lock = threading.Lock()
+def wait_seconds() -> float:
+    """How long the API waits for a worker's answer before it says to ask again."""
+    return float(getattr(settings, "DELTAWEB_REACHABILITY_WAIT_SECONDS", 20))
 
 
-def _keep_newest(kept: OrderedDict[str, Any], key: str, value: Any) -> None:
-    """Store `value` as the newest of `kept`, dropping the oldest beyond MAX_STATES."""
+def _shared() -> Any:
+    return caches["shared"]
+
+
+def _state_key(table: Table, vacuum_retention: int | None) -> str:
+    """Names the answer for the table's synced state (and the forecast's retention); the
+    location is in it so that a table registered again under a reused id never meets an
+    answer of the old one."""
+    where = hashlib.sha256(table.location.encode()).hexdigest()[:12]
+    forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
+    return f"reach:{synced_key(table)}:{where}{forecast}"
+
+
+def _long(table: Table) -> bool:
+    return (table.last_synced_version or 0) >= inline_versions()
+
+
+def table_reachability(table: Table, vacuum_retention: int | None = None, *, wait: bool = True) -> ReachRuns | None:
+    """The table's answer (`ReachRuns`: every version newest first, looked up by version);
+    with `vacuum_retention` (ms) its VACUUM forecast too: the readable versions a VACUUM run
+    now with that retention would break. Kept per retention, since the forecast costs the same
+    replay as the answer itself.
+
+    A long log's answer comes from a worker: the current window's, else the last one kept
+    (and a worker is asked for the next). When there is none yet: None with `wait=False`,
+    else the worker is waited for up to `wait_seconds()`, then ServiceError
+    `reachability_pending` (503)."""
+    now = int(time.time() * 1000)
+    state_key, epoch = _state_key(table, vacuum_retention), cache_epoch(now)
+    found = _stored(state_key, epoch)
+    if found is not None and found[0] == epoch:
+        return found[1]
+    if not _long(table):
+        return _compute_and_store(table, vacuum_retention, state_key, now)
+    _send_compute(table.pk, f"{state_key}:{epoch}", vacuum_retention)
+    found = _stored(state_key, epoch) or found  # a worker that runs tasks at once (eager) has it
+    if found is not None:
+        return found[1]  # the previous window's, while the worker computes this one's
+    if not wait:
+        return None
+    deadline = time.monotonic() + wait_seconds()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = _stored(state_key, epoch)
+        if found is not None:
+            return found[1]
+    raise ServiceError(PENDING, code="reachability_pending", status=503)
+
+
+def answer_token(table: Table) -> str:
+    """Names the answer a page asking now with `wait=False` would show, without decoding it:
+    pages that embed it key their own caches by this token (a page rendered while the answer
+    is computed is cached too, and replaced once the answer is there)."""
+    now = int(time.time() * 1000)
+    state_key, epoch = _state_key(table, None), cache_epoch(now)
+    if not _long(table):
+        return f"{state_key}:{epoch}"  # answered inline, for this window
+    found = _stored(state_key, epoch)
+    return f"{state_key}:pending" if found is None else f"{state_key}:{found[0]}"
+
+
+# the answers this process read last (state key -> (epoch, answer)): a page reads the shared
+# cache only when its window has passed and another process may have stored a newer one
+MAX_KEPT = 8
+_kept: OrderedDict[str, tuple[int, ReachRuns]] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _keep_newest(kept: OrderedDict[str, Any], key: str, value: Any, most: int) -> None:
+    """Store `value` as the newest of `kept`, dropping the oldest beyond `most`."""
     kept.pop(key, None)
     kept[key] = value
-    while len(kept) > MAX_STATES:
+    while len(kept) > most:
         kept.popitem(last=False)
 
 
-def _remember(key: str, state_key: str, data: dict[str, Any]) -> None:
-    cache.set(key, data, CACHE_SECONDS)
-    with _latest_lock:
-        _keep_newest(_latest, state_key, (key, data))
+def _stored(state_key: str, epoch: int) -> tuple[int, ReachRuns] | None:
+    """(its window, the answer) last stored for this state, or None: this process's copy when it
+    is the current window's, else from the shared cache (its window read first, a few bytes;
+    the answer itself only when it is newer than the copy)."""
+    with _kept_lock:
+        mine = _kept.get(state_key)
+    if mine is not None and mine[0] == epoch:
+        return mine
+    shared = _shared()
+    stamp = shared.get(f"{state_key}:epoch")
+    if stamp is None or (mine is not None and mine[0] >= stamp):
+        return mine
+    value = shared.get(state_key)
+    if value is None:
+        return mine
+    found = (value[0], ReachRuns.from_bytes(value[1]))
+    with _kept_lock:
+        _keep_newest(_kept, state_key, found, MAX_KEPT)
+    return found
 
 
-def shared_cache() -> bool:
-    """Whether the cache is every process's (DELTAWEB_CACHE_URL): then workers compute."""
-    return bool(getattr(settings, "DELTAWEB_CACHE_URL", ""))
-
-
-COMPUTE_TASK = "tables.compute_reachability"
+def _compute_and_store(table: Table, vacuum_retention: int | None, state_key: str, now: int) -> ReachRuns:
+    try:
+        runs = ReachRuns.of(_compute(table.location, now, vacuum_retention))
+    except delta_errors.DeltaError as exc:
+        raise from_delta(exc) from exc
+    epoch = cache_epoch(now)
+    shared = _shared()
+    shared.set(state_key, (epoch, runs.to_bytes()), KEEP_SECONDS)
+    shared.set(f"{state_key}:epoch", epoch, KEEP_SECONDS)  # after the answer: a reader never finds the mark first
+    with _kept_lock:
+        _keep_newest(_kept, state_key, (epoch, runs), MAX_KEPT)
+    return runs
 
 
 def precompute(table: Table) -> None:
-    """After a sync of a long log, with a shared cache: a worker computes the answer now, so no
-    page waits for it and no web process computes it (sent once per window and state)."""
-    if shared_cache() and (table.last_synced_version or 0) >= inline_versions():
-        _send_compute(table.pk, _keys(table, None, int(time.time() * 1000))[1], None)
+    """After a sync of a long log: a worker computes the answer now, so no page waits for it
+    (sent once per window and state, whatever the process)."""
+    if _long(table):
+        now = int(time.time() * 1000)
+        _send_compute(table.pk, f"{_state_key(table, None)}:{cache_epoch(now)}", None)
 
 
 def _send_compute(table_id: int, key: str, vacuum_retention: int | None) -> None:
     from tables.services import jobs
 
-    if cache.add(f"{key}:sent", 1, CACHE_SECONDS):  # one message per answer, whatever the process
+    shared = _shared()
+    if shared.add(f"{key}:sent", 1, CACHE_SECONDS):  # one message per answer, whatever the process
         try:
             jobs.send(COMPUTE_TASK, table_id, vacuum_retention)
         except Exception:  # the queue is down: the next page asks again once the mark expires
-            cache.delete(f"{key}:sent")
+            shared.delete(f"{key}:sent")
             logger.warning("could not send the reachability of table %s to a worker", table_id, exc_info=True)
 
 
 def compute_in_worker(table_id: int, vacuum_retention: int | None = None) -> bool:
-    """The worker's side: the answer computed and put in the shared cache."""
+    """The worker's side: the answer computed and stored in the shared cache."""
     table = Table.objects.filter(pk=table_id).first()
     if table is None:
         return False
-    table_reachability(table, vacuum_retention, wait=True)
+    now = int(time.time() * 1000)
+    state_key = _state_key(table, vacuum_retention)
+    found = _stored(state_key, cache_epoch(now))
+    if found is None or found[0] != cache_epoch(now):  # another worker may have done it
+        _compute_and_store(table, vacuum_retention, state_key, now)
     return True
-
-
-def _compute_later(
-    key: str, state_key: str, location: str, now: int, vacuum_retention: int | None, table_id: int | None = None
-) -> None:
-    if shared_cache() and table_id is not None:
-        _send_compute(table_id, key, vacuum_retention)
-        return
-    with _latest_lock:
-        if key in _queued:
-            return
-        _queued.add(key)
-
-    def run() -> None:
-        try:
-            _remember(key, state_key, _compute(location, now, vacuum_retention).to_dict())
-        except Exception:  # a page asking later computes again; its own path reports errors
-            logger.warning("reachability of %s failed in the background", state_key, exc_info=True)
-        finally:
-            with _latest_lock:
-                _queued.discard(key)
-
-    _background.submit(run)
 
 
 # The states of the last few tables answered, in this process: the next answer after a sync
@@ -217,7 +235,7 @@ def _state(location: str) -> ReachState:
     _states_lock: an update changes the state in place)."""
     state = _states.pop(location, None)
     state = update_state(state, location)
-    _keep_newest(_states, location, state)
+    _keep_newest(_states, location, state, MAX_STATES)
     return state
 
 
@@ -296,7 +314,7 @@ def with_file_state(location: str, use: Callable[[ReachState], T]) -> T:
     with _states_lock:
         state = _states.pop(location, None)
         state = update_state(state, location, list_files=False)
-        _keep_newest(_states, location, state)
+        _keep_newest(_states, location, state, MAX_STATES)
         return use(state)
 
 
@@ -304,25 +322,7 @@ def version_reachability(table: Table, version: int, *, wait: bool = True) -> di
     """One version's entry, or None when the version is not in the table's log at all (or,
     with `wait=False`, when the answer for a long log is still being computed)."""
     data = table_reachability(table, wait=wait)
-    for entry in data["versions"] if data else ():
-        if entry["version"] == version:
-            return entry
-    return None
+    return None if data is None else data.entry(version)
 
 
-FORECAST_LISTED = 1000
-
-
-def vacuum_forecast(data: dict[str, Any], limit: int = FORECAST_LISTED) -> dict[str, Any] | None:
-    """The forecast of a `table_reachability` answer, its list bounded (newest first): a
-    100,000-version table must not answer with 100,000 numbers."""
-    forecast = data.get("vacuumForecast")
-    if forecast is None:
-        return None
-    broken = forecast["breaksVersions"]
-    return {
-        "retentionMs": forecast["retentionMs"],
-        "count": len(broken),
-        "breaksVersions": broken[:limit],
-        "truncated": len(broken) > limit,
-    }
+FORECAST_LISTED = 1000  # versions a forecast lists: a 100,000-version table must not answer with them all

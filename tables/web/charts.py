@@ -11,6 +11,7 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
+from tables.delta.history.reach_runs import ReachRuns
 from tables.models import Anomaly, Commit, FileRemovalEvent, Table
 from tables.services.errors import ServiceError
 from tables.services.reachability import table_reachability
@@ -91,13 +92,13 @@ def timeline_figure(
     table: Table,
     rows: list[dict[str, Any]],
     anomalies: list[dict[str, Any]],
-    reach: list[dict[str, Any]] | None = None,
+    reach: ReachRuns | None = None,
     removals: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Effective commit timestamp per version, ICT and file-time traces, the ICT boundary
     as a labelled vertical line, anomalies as red crosses, files removed outside the log
     (the sync's FileRemovalEvent rows) as markers after the commit they were noticed after
-    and, given the reachability entries, shaded bands for which versions can still be read."""
+    and, given the reachability answer, shaded bands for which versions can still be read."""
     versions = [r["version"] for r in rows]
     by_version = {r["version"]: r for r in rows}
     marked = [a for a in anomalies if a["version"] in by_version]
@@ -258,16 +259,16 @@ def band_state(entry: dict[str, Any]) -> str:
     return reason if reason in BAND_STATES else "not_reproducible"
 
 
-def reachability_bands(entries: list[dict[str, Any]], lo: int, hi: int) -> list[tuple[str, int, int]]:
+def reachability_bands(reach: ReachRuns, lo: int, hi: int) -> list[tuple[str, int, int]]:
     """(state, first, last) runs of versions in [lo, hi] sharing a state, oldest first: runs
     of the same state merge, so a 10,000-version table draws a handful of rectangles."""
     runs: list[tuple[str, int, int]] = []
-    for entry in sorted((e for e in entries if lo <= e["version"] <= hi), key=lambda e: e["version"]):
-        state, v = band_state(entry), entry["version"]
-        if runs and runs[-1][0] == state and runs[-1][2] == v - 1:
-            runs[-1] = (state, runs[-1][1], v)
+    for first, last, entry in reach.runs(lo, hi):
+        state = band_state(entry)
+        if runs and runs[-1][0] == state and runs[-1][2] == first - 1:
+            runs[-1] = (state, runs[-1][1], last)
         else:
-            runs.append((state, v, v))
+            runs.append((state, first, last))
     return runs
 
 
@@ -366,7 +367,7 @@ def table_charts(table: Table) -> dict[str, Any]:
         pending = data is None  # a long log's answer is being computed: bands on a later load
     except ServiceError:  # the log cannot be read right now: the chart without its bands
         data = None
-    reach = data["versions"] if data else None
+    reach = data or None
     removals = list(
         FileRemovalEvent.objects.filter(table=table).values(
             "version", "files", "bytes", "unreadable", "vacuum_start_version", "vacuum_end_version", "vacuum_user"

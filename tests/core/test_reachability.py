@@ -392,3 +392,51 @@ def test_sound_golden_checkpoints_are_not_flagged(name: str) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(reach, "replay_disagreement", reach.footer_disagreement)
         assert reach.reach_state(str(golden_path(name))).mismatches == {}
+
+
+# --- the answer as runs (what every process reads from the shared cache) ------------------------
+
+
+def test_runs_give_back_the_same_answer(tmp_path: Path) -> None:
+    """Stored as runs and read back, the answer is the core's, entry for entry: vacuumed files,
+    an expired log, a VACUUM forecast and a checkpoint that disagrees with the log."""
+    from tables.delta.history.reach_runs import ReachRuns
+
+    untouched = history_table(tmp_path / "u")
+    vacuumed = tmp_path / "m"
+    shutil.copytree(untouched, vacuumed)
+    vacuum_all_removed(vacuumed)
+    expired = tmp_path / "e"
+    shutil.copytree(vacuumed, expired)
+    DeltaTable(str(expired)).create_checkpoint()
+    clean_log_before(expired, 8)
+    mismatched = _appends(tmp_path / "t", 6)
+    DeltaTable(str(mismatched)).create_checkpoint()
+    _appends(mismatched, 2, first=6)
+    other = _appends(tmp_path / "other", 6, first=100)
+    DeltaTable(str(other)).create_checkpoint()
+    shutil.copy(_checkpoint_of(other, 5), _checkpoint_of(mismatched, 5))
+    now = int(time.time() * 1000) + 1000
+    answers = [
+        reachability(str(vacuumed), NOW),
+        reachability(str(untouched), now, vacuum_retention=0),
+        reachability(str(expired), NOW),
+        reachability(str(mismatched), NOW),
+    ]
+    for r in answers:
+        expected = r.to_dict()
+        runs = ReachRuns.from_bytes(ReachRuns.of(r).to_bytes())
+        assert runs.to_dict() == expected
+        assert len(runs.starts) < len(expected["versions"])  # fewer runs than versions
+        assert [runs.entry(v["version"]) for v in expected["versions"]] == expected["versions"]
+        assert runs[1:3] == expected["versions"][1:3] and runs[0] == expected["versions"][0]
+        assert runs.entry(len(runs)) is None and runs.entry(-1) is None
+    assert "files_missing" in {v["reason"] for v in answers[0].to_dict()["versions"]}
+    assert "log_expired" in {v["reason"] for v in answers[2].to_dict()["versions"]}
+    broken = answers[1].vacuum_breaks
+    assert broken and ReachRuns.of(answers[1]).forecast(2) == {
+        "retentionMs": 0,
+        "count": len(broken),
+        "breaksVersions": broken[:2],
+        "truncated": len(broken) > 2,
+    }

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -28,11 +28,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _clear_cache():
-    # throttles and login counters live in the cache: every test starts with none
-    cache.clear()
+def _clear_cache(db):
+    # throttles and login counters live in the shared cache (a database table here): every
+    # test starts with none
+    for alias in ("default", "shared"):
+        caches[alias].clear()
     yield
-    cache.clear()
+    for alias in ("default", "shared"):
+        caches[alias].clear()
 
 
 @pytest.fixture
@@ -242,7 +245,7 @@ def test_the_login_form_refuses_the_eleventh_failure_and_then_the_right_password
     r = c.post("/accounts/login/", {"username": "ANA", "password": "secret-pass-1"})
     assert r.status_code == 429 and "_auth_user_id" not in c.session
     # once the window has passed (its counter expires), the right password signs in
-    cache.delete("login-fail:127.0.0.1:ana")
+    caches["shared"].delete("login-fail:127.0.0.1:ana")
     r = c.post("/accounts/login/", {"username": "ana", "password": "secret-pass-1"})
     assert r.status_code == 302 and "_auth_user_id" in c.session
 

@@ -197,26 +197,28 @@ def test_history_column_says_which_versions_can_be_read(synced_vacuumed, client,
     assert len(calls) == 1  # the rendered history is cached
 
 
-def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, client, settings) -> None:
-    """Above the inline limit the page answers at once, says the column is being computed, and
-    shows the same answer as the core once the background computation has finished."""
-    from django.core.cache import cache
-
+def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, client, settings, monkeypatch) -> None:
+    """Above the inline limit the page answers at once, says the column is being computed and
+    asks a worker (once, whatever the number of pages); the web process computes nothing. Once
+    the worker has stored its answer, every page shows it, the same as the core's."""
+    from tables.services import jobs
     from tables.services import reachability as app_reach
 
-    cache.clear()
-    app_reach._latest.clear()
+    sent, computed = [], []
+    monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append((name, args)))
+    real_compute = app_reach._compute
+    monkeypatch.setattr(app_reach, "_compute", lambda *a: computed.append(a) or real_compute(*a))
     settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 5  # v7 is "long" here
     client.force_login(make_user("viewer"))
     api = token_client(make_user("reader"))
     first = client.get(f"/t/{synced_vacuumed.slug}/history/").content.decode()
     assert 'id="reach-pending"' in first and set(_column(first).values()) == {""}
-    deadline = time.monotonic() + 120
-    while True:  # the background thread fills the answer in; the page never waited for it
-        html = client.get(f"/t/{synced_vacuumed.slug}/history/").content.decode()
-        if 'id="reach-pending"' not in html or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    overview = client.get(f"/t/{synced_vacuumed.slug}/").content.decode()
+    assert 'id="reach-pending"' in overview
+    assert sent == [(app_reach.COMPUTE_TASK, (synced_vacuumed.pk, None))] and computed == []
+    assert app_reach.compute_in_worker(*sent[0][1])  # what the worker runs
+    assert len(computed) == 1
+    html = client.get(f"/t/{synced_vacuumed.slug}/history/").content.decode()
     column = _column(html)
     core = {v.version: v for v in reachability(synced_vacuumed.location, int(time.time() * 1000)).versions}
     assert 'id="reach-pending"' not in html and len(column) == 8
@@ -276,18 +278,21 @@ def test_chart_bands_match_the_reachability_answer(synced_vacuumed, client) -> N
 
 
 def test_bands_of_a_long_table_are_few() -> None:
+    from tables.delta.history.reach_runs import ReachRuns
+    from tables.delta.history.reachability import Reachability, VersionReach
     from tables.web.charts import _band_shapes, reachability_bands
 
-    def entry(v: int) -> dict:
+    def entry(v: int) -> VersionReach:
         if v < 100:
-            return {"version": v, "readable": False, "reason": "log_expired"}
+            return VersionReach(v, False, False, "log_expired", timestamp=v)
         if v < 4000:
-            return {"version": v, "readable": False, "reason": "files_missing"}
+            return VersionReach(v, False, False, "files_missing", 1, ["a.parquet"], timestamp=v)
         if v < 9000:
-            return {"version": v, "readable": True, "reason": "beyond_retention"}
-        return {"version": v, "readable": True, "reason": None}
+            return VersionReach(v, True, True, "beyond_retention", timestamp=v)
+        return VersionReach(v, True, True, None, timestamp=v)
 
-    entries = [entry(v) for v in range(9999, -1, -1)]  # newest first, as the core answers
+    entries = ReachRuns.of(Reachability(9999, 0, 0, [entry(v) for v in range(9999, -1, -1)]))
+    assert len(entries.starts) == 4  # 10,000 versions kept as 4 runs
     runs = reachability_bands(entries, 0, 9999)
     assert runs == [
         ("log_expired", 0, 99),

@@ -1,7 +1,7 @@
-"""Two web processes (gunicorn, each its own process) with a shared cache (DELTAWEB_CACHE_URL on
-a real redis-server) agree: failed sign-ins counted by one are refused by the other, and a long
-log's reachability, computed by a real Celery worker after the sync, is shown by both without
-either computing it."""
+"""Two web processes (gunicorn, each its own process) share what they must agree on, in Redis
+(DELTAWEB_CACHE_URL on a real redis-server) or, without it, in the database's cache table:
+failed sign-ins counted by one are refused by the other, and a long log's reachability,
+computed by a real Celery worker after the sync, is shown by both without either computing it."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ pytest.importorskip("deltalake")
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def shared_env(redis_url, roots, settings):
-    cache_url = redis_url.rsplit("/", 1)[0] + "/3"
+@pytest.fixture(params=["redis", "database"])
+def shared_env(request, redis_url, roots, settings):
+    """What the processes share: Redis (DELTAWEB_CACHE_URL), or without it the database's table."""
+    cache_url = redis_url.rsplit("/", 1)[0] + "/3" if request.param == "redis" else ""
     settings.DELTAWEB_CACHE_URL = cache_url
     return {
         **os.environ,
@@ -46,7 +47,12 @@ def two_webs(shared_env, tmp_path):
     procs, urls = [], []
     import redis
 
-    redis.Redis.from_url(shared_env["DELTAWEB_CACHE_URL"]).flushdb()  # no count left by another test
+    if shared_env["DELTAWEB_CACHE_URL"]:
+        redis.Redis.from_url(shared_env["DELTAWEB_CACHE_URL"]).flushdb()  # no count left by another test
+    else:
+        from django.core.cache import caches
+
+        caches["shared"].clear()
     for name in ("a", "b"):
         port = free_port()
         log = open(tmp_path / f"web-{name}.log", "w")

@@ -1,13 +1,14 @@
 """The sign-in throttle both doors share, the form (tables.web.security) and the API's token
 endpoint: failed passwords counted per client address (X-Forwarded-For only from
-DELTAWEB_TRUSTED_PROXIES proxies) and normalised username, in Django's cache."""
+DELTAWEB_TRUSTED_PROXIES proxies) and normalised username, in the cache every process shares
+(settings.CACHES["shared"])."""
 
 from __future__ import annotations
 
 import unicodedata
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 from django.http import HttpRequest
 
 PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400}
@@ -53,12 +54,13 @@ def login_refused_for(request: HttpRequest, username: str) -> int | None:
     """The window in seconds if this address and username have reached DELTAWEB_LOGIN_RATE
     failures (the password is then not checked at all), else None."""
     limit, window = parse_rate(getattr(settings, "DELTAWEB_LOGIN_RATE", "10/minute"))
-    return window if (cache.get(login_key(request, username)) or 0) >= limit else None
+    return window if (caches["shared"].get(login_key(request, username)) or 0) >= limit else None
 
 
 def record_login(request: HttpRequest, username: str, succeeded: bool) -> None:
     """A success clears the count; a failure adds one. The window starts at the first failure
     and is not extended by later ones."""
+    cache = caches["shared"]
     key = login_key(request, username)
     if succeeded:
         cache.delete(key)

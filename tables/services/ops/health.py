@@ -1,7 +1,7 @@
 """Readiness: whether this process can serve, part by part, each check short and bounded.
 
 - database: one `SELECT 1`;
-- cache: a write and a read (the shared cache, when DELTAWEB_CACHE_URL is set);
+- cache: a write and a read of the shared cache (Redis with DELTAWEB_CACHE_URL, else its database table);
 - broker: the task queue answers (a connection, 2 s at most);
 - workers: at least one Celery worker answers a ping (1 s);
 - spark: the Spark Connect server (DELTAWEB_SPARK_REMOTE, `sc://host:port`) or a cluster master
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from celery import current_app
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db import connection
 
 from tables.delta.storage.api import is_uri
@@ -37,6 +37,7 @@ def _database() -> str:
 
 def _cache() -> str:
     key, value = f"readyz:{uuid.uuid4().hex}", "1"
+    cache = caches["shared"]
     cache.set(key, value, 10)
     if cache.get(key) != value:
         raise RuntimeError("the cache did not keep a value")

@@ -115,7 +115,7 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
         result.get("newCommits"),
         result.get("latestVersion"),
     )
-    if result.get("newCommits") and reachability.shared_cache():
+    if result.get("newCommits"):
         reachability.precompute(Table.objects.get(pk=table_id))  # a worker's, before any page asks
     return result
 

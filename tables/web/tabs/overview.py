@@ -29,7 +29,7 @@ from tables.services.row_count import latest_row_count
 from tables.services.sync import vanished
 from tables.web import charts, pages
 from tables.web.forms import RestoreRequestForm
-from tables.web.tabs.frame import REACH_PENDING, derived, reach_by_version, tab_context
+from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context
 from tables.web.ui import PageError, alerts_installed, page, table_of
 
 ANOMALIES_SHOWN = 50
@@ -47,14 +47,10 @@ def _reach_summary(table: Table) -> list[dict[str, Any]] | None:
     reach = reach_by_version(table)
     if reach is None:
         return None
-    return derived(reach, "summary", _count_states)
-
-
-def _count_states(reach: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     counts: dict[str, int] = {}
-    for entry in reach.values():
+    for first, last, entry in reach.runs() if reach else ():
         state = charts.band_state(entry)
-        counts[state] = counts.get(state, 0) + 1
+        counts[state] = counts.get(state, 0) + last - first + 1
     return [
         {"state": state, "label": label, "count": counts[state]}
         for state, (label, _rgb) in charts.BAND_STATES.items()

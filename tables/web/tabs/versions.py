@@ -17,7 +17,7 @@ from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Table
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import history
-from tables.services.reachability import parse_retention, table_reachability, vacuum_forecast
+from tables.services.reachability import parse_retention, table_reachability
 from tables.services.versions import resolve, version_files, version_summary
 from tables.web import pages
 from tables.web.forms import TimeTravelForm
@@ -76,7 +76,7 @@ def _vacuum_forecast(request: HttpRequest, table: Table) -> dict[str, Any]:
         data = table_reachability(table, vacuum_retention=parse_retention(raw), wait=False)
         if data is None:
             raise ServiceError(REACH_PENDING)
-        forecast = vacuum_forecast(data, FORECAST_SHOWN)
+        forecast = data.forecast(FORECAST_SHOWN)
     except ServiceError as exc:
         error = public_message(exc.message, table)
     else:
@@ -95,8 +95,8 @@ RECOVERABLE_SHOWN = 50  # versions listed on the tab; the reachability API has t
 def _recoverable(table: Table) -> dict[str, Any]:
     """The unreadable versions the bucket's noncurrent versions could make readable again
     (newest first), for the tab to mark: a restore to one can recover its files first."""
-    by_version = reach_by_version(table) or {}
-    found = sorted((v for v, e in by_version.items() if e.get("recoverable")), reverse=True)
+    reach = reach_by_version(table)
+    found = reach.versions_where("recoverable") if reach else []
     return {"recoverable": found[:RECOVERABLE_SHOWN], "recoverable_more": max(0, len(found) - RECOVERABLE_SHOWN)}
 
 
