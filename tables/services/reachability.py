@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.cache import caches
 
 from tables.delta import errors as delta_errors
-from tables.delta.history.reach_runs import ReachRuns
+from tables.delta.history.reach_runs import STORED_FORMAT, ReachRuns
 from tables.delta.history.reachability import (
     Reachability,
     ReachState,
@@ -87,7 +87,7 @@ def _state_key(table: Table, vacuum_retention: int | None) -> str:
     answer of the old one."""
     where = hashlib.sha256(table.location.encode()).hexdigest()[:12]
     forecast = "" if vacuum_retention is None else f":vac{vacuum_retention}"
-    return f"reach:{synced_key(table)}:{where}{forecast}"
+    return f"reach{STORED_FORMAT}:{synced_key(table)}:{where}{forecast}"  # an older format is never read
 
 
 def _long(table: Table) -> bool:

@@ -1,8 +1,10 @@
 """A reachability answer as runs: consecutive versions that share one state (readable,
-restorable, recoverable, reason, missing files, retention windows) stored once, beside the
-versions' timestamps in a packed array. A 100,000-version answer is a handful of runs and
-800 KB of timestamps instead of 100,000 nested dicts: small enough for every process to read
-it from a shared store, and looked up by version in O(log runs).
+restorable, recoverable, reason, retention windows) stored once, beside the versions'
+timestamps in a packed array and the missing files as intervals of versions. A 100,000-version
+answer is a handful of runs, 800 KB of timestamps and one row per missing file instead of
+100,000 nested dicts (each with its own list of up to 100 paths): small enough for every
+process to read from a shared store, and looked up by version in O(log runs) plus a vectorised
+pass over the missing files.
 
 Entries come out in the API's shape (`VersionReach.to_dict`), built on demand."""
 
@@ -10,45 +12,50 @@ from __future__ import annotations
 
 import bisect
 import struct
-import sys
 import zlib
 from array import array
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import orjson
 
-from tables.delta.history.reachability import Reachability, VersionReach
+from tables.delta.history.reachability import MAX_LISTED, Reachability, VersionReach
 
 NO_TIME = -(2**63)  # a version without a timestamp (its commit file is gone)
-_FORMAT = 1
-_HEAD = struct.Struct("<BI")  # format, length of the JSON part; the timestamps follow
+STORED_FORMAT = 2  # a new layout of the bytes: a new number (readers never meet an older one)
+# format, length of the JSON part, versions, missing files; then the timestamps, the missing
+# files' first versions and their ends, each int64 little-endian
+_HEAD = struct.Struct("<BIQQ")
 
 
 def _state(v: VersionReach) -> tuple[Any, ...]:
-    """What a run shares: everything of an entry but its version and timestamp."""
+    """What a run shares: everything of an entry but its version, timestamp and which files
+    are missing (whether it lists them: a version that cannot be rebuilt lists none)."""
     return (
         v.readable,
         v.restorable,
         v.recoverable,
         v.reason,
-        v.missing_count,
-        tuple(v.missing_files),
+        v.missing_count > 0,
         v.inside_log_retention,
         v.inside_file_retention,
     )
 
 
 def _entry(state: tuple[Any, ...]) -> dict[str, Any]:
-    readable, restorable, recoverable, reason, count, paths, in_log, in_files = state
+    readable, restorable, recoverable, reason, missing, in_log, in_files = state
     return {
         "readable": readable,
         "restorable": restorable,
         "recoverable": recoverable,
         "reason": reason,
-        "missingFiles": {"count": count, "paths": list(paths)},
+        "missing": missing,
         "retention": {"insideLogRetention": in_log, "insideDeletedFileRetention": in_files},
     }
+
+
+_ENTRY_KEYS = ("version", "readable", "restorable", "recoverable", "reason", "missingFiles", "retention")
 
 
 def _runs_of(versions: list[int]) -> list[list[int]]:
@@ -66,25 +73,35 @@ class ReachRuns:
     """One table's reachability answer, oldest version first inside; `entry`, indexing and
     slicing answer newest first, as the API pages it."""
 
-    __slots__ = ("head", "stamps", "starts", "states")
+    __slots__ = ("gone_ends", "gone_paths", "gone_starts", "head", "stamps", "starts", "states")
 
-    def __init__(self, head: dict[str, Any], starts: array, states: list[dict[str, Any]], stamps: array) -> None:
+    def __init__(
+        self,
+        head: dict[str, Any],
+        starts: array,
+        states: list[dict[str, Any]],
+        stamps: np.ndarray,
+        gone: tuple[np.ndarray, np.ndarray, list[str]],
+    ) -> None:
         self.head = head  # latestVersion, retentions, checkpointMismatches, vacuumForecast (as runs)
         self.starts = starts  # first version of each run, ascending
-        self.states = states  # each run's entry without version and timestamp
-        self.stamps = stamps  # per version
+        self.states = states  # each run's entry without version, timestamp and missing files
+        self.stamps = stamps  # per version (int64)
+        # each missing file's versions [start, end) and name, by start (Reachability.gone)
+        self.gone_starts, self.gone_ends, self.gone_paths = gone
 
     @classmethod
     def of(cls, result: Reachability) -> ReachRuns:
         starts, states, last = array("q"), [], None
-        stamps = array("q", [NO_TIME]) * (result.latest_version + 1)
+        stamps = np.full(result.latest_version + 1, NO_TIME, dtype=np.int64)
         for v in reversed(result.versions):  # oldest first
             state = _state(v)
             if state != last:
                 starts.append(v.version)
                 states.append(_entry(state))
                 last = state
-            stamps[v.version] = NO_TIME if v.timestamp is None else v.timestamp
+            if v.timestamp is not None:
+                stamps[v.version] = v.timestamp
         head: dict[str, Any] = {
             "latestVersion": result.latest_version,
             "logRetentionMs": result.log_retention_ms,
@@ -100,27 +117,38 @@ class ReachRuns:
                 "count": len(result.vacuum_breaks),
                 "runs": _runs_of(result.vacuum_breaks),
             }
-        return cls(head, starts, states, stamps)
+        gone = (
+            np.array([g[0] for g in result.gone], dtype=np.int64),
+            np.array([g[1] for g in result.gone], dtype=np.int64),
+            [g[2] for g in result.gone],
+        )
+        return cls(head, starts, states, stamps, gone)
 
     # --- stored form ----------------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
-        meta = orjson.dumps({"head": self.head, "starts": list(self.starts), "states": self.states})
-        stamps = self.stamps if sys.byteorder == "little" else _swapped(self.stamps)
-        return zlib.compress(_HEAD.pack(_FORMAT, len(meta)) + meta + stamps.tobytes(), 3)
+        meta = orjson.dumps(
+            {"head": self.head, "starts": list(self.starts), "states": self.states, "gonePaths": self.gone_paths}
+        )
+        head = _HEAD.pack(STORED_FORMAT, len(meta), len(self.stamps), len(self.gone_paths))
+        packed = b"".join(a.astype("<i8").tobytes() for a in (self.stamps, self.gone_starts, self.gone_ends))
+        return zlib.compress(head + meta + packed, 3)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ReachRuns:
         raw = zlib.decompress(data)
-        fmt, size = _HEAD.unpack_from(raw)
-        if fmt != _FORMAT:
-            raise ValueError(f"a stored reachability answer of format {fmt}, not {_FORMAT}")
-        meta = orjson.loads(raw[_HEAD.size : _HEAD.size + size])
-        stamps = array("q")
-        stamps.frombytes(raw[_HEAD.size + size :])
-        if sys.byteorder != "little":
-            stamps = _swapped(stamps)
-        return cls(meta["head"], array("q", meta["starts"]), meta["states"], stamps)
+        fmt, size, versions, files = _HEAD.unpack_from(raw)
+        if fmt != STORED_FORMAT:
+            raise ValueError(f"a stored reachability answer of format {fmt}, not {STORED_FORMAT}")
+        at = _HEAD.size + size
+        meta = orjson.loads(raw[_HEAD.size : at])
+        arrays = []
+        for n in (versions, files, files):
+            arrays.append(np.frombuffer(raw, dtype="<i8", count=n, offset=at).astype(np.int64))
+            at += 8 * n
+        stamps, gone_starts, gone_ends = arrays
+        gone = (gone_starts, gone_ends, meta["gonePaths"])
+        return cls(meta["head"], array("q", meta["starts"]), meta["states"], stamps, gone)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -139,13 +167,20 @@ class ReachRuns:
         if not 0 <= version < len(self.stamps):
             return None
         state = self.states[self._run(version)]
-        ts = self.stamps[version]
-        return {
-            "version": version,
-            **state,
-            "missingFiles": {**state["missingFiles"], "paths": list(state["missingFiles"]["paths"])},
-            "retention": {"timestamp": None if ts == NO_TIME else ts, **state["retention"]},
-        }
+        ts = int(self.stamps[version])
+        count, paths = self._missing(version) if state["missing"] else (0, [])
+        out = {k: v for k, v in state.items() if k != "missing"}
+        out["version"] = version
+        out["missingFiles"] = {"count": count, "paths": paths}
+        out["retention"] = {"timestamp": None if ts == NO_TIME else ts, **state["retention"]}
+        return {k: out[k] for k in _ENTRY_KEYS}
+
+    def _missing(self, version: int) -> tuple[int, list[str]]:
+        """How many files `version` misses, and the first MAX_LISTED of them in the order they
+        went missing, sorted by name (as the core lists them)."""
+        k = int(np.searchsorted(self.gone_starts, version, side="right"))  # only those gone by then
+        active = np.flatnonzero(self.gone_ends[:k] > version)
+        return int(active.size), sorted(self.gone_paths[i] for i in active[:MAX_LISTED])
 
     def get(self, version: int, default: Any = None) -> dict[str, Any] | None:
         found = self.entry(version) if isinstance(version, int) else None
@@ -216,9 +251,3 @@ class ReachRuns:
                 "breaksVersions": self.forecast(found["count"])["breaksVersions"],
             }
         return out
-
-
-def _swapped(values: array) -> array:
-    copy = array("q", values)
-    copy.byteswap()
-    return copy

@@ -146,6 +146,9 @@ class Reachability:
     # checkpoint version -> what it says against the log; the versions read from it are not
     # readable (reason checkpoint_mismatch)
     checkpoint_mismatches: dict[int, str] = field(default_factory=dict)
+    # each missing file's versions [start, end) and its name as answers show it, by start: what
+    # the versions' missing files are made of (an answer stored as runs lists them from here)
+    gone: list[tuple[int, int, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -633,6 +636,7 @@ def answer(state: ReachState, location: str | Storage, now: int, vacuum_retentio
         out.append(VersionReach(v, readable, restorable, reason, n_all, list(paths), ts, in_log, in_files))
     out.reverse()
     result = Reachability(latest, log_ret, file_ret, out, checkpoint_mismatches=dict(state.mismatches))
+    result.gone = [(iv.start, iv.end, iv.path) for iv in gone]
     if horizon is not None:
         _forecast(result, doomed, vacuum_retention)
     return result
