@@ -24,7 +24,7 @@ from django.conf import settings
 
 from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
-from tables.services import data_jobs, discovery, jobs, reachability, retention
+from tables.services import data_jobs, discovery, jobs, reachability, retention, row_count
 from tables.services.owner import use_cases as owner_services
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import probe, vanished
@@ -79,6 +79,12 @@ def prune_operational() -> dict[str, int]:
 def compute_reachability(table_id: int, vacuum_retention: int | None = None) -> bool:
     """A long log's reachability, computed here and put in the shared cache for every web process."""
     return reachability.compute_in_worker(table_id, vacuum_retention)
+
+
+@shared_task(name=row_count.COUNT_TASK)
+def count_rows(table_id: int) -> bool:
+    """A long log's row count, made here and put in the shared cache for every web process."""
+    return row_count.count_in_worker(table_id)
 
 
 @shared_task(name="tables.rediscover")

@@ -52,6 +52,24 @@ def send(task_name: str, *args: Any) -> None:
     app.signature(task_name, args=args).apply_async()
 
 
+def send_once(task_name: str, mark: str, seconds: float, *args: Any) -> bool:
+    """Send a task unless one was sent under `mark` (in the shared cache, so whatever the
+    process) within `seconds`: derived answers a worker computes for pages, asked for once.
+    Whether it was sent; a broker that is down leaves no mark, so the next page asks again."""
+    from django.core.cache import caches
+
+    shared = caches["shared"]
+    if not shared.add(mark, 1, seconds):
+        return False
+    try:
+        send(task_name, *args)
+    except Exception:
+        shared.delete(mark)
+        logger.warning("could not send %s%s to a worker", task_name, args, exc_info=True)
+        return False
+    return True
+
+
 def unreachable_message(exc: Exception) -> str:
     return f"the task queue is unreachable ({type(exc).__name__}); is the worker's Redis running?"
 

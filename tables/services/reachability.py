@@ -199,13 +199,7 @@ def precompute(table: Table) -> None:
 def _send_compute(table_id: int, key: str, vacuum_retention: int | None) -> None:
     from tables.services import jobs
 
-    shared = _shared()
-    if shared.add(f"{key}:sent", 1, CACHE_SECONDS):  # one message per answer, whatever the process
-        try:
-            jobs.send(COMPUTE_TASK, table_id, vacuum_retention)
-        except Exception:  # the queue is down: the next page asks again once the mark expires
-            shared.delete(f"{key}:sent")
-            logger.warning("could not send the reachability of table %s to a worker", table_id, exc_info=True)
+    jobs.send_once(COMPUTE_TASK, f"{key}:sent", CACHE_SECONDS, table_id, vacuum_retention)
 
 
 def compute_in_worker(table_id: int, vacuum_retention: int | None = None) -> bool:

@@ -217,10 +217,14 @@ def test_a_long_logs_first_look_is_a_workers_own(roots, settings, monkeypatch) -
     path = roots / "t"
     table = register_and_sync("t", churned(path))
     assert not FileLook.objects.filter(table=table).exists()
-    from tables.services import reachability
+    # the look, and the reachability and row count every long log's sync asks a worker for
+    from tables.services import reachability, row_count
 
-    # the look, and the reachability every long log's sync asks a worker for
-    assert sent == [(vanished.LOOK_TASK, table.pk, 6), (reachability.COMPUTE_TASK, table.pk, None)]
+    assert sent == [
+        (vanished.LOOK_TASK, table.pk, 6),
+        (reachability.COMPUTE_TASK, table.pk, None),
+        (row_count.COUNT_TASK, table.pk),
+    ]
     assert tasks.look_at_files(table.pk, 6) is True
     look = FileLook.objects.get(table=table)
     assert (look.version, look.missing, look.complete) == (6, 0, True)

@@ -32,7 +32,7 @@ from tables.delta.log.listing import LogFile, commit_name, latest_version, list_
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import Anomaly, Commit, Job, JobKind, SyncState, Table
-from tables.services import faults, jobs, reachability
+from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
 from tables.services.sync import schedule, vanished
@@ -115,8 +115,10 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
         result.get("newCommits"),
         result.get("latestVersion"),
     )
-    if result.get("newCommits"):
-        reachability.precompute(Table.objects.get(pk=table_id))  # a worker's, before any page asks
+    if result.get("newCommits"):  # a worker's, before any page asks
+        synced = Table.objects.get(pk=table_id)
+        reachability.precompute(synced)
+        row_count.count_later(synced)
     return result
 
 
