@@ -110,40 +110,35 @@ def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def _grpc_status(exc: BaseException) -> str:
+    """The gRPC status name of an error (its own or that of an error it came from), '' if none."""
+    code = getattr(exc, "code", None)
+    if callable(code):
+        try:
+            return str(getattr(code(), "name", "") or "")
+        except Exception:  # not a gRPC error after all
+            return ""
+    return ""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The error and those it came from (cause or context), each once."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """Whether an error means the server did not answer (connection refused, reset, gone)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if type(current).__name__ == "RetriesExceeded":
-            return True
-        code = getattr(current, "code", None)
-        if callable(code):
-            try:
-                if getattr(code(), "name", "") == "UNAVAILABLE":
-                    return True
-            except Exception:  # not a gRPC error after all
-                pass
-        current = current.__cause__ or current.__context__
-    return False
+    return any(type(e).__name__ == "RetriesExceeded" or _grpc_status(e) == "UNAVAILABLE" for e in _chain(exc))
 
 
 def is_refused(exc: BaseException) -> bool:
     """Whether an error is the server refusing this client (gRPC UNAUTHENTICATED)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        code = getattr(current, "code", None)
-        if callable(code):
-            try:
-                if getattr(code(), "name", "") == "UNAUTHENTICATED":
-                    return True
-            except Exception:  # not a gRPC error after all
-                pass
-        current = current.__cause__ or current.__context__
-    return False
+    return any(_grpc_status(e) == "UNAUTHENTICATED" for e in _chain(exc))
 
 
 def _url_has_token(url: str) -> bool:
