@@ -111,15 +111,27 @@ def differing_keys(a: DataFrame, b: DataFrame, keys: list[str], compared: dict[s
             _fingerprint(compared, types).alias("__h"),
         )
 
-    both = side(a, 0).unionByName(side(b, 1))
+    key_cols = [f"__k{i}" for i in range(len(keys))]
+    # shuffled by key before grouping: a plain groupBy first aggregates each input task's rows
+    # on their own, a hash table of every row when keys are unique (they must be), which
+    # spills at millions of rows and saves nothing; 2M rows per side: 3.6-4.7 s -> 2.5 s
+    both = side(a, 0).unionByName(side(b, 1)).repartition(_key_partitions(a.sparkSession), *key_cols)
     in_a, in_b = F.col("__side") == 0, F.col("__side") == 1
-    per_key = both.groupBy(*[f"__k{i}" for i in range(len(keys))]).agg(
+    per_key = both.groupBy(*key_cols).agg(
         F.count_if(in_a).alias("__na"),
         F.count_if(in_b).alias("__nb"),
         F.max(F.when(in_a, F.col("__h"))).alias("__ha"),
         F.max(F.when(in_b, F.col("__h"))).alias("__hb"),
     )
     return per_key.where((F.col("__na") != 1) | (F.col("__nb") != 1) | (F.col("__ha") != F.col("__hb")))
+
+
+def _key_partitions(spark: SparkSession) -> int:
+    """Partitions of the by-key shuffle: a few per core, so that one task's table of keys
+    stays small (the session's shuffle partitions when that is more)."""
+    from tables.spark.control import default_parallelism
+
+    return max(int(spark.conf.get("spark.sql.shuffle.partitions") or 4), 4 * default_parallelism(spark))
 
 
 def _only_keys(df: DataFrame, flagged: DataFrame, keys: list[str]) -> DataFrame:
