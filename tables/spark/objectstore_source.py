@@ -225,10 +225,12 @@ def _fetch(store: Any, obj: str, uri: str, options: Mapping[str, Any]) -> Any:
 
 
 def _file_batches(data: Any, uri: str, fields: list[pa.Field], target: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """One object's rows as batches of the target schema (runs in an executor)."""
+    """One object's rows as batches of the target schema (runs in an executor); `data` is its
+    bytes, or a local file's path (tables/spark/local_source.py)."""
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(memoryview(data))), coerce_int96_timestamp_unit="us")
+    opened = data if isinstance(data, str) else pa.BufferReader(pa.py_buffer(memoryview(data)))
+    pf = pq.ParquetFile(opened, coerce_int96_timestamp_unit="us")
     source = list(pf.schema_arrow)
     picks = [_match(f, source) for f in fields]
     columns = sorted({source[i].name for i in picks if i is not None})
