@@ -1,5 +1,7 @@
-// Polls a job's JSON (/jobs/<id>.json) every second and updates the progress fragment
-// until the job reaches a terminal state. Plain DOM, textContent only. When a sync ends, the
+// Polls a job's JSON (/jobs/<id>.json) and updates the progress fragment until the job
+// reaches a terminal state: soon at first (an interactive job on a warm Spark ends within a
+// second, and a poll a second late doubled the wait for its rows), then less often, up to
+// once a second. Plain DOM, textContent only. When a sync ends, the
 // page's labels of its table's sync state ([data-sync-badge="<slug>"]) take the state the
 // table is in now, so they never say "syncing" beside a finished job.
 (function () {
@@ -8,6 +10,11 @@
   if (!box) { return; }
   var url = box.getAttribute("data-url");
   var TERMINAL = { succeeded: true, failed: true, skipped: true };
+  var delay = 150;  // ms before the next poll: 150, 225, 340, 500, 760, then 1000
+  function later() {
+    setTimeout(poll, delay);
+    delay = Math.min(1000, Math.round(delay * 1.5));
+  }
   function field(name) { return box.querySelector('[data-field="' + name + '"]'); }
   function show(job) {
     var status = field("status");
@@ -56,12 +63,12 @@
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (job) {
         show(job);
-        if (!job.terminal) { setTimeout(poll, 1000); }
+        if (!job.terminal) { later(); }
         else if (job.status === "succeeded" && box.getAttribute("data-reload")) {
           showResults(new URL(box.getAttribute("data-reload"), window.location.href));
         }
       })
       .catch(function () { setTimeout(poll, 3000); });
   }
-  if (!TERMINAL[box.getAttribute("data-status")]) { setTimeout(poll, 1000); }
+  if (!TERMINAL[box.getAttribute("data-status")]) { later(); }
 })();

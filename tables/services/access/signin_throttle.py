@@ -5,6 +5,7 @@ DELTAWEB_TRUSTED_PROXIES proxies) and normalised username, in the cache every pr
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 
 from django.conf import settings
@@ -47,7 +48,10 @@ def normalized_username(username: str) -> str:
 
 
 def login_key(request: HttpRequest, username: str) -> str:
-    return f"login-fail:{client_address(request)}:{normalized_username(username)}"
+    # hashed: the address and the name are the client's own text (a NUL is refused by
+    # PostgreSQL, the shared cache's table may be there), and a key has a bounded length
+    who = f"{client_address(request)}\0{normalized_username(username)}"
+    return f"login-fail:{hashlib.sha256(who.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}"
 
 
 def login_refused_for(request: HttpRequest, username: str) -> int | None:
