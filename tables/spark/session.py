@@ -125,15 +125,17 @@ WARM_UP_ENV = "DELTAWEB_SPARK_WARM_UP"
 def warm_up(spark: SparkSession) -> None:
     """Run the shapes of the data jobs once on a tiny Parquet file (a scan with `_metadata`
     columns, a broadcast join of a local relation, a one-task sort and Parquet write, an
-    aggregation over xxhash64, an Arrow collect): the JVM loads and compiles their code here,
+    aggregation over xxhash64, an Arrow collect, the small-files reader): the JVM loads and compiles their code here,
     at start, not in the first user's job (a first preview took 10-18× a warm one)."""
     import shutil
     import tempfile
+    from pathlib import Path
 
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
+    from tables.spark.local_source import read_local_files
     from tables.spark.read import input_files, small_frame
 
     base = tempfile.mkdtemp(prefix="deltaweb-warm-up-")
@@ -149,6 +151,11 @@ def warm_up(spark: SparkSession) -> None:
         rows = df.join(F.broadcast(entries), "f").withColumn("h", F.xxhash64(F.col("s").isNull(), "s"))
         rows.coalesce(1).sortWithinPartitions("v", "f", "r").write.mode("overwrite").parquet(f"{base}/out")
         rows.groupBy("s").agg(F.count_if(F.col("v") == 1), F.max("h"), F.to_json(F.struct(F.max("id")))).toArrow()
+        # the small-files reader (a Python data source): its first read starts the Python
+        # planner and workers, 2-3 s that would otherwise fall on a user's first big job
+        a = Path(base) / "a.parquet"
+        schema = {"fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+        read_local_files(spark, [(a, a.as_uri())], schema).toArrow()
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
