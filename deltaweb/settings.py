@@ -391,9 +391,9 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "tables.models.JobStatus",
         "JobKindEnum": "tables.models.JobKind",
         "RestoreStatusEnum": "tables.models.RestoreStatus",
-        "ColumnMappingModeEnum": "tables.api.schema_views.MAPPING_MODES",
-        "SchemaEventKindEnum": "tables.api.schema_views.EVENT_KINDS",
-        "TableSchemaEventKindEnum": "tables.api.schema_views.TABLE_EVENT_KINDS",
+        "ColumnMappingModeEnum": "tables.api.views.schema.MAPPING_MODES",
+        "SchemaEventKindEnum": "tables.api.views.schema.EVENT_KINDS",
+        "TableSchemaEventKindEnum": "tables.api.views.schema.TABLE_EVENT_KINDS",
         **({"SeverityEnum": "alerts.models.Severity"} if DELTAWEB_ALERTS else {}),
     },
 }

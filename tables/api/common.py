@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 
 from tables.api import serializers as s
-from tables.models import Table
+from tables.models import Job, Table
 from tables.services.errors import printable
-from tables.services.lookup import INT64_MAX, table_by_key
+from tables.services.lookup import INT64_MAX, parse_int64, table_by_key
 
 
 class Pagination(LimitOffsetPagination):
@@ -93,3 +94,16 @@ def table_or_404(key: str) -> Table:
     if table is None:
         raise NotFound(f"No table with id or slug '{printable(key)}'.")
     return table
+
+
+def version_param(raw: str) -> int:
+    """A version in the path: a non-negative 64-bit integer, else 400 naming it."""
+    value = parse_int64(raw)
+    if value is None:
+        raise ValidationError({"version": [f"must be a non-negative integer, got '{raw[:40]}'."]})
+    return value
+
+
+def job_location(request, job: Job) -> str:
+    """The job's URL in the API, for a 202's Location header and body."""
+    return request.build_absolute_uri(reverse("api:job-detail", args=[job.pk]))

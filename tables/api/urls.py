@@ -3,8 +3,9 @@
 from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
-from tables.api.auth_views import DocsView, SchemaView, TokenView
-from tables.api.data_views import (
+from tables.api.errors import not_found_view
+from tables.api.views.auth import DocsView, SchemaView, TokenView
+from tables.api.views.data import (
     ChangesView,
     JobCancelView,
     JobResultsView,
@@ -12,12 +13,11 @@ from tables.api.data_views import (
     RowHistoryView,
     VersionRowsView,
 )
-from tables.api.discovery_views import DiscoverView
-from tables.api.errors import not_found_view
-from tables.api.owner_views import OwnerBackfillView, OwnerCommitsView
-from tables.api.removal_views import VacuumsExportView, VacuumsView
-from tables.api.schema_views import SchemaDiffView, SchemaTimelineView, TableSchemaView
-from tables.api.views import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
+from tables.api.views.discovery import DiscoverView
+from tables.api.views.owner import OwnerBackfillView, OwnerCommitsView
+from tables.api.views.removals import VacuumsExportView, VacuumsView
+from tables.api.views.schema import SchemaDiffView, SchemaTimelineView, TableSchemaView
+from tables.api.views.tables import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
 
 app_name = "api"
 

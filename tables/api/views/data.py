@@ -20,10 +20,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables.api import serializers as s
-from tables.api.common import TABLE_ID, VERSION, _errors
+from tables.api.common import TABLE_ID, VERSION, _errors, job_location, version_param
 from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse
-from tables.api.views import _job_location, _version
 from tables.models import Job, JobStatus, Table
 from tables.services import data_jobs, jobs
 from tables.services.errors import ServiceError
@@ -145,7 +144,7 @@ class DataJobSerializer(s.JobSerializer):
 def _accepted(request, job: Job) -> Response:
     """202 with the job computing it, or 200 with a finished job whose result is reused."""
     code = status.HTTP_200_OK if getattr(job, "reused", False) else status.HTTP_202_ACCEPTED
-    return Response(DataJobSerializer(job).data, status=code, headers={"Location": _job_location(request, job)})
+    return Response(DataJobSerializer(job).data, status=code, headers={"Location": job_location(request, job)})
 
 
 class _DataView(APIView):
@@ -171,7 +170,7 @@ class VersionRowsView(_DataView):
         job_failed when the last preview failed (POST to start it again); 404 no_preview when none
         was started (POST to start one), version_not_found for a missing version."""
         table = _table(request, self, id)
-        v = _version(version)
+        v = version_param(version)
         q = validated_query(PageQuerySerializer, request)
         job = data_jobs.latest_preview(table, v)
         if job is None:
@@ -191,7 +190,7 @@ class VersionRowsView(_DataView):
         202 with the job computing it: an identical preview queued or running is joined, a failed
         one is started again. 404 version_not_found for a missing version (no job is created)."""
         table = _table(request, self, id)
-        v = _version(version)
+        v = version_param(version)
         q = validated_query(PageQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_preview(table, v, user=request.user)

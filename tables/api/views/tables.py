@@ -16,7 +16,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,14 +23,13 @@ from rest_framework.views import APIView
 from tables.api import restore_serializers as rs
 from tables.api import serializers as s
 from tables.api import shapes
-from tables.api.common import TABLE_ID, VERSION, Pagination, _errors, table_or_404
+from tables.api.common import TABLE_ID, VERSION, Pagination, _errors, job_location, table_or_404, version_param
 from tables.api.params import validated_query
 from tables.api.permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
 from tables.services import versions
 from tables.services.history import export as history_export
 from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
-from tables.services.lookup import parse_int64
 from tables.services.reachability import FORECAST_LISTED, parse_retention, table_reachability
 from tables.services.registration import delete_table, register_table
 from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
@@ -66,17 +64,6 @@ PAGE_PARAMS = [
     OpenApiParameter(p["name"], p["schema"], OpenApiParameter.QUERY, description=p["description"])
     for p in Pagination().get_schema_operation_parameters(None)
 ]
-
-
-def _version(raw: str) -> int:
-    value = parse_int64(raw)
-    if value is None:
-        raise ValidationError({"version": [f"must be a non-negative integer, got '{raw[:40]}'."]})
-    return value
-
-
-def _job_location(request, job: Job) -> str:
-    return request.build_absolute_uri(reverse("api:job-detail", args=[job.pk]))
 
 
 def _restore_location(request, req: RestoreRequest) -> str:
@@ -180,7 +167,7 @@ class TableViewSet(viewsets.GenericViewSet):
         return Response(
             s.JobSerializer(job).data,
             status=status.HTTP_202_ACCEPTED,
-            headers={"Location": _job_location(request, job)},
+            headers={"Location": job_location(request, job)},
         )
 
     # --- history and timeline (from the cache) ------------------------------------------
@@ -292,7 +279,7 @@ class TableViewSet(viewsets.GenericViewSet):
         """Replays the log to the version (cached per version). 404 version_not_found names the versions
         that are available; 422 when the log cannot be read."""
         table = self.get_object()
-        return Response(versions.version_summary(table, _version(version)))
+        return Response(versions.version_summary(table, version_param(version)))
 
     @extend_schema(
         summary="The active files of a version (paged with limit/offset)",
@@ -303,7 +290,7 @@ class TableViewSet(viewsets.GenericViewSet):
     def version_files(self, request, id=None, version=None):
         """Active files of the version with size, partition values and deletion vector, in log order."""
         table = self.get_object()
-        v = _version(version)
+        v = version_param(version)
         paginator = self.paginator
         limit, offset = paginator.get_limit(request), paginator.get_offset(request)
         count, rows = versions.version_files(table, v, offset, limit)
