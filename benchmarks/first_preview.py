@@ -56,6 +56,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from benchmarks.spark_connect import descendants, rss_kib  # noqa: E402  (after the path is set)
+
 PY = sys.executable
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -81,33 +83,6 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def descendants(pid: int) -> list[int]:
-    """A process's children, their children, ... (a JVM started by spark-submit is one)."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def tree_memory(pid: int) -> dict[str, Any]:
     """Resident memory of a process with its descendants, and whether a JVM is among them."""
     procs = [pid, *descendants(pid)]
@@ -117,7 +92,7 @@ def tree_memory(pid: int) -> dict[str, Any]:
             names.append(Path(f"/proc/{p}/comm").read_text().strip())
         except OSError:
             pass
-    return {"rss_mib": round(sum(rss_mib(p) for p in procs), 1), "processes": len(procs), "jvm": "java" in names}
+    return {"rss_mib": round(sum(rss_kib(p) for p in procs) / 1024, 1), "processes": len(procs), "jvm": "java" in names}
 
 
 class Deployment:

@@ -44,7 +44,7 @@ PORT = "15202"  # apart from `make run`'s server (15002) and the tests' (15102)
 SERVER_DIR = ROOT / "var" / "spark-connect-bench"
 
 
-def _rss_kib(pid: int) -> int:
+def rss_kib(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -54,7 +54,7 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """The process's children, their children, ... (the JVM PySpark starts is one)."""
     parents: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -72,7 +72,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 def tree_rss_mib(pid: int) -> float:
-    return sum(_rss_kib(p) for p in [pid, *_descendants(pid)]) / 1024
+    return sum(rss_kib(p) for p in [pid, *descendants(pid)]) / 1024
 
 
 # --- the tables ---------------------------------------------------------------------------------------
