@@ -207,8 +207,11 @@ def main() -> None:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     report(results)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "spark_connect.json").write_text(json.dumps(results, indent=1) + "\n")
+    from benchmarks.report import store  # the record every result file has (command, time, load)
+
+    store(
+        "spark_connect", results, " ".join([".venv/bin/python", "benchmarks/spark_connect.py", *sys.argv[1:]]), (load,)
+    )
     print(json.dumps(results))
 
 
