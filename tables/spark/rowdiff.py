@@ -188,6 +188,34 @@ def diff_frame(a: DataFrame, b: DataFrame, keys: list[str]) -> tuple[DataFrame, 
     return out.where((F.col("_diff") != "changed") | (F.size("_changed_columns") > 0)), compared
 
 
+def diff_into(
+    a: DataFrame, b: DataFrame, keys: list[str], path: Path, versions: tuple[int, int], shown: str
+) -> list[str]:
+    """The keyed diff of two frames written to `path` (sorted by key); the compared columns.
+    InvalidColumnsError when a key repeats in either (`versions` and `shown` name them)."""
+    from pyspark.sql import functions as F
+
+    # first pass: the keys that differ (and repeated keys), kept in memory for the second
+    flagged = differing_keys(a, b, keys, _compared_types(a, b, keys)).cache()
+    try:
+        repeated_a, repeated_b, n_flagged = flagged.select(
+            F.count_if(F.col("__na") > 1), F.count_if(F.col("__nb") > 1), F.count("*")
+        ).first()
+        for v, n in zip(versions, (repeated_a, repeated_b), strict=True):
+            if n:
+                raise InvalidColumnsError(
+                    f"{shown}: key ({', '.join(keys)}) is not unique in version {v}: {n} key value(s) repeat",
+                    version=v,
+                    columns=keys,
+                )
+        # second pass: whole rows only for those keys, compared column by column
+        out, compared = diff_frame(_only_keys(a, flagged, keys), _only_keys(b, flagged, keys), keys)
+        write_sorted(out, path, [*keys, "_diff"], single=n_flagged <= SINGLE_TASK_ROWS)
+    finally:
+        flagged.unpersist()
+    return compared
+
+
 def keyed_diff(
     spark: SparkSession,
     location: str | Storage,
@@ -215,28 +243,8 @@ def keyed_diff(
     for key in keys:
         if _has_map(a.schema[key].dataType) or _has_map(b.schema[key].dataType):
             raise InvalidColumnsError(f"{storage.display()}: key column {key} holds a map, which cannot be compared")
-    from pyspark.sql import functions as F
-
-    # first pass: the keys that differ (and repeated keys), kept in memory for the second
-    flagged = differing_keys(a, b, keys, _compared_types(a, b, keys)).cache()
-    try:
-        repeated_a, repeated_b, n_flagged = flagged.select(
-            F.count_if(F.col("__na") > 1), F.count_if(F.col("__nb") > 1), F.count("*")
-        ).first()
-        for v, n in ((v_from, repeated_a), (v_to, repeated_b)):
-            if n:
-                raise InvalidColumnsError(
-                    f"{storage.display()}: key ({', '.join(keys)}) is not unique in version {v}: "
-                    f"{n} key value(s) repeat",
-                    version=v,
-                    columns=keys,
-                )
-        # second pass: whole rows only for those keys, compared column by column
-        out, compared = diff_frame(_only_keys(a, flagged, keys), _only_keys(b, flagged, keys), keys)
-        path = Path(out_dir) / "rowdiff"
-        write_sorted(out, path, [*keys, "_diff"], single=n_flagged <= SINGLE_TASK_ROWS)
-    finally:
-        flagged.unpersist()
+    path = Path(out_dir) / "rowdiff"
+    compared = diff_into(a, b, keys, path, (v_from, v_to), storage.display())
     counts = _written_counts(path)
     return {
         "path": str(path),
