@@ -242,6 +242,9 @@ DELTAWEB_PROBE_MAX_BATCHES = int(env("DELTAWEB_PROBE_MAX_BATCHES", "40"))
 DELTAWEB_SYNC_BACKOFF_MAX_SECONDS = float(env("DELTAWEB_SYNC_BACKOFF_MAX_SECONDS", "21600"))
 # above this many versions pages show reachability computed in the background, never waiting
 DELTAWEB_REACHABILITY_INLINE_VERSIONS = int(env("DELTAWEB_REACHABILITY_INLINE_VERSIONS", "5000"))
+# a page that starts a data job waits this long for it to end before it shows its progress:
+# a warm interactive job ends within about a second, and its rows then show at once
+DELTAWEB_JOB_SETTLE_SECONDS = float(env("DELTAWEB_JOB_SETTLE_SECONDS", "1.5"))
 # the reachability API waits this long for a worker's answer on a long log, then says to ask again
 DELTAWEB_REACHABILITY_WAIT_SECONDS = float(env("DELTAWEB_REACHABILITY_WAIT_SECONDS", "20"))
 # Each sync looks for files the log still references that are gone (VACUUM, or anyone): a local

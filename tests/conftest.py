@@ -243,6 +243,13 @@ def celery_worker_process(celery_worker_factory):
 
 
 @pytest.fixture(autouse=True)
+def _no_settle(settings):
+    """A view that starts a job does not wait for it here (most tests have no worker, and those
+    with one follow the job as the page does); tests/web/test_rows.py checks the wait."""
+    settings.DELTAWEB_JOB_SETTLE_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache():
     """Cached pages and charts are keyed by table and sync; tests reuse ids, so start empty."""
     from django.core.cache import caches

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tables.delta.history.row_history import is_key_type
 from tables.models import Job, JobStatus, Table
-from tables.services import data_jobs
+from tables.services import data_jobs, jobs
 from tables.services.errors import ServiceError
 from tables.services.lookup import parse_int64
 from tables.web.rows import (
@@ -178,4 +178,5 @@ def row_history_start(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, exc.message, extra_tags=MESSAGE_TAG)
         kept = key_from(request.POST)
         return redirect(f"{back}?{key_query(kept, **{'from': v_from, 'to': v_to})}#key-form")
+    jobs.settle(job)
     return redirect(f"{back}?{key_query(key, **{'from': v_from, 'to': v_to, 'job': job.pk})}#events")

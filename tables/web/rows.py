@@ -27,7 +27,7 @@ from django.views.decorators.http import require_POST
 from tables.delta.errors import DeltaError
 from tables.delta.history.row_history import is_key_type
 from tables.models import Job, JobStatus, Table
-from tables.services import data_jobs
+from tables.services import data_jobs, jobs
 from tables.services.errors import ServiceError
 from tables.services.results import part_files, table_to_json
 from tables.services.versions import snapshot_at, version_summary
@@ -293,7 +293,7 @@ def preview_start(request: HttpRequest, slug: str, version: int) -> HttpResponse
     table = table_of(slug)
     if version > MAX_ID:
         raise PageError(f"Version {version} does not exist.", 404, table)
-    job = data_jobs.start_preview(table, version, user=request.user)
+    job = jobs.settle(data_jobs.start_preview(table, version, user=request.user))
     target = reverse("tables:version_detail", args=[table.slug, version])
     return redirect(f"{target}?{urlencode({'preview': job.pk})}#rows")
 
@@ -317,6 +317,7 @@ def diff_rows_start(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, exc.message, extra_tags="rowkeys")
         q = {"from": v_from, "to": v_to, **({"keys": keys} if keys else {})}
         return redirect(f"{reverse('tables:diff', args=[table.slug])}?{urlencode(q)}#rows")
+    jobs.settle(job)
     target = reverse("tables:diff", args=[table.slug])
     q = {"from": v_from, "to": v_to, "rowjob": job.pk, **({"keys": keys} if keys else {})}
     return redirect(f"{target}?{urlencode(q)}#rows")

@@ -251,3 +251,42 @@ def test_long_values_are_escaped_and_truncated(eager, tmp_path, settings, client
     # the cell shows the first characters; the whole value (escaped) is only in its title
     assert "…</td>" in html and html.count("y" * 500) == 1 and 'title="&lt;script&gt;' in html
     assert os.path.isdir(settings.DELTAWEB_RESULTS_DIR)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_form_that_starts_a_job_waits_a_moment_for_it(spark, table, client, settings, tmp_path, monkeypatch):
+    """The view that starts a preview waits (up to DELTAWEB_JOB_SETTLE_SECONDS) for its job to
+    end, so the page it sends the user to shows the rows at once, not a progress box: here the
+    job runs in a thread of this process, as a worker would run it, while the view waits."""
+    import threading
+
+    from django.db import connection
+
+    from deltaweb.celery import app
+    from tables.services import jobs
+
+    settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
+    settings.DELTAWEB_JOB_SETTLE_SECONDS = 300
+    sync.sync_table(table.pk)
+    app.loader.import_default_modules()
+    threads = []
+
+    def worker(name: str, args: tuple) -> None:
+        try:
+            app.tasks[name](*args)
+        finally:
+            connection.close()  # the thread's own connection
+
+    def send(name: str, *args) -> None:  # the message goes to a thread instead of a broker
+        threads.append(threading.Thread(target=worker, args=(name, args)))
+        threads[-1].start()
+
+    monkeypatch.setattr(jobs, "send", send)
+    client.force_login(make_user("viewer"))
+    r = client.post(f"/t/{table.slug}/v/1/preview/")
+    assert r.status_code == 302 and threads
+    assert Job.objects.get(kind="preview").status == JobStatus.SUCCEEDED  # ended before the answer
+    html = client.get(r["Location"]).content.decode()
+    assert 'id="rows-table"' in html and 'id="job-progress"' not in html and "7 rows" in html
+    for t in threads:
+        t.join(60)
