@@ -1,5 +1,5 @@
 // Polls a job's JSON (/jobs/<id>.json) and updates the progress fragment until the job
-// reaches a terminal state: soon at first (an interactive job on a warm Spark ends within a
+// reaches a terminal state: often at first (an interactive job on a warm Spark ends within a
 // second, and a poll a second late doubled the wait for its rows), then less often, up to
 // once a second. Plain DOM, textContent only. When a sync ends, the
 // page's labels of its table's sync state ([data-sync-badge="<slug>"]) take the state the
@@ -10,10 +10,14 @@
   if (!box) { return; }
   var url = box.getAttribute("data-url");
   var TERMINAL = { succeeded: true, failed: true, skipped: true };
-  var delay = 150;  // ms before the next poll: 150, 225, 340, 500, 760, then 1000
+  // ms before the next poll: every 150 ms for the first 2 seconds (a warm interactive job
+  // ends within them, and each poll costs the server a few ms), then 1.5x longer each time,
+  // up to once a second
+  var delay = 150, polls = 0;
   function later() {
     setTimeout(poll, delay);
-    delay = Math.min(1000, Math.round(delay * 1.5));
+    polls += 1;
+    if (polls >= 13) { delay = Math.min(1000, Math.round(delay * 1.5)); }
   }
   function field(name) { return box.querySelector('[data-field="' + name + '"]'); }
   function show(job) {
