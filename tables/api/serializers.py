@@ -398,8 +398,22 @@ class TimelineSerializer(serializers.Serializer):
 # --- diff ----------------------------------------------------------------------------
 
 
-class DiffQuerySerializer(serializers.Serializer):
+class RangeQuerySerializer(serializers.Serializer):
+    """Two versions in the query: `from` and `to` (the metadata diff, change data, a row diff,
+    the schema's diff)."""
+
     to = serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The later version.")
+
+
+_add_field(
+    RangeQuerySerializer,
+    "from",
+    serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The earlier version."),
+    before="to",
+)
+
+
+class DiffQuerySerializer(RangeQuerySerializer):
     sample = serializers.IntegerField(
         required=False,
         default=50,
@@ -407,14 +421,6 @@ class DiffQuerySerializer(serializers.Serializer):
         max_value=1000,
         help_text="How many added/removed files to list (sample and sampleFiles).",
     )
-
-
-_add_field(
-    DiffQuerySerializer,
-    "from",
-    serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The earlier version."),
-    before="to",
-)
 
 
 class FromToIntSerializer(serializers.Serializer):

@@ -39,19 +39,7 @@ class PageQuerySerializer(serializers.Serializer):
     )
 
 
-class RangeQuerySerializer(serializers.Serializer):
-    to = serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The later version.")
-
-
-s._add_field(
-    RangeQuerySerializer,
-    "from",
-    serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The earlier version."),
-    before="to",
-)
-
-
-class RowDiffQuerySerializer(RangeQuerySerializer):
+class RowDiffQuerySerializer(s.RangeQuerySerializer):
     keys = serializers.CharField(
         max_length=2000, help_text="Key columns, comma-separated (unique in both versions), e.g. keys=id or keys=a,b."
     )
@@ -216,7 +204,7 @@ def _preview_answer(request, job: Job, version: int, q: dict) -> Response:
 class ChangesView(_DataView):
     @extend_schema(
         summary="Start a change-data job for versions from..to",
-        parameters=[TABLE_ID, RangeQuerySerializer],
+        parameters=[TABLE_ID, s.RangeQuerySerializer],
         request=None,
         responses={200: JOB_REUSED, 202: JOB_202, **_errors(400, 401, 403, 404)},
     )
@@ -229,7 +217,7 @@ class ChangesView(_DataView):
         and counts per version and change type at /api/jobs/{id}/results/.
         400 invalid_range when from > to; 404 version_not_found. No job is created on an error."""
         table = _table(request, self, id)
-        q = validated_query(RangeQuerySerializer, request)
+        q = validated_query(s.RangeQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_changes(table, q["from"], q["to"], user=request.user)
         job.refresh_from_db()

@@ -44,18 +44,6 @@ class SchemaQuerySerializer(serializers.Serializer):
     )
 
 
-class SchemaDiffQuerySerializer(serializers.Serializer):
-    to = serializers.IntegerField(min_value=0, max_value=INT64_MAX, help_text="The later version.")
-
-
-s._add_field(
-    SchemaDiffQuerySerializer,
-    "from",
-    serializers.IntegerField(min_value=0, max_value=INT64_MAX, help_text="The earlier version."),
-    before="to",
-)
-
-
 # --- answers ---------------------------------------------------------------------------------
 
 
@@ -218,12 +206,12 @@ class SchemaTimelineView(_SchemaView):
 class SchemaDiffView(_SchemaView):
     @extend_schema(
         summary="Two versions' schemas compared, renames named as renames",
-        parameters=[TABLE_ID, SchemaDiffQuerySerializer],
+        parameters=[TABLE_ID, s.RangeQuerySerializer],
         responses={200: SchemaDiffSerializer, **_errors(*READ_ERRORS)},
     )
     def get(self, request, id: str):
         """Columns matched by column mapping's id (or physical name) when mapping is on at both
         versions, else by name. 400 invalid_range when from > to."""
         table = self.table(id)
-        q = validated_query(SchemaDiffQuerySerializer, request)
+        q = validated_query(s.RangeQuerySerializer, request)
         return Response(service.schema_diff(table, q["from"], q["to"]))
