@@ -90,7 +90,8 @@ def _state_key(table: Table, vacuum_retention: int | None) -> str:
     return f"reach{STORED_FORMAT}:{synced_key(table)}:{where}{forecast}"  # an older format is never read
 
 
-def _long(table: Table) -> bool:
+def is_long(table: Table) -> bool:
+    """Whether the table's synced log is long enough that only a worker answers for it."""
     return (table.last_synced_version or 0) >= inline_versions()
 
 
@@ -109,7 +110,7 @@ def table_reachability(table: Table, vacuum_retention: int | None = None, *, wai
     found = _stored(state_key, epoch)
     if found is not None and found[0] == epoch:
         return found[1]
-    if not _long(table):
+    if not is_long(table):
         return _compute_and_store(table, vacuum_retention, state_key, now)
     _send_compute(table.pk, f"{state_key}:{epoch}", vacuum_retention)
     found = _stored(state_key, epoch) or found  # a worker that runs tasks at once (eager) has it
@@ -132,7 +133,7 @@ def answer_token(table: Table) -> str:
     is computed is cached too, and replaced once the answer is there)."""
     now = int(time.time() * 1000)
     state_key, epoch = _state_key(table, None), cache_epoch(now)
-    if not _long(table):
+    if not is_long(table):
         return f"{state_key}:{epoch}"  # answered inline, for this window
     found = _stored(state_key, epoch)
     return f"{state_key}:pending" if found is None else f"{state_key}:{found[0]}"
@@ -191,7 +192,7 @@ def _compute_and_store(table: Table, vacuum_retention: int | None, state_key: st
 def precompute(table: Table) -> None:
     """After a sync of a long log: a worker computes the answer now, so no page waits for it
     (sent once per window and state, whatever the process)."""
-    if _long(table):
+    if is_long(table):
         now = int(time.time() * 1000)
         _send_compute(table.pk, f"{_state_key(table, None)}:{cache_epoch(now)}", None)
 

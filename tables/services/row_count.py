@@ -21,7 +21,7 @@ from tables.models import Table
 from tables.services import jobs
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import synced_key
-from tables.services.reachability import inline_versions
+from tables.services.reachability import is_long
 from tables.services.versions import snapshot_at
 
 CACHE_SECONDS = 24 * 3600  # keyed by the synced state: the next sync asks anew
@@ -30,10 +30,6 @@ COUNT_TASK = "tables.count_rows"
 
 def _key(table: Table) -> str:
     return f"rowcount:{synced_key(table)}"
-
-
-def _long(table: Table) -> bool:
-    return (table.last_synced_version or 0) >= inline_versions()
 
 
 def latest_row_count(table: Table, *, wait: bool = True) -> dict[str, Any] | None:
@@ -46,7 +42,7 @@ def latest_row_count(table: Table, *, wait: bool = True) -> dict[str, Any] | Non
     found = caches["shared"].get(key)
     if found is not None:
         return found
-    if not wait and _long(table):
+    if not wait and is_long(table):
         count_later(table)
         return caches["shared"].get(key)  # a worker that runs tasks at once (eager) has it
     return _count(table, key)
@@ -54,7 +50,7 @@ def latest_row_count(table: Table, *, wait: bool = True) -> dict[str, Any] | Non
 
 def count_later(table: Table) -> None:
     """After a sync of a long log, and when a page finds no count: a worker makes it (once)."""
-    if table.last_synced_version is not None and _long(table):
+    if table.last_synced_version is not None and is_long(table):
         jobs.send_once(COUNT_TASK, f"{_key(table)}:sent", 600, table.pk)
 
 
