@@ -112,8 +112,8 @@ def table_reachability(table: Table, vacuum_retention: int | None = None, *, wai
         return found[1]
     if not is_long(table):
         return _compute_and_store(table, vacuum_retention, state_key, now)
-    _send_compute(table.pk, f"{state_key}:{epoch}", vacuum_retention)
-    found = _stored(state_key, epoch) or found  # a worker that runs tasks at once (eager) has it
+    if _send_compute(table.pk, f"{state_key}:{epoch}", vacuum_retention):
+        found = _stored(state_key, epoch) or found  # a worker that runs tasks at once (eager) has it
     if found is not None:
         return found[1]  # the previous window's, while the worker computes this one's
     if not wait:
@@ -197,10 +197,11 @@ def precompute(table: Table) -> None:
         _send_compute(table.pk, f"{_state_key(table, None)}:{cache_epoch(now)}", None)
 
 
-def _send_compute(table_id: int, key: str, vacuum_retention: int | None) -> None:
+def _send_compute(table_id: int, key: str, vacuum_retention: int | None) -> bool:
+    """Whether a worker was asked now (not already within this window)."""
     from tables.services import jobs
 
-    jobs.send_once(COMPUTE_TASK, f"{key}:sent", CACHE_SECONDS, table_id, vacuum_retention)
+    return jobs.send_once(COMPUTE_TASK, f"{key}:sent", CACHE_SECONDS, table_id, vacuum_retention)
 
 
 def compute_in_worker(table_id: int, vacuum_retention: int | None = None) -> bool:
