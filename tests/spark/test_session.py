@@ -42,8 +42,20 @@ def test_many_files_are_listed_on_the_driver_with_their_names(spark, tmp_path) -
     assert sorted(r["id"] for r in df.collect()) == sorted([*range(80), *range(1000, 1080)])
 
 
-def test_warm_up_leaves_nothing_behind(spark) -> None:
-    before = set(Path(tempfile.gettempdir()).glob("deltaweb-warm-up-*"))
+def test_warm_up_leaves_nothing_behind(spark, tmp_path, monkeypatch) -> None:
+    """The warm-up's files go in a directory of its own that is gone after it. The process's
+    temporary directory is this test's own: a worker of another test, warming up its own
+    session meanwhile, writes in the shared /tmp."""
+    made = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recorded(*args, **kwargs):
+        made.append(Path(mkdtemp(*args, **kwargs)))
+        return str(made[-1])
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "mkdtemp", recorded)
     warm_up(spark)
-    assert set(Path(tempfile.gettempdir()).glob("deltaweb-warm-up-*")) == before
+    assert [p.parent for p in made if p.name.startswith("deltaweb-warm-up-")] == [tmp_path]
+    assert list(tmp_path.glob("deltaweb-warm-up-*")) == []
     assert spark.range(3).count() == 3
