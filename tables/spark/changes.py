@@ -113,16 +113,21 @@ def write_on_driver(df: DataFrame, path: Path, order: list[str], drop: tuple[str
     or NaN (versions, positions, change types), where Arrow's order and Spark's agree.
     Timestamps are written as microseconds (UTC instants; timestamp_ntz as local times), as
     `write_sorted` writes them."""
+    table = df.toArrow()
+    table = table.sort_by([(c, "ascending") for c in order]).drop_columns(list(drop))
+    write_part(table, path)
+    return table
+
+
+def write_part(table: pa.Table, path: Path) -> None:
+    """A result brought to the driver written as `path`'s one part file (replacing `path`)."""
     import shutil
 
     import pyarrow.parquet as pq
 
-    table = df.toArrow()
-    table = table.sort_by([(c, "ascending") for c in order]).drop_columns(list(drop))
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     pq.write_table(table, path / "part-00000.parquet")
-    return table
 
 
 # Results read from at most this many bytes of data files are sorted and written on the

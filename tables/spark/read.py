@@ -633,15 +633,17 @@ def read_version(
     version: int | None = None,
     columns: list[str] | None = None,
     with_position: bool = False,
+    inputs: list[str] | None = None,
 ) -> DataFrame:
-    """The table at `version` (latest when None) as a Spark DataFrame (module contract)."""
+    """The table at `version` (latest when None) as a Spark DataFrame (module contract);
+    `inputs` receives the URIs of the files it reads, as `scan`'s does."""
     storage = as_storage(location)
     snap = load_snapshot(storage, version)
     check_readable(snap.protocol, f"{storage.display()} at version {snap.version}")
     layout = Layout.of(snap.metadata, snap.protocol)
     with at_version(f"version {snap.version}"):
         entries = version_entries(storage, snap)
-        return scan(spark, storage, layout, entries, columns=columns, with_position=with_position)
+        return scan(spark, storage, layout, entries, columns=columns, with_position=with_position, inputs=inputs)
 
 
 def preview_rows(

@@ -7,7 +7,8 @@ repeated keys and the keys that are on one side only or whose fingerprints diffe
 few bytes per row. A second pass joins only those keys' rows, with a full outer join on
 null-safe key equality, and compares them column by column (a differing fingerprint whose
 columns are all equal, e.g. 0.0 and -0.0, is no change). Two rows with equal fingerprints are
-taken as equal: a change is missed only if two 64-bit hashes collide.
+taken as equal: a change is missed only if two 64-bit hashes collide. Small versions skip the
+first pass (`DRIVER_BYTES`): one join of whole rows, written by the driver.
 
 - added: the key is only in `v_to`; removed: only in `v_from`;
 - changed: in both, and at least one compared column differs (null-safe; NaN equals NaN).
@@ -39,7 +40,7 @@ from tables.delta.storage.boundary import Storage, as_storage
 from tables.services.results import part_files, read_page, written_columns
 from tables.spark.changes import write_sorted
 from tables.spark.names import quote_column
-from tables.spark.read import read_version
+from tables.spark.read import input_bytes, read_version
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -143,9 +144,10 @@ def _only_keys(df: DataFrame, flagged: DataFrame, keys: list[str]) -> DataFrame:
     return df.join(flagged, cond, "left_semi")
 
 
-def diff_frame(a: DataFrame, b: DataFrame, keys: list[str]) -> tuple[DataFrame, list[str]]:
+def diff_frame(a: DataFrame, b: DataFrame, keys: list[str], keep_same: bool = False) -> tuple[DataFrame, list[str]]:
     """The diff rows of two DataFrames unique on `keys` (unsorted), and the compared columns:
-    every compared column of both rows of a key, null-safe (NaN equals NaN)."""
+    every compared column of both rows of a key, null-safe (NaN equals NaN). `keep_same` keeps
+    a row for every key, those without a change flagged by `__same` and without their values."""
     from pyspark.sql import functions as F
 
     by_json = _compared_types(a, b, keys)
@@ -185,15 +187,75 @@ def diff_frame(a: DataFrame, b: DataFrame, keys: list[str]) -> tuple[DataFrame, 
         F.col("__row_a").alias("_before"),
         F.col("__row_b").alias("_after"),
     )
-    return out.where((F.col("_diff") != "changed") | (F.size("_changed_columns") > 0)), compared
+    differs = (F.col("_diff") != "changed") | (F.size("_changed_columns") > 0)
+    if keep_same:
+        return out.select(
+            *[c for c in out.columns if c not in ("_before", "_after")],
+            *[F.when(differs, F.col(c)).alias(c) for c in ("_before", "_after")],
+            (~differs).alias("__same"),
+        ), compared
+    return out.where(differs), compared
+
+
+# Both versions together up to this many bytes of local data files are diffed in one Spark job
+# whose rows come to the driver (every key; whole rows only where they differ), written there by
+# pyarrow: the two passes below run 13 Spark jobs, 1.3-1.7 s on a 60-row table (5 jobs, 0.7-0.9 s this way).
+DRIVER_BYTES = 8 << 20
+
+
+def _driver_keys(a: DataFrame, b: DataFrame, keys: list[str]) -> bool:
+    """Whether Arrow groups the key columns' values as Spark's join matches them: flat types
+    without floating point (Spark makes -0.0 and 0.0 one key, Arrow two)."""
+    from pyspark.sql.types import (
+        BinaryType,
+        BooleanType,
+        DateType,
+        DecimalType,
+        IntegralType,
+        StringType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    flat = (BinaryType, BooleanType, DateType, DecimalType, IntegralType, StringType, TimestampType, TimestampNTZType)
+    return all(isinstance(df.schema[k].dataType, flat) for df in (a, b) for k in keys)
+
+
+def _diff_on_driver(a: DataFrame, b: DataFrame, keys: list[str], path: Path) -> list[str] | None:
+    """The keyed diff of two small frames written to `path` by the driver; the compared columns,
+    or None (nothing written) when a key repeats: a repeated key's rows are in the join more
+    than once, and the two passes name the version that repeats it."""
+    import pyarrow.compute as pc
+
+    from tables.spark.changes import write_part
+
+    out, compared = diff_frame(a, b, keys, keep_same=True)
+    # sorted by Spark in one task: its order of nulls, NaN and strings, as write_sorted's
+    table = out.coalesce(1).sortWithinPartitions(*keys, "_diff").toArrow()
+    if table.group_by(keys).aggregate([]).num_rows != table.num_rows:
+        return None
+    write_part(table.filter(pc.invert(table.column("__same"))).drop_columns(["__same"]), path)
+    return compared
 
 
 def diff_into(
-    a: DataFrame, b: DataFrame, keys: list[str], path: Path, versions: tuple[int, int], shown: str
+    a: DataFrame,
+    b: DataFrame,
+    keys: list[str],
+    path: Path,
+    versions: tuple[int, int],
+    shown: str,
+    size: int | None = None,
 ) -> list[str]:
     """The keyed diff of two frames written to `path` (sorted by key); the compared columns.
-    InvalidColumnsError when a key repeats in either (`versions` and `shown` name them)."""
+    InvalidColumnsError when a key repeats in either (`versions` and `shown` name them).
+    `size`: the bytes of local files both frames read (None: unknown, or not local)."""
     from pyspark.sql import functions as F
+
+    if size is not None and size <= DRIVER_BYTES and _driver_keys(a, b, keys):
+        compared = _diff_on_driver(a, b, keys, path)
+        if compared is not None:
+            return compared
 
     # first pass: the keys that differ (and repeated keys), kept in memory for the second
     flagged = differing_keys(a, b, keys, _compared_types(a, b, keys)).cache()
@@ -230,7 +292,8 @@ def keyed_diff(
     keys = [k for k in dict.fromkeys(keys)]
     if not keys:
         raise InvalidColumnsError(f"{storage.display()}: a keyed diff needs at least one key column")
-    a, b = read_version(spark, storage, v_from), read_version(spark, storage, v_to)
+    files: list[str] = []
+    a, b = read_version(spark, storage, v_from, inputs=files), read_version(spark, storage, v_to, inputs=files)
     for v, df in ((v_from, a), (v_to, b)):
         missing = [k for k in keys if k not in df.columns]
         if missing:
@@ -244,7 +307,7 @@ def keyed_diff(
         if _has_map(a.schema[key].dataType) or _has_map(b.schema[key].dataType):
             raise InvalidColumnsError(f"{storage.display()}: key column {key} holds a map, which cannot be compared")
     path = Path(out_dir) / "rowdiff"
-    compared = diff_into(a, b, keys, path, (v_from, v_to), storage.display())
+    compared = diff_into(a, b, keys, path, (v_from, v_to), storage.display(), input_bytes(files))
     counts = _written_counts(path)
     return {
         "path": str(path),

@@ -110,3 +110,24 @@ def spark(request):
         session = get_spark()  # SPARK_MASTER or local[*], as the app would
     yield session
     stop_spark()
+
+
+@pytest.fixture(params=["on the driver", "in two passes"])
+def diff_route(request, monkeypatch):
+    """Each keyed-diff test runs both ways a diff is made: small versions in one job whose rows
+    the driver writes, and the two passes larger ones take (forced here on the same tables).
+    The driver's route must have been taken where it was asked for."""
+    from tables.spark import rowdiff
+
+    taken = []
+    on_driver = rowdiff._diff_on_driver
+
+    def recorded(*args, **kwargs):
+        taken.append(True)
+        return on_driver(*args, **kwargs)
+
+    monkeypatch.setattr(rowdiff, "_diff_on_driver", recorded)
+    if request.param == "in two passes":
+        monkeypatch.setattr(rowdiff, "DRIVER_BYTES", -1)
+    yield request.param
+    assert bool(taken) == (request.param == "on the driver")

@@ -13,6 +13,7 @@ from tables.delta.errors import InvalidColumnsError
 from tests.conftest import golden_path
 
 deltalake = pytest.importorskip("deltalake")
+pytestmark = pytest.mark.usefixtures("diff_route")
 from deltalake import write_deltalake  # noqa: E402
 
 from tables.spark.rowdiff import keyed_diff, read_page  # noqa: E402

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
+pytestmark = pytest.mark.usefixtures("diff_route")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 from tables.spark.rowdiff import keyed_diff  # noqa: E402
