@@ -20,7 +20,7 @@ the job and reloads itself once the job has succeeded) is measured for:
 1. the first preview after the start (the demo table's latest version; no job before it);
 2. warm: previews of other versions, a keyed row diff of the demo table on `order_id`
    (first and latest versions, then neighbouring ranges), and change data over 100 commits
-   of a 104-version table with change data (10,000 rows, then 103 commits cycling append /
+   of a 106-version table with change data (10,000 rows, then 105 commits cycling append /
    update / delete, as benchmarks/spark_rows.py writes them), registered and synced here;
    each a new job (a finished identical job's result is reused while the table is unchanged,
    so each repetition asks for another version or range; a job that is not new is flagged),
@@ -67,7 +67,7 @@ CHROMIUM_ARGS = [
 USER, PASSWORD = "analyst", "bench-" + secrets.token_urlsafe(12)
 ROWS = "#rows-table tbody tr"  # the first rows of a finished job (tables/_rows.html)
 DEMO = "demo-orders"  # bootstrap_demo's table
-CDF_NAME, CDF_COMMITS = "bench cdf", 103  # versions 0..103: three different 100-commit ranges
+CDF_NAME, CDF_COMMITS = "bench cdf", 105  # versions 0..105: five different 100-commit ranges (--reps up to 5)
 GOALS = {"first_preview": 5.0, "preview": 1.0, "keyed_diff": 2.0, "change_data_100": 1.0}
 JOB_TIMEOUT_MS = 180_000
 READY_TIMEOUT = 300.0
@@ -424,15 +424,15 @@ def report(result: dict[str, Any]) -> None:
     print(f"start to ready: {m['ready_s']:.1f} s (web {m['web_answering_s']:.1f} s, worker "
           f"{m['worker_answering_s']:.1f} s, Connect server {m['connect_answering_s']:.1f} s, "
           f"warm-up done {m['warmed_s']:.1f} s; setup steps {m['setup_done_s']:.1f} s)")  # fmt: skip
-    print(f"{'case':22}{'median s':>9}{'goal':>7}  {'':7}{'runs (s)':24}{'Spark job (s)':22}{'page (s)':20}load")
+    print(f"{'case':22}{'median s':>9}{'goal':>7}  {'':7}{'runs (s)':24}  {'Spark job (s)':22}  {'page (s)':20}  load")
     for name, s in result["cases"].items():
         goal = f"{s['goal_s']:.0f} s" if s["goal_s"] else "-"
         verdict = "" if s["met"] is None else ("MET" if s["met"] else "MISSED")
         fresh = "" if s["all_fresh"] else " (reused)"
         ran = ", ".join("-" if x is None else f"{x:.2f}" for x in s["job_ran_s"])
         print(f"{name:22}{s['median_s']:9.2f}{goal:>7}  {verdict:7}"
-              f"{', '.join(f'{x:.2f}' for x in s['runs_s']) + fresh:24}{ran:22}"
-              f"{', '.join(f'{x:.2f}' for x in s['page_s']):20}{', '.join(f'{x:.1f}' for x in s['load'])}")  # fmt: skip
+              f"{', '.join(f'{x:.2f}' for x in s['runs_s']) + fresh:24}  {ran:22}  "
+              f"{', '.join(f'{x:.2f}' for x in s['page_s']):20}  {', '.join(f'{x:.1f}' for x in s['load'])}")  # fmt: skip
     mem = result["memory"]
     print(f"memory: Celery worker {mem['worker']['rss_mib']:.0f} MiB (JVM in it: {mem['worker']['jvm']}), "
           f"Connect server {mem['connect_server']['rss_mib']:.0f} MiB, web {mem['web']['rss_mib']:.0f} MiB")  # fmt: skip
