@@ -26,7 +26,8 @@ Public API (plain arguments, plain results; no Django):
   with the columns `_diff` ('added' | 'removed' | 'changed'), the key columns,
   `_changed_columns` (array of column names that differ; empty for added/removed rows),
   `_before` (struct of the `v_from` non-key columns, null for added rows) and `_after`
-  (struct of the `v_to` non-key columns, null for removed rows).
+  (struct of the `v_to` non-key columns, null for removed rows); a version whose columns are
+  all keys has a null `_before` (or `_after`) on every row.
 - `read_page(path, offset, limit)`: the shared pager (`tables.services.results.read_page`).
 """
 
@@ -155,7 +156,8 @@ def diff_frame(a: DataFrame, b: DataFrame, keys: list[str], keep_same: bool = Fa
 
     def side(df: DataFrame, tag: str) -> DataFrame:
         others = [c for c in df.columns if c not in keys]
-        row = F.struct(*[_quoted(c) for c in others]) if others else F.lit(None).cast("struct<>")
+        # a version of key columns only: Parquet has no struct without fields, so null
+        row = F.struct(*[_quoted(c) for c in others]) if others else F.lit(None).cast("string")
         return df.select(
             *[_quoted(k).alias(f"__k{i}_{tag}") for i, k in enumerate(keys)],
             row.alias(f"__row_{tag}"),

@@ -97,6 +97,18 @@ def test_compound_keys_and_no_change(spark, table, tmp_path) -> None:
     assert [(r["region"], r["id"]) for r in got] == [("eu", 2), ("eu", 7), ("us", 3), ("us", 4)]
 
 
+def test_a_table_of_key_columns_only(spark, tmp_path) -> None:
+    """Rows are only added and removed, their values in the keys: Parquet has no struct without
+    fields, so before and after are null."""
+    root = tmp_path / "ids"
+    write_deltalake(str(root), pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    write_deltalake(str(root), pa.table({"id": pa.array([2, 3, 4], pa.int64())}), mode="overwrite")
+    result = keyed_diff(spark, str(root), 0, 1, ["id"], tmp_path / "out")
+    assert result["counts"] == {"added": 1, "removed": 1, "changed": 0} and result["compared"] == []
+    got = [(r["id"], r["_diff"], r["_before"], r["_after"]) for r in read_page(result["path"], 0, 10)["rows"]]
+    assert got == [(1, "removed", None, None), (4, "added", None, None)]
+
+
 def test_bad_keys(spark, table, tmp_path) -> None:
     with pytest.raises(InvalidColumnsError, match="not unique in version 0"):
         keyed_diff(spark, str(table), 0, 1, ["region"], tmp_path / "dup")
