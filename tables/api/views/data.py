@@ -20,13 +20,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables.api import serializers as s
-from tables.api.common import TABLE_ID, VERSION, _errors, job_location, version_param
+from tables.api.common import TABLE_ID, VERSION, _errors, job_location, table_or_404, version_param
 from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse
-from tables.models import Job, JobStatus, Table
+from tables.models import Job, JobStatus
 from tables.services import data_jobs, jobs
 from tables.services.errors import ServiceError
-from tables.services.lookup import INT64_MAX, parse_int64, table_by_key
+from tables.services.lookup import INT64_MAX, parse_int64
 from tables.services.results import MAX_PAGE
 
 MAX_VERSION = INT64_MAX
@@ -107,13 +107,6 @@ class ResultsPageSerializer(RowsPageSerializer):
     compared = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-def _table(request, view, key: str) -> Table:
-    table = table_by_key(key)
-    if table is None:
-        raise NotFound(f"No table with id or slug '{key[:100]}'.")
-    return table
-
-
 class DataJobSerializer(s.JobSerializer):
     reused = serializers.SerializerMethodField(
         help_text="True when this answer is a finished identical job's result, reused because the table "
@@ -157,7 +150,7 @@ class VersionRowsView(_DataView):
         cached} once the preview is cached; 202 with the job while it is queued or running; 409
         job_failed when the last preview failed (POST to start it again); 404 no_preview when none
         was started (POST to start one), version_not_found for a missing version."""
-        table = _table(request, self, id)
+        table = table_or_404(id)
         v = version_param(version)
         q = validated_query(PageQuerySerializer, request)
         job = data_jobs.latest_preview(table, v)
@@ -177,7 +170,7 @@ class VersionRowsView(_DataView):
         version) by a Spark job and cached. Answers 200 with a page when the preview is cached, else
         202 with the job computing it: an identical preview queued or running is joined, a failed
         one is started again. 404 version_not_found for a missing version (no job is created)."""
-        table = _table(request, self, id)
+        table = table_or_404(id)
         v = version_param(version)
         q = validated_query(PageQuerySerializer, request)
         with transaction.atomic():
@@ -216,7 +209,7 @@ class ChangesView(_DataView):
         identical job (`reused`: true) while the table has not changed since it ran; page its rows
         and counts per version and change type at /api/jobs/{id}/results/.
         400 invalid_range when from > to; 404 version_not_found. No job is created on an error."""
-        table = _table(request, self, id)
+        table = table_or_404(id)
         q = validated_query(s.RangeQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_changes(table, q["from"], q["to"], user=request.user)
@@ -240,7 +233,7 @@ class RowDiffView(_DataView):
         and counts at /api/jobs/{id}/results/. 400 invalid_range, invalid_keys (a key not in a version); 404
         version_not_found. No job is created on an error. Duplicate keys fail the job (its error
         says which version)."""
-        table = _table(request, self, id)
+        table = table_or_404(id)
         q = validated_query(RowDiffQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_row_diff(table, q["from"], q["to"], q["keys"], user=request.user)
@@ -266,7 +259,7 @@ class RowHistoryView(_DataView):
         not in version `to`, a type a key cannot have or a value its type cannot hold; 404
         version_not_found. No job is created on an error. A key more than one row has fails the job
         (its error says at which version)."""
-        table = _table(request, self, id)
+        table = table_or_404(id)
         ser = RowHistoryRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         q = ser.validated_data
