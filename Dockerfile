@@ -18,4 +18,6 @@ ENV DELTAWEB_ALLOWED_ROOTS=/data PYTHONUNBUFFERED=1
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
   CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"
-CMD ["gunicorn", "deltaweb.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# threads: a page that starts a data job waits up to DELTAWEB_JOB_SETTLE_SECONDS for it, and a
+# sync worker would hold every other request back meanwhile
+CMD ["gunicorn", "deltaweb.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4"]
