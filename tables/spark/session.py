@@ -38,6 +38,7 @@ import os
 import re
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.spark.conf import executor_python, resolve_master, session_conf
@@ -122,6 +123,25 @@ def _run_probe(spark: SparkSession, probe: Any) -> tuple[str, str, str]:
 WARM_UP_ENV = "DELTAWEB_SPARK_WARM_UP"
 
 
+WARM_UP_PREFIX = "deltaweb-warm-up-"
+# a warm-up takes seconds: a directory this old was left by a process killed during one
+STALE_WARM_UP_SECONDS = 3600
+
+
+def _remove_stale_warm_ups(tmp: Path) -> None:
+    """Remove the warm-up directories of processes killed during theirs (a worker killed at
+    start never reaches its `finally`); a younger one may be another process's, still at work."""
+    import shutil
+    import time
+
+    for old in tmp.glob(f"{WARM_UP_PREFIX}*"):
+        try:
+            if time.time() - old.lstat().st_mtime > STALE_WARM_UP_SECONDS and old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def warm_up(spark: SparkSession) -> None:
     """Run the shapes of the data jobs once on a tiny Parquet file (a scan with `_metadata`
     columns, a broadcast join of a local relation, a one-task sort and Parquet write, an
@@ -140,7 +160,8 @@ def warm_up(spark: SparkSession) -> None:
     from tables.spark.read import input_files, small_frame
     from tables.spark.rowdiff import diff_into
 
-    base = tempfile.mkdtemp(prefix="deltaweb-warm-up-")
+    _remove_stale_warm_ups(Path(tempfile.gettempdir()))
+    base = tempfile.mkdtemp(prefix=WARM_UP_PREFIX)
     try:
         n = 1000
         pq.write_table(

@@ -43,9 +43,21 @@ def test_many_files_are_listed_on_the_driver_with_their_names(spark, tmp_path) -
 
 
 def test_warm_up_leaves_nothing_behind(spark, tmp_path, monkeypatch) -> None:
-    """The warm-up's files go in a directory of its own that is gone after it. The process's
-    temporary directory is this test's own: a worker of another test, warming up its own
-    session meanwhile, writes in the shared /tmp."""
+    """The warm-up's files go in a directory of its own that is gone after it, and the
+    directory a process killed during its warm-up left an hour ago goes too; a younger one
+    may be another process's at work, and stays. The process's temporary directory is this
+    test's own: a worker of another test, warming up its own session meanwhile, writes in the
+    shared /tmp."""
+    import os
+    import time
+
+    left = tmp_path / "deltaweb-warm-up-killed"
+    (left / "out").mkdir(parents=True)
+    (left / "a.parquet").write_bytes(b"x")
+    hour_ago = time.time() - 3700
+    os.utime(left, (hour_ago, hour_ago))
+    busy = tmp_path / "deltaweb-warm-up-busy"
+    busy.mkdir()
     made = []
     mkdtemp = tempfile.mkdtemp
 
@@ -57,5 +69,5 @@ def test_warm_up_leaves_nothing_behind(spark, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(tempfile, "mkdtemp", recorded)
     warm_up(spark)
     assert [p.parent for p in made if p.name.startswith("deltaweb-warm-up-")] == [tmp_path]
-    assert list(tmp_path.glob("deltaweb-warm-up-*")) == []
+    assert list(tmp_path.glob("deltaweb-warm-up-*")) == [busy]
     assert spark.range(3).count() == 3
