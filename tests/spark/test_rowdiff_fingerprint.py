@@ -102,3 +102,23 @@ def test_repeated_null_keys_are_refused(spark, tmp_path) -> None:
     with pytest.raises(Exception, match="not unique in version 1: 1 key value"):
         keyed_diff(spark, str(root), 0, 1, ["id"], tmp_path / "out")
     assert not (tmp_path / "out" / "rowdiff").exists()
+
+
+REPEATS = {
+    # a key of the later version only, twice: both rows are in the first pass's result
+    "new key twice": (BEFORE, [*AFTER, (100, 1, 1, 1.0, None, None), (100, 2, 2, 2.0, None, None)], 1),
+    # the same row twice in both versions: the join matches the pairs and sees no difference
+    "same row twice on both sides": ([*BEFORE, BEFORE[2]], [*AFTER, AFTER[2]], 0),
+    # a key of the earlier version only, twice
+    "removed key twice": ([*BEFORE, BEFORE[5]], AFTER, 0),
+}
+
+
+@pytest.mark.parametrize("before,after,version", REPEATS.values(), ids=REPEATS.keys())
+def test_every_kind_of_repeated_key_is_refused_naming_its_version(spark, tmp_path, before, after, version) -> None:
+    root = tmp_path / "t"
+    write_deltalake(str(root), _table(before))
+    write_deltalake(str(root), _table(after), mode="overwrite")
+    with pytest.raises(Exception, match=f"not unique in version {version}: 1 key value"):
+        keyed_diff(spark, str(root), 0, 1, ["id"], tmp_path / "out")
+    assert not (tmp_path / "out" / "rowdiff").exists()
