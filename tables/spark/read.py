@@ -252,18 +252,44 @@ def input_files(df: DataFrame) -> list[str]:
     return str(joined).split("\0") if joined else []
 
 
+def _local_path(uri: str) -> str | None:
+    """The local path of a `file:` URI `input_files` or `scan(inputs=)` named, else None."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else None
+
+
 def input_bytes(files: list[str]) -> int | None:
     """Bytes of the files `input_files` named (None when one is not a local file): what
     decides whether a job's result is small enough to be sorted and written by one task."""
     total = 0
     for uri in files:
-        parsed = urlparse(uri)
-        if parsed.scheme != "file":
+        path = _local_path(uri)
+        if path is None:
             return None
         try:
-            total += os.path.getsize(unquote(parsed.path))
+            total += os.path.getsize(path)
         except OSError:
             return None
+    return total
+
+
+def input_rows(files: list[str], at_most: int) -> int | None:
+    """Rows of the local Parquet files named, from their footers (deletion vectors not taken
+    off), counted until more than `at_most`; None when one is not local or not readable (the
+    job's own read then says why)."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for uri in files:
+        path = _local_path(uri)
+        if path is None:
+            return None
+        try:
+            total += pq.read_metadata(path).num_rows
+        except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+            return None
+        if total > at_most:
+            break
     return total
 
 

@@ -41,7 +41,7 @@ from tables.delta.storage.boundary import Storage, as_storage
 from tables.services.results import part_files, read_page, written_columns
 from tables.spark.changes import write_sorted
 from tables.spark.names import quote_column
-from tables.spark.read import input_bytes, read_version
+from tables.spark.read import input_bytes, input_rows, read_version
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -204,8 +204,19 @@ def diff_frame(a: DataFrame, b: DataFrame, keys: list[str], keep_same: bool = Fa
 # pyarrow: the two passes below run 13 Spark jobs, 1.3-1.7 s on a 60-row table (5 jobs, 0.7-0.9 s
 # this way). Every key crosses to the driver, so the gain shrinks with the rows: two versions of
 # (id, int) took 1.27 s against 2.09 s at 300,000 rows (3.0 MB), 2.61 s against 2.27 s at 900,000
-# (7.8 MB).
+# (7.8 MB); keys that compress well put more rows in fewer bytes, hence both bounds.
 DRIVER_BYTES = 4 << 20
+DRIVER_ROWS = 500_000
+
+
+def small_inputs(files: list[str]) -> bool:
+    """Whether the files both versions read take the driver's route: local, at most
+    DRIVER_BYTES, at most DRIVER_ROWS rows (their footers')."""
+    size = input_bytes(files)
+    if size is None or size > DRIVER_BYTES:
+        return False
+    rows = input_rows(files, DRIVER_ROWS)
+    return rows is not None and rows <= DRIVER_ROWS
 
 
 def _driver_keys(a: DataFrame, b: DataFrame, keys: list[str]) -> bool:
@@ -250,14 +261,14 @@ def diff_into(
     path: Path,
     versions: tuple[int, int],
     shown: str,
-    size: int | None = None,
+    small: bool = False,
 ) -> list[str]:
     """The keyed diff of two frames written to `path` (sorted by key); the compared columns.
     InvalidColumnsError when a key repeats in either (`versions` and `shown` name them).
-    `size`: the bytes of local files both frames read (None: unknown, or not local)."""
+    `small`: both frames are small enough for the driver's route (`small_inputs`)."""
     from pyspark.sql import functions as F
 
-    if size is not None and size <= DRIVER_BYTES and _driver_keys(a, b, keys):
+    if small and _driver_keys(a, b, keys):
         compared = _diff_on_driver(a, b, keys, path)
         if compared is not None:
             return compared
@@ -312,7 +323,7 @@ def keyed_diff(
         if _has_map(a.schema[key].dataType) or _has_map(b.schema[key].dataType):
             raise InvalidColumnsError(f"{storage.display()}: key column {key} holds a map, which cannot be compared")
     path = Path(out_dir) / "rowdiff"
-    compared = diff_into(a, b, keys, path, (v_from, v_to), storage.display(), input_bytes(files))
+    compared = diff_into(a, b, keys, path, (v_from, v_to), storage.display(), small_inputs(files))
     counts = _written_counts(path)
     return {
         "path": str(path),

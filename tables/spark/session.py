@@ -183,7 +183,7 @@ def warm_up(spark: SparkSession) -> None:
         plain = spark.read.parquet(f"{base}/a.parquet")
         fewer = plain.where(F.col("id") % 10 != 0)
         diff_into(plain, fewer, ["id"], Path(base) / "diff", (0, 1), "warm-up")
-        diff_into(plain, fewer, ["id"], Path(base) / "small-diff", (0, 1), "warm-up", size=0)  # on the driver
+        diff_into(plain, fewer, ["id"], Path(base) / "small-diff", (0, 1), "warm-up", small=True)  # on the driver
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
