@@ -252,25 +252,26 @@ def input_files(df: DataFrame) -> list[str]:
     return str(joined).split("\0") if joined else []
 
 
-def _local_path(uri: str) -> str | None:
-    """The local path of a `file:` URI `input_files` or `scan(inputs=)` named, else None."""
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else None
+def _local_paths(files: list[str]) -> list[str] | None:
+    """The local paths of the `file:` URIs `input_files` or `scan(inputs=)` named, or None when
+    one is not local (read in the executors from its store)."""
+    paths = []
+    for uri in files:
+        parsed = urlparse(uri)
+        if parsed.scheme != "file":
+            return None
+        paths.append(unquote(parsed.path))
+    return paths
 
 
 def input_bytes(files: list[str]) -> int | None:
     """Bytes of the files `input_files` named (None when one is not a local file): what
     decides whether a job's result is small enough to be sorted and written by one task."""
-    total = 0
-    for uri in files:
-        path = _local_path(uri)
-        if path is None:
-            return None
-        try:
-            total += os.path.getsize(path)
-        except OSError:
-            return None
-    return total
+    paths = _local_paths(files)
+    try:
+        return None if paths is None else sum(os.path.getsize(p) for p in paths)
+    except OSError:
+        return None
 
 
 def input_rows(files: list[str], at_most: int) -> int | None:
@@ -279,11 +280,11 @@ def input_rows(files: list[str], at_most: int) -> int | None:
     job's own read then says why)."""
     import pyarrow.parquet as pq
 
+    paths = _local_paths(files)
+    if paths is None:
+        return None
     total = 0
-    for uri in files:
-        path = _local_path(uri)
-        if path is None:
-            return None
+    for path in paths:
         try:
             total += pq.read_metadata(path).num_rows
         except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
