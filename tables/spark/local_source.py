@@ -92,13 +92,13 @@ class LocalFilesReader(DataSourceReader):
             yield pa.concat_batches(pending)
 
 
-def read_local_files(spark: SparkSession, files: list[tuple[Path, str]], schema: dict[str, Any]) -> DataFrame:
-    """The rows of local data files ((resolved path, URI) each, already checked by the
+def read_local_files(spark: SparkSession, files: list[tuple[Path, str, int]], schema: dict[str, Any]) -> DataFrame:
+    """The rows of local data files ((resolved path, URI, size) each, already checked by the
     storage layer) read by pyarrow in the executors, with `schema` (the Parquet read schema,
     Delta JSON), then FILE_COL (the URI) and ROW_COL."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    listing = [[str(path), uri, path.stat().st_size] for path, uri in files]
+    listing = [[str(path), uri, size] for path, uri, size in files]
     read_schema = StructType.fromJson(_nullable({"type": "struct", "fields": schema["fields"]}))
     read_schema = StructType(
         [*read_schema.fields, StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -377,27 +378,35 @@ SMALL_FILES = 256
 SMALL_FILE_BYTES = 1 << 20
 
 
-def _many_small(files: list[Path]) -> bool:
-    """Whether a read of these (local, existing or not) files is one of many small files."""
+def _many_small(files: list[Path]) -> dict[Path, int | None] | None:
+    """Each file's size (None: not a regular file) when a read of these local files is one of
+    many small files, else None. One stat per file, whose answer the read reuses."""
     if len(files) < SMALL_FILES:
-        return False
-    sizes = [p.stat().st_size if p.is_file() else 0 for p in files]
-    return sum(sizes) <= SMALL_FILE_BYTES * len(files)
+        return None
+    sizes: dict[Path, int | None] = {}
+    for p in files:
+        try:
+            st = p.stat()
+            sizes[p] = st.st_size if stat.S_ISREG(st.st_mode) else None
+        except OSError:
+            sizes[p] = None
+    return sizes if sum(n or 0 for n in sizes.values()) <= SMALL_FILE_BYTES * len(files) else None
 
 
 def _read_small_files(
-    spark: SparkSession, paths: list[Path], schema: dict[str, Any], where: str
+    spark: SparkSession, sizes: dict[Path, int | None], schema: dict[str, Any], where: str
 ) -> tuple[DataFrame, dict[Path, str]]:
-    """`_read_files` for many small files: read by pyarrow in the executors, without Spark
-    listing them; the data has `__dw_file` (the file's URI, as Spark names it) and `__dw_row`."""
+    """`_read_files` for many small files (`_many_small`'s sizes): read by pyarrow in the
+    executors, without Spark listing them; the data has `__dw_file` (the file's URI, as Spark
+    names it) and `__dw_row`."""
     from tables.spark.local_source import read_local_files
 
-    missing = [str(p) for p in paths if not p.is_file()]
+    missing = [str(p) for p, size in sizes.items() if size is None]
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         raise StorageError(f"{where}: {len(missing)} data file(s) are missing: {shown}", files=missing[:100])
-    uris = {p: _spark_uri(p.as_uri()) for p in paths}
-    return read_local_files(spark, [(p, uris[p]) for p in paths], schema), uris
+    uris = {p: _spark_uri(p.as_uri()) for p in sizes}
+    return read_local_files(spark, [(p, uris[p], size) for p, size in sizes.items()], schema), uris
 
 
 @dataclass(slots=True)
@@ -527,8 +536,9 @@ def _read_data(
             return found
 
     files = sorted({file_of(e.path) for e in entries})
-    if _many_small(files):
-        data, uris = _read_small_files(spark, files, phys_schema, storage.display())
+    small = _many_small(files)
+    if small is not None:
+        data, uris = _read_small_files(spark, small, phys_schema, storage.display())
     else:
         df, uris = _read_files(spark, files, phys_schema, storage.display())
         data = df.select(

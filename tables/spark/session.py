@@ -150,7 +150,6 @@ def warm_up(spark: SparkSession) -> None:
     took 10-18× a warm one)."""
     import shutil
     import tempfile
-    from pathlib import Path
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -178,7 +177,7 @@ def warm_up(spark: SparkSession) -> None:
         # planner and workers, 2-3 s that would otherwise fall on a user's first big job
         a = Path(base) / "a.parquet"
         schema = {"fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-        read_local_files(spark, [(a, a.as_uri())], schema).toArrow()
+        read_local_files(spark, [(a, a.as_uri(), a.stat().st_size)], schema).toArrow()
         # the keyed diff's shuffles, grouping and joins: a first diff took 3.5 s, later ones 1.9 s
         plain = spark.read.parquet(f"{base}/a.parquet")
         fewer = plain.where(F.col("id") % 10 != 0)

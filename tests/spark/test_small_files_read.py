@@ -72,3 +72,16 @@ def test_version_with_column_mapping_and_missing_column(spark, tmp_path, monkeyp
     assert small == big
     assert sorted(r["name"] for r in small[0]) == ["a", "b", "n3", "n4", "n5"]
     assert [r["extra"] for r in small[1] if r["id"] in (1, 2)] == [None, None]
+
+
+def test_a_missing_file_is_named_before_any_task_runs(spark, tmp_path, monkeypatch) -> None:
+    from tables.delta.errors import StorageError
+
+    root = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(str(root), pa.table({"id": [i]}), mode="append")
+    gone = sorted(root.glob("*.parquet"))[1]
+    gone.unlink()
+    monkeypatch.setattr(read, "SMALL_FILES", 1)
+    with pytest.raises(StorageError, match=r"1 data file\(s\) are missing: .*" + gone.name):
+        read_version(spark, str(root), None)
