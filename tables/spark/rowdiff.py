@@ -8,7 +8,7 @@ few bytes per row. A second pass joins only those keys' rows, with a full outer 
 null-safe key equality, and compares them column by column (a differing fingerprint whose
 columns are all equal, e.g. 0.0 and -0.0, is no change). Two rows with equal fingerprints are
 taken as equal: a change is missed only if two 64-bit hashes collide. Small versions skip the
-first pass (`DRIVER_BYTES`): one join of whole rows, written by the driver.
+first pass (`small_inputs`): one join of whole rows, written by the driver.
 
 - added: the key is only in `v_to`; removed: only in `v_from`;
 - changed: in both, and at least one compared column differs (null-safe; NaN equals NaN).
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.errors import InvalidColumnsError
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.services.results import part_files, read_page, written_columns
-from tables.spark.changes import write_sorted
+from tables.spark.changes import write_part, write_sorted
 from tables.spark.names import quote_column
 from tables.spark.read import input_bytes, input_rows, read_version
 
@@ -242,8 +242,6 @@ def _diff_on_driver(a: DataFrame, b: DataFrame, keys: list[str], path: Path) -> 
     or None (nothing written) when a key repeats: a repeated key's rows are in the join more
     than once, and the two passes name the version that repeats it."""
     import pyarrow.compute as pc
-
-    from tables.spark.changes import write_part
 
     out, compared = diff_frame(a, b, keys, keep_same=True)
     # sorted by Spark in one task: its order of nulls, NaN and strings, as write_sorted's
