@@ -119,6 +119,8 @@ def preview_glue(database: str, user) -> dict[str, Any]:
         raise ServiceError("Give a Glue database name (letters, digits, _ . -).", "invalid")
     try:
         tables = glue_tables(name)
+    except ServiceError:
+        raise
     except Exception as exc:  # botocore's errors: unknown database, no access, no endpoint
         raise ServiceError(
             f"The Glue catalog did not list database '{name}': {one_line(exc, 300)}", "glue_error", 502
@@ -135,10 +137,20 @@ def preview_glue(database: str, user) -> dict[str, Any]:
 def glue_tables(database: str) -> list[dict[str, Any]]:
     """Every table of a Glue database, all pages (AWS_* environment: region, endpoint, keys)."""
     import boto3
+    from botocore.exceptions import NoRegionError
     from django.conf import settings
 
     region = settings.DELTAWEB_GLUE_REGION or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    client = boto3.client("glue", region_name=region or None)
+    try:
+        client = boto3.client("glue", region_name=region or None)
+    except NoRegionError as exc:
+        # nothing was asked of AWS yet: the catalog did not fail (not a 502), the setting is
+        # missing, and the message says which one (boto3 also reads an AWS config file)
+        raise ServiceError(
+            "No AWS region for the Glue catalog: set DELTAWEB_GLUE_REGION (or AWS_REGION) on the server.",
+            "glue_region_missing",
+            400,
+        ) from exc
     out: list[dict[str, Any]] = []
     for page in client.get_paginator("get_tables").paginate(DatabaseName=database):
         out += page.get("TableList", [])

@@ -170,6 +170,30 @@ def test_discovery_from_a_glue_database(s3_server, monkeypatch, settings, browse
     assert out.getvalue().count("registered  ") == 2
 
 
+def test_a_glue_database_without_a_region_is_a_400_naming_the_region(
+    s3_server, monkeypatch, settings, tmp_path
+) -> None:
+    """No region anywhere (not in the settings, the environment or an AWS config file): the
+    answer says which region is missing and where to set it, not a 502 from the catalog."""
+    from tests.conftest import use_store_environment
+
+    use_store_environment(monkeypatch, s3_server.env())
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    settings.DELTAWEB_GLUE_REGION = ""
+    api = token_client(make_user("rita", group="analyst"))
+    r = api.post("/api/discover/", {"glueDatabase": "lake"}, format="json")
+    assert r.status_code == 400, r.content[:300]
+    error = r.json()["error"]
+    assert error["code"] == "glue_region_missing"
+    assert "region" in error["message"] and "DELTAWEB_GLUE_REGION" in error["message"]
+    assert "\n" not in error["message"] and "Traceback" not in error["message"]
+    settings.DELTAWEB_GLUE_REGION = s3_server.region  # the same request with a region gets the catalog's answer
+    r = api.post("/api/discover/", {"glueDatabase": "no_such_db"}, format="json")
+    assert r.status_code == 502 and r.json()["error"]["code"] == "glue_error"
+
+
 def test_discovery_on_a_schedule_registers_new_tables_and_marks_vanished_ones(tree, browser) -> None:
     import shutil
     from datetime import timedelta

@@ -6,12 +6,13 @@ POST /api/discover/  {prefix | glueDatabase, register: true[, locations]} -> 201
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tables.api import serializers as s
 from tables.api.common import _errors
 from tables.api.permissions import CanRegister
 from tables.services import discovery
@@ -92,13 +93,22 @@ class DiscoverView(APIView):
 
     @extend_schema(
         request=DiscoverRequest,
-        responses={200: PREVIEW, 201: REGISTERED, **_errors(400, 401, 403)},
+        responses={
+            200: PREVIEW,
+            201: REGISTERED,
+            **_errors(400, 401, 403),
+            502: OpenApiResponse(
+                s.ErrorSerializer, description="glue_error: the Glue catalog refused or did not answer"
+            ),
+        },
         summary="Find the Delta tables under a prefix; register them",
     )
     def post(self, request):
         """Every directory with a `_delta_log/` under the prefix (not inside another table).
         Without `register`, the preview; with it, the new ones registered (their first sync
-        follows within the probe's tick) and any refused listed with the reason."""
+        follows within the probe's tick) and any refused listed with the reason. With a
+        glueDatabase: 400 glue_region_missing when the server has no AWS region for the catalog,
+        502 glue_error when the catalog refuses or does not answer."""
         body = DiscoverRequest(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
