@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tables.api.shapes import VersionReachabilitySerializer
 from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
 from tables.delta.history.columns import HISTORY_FIELDS, Column
-from tables.models import Anomaly, Commit, Job, Table
+from tables.models import Anomaly, Commit, Job, JobKind, Table
 from tables.services.lookup import INT64_MAX as MAX_VERSION
 
 # --- helpers -------------------------------------------------------------------------
@@ -152,7 +153,13 @@ class JobSerializer(serializers.ModelSerializer):
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
-    result = serializers.JSONField(read_only=True, allow_null=True)
+    result = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="What the job found, by kind (a sync's newCommits and latestVersion; a data job's counts, "
+        "columns, total...; a failure's errorCode). A finished data job's rows are paged at `resultsUrl` "
+        "(/api/jobs/{id}/results/); the server's directories are never shown.",
+    )
     params = serializers.JSONField(read_only=True, help_text="What the job was asked to do (versions, keys).")
 
     class Meta:
@@ -177,7 +184,20 @@ class JobSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def to_representation(self, instance: Job) -> dict[str, Any]:
-        return without_staff_detail(self, super().to_representation(instance))
+        data = without_staff_detail(self, super().to_representation(instance))
+        data["result"] = public_result(instance, data.get("result"))
+        return data
+
+
+def public_result(job: Job, result: Any) -> Any:
+    """A job's result as a client sees it: the worker keeps its files' absolute path on the row
+    (the web process pages them from there), a client gets the API address that pages them."""
+    if not isinstance(result, dict) or "path" not in result:
+        return result
+    out = {k: v for k, v in result.items() if k != "path"}
+    if job.kind in JobKind.data_kinds():
+        out["resultsUrl"] = reverse("api:job-results", args=[job.pk])
+    return out
 
 
 class TableCreatedSerializer(TableSerializer):

@@ -115,3 +115,30 @@ def test_a_result_whose_files_are_gone_is_not_reused(table, tmp_path, client_of)
     shutil.rmtree(done.result["path"])
     r = client_of(make_user("reader")).post(f"/api/tables/{table.pk}/changes/?from=0&to=1")
     assert r.status_code == 202 and r.json()["id"] != done.pk
+
+
+def test_a_finished_job_shows_where_to_page_its_rows_not_a_server_path(table, tmp_path, client_of, settings) -> None:
+    """A job run as the worker runs it (its result written under the results directory): the
+    job's answer names no directory of the server, only the API address that pages its rows."""
+    import pyarrow.parquet as pq
+
+    def compute(location, params, out_dir, progress) -> dict:
+        path = out_dir / "changes"
+        path.mkdir()
+        pq.write_table(pa.table({"id": [1, 2, 3]}), path / "part-00000.parquet")
+        return {"path": str(path), "total": 3, "counts": [{"version": 1, "changeType": "insert", "rows": 3}]}
+
+    ana = make_user("ana")
+    job = Job.objects.create(kind="changes", table=table, params={"from": 0, "to": 2}, created_by=ana)
+    data_jobs.run_job(job.pk, compute)
+    api = client_of(ana)
+    r = api.get(f"/api/jobs/{job.pk}/")
+    assert r.status_code == 200 and r.json()["status"] == "succeeded", r.content
+    body = r.content.decode()
+    assert settings.DELTAWEB_RESULTS_DIR not in body and str(tmp_path) not in body
+    result = r.json()["result"]
+    assert "path" not in result and result["total"] == 3
+    assert result["resultsUrl"] == f"/api/jobs/{job.pk}/results/"
+    page = api.get(result["resultsUrl"], {"limit": 2})
+    assert page.status_code == 200 and [row["id"] for row in page.json()["rows"]] == [1, 2]
+    assert page.json()["total"] == 3
