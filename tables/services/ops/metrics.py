@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tables.models import Job, JobKind, JobStatus, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
+from tables.services.sync import events
 
 REQUESTS = Counter("deltaweb_http_requests", "HTTP requests served", ["method", "view", "status"])
 LATENCY = Histogram(
@@ -37,8 +38,18 @@ SPARK_KINDS = JobKind.data_kinds()
 WINDOW = timedelta(hours=24)  # job durations over the last day
 
 
+# The method label's closed set: a client chooses the method it sends, and a label per made-up
+# method would grow every scrape without bound.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
+
+
+def method_label(method: str) -> str:
+    """The request's method as a metric label: a standard one as sent, anything else `other`."""
+    return method if method in METHODS else "other"
+
+
 def observe_request(method: str, view: str, status: int, seconds: float) -> None:
-    REQUESTS.labels(method, view, str(status)).inc()
+    REQUESTS.labels(method_label(method), view, str(status) if 100 <= status <= 599 else "other").inc()
     LATENCY.labels(view).observe(seconds)
 
 
@@ -51,6 +62,7 @@ class StateCollector:
         yield from _restores()
         yield from _catalog()
         yield from _deliveries()
+        yield from _events()
 
 
 def _tables() -> Iterator[object]:
@@ -130,6 +142,24 @@ def _deliveries() -> Iterator[object]:
     for channel, state, n in delivery.objects.values_list("channel", "status").annotate(n=Count("id")):
         out.add_metric([channel, state], n)
     yield out
+
+
+def _events() -> Iterator[object]:
+    found = events.counts()  # from the shared cache: the listener runs in its own process
+    if not found:
+        return  # the cache did not answer: no sample rather than a false reset to 0
+    messages = CounterMetricFamily(
+        "deltaweb_events_messages", "SQS event messages received by the listener, by outcome", labels=["outcome"]
+    )
+    for outcome in events.OUTCOMES:
+        messages.add_metric([outcome], found.get(outcome, 0))
+    yield messages
+    if "last_poll" in found:
+        yield GaugeMetricFamily(
+            "deltaweb_events_last_poll_timestamp_seconds",
+            "unix time of the listener's last poll of its queue that succeeded",
+            value=found["last_poll"],
+        )
 
 
 def exposition() -> bytes:
