@@ -220,6 +220,8 @@ SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 CSRF_FAILURE_VIEW = "tables.web.ui.csrf_failure"
 SESSION_COOKIE_HTTPONLY = True
+# Two applications on one host share cookies by name (ports do not separate them): give each its own.
+SESSION_COOKIE_NAME = env("DELTAWEB_SESSION_COOKIE_NAME", "sessionid")
 
 # Tables may only be registered under these roots (after resolving symlinks and '..').
 DELTAWEB_ALLOWED_ROOTS = env_list("DELTAWEB_ALLOWED_ROOTS", str(BASE_DIR / "var" / "tables"))

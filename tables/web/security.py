@@ -115,15 +115,12 @@ class ThrottledLoginView(LoginView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         from tables.services.access import oidc
+        from tables.web.sso import MESSAGES
 
-        refused = self.request.GET.get("sso") == "refused"
         return super().get_context_data(
             sso=oidc.enabled(),
             local_login=settings.DELTAWEB_LOCAL_LOGIN,
-            sso_refused="The identity provider signed you in, but none of your groups gives a role here; "
-            "ask an administrator."
-            if refused
-            else "",
+            sso_refused=MESSAGES.get(self.request.GET.get("sso", ""), ""),
             **kwargs,
         )
 

@@ -161,3 +161,37 @@ def test_with_local_accounts_off_the_password_form_is_gone(sso, live_server, set
     assert 'id="sso-sign-in"' in page and 'name="password"' not in page
     refused = client.post("/accounts/login/", {"username": "local", "password": "local-pass-123"})
     assert refused.status_code == 403 and "_auth_user_id" not in client.session
+
+
+def test_a_provider_user_named_like_a_local_superuser_gets_an_account_of_its_own(sso, live_server) -> None:
+    """The provider's `admin` has the local superuser's username and e-mail: signing in must
+    neither take that account over nor touch it."""
+    browser, _groups = sso
+    local = User.objects.create_superuser("admin", "admin@example.com", "local-admin-pass-123")
+    ctx, page = sign_in(browser, live_server.url, "admin", "sso-name-clash.png")
+    assert page.url.rstrip("/") == live_server.url and "Tables" in page.content()
+    signed_in = page.inner_text("a.who")
+    ctx.close()
+
+    local.refresh_from_db()
+    assert local.is_superuser and local.is_staff and local.check_password("local-admin-pass-123")
+    assert local.email == "admin@example.com" and not local.sso_identities.exists()
+    new = User.objects.get(sso_identities__subject__isnull=False)
+    assert new.pk != local.pk and new.username == "admin.sso" and signed_in == "admin.sso"
+    assert roles_of("admin.sso") == ({roles.ANALYST}, False, False)
+
+    # the local superuser still signs in with its password, with its rights
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "local-admin-pass-123")
+    page.click("form:has(#id_password) button[type=submit]")
+    page.wait_for_load_state()
+    assert page.goto(f"{live_server.url}/admin/auth/user/").status == 200  # only a superuser sees users
+    ctx.close()
+
+    # the same provider identity signs in again to its own account, not to a third one
+    ctx, page = sign_in(browser, live_server.url, "admin")
+    ctx.close()
+    assert User.objects.filter(username__startswith="admin").count() == 2

@@ -16,7 +16,14 @@ from django.contrib.auth.models import Group, User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from oidc_provider.models import Client, ResponseType  # noqa: E402
 
-USERS = {"dana": ["data-analysts"], "pete": ["data-approvers"], "root": ["platform-admins"], "olga": ["marketing"]}
+# "admin" has the name and e-mail of deltaweb's local superuser in the tests: a clash, not a match
+USERS = {
+    "dana": ["data-analysts"],
+    "pete": ["data-approvers"],
+    "root": ["platform-admins"],
+    "olga": ["marketing"],
+    "admin": ["data-analysts"],
+}
 PASSWORD = "provider-pass-123"
 
 
