@@ -9,10 +9,11 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
 
 from tables.api import serializers as s
 from tables.models import Job, Table
-from tables.services.errors import printable
+from tables.services.errors import BROKER_RETRY_AFTER, ServiceError, error_body, printable, public_message
 from tables.services.lookup import INT64_MAX, parse_int64, table_by_key
 
 
@@ -70,6 +71,7 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
         404: "Table (or version, or restore request) not found",
         409: "Conflict",
         422: "The table's log cannot be read",
+        503: "A service it needs does not answer (e.g. broker_unavailable: the task queue); retry after Retry-After",
     }
     return {c: OpenApiResponse(s.ErrorSerializer, description=text[c]) for c in codes}
 
@@ -102,6 +104,13 @@ def version_param(raw: str) -> int:
     if value is None:
         raise ValidationError({"version": [f"must be a non-negative integer, got '{raw[:40]}'."]})
     return value
+
+
+def retry_later(exc: ServiceError) -> Response:
+    """A 503 to retry, in the API's error shape with Retry-After (the exception handler sets the
+    header only for a lost database, so a view that can tell answers it itself)."""
+    body = error_body(exc.code, public_message(exc.message), **exc.extra)
+    return Response(body, status=exc.status, headers={"Retry-After": BROKER_RETRY_AFTER})
 
 
 def job_location(request, job: Job) -> str:

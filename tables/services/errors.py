@@ -144,6 +144,15 @@ def public_message(text: object, table: Any = None) -> str:
     return s
 
 
+# --- the task queue ----------------------------------------------------------------------------
+
+# The task queue (Celery's broker) did not take a job the request just created: nothing will run
+# it, so the request is answered 503 with Retry-After (the job row ends failed with the reason,
+# tables.services.jobs.check_sent), not 202 for a job that fails a moment later.
+BROKER_UNAVAILABLE = "broker_unavailable"
+BROKER_RETRY_AFTER = "10"  # seconds: how often the pages ask the broker again (tables.services.broker)
+
+
 # --- Spark failures --------------------------------------------------------------------------
 
 # The Spark Connect server (DELTAWEB_SPARK_REMOTE) did not answer: the job fails with this code

@@ -26,7 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tables.models import Job, JobKind, JobStatus, SyncState, Table, params_hash
-from tables.services.errors import ServiceError, public_message
+from tables.services.errors import BROKER_UNAVAILABLE, ServiceError, public_message
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,24 @@ def unreachable_message(exc: Exception) -> str:
     return f"the task queue is unreachable ({type(exc).__name__}); is the worker's Redis running?"
 
 
+NOT_SENT = "not sent"  # the stage of a job the broker refused: no worker will ever see it
+
+
+def check_sent(job: Job, what: str) -> Job:
+    """The job as it is now, once the transaction that created it has committed (and so sent
+    it); ServiceError 503 broker_unavailable when the broker refused it, so that the request
+    says so instead of answering "queued" for a job already failed. `what` names the work."""
+    job.refresh_from_db()
+    if job.status == JobStatus.FAILED and job.stage == NOT_SENT:
+        raise ServiceError(
+            f"The task queue does not answer, so the {what} was not started; try again in a few seconds.",
+            BROKER_UNAVAILABLE,
+            503,
+            job=job.pk,
+        )
+    return job
+
+
 def active(kind: str, table: Table | None, params: dict[str, Any] | None = None) -> Job | None:
     """The queued or running job of this kind, table and parameters, if there is one. One left
     behind by a worker that died (queued or running for longer than ABANDONED_AFTER) is failed
@@ -147,7 +165,7 @@ def _send(job: Job, task_name: str, on_unreachable: Callable[[], None] | None) -
         send(task_name, job.pk)
     except Exception as exc:  # kombu raises several types for an unreachable broker
         Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(
-            status=JobStatus.FAILED, error=unreachable_message(exc), finished_at=timezone.now()
+            status=JobStatus.FAILED, error=unreachable_message(exc), stage=NOT_SENT, finished_at=timezone.now()
         )
         if on_unreachable is not None:
             on_unreachable()

@@ -121,3 +121,46 @@ def test_queued_jobs_survive_a_broker_restart_and_pages_say_work_is_paused(
         assert list(Commit.objects.filter(table=t).order_by("version").values_list("version", flat=True)) == list(
             range(20)
         )
+
+
+def test_a_sync_asked_for_while_the_broker_is_down_is_a_503_and_leaves_no_queued_job(
+    own_redis, transactional_db, settings, tmp_path, client
+) -> None:
+    """The API answers 503 with Retry-After at once (not 202 for a job that fails a moment
+    later); the job is ended with the reason, the table's state is as before, and the page's
+    sync button says why instead of an error page. Once the broker is back, a sync is queued."""
+    from tables.models import JobKind, SyncState
+    from tests.web.test_api import make_user, token_client
+
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    table = registration.register_table("t", str(file_table(tmp_path / "t", [1_700_000_000_000])))
+    Table.objects.filter(pk=table.pk).update(sync_state=SyncState.OK)
+    use_broker(own_redis.url)
+    own_redis.stop()
+    user = make_user("ana", group="analyst")
+    api = token_client(user)
+    r = api.post(f"/api/tables/{table.pk}/sync/")
+    assert r.status_code == 503, r.content[:300]
+    assert int(r["Retry-After"]) > 0
+    error = r.json()["error"]
+    assert error["code"] == "broker_unavailable" and "not started" in error["message"]
+    assert "Traceback" not in r.content.decode() and "\n" not in error["message"]
+    assert not Job.objects.filter(kind=JobKind.SYNC, status__in=JobStatus.active()).exists()
+    ended = Job.objects.get(kind=JobKind.SYNC)
+    assert ended.status == JobStatus.FAILED and "task queue" in ended.error
+    assert Table.objects.get(pk=table.pk).sync_state == SyncState.OK
+
+    client.force_login(user)
+    page = client.post(f"/t/{table.slug}/sync/", follow=True)
+    assert page.status_code == 200 and "could not start" in page.content.decode()
+
+    # registering is done (201) whatever the broker; its first sync is shown as it ended
+    location = str(file_table(tmp_path / "u", [1_700_000_000_000]))
+    r = api.post("/api/tables/", {"name": "u", "location": location}, format="json")
+    assert r.status_code == 201 and r.json()["syncJob"]["status"] == "failed", r.content[:300]
+    assert "task queue" in r.json()["syncJob"]["error"]
+
+    own_redis.start()
+    broker.forget()
+    r = api.post(f"/api/tables/{table.pk}/sync/")
+    assert r.status_code == 202 and r.json()["status"] == "queued", r.content[:300]

@@ -23,11 +23,21 @@ from rest_framework.views import APIView
 from tables.api import restore_serializers as rs
 from tables.api import serializers as s
 from tables.api import shapes
-from tables.api.common import TABLE_ID, VERSION, Pagination, _errors, job_location, table_or_404, version_param
+from tables.api.common import (
+    TABLE_ID,
+    VERSION,
+    Pagination,
+    _errors,
+    job_location,
+    retry_later,
+    table_or_404,
+    version_param,
+)
 from tables.api.params import validated_query
 from tables.api.permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
-from tables.services import versions
+from tables.services import jobs, versions
+from tables.services.errors import ServiceError
 from tables.services.history import export as history_export
 from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
 from tables.services.reachability import FORECAST_LISTED, parse_retention, table_reachability
@@ -131,6 +141,7 @@ class TableViewSet(viewsets.GenericViewSet):
             table = register_table(data["name"], data["location"], data["description"], user=request.user)
             job = start_sync(table, user=request.user)
         table.refresh_from_db()
+        job.refresh_from_db()  # as sending it left it: failed with the reason if the task queue was down
         body = s.TableCreatedSerializer(table, context={"job": job, "request": request}).data
         location = request.build_absolute_uri(reverse("api:table-detail", args=[table.pk]))
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
@@ -156,14 +167,20 @@ class TableViewSet(viewsets.GenericViewSet):
         summary="Start a sync of the table's history",
         parameters=[TABLE_ID],
         request=None,
-        responses={202: OpenApiResponse(s.JobSerializer, description="The queued job"), **_errors(401, 403, 404)},
+        responses={202: OpenApiResponse(s.JobSerializer, description="The queued job"), **_errors(401, 403, 404, 503)},
     )
     @action(detail=True, methods=["post"])
     def sync(self, request, id=None):
-        """Queue a sync (incremental replay of new commits into the cache); poll /api/jobs/{id}/."""
+        """Queue a sync (incremental replay of new commits into the cache); poll /api/jobs/{id}/.
+        503 broker_unavailable with Retry-After when the task queue does not take it (the job
+        named by `job` is ended with the reason; nothing is left queued)."""
         table = self.get_object()
         with transaction.atomic():
             job = start_sync(table, user=request.user)
+        try:
+            job = jobs.check_sent(job, "sync")  # sent when the transaction committed, just now
+        except ServiceError as exc:
+            return retry_later(exc)
         return Response(
             s.JobSerializer(job).data,
             status=status.HTTP_202_ACCEPTED,
