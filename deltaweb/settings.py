@@ -369,7 +369,7 @@ if DELTAWEB_ALERTS:
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tables.api.tokens.RoleTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        "tables.api.tokens.CsrfSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # DRF's JSON parser with the nesting bounded (tables/api/parsers.py), and its form parsers

@@ -32,6 +32,7 @@ if apps.is_installed("alerts"):
     urlpatterns[at:at] = [path("api/", include("alerts.api.urls"))]
     urlpatterns.append(path("", include("alerts.urls")))
 
+handler400 = "tables.web.ui.handler400"
 handler403 = "tables.web.ui.handler403"
 handler404 = "tables.web.ui.handler404"
 handler500 = "tables.web.ui.handler500"

@@ -23,6 +23,8 @@ Mapping (the contract the API documents):
   with Retry-After; nothing was changed.
 - A body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413 "request_too_large" (tables.web.security refuses
   it by its Content-Length before any view; this catches a body sent without one).
+- More query or form fields than DATA_UPLOAD_MAX_NUMBER_FIELDS: 400 "too_many_fields" (files:
+  "too_many_files"); any other request Django finds suspicious: 400 "bad_request".
 - Anything else: 500 "internal"; the traceback goes to the log, never into the response.
 """
 
@@ -32,13 +34,14 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from tables.api.tokens import CSRF_MESSAGE, CsrfFailed
 from tables.delta.errors import DeltaError
 from tables.services.errors import (
     ServiceError,
@@ -53,6 +56,7 @@ from tables.services.errors import (
 logger = logging.getLogger("tables.api")
 
 DRF_CODES = {
+    CsrfFailed: "csrf_failed",  # before PermissionDenied, its parent
     exceptions.NotAuthenticated: "not_authenticated",
     exceptions.AuthenticationFailed: "authentication_failed",
     exceptions.PermissionDenied: "permission_denied",
@@ -109,6 +113,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, RequestDataTooBig):
         set_rollback()
         return _response("request_too_large", too_large_message(), 413)
+    if isinstance(exc, SuspiciousOperation):
+        set_rollback()
+        return _response(*refused_request(exc))
     if is_database_unavailable(exc):
         set_rollback()
         logger.warning("database unavailable in the API: %s", one_line(exc))
@@ -140,6 +147,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     view = context.get("view")
     logger.exception("unexpected error in %s", type(view).__name__ if view else "the API", exc_info=exc)
     return _response("internal", INTERNAL_MESSAGE, status.HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+def refused_request(exc: SuspiciousOperation) -> tuple[str, str, int]:
+    """The code, message and status of a request Django refuses to read (too many fields, ...);
+    logged as a warning, since a client sent it on purpose or by a bug."""
+    from django.conf import settings
+
+    logger.warning("refused a request: %s", one_line(exc))
+    if isinstance(exc, TooManyFieldsSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return "too_many_fields", f"The request has more than {limit} query or form fields; send fewer.", 400
+    if isinstance(exc, TooManyFilesSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
+        return "too_many_files", f"The request has more than {limit} files; send fewer.", 400
+    return "bad_request", "The request was refused as malformed.", 400
 
 
 API_PREFIX = "/api/"
@@ -232,11 +254,4 @@ def too_large_message() -> str:
 
 def api_csrf_failure(reason: str = "") -> JsonResponse:
     """A session-authenticated unsafe request to /api/ without a valid CSRF token."""
-    return JsonResponse(
-        error_body(
-            "csrf_failed",
-            "CSRF check failed: a request signed in with the session cookie needs the X-CSRFToken header "
-            "(or use token authentication: Authorization: Token ...).",
-        ),
-        status=403,
-    )
+    return JsonResponse(error_body("csrf_failed", CSRF_MESSAGE), status=403)

@@ -28,7 +28,7 @@ from tables.delta.storage.boundary import as_storage
 from tables.models import DiscoverySource, Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError, from_delta, one_line
-from tables.services.registration import allowed_path, not_allowed, object_location, register_table
+from tables.services.registration import allowed_path, not_allowed, object_location, register_table, shown
 
 MAX_NAME = 200
 
@@ -54,7 +54,7 @@ def _prefix(prefix: str) -> tuple[str, Storage]:
         return uri, as_storage(uri)
     real = allowed_path(text)
     if not real.is_dir():
-        raise ServiceError(f"{real} does not exist or is not a directory.", "invalid_location")
+        raise ServiceError(f"{shown(text)} does not exist or is not a directory.", "invalid_location")
     return str(real), as_storage(str(real))
 
 

@@ -16,7 +16,7 @@ from tables.delta.log.listing import list_log
 from tables.delta.storage.boundary import allowed_roots as storage_allowed_roots
 from tables.delta.storage.boundary import as_storage, is_uri, local_path
 from tables.models import Table
-from tables.services.errors import ServiceError, from_delta
+from tables.services.errors import ServiceError, from_delta, printable
 
 
 def allowed_roots() -> list[Path]:
@@ -35,6 +35,12 @@ def _location_text(location: str) -> str:
     return text
 
 
+def shown(location: str) -> str:
+    """A location in a message as the user typed it: where it leads on the server (a link's
+    target, /proc/self/... naming the server's own files) is never said."""
+    return printable((location or "").strip(), 300)
+
+
 def allowed_path(location: str) -> Path:
     """An absolute location resolved (symlinks and '..' of its existing part) and checked to
     lie under DELTAWEB_ALLOWED_ROOTS; it need not exist yet."""
@@ -45,12 +51,16 @@ def allowed_path(location: str) -> Path:
         raise ServiceError(str(exc), "invalid_location") from exc
     if not raw.is_absolute():
         raise ServiceError("Give an absolute path (or a file:// URI).", "invalid_location")
-    real = Path(os.path.realpath(raw))
+    try:
+        real = Path(os.path.realpath(raw))
+    except (OSError, ValueError) as exc:  # a link the server may not read (/proc/1/cwd), a loop
+        raise ServiceError(f"{shown(text)} cannot be resolved by the server.", "invalid_location") from exc
     roots = allowed_roots()
     if not any(real == root or root in real.parents for root in roots):
         raise ServiceError(
-            f"{real} is outside the allowed roots ({', '.join(str(r) for r in roots)}); "
-            "ask an administrator to add it to DELTAWEB_ALLOWED_ROOTS.",
+            # the roots are not listed: they are the server's directories (the discovery page
+            # offers what lies under them)
+            f"{shown(text)} is outside the allowed roots; ask an administrator to add it to DELTAWEB_ALLOWED_ROOTS.",
             "location_not_allowed",
             403,
         )
@@ -102,12 +112,13 @@ def validate_location(location: str) -> str:
         _check_listable(uri, object_store=True)
         return uri
     real = allowed_path(location)
+    typed = shown(location)
     if not real.is_dir():
-        raise ServiceError(f"{real} does not exist or is not a directory.", "invalid_location")
+        raise ServiceError(f"{typed} does not exist or is not a directory.", "invalid_location")
     if not (real / "_delta_log").is_dir():
-        raise ServiceError(f"{real} is not a Delta table (no _delta_log/ directory).", "not_a_delta_table")
+        raise ServiceError(f"{typed} is not a Delta table (no _delta_log/ directory).", "not_a_delta_table")
     if not os.access(real / "_delta_log", os.R_OK | os.X_OK):
-        raise ServiceError(f"{real}/_delta_log is not readable by the server.", "invalid_location")
+        raise ServiceError(f"{typed}/_delta_log is not readable by the server.", "invalid_location")
     return str(real)
 
 
@@ -124,7 +135,7 @@ def check_new_location(location: str) -> str:
         return uri
     real = allowed_path(location)
     if real.exists() and not real.is_dir():
-        raise ServiceError(f"{real} exists and is not a directory.", "invalid_location")
+        raise ServiceError(f"{shown(location)} exists and is not a directory.", "invalid_location")
     return str(real)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import LoginView
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse
 
 from tables.services.access.signin_throttle import login_refused_for, record_login
@@ -97,6 +97,8 @@ class ProjectErrorPagesMiddleware:
             return ui.handler404(request, exception)
         if isinstance(exception, PermissionDenied):
             return ui.handler403(request, exception)
+        if isinstance(exception, SuspiciousOperation):
+            return ui.handler400(request, exception)
         logger.error("unexpected error on %s", request.path, exc_info=exception)
         return ui.handler500(request)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -154,6 +155,21 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
     response = defaults.page_not_found(request, exception)
     response.deltaweb_page = True  # the project's page, not Django's debug page (security.py)
     return response
+
+
+def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """A request Django would not read (too many fields, a malformed body...): the API's error
+    under /api/, Django's plain 400 page elsewhere; never a 500."""
+    from django.views import defaults
+
+    from tables.api.errors import api_error, is_api_path, refused_request
+
+    if is_api_path(request) and isinstance(exception, SuspiciousOperation):
+        code, message, status = refused_request(exception)
+        return api_error(request, status, code, message)
+    if is_api_path(request):
+        return api_error(request, 400, "bad_request", "The request was refused as malformed.")
+    return defaults.bad_request(request, exception)
 
 
 def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

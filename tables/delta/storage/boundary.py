@@ -59,6 +59,15 @@ __all__ = [
 # --- the local file system -------------------------------------------------------------------------
 
 
+def _resolved(path: str) -> str | None:
+    """A path with its links resolved, or None where the server may not read one (/proc/1/cwd)
+    or they loop: a path that cannot be resolved cannot be shown to lie under the roots."""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
+
+
 class LocalStorage:
     """A table root on the local file system, confined to the allowed roots."""
 
@@ -91,8 +100,8 @@ class LocalStorage:
     def _checked_dir(self, directory: str, key: str) -> str:
         real = self._dirs.get(directory)
         if real is None:
-            real = os.path.realpath(directory)
-            if not is_under(real, self.roots):
+            real = _resolved(directory)
+            if real is None or not is_under(real, self.roots):
                 raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
             self._dirs[directory] = real
         return real
@@ -117,8 +126,8 @@ class LocalStorage:
         """`_full` with a symlinked file resolved and checked (for openers that follow links)."""
         full = self._full(key)
         if os.path.islink(full):
-            real = os.path.realpath(full)
-            if not is_under(real, self.roots):
+            real = _resolved(full)
+            if real is None or not is_under(real, self.roots):
                 raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
             return real
         return full
