@@ -183,3 +183,61 @@ def test_the_beats_tick_syncs_only_the_changed_table_through_a_real_worker(fleet
         time.sleep(0.5)
     assert not Table.objects.filter(checked_at__isnull=True).exists()
     assert Job.objects.count() == jobs_before + 1  # the changed table's sync, nothing for the other 11
+
+
+def _swap_log_for_a_link_out_of_the_roots(path: Path, outside: Path) -> None:
+    """The table's log replaced by a symbolic link to a copy of it outside the allowed roots:
+    the same commits, so nothing looks changed."""
+    shutil.copytree(path / "_delta_log", outside / "_delta_log")
+    shutil.rmtree(path / "_delta_log")
+    (path / "_delta_log").symlink_to(outside / "_delta_log", target_is_directory=True)
+
+
+def test_a_log_swapped_for_a_link_out_of_the_roots_fails_the_next_sync_with_path_outside_roots(
+    roots, tmp_path_factory, browser
+) -> None:
+    from tables.services import jobs
+    from tests.web.test_api import make_user, token_client
+
+    path = small_table(roots / "swapped")
+    t = register_table("swapped", str(path))
+    sync_table(t.pk)  # this process keeps its state: the next sync would continue from it
+    outside = tmp_path_factory.mktemp("outside")
+    _swap_log_for_a_link_out_of_the_roots(path, outside)
+
+    result = probe.probe_tables([t.pk])
+    assert list(result.failed) == [t.pk] and "outside the allowed roots" in result.failed[t.pk]
+    job, _ = jobs.create_or_join(JobKind.SYNC, Table.objects.get(pk=t.pk))
+    sync_table(t.pk, job.pk)  # as the worker runs it
+    api = token_client(make_user("reader"))
+    body = api.get(f"/api/jobs/{job.pk}/").json()
+    assert body["status"] == "failed" and body["result"]["errorCode"] == "path_outside_roots", body
+    assert "outside the allowed roots" in body["error"] and str(outside) not in body["error"]
+    shown = api.get(f"/api/tables/{t.pk}/").json()
+    assert shown["syncState"] == "error" and "outside the allowed roots" in shown["lastError"]
+    assert "outside the allowed roots" in browser.get("/t/swapped/").content.decode()
+    assert Commit.objects.filter(table=t).count() == 2  # what was synced before stays
+
+
+def test_a_table_deltaweb_owns_is_refused_by_the_probe_when_its_log_leads_out_of_the_roots(
+    roots, tmp_path_factory, settings
+) -> None:
+    """The probe answers an owned table from the database, without a request; the confinement
+    of its log is still checked first (a resolve, no request), not only at its next commit."""
+    from tables.services.owner import use_cases as owner_services
+
+    settings.DELTAWEB_OWNER_AUTO_BACKFILL = False
+    path = small_table(roots / "owned")
+    t = register_table("owned", str(path))
+    owner_services.take_over(t)
+    sync_table(t.pk)
+    t = Table.objects.get(pk=t.pk)
+    assert t.sync_state == SyncState.OK
+    calm = probe.probe_tables([t.pk])
+    assert calm.unchanged == [t.pk] and calm.requests == 0
+    _swap_log_for_a_link_out_of_the_roots(path, tmp_path_factory.mktemp("outside"))
+
+    result = probe.probe_tables([t.pk])
+    assert list(result.failed) == [t.pk] and "outside the allowed roots" in result.failed[t.pk], result
+    t.refresh_from_db()
+    assert t.failures == 1 and "outside the allowed roots" in t.last_error

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.log.listing import commit_name
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import OwnerState, SyncState, Table
 from tables.services.errors import one_line, public_message
 from tables.services.sync.schedule import backoff, interval
@@ -85,10 +85,19 @@ class ProbeResult:
         }
 
 
-def has_new_commit(table: Table) -> bool:
+def confined(table: Table) -> Storage:
+    """The table's storage, its log's directory resolved through the storage boundary: on local
+    disk one realpath (a `_delta_log` swapped for a symbolic link out of the roots raises
+    PathOutsideRootsError here), on an object store no request at all."""
+    storage = as_storage(table.location)
+    storage.resolve(commit_name(0))
+    return storage
+
+
+def has_new_commit(table: Table, storage: Storage | None = None) -> bool:
     """Whether the commit after the last synced one exists: one HEAD (or stat) of its file."""
     try:
-        as_storage(table.location).head(commit_name(table.last_synced_version + 1))
+        (storage or confined(table)).head(commit_name(table.last_synced_version + 1))
     except FileNotFoundError:
         return False
     return True
@@ -97,16 +106,23 @@ def has_new_commit(table: Table) -> bool:
 def _classify(table: Table, owned: dict[int, int], result: ProbeResult) -> None:
     if table.sync_state in (SyncState.QUEUED, SyncState.SYNCING):
         result.busy.append(table.pk)
-    elif table.last_synced_version is None or table.sync_state in (SyncState.ERROR, SyncState.NEVER):
+        return
+    if table.last_synced_version is None or table.sync_state in (SyncState.ERROR, SyncState.NEVER):
         result.changed.append(table.pk)  # never synced, or its last sync failed: its backoff is over
-    elif table.pk in owned:  # deltaweb ratifies its commits: the database knows
-        (result.changed if owned[table.pk] > table.last_synced_version else result.unchanged).append(table.pk)
-    else:
-        result.requests += 1
-        try:
-            (result.changed if has_new_commit(table) else result.unchanged).append(table.pk)
-        except (delta_errors.DeltaError, OSError) as exc:
-            result.failed[table.pk] = public_message(one_line(exc), table)
+        return
+    try:
+        # confinement first, whatever answers "changed": a table whose log now leads out of the
+        # roots is refused at this tick, not at its next commit (the database answers an owned one)
+        storage = confined(table)
+        if table.pk in owned:  # deltaweb ratifies its commits: the database knows
+            changed = owned[table.pk] > table.last_synced_version
+        else:
+            result.requests += 1
+            changed = has_new_commit(table, storage)
+    except (delta_errors.DeltaError, OSError) as exc:
+        result.failed[table.pk] = public_message(one_line(exc), table)
+        return
+    (result.changed if changed else result.unchanged).append(table.pk)
 
 
 def probe_tables(ids: list[int]) -> ProbeResult:

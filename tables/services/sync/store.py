@@ -99,7 +99,7 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
         with gc_paused():
             result = _sync(table, job)
     except delta_errors.DeltaError as exc:
-        _failed(table, job, str(exc)[:MAX_ERROR])
+        _failed(table, job, str(exc)[:MAX_ERROR], exc.code)  # e.g. path_outside_roots, as result.errorCode
         return {"error": str(exc)}
     except (OperationalError, InterfaceError) as exc:
         # the database went away mid-sync (a restart): said as such, once it answers again
@@ -122,12 +122,12 @@ def sync_table(table_id: int, job_id: int | None = None) -> dict[str, Any]:
     return result
 
 
-def _failed(table: Table, job: Job | None, message: str) -> None:
+def _failed(table: Table, job: Job | None, message: str, code: str | None = None) -> None:
     # users know the table by its name, not by its location on the server
     message = public_message(message, table)
     Table.objects.filter(pk=table.pk).update(sync_state=SyncState.ERROR, last_error=message, sync_lease_until=None)
     schedule.record_sync_failure(table.pk)  # tried again after a backoff, not at every tick
-    jobs.fail(job, message)
+    jobs.fail(job, message, code=code)
 
 
 # The state of the last few tables synced in this process: the next sync of one lists only the
@@ -216,6 +216,9 @@ def _ahead(items: Iterator[Any], ahead: bool) -> Iterator[Any]:
 
 def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     storage = as_storage(table.location)
+    # the log's directory confined first (one resolve; no request to an object store), before
+    # any path below decides from kept state or the owner's answer that nothing changed
+    storage.resolve(commit_name(0))
     jobs.progress(job, "listing the log")
     owner = owner_of(table)
     tail = _continue(table, storage) if owner is None else None
