@@ -48,6 +48,12 @@ class CorruptLogError(DeltaError):
     code = "corrupt_log"
 
 
+class PathTooLongError(CorruptLogError):
+    """A path the log names that no storage can hold (longer than PATH_MAX, or a file name
+    longer than the file system's), refused by the storage boundary before it is decoded,
+    joined or opened."""
+
+
 class CorruptCheckpointError(CorruptLogError):
     code = "corrupt_checkpoint"
 

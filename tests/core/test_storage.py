@@ -172,3 +172,35 @@ def test_only_the_storage_module_names_the_local_implementation() -> None:
         if re.search(r"\bLocalStorage\b|\.root\s*/|\.root\.joinpath|\bstorage\.root\b", text):
             offenders.append(str(path.relative_to(REPO)))
     assert offenders == []
+
+
+# --- paths no storage holds ---------------------------------------------------------------------
+
+
+def test_a_path_no_storage_holds_is_refused_before_a_copy_of_it_is_made(table: Path, tmp_path: Path) -> None:
+    """A 50 MB add path is refused as a corrupt log by resolve, with a bounded message and
+    without decoding or joining it (no 50 MB copy); on an object store too, without a request;
+    a name over the file system's limit is refused as well, a long but possible path is not."""
+    import tracemalloc
+
+    from tables.delta.errors import PathTooLongError
+    from tables.delta.history.vanished import absent_among
+
+    huge = "x" * 50_000_000 + ".parquet"
+    stores = [as_storage(str(table)), as_storage("s3://bucket/roots/t")]  # resolve asks no store
+    for st in stores:
+        tracemalloc.start()
+        with pytest.raises(PathTooLongError) as refused:
+            st.resolve(huge)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 1_000_000, (st, peak)
+        error = refused.value
+        assert error.code == "corrupt_log" and "too long" in str(error) and len(str(error)) < 300
+        assert "50,000,008 characters" in str(error) and str(tmp_path) not in str(error)
+    local = stores[0]
+    with pytest.raises(PathTooLongError, match="file name too long for this file system"):
+        local.resolve("p=a/" + "y" * 300 + ".parquet")
+    deep = "/".join(["d" * 200] * 15) + "/part-0.parquet"  # 3,031 bytes: a file could be there
+    assert local.resolve(deep) == deep
+    assert absent_among(local, [huge, "part-missing.parquet"]) == {"part-missing.parquet"}

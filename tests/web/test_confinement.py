@@ -238,3 +238,48 @@ def test_a_log_swapped_for_a_symlink_is_refused_at_every_sync(
     assert SECRET not in r.content.decode()
     assert_log_unread(outside_log)
     assert table.commits.count() == 1
+
+
+# --- a path longer than any storage holds ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        pytest.param("x" * 50_000_000 + ".parquet", "50 MB path", id="50MB-path"),
+        pytest.param("p=a/" + "y" * 300 + ".parquet", "a 300-byte file name", id="long-file-name"),
+    ],
+)
+def test_an_add_path_no_storage_holds_fails_the_preview_with_a_clear_error(
+    eager,  # noqa: F811
+    place,
+    django_capture_on_commit_callbacks,
+    name,
+    what,
+) -> None:
+    """A real table (delta-rs) whose last commit gets a crafted add: the preview's job fails
+    naming the log's fault in one bounded line, not with the OS's "File name too long"."""
+    path = place["roots"] / "long"
+    write_deltalake(str(path), pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]}))
+    write_deltalake(str(path), pa.table({"id": pa.array([3], pa.int64()), "name": ["c"]}), mode="append")
+    add = {"path": name, "size": 600, "partitionValues": {}, "modificationTime": 1, "dataChange": True}
+    last = path / "_delta_log" / f"{1:020}.json"
+    ends = last.read_bytes().endswith(b"\n")
+    with open(last, "a") as log:
+        log.write(("" if ends else "\n") + json.dumps({"add": add}) + "\n")
+    api = token_client(make_user("ana", group=ANALYST))
+    with django_capture_on_commit_callbacks(execute=True):
+        r = api.post("/api/tables/", {"name": "long", "location": str(path)}, format="json")
+    assert r.status_code == 201, r.content[:300]
+    table = Table.objects.get(name="long")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        r = api.post(f"/api/tables/{table.pk}/versions/1/rows/")
+    assert r.status_code == 202, r.content[:300]
+    body = api.get(f"/api/jobs/{r.json()['id']}/").json()
+    assert body["status"] == "failed", (what, str(body)[:500])
+    error = body["error"]
+    assert (body["result"] or {}).get("errorCode") == "corrupt_log", (what, body["error"][:300])
+    assert len(error) < 1000 and "\n" not in error and "Traceback" not in error, what
+    assert "Errno" not in error and "OSError" not in error, (what, error)
+    assert "too long" in error and str(place["roots"]) not in error, (what, error)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tables.delta.errors import PathOutsideRootsError
+from tables.delta.errors import PathOutsideRootsError, PathTooLongError
 from tables.delta.history.reachability import ReachState, answer
 from tables.delta.history.reachability import _present as present_in  # the one rule for "there"
 from tables.delta.history.reachability import _shown as shown_path  # paths as answers show them
@@ -242,14 +242,15 @@ def sample_paths(ref: dict[str, RefFile], before: Before, oldest: int, spread: i
 
 def absent_among(storage: Storage, paths: list[str], exists: Callable[[str], bool] | None = None) -> set[str]:
     """Which of `paths` are not there: one existence check (a HEAD on an object store) each,
-    a few at a time. A path outside the allowed roots is not asked about (nor counted gone);
-    any other error is raised: a look that cannot see must not report files as gone."""
+    a few at a time. A path outside the allowed roots, or longer than any store holds, is not
+    asked about (nor counted gone); any other error is raised: a look that cannot see must not
+    report files as gone."""
     ask = exists or storage.exists
 
     def one(path: str) -> str | None:
         try:
             key = storage.resolve(path)
-        except PathOutsideRootsError:
+        except (PathOutsideRootsError, PathTooLongError):
             return None
         return None if ask(key) else path
 

@@ -11,9 +11,33 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
-from tables.delta.errors import NotADeltaTableError
+from tables.delta.errors import NotADeltaTableError, PathTooLongError
 
 ROOTS_ENV = "DELTAWEB_ALLOWED_ROOTS"
+
+# The longest path of a table's file, in bytes: Linux's PATH_MAX, and more than an object
+# store's key (1,024 bytes on S3, GCS and Azure). A log naming a longer one is refused before
+# the path is decoded, joined or opened: a 50 MB add path cost the web process 300 MB of copies
+# on its way to the OS's "File name too long".
+MAX_PATH_BYTES = 4096
+# A URL-encoded character is 3 characters: a path as the log writes it is at most this long
+MAX_LOG_PATH_CHARS = 3 * MAX_PATH_BYTES
+
+
+def refuse_long_path(text: str, limit: int = MAX_PATH_BYTES, what: str = "a path the log names") -> None:
+    """PathTooLongError when `text` is longer than `limit` bytes (UTF-8). A long text is not
+    encoded whole to measure it: more characters than `limit` is enough to refuse."""
+    n = len(text)
+    if n * 4 <= limit:  # a UTF-8 character is at most 4 bytes
+        return
+    size = n if n > limit else len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise PathTooLongError(
+            f"{what} is too long ({size:,} {'characters' if n > limit else 'bytes'}, {text[:60]!r}...): "
+            f"no storage holds a path over {MAX_PATH_BYTES:,} bytes; it was not opened",
+            file=text[:300],
+            reason="path_too_long",
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from tables.delta.errors import CommitConflictError, PathOutsideRootsError, StorageError
+from tables.delta.errors import CommitConflictError, PathOutsideRootsError, PathTooLongError, StorageError
 from tables.delta.storage.api import (
+    MAX_LOG_PATH_CHARS,
+    MAX_PATH_BYTES,
     ROOTS_ENV,
     FileInfo,
     Storage,
@@ -35,6 +37,7 @@ from tables.delta.storage.api import (
     is_uri,
     local_path,
     options_for,
+    refuse_long_path,
     roots_provider,
     set_roots_provider,
 )
@@ -57,6 +60,8 @@ __all__ = [
 
 
 # --- the local file system -------------------------------------------------------------------------
+
+NAME_MAX = 255  # bytes of one file name on Linux's file systems, when the root cannot be asked
 
 
 def _resolved(path: str) -> str | None:
@@ -91,6 +96,7 @@ class LocalStorage:
         # already normal (no '..', '.', '//', not absolute), so the next key in the same
         # directory (a log's next commit) skips the join, normpath and split
         self._key_dirs: dict[str, str] = {}
+        self._name_max: int | None = None  # asked of the file system once, when a long name comes
 
     def __repr__(self) -> str:
         return f"LocalStorage({self._root_text!r})"
@@ -111,6 +117,7 @@ class LocalStorage:
         file itself is opened without following a symlink, or resolved and checked too)."""
         if "\x00" in key:
             raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
+        refuse_long_path(key)  # a key that skipped `resolve`: no copy of a huge one is made below
         head, _sep, name = key.rpartition("/")
         checked = self._key_dirs.get(head)
         if checked is not None and name not in ("", ".", ".."):
@@ -141,6 +148,35 @@ class LocalStorage:
         if not os.path.isabs(key):
             return key[:300]
         return ".../" + os.path.basename(full)[:200]
+
+    def _refuse_long_names(self, key: str, full: str) -> None:
+        """PathTooLongError for a path the OS would refuse as "File name too long" wherever it
+        is opened (pyarrow, Spark): PATH_MAX bytes in all, or a name over the file system's
+        limit. Said with the path as the log wrote it, never the server's directories."""
+        if len(full) * 4 < MAX_PATH_BYTES and len(key) * 4 <= NAME_MAX:
+            return  # the usual path: short enough whatever its characters
+        size = len(full.encode("utf-8", "surrogatepass"))
+        longest = max(len(part.encode("utf-8", "surrogatepass")) for part in key.split("/"))
+        if size < MAX_PATH_BYTES and longest <= self._name_limit():
+            return
+        shown = repr(self.shown(key)[:60]) + "..."
+        if size >= MAX_PATH_BYTES:
+            what = f"a path too long for this file system ({size:,} bytes here, at most {MAX_PATH_BYTES - 1:,})"
+        else:
+            what = f"a file name too long for this file system ({longest:,} bytes, at most {self._name_limit():,})"
+        raise PathTooLongError(
+            f"{shown}: the log names {what}; no such file can exist, so it was not opened",
+            file=self.shown(key)[:300],
+            reason="path_too_long",
+        )
+
+    def _name_limit(self) -> int:
+        if self._name_max is None:
+            try:
+                self._name_max = int(os.pathconf(self._root_text, "PC_NAME_MAX"))
+            except (OSError, ValueError):
+                self._name_max = NAME_MAX  # the root is not there yet, or cannot say
+        return self._name_max
 
     def refusal(self, key: str) -> str:
         return (
@@ -173,7 +209,8 @@ class LocalStorage:
     def resolve(self, log_path: str) -> str:
         """The key of a path as the log names it: URL-decoded and relative to the root, an
         absolute path, or a `file:` URI (made a path). Checked against the roots here, so a
-        refused path fails before any engine is handed it."""
+        refused path fails before any engine is handed it, as is one no file system holds."""
+        refuse_long_path(log_path, MAX_LOG_PATH_CHARS)  # before any copy of a huge one is made
         if log_path.startswith("file:"):
             key = str(local_path(log_path))
         else:
@@ -181,7 +218,8 @@ class LocalStorage:
             if "://" in key:
                 scheme = key.split("://", 1)[0][:20]
                 raise StorageError(f"a file on '{scheme}' storage cannot be read beside a local table", file=key[:300])
-        self._full(key)  # the directory checked now; the file itself when it is opened
+        full = self._full(key)  # the directory checked now; the file itself when it is opened
+        self._refuse_long_names(key, full)
         return key
 
     # -- the interface

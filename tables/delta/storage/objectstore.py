@@ -48,7 +48,7 @@ from tables.delta.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from tables.delta.storage.api import FileInfo, allowed_roots
+from tables.delta.storage.api import MAX_LOG_PATH_CHARS, FileInfo, allowed_roots, refuse_long_path
 from tables.delta.storage.backends import backend_for_scheme, backend_of
 from tables.delta.storage.objectstore_config import (
     ERROR_CODE,
@@ -213,8 +213,11 @@ class ObjectStoreStorage:
     def resolve(self, log_path: str) -> str:
         """The key of a path as the log names it: URL-decoded and relative to the root, or an
         absolute URI (kept as a key when it lies in another allowed location). Checked here,
-        so a refused path fails before anything is requested."""
+        so a refused path fails before anything is requested, as does one longer than any
+        store's key (before a copy of it is made)."""
+        refuse_long_path(log_path, MAX_LOG_PATH_CHARS)
         key = unquote(log_path)
+        refuse_long_path(key)
         if key.startswith("file:") or key.startswith("/"):
             raise PathOutsideRootsError(self.refusal(key), file=key[:300])
         if "://" in key:
