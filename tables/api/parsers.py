@@ -4,6 +4,8 @@ Why: the json module recurses once per level, so a body of a few kilobytes neste
 levels deep ends in a RecursionError (a 500) inside the parser, and anything that walks the
 parsed value afterwards (serializers, the catalog's checks) recurses as deep. A body deeper
 than MAX_JSON_DEPTH is a 400 ParseError in the error shape of whichever API it was sent to.
+So is a string holding a lone surrogate (`"\\ud800"` is valid JSON but no text): quoted back in
+an answer, it could not be encoded, and stored, PostgreSQL refuses it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ class BoundedJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - {str(exc)[:200]}") from None
         if deeper_than(data, MAX_JSON_DEPTH):
             raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep")
+        if "\\u" in text:  # only an escape can make a lone surrogate: the decoded text had none
+            try:
+                json.dumps(data, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise ParseError("JSON parse error - a string holds a lone surrogate (\\ud800-\\udfff)") from None
         return data
 
     @staticmethod

@@ -39,7 +39,7 @@ from tables.delta.storage.boundary import Storage, as_storage
 from tables.delta.storage.objectstore_config import is_object_location
 from tables.delta.storage.versions import Recoverable, RecoveryView, recoverable_objects, versioned_bucket
 from tables.models import Table
-from tables.services.errors import ServiceError, from_delta
+from tables.services.errors import ServiceError, from_delta, printable
 from tables.services.history.query import synced_key
 
 CACHE_SECONDS = 300  # an answer's window
@@ -54,10 +54,15 @@ logger = logging.getLogger(__name__)
 def parse_retention(text: str | None) -> int:
     """A VACUUM retention a person typed, in ms; ServiceError `invalid` when unreadable."""
     ms = parse_interval(text)
+    shown = printable((text or "").strip(), 40)
     if ms is None:
-        shown = (text or "").strip()[:40]
         raise ServiceError(f"'{shown}' is not a retention. {RETENTION_HELP}" if shown else RETENTION_HELP)
+    if ms > MAX_RETENTION_MS:  # the forecast's times are 64-bit milliseconds, stored and shown
+        raise ServiceError(f"'{shown}' is longer than any retention (at most 100 years). {RETENTION_HELP}")
     return ms
+
+
+MAX_RETENTION_MS = 100 * 366 * 86_400_000
 
 
 def cache_epoch(now_ms: int | None = None) -> int:

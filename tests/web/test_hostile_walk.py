@@ -11,7 +11,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tables.models import Table
+from tables.models import RestoreRequest, Table
 from tables.services import registration
 from tables.services.sync import store as sync
 from tests.web.test_hardening import assert_error
@@ -120,3 +120,143 @@ def test_a_csrf_failure_in_the_api_says_so(analyst, table) -> None:
     c.force_login(analyst)
     assert_error(c.post(f"/api/tables/{table.pk}/sync/"), 403, "csrf_failed")
     assert_error(c.post("/api/tables/", {"name": "x", "location": "/tmp"}), 403, "csrf_failed")
+
+
+def test_a_retention_beyond_any_answers_400(api, table) -> None:
+    for raw in ("99999999999999999999 days", "1e308 hours", "9" * 5000):
+        err = assert_error(api.get(f"/api/tables/{table.pk}/reachability/", {"vacuumRetention": raw}), 400, "invalid")
+        assert len(err["message"]) < 400
+
+
+def test_a_lone_surrogate_in_a_json_body_answers_400(api, table) -> None:
+    for path, raw in (
+        (f"/api/tables/{table.pk}/row-history/", '{"key": {"id": "\\ud800"}, "from": 0, "to": 1}'),
+        (f"/api/tables/{table.pk}/row-history/", '{"key": {"\\udfff": "1"}, "from": 0, "to": 1}'),
+        (f"/api/tables/{table.pk}/restores/", '{"version": 0, "reason": "\\ud800"}'),
+    ):
+        assert_error(api.post(path, raw, content_type="application/json"), 400, "parse_error")
+    assert not RestoreRequest.objects.filter(table=table).exists()
+
+
+HOSTILE = ["-1", "9" * 40, "\x00", "x" * 5000, "../../etc", "[]"]
+
+
+def test_the_api_answers_hostile_bodies_and_parameters_without_a_5xx(api, table) -> None:
+    """Row history, reachability, discovery, restores (recovery included) and the data jobs,
+    with hostile values: each a 4xx (or a job), never a 5xx."""
+    t = table.pk
+    bodies = {
+        f"/api/tables/{t}/row-history/": [
+            {"key": {"id": "x" * 2_000_000}, "from": 0, "to": 1},
+            {"key": {f"c{i}": "1" for i in range(5000)}, "from": 0, "to": 1},
+            {"key": {"id": {"a": [1, {"b": 2}]}}, "from": 0, "to": 1},
+            {"key": {"\x00": "1\x00"}, "from": 0, "to": 1},
+            {"key": {"id": "1"}, "from": 10**30, "to": 10**30},
+            {"key": {"id": 1e308}, "from": -1, "to": "a"},
+            {"key": []},
+        ],
+        "/api/discover/": [
+            {"prefix": "glue://"},
+            {"prefix": "s3://" + "a" * 3000},
+            {"prefix": "s3://bucket/\x00"},
+            {"prefix": "file:///proc/self/fd"},
+            {"prefix": "/" + "a/" * 3000},
+            {"prefix": "~"},
+            {"prefix": "\\\\server\\share"},
+        ],
+        f"/api/tables/{t}/restores/": [
+            {"version": 0, "reason": "r", "recoverFilesFirst": True},
+            {"timestamp": "2020-01-01", "reason": "r", "recoverFilesFirst": True},
+            {"version": 0, "reason": "r", "where": "(" * 5000},
+            {"version": 0, "reason": "r", "where": "x" * 100_000},
+            {"version": 0, "reason": "r", "recoverFilesFirst": "yes please"},
+        ],
+        f"/api/tables/{t}/changes/": [{"from": 0, "to": 10**30}],
+        f"/api/tables/{t}/diff/rows/": [
+            {"from": 0, "to": 1, "keys": ["id"] * 5000},
+            {"from": 0, "to": 1, "keys": ["x" * 100_000]},
+        ],
+    }
+    answered = []
+    for path, cases in bodies.items():
+        for body in cases:
+            r = api.post(path, body, format="json")
+            answered.append((path, r.status_code))
+    for value in HOSTILE:
+        for path in (f"/api/tables/{t}/reachability/", f"/api/tables/{t}/history/", "/api/activity/", "/healthz"):
+            for name in ("vacuumRetention", "since", "limit", "offset", "recoverable"):
+                answered.append((path, api.get(path, {name: value}).status_code))
+    server_errors = [(p, s) for p, s in answered if s >= 500]
+    assert not server_errors, server_errors
+
+
+def test_the_pages_answer_hostile_parameters_without_a_5xx(browser, table) -> None:
+    s = table.slug
+    pages = [
+        f"/t/{s}/{p}"
+        for p in (
+            "",
+            "history/",
+            "charts/",
+            "versions/",
+            "schema/",
+            "restores/",
+            "charts.json",
+            "v/1/",
+            "diff/",
+            "row/",
+            "restore/",
+            "history.csv",
+        )
+    ]
+    pages += ["/", "/restores/", "/tables/discover/", "/tables/register/", "/account/"]
+    names = [
+        "vacuumRetention",
+        "since",
+        "until",
+        "from",
+        "to",
+        "page",
+        "sort",
+        "columns",
+        "key",
+        "version",
+        "timestamp",
+        "prefix",
+    ]
+    failed = []
+    for page in pages:
+        for name in names:
+            for value in HOSTILE:
+                status = browser.get(page, {name: value}).status_code
+                if status >= 500:
+                    failed.append((page, name, value[:10], status))
+    forms = [
+        f"/t/{s}/row/start/",
+        f"/t/{s}/diff/rows/",
+        f"/t/{s}/v/1/preview/",
+        f"/t/{s}/restore/",
+        "/tables/discover/",
+        "/tables/register/",
+    ]
+    for form in forms:
+        for name in (
+            "key",
+            "from",
+            "to",
+            "version",
+            "timestamp",
+            "reason",
+            "where",
+            "prefix",
+            "location",
+            "name",
+            "keys",
+            "source",
+            "region",
+        ):
+            for value in HOSTILE:
+                status = browser.post(form, {name: value}).status_code
+                if status >= 500:
+                    failed.append((form, name, value[:10], status))
+    assert not failed, failed
