@@ -79,3 +79,27 @@ def test_metrics_only_for_scrapers_and_their_values_move(client, browser, roots,
     assert value(after, "deltaweb_tables", state="ok") == 1
     assert 0 <= value(after, "deltaweb_table_sync_lag_seconds", table="events") < 600
     assert ("deltaweb_catalog_commits_total", ()) in after
+
+
+def test_readyz_answers_by_its_deadline_whatever_hangs(client, monkeypatch, settings, roots, eager_celery) -> None:
+    """A dependency that never answers (a check blocked until the test ends) is reported as not
+    answering, and the other checks' answers still come."""
+    import threading
+
+    from tables.services.ops import health
+
+    release = threading.Event()
+
+    def hangs() -> str:
+        release.wait(30)
+        return "late"
+
+    monkeypatch.setitem(health.CHECKS, "spark", hangs)
+    try:
+        r = client.get("/readyz")
+    finally:
+        release.set()
+    body = r.json()
+    assert r.status_code == 503 and body["down"] == ["spark"]
+    assert body["checks"]["spark"]["detail"] == f"no answer within {health.DEADLINE:g} s"
+    assert body["checks"]["database"]["ok"] and body["checks"]["broker"]["detail"] == "eager"

@@ -3,18 +3,24 @@
 - database: one `SELECT 1`;
 - cache: a write and a read of the shared cache (Redis with DELTAWEB_CACHE_URL, else its database table);
 - broker: the task queue answers (a connection, 2 s at most);
-- workers: at least one Celery worker answers a ping (1 s);
+- workers: at least one Celery worker answers a ping (the first answer ends the wait);
 - spark: the Spark Connect server (DELTAWEB_SPARK_REMOTE, `sc://host:port`) or a cluster master
   (`spark://host:port`) accepts a connection; a local master needs none;
 - roots: every local allowed root exists and can be read.
 
-Answers name what is down, never a password, a path or a host.
+Answers name what is down, never a password, a path or a host. The checks run at once, each in
+its own thread, and the answer waits for them DEADLINE seconds at most: a probe's usual timeout
+is 1 s, and a broker that is down takes 2 s or more to say so. A check still running then is
+reported as not answering (it ends by itself, its own timeouts bounding it). On SQLite the
+database and its cache table are checked in the request's thread: a local file cannot hang,
+and a second connection would wait on the request's own lock.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -23,7 +29,7 @@ from urllib.parse import urlsplit
 from celery import current_app
 from django.conf import settings
 from django.core.cache import caches
-from django.db import connection
+from django.db import connection, connections
 
 from tables.delta.storage.api import is_uri
 
@@ -58,7 +64,8 @@ def _workers() -> str:
     app = current_app
     if app.conf.task_always_eager:
         return "eager"
-    answers = app.control.ping(timeout=1.0)
+    # the first answer is enough (limit=1): waiting out the timeout for others would pass the deadline
+    answers = app.control.ping(timeout=DEADLINE, limit=1)
     if not answers:
         raise RuntimeError("no worker answered")
     return f"{len(answers)} answering"
@@ -96,16 +103,54 @@ CHECKS: dict[str, Callable[[], str]] = {
 }
 
 
-def readiness() -> tuple[bool, dict[str, dict[str, object]]]:
-    """(all up, each check's status, detail and milliseconds)."""
+DEADLINE = 0.8  # seconds: under a probe's usual 1 s timeout
+
+
+def _inline(name: str) -> bool:
+    """Checks cheap and local enough for the request's own thread (see the module's docstring)."""
+    if connection.vendor != "sqlite":
+        return False
+    if name == "database":
+        return True
+    backend = settings.CACHES.get("shared", {}).get("BACKEND", "")
+    return name == "cache" and backend.endswith("DatabaseCache")
+
+
+def _run(check: Callable[[], str]) -> dict[str, object]:
+    t0 = time.perf_counter()
+    try:
+        detail, ok = check(), True
+    except RuntimeError as exc:  # our own words
+        detail, ok = str(exc), False
+    except Exception as exc:  # a library's, which may name a host: its kind only
+        detail, ok = type(exc).__name__, False
+    return {"ok": ok, "detail": detail, "ms": round((time.perf_counter() - t0) * 1000, 1)}
+
+
+def _in_thread(check: Callable[[], str], out: dict[str, dict[str, object]], name: str) -> None:
+    try:
+        out[name] = _run(check)
+    finally:
+        connections.close_all()  # this thread's own connections, never reused
+
+
+def readiness(deadline: float = DEADLINE) -> tuple[bool, dict[str, dict[str, object]]]:
+    """(all up, each check's status, detail and milliseconds), within `deadline` seconds."""
     out: dict[str, dict[str, object]] = {}
+    started = time.monotonic()
+    threads = []
     for name, check in CHECKS.items():
-        t0 = time.perf_counter()
-        try:
-            detail, ok = check(), True
-        except RuntimeError as exc:  # our own words
-            detail, ok = str(exc), False
-        except Exception as exc:  # a library's, which may name a host: its kind only
-            detail, ok = type(exc).__name__, False
-        out[name] = {"ok": ok, "detail": detail, "ms": round((time.perf_counter() - t0) * 1000, 1)}
-    return all(c["ok"] for c in out.values()), out
+        if not _inline(name):
+            thread = threading.Thread(target=_in_thread, args=(check, out, name), name=f"readyz-{name}", daemon=True)
+            thread.start()
+            threads.append(thread)
+    for name, check in CHECKS.items():
+        if _inline(name):
+            out[name] = _run(check)
+    for thread in threads:
+        thread.join(max(0.0, started + deadline - time.monotonic()))
+    answered = dict(out)  # a late thread may still write into `out`
+    for name in CHECKS:
+        answered.setdefault(name, {"ok": False, "detail": f"no answer within {deadline:g} s", "ms": deadline * 1000})
+    checks = {name: answered[name] for name in CHECKS}
+    return all(c["ok"] for c in checks.values()), checks
