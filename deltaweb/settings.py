@@ -224,7 +224,11 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_NAME = env("DELTAWEB_SESSION_COOKIE_NAME", "sessionid")
 
 # Tables may only be registered under these roots (after resolving symlinks and '..').
-DELTAWEB_ALLOWED_ROOTS = env_list("DELTAWEB_ALLOWED_ROOTS", str(BASE_DIR / "var" / "tables"))
+# A relative root (`var/tables`) is the project directory's, whatever directory a process starts in.
+DELTAWEB_ALLOWED_ROOTS = [
+    r if "://" in r or os.path.isabs(r) else str(BASE_DIR / r)
+    for r in env_list("DELTAWEB_ALLOWED_ROOTS", str(BASE_DIR / "var" / "tables"))
+]
 # How often each table is probed for new commits (one storage request; a sync job only when it
 # changed), the beat's tick that sends the due ones, tables per probe task, batches per tick,
 # and the longest backoff of a table whose probe or sync keeps failing.

@@ -81,3 +81,24 @@ def test_create_roles_demo_users_with_a_printed_random_password(monkeypatch, cap
     call_command("create_roles", "--demo-users")  # existing users keep their password
     assert "password for" not in capsys.readouterr().out
     assert authenticate(username="analyst", password=password) is not None
+
+
+def test_a_relative_allowed_root_is_the_project_directorys(tmp_path) -> None:
+    """`DELTAWEB_ALLOWED_ROOTS=var/tables` (as the configuration page shows it) means the
+    project's var/tables, whatever directory the process starts in; URIs stay as they are."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = "import django; django.setup(); from django.conf import settings; print(settings.DELTAWEB_ALLOWED_ROOTS)"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "deltaweb.settings",
+        "PYTHONPATH": str(REPO),
+        "DELTAWEB_ALLOWED_ROOTS": "var/tables,s3://bucket/tables,/srv/abs",
+    }
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str([str(REPO / "var" / "tables"), "s3://bucket/tables", "/srv/abs"])
