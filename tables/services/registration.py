@@ -69,8 +69,9 @@ def allowed_path(location: str) -> Path:
 
 def object_location(location: str) -> str | None:
     """An object-store location (`s3://`, `gs://`, `az://`, `abfss://` ...) in its canonical
-    form, or None for a local path; a malformed one is refused."""
-    from tables.delta.storage.objectstore_config import is_object_location, parse_location
+    form (no trailing slash, `s3a://` spelled `s3://`), or None for a local path; a malformed
+    one is refused."""
+    from tables.delta.storage.objectstore_config import canonical, is_object_location, parse_location
 
     if not is_object_location((location or "").strip()):
         return None
@@ -79,7 +80,7 @@ def object_location(location: str) -> str | None:
         loc = parse_location(text)
     except delta_errors.DeltaError as exc:
         raise ServiceError(str(exc), "invalid_location") from exc
-    return loc.uri()
+    return canonical(loc).uri()  # s3a://b/x and s3://b/x/ are one table
 
 
 def not_allowed(location: str) -> ServiceError:

@@ -227,3 +227,39 @@ def test_discovery_on_a_schedule_registers_new_tables_and_marks_vanished_ones(tr
     write(str(tree / "raw/logs/2026/events"))  # back again
     discovery.rerun(source)
     assert Table.objects.get(pk=gone.pk).vanished_at is None
+
+
+def test_a_glue_table_at_s3a_is_not_registered_again_by_an_s3_prefix(s3_server, monkeypatch, settings) -> None:
+    """Glue names a table `s3a://bucket/x/` (as Spark writes it); a later discovery of the
+    `s3://` prefix finds the same table registered, not a new one; so does registering it by hand."""
+    from tests.conftest import use_store_environment
+
+    use_store_environment(monkeypatch, s3_server.env())
+    bucket = "discovery"
+    client = s3_server.boto3()
+    if bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=bucket)
+    key = f"allowed/spelling-{uuid.uuid4().hex[:8]}"
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{bucket}/allowed"]
+    write(f"s3://{bucket}/{key}/x", storage_options=s3_server.storage_options())
+    glue = s3_server.boto3("glue")
+    db = f"lake_{uuid.uuid4().hex[:6]}"
+    glue.create_database(DatabaseInput={"Name": db})
+    glue.create_table(
+        DatabaseName=db,
+        TableInput={
+            "Name": "x",
+            "Parameters": {"table_type": "DELTA"},
+            "StorageDescriptor": {"Location": f"s3a://{bucket}/{key}/x/"},
+        },
+    )
+    api = token_client(make_user("gina", group="analyst"))
+    done = api.post("/api/discover/", {"glueDatabase": db, "register": True}, format="json")
+    assert done.status_code == 201, done.content
+    assert Table.objects.get().location == f"s3://{bucket}/{key}/x"
+    seen = api.post("/api/discover/", {"prefix": f"s3://{bucket}/{key}"}, format="json").json()
+    assert [(r["location"], r["status"]) for r in seen["tables"]] == [(f"s3://{bucket}/{key}/x", "registered")]
+    again = api.post("/api/discover/", {"prefix": f"s3://{bucket}/{key}", "register": True}, format="json").json()
+    assert again["registered"] == [] and Table.objects.count() == 1
+    by_hand = api.post("/api/tables/", {"name": "x again", "location": f"s3a://{bucket}/{key}/x/"}, format="json")
+    assert by_hand.status_code == 409 and Table.objects.count() == 1

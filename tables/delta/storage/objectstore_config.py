@@ -8,6 +8,7 @@ The storage class over such a store is in objectstore.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -114,6 +115,15 @@ def parse_location(location: str) -> ObjectLocation:
     if prefix is None:
         raise PathOutsideRootsError(f"{text[:200]}: '..' climbs out of the bucket", file=text[:300])
     return ObjectLocation(scheme, backend.kind, netloc, prefix, account, host)
+
+
+def canonical(loc: ObjectLocation) -> ObjectLocation:
+    """The location with its scheme's canonical spelling (s3a:// is s3://, the backend's
+    `spellings`): what a location is registered, compared and discovered as."""
+    backend = backend_for_scheme(loc.scheme)
+    if backend is not None and loc.scheme in backend.spellings:
+        return dataclasses.replace(loc, scheme=backend.schemes[0])
+    return loc
 
 
 # --- options and credentials -----------------------------------------------------------------------

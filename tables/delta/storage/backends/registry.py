@@ -79,6 +79,9 @@ class Backend:
     build: StoreBuilder
     # the schemes messages list when naming the accepted locations (all of them when empty)
     named_schemes: tuple[str, ...] = ()
+    # schemes that are only another spelling of schemes[0] (S3's s3a): a location written with
+    # one is stored, compared and discovered as the same location with schemes[0]
+    spellings: tuple[str, ...] = ()
     container: str = "bucket"  # what messages call the bucket
     # whether a location may name the account in its host (abfss://container@account.host/...);
     # otherwise `user@` in a location is credentials and refused

@@ -53,6 +53,7 @@ def hadoop_conf(loc: ObjectLocation, opts: Mapping[str, str], authority: str) ->
 BACKEND = Backend(
     kind="s3",
     schemes=("s3", "s3a"),
+    spellings=("s3a",),  # hadoop-aws's name for the same bucket
     build=build,
     container="bucket",
     option_prefixes=("aws_",),
