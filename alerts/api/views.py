@@ -4,6 +4,7 @@ Thin: each view parses the request and calls alerts.services or alerts.activity.
 
 from __future__ import annotations
 
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -195,8 +196,22 @@ class RuleViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Gene
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class WholeBodyPatch(AutoSchema):
+    """A PATCH whose body names what it changes (`rule`) is not a partial update: documented with
+    its required fields, not as drf-spectacular's all-optional `Patched...` body."""
+
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        method, self.method = self.method, "PUT"
+        try:
+            return super()._get_request_for_media_type(serializer, direction)
+        finally:
+            self.method = method
+
+
 class RuleSettingsView(APIView):
     """The built-in rules on one table: on or off, threshold, severity."""
+
+    schema = WholeBodyPatch()
 
     permission_classes = [IsAuthenticated, CanBrowse]
     parser_classes = [BoundedJSONParser]  # bodies are JSON (documented so)

@@ -77,7 +77,8 @@ class RestoreRejectSerializer(serializers.Serializer):
 
     comment = StrictCharField(
         max_length=5000,
-        validators=[RegexValidator(r"\S", "Give a comment saying why the restore is rejected.")],
+        # one pattern (a schema holds one): something besides spaces, and no NUL (DRF refuses it)
+        validators=[RegexValidator(r"^[^\x00]*\S[^\x00]*$", "Give a comment saying why the restore is rejected.")],
         help_text="Shown to the requester: why the restore is rejected.",
     )
 

@@ -7,7 +7,8 @@ written by delta-rs with a few versions, synced, with a pending restore request;
 real Redis broker that no worker serves (nothing runs Spark here).
 
 Bounded in time: a fixed seed and FUZZ_EXAMPLES examples per operation and role
-(DELTAWEB_FUZZ_EXAMPLES raises it for a longer run).
+(DELTAWEB_FUZZ_EXAMPLES raises it for a longer run, DELTAWEB_FUZZ_SEED walks other requests;
+each run prints how many requests it sent per role).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ deltalake = pytest.importorskip("deltalake")
 from deltalake import write_deltalake  # noqa: E402
 
 FUZZ_EXAMPLES = int(os.environ.get("DELTAWEB_FUZZ_EXAMPLES", "6"))
+FUZZ_SEED = int(os.environ.get("DELTAWEB_FUZZ_SEED", "20261128"))
 # Every check runs on every operation, except "a schema-valid request is accepted" where
 # validity depends on the server's state, which no schema can say: the credentials are right,
 # the location is a Delta table under an allowed root; and the alert endpoints, whose request
@@ -92,11 +94,11 @@ def fuzz_site(live_server, redis_url, settings, tmp_path):
     app.amqp._producer_pool = None
 
 
-def checked(operation, url: str, headers: dict[str, str], excluded: list):
-    """A Hypothesis test of one operation: FUZZ_EXAMPLES generated requests (seed 42), each
-    sent to the live server and validated with every check but `excluded`."""
+def checked(operation, url: str, headers: dict[str, str], excluded: list, sent: list[int]):
+    """A Hypothesis test of one operation: FUZZ_EXAMPLES generated requests (FUZZ_SEED), each
+    sent to the live server and validated with every check but `excluded`; `sent` counts them."""
 
-    @seed(42)
+    @seed(FUZZ_SEED)
     @settings(
         max_examples=FUZZ_EXAMPLES,
         deadline=None,
@@ -107,13 +109,14 @@ def checked(operation, url: str, headers: dict[str, str], excluded: list):
     )
     @given(case=operation.as_strategy())
     def check(case) -> None:
+        sent[0] += 1
         case.call_and_validate(base_url=url, headers=headers, timeout=60, excluded_checks=excluded)
 
     return check
 
 
 def fuzz(fuzz_site, role: str) -> None:
-    """Every operation of the schema, FUZZ_EXAMPLES generated requests each (seed 42), sent to
+    """Every operation of the schema, FUZZ_EXAMPLES generated requests each (FUZZ_SEED), sent to
     the live server as `role`; all failures are collected and reported together."""
     url, tokens = fuzz_site
     auth = {"Authorization": f"Token {tokens['analyst']}"}
@@ -121,14 +124,16 @@ def fuzz(fuzz_site, role: str) -> None:
     headers = {"Authorization": f"Token {tokens[role]}"} if role in tokens else {}
     failures: list[str] = []
     operations = 0
+    sent = [0]
     for result in api.get_all_operations():
         operation = result.ok()
         operations += 1
         excluded = [positive_data_acceptance] if operation.label in STATEFUL_VALIDITY else []
         try:
-            checked(operation, url, headers, excluded)()
+            checked(operation, url, headers, excluded, sent)()
         except (Exception, BaseExceptionGroup) as exc:  # one operation's failures must not hide the others'
             failures.append(f"{operation.label}: {str(exc)[:1500]}")
+    print(f"schemathesis as {role}: {sent[0]} requests to {operations} operations (seed {FUZZ_SEED})")
     assert operations >= 40  # the whole API, not an empty or unreadable schema
     assert not failures, f"{len(failures)} of {operations} operations as {role}:\n\n" + "\n\n".join(failures)
 
