@@ -4,6 +4,9 @@ the user, the table and the job a line is about, in web processes and in Celery 
 The request id comes from the request's `X-Request-ID` (when it is a short token) or is made
 here; it is sent back in the response's `X-Request-ID`, and travels with every task the
 request sends (a message header), so a worker's lines name the request that started them.
+Django's own lines about a request (`Not Found: ...`, written after the middleware is done)
+take it from the request they carry. Each request ends with one access line (logger
+`deltaweb.access`): method, path, status, duration, user.
 """
 
 from __future__ import annotations
@@ -37,10 +40,14 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        about = getattr(record, "request", None)  # django.request's lines carry their request
         for name, var in (("request_id", request_id), ("user", user), ("table", table), ("job", job)):
-            value = var.get()
+            value = var.get() or getattr(about, f"log_{name}", "")
             if value:
                 out[name] = value
+        http = getattr(record, "http", None)
+        if http:
+            out["http"] = http
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
         return orjson.dumps(out, default=str).decode()
@@ -55,10 +62,14 @@ class RequestContextMiddleware:
     def __call__(self, request: Any) -> Any:
         given = request.headers.get("X-Request-ID", "")
         rid = given if _GIVEN_ID.fullmatch(given) else uuid.uuid4().hex
+        request.log_request_id = rid  # for the lines Django writes once this middleware is done
         tokens = [request_id.set(rid), user.set(""), table.set(""), job.set("")]
+        t0 = time.perf_counter()
         try:
             response = self.get_response(request)
+            _access(request, response.status_code, time.perf_counter() - t0)
         finally:
+            request.log_user, request.log_table = user.get(), table.get()
             for var, token in zip((request_id, user, table, job), tokens, strict=True):
                 var.reset(token)
         response["X-Request-ID"] = rid
@@ -71,6 +82,25 @@ class RequestContextMiddleware:
         named = view_kwargs.get("slug") or view_kwargs.get("id")
         if named:
             table.set(str(named)[:200])
+
+
+access_log = logging.getLogger("deltaweb.access")
+
+
+def _access(request: Any, status: int, seconds: float) -> None:
+    """One line per request; the path bounded and escaped (a client chooses it)."""
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    path = request.path[:300]
+    if not path.isprintable():
+        path = path.encode("unicode_escape").decode("ascii")
+    method = request.method if request.method in _METHODS else "other"
+    ms = round(seconds * 1000, 1)
+    http = {"method": method, "path": path, "status": status, "ms": ms}
+    access_log.info("%s %s %s %.1f ms", method, path, status, ms, extra={"http": http})
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def connect_celery() -> None:

@@ -89,6 +89,11 @@ LOGGING = {
     "loggers": {
         name: {"level": env("DELTAWEB_LOG_LEVEL", "INFO")}  # to the root's handler
         for name in ("tables", "alerts", "credentials", "deltaweb")
+    }
+    | {
+        # runserver's own plain line per request: deltaweb.access writes it (with the request id),
+        # so only its warnings stay, in this format
+        "django.server": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
 # the worker keeps this configuration instead of Celery's own (so its lines are JSON too)

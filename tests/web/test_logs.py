@@ -64,3 +64,27 @@ def test_the_worker_names_the_request_that_sent_its_task(browser, roots, celery_
     synced = [line for line in lines if line.get("message", "").startswith("synced table orders")]
     assert synced, (tmp_path / "json.log").read_text()[-2000:]
     assert synced[0]["request_id"] == "req-from-web-42" and synced[0]["job"] == f"tables.sync_table:{job.pk}"
+
+
+def test_every_web_line_of_a_request_carries_its_id_and_each_request_has_an_access_line(browser, roots) -> None:
+    """A request with X-Request-ID: its access line (method, path, status, duration, user) and
+    Django's own `Not Found` line, written after the middleware is done, both name it."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        browser.get("/api/tables/999/", HTTP_X_REQUEST_ID="req-missing-0042")
+        browser.get("/", HTTP_X_REQUEST_ID="req-list-00043")
+    finally:
+        root.removeHandler(handler)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    mine = [line for line in lines if line.get("request_id") == "req-missing-0042"]
+    assert {line["logger"] for line in mine} >= {"django.request", "deltaweb.access"}, lines
+    access = next(line for line in mine if line["logger"] == "deltaweb.access")
+    assert access["http"]["status"] == 404 and access["http"]["path"] == "/api/tables/999/"
+    assert access["http"]["method"] == "GET" and access["http"]["ms"] >= 0 and access["user"] == "ana"
+    listed = [line for line in lines if line.get("request_id") == "req-list-00043"]
+    assert [line["http"]["status"] for line in listed if line["logger"] == "deltaweb.access"] == [200]
+    assert all("request_id" in line for line in lines), [line for line in lines if "request_id" not in line]
