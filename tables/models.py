@@ -568,3 +568,21 @@ class SsoIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer} -> {self.user}"
+
+
+class JobDuration(models.Model):
+    """Cumulative histograms of finished jobs' durations, by kind: one row per bucket (`le`
+    seconds; null: +Inf, whose row also holds the sum). Incremented as each job ends, never
+    rebuilt from the jobs kept, so a scrape's counts never go down (Prometheus' rate() and
+    histogram_quantile need that)."""
+
+    kind = models.CharField(max_length=20)
+    le = models.FloatField(null=True)
+    count = models.BigIntegerField(default=0)
+    total_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "le"], name="job_duration_bucket_once"),
+            models.UniqueConstraint(fields=["kind"], condition=models.Q(le__isnull=True), name="job_duration_inf_once"),
+        ]

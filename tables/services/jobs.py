@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from tables.models import Job, JobKind, JobStatus, SyncState, Table, params_hash
 from tables.services.errors import BROKER_UNAVAILABLE, ServiceError, public_message
+from tables.services.ops import durations
 
 logger = logging.getLogger(__name__)
 
@@ -224,6 +225,9 @@ def _finish(job: Job | None, **fields: Any) -> None:
     if Job.objects.filter(pk=job.pk, status__in=JobStatus.active()).update(**fields) == 1:
         for k, v in fields.items():
             setattr(job, k, v)
+        ran = job.started_at is not None and job.finished_at is not None
+        if ran and job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+            durations.record(job.kind, (job.finished_at - job.started_at).total_seconds())
 
 
 def succeed(job: Job | None, result: dict[str, Any]) -> None:

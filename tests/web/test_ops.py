@@ -103,3 +103,33 @@ def test_readyz_answers_by_its_deadline_whatever_hangs(client, monkeypatch, sett
     assert r.status_code == 503 and body["down"] == ["spark"]
     assert body["checks"]["spark"]["detail"] == f"no answer within {health.DEADLINE:g} s"
     assert body["checks"]["database"]["ok"] and body["checks"]["broker"]["detail"] == "eager"
+
+
+def test_job_durations_are_cumulative_and_spark_jobs_carry_their_kind(client, roots, eager_celery) -> None:
+    """Histograms counted as jobs end: deleting the finished jobs (as retention does) takes
+    nothing back, so rate() and histogram_quantile hold; Spark's by kind; the process's own
+    collectors are there."""
+    from django.utils import timezone
+
+    from tables.models import Job, JobKind, JobStatus
+    from tables.services import jobs
+
+    table = register_table("events", str(small_table(roots / "events", 2)))
+    start_sync(table)  # eager: one real sync ends
+    now = timezone.now()
+    for kind, seconds in ((JobKind.PREVIEW, 3), (JobKind.PREVIEW, 40), (JobKind.ROWDIFF, 0.5)):
+        job = Job.objects.create(
+            table=table, kind=kind, status=JobStatus.RUNNING, started_at=now - timezone.timedelta(seconds=seconds)
+        )
+        jobs.succeed(job, {})
+    before = samples(client)
+    Job.objects.all().delete()
+    after = samples(client)
+    assert value(after, "deltaweb_sync_seconds_count") == value(before, "deltaweb_sync_seconds_count") == 1
+    assert value(after, "deltaweb_spark_job_seconds_count", kind="preview") == 2
+    assert value(after, "deltaweb_spark_job_seconds_bucket", kind="preview", le="5.0") == 1
+    assert value(after, "deltaweb_spark_job_seconds_bucket", kind="preview", le="+Inf") == 2
+    assert 42.9 < value(after, "deltaweb_spark_job_seconds_sum", kind="preview") < 43.5
+    assert value(after, "deltaweb_spark_job_seconds_bucket", kind="rowdiff", le="1.0") == 1
+    names = {name for name, _ in after}
+    assert "process_resident_memory_bytes" in names and "python_info" in names

@@ -5,8 +5,8 @@ Two kinds:
   method, view and status, and their duration. With several processes (gunicorn workers), set
   PROMETHEUS_MULTIPROC_DIR to a directory they share and every scrape sees them all.
 - **State**, read from the database at scrape time, so that every process answers the same
-  (`StateCollector`): each table's sync lag, jobs by kind and state, syncs and Spark jobs and
-  their durations, restore requests by state, catalog commits and refused commits, and alert
+  (`StateCollector`): each table's sync lag, jobs by kind and state, syncs' and Spark jobs'
+  durations (cumulative histograms counted as each job ends, Spark's by kind), restore requests by state, catalog commits and refused commits, and alert
   deliveries by state when alerts is installed.
 """
 
@@ -14,16 +14,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import timedelta
 
 from django.apps import apps
 from django.db.models import Count
 from django.utils import timezone
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from tables.models import Job, JobKind, JobStatus, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
+from tables.models import Job, JobKind, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
+from tables.services.ops import durations
 from tables.services.sync import events
 
 REQUESTS = Counter("deltaweb_http_requests", "HTTP requests served", ["method", "view", "status"])
@@ -33,9 +41,7 @@ LATENCY = Histogram(
     ["view"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
-DURATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 SPARK_KINDS = JobKind.data_kinds()
-WINDOW = timedelta(hours=24)  # job durations over the last day
 
 
 # The method label's closed set: a client chooses the method it sends, and a label per made-up
@@ -95,22 +101,19 @@ def _jobs() -> Iterator[object]:
     for kind, state, n in Job.objects.values_list("kind", "status").annotate(n=Count("id")):
         jobs.add_metric([kind, state], n)
     yield jobs
-    since = timezone.now() - WINDOW
-    for name, kinds, doc in (
-        ("deltaweb_sync_seconds", (JobKind.SYNC,), "sync jobs finished in the last day, by duration"),
-        ("deltaweb_spark_job_seconds", SPARK_KINDS, "Spark jobs finished in the last day, by duration"),
-    ):
-        done = Job.objects.filter(
-            kind__in=kinds, status__in=(JobStatus.SUCCEEDED, JobStatus.FAILED), finished_at__gte=since
-        ).exclude(started_at__isnull=True)
-        durations = [(f - s).total_seconds() for s, f in done.values_list("started_at", "finished_at")]
-        yield _histogram(name, doc, durations)
-
-
-def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamily:
-    buckets = [(str(b), sum(1 for v in values if v <= b)) for b in DURATION_BUCKETS]
-    buckets.append(("+Inf", len(values)))
-    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=sum(values))
+    found = durations.histograms()  # cumulative, counted as jobs end (services/ops/durations.py)
+    sync = found.get(JobKind.SYNC)
+    if sync is not None:
+        yield HistogramMetricFamily(
+            "deltaweb_sync_seconds", "sync jobs finished, by duration", buckets=sync[0], sum_value=sync[1]
+        )
+    spark = HistogramMetricFamily(
+        "deltaweb_spark_job_seconds", "Spark jobs finished, by kind and duration", labels=["kind"]
+    )
+    for kind in SPARK_KINDS:
+        if kind in found:
+            spark.add_metric([kind], buckets=found[kind][0], sum_value=found[kind][1])
+    yield spark
 
 
 def _restores() -> Iterator[object]:
@@ -165,6 +168,10 @@ def _events() -> Iterator[object]:
 def exposition() -> bytes:
     """The text a scrape gets: the requests (of every process, in multiprocess mode) and the state."""
     registry = CollectorRegistry()
+    # the answering process's own: memory, CPU, open files (process_*), the interpreter (python_*)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         MultiProcessCollector(registry)
     else:
