@@ -17,9 +17,11 @@ export DELTAWEB_STATIC_ROOT=${DELTAWEB_STATIC_ROOT:-var/run-static}
 
 pids=()
 connect=""
+redis_supervisor=""
 cleanup() {
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if [ -n "${redis_supervisor:-}" ]; then kill "$redis_supervisor" 2>/dev/null || true; fi
   if [ -n "$connect" ]; then scripts/spark_connect.sh stop; fi
   wait 2>/dev/null || true
   echo "stopped."
@@ -28,9 +30,20 @@ trap cleanup INT TERM EXIT
 
 echo "[run 1/7] redis on port $REDIS_PORT"
 if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
-  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
-    --dir var >var/log/redis.log 2>&1 &
-  pids+=($!)
+  # supervised, as a service manager would: a Redis that dies is started again after 2 s, and
+  # meanwhile the pages still answer and /readyz says the broker is down (the stack stays up)
+  (
+    child=""
+    trap '[ -n "$child" ] && kill "$child" 2>/dev/null; exit 0' TERM INT
+    while true; do
+      redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no --dir var >>var/log/redis.log 2>&1 &
+      child=$!
+      wait "$child" || true
+      echo "$(date -u +%FT%TZ) redis-server ended; starting it again in 2 s" >>var/log/redis.log
+      sleep 2
+    done
+  ) &
+  redis_supervisor=$!
 fi
 if [ "${SPARK_CONNECT:-1}" != "0" ] && [ -z "${DELTAWEB_SPARK_REMOTE:-}" ]; then
   # started now, waited for before the worker (a JVM takes a while; the steps below do not need it)
