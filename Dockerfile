@@ -1,8 +1,14 @@
 # deltaweb image: the web server, Celery worker and beat, the SQS listener and the Spark
 # master and worker all run from it. Every app in INSTALLED_APPS is copied (a test checks the
 # COPY lines against the settings and the wheel against the packages).
-FROM python:3.11-slim-bookworm
+# The base is a build argument: where python:3.11-slim-bookworm cannot be pulled, an equivalent
+# built from Debian's packages (python3.11 on bookworm) takes its place.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless && rm -rf /var/lib/apt/lists/*
+# the processes run as this user, never root; the volumes' mount points are its own
+RUN useradd --system --uid 10001 --create-home --home-dir /home/deltaweb --shell /usr/sbin/nologin deltaweb \
+ && mkdir -p /data /results && chown deltaweb /data /results
 WORKDIR /app
 COPY pyproject.toml ./
 COPY deltaweb ./deltaweb
@@ -15,6 +21,7 @@ COPY manage.py ./
 RUN pip install --no-cache-dir . \
  && DELTAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput
 ENV DELTAWEB_ALLOWED_ROOTS=/data PYTHONUNBUFFERED=1
+USER deltaweb
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
   CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"

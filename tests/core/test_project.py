@@ -54,6 +54,15 @@ def test_docker_compose_file_is_valid_and_safe() -> None:
     assert {name for name, svc in services.items() if svc.get("ports")} == {"web"}
     for name in ("web", "redis", "postgres", "minio"):
         assert services[name].get("healthcheck"), name
+    # every service of the app's image has a check of its own (the image's asks the web port),
+    # the one-shot seed none; push can be switched on (the queue reaches the events service)
+    for name in ("worker", "beat", "events", "spark-master", "spark-worker", "spark-connect"):
+        test = " ".join(services[name]["healthcheck"]["test"])
+        assert "8000" not in test and "healthz" not in test, name
+    assert services["seed"]["healthcheck"] in ({"disable": True}, {"test": ["NONE"]})
+    assert "DELTAWEB_SQS_QUEUE_URL" in services["events"]["environment"]
+    assert services["seed"]["depends_on"]["minio-setup"]["condition"] == "service_completed_successfully"
+    assert services["worker"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"
     for name in ("web", "worker", "beat"):
         assert services[name]["restart"] == "unless-stopped"
         needs = services[name]["depends_on"]
@@ -67,6 +76,13 @@ def test_docker_compose_file_is_valid_and_safe() -> None:
 def _copied_by_dockerfile() -> set[str]:
     lines = (REPO / "Dockerfile").read_text().splitlines()
     return {line.split()[1].rstrip("/") for line in lines if line.startswith("COPY ")}
+
+
+def test_the_image_runs_as_a_user_and_takes_its_base_as_an_argument() -> None:
+    lines = [line.strip() for line in (REPO / "Dockerfile").read_text().splitlines()]
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0")
+    assert "ARG BASE_IMAGE=python:3.11-slim-bookworm" in lines and "FROM ${BASE_IMAGE}" in lines
 
 
 def test_the_image_copies_every_app_and_path_the_app_needs() -> None:

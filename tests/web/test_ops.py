@@ -5,6 +5,8 @@ with requests, syncs and restore requests."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -133,3 +135,49 @@ def test_job_durations_are_cumulative_and_spark_jobs_carry_their_kind(client, ro
     assert value(after, "deltaweb_spark_job_seconds_bucket", kind="rowdiff", le="1.0") == 1
     names = {name for name, _ in after}
     assert "process_resident_memory_bytes" in names and "python_info" in names
+
+
+def test_the_beat_leaves_a_heartbeat_and_the_queue_depth_is_shown(
+    client, redis_url, transactional_db, tmp_path
+) -> None:
+    """A real beat process: its heartbeat file (a container's liveness check) and its last tick
+    in /metrics; tasks waiting in the real broker with no worker show as the queue's depth."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, database_url, stop_process
+
+    use_broker(redis_url)
+    beat_file = tmp_path / "beat-heartbeat"
+    env = {
+        **os.environ,
+        "CELERY_BROKER_URL": redis_url,
+        "DATABASE_URL": database_url(),
+        "DELTAWEB_BEAT_HEARTBEAT_FILE": str(beat_file),
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = open(tmp_path / "beat.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "deltaweb", "beat", "--loglevel=info",
+         "--schedule", str(tmp_path / "schedule")],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not beat_file.exists():
+            assert proc.poll() is None, (tmp_path / "beat.log").read_text()[-2000:]
+            time.sleep(0.3)
+        assert beat_file.exists(), (tmp_path / "beat.log").read_text()[-2000:]
+        found = samples(client)
+        assert time.time() - value(found, "deltaweb_beat_last_tick_timestamp_seconds") < 120
+        # the beat sent its first tasks and nothing serves the queue: they wait there
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not value(
+            samples(client), "deltaweb_task_queue_messages", queue="celery"
+        ):
+            time.sleep(0.5)
+        assert value(samples(client), "deltaweb_task_queue_messages", queue="celery") >= 1
+    finally:
+        stop_process(proc)
+        log.close()

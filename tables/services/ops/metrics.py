@@ -68,6 +68,7 @@ class StateCollector:
         yield from _restores()
         yield from _catalog()
         yield from _deliveries()
+        yield from _queue()
         yield from _events()
 
 
@@ -163,6 +164,34 @@ def _events() -> Iterator[object]:
             "unix time of the listener's last poll of its queue that succeeded",
             value=found["last_poll"],
         )
+
+
+def _queue() -> Iterator[object]:
+    """The Celery side: the beat's last tick, and the messages waiting in the task queue (a
+    Redis broker only: one LLEN, its own short timeout, nothing when it does not answer)."""
+    from celery import current_app
+
+    from deltaweb.beat import last_tick
+
+    tick = last_tick()
+    if tick is not None:
+        yield GaugeMetricFamily(
+            "deltaweb_beat_last_tick_timestamp_seconds", "unix time of the beat's last tick", value=tick
+        )
+    url = str(current_app.conf.broker_url or "")
+    if current_app.conf.task_always_eager or not url.startswith(("redis://", "rediss://")):
+        return
+    import redis
+
+    queue = current_app.conf.task_default_queue or "celery"
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        waiting = client.llen(queue)
+    except redis.RedisError:
+        return
+    depth = GaugeMetricFamily("deltaweb_task_queue_messages", "task messages waiting, by queue", labels=["queue"])
+    depth.add_metric([queue], waiting)
+    yield depth
 
 
 def exposition() -> bytes:
