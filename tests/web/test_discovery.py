@@ -232,15 +232,11 @@ def test_discovery_on_a_schedule_registers_new_tables_and_marks_vanished_ones(tr
 def test_a_glue_table_at_s3a_is_not_registered_again_by_an_s3_prefix(s3_server, monkeypatch, settings) -> None:
     """Glue names a table `s3a://bucket/x/` (as Spark writes it); a later discovery of the
     `s3://` prefix finds the same table registered, not a new one; so does registering it by hand."""
-    from tests.conftest import use_store_environment
+    from tests.conftest import s3_buckets
 
-    use_store_environment(monkeypatch, s3_server.env())
     bucket = "discovery"
-    client = s3_server.boto3()
-    if bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
-        client.create_bucket(Bucket=bucket)
+    s3_buckets(s3_server, monkeypatch, settings, bucket)
     key = f"allowed/spelling-{uuid.uuid4().hex[:8]}"
-    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{bucket}/allowed"]
     write(f"s3://{bucket}/{key}/x", storage_options=s3_server.storage_options())
     glue = s3_server.boto3("glue")
     db = f"lake_{uuid.uuid4().hex[:6]}"
