@@ -274,9 +274,9 @@ CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
-# the beat's scheduler leaves a heartbeat at each tick (deltaweb/beat.py): in the shared cache for
+# the beat's scheduler leaves a heartbeat at each tick (tables/services/ops/beat.py): in the shared cache for
 # /metrics, and in this file (when set) for a container's liveness check
-CELERY_BEAT_SCHEDULER = "deltaweb.beat.Scheduler"
+CELERY_BEAT_SCHEDULER = "tables.services.ops.beat.Scheduler"
 DELTAWEB_BEAT_HEARTBEAT_FILE = env("DELTAWEB_BEAT_HEARTBEAT_FILE", "")
 
 SPARK_MASTER = env("SPARK_MASTER", "local[*]")

@@ -32,6 +32,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from tables.models import Job, JobKind, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
 from tables.services.ops import durations
+from tables.services.ops.beat import last_tick
 from tables.services.sync import events
 
 REQUESTS = Counter("deltaweb_http_requests", "HTTP requests served", ["method", "view", "status"])
@@ -170,8 +171,6 @@ def _queue() -> Iterator[object]:
     """The Celery side: the beat's last tick, and the messages waiting in the task queue (a
     Redis broker only: one LLEN, its own short timeout, nothing when it does not answer)."""
     from celery import current_app
-
-    from deltaweb.beat import last_tick
 
     tick = last_tick()
     if tick is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from celery.beat import PersistentScheduler
 
-logger = logging.getLogger("deltaweb.beat")
+logger = logging.getLogger("tables.beat")
 
 CACHE_KEY = "deltaweb:beat:last_tick"
 EVERY = 10.0  # seconds between two heartbeats: a tick can come many times a second
