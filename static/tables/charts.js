@@ -111,22 +111,16 @@
       try {
         window.Plotly.Fx.hover(el, [{ curveNumber: 0, pointNumber: at }]);
       } catch (e) {
-        /* a WebGL trace may not take a programmatic hover: the live region still says it */
+        /* plotly refused the hover: the live region still says it */
       }
     });
   }
-  // Without WebGL (a browser or a remote desktop that has none), dense traces draw as SVG:
-  // slower, but drawn, where plotly would show an error instead.
-  var webgl = (function () {
-    try {
-      var c = document.createElement("canvas");
-      return !!(window.WebGLRenderingContext && (c.getContext("webgl") || c.getContext("experimental-webgl")));
-    } catch (e) {
-      return false;
-    }
-  })();
-  function withoutWebgl(traces) {
-    return webgl ? traces : traces.map(function (t) {
+  // Every trace is SVG: plotly's WebGL traces (scattergl) compile their code at run time,
+  // which the page's CSP (script-src 'self', no 'unsafe-eval') forbids, and plotly then shows
+  // "WebGL is not supported" instead of the chart. The server sends none; a figure it cached
+  // before (until the table's next sync) may still name one, drawn as SVG here.
+  function svgOnly(traces) {
+    return traces.map(function (t) {
       return t.type === "scattergl" ? Object.assign({}, t, { type: "scatter" }) : t;
     });
   }
@@ -139,7 +133,7 @@
       var fig = data[el.getAttribute("data-figure")];
       if (fig) {
         el.textContent = "";
-        window.Plotly.newPlot(el, withoutWebgl(fig.data), fig.layout, config);
+        window.Plotly.newPlot(el, svgOnly(fig.data), fig.layout, config);
         if (template) {
           openOnClick(el, template);
         }

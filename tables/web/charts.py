@@ -18,7 +18,10 @@ from tables.services.reachability import table_reachability
 
 # The charts draw at most this many of the newest versions.
 MAX_POINTS = 20_000
-# Above this many versions the lines carry no per-version markers (they would merge).
+# Above this many versions a trace is one line, no marker per version: markers would merge,
+# and SVG draws one element per marker (17,600 of them took 2.1-5.4 s to draw at 10,000
+# versions, the line alone 0.35 s: benchmarks/chart_draw.py). Every trace is SVG (`scatter`):
+# plotly's WebGL traces need 'unsafe-eval', which the app's CSP forbids.
 DENSE = 1_000
 # The timeline marks at most this many files-removed events (the newest).
 MAX_REMOVALS = 500
@@ -57,12 +60,6 @@ def _layout(title: str | None, ytitle: str, ytype: str | None = None) -> dict[st
     if title:
         layout["title"] = {"text": title, "x": 0, "font": {"size": 15}}
     return layout
-
-
-def trace_type(points: int) -> str:
-    """WebGL above DENSE points: SVG draws one element per marker (seconds at 10,000 versions,
-    and the range slider draws every trace again), WebGL one canvas."""
-    return "scattergl" if points > DENSE else "scatter"
 
 
 def _rows(table: Table) -> tuple[list[dict[str, Any]], bool]:
@@ -106,10 +103,10 @@ def timeline_figure(
     for a in marked:  # several anomalies of one version share its hover line
         text = html.escape(f"{a['kind']}: {a['detail']}")[:300]
         anomaly_text[a["version"]] = f"{anomaly_text[a['version']]}; {text}" if a["version"] in anomaly_text else text
-    kind = trace_type(len(rows))
+    dense = len(rows) > DENSE
     effective = {
-        "type": kind,
-        "mode": "lines+markers" if len(rows) <= DENSE else "lines",
+        "type": "scatter",
+        "mode": "lines" if dense else "lines+markers",
         "name": "commit timestamp (effective)",
         "x": versions,
         "y": [plot_time(r["timestamp"]) for r in rows],
@@ -130,27 +127,30 @@ def timeline_figure(
     data: list[dict[str, Any]] = [effective]
     both = [r for r in rows if r["in_commit_timestamp"] is not None]
     if both:
+        # dense: thin lines (the file time dotted) where a marker per version merged into a band
+        few = len(both) <= DENSE
         data.append(
             {
-                "type": kind,
-                "mode": "markers",
+                "type": "scatter",
+                "mode": "markers" if few else "lines",
                 "name": "inCommitTimestamp",
                 "x": [r["version"] for r in both],
                 "y": [plot_time(r["in_commit_timestamp"]) for r in both],
                 "hovertemplate": "v%{x}<br>ICT %{y}<extra></extra>",
-                # small when dense: a thousand open diamonds at full size merged into a band
-                "marker": {"color": _ICT, "symbol": "diamond-open", "size": 9 if len(both) <= DENSE else 4},
+                "marker": {"color": _ICT, "symbol": "diamond-open", "size": 9},
+                "line": {"color": _ICT, "width": 1},
             }
         )
         data.append(
             {
-                "type": kind,
-                "mode": "markers",
+                "type": "scatter",
+                "mode": "markers" if few else "lines",
                 "name": "file modification time",
                 "x": [r["version"] for r in both],
                 "y": [plot_time(r["file_modification_time"]) for r in both],
                 "hovertemplate": "v%{x}<br>file time %{y}<extra></extra>",
-                "marker": {"color": _FILE, "symbol": "circle-open", "size": 8 if len(both) <= DENSE else 3},
+                "marker": {"color": _FILE, "symbol": "circle-open", "size": 8},
+                "line": {"color": _FILE, "width": 1, "dash": "dot"},
             }
         )
     if marked:
@@ -168,9 +168,8 @@ def timeline_figure(
         )
     data.extend(removal_markers(removals or [], by_version))
     layout = _layout(None, "commit timestamp (UTC)", "date")  # the page's heading names it
-    if RANGESLIDER_FROM < len(versions) and kind == "scatter":
+    if RANGESLIDER_FROM < len(versions):
         # long histories: a slider under the chart to move a zoomed window through the versions
-        # (plotly draws no WebGL trace in a slider: a dense chart zooms by dragging instead)
         layout["xaxis"]["rangeslider"] = {"visible": True, "thickness": 0.08}
         layout["height"] = 420
     boundary = ict_boundary(table)
@@ -326,7 +325,7 @@ def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
     files = {
         "data": [
             {
-                "type": trace_type(len(known)),
+                "type": "scatter",
                 "mode": "lines+markers" if len(known) <= DENSE else "lines",
                 "name": "files",
                 "x": x,
@@ -340,7 +339,7 @@ def growth_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
     size = {
         "data": [
             {
-                "type": trace_type(len(known)),
+                "type": "scatter",
                 "mode": "lines+markers" if len(known) <= DENSE else "lines",
                 "name": "size",
                 "x": x,
