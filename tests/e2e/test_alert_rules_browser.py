@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group
 from alerts.models import CustomRule, WebhookEndpoint
 from tables.models import Table
 from tables.services.access import roles
+from tests.e2e import csp
 from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
 from tests.e2e.test_workbench_browser import axe_source, serious_violations
 
@@ -39,7 +40,7 @@ def signed_in(live_server, transactional_db, django_user_model, monkeypatch):
         contexts = []
 
         def sign_in(username: str, width: int = 1280):
-            context = browser.new_context(viewport={"width": width, "height": 900}, bypass_csp=True)
+            context = csp.new_context(browser, viewport={"width": width, "height": 900})
             contexts.append(context)
             page = context.new_page()
             page.set_default_timeout(20_000)
@@ -52,6 +53,7 @@ def signed_in(live_server, transactional_db, django_user_model, monkeypatch):
 
         yield sign_in, live_server.url
         for context in contexts:
+            csp.assert_no_violations(context)
             context.close()
         browser.close()
 

@@ -16,6 +16,7 @@ from django.contrib.auth.models import Group
 from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Job, JobStatus, Table
 from tables.services.access import roles
+from tests.e2e import csp
 from tests.web.ui_tables import ict_table
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -44,14 +45,14 @@ def signed_in_page(
     base: str, username: str, password: str, *, width: int = 1400, args: list[str] = ARGS, **context_options: Any
 ) -> Iterator[tuple[Any, list[str]]]:
     """A Chromium page signed in as `username` on the live server at `base`, and the list that
-    collects the page's script errors (tests assert it stays empty)."""
+    collects the page's script errors and CSP violations (tests assert it stays empty; leaving
+    fails on a CSP violation the test did not check)."""
     with playwright_sync.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args)
-        # bypass_csp: axe-core is injected by the tests, past the page's CSP (script-src 'self')
-        context = browser.new_context(viewport={"width": width, "height": 1000}, bypass_csp=True, **context_options)
+        errors: list[str] = []
+        context = csp.new_context(browser, sink=errors, viewport={"width": width, "height": 1000}, **context_options)
         page = context.new_page()
         page.set_default_timeout(20_000)
-        errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(base + "/accounts/login/")
         page.get_by_label("Username").fill(username)
@@ -59,6 +60,7 @@ def signed_in_page(
         page.get_by_role("button", name="Sign in").click()
         try:
             yield page, errors
+            csp.assert_no_violations(context)
         finally:
             context.close()
             browser.close()
@@ -83,12 +85,13 @@ def browser_page(monkeypatch):
     SHOTS.mkdir(parents=True, exist_ok=True)
     with playwright_sync.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        context = csp.new_context(browser, sink=errors, viewport={"width": 1400, "height": 1000})
         page = context.new_page()
         page.set_default_timeout(20_000)
-        errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         yield page, errors
+        csp.assert_no_violations(context)
         context.close()
         browser.close()
 
@@ -287,7 +290,7 @@ def test_restore_requested_in_the_ui_approved_in_the_admin_console_committed_on_
     shot(page, "10-restore-request")
 
     # the approver approves in the admin console
-    console = page.context.browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    console = csp.new_context(page.context.browser, sink=js_errors, viewport={"width": 1400, "height": 1000}).new_page()
     console.set_default_timeout(20_000)
     console.goto(f"{base}/admin/tables/restorerequest/")
     console.locator("#id_username").fill("rita")
@@ -301,6 +304,7 @@ def test_restore_requested_in_the_ui_approved_in_the_admin_console_committed_on_
     shot(console, "12-admin-approve")
     console.get_by_role("button", name="Approve and run").click()
     expect(console.locator(".messagelist")).to_contain_text(f"Restore #{req.pk} approved")
+    csp.assert_no_violations(console.context)
     console.context.close()
 
     # the analyst's page follows the run on Spark, then shows the new version

@@ -19,6 +19,7 @@ from tables.models import Job, JobStatus, Table
 from tables.services import faults, jobs
 from tables.services.access import roles
 from tables.services.sync import store as sync
+from tests.e2e import csp
 from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
 from tests.e2e.test_workbench_browser import axe_source, serious_violations
 
@@ -72,9 +73,9 @@ def test_the_first_sync_is_not_news_and_the_state_follows_the_job(
     SHOTS.mkdir(parents=True, exist_ok=True)
     with playwright_sync.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True).new_page()
-        page.set_default_timeout(20_000)
         errors: list[str] = []
+        page = csp.new_context(browser, sink=errors, viewport={"width": 1280, "height": 900}).new_page()
+        page.set_default_timeout(20_000)
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         polls: list[float] = []
         page.on("response", lambda r: polls.append(time.monotonic()) if "/api/activity/" in r.url else None)
@@ -138,4 +139,5 @@ def test_the_first_sync_is_not_news_and_the_state_follows_the_job(
         page.reload()
         expect(badge).to_have_text("in sync")
         assert errors == []
+        csp.assert_no_violations(page.context)
         browser.close()

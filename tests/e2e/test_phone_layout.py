@@ -15,6 +15,7 @@ from tables.services import registration
 from tables.services.access import roles
 from tables.services.restores.requests import request_restore
 from tables.services.sync import store as sync
+from tests.e2e import csp
 from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
 from tests.e2e.test_workbench_browser import axe_source, serious_violations
 from tests.web.ui_tables import ict_table
@@ -48,9 +49,8 @@ def phone(live_server, transactional_db, settings, tmp_path, django_user_model, 
         contexts = []
 
         def start(js: bool = True):
-            # axe-core is injected by the test, so the page's CSP (script-src 'self') is bypassed for it
-            context = browser.new_context(
-                viewport={"width": WIDTH, "height": HEIGHT}, bypass_csp=True, java_script_enabled=js, is_mobile=True
+            context = csp.new_context(
+                browser, viewport={"width": WIDTH, "height": HEIGHT}, java_script_enabled=js, is_mobile=True
             )
             contexts.append(context)
             page = context.new_page()
@@ -64,6 +64,7 @@ def phone(live_server, transactional_db, settings, tmp_path, django_user_model, 
 
         yield start, live_server.url, restore
         for context in contexts:
+            csp.assert_no_violations(context)
             context.close()
         browser.close()
 

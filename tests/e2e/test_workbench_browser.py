@@ -17,6 +17,7 @@ from tables.models import Commit
 from tables.services import registration
 from tables.services.access import roles
 from tables.services.sync import store as sync
+from tests.e2e import csp
 from tests.e2e.test_browser import CHROMIUM, SHOTS, signed_in_page
 from tests.web.ui_tables import ict_table
 
@@ -39,8 +40,9 @@ def axe_source() -> str:
 
 
 def serious_violations(page, source: str) -> list[str]:
-    """axe-core's serious and critical violations of the page, as readable lines."""
-    page.evaluate(source)
+    """axe-core's serious and critical violations of the page, as readable lines (axe-core
+    loaded as a same-origin script, under the page's CSP)."""
+    csp.inject_axe(page, source)
     found = page.evaluate(
         """async () => {
           const r = await axe.run(document, {resultTypes: ["violations"]});
@@ -192,6 +194,8 @@ def test_a_finished_data_job_on_its_own_page_reloads_to_show_its_rows(workbench)
     page.locator("#job-progress").wait_for()
     page.evaluate("window.__notReloaded = true")
     Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED, stage="done")
-    page.wait_for_function("window.__notReloaded === undefined", timeout=20_000)
+    # a function, not an expression: playwright evaluates an expression string with eval in the
+    # page, which the page's CSP refuses
+    page.wait_for_function("() => window.__notReloaded === undefined", timeout=20_000)
     assert page.url.endswith("#rows") and f"rowjob={job.pk}" in page.url
     page.screenshot(path=str(SHOTS / "34-3-change-data-reloaded.png"), full_page=False)
