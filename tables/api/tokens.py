@@ -8,6 +8,7 @@ role check after it asks the database again; together they were a third of an AP
 
 from __future__ import annotations
 
+from drf_spectacular.authentication import SessionScheme
 from rest_framework import exceptions
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 
@@ -44,3 +45,10 @@ class CsrfSessionAuthentication(SessionAuthentication):
             super().enforce_csrf(request)
         except exceptions.PermissionDenied as exc:
             raise CsrfFailed(CSRF_MESSAGE) from exc
+
+
+class CsrfSessionScheme(SessionScheme):
+    """The schema's `cookieAuth` for the session authentication above (drf-spectacular matches
+    Django REST framework's class only, not subclasses)."""
+
+    target_class = "tables.api.tokens.CsrfSessionAuthentication"

@@ -160,7 +160,7 @@ def test_session_authentication_and_csrf(table, analyst) -> None:
     client.force_login(analyst)
     assert client.get(url(table)).json()["name"] == "events"
     # a session-authenticated write needs the CSRF token
-    assert_error(client.post(url(table, "sync/")), 403, "permission_denied")
+    assert_error(client.post(url(table, "sync/")), 403, "csrf_failed")
 
 
 # --- tables: create, list, retrieve, delete, sync -----------------------------------------
