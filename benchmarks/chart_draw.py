@@ -8,23 +8,27 @@ A private deployment (everything under --workdir, default /tmp/deltaweb-bench/ch
 own SQLite database, allowed root and gunicorn on a free loopback port; Celery tasks run in
 the request) holds one table whose cached history has --versions commits (the rows a sync
 stores; ICT from version 1,200 on, as tests/e2e/test_charts_browser.py builds them, with
-irregular times and growth). A
-signed-in Chromium (no `bypass_csp`: the page keeps its CSP header; WebGL in software,
---enable-unsafe-swiftshader, as on a machine without a GPU) opens the charts page once per
-variant and repetition, in a fresh browser context. The figures the app serves are rewritten
-in flight (playwright's routing, which leaves the page's CSP alone) to each variant:
+irregular times and growth). A signed-in Chromium (no `bypass_csp`: the page keeps its CSP
+header; WebGL in software, --enable-unsafe-swiftshader, as on a machine without a GPU) opens
+the charts page once per variant and repetition, in a fresh browser context. The figures the
+app serves are rewritten in flight (playwright's routing, which leaves the page's CSP alone)
+to each variant ("dense": a trace over 1,000 points; the ICT and file-time traces are the
+timeline's two marker traces):
 
-  served         the figures and plotly bundle exactly as the app serves them
-  svg            every trace SVG (`scatter`), the range slider under a long timeline; the
-                 dense ICT and file-time traces keep a (small) marker per version
+  served         the figures, charts.js and the plotly bundle exactly as the app serves them
+  svg            every trace SVG (`scatter`), the range slider under a long timeline, the
+                 dense ICT and file-time traces a small marker per version (4 and 3 px)
   svg-no-slider  the same without the range slider (the slider draws every trace again)
-  svg-lines      every trace SVG, the range slider, and a trace over 1,000 points drawn as
-                 a line only (one path, not a marker per version)
-  webgl-strict   traces over 1,000 points on WebGL (`scattergl`, no slider), drawn by plotly's
-                 CSP-safe "strict" bundle (npm plotly.js-strict-dist-min of the same plotly.js
-                 version as the python package's plotly.min.js, installed under --workdir)
-  webgl          the same traces with the standard bundle: what the app did before; plotly's
+  svg-lines      every trace SVG, the range slider, every dense trace a line only (one path,
+                 no marker per version): what the app serves since WebGL was dropped
+  webgl-strict   dense traces on WebGL (`scattergl`, markers as in svg, no slider: plotly
+                 draws no WebGL trace in a slider), drawn by plotly's CSP-safe "strict" bundle
+                 (npm plotly.js-strict-dist-min of the same plotly.js version as the python
+                 package's plotly.min.js, installed under --workdir's parent)
+  webgl          the same figures with the standard bundle: what the app did before; plotly's
                  WebGL code needs 'unsafe-eval', so the page shows "WebGL is not supported"
+
+The webgl variants also get charts.js without its conversion of WebGL traces to SVG.
 
 Measured in the page (performance.now(), medians of --reps):
   draw    from the first Plotly.newPlot call to the last chart's promise and two animation
@@ -35,7 +39,8 @@ Measured in the page (performance.now(), medians of --reps):
           makes of the time axis), then two animation frames
 and whether it drew: no "WebGL is not supported" text, no CSP violation (securitypolicyviolation
 events and console messages), every chart drawn, and the points the SVG paths hold.
-Prints a table and, last, one JSON line; writes benchmarks/results/chart_draw.json.
+Prints a table and, last, one JSON line; writes benchmarks/results/chart_draw.json
+(benchmarks/report.py's record: command, time, load averages).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +238,9 @@ def setup(workdir: Path, versions: int) -> str:
     return table.slug
 
 
+MARKER_TRACES = {"inCommitTimestamp": 4, "file modification time": 3}  # their dense marker size before
+
+
 def rewrite(fig: dict[str, Any] | None, variant: str) -> None:
     """The figure as the variant draws it (in place)."""
     if not fig:
@@ -239,13 +248,17 @@ def rewrite(fig: dict[str, Any] | None, variant: str) -> None:
     dense = False
     for trace in fig["data"]:
         n = len(trace.get("x") or [])
-        if variant.startswith("webgl"):
-            trace["type"] = "scattergl" if n > DENSE else "scatter"
-            dense = dense or n > DENSE
-        else:
-            trace["type"] = "scatter"
-            if variant == "svg-lines" and n > DENSE:
+        webgl = variant.startswith("webgl") and n > DENSE
+        dense = dense or n > DENSE
+        trace["type"] = "scattergl" if webgl else "scatter"
+        if n > DENSE and trace.get("name") in MARKER_TRACES:
+            if variant == "svg-lines":
                 trace["mode"] = "lines"
+            else:
+                trace["mode"] = "markers"
+                trace["marker"] = {**trace.get("marker", {}), "size": MARKER_TRACES[trace["name"]]}
+        elif n > DENSE:
+            trace["mode"] = "lines"
     xaxis = fig["layout"].get("xaxis", {})
     is_timeline = fig["layout"].get("yaxis", {}).get("type") == "date"
     if (variant.startswith("webgl") and dense) or variant == "svg-no-slider":
@@ -276,6 +289,15 @@ def measure(browser: Any, base: str, slug: str, state: dict, variant: str, stric
                 route.fulfill(response=resp, body=json.dumps(data))
 
             page.route(f"**/t/{slug}/charts.json", figures)
+        if variant.startswith("webgl"):
+
+            def scripts(route: Any) -> None:
+                resp = route.fetch()
+                text = resp.text()
+                assert "svgOnly(fig.data)" in text, "charts.js no longer converts WebGL traces as it did"
+                route.fulfill(response=resp, body=text.replace("svgOnly(fig.data)", "fig.data"))
+
+            page.route("**/tables/charts*.js", scripts)
         if variant == "webgl-strict":
             page.route(
                 "**/vendor/plotly*.js",
@@ -318,6 +340,7 @@ def main() -> None:
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
+    load_before = os.getloadavg()
     workdir = Path(args.workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -382,11 +405,30 @@ def main() -> None:
             print(
                 f"  not drawn: CSP {r['csp_violations']}, errors {r['page_errors']}, WebGL text {r['webgl_not_supported']}"
             )
-    out = {"versions": args.versions, "plotly_js": version, "reps": args.reps, "variants": results}
+    out = {
+        # first: the numbers benchmarks/report.py's table shows
+        "draw_ms": {name: r["draw_ms"] for name, r in results.items()},
+        "zoom_ms": {name: r["zoom_ms"] for name, r in results.items()},
+        "versions": args.versions,
+        "reps": args.reps,
+        "drawn": {name: r["drawn"] for name, r in results.items()},
+        "plotly_js": version,
+        "loadavg_before": list(load_before),
+        "loadavg_after": list(os.getloadavg()),
+        "variants": results,
+    }
     line = json.dumps(out)
     print(line)
+    record = {  # benchmarks/report.py's record
+        "name": "chart_draw",
+        "command": " ".join([".venv/bin/python", "benchmarks/chart_draw.py", *sys.argv[1:]]),
+        "at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "loadavg_before": out["loadavg_before"],
+        "loadavg_after": out["loadavg_after"],
+        "result": out,
+    }
     (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "chart_draw.json").write_text(json.dumps({**out, "command": " ".join(sys.argv)}, indent=1))
+    (HERE / "results" / "chart_draw.json").write_text(json.dumps(record, indent=1) + "\n")
     if args.json:
         Path(args.json).write_text(line)
 
