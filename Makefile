@@ -46,6 +46,8 @@ run: install
 	@bash scripts/run.sh $(PORT) $(REDIS_PORT)
 
 # the browser tests drive Debian's Chromium; docker-compose validates the deployment file;
+# podman builds and runs the image (scripts/image.sh; mmdebstrap makes its base from Debian's
+# packages where docker.io cannot be reached);
 # the Azure tests run against Azurite (npm); the PostgreSQL pass runs Debian's server
 # (scripts/postgres.sh: private port and data directory under var/postgres)
 test-deps:
@@ -53,6 +55,8 @@ test-deps:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v podman >/dev/null 2>&1 || missing="$$missing podman"; \
+	command -v mmdebstrap >/dev/null 2>&1 || missing="$$missing mmdebstrap"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing:$$missing"; \
