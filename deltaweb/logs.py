@@ -21,6 +21,9 @@ from typing import Any
 
 import orjson
 
+from tables.services.errors import printable
+from tables.services.ops.http_labels import method_label
+
 request_id: ContextVar[str] = ContextVar("request_id", default="")
 user: ContextVar[str] = ContextVar("user", default="")
 table: ContextVar[str] = ContextVar("table", default="")
@@ -91,16 +94,11 @@ def _access(request: Any, status: int, seconds: float) -> None:
     """One line per request; the path bounded and escaped (a client chooses it)."""
     if not access_log.isEnabledFor(logging.INFO):
         return
-    path = request.path[:300]
-    if not path.isprintable():
-        path = path.encode("unicode_escape").decode("ascii")
-    method = request.method if request.method in _METHODS else "other"
+    path = printable(request.path, 300)
+    method = method_label(request.method)
     ms = round(seconds * 1000, 1)
     http = {"method": method, "path": path, "status": status, "ms": ms}
     access_log.info("%s %s %s %.1f ms", method, path, status, ms, extra={"http": http})
-
-
-_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def connect_celery() -> None:

@@ -149,9 +149,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     return _response("internal", INTERNAL_MESSAGE, status.HTTP_500_INTERNAL_SERVER_ERROR)
 
 
-def refused_request(exc: SuspiciousOperation) -> tuple[str, str, int]:
-    """The code, message and status of a request Django refuses to read (too many fields, ...);
-    logged as a warning, since a client sent it on purpose or by a bug."""
+def refused_request(exc: Exception | None) -> tuple[str, str, int]:
+    """The code, message and status of a request Django refuses to read (too many fields, any
+    other 400 it raises); logged as a warning, since a client sent it on purpose or by a bug."""
     from django.conf import settings
 
     logger.warning("refused a request: %s", one_line(exc))

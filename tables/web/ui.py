@@ -11,7 +11,6 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -164,11 +163,9 @@ def handler400(request: HttpRequest, exception: Exception | None = None) -> Http
 
     from tables.api.errors import api_error, is_api_path, refused_request
 
-    if is_api_path(request) and isinstance(exception, SuspiciousOperation):
+    if is_api_path(request):
         code, message, status = refused_request(exception)
         return api_error(request, status, code, message)
-    if is_api_path(request):
-        return api_error(request, 400, "bad_request", "The request was refused as malformed.")
     return defaults.bad_request(request, exception)
 
 

@@ -143,8 +143,9 @@ class Backend(OIDCAuthenticationBackend):
             )
         except jwt.InvalidTokenError as exc:
             raise SuspiciousOperation(f"the ID token was refused: {exc}") from exc
-        if str(claims.get("iss", "")).rstrip("/") != issuer():
-            raise SuspiciousOperation(f"the ID token's issuer is not {issuer()}")
+        expected = issuer()
+        if str(claims.get("iss", "")).rstrip("/") != expected:
+            raise SuspiciousOperation(f"the ID token's issuer is not {expected}")
         return claims
 
     def get_userinfo(self, access_token: str, id_token: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -238,8 +239,7 @@ def free_username(claims: dict[str, Any]) -> str:
 
     raw = claims.get("preferred_username") or claims.get("email") or claims.get("sub") or "user"
     base = _NOT_A_NAME.sub("", str(raw))[:140] or "user"
-    taken = get_user_model().objects.filter(username__startswith=base).values_list("username", flat=True)
-    taken = set(taken)
+    taken = set(get_user_model().objects.filter(username__startswith=base).values_list("username", flat=True))
     for candidate in [base, f"{base}.sso", *(f"{base}.sso{n}" for n in range(2, 1000))]:
         if candidate not in taken:
             return candidate

@@ -4,7 +4,7 @@ as each job ends: every web process's scrape reads the same counts, and they nev
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from prometheus_client.utils import floatToGoString
 
 from tables.models import JobDuration
@@ -16,10 +16,10 @@ def record(kind: str, seconds: float) -> None:
     """One finished job of `kind` that ran `seconds`: its buckets, count and sum go up."""
     seconds = max(0.0, float(seconds))
     rows = JobDuration.objects.filter(kind=kind)
-    if not rows.exists():
-        _create(kind)
-    rows.filter(Q(le__gte=seconds) | Q(le__isnull=True)).update(count=F("count") + 1)
-    rows.filter(le__isnull=True).update(total_seconds=F("total_seconds") + seconds)
+    if not rows.filter(le__isnull=True).update(count=F("count") + 1, total_seconds=F("total_seconds") + seconds):
+        _create(kind)  # the kind's first job: its rows, then the count
+        rows.filter(le__isnull=True).update(count=F("count") + 1, total_seconds=F("total_seconds") + seconds)
+    rows.filter(le__gte=seconds).update(count=F("count") + 1)
 
 
 def _create(kind: str) -> None:

@@ -138,15 +138,15 @@ def readiness(deadline: float = DEADLINE) -> tuple[bool, dict[str, dict[str, obj
     """(all up, each check's status, detail and milliseconds), within `deadline` seconds."""
     out: dict[str, dict[str, object]] = {}
     started = time.monotonic()
+    inline = {name for name in CHECKS if _inline(name)}
     threads = []
     for name, check in CHECKS.items():
-        if not _inline(name):
+        if name not in inline:
             thread = threading.Thread(target=_in_thread, args=(check, out, name), name=f"readyz-{name}", daemon=True)
             thread.start()
             threads.append(thread)
-    for name, check in CHECKS.items():
-        if _inline(name):
-            out[name] = _run(check)
+    for name in inline:
+        out[name] = _run(CHECKS[name])
     for thread in threads:
         thread.join(max(0.0, started + deadline - time.monotonic()))
     answered = dict(out)  # a late thread may still write into `out`

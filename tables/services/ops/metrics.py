@@ -33,6 +33,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from tables.models import Job, JobKind, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
 from tables.services.ops import durations
 from tables.services.ops.beat import last_tick
+from tables.services.ops.http_labels import method_label
 from tables.services.sync import events
 
 REQUESTS = Counter("deltaweb_http_requests", "HTTP requests served", ["method", "view", "status"])
@@ -43,16 +44,6 @@ LATENCY = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 SPARK_KINDS = JobKind.data_kinds()
-
-
-# The method label's closed set: a client chooses the method it sends, and a label per made-up
-# method would grow every scrape without bound.
-METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
-
-
-def method_label(method: str) -> str:
-    """The request's method as a metric label: a standard one as sent, anything else `other`."""
-    return method if method in METHODS else "other"
 
 
 def observe_request(method: str, view: str, status: int, seconds: float) -> None:
