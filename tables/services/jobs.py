@@ -26,8 +26,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tables.models import Job, JobKind, JobStatus, SyncState, Table, params_hash
+from tables.services import job_durations as durations
 from tables.services.errors import BROKER_UNAVAILABLE, ServiceError, public_message
-from tables.services.ops import durations
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tables.models import Job, JobKind, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
-from tables.services.ops import durations
+from tables.services import job_durations as durations
 from tables.services.ops.beat import last_tick
 from tables.services.ops.http_labels import method_label
 from tables.services.sync import events
@@ -94,7 +94,7 @@ def _jobs() -> Iterator[object]:
     for kind, state, n in Job.objects.values_list("kind", "status").annotate(n=Count("id")):
         jobs.add_metric([kind, state], n)
     yield jobs
-    found = durations.histograms()  # cumulative, counted as jobs end (services/ops/durations.py)
+    found = durations.histograms()  # cumulative, counted as jobs end (services/job_durations.py)
     sync = found.get(JobKind.SYNC)
     if sync is not None:
         yield HistogramMetricFamily(
