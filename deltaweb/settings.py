@@ -239,11 +239,15 @@ DELTAWEB_ALLOWED_ROOTS = [
 # and the longest backoff of a table whose probe or sync keeps failing.
 DELTAWEB_SYNC_INTERVAL_SECONDS = int(env("DELTAWEB_SYNC_INTERVAL_SECONDS", "300"))
 # Push: the SQS queue that receives the buckets' S3 event notifications (`manage.py
-# listen_events` syncs the tables they name within seconds); its region when the URL does not say.
+# listen_events` syncs the tables they name within seconds); its region when the URL does not say;
+# its endpoint when not AWS's own (AWS_ENDPOINT_URL is the object store's, never used for SQS).
 DELTAWEB_SQS_QUEUE_URL = env("DELTAWEB_SQS_QUEUE_URL", "")
 DELTAWEB_SQS_REGION = env("DELTAWEB_SQS_REGION", "")
-# Discovery from an AWS Glue Data Catalog: its region (else AWS_REGION / AWS_DEFAULT_REGION).
+DELTAWEB_SQS_ENDPOINT_URL = env("DELTAWEB_SQS_ENDPOINT_URL", "")
+# Discovery from an AWS Glue Data Catalog: its region (else AWS_REGION / AWS_DEFAULT_REGION), and
+# its endpoint when not AWS's own (as for SQS).
 DELTAWEB_GLUE_REGION = env("DELTAWEB_GLUE_REGION", "")
+DELTAWEB_GLUE_ENDPOINT_URL = env("DELTAWEB_GLUE_ENDPOINT_URL", "")
 # Finished jobs (and alerts' finished scans and deliveries) older than this are deleted daily;
 # restore requests, approvals and the history are kept.
 DELTAWEB_RETENTION_DAYS = float(env("DELTAWEB_RETENTION_DAYS", "30"))

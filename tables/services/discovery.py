@@ -26,6 +26,7 @@ from tables.delta.discover import find_tables
 from tables.delta.storage.api import Storage
 from tables.delta.storage.boundary import as_storage
 from tables.models import DiscoverySource, Table
+from tables.services import aws
 from tables.services.access import roles
 from tables.services.errors import ServiceError, from_delta, one_line
 from tables.services.registration import allowed_path, not_allowed, object_location, register_table, shown
@@ -135,14 +136,14 @@ def preview_glue(database: str, user) -> dict[str, Any]:
 
 
 def glue_tables(database: str) -> list[dict[str, Any]]:
-    """Every table of a Glue database, all pages (AWS_* environment: region, endpoint, keys)."""
-    import boto3
+    """Every table of a Glue database, all pages (AWS_* environment: region and keys; the
+    endpoint DELTAWEB_GLUE_ENDPOINT_URL or AWS's own, never the object store's)."""
     from botocore.exceptions import NoRegionError
     from django.conf import settings
 
     region = settings.DELTAWEB_GLUE_REGION or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     try:
-        client = boto3.client("glue", region_name=region or None)
+        client = aws.client("glue", region, settings.DELTAWEB_GLUE_ENDPOINT_URL)
     except NoRegionError as exc:
         # nothing was asked of AWS yet: the catalog did not fail (not a 502), the setting is
         # missing, and the message says which one (boto3 also reads an AWS config file)

@@ -140,6 +140,7 @@ def test_discovery_from_a_glue_database(s3_server, monkeypatch, settings, browse
     write(f"{base}/orders", storage_options=s3_server.storage_options())
     write(f"{base}/events", storage_options=s3_server.storage_options())
     glue = s3_server.boto3("glue")
+    settings.DELTAWEB_GLUE_ENDPOINT_URL = s3_server.endpoint  # AWS_ENDPOINT_URL is the store's only
     db = f"lake_{uuid.uuid4().hex[:6]}"
     glue.create_database(DatabaseInput={"Name": db})
     tables = {
@@ -189,6 +190,7 @@ def test_a_glue_database_without_a_region_is_a_400_naming_the_region(
     assert error["code"] == "glue_region_missing"
     assert "region" in error["message"] and "DELTAWEB_GLUE_REGION" in error["message"]
     assert "\n" not in error["message"] and "Traceback" not in error["message"]
+    settings.DELTAWEB_GLUE_ENDPOINT_URL = s3_server.endpoint
     settings.DELTAWEB_GLUE_REGION = s3_server.region  # the same request with a region gets the catalog's answer
     r = api.post("/api/discover/", {"glueDatabase": "no_such_db"}, format="json")
     assert r.status_code == 502 and r.json()["error"]["code"] == "glue_error"
@@ -239,6 +241,7 @@ def test_a_glue_table_at_s3a_is_not_registered_again_by_an_s3_prefix(s3_server, 
     key = f"allowed/spelling-{uuid.uuid4().hex[:8]}"
     write(f"s3://{bucket}/{key}/x", storage_options=s3_server.storage_options())
     glue = s3_server.boto3("glue")
+    settings.DELTAWEB_GLUE_ENDPOINT_URL = s3_server.endpoint  # AWS_ENDPOINT_URL is the store's only
     db = f"lake_{uuid.uuid4().hex[:6]}"
     glue.create_database(DatabaseInput={"Name": db})
     glue.create_table(

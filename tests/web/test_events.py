@@ -43,6 +43,7 @@ def queue(s3_server, monkeypatch, settings):
         NotificationConfiguration={"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]},
     )
     settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/"]
+    settings.DELTAWEB_SQS_ENDPOINT_URL = s3_server.endpoint  # AWS_ENDPOINT_URL is the store's only
     return sqs, url
 
 
@@ -116,6 +117,18 @@ def test_events_for_unregistered_tables_and_data_files_start_nothing(queue, s3_s
             break
     assert totals["messages"] >= 2 and totals["syncs"] == 0
     assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages", []) == []  # deleted
+
+
+def test_the_queue_is_never_asked_at_the_object_stores_endpoint(monkeypatch, settings) -> None:
+    """AWS_ENDPOINT_URL names the object store (MinIO in docker-compose.yml): the SQS client
+    goes to its own setting, else to AWS's regional endpoint, as a deployment needs."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://minio:9000")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://minio:9000")
+    url = "https://sqs.eu-west-1.amazonaws.com/123456789012/commits"
+    settings.DELTAWEB_SQS_ENDPOINT_URL = ""
+    assert events.sqs_client(url).meta.endpoint_url == "https://sqs.eu-west-1.amazonaws.com"
+    settings.DELTAWEB_SQS_ENDPOINT_URL = "http://moto:5000"
+    assert events.sqs_client(url).meta.endpoint_url == "http://moto:5000"
 
 
 # Bodies a hostile sender can put on the queue; none is an S3 event.

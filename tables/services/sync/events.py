@@ -44,6 +44,7 @@ from django.core.cache import caches
 from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 
 from tables.models import Table
+from tables.services import aws
 
 logger = logging.getLogger("tables.events")
 
@@ -163,10 +164,11 @@ def sync_tables_at(roots: Iterable[str]) -> list[int]:
 
 
 def sqs_client(queue_url: str) -> Any:
-    import boto3
-
+    """The queue's client: its region from the URL (else DELTAWEB_SQS_REGION), at
+    DELTAWEB_SQS_ENDPOINT_URL or AWS's own endpoint, never the object store's AWS_ENDPOINT_URL."""
     region = re.search(r"sqs[.-]([a-z0-9-]+)\.", queue_url)
-    return boto3.client("sqs", region_name=settings.DELTAWEB_SQS_REGION or (region[1] if region else "us-east-1"))
+    region_name = settings.DELTAWEB_SQS_REGION or (region[1] if region else "us-east-1")
+    return aws.client("sqs", region_name, settings.DELTAWEB_SQS_ENDPOINT_URL)
 
 
 def receive_once(client: Any, queue_url: str, wait_seconds: int = 10) -> dict[str, int]:
