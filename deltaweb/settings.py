@@ -102,6 +102,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = DELTAWEB_LOG_FORMAT != "json"
 # /metrics answers these networks (CIDR, comma-separated) or a bearer token; nobody else
 DELTAWEB_METRICS_ALLOWED = env_list("DELTAWEB_METRICS_ALLOWED", "127.0.0.1/32,::1/128")
 DELTAWEB_METRICS_TOKEN = env("DELTAWEB_METRICS_TOKEN", "")
+# a sync-lag and a failures series per table (unbounded with the fleet); fleet-level by default
+DELTAWEB_METRICS_PER_TABLE = env("DELTAWEB_METRICS_PER_TABLE", "") in ("1", "true", "yes")
 
 ROOT_URLCONF = "deltaweb.urls"
 TEMPLATES = [
@@ -308,6 +310,7 @@ DELTAWEB_RESTORE_STUCK_MINUTES = float(env("DELTAWEB_RESTORE_STUCK_MINUTES", "10
 # time is sent again (a broker restarted without persistence loses its messages).
 DELTAWEB_JOB_HEARTBEAT_SECONDS = float(env("DELTAWEB_JOB_HEARTBEAT_SECONDS", "15"))
 DELTAWEB_JOB_SILENT_MINUTES = float(env("DELTAWEB_JOB_SILENT_MINUTES", "3"))
+DELTAWEB_JOB_SWEEP_SECONDS = float(env("DELTAWEB_JOB_SWEEP_SECONDS", "60"))  # how often the beat looks
 
 # deltaweb as a commit-owner (managed commits): the name tables record in their metadata,
 # whether each ratified commit queues its backfill, and how often the beat backfills them all.
@@ -370,7 +373,7 @@ CELERY_BEAT_SCHEDULE = {
     "prune-operational-rows": {"task": "tables.prune_operational", "schedule": 86400.0},
     "rediscover-tables": {"task": "tables.rediscover", "schedule": 3600.0},
     "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
-    "sweep-silent-jobs": {"task": "tables.sweep_silent_jobs", "schedule": 60.0},
+    "sweep-silent-jobs": {"task": "tables.sweep_silent_jobs", "schedule": DELTAWEB_JOB_SWEEP_SECONDS},
     "backfill-managed-tables": {
         "task": "tables.backfill_managed_tables",
         "schedule": float(DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS),

@@ -119,6 +119,17 @@ def test_events_for_unregistered_tables_and_data_files_start_nothing(queue, s3_s
     assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages", []) == []  # deleted
 
 
+def test_the_listeners_lag_is_the_age_of_the_oldest_message_it_received(queue) -> None:
+    sqs, url = queue
+    drain(sqs, url)
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"Event": "s3:TestEvent"}))
+    time.sleep(1.0)  # the message waits in the queue this long at least
+    client = events.sqs_client(url)
+    got = events.receive_once(client, url, 1)
+    assert got["messages"] == 1 and events.counts()["lag"] >= 0.9
+    assert events.receive_once(client, url, 0)["messages"] == 0 and events.counts()["lag"] == 0.0
+
+
 def test_the_queue_is_never_asked_at_the_object_stores_endpoint(monkeypatch, settings) -> None:
     """AWS_ENDPOINT_URL names the object store (MinIO in docker-compose.yml): the SQS client
     goes to its own setting, else to AWS's regional endpoint, as a deployment needs."""

@@ -79,7 +79,12 @@ def test_metrics_only_for_scrapers_and_their_values_move(client, browser, roots,
     assert value(after, "deltaweb_sync_seconds_count") == 1
     assert value(after, "deltaweb_restore_requests", state="pending") == 1
     assert value(after, "deltaweb_tables", state="ok") == 1
-    assert 0 <= value(after, "deltaweb_table_sync_lag_seconds", table="events") < 600
+    # fleet-level by default: no series per table, whatever the fleet's size
+    assert 0 <= value(after, "deltaweb_tables_sync_lag_max_seconds") < 600
+    assert value(after, "deltaweb_tables_failing") == 0
+    assert not [name for name, labels in after if "table" in dict(labels)]
+    settings.DELTAWEB_METRICS_PER_TABLE = True
+    assert 0 <= value(samples(client), "deltaweb_table_sync_lag_seconds", table="events") < 600
     assert ("deltaweb_catalog_commits_total", ()) in after
 
 

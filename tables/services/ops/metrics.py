@@ -16,7 +16,9 @@ import os
 from collections.abc import Iterator
 
 from django.apps import apps
-from django.db.models import Count
+from django.conf import settings
+from django.db.models import Count, Min, Q
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from prometheus_client import (
     CollectorRegistry,
@@ -65,22 +67,30 @@ class StateCollector:
 
 
 def _tables() -> Iterator[object]:
+    """The fleet's sync lag and failures (two aggregates); per table only with
+    DELTAWEB_METRICS_PER_TABLE (a series per table is unbounded: 100,000 tables, 200,000 series)."""
     now = timezone.now()
-    lag = GaugeMetricFamily(
-        "deltaweb_table_sync_lag_seconds",
-        "seconds since a probe or a sync last found the table as cached",
-        labels=["table"],
+    # a table's last look: the later of its probe and its sync (either may be missing)
+    seen = Greatest(Coalesce("checked_at", "last_synced_at"), Coalesce("last_synced_at", "checked_at"))
+    fleet = Table.objects.aggregate(oldest=Min(seen), failing=Count("id", filter=Q(failures__gt=0)))
+    worst = max(0.0, (now - fleet["oldest"]).total_seconds()) if fleet["oldest"] is not None else 0.0
+    yield GaugeMetricFamily(
+        "deltaweb_tables_sync_lag_max_seconds", "the largest sync lag of any table (seconds)", value=worst
     )
-    failing = GaugeMetricFamily("deltaweb_table_failures", "probes or syncs failed in a row", labels=["table"])
-    for slug, checked, synced, failures in Table.objects.values_list(
-        "slug", "checked_at", "last_synced_at", "failures"
-    ):
-        seen = max((d for d in (checked, synced) if d is not None), default=None)
-        if seen is not None:
-            lag.add_metric([slug], max(0.0, (now - seen).total_seconds()))
-        failing.add_metric([slug], failures)
-    yield lag
-    yield failing
+    yield GaugeMetricFamily("deltaweb_tables_failing", "tables whose last probe or sync failed", value=fleet["failing"])
+    if settings.DELTAWEB_METRICS_PER_TABLE:
+        lag = GaugeMetricFamily(
+            "deltaweb_table_sync_lag_seconds",
+            "seconds since a probe or a sync last found the table as cached",
+            labels=["table"],
+        )
+        failing = GaugeMetricFamily("deltaweb_table_failures", "probes or syncs failed in a row", labels=["table"])
+        for slug, last, failures in Table.objects.annotate(seen=seen).values_list("slug", "seen", "failures"):
+            if last is not None:
+                lag.add_metric([slug], max(0.0, (now - last).total_seconds()))
+            failing.add_metric([slug], failures)
+        yield lag
+        yield failing
     states = GaugeMetricFamily("deltaweb_tables", "registered tables by sync state", labels=["state"])
     for state, n in Table.objects.values_list("sync_state").annotate(n=Count("id")):
         states.add_metric([state], n)
@@ -156,11 +166,21 @@ def _events() -> Iterator[object]:
             "unix time of the listener's last poll of its queue that succeeded",
             value=found["last_poll"],
         )
+    if "lag" in found:
+        yield GaugeMetricFamily(
+            "deltaweb_events_lag_seconds",
+            "age of the oldest message of the listener's last poll when handled (0 for an empty poll)",
+            value=found["lag"],
+        )
+
+
+WORKER_PING_SECONDS = 0.5
 
 
 def _queue() -> Iterator[object]:
-    """The Celery side: the beat's last tick, and the messages waiting in the task queue (a
-    Redis broker only: one LLEN, its own short timeout, nothing when it does not answer)."""
+    """The Celery side: the beat's last tick, the messages waiting in the task queue (a Redis
+    broker only: one LLEN, its own short timeout, nothing when it does not answer), and the
+    workers alive."""
     from celery import current_app
 
     tick = last_tick()
@@ -182,6 +202,11 @@ def _queue() -> Iterator[object]:
     depth = GaugeMetricFamily("deltaweb_task_queue_messages", "task messages waiting, by queue", labels=["queue"])
     depth.add_metric([queue], waiting)
     yield depth
+    try:  # every worker answers a broadcast ping within half a second (a scrape waits that long)
+        alive = len(current_app.control.ping(timeout=WORKER_PING_SECONDS) or [])
+    except Exception:  # the broker answered the LLEN above: a failure here is no count, not 0
+        return
+    yield GaugeMetricFamily("deltaweb_workers_alive", "Celery workers answering a ping", value=alive)
 
 
 def exposition() -> bytes:

@@ -53,6 +53,7 @@ OUTCOMES = ("handled", "ignored", "malformed")
 EXCERPT = 200  # characters of a body a log line shows: a body may be up to 1 MiB
 _COUNT_KEY = "events:messages:{}"
 _LAST_POLL_KEY = "events:last-poll"
+_LAG_KEY = "events:lag"  # seconds behind at the last poll (metrics: deltaweb_events_lag_seconds)
 # The database is unreachable, not the message wrong: the message is kept to be received again.
 _INFRASTRUCTURE = (OperationalError, InterfaceError)
 
@@ -174,8 +175,11 @@ def sqs_client(queue_url: str) -> Any:
 def receive_once(client: Any, queue_url: str, wait_seconds: int = 10) -> dict[str, int]:
     """One long poll: each message received handled on its own and deleted, and counted by
     outcome. A database failure is raised after the messages handled before it were deleted."""
-    answer = client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_seconds)
+    answer = client.receive_message(
+        QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_seconds, AttributeNames=["SentTimestamp"]
+    )
     messages = answer.get("Messages", [])
+    lag = _lag(messages, time.time())
     tally = dict.fromkeys(OUTCOMES, 0)
     done: list[dict[str, Any]] = []
     synced: set[str] = set()  # roots whose syncs this poll started: six events of one commit, one start
@@ -188,7 +192,7 @@ def receive_once(client: Any, queue_url: str, wait_seconds: int = 10) -> dict[st
         _delete(client, queue_url, done)
         for outcome, n in tally.items():
             count(outcome, n)
-    _mark_poll()
+    _mark_poll(lag)
     return {"messages": len(messages), "tables": len(synced), "syncs": len(started), **tally}
 
 
@@ -251,19 +255,33 @@ def counts() -> dict[str, float]:
     scrape then shows no count rather than a false reset to 0."""
     keys = {outcome: _COUNT_KEY.format(outcome) for outcome in OUTCOMES}
     try:
-        found = caches["shared"].get_many([*keys.values(), _LAST_POLL_KEY])
+        found = caches["shared"].get_many([*keys.values(), _LAST_POLL_KEY, _LAG_KEY])
     except Exception as exc:  # the other metrics still answer
         logger.warning("reading the event message counts failed: %s", exc)
         return {}
     out: dict[str, float] = {outcome: int(found.get(key) or 0) for outcome, key in keys.items()}
     if found.get(_LAST_POLL_KEY) is not None:
         out["last_poll"] = float(found[_LAST_POLL_KEY])
+    if found.get(_LAG_KEY) is not None:
+        out["lag"] = float(found[_LAG_KEY])
     return out
 
 
-def _mark_poll() -> None:
+def _lag(messages: list[dict[str, Any]], now: float) -> float:
+    """Seconds from the oldest message's arrival in the queue (SQS's SentTimestamp) to now: how
+    far behind the listener is; 0 for an empty poll (nothing is waiting)."""
+    sent = []
+    for m in messages:
+        try:
+            sent.append(int(m.get("Attributes", {}).get("SentTimestamp")) / 1000)
+        except (TypeError, ValueError):  # a queue that does not say
+            continue
+    return max(0.0, now - min(sent)) if sent else 0.0
+
+
+def _mark_poll(lag: float) -> None:
     try:
-        caches["shared"].set(_LAST_POLL_KEY, time.time(), None)
+        caches["shared"].set_many({_LAST_POLL_KEY: time.time(), _LAG_KEY: lag}, None)
     except Exception as exc:  # best effort, as the counts
         logger.warning("recording the last poll failed: %s", exc)
 
