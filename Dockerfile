@@ -8,7 +8,7 @@ FROM ${BASE_IMAGE}
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless && rm -rf /var/lib/apt/lists/*
 # the processes run as this user, never root; the volumes' mount points are its own
 RUN useradd --system --uid 10001 --create-home --home-dir /home/deltaweb --shell /usr/sbin/nologin deltaweb \
- && mkdir -p /data /results && chown deltaweb /data /results
+ && mkdir -p /data /results /spark-tls && chown deltaweb /data /results /spark-tls
 WORKDIR /app
 COPY pyproject.toml ./
 COPY deltaweb ./deltaweb

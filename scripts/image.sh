@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build the deltaweb image with podman: scripts/image.sh [TAG] -> prints TAG.
+# Build the deltaweb image with podman: scripts/image.sh [TAG [DOCKERFILE]] -> prints TAG
+# (DOCKERFILE, relative to the repository, defaults to its Dockerfile; deploy/stand-ins.Dockerfile
+# builds the compose stack's stand-ins the same way).
 # The base is python:3.11-slim-bookworm when it can be pulled; where it cannot (no docker.io),
 # an equivalent made from Debian's packages with mmdebstrap (bookworm, python3.11 and pip),
 # built once per machine and reused, as podman reuses the image's own layers between runs.
@@ -9,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TAG=${1:-deltaweb:test}
+DOCKERFILE=${2:-Dockerfile}
 nofile=$(ulimit -Hn); nproc=$(ulimit -Hu)
 [ "$nofile" = unlimited ] || [ "$nofile" -gt 4096 ] && nofile=4096
 [ "$nproc" = unlimited ] || [ "$nproc" -gt 4096 ] && nproc=4096
@@ -34,5 +37,5 @@ fi
 ca=/etc/ssl/certs/ca-certificates.crt
 mount=()
 [ -r "$ca" ] && mount=(--volume "$ca:$ca:ro")
-podman build "${LIMITS[@]}" "${mount[@]}" --build-arg BASE_IMAGE="$BASE" -t "$TAG" . >&2
+podman build "${LIMITS[@]}" "${mount[@]}" --build-arg BASE_IMAGE="$BASE" -f "$DOCKERFILE" -t "$TAG" . >&2
 echo "$TAG"

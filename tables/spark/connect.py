@@ -42,6 +42,7 @@ TOKEN_ENV = "DELTAWEB_SPARK_CONNECT_TOKEN"
 SERVER_TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 RETRIES_ENV = "DELTAWEB_SPARK_CONNECT_RETRIES"
 PORT_ENV = "SPARK_CONNECT_PORT"
+AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"  # Spark's SecurityManager.ENV_AUTH_SECRET
 HOST_ENV = "SPARK_CONNECT_HOST"
 DEFAULT_PORT = 15002
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -251,6 +252,13 @@ def server_conf(master: str) -> dict[str, str]:
     # loopback unless told (docker-compose: the internal network, the port never published)
     conf["spark.connect.grpc.binding.address"] = os.environ.get(HOST_ENV, "127.0.0.1")
     conf["spark.connect.grpc.binding.port"] = str(int(os.environ.get(PORT_ENV, DEFAULT_PORT)))
+    if os.environ.get(AUTH_SECRET_ENV):
+        # a cluster that requires spark.authenticate (docker-compose.yml): the secret is read from
+        # Spark's own variable, first of all its sources, by this driver and (given by the
+        # workers) its executors; a standalone driver also insists the key be configured, so the
+        # conf names the variable instead of holding the secret (never on a command line)
+        conf["spark.authenticate"] = "true"
+        conf["spark.authenticate.secret"] = f"${{env:{AUTH_SECRET_ENV}}}"
     # the clients' progress handlers get the stages' tasks this often
     conf.setdefault("spark.connect.progress.reportInterval", "1s")
     # the server's own log (var/spark-connect/server.log): warnings and errors, not every task

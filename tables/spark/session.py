@@ -159,8 +159,12 @@ def warm_up(spark: SparkSession) -> None:
     from tables.spark.read import input_files, small_frame
     from tables.spark.rowdiff import diff_into
 
-    _remove_stale_warm_ups(Path(tempfile.gettempdir()))
-    base = tempfile.mkdtemp(prefix=WARM_UP_PREFIX)
+    # where the server and its executors can read it too: a Connect server or a cluster in other
+    # containers shares the results directory (DELTAWEB_RESULTS_DIR), not this process's /tmp
+    shared = os.environ.get("DELTAWEB_RESULTS_DIR", "")
+    tmp = Path(shared) if shared and Path(shared).is_dir() else Path(tempfile.gettempdir())
+    _remove_stale_warm_ups(tmp)
+    base = tempfile.mkdtemp(prefix=WARM_UP_PREFIX, dir=tmp)
     try:
         n = 1000
         pq.write_table(

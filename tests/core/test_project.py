@@ -35,6 +35,8 @@ SECRETS = {
     "POSTGRES_PASSWORD": "p",
     "MINIO_ROOT_USER": "u",
     "MINIO_ROOT_PASSWORD": "m" * 8,
+    "DELTAWEB_SPARK_CONNECT_TOKEN": "t" * 32,
+    "SPARK_AUTH_SECRET": "a" * 32,
 }
 
 

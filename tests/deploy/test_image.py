@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from tests.conftest import REPO
+from tests.deploy.conftest import build_image
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("podman") is None, reason="Debian's podman is not installed"),
@@ -38,11 +39,7 @@ print(json.dumps({"healthz": get("/healthz"), "login": get("/accounts/login/")[0
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    built = subprocess.run(
-        ["bash", "scripts/image.sh", "deltaweb:test"], cwd=REPO, capture_output=True, text=True, timeout=1800
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-    return built.stdout.strip().splitlines()[-1]
+    return build_image("deltaweb:test")
 
 
 def run(image: str, *command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -1,0 +1,259 @@
+"""The compose stack run with podman from docker-compose.yml itself, as docker-compose would run it.
+
+Neither docker nor a compose runner that waits on healthchecks is available with Debian's
+podman 4.3 (no systemd to run the healthchecks either), so this reads the compose files (YAML
+anchors and merge keys, `${VAR:-default}` / `${VAR:?error}` interpolation, later files merged
+over earlier ones) and starts each service as a podman container on one network, under its
+service name, in the order of its `depends_on`, waiting on each condition the file names
+(`service_healthy`: the service's own healthcheck, run here with `podman exec`;
+`service_completed_successfully`: the one-shot's exit status). Images with `build:` are built by
+scripts/image.sh (a base from Debian's packages where docker.io cannot be reached). Published
+ports go to a free port on 127.0.0.1, never a fixed one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]  # at or below the machine's
+_VAR = re.compile(
+    r"\$(?:\$|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}|(?P<bare>[A-Za-z_]\w*))"
+)
+
+
+class StackError(RuntimeError):
+    """A service did not start, answer or finish as its compose definition says it should."""
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's variable substitution, applied to every string of a loaded file."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group("name") or m.group("bare")
+        op, arg, have = m.group("op"), m.group("arg") or "", env.get(name)
+        unset = have is None or (op is not None and op.startswith(":") and have == "")
+        if op and op.endswith("-") and unset:
+            return arg
+        if op and op.endswith("?") and unset:
+            raise StackError(f"{name}: {arg or 'required'}")
+        return have or ""
+
+    return _VAR.sub(one, value)
+
+
+def merge(base: Any, over: Any) -> Any:
+    """A later compose file over an earlier one: mappings merged key by key, the rest replaced."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        merged = dict(base)
+        for key, value in over.items():
+            merged[key] = merge(base.get(key), value) if key in base else value
+        return merged
+    return over
+
+
+def load(files: list[Path], env: dict[str, str], extra: tuple[dict, ...] = ()) -> dict[str, Any]:
+    """The merged, interpolated model of compose files (plus overrides given as mappings)."""
+    model: dict[str, Any] = {}
+    for path in files:
+        model = merge(model, yaml.safe_load(path.read_text()))
+    for more in extra:
+        model = merge(model, more)
+    return interpolate({k: v for k, v in model.items() if not k.startswith("x-")}, env)
+
+
+def _words(command: str | list[str] | None) -> list[str]:
+    if command is None:
+        return []
+    return shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
+
+
+def _health_command(check: dict[str, Any] | None) -> list[str] | None:
+    if not check or check.get("disable"):
+        return None
+    test = check["test"]
+    if isinstance(test, str):
+        return ["sh", "-c", test]
+    if test[0] == "CMD-SHELL":
+        return ["sh", "-c", test[1]]
+    return [str(t) for t in (test[1:] if test[0] == "CMD" else test)]
+
+
+def _podman(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise StackError(f"podman {' '.join(args[:3])}: {(done.stderr or done.stdout)[-2000:]}")
+    return done
+
+
+class Stack:
+    """One project's containers, network and volumes (names prefixed by the project)."""
+
+    def __init__(self, project: str, root: Path, files: list[Path], env: dict[str, str], extra=()) -> None:
+        self.project, self.root = project, root
+        self.model = load(files, env, tuple(extra))
+        self.services: dict[str, dict[str, Any]] = self.model["services"]
+        self.network = f"{project}_default"
+        self.timings: dict[str, float] = {}
+
+    def name(self, service: str) -> str:
+        return f"{self.project}_{service}"
+
+    def build(self, builder: Callable[[str, str], object]) -> None:
+        """Every image a service builds, once each, by `builder(tag, dockerfile)`
+        (scripts/image.sh; podman reuses the layers between runs)."""
+        seen = set()
+        for spec in self.services.values():
+            build, image = spec.get("build"), spec.get("image")
+            if not build or image in seen:
+                continue
+            seen.add(image)
+            dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+            done = subprocess.run(
+                ["bash", "scripts/image.sh", image, dockerfile],
+                cwd=self.root,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
+            if done.returncode != 0:
+                raise StackError(f"building {image}: {done.stderr[-3000:]}")
+
+    def order(self) -> list[str]:
+        """The services, each after those it depends on."""
+        placed: list[str] = []
+
+        def place(service: str, path: tuple[str, ...]) -> None:
+            if service in placed:
+                return
+            if service in path:
+                raise StackError(f"depends_on cycle through {service}")
+            for dep in self.depends(service):
+                place(dep, (*path, service))
+            placed.append(service)
+
+        for service in self.services:
+            place(service, ())
+        return placed
+
+    def depends(self, service: str) -> dict[str, str]:
+        deps = self.services[service].get("depends_on") or {}
+        if isinstance(deps, list):
+            return {d: "service_started" for d in deps}
+        return {d: (c or {}).get("condition", "service_started") for d, c in deps.items()}
+
+    def up(self, timeout: float = 900) -> None:
+        """Create the network and start every service in order, waiting on each condition."""
+        if _podman("network", "exists", self.network, check=False).returncode != 0:
+            _podman("network", "create", self.network)
+        started = time.monotonic()
+        for service in self.order():
+            for dep, condition in self.depends(service).items():
+                self.wait(dep, condition, timeout)
+            self.create(service)
+            self.timings[service] = time.monotonic() - started
+
+    def wait(self, service: str, condition: str, timeout: float) -> None:
+        if condition == "service_healthy":
+            self.wait_healthy(service, timeout)
+        elif condition == "service_completed_successfully":
+            status = _podman("wait", self.name(service), timeout=timeout).stdout.strip()
+            if status != "0":
+                raise StackError(f"{service} exited with {status}:\n{self.logs(service)[-3000:]}")
+
+    def wait_healthy(self, service: str, timeout: float = 600) -> None:
+        """Run the service's healthcheck until it passes (its interval shortened to a second)."""
+        command = _health_command(self.services[service].get("healthcheck"))
+        if command is None:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            state = _podman("inspect", "-f", "{{.State.Status}}", self.name(service), check=False).stdout.strip()
+            if state == "running" and self.exec(service, *command, timeout=60).returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise StackError(
+                    f"{service} not healthy after {timeout:.0f} s ({state}):\n{self.logs(service)[-3000:]}"
+                )
+            time.sleep(1)
+
+    def _run_flags(self, service: str, one_off: bool = False) -> list[str]:
+        spec = self.services[service]
+        flags = [*LIMITS, "--network", self.network, *([] if one_off else ["--network-alias", service])]
+        env = spec.get("environment") or {}
+        if isinstance(env, list):
+            env = dict(e.split("=", 1) for e in env)
+        flags += [f"--env={k}={'' if v is None else v}" for k, v in env.items()]
+        for volume in spec.get("volumes") or []:
+            source, _, target = volume.partition(":")
+            if source.startswith((".", "/")):
+                source = str((self.root / source).resolve())
+            else:
+                source = f"{self.project}_{source}"
+            flags += ["--volume", f"{source}:{target}"]
+        for port in spec.get("ports") or []:
+            flags += ["--publish", f"127.0.0.1::{str(port).split(':')[-1]}"]
+        if spec.get("entrypoint") is not None:
+            flags += ["--entrypoint", json.dumps(_words(spec["entrypoint"]))]
+        if spec.get("restart") not in (None, "no") and not one_off:
+            flags += ["--restart", spec["restart"]]
+        return flags
+
+    def create(self, service: str) -> None:
+        spec = self.services[service]
+        _podman("rm", "-f", self.name(service), check=False)
+        args = ["run", "-d", "--name", self.name(service), *self._run_flags(service), spec["image"]]
+        _podman(*args, *_words(spec.get("command")))
+
+    def run(self, service: str, *command: str, timeout: float = 600, env=None) -> subprocess.CompletedProcess:
+        """A one-off container of the service's definition running `command` (compose run -e)."""
+        flags = [*self._run_flags(service, one_off=True), *(f"--env={k}={v}" for k, v in (env or {}).items())]
+        args = ["run", "--rm", *flags, self.services[service]["image"], *command]
+        return _podman(*args, timeout=timeout, check=False)
+
+    def exec(self, service: str, *command: str, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
+        flags = [f"--env={k}={v}" for k, v in (env or {}).items()]
+        return _podman("exec", *flags, self.name(service), *command, timeout=timeout, check=False)
+
+    def port(self, service: str, container_port: int) -> int:
+        shown = _podman("port", self.name(service), str(container_port)).stdout.strip().splitlines()[0]
+        return int(shown.rsplit(":", 1)[1])
+
+    def stop(self, service: str) -> None:
+        _podman("stop", "-t", "5", self.name(service))
+
+    def start(self, service: str) -> None:
+        _podman("start", self.name(service))
+
+    def kill(self, service: str) -> None:
+        _podman("kill", self.name(service))
+
+    def logs(self, service: str) -> str:
+        done = _podman("logs", self.name(service), check=False)
+        return done.stdout + done.stderr
+
+    def down(self) -> None:
+        """Every container, the network and the volumes gone."""
+        names = [self.name(s) for s in self.services]
+        _podman("rm", "-f", "-t", "2", *names, check=False, timeout=600)
+        _podman("network", "rm", "-f", self.network, check=False)
+        volumes = _podman("volume", "ls", "-q", check=False).stdout.split()
+        mine = [v for v in volumes if v.startswith(f"{self.project}_")]
+        if mine:
+            _podman("volume", "rm", "-f", *mine, check=False)
