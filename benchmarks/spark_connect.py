@@ -4,7 +4,7 @@ Usage: .venv/bin/python benchmarks/spark_connect.py [--reps 3] [--workdir DIR]
 
 The same three data jobs, each timed from the call to the first page of rows read back from
 its result (what a request waits for once its job runs: the job function, then
-`tables.services.results.read_page(path, 0, 100)`), median of `--reps` runs after one warm-up
+`tables.spark.results.read_page(path, 0, 100)`), median of `--reps` runs after one warm-up
 run of each, in a worker-like process of each kind:
 
 - classic: `get_spark()` starts a JVM inside the process (local[*], tables.spark.session);
@@ -114,7 +114,7 @@ def _jobs(tables: dict[str, str]):
 
 
 def child(kind: str, tables: dict[str, str], remote: str | None, reps: int, workdir: Path) -> dict:
-    from tables.services.results import read_page
+    from tables.spark.results import read_page
     from tables.spark.session import get_spark
 
     t = time.perf_counter()

@@ -64,11 +64,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "tables.web.security.SecurityHeadersMiddleware",
-    "tables.web.security.ProjectErrorPagesMiddleware",
+    "tables.site.middleware.SecurityHeadersMiddleware",
+    "tables.site.middleware.ProjectErrorPagesMiddleware",
 ]
 # the first middleware refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE by its Content-Length (413)
-MIDDLEWARE.insert(0, "tables.web.security.RequestSizeMiddleware")
+MIDDLEWARE.insert(0, "tables.site.middleware.RequestSizeMiddleware")
 MIDDLEWARE.insert(0, "tables.web.ops.RequestMetricsMiddleware")  # first: it times everything
 MIDDLEWARE.insert(1, "deltaweb.logs.RequestContextMiddleware")  # the request id for every line after
 
@@ -225,7 +225,7 @@ DELTAWEB_CSP = env(
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
-CSRF_FAILURE_VIEW = "tables.web.ui.csrf_failure"
+CSRF_FAILURE_VIEW = "tables.site.errors.csrf_failure"
 SESSION_COOKIE_HTTPONLY = True
 # Two applications on one host share cookies by name (ports do not separate them): give each its own.
 SESSION_COOKIE_NAME = env("DELTAWEB_SESSION_COOKIE_NAME", "sessionid")

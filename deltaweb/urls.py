@@ -32,7 +32,7 @@ if apps.is_installed("alerts"):
     urlpatterns[at:at] = [path("api/", include("alerts.api.urls"))]
     urlpatterns.append(path("", include("alerts.urls")))
 
-handler400 = "tables.web.ui.handler400"
-handler403 = "tables.web.ui.handler403"
-handler404 = "tables.web.ui.handler404"
-handler500 = "tables.web.ui.handler500"
+handler400 = "tables.site.errors.handler400"
+handler403 = "tables.site.errors.handler403"
+handler404 = "tables.site.errors.handler404"
+handler500 = "tables.site.errors.handler500"

@@ -21,7 +21,7 @@ Mapping (the contract the API documents):
   default code.
 - A lost database connection (OperationalError, InterfaceError): 503 "database_unavailable"
   with Retry-After; nothing was changed.
-- A body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413 "request_too_large" (tables.web.security refuses
+- A body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413 "request_too_large" (tables.site.middleware refuses
   it by its Content-Length before any view; this catches a body sent without one).
 - More query or form fields than DATA_UPLOAD_MAX_NUMBER_FIELDS: 400 "too_many_fields" (files:
   "too_many_files"); any other request Django finds suspicious: 400 "bad_request".

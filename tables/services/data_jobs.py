@@ -12,7 +12,7 @@ directory (`<DELTAWEB_RESULTS_DIR>/job-<id>/`) and stores the Spark job's summar
 columns, the Parquet path) in `Job.result`. A failure is a one-line message on the row.
 
 The web process never imports pyspark: results are paged from Parquet with
-`tables.services.results.read_page` (`result_page`).
+`tables.spark.results.read_page` (`result_page`).
 
 Jobs start only on purpose (a POST): reading a result never starts or re-runs one. An
 identical job already queued or running is joined, not duplicated (tables.services.jobs.create_or_join,
@@ -46,8 +46,8 @@ from tables.services.errors import (
     public_message,
     spark_failure,
 )
-from tables.services.results import read_page
 from tables.services.versions import snapshot_at
+from tables.spark.results import read_page
 
 PREVIEW, CHANGES, ROWDIFF, ROWHISTORY = JobKind.PREVIEW, JobKind.CHANGES, JobKind.ROWDIFF, JobKind.ROWHISTORY
 DATA_KINDS = JobKind.data_kinds()

@@ -17,7 +17,7 @@ Public API (plain arguments, plain results; no Django):
 - `change_data_frame(spark, location, start, end=None)` -> (DataFrame, ChangePlan), unsorted,
   with the position columns `_dw_file` / `_dw_row_index` (for callers that aggregate).
 - `read_page(path, offset, limit)`: a page of the written result, with pyarrow only (also
-  `tables.services.results.read_page`, which the web process should import: no pyspark there).
+  `tables.spark.results.read_page`, which the web process should import: no pyspark there).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.errors import at_version
 from tables.delta.snapshot.changes import ChangePlan, plan_changes
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.services.results import columns_of, read_page, written_columns
 from tables.spark.read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
+from tables.spark.results import columns_of, read_page, written_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -178,7 +178,7 @@ def _written_counts(path: Path) -> list[dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tables.services.results import part_files
+    from tables.spark.results import part_files
 
     tables = [pq.read_table(f, columns=["_commit_version", "_change_type"]) for f in part_files(path)]
     return _counts(pa.concat_tables(tables)) if tables else []

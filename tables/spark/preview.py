@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.errors import at_version
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.services.results import columns_of
 from tables.spark.changes import write_on_driver
 from tables.spark.read import (
     FILE_COL,
@@ -36,6 +35,7 @@ from tables.spark.read import (
     scan,
     version_entries,
 )
+from tables.spark.results import columns_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -51,10 +51,10 @@ from tables.delta.snapshot.dv import read_deletion_vector
 from tables.delta.snapshot.partitions import PartitionColumn, partition_columns, typed_partition_values
 from tables.delta.snapshot.state import MAX_READER_VERSION, load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.services.results import table_to_json
 from tables.spark.connect import is_connect
 from tables.spark.control import master_of
 from tables.spark.names import escape_glob, quote_column
+from tables.spark.results import table_to_json
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

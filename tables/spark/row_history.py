@@ -49,9 +49,9 @@ from tables.delta.history.row_history import (
     replay,
 )
 from tables.delta.storage.boundary import Storage
-from tables.services.results import columns_of
 from tables.spark.names import quote_column
 from tables.spark.read import ROW_COL, Layout, ScanEntry, check_readable, scan
+from tables.spark.results import columns_of
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -28,7 +28,7 @@ Public API (plain arguments, plain results; no Django):
   `_before` (struct of the `v_from` non-key columns, null for added rows) and `_after`
   (struct of the `v_to` non-key columns, null for removed rows); a version whose columns are
   all keys has a null `_before` (or `_after`) on every row.
-- `read_page(path, offset, limit)`: the shared pager (`tables.services.results.read_page`).
+- `read_page(path, offset, limit)`: the shared pager (`tables.spark.results.read_page`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import InvalidColumnsError
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.services.results import part_files, read_page, written_columns
 from tables.spark.changes import write_part, write_sorted
 from tables.spark.names import quote_column
 from tables.spark.read import input_bytes, input_rows, read_version
+from tables.spark.results import part_files, read_page, written_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

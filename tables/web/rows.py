@@ -29,8 +29,8 @@ from tables.delta.history.row_history import is_key_type
 from tables.models import Job, JobStatus, Table
 from tables.services import data_jobs, jobs
 from tables.services.errors import ServiceError
-from tables.services.results import part_files, table_to_json
 from tables.services.versions import snapshot_at, version_summary
+from tables.spark.results import part_files, table_to_json
 from tables.web.ui import MAX_ID, PageError, job_param, page, page_error, table_of, version_param
 
 ROWS_PAGE = 25

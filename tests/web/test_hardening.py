@@ -173,7 +173,7 @@ def test_a_csrf_failure_under_api_is_json_and_elsewhere_a_page(analyst, table) -
     # (a view DRF does not own, e.g. the API root is not CSRF exempt for POST) answers JSON too
     r = c.post(f"/api/tables/{table.pk}/sync/")
     assert_error(r, 403)
-    from tables.web.ui import csrf_failure
+    from tables.site.errors import csrf_failure
 
     req = c.get("/api/").wsgi_request
     r = csrf_failure(req, "CSRF token missing.")
@@ -183,7 +183,7 @@ def test_a_csrf_failure_under_api_is_json_and_elsewhere_a_page(analyst, table) -
 
 
 def test_server_errors_and_404_handlers_answer_json_under_api(rf) -> None:
-    from tables.web.ui import handler404, handler500
+    from tables.site.errors import handler404, handler500
 
     r = handler500(rf.get("/api/tables/"))
     assert r.status_code == 500 and json.loads(r.content)["error"]["code"] == "internal"

@@ -27,7 +27,7 @@ from tables.models import Job, JobStatus
 from tables.services import data_jobs, jobs
 from tables.services.errors import ServiceError
 from tables.services.lookup import INT64_MAX, parse_int64
-from tables.services.results import MAX_PAGE
+from tables.spark.results import MAX_PAGE
 
 MAX_VERSION = INT64_MAX
 

@@ -1,0 +1,98 @@
+"""The layers, declared once and held against every import of the code, inside functions too.
+
+A module may import its own layer's package and the layers below it, never one above, and
+never a sibling of its own layer (the pages and the API stand side by side). The plug-ins
+(alerts, credentials) sit above the host, which never imports them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import REPO
+
+# lowest first: each layer's packages and modules; one tuple, side by side
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("tables.delta",),
+    ("tables.spark",),
+    ("tables.models", "tables.signals", "tables.apps"),
+    ("tables.services",),
+    ("tables.api", "tables.web"),
+    ("tables.site",),
+    ("tables.tasks", "tables.admin", "tables.urls", "tables.management", "tables.templatetags"),
+    ("alerts", "credentials"),
+)
+CODE = ("tables", "alerts", "credentials")
+
+
+def layer_of(module: str) -> tuple[int, str] | None:
+    for index, members in enumerate(LAYERS):
+        for member in members:
+            if module == member or module.startswith(member + "."):
+                return index, member
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(here: str, source: str, is_package: bool = False) -> list[tuple[str, int]]:
+    """Every module the source of module `here` imports, wherever the statement is, relative
+    ones resolved."""
+    package = here if is_package else here.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            found += [(f"{base}.{alias.name}", node.lineno) for alias in node.names]
+    return found
+
+
+def violations(here: str, source: str, is_package: bool = False) -> list[str]:
+    mine = layer_of(here)
+    if mine is None:
+        return []
+    out = []
+    for target, line in imported(here, source, is_package):
+        theirs = layer_of(target)
+        if theirs is not None and theirs[1] != mine[1] and theirs[0] >= mine[0]:
+            out.append(f"{here}:{line} imports {target} (a layer above it, or beside it)")
+    return out
+
+
+def code_files() -> list[Path]:
+    return [
+        path
+        for top in CODE
+        for path in sorted((REPO / top).rglob("*.py"))
+        if "migrations" not in path.parts and "__pycache__" not in path.parts
+    ]
+
+
+def test_every_module_of_the_code_is_in_a_declared_layer() -> None:
+    loose = [module_name(p) for p in code_files() if layer_of(module_name(p)) is None]
+    assert loose == [p for p in loose if p in CODE], f"put these in a layer: {loose}"
+
+
+def test_no_import_points_up_or_sideways() -> None:
+    found = [v for p in code_files() for v in violations(module_name(p), p.read_text(), p.name == "__init__.py")]
+    assert found == []
+
+
+def test_an_import_against_the_order_is_caught_even_inside_a_function() -> None:
+    """The check itself: what a core module, a Spark job and a page must not do."""
+    inside = "def f():\n    from tables.services import jobs\n    return jobs\n"
+    assert violations("tables.delta.log.commit", inside) == [
+        "tables.delta.log.commit:2 imports tables.services.jobs (a layer above it, or beside it)"
+    ]
+    assert violations("tables.spark.preview", "from ..services.results import read_page\n")
+    assert violations("tables.web.ui", "from tables.api.errors import api_error\n")
+    assert violations("tables.models", "import alerts.models\n")
+    assert not violations("tables.api.views.data", "from tables.spark.results import read_page\n")
