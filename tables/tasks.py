@@ -105,7 +105,7 @@ def probe_tables(ids: list[int]) -> dict[str, object]:
     return probe.probe_tables([int(i) for i in ids]).as_dict()
 
 
-def spark_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan:
+def _plan_on_spark(location: str, *, progress=None, **kwargs: Any) -> RestorePlan:
     """The Spark engine: the session for settings.SPARK_MASTER (started on first use in this
     worker process), then the planning job (file diff, existence check, metrics on Spark)."""
     # pyspark is imported only by the worker that runs a Spark job, never by the web process
@@ -119,7 +119,7 @@ def spark_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan
     return spark_plan_restore(spark, location, progress=progress, **kwargs)
 
 
-spark_planner.engine = "spark"  # recorded with the result
+spark_planner = restore_runs.Planner("spark", _plan_on_spark)
 
 
 def restore_planner() -> restore_runs.Planner:

@@ -49,6 +49,21 @@ def managed(settings, tmp_path):
     return table, path
 
 
+def test_a_managed_tables_restore_is_recorded_as_planned_by_the_engine_that_planned_it(managed) -> None:
+    """Asked of the Spark engine (the default), a managed table is planned by the local one,
+    through its owner: the result says so, not the engine that was asked."""
+    from tables.tasks import spark_planner
+
+    table, _path = managed
+    users = people()
+    req = restore_requests.request_restore(table, users["analyst"], version=2, reason="engine")
+    req = restore_requests.approve_restore(req, users["approver"], "ok")
+    restore_runs.run_restore(req.pk, spark_planner)
+    req.refresh_from_db()
+    assert req.status == S.SUCCEEDED, req.error
+    assert req.result["engine"] == "local" and spark_planner.name == "spark"
+
+
 def test_an_approved_restore_lands_as_a_ratified_commit_then_backfilled(managed) -> None:
     table, path = managed
     users = people()

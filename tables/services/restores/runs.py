@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
@@ -42,11 +43,21 @@ logger = logging.getLogger("tables.restores")
 
 MAX_RESTORE_ATTEMPTS = 3  # claims by workers that then went silent, before the request fails
 
-# The engine that plans an approved restore again at run time, on the current head:
-# planner(location, *, version, timestamp, ignore_missing_files, allow_protocol_downgrade,
-#         check_files, progress) -> RestorePlan. Spark's planner (tables.tasks) or the pure
-# plan_restore (local_planner); both make the same plan (same fingerprint).
-Planner = Callable[..., RestorePlan]
+
+@dataclass(frozen=True)
+class Planner:
+    """An engine that plans an approved restore again at run time, on the current head:
+    planner(location, *, version, timestamp, ignore_missing_files, allow_protocol_downgrade,
+    check_files, progress, where[, owner]) -> RestorePlan. Spark's (tables.tasks) or the pure
+    plan_restore (`local_planner`); both make the same plan (same fingerprint). Its `name` is
+    recorded with the result: the engine that planned, which for a managed table is always the
+    local one, whatever was asked for."""
+
+    name: str
+    plan: Callable[..., RestorePlan]
+
+    def __call__(self, location: str, **kwargs: Any) -> RestorePlan:
+        return self.plan(location, **kwargs)
 
 
 class _ClaimLost(Exception):
@@ -154,7 +165,7 @@ def run_restore(request_id: int, planner: Planner) -> dict[str, Any]:
         return {"status": RestoreStatus.FAILED}
     if outcome.get("stale"):
         return _finish_stale(run, outcome["plan"])
-    return _finish_succeeded(run, {**outcome, "engine": getattr(planner, "engine", "custom")})
+    return _finish_succeeded(run, {"engine": planner.name, **outcome})
 
 
 def _missing(exc: delta_errors.MissingFilesError) -> dict[str, Any]:
@@ -321,14 +332,14 @@ def _finish_stale(run: RestoreRun, plan: dict[str, Any]) -> dict[str, Any]:
     return {"status": RestoreStatus.STALE}
 
 
-def local_planner(location: str, *, progress=None, **kwargs: Any) -> RestorePlan:
-    """The pure engine (DELTAWEB_RESTORE_ENGINE=local): plan_restore in the worker."""
+def _plan_locally(location: str, *, progress=None, **kwargs: Any) -> RestorePlan:
     if progress is not None:
         progress("planning on the current head (local engine)", 0, None)
     return plan_restore(location, **kwargs)
 
 
-local_planner.engine = "local"  # recorded with the result
+# the pure engine (DELTAWEB_RESTORE_ENGINE=local, and every managed table): plan_restore in the worker
+local_planner = Planner("local", _plan_locally)
 
 
 def apply_approved_plan(
@@ -353,7 +364,7 @@ def apply_approved_plan(
     requested = approved.get("requested") or {}
     timestamp = requested.get("timestamp")
     if owner is not None:  # a managed table: planned as its owner knows it (the local engine reads through it)
-        planner = functools.partial(local_planner, owner=owner)
+        planner = Planner(local_planner.name, functools.partial(_plan_locally, owner=owner))
     current = planner(
         location,
         version=requested.get("version") if timestamp is None else None,
@@ -378,7 +389,7 @@ def apply_approved_plan(
     result = commit_restore(location, plan, txn_id=txn_id, owner=owner, **(who or {}))
     faults.reached("restore-committed")
     progress("committing", 1, 1)
-    return result
+    return {**result, "engine": planner.name}  # the engine that planned it
 
 
 def requeue_stuck_restores(older_than: timedelta | None = None) -> list[int]:
