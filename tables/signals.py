@@ -1,4 +1,4 @@
-"""What tables announces to the apps that plug into it (alerts): they connect in their
+"""What tables announces to the apps that plug into it (tables.plugins names the worked example): they connect in their
 AppConfig.ready, so tables imports none of them and runs without them."""
 
 from django.dispatch import Signal

@@ -1,4 +1,4 @@
-"""What the API's view modules share, and what apps built on the API (alerts) import: the
+"""What the API's view modules share, and what apps built on the API import: the
 paging, the table and version path parameters, the documented error responses."""
 
 from __future__ import annotations

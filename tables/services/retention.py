@@ -2,7 +2,7 @@
 DELTAWEB_RETENTION_DAYS are deleted, so a fleet's database stays bounded. The audit trail is
 kept: restore requests, their events and approvals, managed-commit records and refusals, and
 the history itself. Apps that plug in prune their own operational rows on the `prune` signal
-(alerts: finished scans, finished deliveries and their attempts)."""
+(tables.signals)."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from tables import plugins
 from tables.models import Job, JobKind, JobStatus, SyncState, Table
 from tables.services import jobs
 from tables.services.access import roles
@@ -36,7 +37,6 @@ from tables.web.forms import RegisterTableForm
 from tables.web.ui import (
     MAX_ID,
     PageError,
-    alerts_installed,
     context,
     focus_first_error,
     job_param,
@@ -65,7 +65,6 @@ TABLE_STATUSES = {
     "error": "sync error",
     "never": "never synced",
     "managed": "managed by deltaweb",
-    "alerts": "with alerts",
 }
 
 
@@ -74,7 +73,8 @@ def _table_rows(request: HttpRequest) -> tuple[Any, dict[str, Any]]:
     form's values as given (unknown status or sort: the defaults)."""
     search = request.GET.get("q", "").strip()[:200]
     status = request.GET.get("status", "")
-    statuses = {k: v for k, v in TABLE_STATUSES.items() if k != "alerts" or alerts_installed()}
+    added = {f.key: f for f in plugins.table_filters()}  # the plug-ins' (tables.plugins)
+    statuses = {**TABLE_STATUSES, **{k: f.label for k, f in added.items() if k not in TABLE_STATUSES}}
     status = status if status in statuses else ""
     sort = request.GET.get("sort", "name")
     sort = sort if sort in TABLE_SORTS else "name"
@@ -87,8 +87,8 @@ def _table_rows(request: HttpRequest) -> tuple[Any, dict[str, Any]]:
         qs = qs.filter(last_synced_version__isnull=True)
     elif status == "managed":
         qs = qs.filter(managed__isnull=False).exclude(managed__state="proposed")
-    elif status == "alerts" and alerts_installed():
-        qs = qs.filter(alerts__isnull=False)
+    elif status in added:
+        qs = added[status].keep(qs)
     field = TABLE_SORTS[sort][0]
     desc = field.startswith("-")
     order = F(field.lstrip("-")).desc(nulls_last=True) if desc else F(field).asc(nulls_last=True)
@@ -111,9 +111,11 @@ def table_list(request: HttpRequest) -> HttpResponse:
     page_obj = Paginator(qs, TABLES_PAGE_SIZE).get_page(request.GET.get("page"))
     rows = list(page_obj.object_list)
     figures = fleet.page_figures(rows)
+    columns = plugins.table_columns()
+    counts = [c.counts([t.pk for t in rows]) if rows else {} for c in columns]
     for t in rows:
         t.figures = figures[t.pk]
-        t.alert_count = t.figures.alerts  # as the list showed it before the fleet figures
+        t.plugin_values = [found.get(t.pk, 0) for found in counts]
     job = job_param(request, "job")
     return render(
         request,
@@ -125,7 +127,7 @@ def table_list(request: HttpRequest) -> HttpResponse:
             query=query(request, ("page", "job")),
             filters=form,
             any_tables=form["active"] or page_obj.paginator.count > 0 or Table.objects.exists(),
-            alerts=alerts_installed(),
+            plugin_columns=[c.header for c in columns],
             job=job,
         ),
     )

@@ -9,7 +9,6 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from django.apps import apps
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -112,19 +111,19 @@ def version_param(raw: str, name: str, table: Table | None = None) -> int:
     return value
 
 
-def alerts_installed() -> bool:
-    """Whether the alerts app is part of this deployment (it adds the tables' alerts)."""
-    return apps.is_installed("alerts")
-
-
 def site_context(request: HttpRequest) -> dict[str, Any]:
-    """Template context processor for every page: whether the alerts app is installed (its
-    navigation and live feed are included only then), and whether background work is paused
-    (the task queue does not answer: a banner says so, to signed-in users)."""
+    """Template context processor for every page: the plug-ins' templates for the navigation and
+    for every tab of a table (tables.plugins), and whether background work is paused (the task
+    queue does not answer: a banner says so, to signed-in users)."""
+    from tables import plugins
     from tables.services import broker
 
     signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
-    return {"alerts_installed": alerts_installed(), "background_paused": signed_in and broker.background_paused()}
+    return {
+        "plugin_nav": plugins.includes("nav"),
+        "plugin_frame": plugins.includes("frame"),
+        "background_paused": signed_in and broker.background_paused(),
+    }
 
 
 def focus_first_error(form) -> None:

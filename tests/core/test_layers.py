@@ -15,7 +15,7 @@ from tests.conftest import REPO
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tables.delta",),
     ("tables.spark",),
-    ("tables.models", "tables.signals", "tables.apps"),
+    ("tables.models", "tables.signals", "tables.apps", "tables.plugins"),
     ("tables.services",),
     ("tables.api", "tables.web"),
     ("tables.site",),
@@ -96,3 +96,16 @@ def test_an_import_against_the_order_is_caught_even_inside_a_function() -> None:
     assert violations("tables.web.ui", "from tables.api.errors import api_error\n")
     assert violations("tables.models", "import alerts.models\n")
     assert not violations("tables.api.views.data", "from tables.spark.results import read_page\n")
+
+
+def test_the_host_names_no_plug_in_outside_the_registrys_documentation() -> None:
+    """tables/ and the project's templates reach the alerts app only through tables.plugins."""
+    named = [
+        f"{path.relative_to(REPO)}:{n}"
+        for top in ("tables", "templates")
+        for path in sorted((REPO / top).rglob("*"))
+        if path.suffix in (".py", ".html") and "migrations" not in path.parts
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "alerts" in line and path != REPO / "tables" / "plugins.py"
+    ]
+    assert named == []

@@ -374,7 +374,7 @@ def test_table_list_filters_tables_with_alerts(browser, many) -> None:
             table=many[9], version=v, rule="r", rule_name="big delete", severity="warning", explanation="x"
         )
     r = browser.get("/", {"status": "alerts"})
-    assert _names(r) == ["t09"] and [t.alert_count for t in r.context["tables"]] == [2]
+    assert _names(r) == ["t09"] and [t.plugin_values for t in r.context["tables"]] == [[2]]
     assert '<option value="alerts" selected>' in text(r)
     page = text(browser.get("/t/t09/"))
     assert 'id="alerts"' in page and page.count("big delete") == 2

@@ -1,5 +1,6 @@
 """What the tables list shows of each table on a page, beyond its row: commits in the last
-day, versions past log retention (log cleanup may delete them), alerts, and the sync's lag.
+day, versions past log retention (log cleanup may delete them), and the sync's lag (the
+plug-ins' columns are counted by them, tables.plugins).
 Asked for the page's tables only (a few grouped queries on indexed columns), so the list
 costs the same at 10,000 tables as at 10."""
 
@@ -11,7 +12,6 @@ from dataclasses import dataclass
 from functools import reduce
 from operator import or_
 
-from django.apps import apps
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -26,7 +26,6 @@ DAY_MS = 86_400_000
 class Figures:
     commits_last_day: int
     beyond_retention: int
-    alerts: int | None  # None: alerts not installed
     lag_seconds: int | None  # since the probe or a sync last found the table as it is
     last_commit: str  # the newest commit's time, as the history shows times ("" before a sync)
 
@@ -47,9 +46,6 @@ def page_figures(tables: Sequence[Table], now_ms: int | None = None) -> dict[int
         (Q(table_id=t.pk, timestamp__lt=now_ms - (t.log_retention_ms or default_retention)) for t in tables),
     )
     beyond = dict(Commit.objects.filter(old, log_expired=False).values_list("table_id").annotate(n=Count("id")))
-    alerts = None
-    if apps.is_installed("alerts"):  # its reverse relation, without importing the app
-        alerts = dict(Table.objects.filter(pk__in=ids).annotate(n=Count("alerts")).values_list("pk", "n"))
     now = timezone.now()
     out = {}
     for t in tables:
@@ -57,7 +53,6 @@ def page_figures(tables: Sequence[Table], now_ms: int | None = None) -> dict[int
         out[t.pk] = Figures(
             recent.get(t.pk, 0),
             beyond.get(t.pk, 0),
-            None if alerts is None else alerts.get(t.pk, 0),
             None if seen is None else max(0, int((now - seen).total_seconds())),
             format_ms(t.last_commit_ms) or "",
         )

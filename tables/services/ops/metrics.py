@@ -6,8 +6,8 @@ Two kinds:
   PROMETHEUS_MULTIPROC_DIR to a directory they share and every scrape sees them all.
 - **State**, read from the database at scrape time, so that every process answers the same
   (`StateCollector`): each table's sync lag, jobs by kind and state, syncs' and Spark jobs'
-  durations (cumulative histograms counted as each job ends, Spark's by kind), restore requests by state, catalog commits and refused commits, and alert
-  deliveries by state when alerts is installed.
+  durations (cumulative histograms counted as each job ends, Spark's by kind), restore requests by state, catalog commits and refused commits, and what the
+  plug-ins collect (tables.plugins).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from django.apps import apps
 from django.conf import settings
 from django.db.models import Count, Min, Q
 from django.db.models.functions import Coalesce, Greatest
@@ -32,6 +31,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from tables import plugins
 from tables.models import Job, JobKind, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
 from tables.services import job_durations as durations
 from tables.services.ops.beat import last_tick
@@ -61,7 +61,8 @@ class StateCollector:
         yield from _jobs()
         yield from _restores()
         yield from _catalog()
-        yield from _deliveries()
+        for collector in plugins.collectors():  # the plug-ins' own (tables.plugins)
+            yield from collector.collect()
         yield from _queue()
         yield from _events()
 
@@ -136,18 +137,6 @@ def _catalog() -> Iterator[object]:
     for code, n in OwnerRefusal.objects.values_list("code").annotate(n=Count("id")):
         refused.add_metric([code], n)
     yield refused
-
-
-def _deliveries() -> Iterator[object]:
-    if not apps.is_installed("alerts"):
-        return
-    delivery = apps.get_model("alerts", "Delivery")  # by name: tables imports nothing of alerts
-    out = GaugeMetricFamily(
-        "deltaweb_alert_deliveries", "alert deliveries by channel and state", labels=["channel", "state"]
-    )
-    for channel, state, n in delivery.objects.values_list("channel", "status").annotate(n=Count("id")):
-        out.add_metric([channel, state], n)
-    yield out
 
 
 def _events() -> Iterator[object]:

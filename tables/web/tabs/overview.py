@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from tables import plugins
 from tables.models import Anomaly, RestoreRequest, RestoreStatus, Table
 from tables.services.access import roles
 from tables.services.access.hot_queries import table_row
@@ -30,7 +31,7 @@ from tables.services.sync import vanished
 from tables.web import charts, pages
 from tables.web.forms import RestoreRequestForm
 from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context
-from tables.web.ui import PageError, alerts_installed, page, table_of
+from tables.web.ui import PageError, page, table_of
 
 ANOMALIES_SHOWN = 50
 
@@ -38,7 +39,6 @@ ANOMALIES_SHOWN = 50
 _HISTORY_KEYS = ("operation", "version_from", "version_to", "date_from", "date_to", "page", "sort", "cols")
 _VERSIONS_KEYS = ("as_of", "vacuum_retention", "allow_latest", "allow_earliest")
 LAST_COMMITS = 5
-ALERTS_SHOWN = 5
 
 
 def _reach_summary(table: Table) -> list[dict[str, Any]] | None:
@@ -78,9 +78,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx.update(_owner_card(request, table))
     ctx.update(pages.stored_metadata(table.latest_metadata))  # columns, partitioning, properties
     ctx["row_count"] = _row_count(table) if ctx["synced"] else None
-    if alerts_installed():
-        ctx["alerts"] = list(table.alerts.all()[:ALERTS_SHOWN])
-        ctx["alert_total"] = table.alerts.count()
+    ctx["plugin_panels"] = [(p.template, p.context(table)) for p in plugins.overview_panels()]
     return render(request, "tables/table_overview.html", ctx)
 
 
