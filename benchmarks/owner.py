@@ -70,7 +70,7 @@ def run_one(args: argparse.Namespace) -> dict:
     from tables.delta.managed.writer import commit_via_owner
     from tables.models import ManagedTable
     from tables.services.access.roles import WRITER
-    from tables.services.owner import use_cases as owner_services
+    from tables.services import managed_tables as owner_services
     from tables.services.owner.db import table_conf
 
     call_command("migrate", verbosity=0)

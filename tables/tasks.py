@@ -25,7 +25,7 @@ from django.conf import settings
 from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
 from tables.services import data_jobs, discovery, jobs, reachability, retention, row_count
-from tables.services.owner import use_cases as owner_services
+from tables.services import managed_tables as owner_services
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import probe, vanished
 from tables.services.sync import store as sync

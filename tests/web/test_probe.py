@@ -224,7 +224,7 @@ def test_a_table_deltaweb_owns_is_refused_by_the_probe_when_its_log_leads_out_of
 ) -> None:
     """The probe answers an owned table from the database, without a request; the confinement
     of its log is still checked first (a resolve, no request), not only at its next commit."""
-    from tables.services.owner import use_cases as owner_services
+    from tables.services import managed_tables as owner_services
 
     settings.DELTAWEB_OWNER_AUTO_BACKFILL = False
     path = small_table(roots / "owned")

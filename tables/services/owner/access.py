@@ -2,7 +2,7 @@
 DatabaseOwner (with its hook that schedules a backfill after each ratified commit), and
 whether a table is read and written through it.
 
-Syncs, reads, restores and the owner use cases (tables.services.owner.use_cases) all take the owner
+Syncs, reads, restores and the owner use cases (tables.services.managed_tables) all take the owner
 from here, so it is constructed the same way everywhere.
 """
 

@@ -32,8 +32,8 @@ from tables.delta.snapshot.replay import identity_keys
 from tables.models import RestoreRequest, RestoreStatus, Table
 from tables.services import faults, jobs
 from tables.services.errors import is_spark_error, one_line, public_message, spark_failure
+from tables.services.managed_tables import backfill
 from tables.services.owner.access import owner_of
-from tables.services.owner.use_cases import backfill
 from tables.services.restores.recovery import recover_files
 from tables.services.restores.requests import MAX_TEXT, event, plan_payload, send_restore_on_commit
 from tables.services.sync.store import start_sync

@@ -18,11 +18,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tables import plugins
 from tables.models import Anomaly, RestoreRequest, RestoreStatus, Table
+from tables.services import managed_tables as owner_services
 from tables.services.access import roles
 from tables.services.access.hot_queries import table_row
 from tables.services.errors import ServiceError, error_body
 from tables.services.history.query import CACHE_SECONDS, has_expired, history, synced_key
-from tables.services.owner import use_cases as owner_services
 from tables.services.owner.access import managed_of
 from tables.services.owner.db import summary as owner_summary
 from tables.services.reachability import cache_epoch
