@@ -10,8 +10,6 @@ from alerts import queue
 from alerts.models import DeliveryStatus, Scan, ScanStatus
 from tables.models import Table
 
-EVALUATE_TASK = "alerts.evaluate"  # the task's name, stable across releases (queued messages)
-
 
 def commits_stored(table: Table, versions: list[int], *, first_sync: bool) -> Scan | None:
     """New commits of `table` are stored: a Scan row, sent to a worker when the caller's
@@ -20,7 +18,7 @@ def commits_stored(table: Table, versions: list[int], *, first_sync: bool) -> Sc
     if first_sync or not versions:
         return None
     scan = Scan.objects.create(table=table, first_version=min(versions), last_version=max(versions))
-    transaction.on_commit(lambda: queue.send_quietly(EVALUATE_TASK, scan.pk))
+    transaction.on_commit(lambda: queue.send_quietly(queue.EVALUATE_TASK, scan.pk))
     return scan
 
 

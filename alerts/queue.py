@@ -1,4 +1,4 @@
-"""Sending the alerts app's tasks by name (tables.services.jobs.send), now or after a delay, without
+"""The alerts app's task names, and sending its tasks by name (tables.services.jobs.send), now or after a delay, without
 ever failing the caller: an unreachable broker leaves the row queued and the beat task
 (alerts.sweep) sends it again."""
 
@@ -12,6 +12,10 @@ from celery import current_app
 from tables.services import jobs
 
 logger = logging.getLogger("alerts")
+
+# the tasks' names, stable across releases (queued messages carry them); tasks.py registers them
+EVALUATE_TASK = "alerts.evaluate"
+DELIVER_TASK = "alerts.deliver"
 
 
 def send_quietly(task_name: str, *args: Any, countdown: float | None = None) -> bool:

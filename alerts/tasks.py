@@ -1,14 +1,13 @@
 """Celery tasks of the alerts app: thin wrappers, registered under the names the services
-send (alerts.hooks.EVALUATE_TASK, alerts.notify.fanout.DELIVER_TASK) and the beat schedule uses."""
+send (alerts.queue.EVALUATE_TASK, alerts.queue.DELIVER_TASK) and the beat schedule uses."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
 from alerts.detect import evaluate, silence
-from alerts.hooks import EVALUATE_TASK
 from alerts.notify import delivery
-from alerts.notify.fanout import DELIVER_TASK
+from alerts.queue import DELIVER_TASK, EVALUATE_TASK
 
 
 @shared_task(name=EVALUATE_TASK, acks_late=True)

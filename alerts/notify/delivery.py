@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from alerts import queue
 from alerts.models import Alert, Channel, Delivery, DeliveryAttempt, DeliveryStatus
-from alerts.notify.fanout import DELIVER_TASK
 from alerts.notify.webhook import Outcome, bounded_body, post
 from tables.delta.history.timestamps import format_ms
 from tables.models import Commit
@@ -152,7 +151,7 @@ def deliver(delivery_id: int, manual: bool = False) -> dict[str, Any]:
             fields.update(status=DeliveryStatus.RETRYING, next_attempt_at=when)
     Delivery.objects.filter(pk=d.pk, status=DeliveryStatus.SENDING).update(**fields)
     if fields["status"] == DeliveryStatus.RETRYING:
-        queue.send_quietly(DELIVER_TASK, d.pk, countdown=delay)
+        queue.send_quietly(queue.DELIVER_TASK, d.pk, countdown=delay)
     return {"status": fields["status"], "statusCode": outcome.status_code}
 
 
@@ -165,7 +164,7 @@ def redeliver(delivery: Delivery) -> Delivery:
     )
     if n != 1:
         raise ServiceError("The delivery changed meanwhile; reload it.", "delivery_in_progress", 409)
-    transaction.on_commit(lambda: queue.send_quietly(DELIVER_TASK, delivery.pk, "manual"))
+    transaction.on_commit(lambda: queue.send_quietly(queue.DELIVER_TASK, delivery.pk, "manual"))
     delivery.refresh_from_db()
     return delivery
 
@@ -174,7 +173,6 @@ def sweep() -> dict[str, int]:
     """Beat: send deliveries whose retry is due (a lost message, a broker that was down),
     release ones whose worker died mid-send, and send scans left queued (or left running by a
     worker that died: silent beyond DELTAWEB_JOB_SILENT_MINUTES)."""
-    from alerts.hooks import EVALUATE_TASK
     from alerts.models import Scan, ScanStatus
 
     now = timezone.now()
@@ -187,7 +185,7 @@ def sweep() -> dict[str, int]:
         .values_list("pk", flat=True)[:500]
     )
     for pk in due:
-        queue.send_quietly(DELIVER_TASK, pk)
+        queue.send_quietly(queue.DELIVER_TASK, pk)
     # a scan whose worker died mid-way is evaluated again at once: alerts are stored once
     lease = now - timedelta(minutes=_setting("DELTAWEB_JOB_SILENT_MINUTES", 3))
     running = Scan.objects.filter(status=ScanStatus.RUNNING)
@@ -197,5 +195,5 @@ def sweep() -> dict[str, int]:
     queued = Scan.objects.filter(status=ScanStatus.QUEUED, created_at__lt=stale).values_list("pk", flat=True)
     scans = sorted(set(queued) | set(rescued))
     for pk in scans:
-        queue.send_quietly(EVALUATE_TASK, pk)
+        queue.send_quietly(queue.EVALUATE_TASK, pk)
     return {"deliveries": len(due), "scans": len(scans)}

@@ -10,8 +10,6 @@ from django.db.models import Q
 from alerts import queue
 from alerts.models import Alert, Channel, Delivery, Notification, Severity, Subscription
 
-DELIVER_TASK = "alerts.deliver"
-
 
 def subscribers(alert: Alert):
     return (
@@ -43,5 +41,5 @@ def fan_out(alert: Alert) -> list[Delivery]:
             )
         )
     for d in deliveries:
-        transaction.on_commit(lambda pk=d.pk: queue.send_quietly(DELIVER_TASK, pk))
+        transaction.on_commit(lambda pk=d.pk: queue.send_quietly(queue.DELIVER_TASK, pk))
     return deliveries
