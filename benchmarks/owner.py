@@ -67,10 +67,10 @@ def run_one(args: argparse.Namespace) -> dict:
 
     from tables.delta.errors import CommitConflictError
     from tables.delta.managed.owner_client import RestOwnerClient
-    from tables.delta.managed.writer import commit_via_owner
+    from tables.delta.write.managed import commit_via_owner
     from tables.models import ManagedTable
-    from tables.services.access.roles import WRITER
     from tables.services import managed_tables as owner_services
+    from tables.services.access.roles import WRITER
     from tables.services.owner.db import table_conf
 
     call_command("migrate", verbosity=0)
@@ -233,10 +233,10 @@ def make_uc_table(user, name: str, length: int) -> tuple[str, str, Path]:
     versions after 0 written as published files (what publishing leaves), a checkpoint every
     100 as the owner writes them, the owner state at the latest version."""
     from tables.delta.log.checkpoint import write_checkpoint
-    from tables.delta.log.commit import commit_bytes
-    from tables.delta.managed import catalog as cm
     from tables.delta.snapshot.state import load_snapshot
     from tables.delta.storage.boundary import as_storage
+    from tables.delta.write import catalog as cm
+    from tables.delta.write.commit import commit_bytes
     from tables.models import ManagedTable, RatifiedCommit
     from tables.services.owner import catalog as owner_uc
 
@@ -322,7 +322,7 @@ def writer_process(
     writer reloads and goes on."""
     from unitycatalog.client.exceptions import ApiException
 
-    from tables.delta.managed import catalog as cm
+    from tables.delta.write import catalog as cm
     from tests.web.uc_sdk import UcSession
 
     latencies: list[float] = []
@@ -443,7 +443,7 @@ class Publisher:
             s.close()
 
     def publish_once(self, s) -> list[tuple[int, str]]:
-        from tables.delta.managed import catalog as cm
+        from tables.delta.write import catalog as cm
 
         _base, _token, table_id, uri, path = self.args
         t1 = time.perf_counter()

@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tables.delta.errors import DeltaError
-from tables.delta.log.commit import commit, new_table_metadata, now_ms, write_commit
 from tables.delta.log.listing import commit_name
 from tables.delta.storage.boundary import Storage, open_storage
+from tables.delta.write.commit import commit, new_table_metadata, now_ms, write_commit
 
 SCHEMA = {
     "type": "struct",

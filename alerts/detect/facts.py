@@ -16,7 +16,7 @@ from typing import Any
 from tables.delta.history.metrics import normalized
 from tables.delta.log.actions import Metadata, Protocol, parse_actions
 from tables.delta.log.listing import LogFile, list_log
-from tables.delta.restore.actions import file_rows, log_add_actions
+from tables.delta.snapshot.files import file_rows, log_add_actions
 from tables.delta.snapshot.state import Snapshot, ratified_listing, read_commit_bytes
 from tables.delta.storage.boundary import as_storage
 from tables.models import Anomaly, Commit, Table

@@ -15,8 +15,8 @@ from typing import Any
 
 from alerts.detect.facts import CommitFacts
 from alerts.models import CustomRule, MetricOp, Severity
-from tables.delta.log.commit import ENGINE_INFO
 from tables.delta.snapshot.diff import schema_changes
+from tables.delta.write.commit import ENGINE_INFO
 from tables.services.errors import printable
 
 ICT_KEY = "delta.enableInCommitTimestamps"

@@ -225,7 +225,7 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
 
         return timeline(commit_times(path))
     if sub == "enable-ict":
-        from tables.delta.log.commit import enable_ict
+        from tables.delta.write.commit import enable_ict
 
         return enable_ict(path)
     if sub == "restore":

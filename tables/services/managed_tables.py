@@ -1,7 +1,7 @@
 """Use cases of deltaweb as a commit-owner: take over, hand back, create, freeze, backfill.
 
 Views, the API, the management command and tasks call these; each checks the role and
-calls the core (tables.delta.managed.writer) with the DatabaseOwner.
+calls the core (tables.delta.write.managed) with the DatabaseOwner.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
-from tables.delta.managed import writer as core
+from tables.delta.write import managed as core
 from tables.models import ManagedTable, OwnerState, Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError, http_status

@@ -1,6 +1,6 @@
 """Change data between versions on Spark: rows with _change_type, _commit_version, _commit_timestamp.
 
-The core (`tables.delta.snapshot.changes.plan_changes`) decides per version which files and rows
+The core (`tables.delta.history.changes.plan_changes`) decides per version which files and rows
 changed (cdc files where a commit has them, else add/remove with dataChange=true, deletion
 vector differences for a path removed and re-added) and each version's commit timestamp
 (In-Commit Timestamp from the enablement version on, file time before). Spark reads the
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import at_version
-from tables.delta.snapshot.changes import ChangePlan, plan_changes
+from tables.delta.history.changes import ChangePlan, plan_changes
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.spark.read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 from tables.spark.results import columns_of, read_page, written_columns

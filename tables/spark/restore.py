@@ -35,13 +35,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tables.delta.errors import PathOutsideRootsError, RestoreError
-from tables.delta.log.commit import now_ms
 from tables.delta.restore.actions import missing_files
 from tables.delta.restore.commit import approved_change, commit_restore, find_restore_commit
 from tables.delta.restore.plan import RestorePlan, build_plan, check_removals, metrics_from_totals, prepare_restore
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.replay import canonical_paths, dv_id_column
 from tables.delta.storage.boundary import Storage, as_storage, same_table
+from tables.delta.write.commit import now_ms
 from tables.spark.connect import is_connect
 from tables.spark.control import StageProgress, default_parallelism, interrupt, job_scope, stages_line
 

@@ -10,8 +10,8 @@ import pytest
 
 from alerts.detect import evaluate
 from alerts.models import Alert, Scan
-from tables.delta.managed.writer import commit_via_owner
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.managed import commit_via_owner
 from tables.services import managed_tables as owner_services
 from tables.services import registration
 from tables.services.sync import store as sync

@@ -131,7 +131,7 @@ def test_delta_rs_delete_without_predicate_and_dropped_column(roots) -> None:
 
 @pytest.mark.django_db
 def test_vacuum_protocol_upgrade_and_a_new_writer(roots) -> None:
-    from tables.delta.log.commit import enable_ict
+    from tables.delta.write.commit import enable_ict
 
     path = roots / "t"
     deltalake.write_deltalake(str(path), pa.table({"id": [1, 2, 3]}))
@@ -180,8 +180,8 @@ def test_commit_rate_burst_and_silence() -> None:
 
 @pytest.mark.django_db
 def test_ict_switched_off_and_a_user_never_seen(roots) -> None:
-    from tables.delta.log.commit import commit, enable_ict
     from tables.delta.snapshot.state import load_snapshot
+    from tables.delta.write.commit import commit, enable_ict
 
     path = roots / "clock"
     deltalake.write_deltalake(str(path), pa.table({"id": [1]}))

@@ -1,4 +1,4 @@
-"""catalogManaged as the accepted protocol writes it (tables.delta.managed.catalog), no Django.
+"""catalogManaged as the accepted protocol writes it (tables.delta.write.catalog), no Django.
 
 Creation-only enablement (reader 3 / writer 7, the feature in both lists, ICT on), staged
 commits with unique txnIds and increasing ICTs, publishing in order (idempotent, never over a
@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from tables.delta.errors import CommitConflictError, ManagedTableError
-from tables.delta.log import commit as fs_commit
 from tables.delta.log.checkpoint import write_checkpoint
-from tables.delta.log.commit import commit_bytes
-from tables.delta.managed import catalog as cm
 from tables.delta.managed.owner import Commit, CommitResponse
-from tables.delta.managed.writer import commit_via_owner, writer_state
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.boundary import LocalStorage
+from tables.delta.write import catalog as cm
+from tables.delta.write import commit as fs_commit
+from tables.delta.write.commit import commit_bytes
+from tables.delta.write.managed import commit_via_owner, writer_state
 from tests.core.fs_owner import StaticOwner
 
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}

@@ -1,4 +1,4 @@
-"""Planning change data in the core (tables.delta.snapshot.changes.plan_changes), without Spark."""
+"""Planning change data in the core (tables.delta.history.changes.plan_changes), without Spark."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tables.delta.errors import LogGapError, VersionNotFoundError
-from tables.delta.snapshot.changes import plan_changes
+from tables.delta.history.changes import plan_changes
 from tables.delta.snapshot.dv import inline_descriptor
 from tests.core import builders
 

@@ -89,8 +89,8 @@ def test_no_import_points_up_or_sideways() -> None:
 def test_an_import_against_the_order_is_caught_even_inside_a_function() -> None:
     """The check itself: what a core module, a Spark job and a page must not do."""
     inside = "def f():\n    from tables.services import jobs\n    return jobs\n"
-    assert violations("tables.delta.log.commit", inside) == [
-        "tables.delta.log.commit:2 imports tables.services.jobs (a layer above it, or beside it)"
+    assert violations("tables.delta.write.commit", inside) == [
+        "tables.delta.write.commit:2 imports tables.services.jobs (a layer above it, or beside it)"
     ]
     assert violations("tables.spark.preview", "from ..services.results import read_page\n")
     assert violations("tables.web.ui", "from tables.api.errors import api_error\n")

@@ -39,8 +39,8 @@ from tables.delta.errors import (
     VersionNotFoundError,
 )
 from tables.delta.history.timeline import history_rows
-from tables.delta.history.timestamps import commit_times, ict_config
-from tables.delta.log import commit as fs_commit
+from tables.delta.history.timestamps import commit_times
+from tables.delta.log.ict import ict_config
 from tables.delta.log.listing import COMMITS_DIR, STAGED_COMMITS_DIR, list_log, staged_commit_name
 from tables.delta.managed.owner import (
     Commit,
@@ -53,9 +53,10 @@ from tables.delta.managed.owner import (
     encode_actions,
 )
 from tables.delta.managed.owner_client import RestOwnerClient, outcome_to_http
-from tables.delta.managed.writer import commit_via_owner, create_managed_table, hand_back, take_over
 from tables.delta.snapshot.state import load_snapshot, load_table_config
 from tables.delta.storage.boundary import LocalStorage
+from tables.delta.write import commit as fs_commit
+from tables.delta.write.managed import commit_via_owner, create_managed_table, hand_back, take_over
 from tests.conftest import REPO
 from tests.core import builders
 from tests.core.fs_owner import FileSystemOwner, StaticOwner
@@ -1101,7 +1102,7 @@ def test_rest_client_failures_are_errors_not_outcomes(owner_api, tmp_path: Path)
 _KILLER = """
 import os, signal, sys
 from tests.core.fs_owner import FileSystemOwner, StaticOwner
-from tables.delta.managed.writer import commit_via_owner, hand_back
+from tables.delta.write.managed import commit_via_owner, hand_back
 from tables.delta.managed.owner import TableConf
 
 state, location, table_id, step = sys.argv[1:]

@@ -25,12 +25,12 @@ from tables.delta.errors import (
 )
 from tables.delta.history.timeline import history_rows
 from tables.delta.history.timestamps import commit_times, resolve_timestamp
-from tables.delta.log.commit import commit, enable_ict, write_commit
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage import boundary as storage_module
 from tables.delta.storage.boundary import LocalStorage, allowed_roots, open_storage
 from tables.delta.storage.objectstore import ObjectStoreStorage
 from tables.delta.storage.objectstore_config import parse_location
+from tables.delta.write.commit import commit, enable_ict, write_commit
 from tests.conftest import REPO, delta_snapshot_cli, free_port, golden_path, use_store_environment
 
 pytest.importorskip("obstore")

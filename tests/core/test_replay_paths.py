@@ -158,9 +158,9 @@ def test_an_action_nested_too_deep_is_a_corrupt_log_naming_file_and_line(tmp_pat
 def test_a_commit_info_nested_too_deep_is_a_corrupt_log_for_history_and_changes(tmp_path, depth) -> None:
     """commitInfo is read alone (history, timestamps, a sync's reader processes), and a commit's
     lines one by one (change data, alerts): each names the commit and the line."""
+    from tables.delta.history.changes import commit_actions
     from tables.delta.history.timeline import history_rows
     from tables.delta.history.timestamps import commit_times
-    from tables.delta.snapshot.changes import commit_actions
     from tables.delta.storage.boundary import as_storage
     from tests.core.builders import file_table
 

@@ -23,12 +23,11 @@ import pytest
 from tables.delta.errors import CommitConflictError, MissingFilesError, RestoreError, UnsupportedFeatureError
 from tables.delta.history.timestamps import commit_times
 from tables.delta.log.actions import Protocol
-from tables.delta.restore.actions import action_identity
 from tables.delta.restore.commit import commit_restore
 from tables.delta.restore.plan import RestorePlan, plan_restore
 from tables.delta.restore.rules import check_writable, merge_protocols, restore_protocol
 from tables.delta.snapshot.dv import deletion_vector_file
-from tables.delta.snapshot.replay import identity_keys
+from tables.delta.snapshot.replay import action_identity, identity_keys
 from tables.delta.snapshot.state import load_snapshot
 from tests.conftest import golden_path
 from tests.core import builders

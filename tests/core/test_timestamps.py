@@ -22,7 +22,7 @@ from tables.delta.errors import (
 )
 from tables.delta.history.timeline import history_rows, timeline
 from tables.delta.history.timestamps import commit_times, monotonize, parse_timestamp, resolve_timestamp
-from tables.delta.log.commit import commit, enable_ict
+from tables.delta.write.commit import commit, enable_ict
 from tests.conftest import golden_path
 from tests.core.builders import add, file_table, ict_table, write_commit
 
@@ -326,8 +326,8 @@ def test_commit_never_overwrites(tmp_path: Path) -> None:
     with pytest.raises(CommitConflictError) as exc:
         commit(str(t), [add("b.parquet")], "WRITE", read_version=1)
     assert exc.value.version == 2
-    from tables.delta.log.commit import write_commit as raw_write
     from tables.delta.storage.boundary import open_storage
+    from tables.delta.write.commit import write_commit as raw_write
 
     with pytest.raises(CommitConflictError, match="version 2"):
         raw_write(open_storage(t), 2, [add("c.parquet")], {"operation": "WRITE"}, None)

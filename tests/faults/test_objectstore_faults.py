@@ -24,12 +24,12 @@ import pyarrow as pa
 import pytest
 
 from tables.delta.errors import CommitConflictError, StorageError, StorageUnavailableError
-from tables.delta.log.commit import commit, write_commit
 from tables.delta.log.listing import list_log
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage import api as storage_api
 from tables.delta.storage.boundary import open_storage
 from tables.delta.storage.objectstore_config import RETRY_CONFIG
+from tables.delta.write.commit import commit, write_commit
 from tests.conftest import S3Server, golden_path, use_store_environment
 from tests.faults.proxy import FaultProxy
 

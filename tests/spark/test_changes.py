@@ -28,9 +28,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tables.delta.errors import VersionNotFoundError
+from tables.delta.history.changes import plan_changes
 from tables.delta.history.timestamps import commit_times
-from tables.delta.log.commit import commit, enable_ict
-from tables.delta.snapshot.changes import plan_changes
+from tables.delta.write.commit import commit, enable_ict
 from tests.conftest import golden_path
 from tests.spark.compare import multiset
 

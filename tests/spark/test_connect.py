@@ -182,7 +182,7 @@ def test_a_token_goes_to_another_host_over_tls_only(spark) -> None:
 
 
 def _hostile_table(root, hostile: str):
-    from tables.delta.log.commit import commit
+    from tables.delta.write.commit import commit
 
     write_history_table(root)
     add = {"path": hostile, "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}
@@ -221,7 +221,7 @@ def test_an_object_store_path_outside_the_location_never_reaches_an_executor(
     """The data source route (executors of the server read the objects): the driver side, this
     client, resolves and confines every path first."""
     from tables.delta.errors import PathOutsideRootsError
-    from tables.delta.log.commit import commit
+    from tables.delta.write.commit import commit
     from tables.spark.objectstore_source import ROUTE_ENV
     from tables.spark.read import read_version
 

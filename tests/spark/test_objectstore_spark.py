@@ -380,7 +380,7 @@ def test_datasource_refuses_a_log_path_outside_the_location_before_any_task(
     """A path the log names outside the allowed locations (climbing out with '..', another
     bucket) is refused on the driver: no executor is handed it."""
     from tables.delta.errors import PathOutsideRootsError
-    from tables.delta.log.commit import commit
+    from tables.delta.write.commit import commit
 
     _local, uri = history_table
     add = {"path": hostile, "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}

@@ -34,9 +34,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError
-from tables.delta.log.commit import commit
 from tables.delta.snapshot.dv import inline_descriptor
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.commit import commit
 from tests.conftest import golden_path
 from tests.spark.compare import multiset, norm, rows_of
 

@@ -18,13 +18,12 @@ import pyarrow as pa
 import pytest
 
 from tables.delta.errors import MissingFilesError
-from tables.delta.log.commit import commit
-from tables.delta.restore.actions import action_identity
 from tables.delta.restore.commit import commit_restore
 from tables.delta.restore.plan import plan_restore
 from tables.delta.snapshot.dv import deletion_vector_file
-from tables.delta.snapshot.replay import identity_keys
+from tables.delta.snapshot.replay import action_identity, identity_keys
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.commit import commit
 from tables.spark.restore import run_restore, spark_plan_restore
 from tests.core import builders
 from tests.core.builders import writable

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from tables.delta.history.timeline import timeline as core_timeline
 from tables.delta.history.timestamps import commit_times, parse_timestamp, resolve_timestamp
-from tables.delta.log.commit import commit, enable_ict
+from tables.delta.write.commit import commit, enable_ict
 from tables.models import Commit, Job, JobStatus, Table
 from tables.services import registration, versions
 from tables.services.access.roles import ANALYST

@@ -11,8 +11,8 @@ import pytest
 from cryptography.fernet import Fernet
 
 from credentials.admin import StorageCredentialForm
-from tables.delta.log.commit import commit
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.commit import commit
 from tables.models import Table
 from tables.services.sync.store import sync_table
 

@@ -14,8 +14,8 @@ from rest_framework.authtoken.models import Token
 from tables.delta.errors import CommitRefusedError
 from tables.delta.managed.owner import CommitConflict, CommitResponse, encode_actions
 from tables.delta.managed.owner_client import RestOwnerClient
-from tables.delta.managed.writer import commit_via_owner
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.managed import commit_via_owner
 from tables.models import Commit, ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest
 from tables.services import errors, registration
 from tables.services import managed_tables as owner_services

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tables.delta.errors import CommitRefusedError, UnsupportedFeatureError
-from tables.delta.managed.writer import commit_via_owner
 from tables.delta.restore.commit import commit_restore
 from tables.delta.restore.plan import plan_restore
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.managed import commit_via_owner
 from tables.models import Commit, ManagedTable, OwnerRefusal, RatifiedCommit, RestoreRequest, RestoreStatus
 from tables.services import managed_tables as owner_services
 from tables.services import registration

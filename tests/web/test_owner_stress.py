@@ -26,8 +26,8 @@ from rest_framework.authtoken.models import Token
 
 from tables.delta.errors import CommitConflictError
 from tables.delta.managed.owner_client import RestOwnerClient
-from tables.delta.managed.writer import commit_via_owner
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.managed import commit_via_owner
 from tables.models import ManagedTable, RatifiedCommit, Table
 from tables.services import errors, registration
 from tables.services import managed_tables as owner_services
@@ -154,7 +154,7 @@ _KILLER = """
 import os, signal, sys
 import django
 django.setup()
-from tables.delta.managed.writer import commit_via_owner
+from tables.delta.write.managed import commit_via_owner
 from tables.models import ManagedTable
 from tables.services.owner.db import DatabaseOwner, table_conf
 

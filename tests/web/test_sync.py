@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from tables.delta.log.commit import enable_ict
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.commit import enable_ict
 from tables.models import Anomaly, Commit, SyncState
 from tables.services import errors, registration
 from tables.services.sync import store as sync

@@ -12,7 +12,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from tables.delta.log.commit import enable_ict
+from tables.delta.write.commit import enable_ict
 from tables.models import Anomaly, Commit, JobKind, Table
 from tables.services import jobs, registration
 from tables.services.sync import reads as sync_reads

@@ -23,10 +23,10 @@ from rest_framework.authtoken.models import Token
 from unitycatalog.client.exceptions import ApiException
 
 from tables.delta.errors import CommitConflictError
-from tables.delta.managed import catalog as cm
 from tables.delta.managed.owner import CommitConflict, CommitRefused, CommitResponse
-from tables.delta.managed.writer import commit_via_owner
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write import catalog as cm
+from tables.delta.write.managed import commit_via_owner
 from tables.models import ManagedTable, OwnerRefusal, RatifiedCommit
 from tables.services.access.roles import ANALYST, APPROVER, WRITER
 from tables.services.owner.access import database_owner

@@ -12,8 +12,8 @@ import uuid
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tables.delta.managed.writer import commit_via_owner
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.managed import commit_via_owner
 from tables.models import ManagedTable, RatifiedCommit
 from tables.services.access.roles import WRITER
 from tables.services.sync.store import sync_table

@@ -36,7 +36,7 @@ from schemathesis.engine import events
 
 from tables.api.catalog import openapi as uc_openapi
 from tables.api.catalog import urls as uc_urls
-from tables.delta.managed import catalog as cm
+from tables.delta.write import catalog as cm
 from tables.services.access.roles import WRITER
 
 from .test_api import make_user

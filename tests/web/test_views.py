@@ -10,7 +10,7 @@ import pytest
 
 from tables.delta.history.columns import SHOWN_COLUMNS
 from tables.delta.history.timestamps import format_ms
-from tables.delta.log.commit import enable_ict
+from tables.delta.write.commit import enable_ict
 from tables.models import Commit, Job, SyncState, Table
 from tables.services import registration
 from tables.services.sync import store as sync

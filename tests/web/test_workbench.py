@@ -420,7 +420,7 @@ def test_chart_hover_names_version_time_source_and_anomaly(browser, table) -> No
 
 
 def test_ict_enablement_timestamp_reads_as_a_date_with_the_raw_value_on_hover(browser, roots) -> None:
-    from tables.delta.log.commit import enable_ict
+    from tables.delta.write.commit import enable_ict
 
     path = history_table(roots / "clock")
     enable_ict(str(path))  # v4

@@ -4,7 +4,7 @@ The SDK (0.7.0, the newest on PyPI) generates `DeltaCommitsApi` (the preview com
 typed models; the v1 Delta tables endpoints (config, staging tables, createTable, loadTable,
 updateTable) are not generated in it, so they go through the same SDK `ApiClient`
 (`param_serialize` + `call_api`: its transport, headers and serialization). The Delta side
-(version 0, staged commits, publishing) is tables.delta.managed.catalog.
+(version 0, staged commits, publishing) is tables.delta.write.catalog.
 
 The SDK is asyncio-based: each `UcSession` owns one event loop and one `ApiClient` (one
 aiohttp connection pool, kept alive), so a thread uses its own session.
@@ -24,7 +24,7 @@ from unitycatalog.client.models.delta_commit_info import DeltaCommitInfo
 from unitycatalog.client.models.delta_get_commits import DeltaGetCommits
 from unitycatalog.client.models.delta_get_commits_response import DeltaGetCommitsResponse
 
-from tables.delta.managed.catalog import StagedCommit
+from tables.delta.write.catalog import StagedCommit
 
 PREFIX = "/api/2.1/unity-catalog"
 
@@ -143,10 +143,10 @@ class SdkCatalogOwner:
         import uuid as _uuid
 
         from tables.delta.log.listing import STAGED_COMMITS_DIR, staged_commit_name
-        from tables.delta.managed.catalog import StagedCommit
         from tables.delta.managed.owner import Commit as OwnerCommit
         from tables.delta.managed.owner import CommitConflict, CommitRefused, CommitResponse, parse_commit
         from tables.delta.storage.boundary import as_storage
+        from tables.delta.write.catalog import StagedCommit
 
         storage = as_storage(self.root)
         rel = staged_commit_name(version, str(_uuid.uuid4()), STAGED_COMMITS_DIR)
@@ -191,7 +191,7 @@ class SdkCatalogOwner:
         return GetCommitsResponse(commits, answer.latest_table_version)
 
     def backfill_to_version(self, table_conf, version: int) -> int | None:
-        from tables.delta.managed.catalog import publish
+        from tables.delta.write.catalog import publish
 
         answer = self.session.get_commits(self.table_id, self.table_uri, 0, version)
         done = publish(self.root, [(c.version, c.file_name) for c in answer.commits])

@@ -42,7 +42,7 @@ def ict_table(path: Path) -> Path:
     """Three delta-rs appends, ICT enabled at v3, then two more commits through the core's writer."""
     import deltalake
 
-    from tables.delta.log.commit import commit, enable_ict
+    from tables.delta.write.commit import commit, enable_ict
 
     for i in range(3):
         deltalake.write_deltalake(

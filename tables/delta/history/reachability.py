@@ -26,13 +26,6 @@ from tables.delta.errors import DeltaError, PathOutsideRootsError
 from tables.delta.history.timestamps import commit_times
 from tables.delta.log.actions import read_json_actions
 from tables.delta.log.checkpoint import read_checkpoint_files, read_checkpoint_others
-from tables.delta.log.checkpoint_check import (
-    Replayed,
-    footer_disagreement,
-    hint_detail,
-    newest_checkpoint,
-    replay_disagreement,
-)
 from tables.delta.log.commitinfo import parse_commit_info
 from tables.delta.log.listing import (
     LOG_DIR,
@@ -43,6 +36,13 @@ from tables.delta.log.listing import (
     latest_version,
     list_log,
     read_last_checkpoint,
+)
+from tables.delta.snapshot.checkpoint_check import (
+    Replayed,
+    footer_disagreement,
+    hint_detail,
+    newest_checkpoint,
+    replay_disagreement,
 )
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.replay import canonical_paths, identity_keys

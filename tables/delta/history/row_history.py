@@ -59,19 +59,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tables.delta.errors import CorruptLogError, DeltaError, InvalidColumnsError, StorageError, at_version
+from tables.delta.history.changes import ChangeEntry, ChangePlan, commit_actions, plan_changes
 from tables.delta.history.timestamps import format_ms
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.log.listing import available_versions, list_log
-from tables.delta.restore.actions import log_add_actions
-from tables.delta.snapshot.changes import ChangeEntry, ChangePlan, canonical_path, commit_actions, plan_changes
 from tables.delta.snapshot.columnmapping import field_id, mapping_mode, physical_name
 from tables.delta.snapshot.dv import read_deletion_vector
+from tables.delta.snapshot.files import log_add_actions
 from tables.delta.snapshot.partitions import (
     PartitionColumn,
     distinct_partitions,
     parse_partition_value,
     partition_columns,
 )
+from tables.delta.snapshot.replay import canonical_path
 from tables.delta.snapshot.state import check_reader_protocol, load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
 

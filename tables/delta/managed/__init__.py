@@ -1,2 +1,2 @@
-"""Managed tables: commits through a commit owner (the interface, its REST client) and
-catalog-managed tables as a client writes them."""
+"""Managed tables: commits through a commit owner (the interface and its REST client); writing
+through it is tables.delta.write."""

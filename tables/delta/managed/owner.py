@@ -34,6 +34,7 @@ import orjson
 from tables.delta.errors import CommitOwnerError, CorruptLogError, InvalidManagedTableError
 from tables.delta.log.actions import Metadata
 from tables.delta.log.actions import Protocol as DeltaProtocol
+from tables.delta.log.ict import ENABLE_KEYS, ICT_FEATURES
 from tables.delta.log.jsonline import loads_line
 from tables.delta.log.listing import COMMITS_DIR, STAGED_COMMITS_DIR
 
@@ -88,9 +89,6 @@ CATALOG_MANAGED = Flavor(
 )
 FLAVORS = (MANAGED_COMMIT, COORDINATED_COMMITS, CATALOG_MANAGED)
 MANAGED_FEATURES = frozenset(f for fl in FLAVORS for f in fl.features)
-
-_ICT_FEATURES = ("inCommitTimestamp", "inCommitTimestamp-preview")  # as timestamps.ICT_FEATURES
-_ICT_KEYS = ("delta.enableInCommitTimestamps", "delta.enableInCommitTimestamps-preview")
 
 
 def flavor_named(name: str) -> Flavor:
@@ -181,8 +179,8 @@ def managed_config(protocol: DeltaProtocol, metadata: Metadata, where: str) -> M
     conf = metadata.configuration
     readers = set(protocol.reader_features or ()) if protocol.min_reader_version >= 3 else set()
     found: list[ManagedConfig] = []
-    ict = any(protocol.has_writer_feature(f) for f in _ICT_FEATURES) and any(
-        (conf.get(k) or "").strip().lower() == "true" for k in _ICT_KEYS
+    ict = any(protocol.has_writer_feature(f) for f in ICT_FEATURES) and any(
+        (conf.get(k) or "").strip().lower() == "true" for k in ENABLE_KEYS
     )
     for fl in FLAVORS:
         feature = next((f for f in fl.features if protocol.has_writer_feature(f)), None)

@@ -15,24 +15,18 @@ from typing import Any
 from urllib.parse import unquote
 
 from tables.delta.errors import CommitConflictError, CorruptLogError, DeltaError, RestoreError, at_version
+from tables.delta.history.changes import commit_actions
 from tables.delta.log.actions import Metadata, Protocol, parse_actions
-from tables.delta.log.commit import ENGINE_INFO, CommitResult, commit, now_ms
 from tables.delta.log.commitinfo import read_commit_info
 from tables.delta.log.listing import LogListing, commit_name
-from tables.delta.restore.actions import (
-    MAX_LISTED_MISSING,
-    action_identity,
-    canonical_path,
-    missing_error,
-    missing_files,
-)
+from tables.delta.restore.actions import MAX_LISTED_MISSING, missing_error, missing_files
 from tables.delta.restore.plan import RestorePlan, plan_fingerprint, restore_metrics
 from tables.delta.restore.predicate import PartitionPredicate, partition_predicate
 from tables.delta.restore.rules import listing_for, same_protocol
-from tables.delta.snapshot.changes import commit_actions
-from tables.delta.snapshot.replay import identity_keys
+from tables.delta.snapshot.replay import action_identity, canonical_path, identity_keys
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.write.commit import ENGINE_INFO, CommitResult, commit, now_ms
 
 MAX_COMMIT_ATTEMPTS = 5
 
@@ -368,7 +362,7 @@ def operation_parameters(plan: RestorePlan) -> dict[str, Any]:
 
 def _owner_commit(owner: Any) -> Callable[..., Any]:
     """commit.commit's signature, committing through the managed table's commit-owner."""
-    from tables.delta.managed.writer import commit_via_owner
+    from tables.delta.write.managed import commit_via_owner
 
     def commit_managed(storage: Storage, actions: list[dict[str, Any]], operation: str, params, **kw: Any):
         return commit_via_owner(storage, owner, actions, operation, params, **kw)

@@ -57,12 +57,9 @@ import pyarrow as pa
 from tables.delta.errors import RestoreError, at_version
 from tables.delta.history.timestamps import commit_times, format_ms, parse_timestamp, resolve_timestamp
 from tables.delta.log.actions import Metadata, Protocol
-from tables.delta.log.commit import now_ms
 from tables.delta.restore.actions import (
     MAX_LISTED_MISSING,
-    action_identity,
     diff_files,
-    log_add_actions,
     missing_error,
     missing_files,
     restore_add,
@@ -71,8 +68,11 @@ from tables.delta.restore.actions import (
 )
 from tables.delta.restore.predicate import PartitionPredicate, parse_predicate, table_partition_columns
 from tables.delta.restore.rules import check_writable, listing_for, restore_domains, restore_metadata, restore_protocol
+from tables.delta.snapshot.files import log_add_actions
+from tables.delta.snapshot.replay import action_identity
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.write.commit import now_ms
 
 # Metric names and order as Delta Lake writes them (golden basic-with-inserts-overwrite-restore).
 METRIC_NAMES = (

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from tables.delta.errors import UnsupportedFeatureError
-from tables.delta.history.timestamps import ENABLE_KEYS, ICT_FEATURES, TIMESTAMP_KEYS, VERSION_KEYS
 from tables.delta.log.actions import Metadata, Protocol
+from tables.delta.log.ict import ENABLE_KEYS, ICT_FEATURES, TIMESTAMP_KEYS, VERSION_KEYS
 from tables.delta.log.listing import LogListing, list_log
 from tables.delta.snapshot.state import ratified_listing
 from tables.delta.storage.boundary import Storage

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tables.delta.log.actions import Metadata
-from tables.delta.restore.actions import file_rows, log_add_actions
+from tables.delta.snapshot.files import file_rows, log_add_actions
 from tables.delta.snapshot.replay import identity_keys
 from tables.delta.snapshot.state import Snapshot
 from tables.delta.storage.boundary import Storage, as_storage

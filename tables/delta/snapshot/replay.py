@@ -8,6 +8,7 @@ active, a remove leaves a tombstone. commitInfo and cdc do not change state.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tables.delta.log.actions import Metadata, Protocol, int64_array
+from tables.delta.log.actions import Metadata, Protocol, dv_unique_id, int64_array
 
 
 @dataclass(slots=True)
@@ -51,11 +52,27 @@ def dv_id_column(dv: pa.Array) -> pa.Array:
     return pc.if_else(pc.is_valid(dv), out, pa.scalar(None, pa.string()))
 
 
+_FILE_URI = r"^file:(?://(?:localhost)?)?/"
+_FILE_URI_RE = re.compile(_FILE_URI)
+
+
 def canonical_paths(path: pa.Array) -> pa.Array:
     """`file:/x`, `file:///x` and `/x` name the same file (Delta Lake canonicalizes them)."""
     if not pc.any(pc.starts_with(path, "file:")).as_py():
         return path
-    return pc.replace_substring_regex(path, r"^file:(?://(?:localhost)?)?/", "/")
+    return pc.replace_substring_regex(path, _FILE_URI, "/")
+
+
+def canonical_path(path: str) -> str:
+    """One path as canonical_paths makes them."""
+    return _FILE_URI_RE.sub("/", path) if path.startswith("file:") else path
+
+
+def action_identity(body: dict[str, Any]) -> str:
+    """The key identity_keys gives the same file: canonical path [NUL dv unique id]."""
+    path = canonical_path(body["path"])
+    dv = dv_unique_id(body.get("deletionVector"))
+    return path if dv is None else f"{path}\x00{dv}"
 
 
 def identity_keys(files: pa.Table, contiguous: bool = True) -> pa.Array | pa.ChunkedArray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tables.delta.restore.actions import file_rows, footer_rows, log_add_actions
+from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.state import Snapshot
 from tables.delta.storage.boundary import Storage
 

@@ -33,7 +33,6 @@ from tables.delta.errors import (
 )
 from tables.delta.log.actions import Metadata, Protocol, dv_unique_id, read_json_actions
 from tables.delta.log.checkpoint import CheckpointReader, read_checkpoint_others
-from tables.delta.log.checkpoint_check import check_hint
 from tables.delta.log.jsonline import loads_line
 from tables.delta.log.listing import (
     LogFile,
@@ -48,6 +47,7 @@ from tables.delta.log.listing import (
     tail_listing,
 )
 from tables.delta.managed.owner import CommitOwner, ManagedConfig, OwnerView, managed_config
+from tables.delta.snapshot.checkpoint_check import check_hint
 from tables.delta.snapshot.replay import NonFileState, reconcile_files
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.delta.text_bounds import echoed_path, echoed_values

@@ -41,7 +41,6 @@ from django.utils import timezone
 from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
 from tables.delta.log.checkpoint import write_checkpoint
 from tables.delta.log.listing import LOG_DIR, STAGED_COMMITS_DIR, commit_name, staged_commit_name, tail_listing
-from tables.delta.managed.catalog import check_maintenance, staged_name_ok
 from tables.delta.managed.owner import (
     Commit,
     CommitConflict,
@@ -58,6 +57,7 @@ from tables.delta.managed.owner import (
 )
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage, open_storage
+from tables.delta.write.catalog import check_maintenance, staged_name_ok
 from tables.models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
 from tables.services import faults
 

@@ -24,7 +24,6 @@ a data engine reads. Pure; no Spark, no Django.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,11 +34,11 @@ from tables.delta.history.timestamps import commit_times, format_ms
 from tables.delta.log.actions import Metadata, Protocol, parse_actions
 from tables.delta.log.listing import commit_name, list_log
 from tables.delta.snapshot.dv import read_deletion_vector
+from tables.delta.snapshot.replay import canonical_path
 from tables.delta.snapshot.state import load_snapshot, load_table_config
 from tables.delta.storage.boundary import Storage, as_storage
 
 CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")
-_FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?/")
 
 
 @dataclass(slots=True)
@@ -89,11 +88,6 @@ class ChangePlan:
 
     def timestamp(self, version: int) -> int:
         return self.versions[version - self.start].timestamp
-
-
-def canonical_path(path: str) -> str:
-    """`file:/x`, `file:///x` and `/x` name the same file (as replay.canonical_paths)."""
-    return _FILE_URI.sub("/", path)
 
 
 def commit_actions(storage: Storage, version: int) -> list[tuple[str, dict[str, Any]]]:

@@ -24,20 +24,9 @@ from typing import Any
 import orjson
 
 from tables.delta.errors import CommitConflictError, CommitRefusedError, DeltaError, LogGapError, ManagedTableError
-from tables.delta.history.timestamps import ICT_FEATURES, ict_config
 from tables.delta.log.actions import Metadata, Protocol
-from tables.delta.log.commit import (
-    ENGINE_INFO,
-    CommitResult,
-    after_actions,
-    commit_bytes,
-    new_table_metadata,
-    next_in_commit_timestamp,
-    now_ms,
-    upgraded_protocol,
-    write_commit,
-)
 from tables.delta.log.commitinfo import read_commit_info
+from tables.delta.log.ict import ICT_FEATURES, ict_config
 from tables.delta.log.listing import LOG_DIR, LogListing, build_segment, list_log, tail_listing
 from tables.delta.managed.owner import (
     MANAGED_COMMIT,
@@ -52,6 +41,17 @@ from tables.delta.managed.owner import (
 )
 from tables.delta.snapshot.state import TableConfig, check_reader_protocol, load_table_config, ratified_listing
 from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.write.commit import (
+    ENGINE_INFO,
+    CommitResult,
+    after_actions,
+    commit_bytes,
+    new_table_metadata,
+    next_in_commit_timestamp,
+    now_ms,
+    upgraded_protocol,
+    write_commit,
+)
 
 _ICT_ON = "delta.enableInCommitTimestamps"
 _ICT_VERSION = "delta.inCommitTimestampEnablementVersion"

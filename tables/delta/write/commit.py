@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 
 from tables.delta.errors import CommitConflictError, DeltaError, ManagedTableError
-from tables.delta.history.timestamps import ICT_FEATURES, ict_config
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.log.commitinfo import read_commit_info
+from tables.delta.log.ict import ICT_FEATURES, ict_config
 from tables.delta.log.listing import LOG_DIR, commit_name, list_log
 from tables.delta.managed.owner import CATALOG_MANAGED
 from tables.delta.snapshot.state import TableConfig, load_table_config
