@@ -22,11 +22,23 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tables.tasks", "tables.admin", "tables.urls", "tables.management", "tables.templatetags"),
     ("alerts", "credentials"),
 )
+# inside the core, lowest first: its folders in the order they build on each other
+CORE: tuple[tuple[str, ...], ...] = (
+    ("tables.delta.errors", "tables.delta.text_bounds", "tables.delta.gc_pause"),
+    ("tables.delta.storage",),
+    ("tables.delta.log",),
+    ("tables.delta.managed",),
+    ("tables.delta.snapshot",),
+    ("tables.delta.history",),
+    ("tables.delta.write",),
+    ("tables.delta.restore",),
+    ("tables.delta.discover", "tables.delta.cli"),
+)
 CODE = ("tables", "alerts", "credentials")
 
 
-def layer_of(module: str) -> tuple[int, str] | None:
-    for index, members in enumerate(LAYERS):
+def layer_of(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> tuple[int, str] | None:
+    for index, members in enumerate(layers):
         for member in members:
             if module == member or module.startswith(member + "."):
                 return index, member
@@ -55,13 +67,13 @@ def imported(here: str, source: str, is_package: bool = False) -> list[tuple[str
     return found
 
 
-def violations(here: str, source: str, is_package: bool = False) -> list[str]:
-    mine = layer_of(here)
+def violations(here: str, source: str, is_package: bool = False, layers=LAYERS) -> list[str]:
+    mine = layer_of(here, layers)
     if mine is None:
         return []
     out = []
     for target, line in imported(here, source, is_package):
-        theirs = layer_of(target)
+        theirs = layer_of(target, layers)
         if theirs is not None and theirs[1] != mine[1] and theirs[0] >= mine[0]:
             out.append(f"{here}:{line} imports {target} (a layer above it, or beside it)")
     return out
@@ -84,6 +96,19 @@ def test_every_module_of_the_code_is_in_a_declared_layer() -> None:
 def test_no_import_points_up_or_sideways() -> None:
     found = [v for p in code_files() for v in violations(module_name(p), p.read_text(), p.name == "__init__.py")]
     assert found == []
+
+
+def test_the_cores_folders_import_only_those_below_them() -> None:
+    """storage, then the log, owners, a version's state, history, writing, RESTORE: a folder
+    never imports one above it (writing reads the state; reading never writes)."""
+    core = [p for p in code_files() if module_name(p).startswith("tables.delta")]
+    loose = [module_name(p) for p in core if layer_of(module_name(p), CORE) is None]
+    assert loose == ["tables.delta"]
+    found = [v for p in core for v in violations(module_name(p), p.read_text(), p.name == "__init__.py", CORE)]
+    assert found == []
+    assert violations(
+        "tables.delta.log.listing", "from tables.delta.snapshot.state import load_snapshot\n", layers=CORE
+    )
 
 
 def test_an_import_against_the_order_is_caught_even_inside_a_function() -> None:
