@@ -26,6 +26,7 @@ from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
 from tables.services import data_jobs, discovery, jobs, reachability, retention, row_count
 from tables.services import managed_tables as owner_services
+from tables.services.data_kinds import data_kind
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import probe, vanished
 from tables.services.sync import store as sync
@@ -154,38 +155,15 @@ def backfill_managed_tables() -> dict[int, int | None]:
 
 def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progress) -> dict[str, Any]:
     """The Spark side of a data job (tables.services.data_jobs): the worker's long-lived session for
-    settings.SPARK_MASTER, then the preview, change data, keyed row diff or row history job."""
+    settings.SPARK_MASTER, then the job its kind declares (tables.services.data_kinds)."""
     # pyspark is imported only by the worker that runs a Spark job, never by the web process
     from tables.spark.session import get_spark
 
     progress("starting the Spark session", 0, 3)
     spark = get_spark(settings.SPARK_MASTER)
-    kind = params["kind"]
-    if kind == "preview":
-        from tables.spark.preview import write_preview
-
-        progress(f"reading version {params['version']}", 1, 3)
-        out = write_preview(spark, location, params["version"], out_dir)
-    elif kind == "changes":
-        from tables.spark.changes import change_data
-
-        progress(f"reading the changes of versions {params['from']}..{params['to']}", 1, 3)
-        out = change_data(spark, location, params["from"], params["to"], out_dir)
-    elif kind == "rowdiff":
-        from tables.spark.rowdiff import keyed_diff
-
-        progress(f"joining versions {params['from']} and {params['to']} on {', '.join(params['keys'])}", 1, 3)
-        out = keyed_diff(spark, location, params["from"], params["to"], params["keys"], out_dir)
-    elif kind == "rowhistory":
-        from tables.spark.row_history import write_row_history
-
-        key = ", ".join(f"{k}={v}" for k, v in params["key"].items())
-        progress(f"planning the history of {key[:200]} in versions {params['from']}..{params['to']}", 1, 3)
-        out = write_row_history(
-            spark, location, params["key"], params["from"], params["to"], out_dir, lambda stage: progress(stage, 2, 3)
-        )
-    else:
-        raise ValueError(f"unknown data job kind {kind!r}")
+    kind = data_kind(params["kind"])  # its declaration (tables.services.data_kinds)
+    progress(kind.doing(params), 1, 3)
+    out = kind.run(spark, location, params, out_dir, lambda stage: progress(stage, 2, 3))
     progress("written", 3, 3)
     return out
 

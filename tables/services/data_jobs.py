@@ -38,6 +38,7 @@ from tables.delta.snapshot.columnmapping import mapping_mode
 from tables.delta.snapshot.partitions import partition_columns
 from tables.models import Job, JobKind, JobStatus, Table, params_hash
 from tables.services import jobs
+from tables.services.data_kinds import UNCHANGED, data_kind
 from tables.services.errors import (
     SPARK_UNAVAILABLE,
     ServiceError,
@@ -109,16 +110,18 @@ def table_state(table: Table) -> dict[str, Any] | None:
 
 def reusable(table: Table, kind: str, params: dict[str, Any]) -> Job | None:
     """The newest succeeded job of this kind and parameters on the table whose result is still
-    there and was computed while the table was as it is now (`table_state`)."""
+    there, and, for a kind reused only while the table is unchanged (its declaration's
+    `reuse`), computed while the table was as it is now (`table_state`)."""
+    unchanged = data_kind(kind).reuse == UNCHANGED
     state = table_state(table)
-    if state is None:
+    if unchanged and state is None:
         return None
     for job in Job.objects.filter(
         table=table, kind=kind, status=JobStatus.SUCCEEDED, params_hash=params_hash(params)
     ).order_by("-pk")[:5]:
         result = job.result or {}
         path = result.get("path")
-        if result.get("tableState") == state and path and Path(path).exists():
+        if path and Path(path).exists() and (not unchanged or result.get("tableState") == state):
             return job
     return None
 
@@ -138,13 +141,7 @@ def _start(table: Table, kind: str, params: dict[str, Any], user) -> Job:
 
 def cached_preview(table: Table, version: int) -> Job | None:
     """The newest succeeded preview of (table, version) whose result file is still there."""
-    for job in Job.objects.filter(
-        table=table, kind=PREVIEW, status=JobStatus.SUCCEEDED, params__version=version
-    ).order_by("-pk")[:5]:
-        path = (job.result or {}).get("path")
-        if path and Path(path).exists():
-            return job
-    return None
+    return reusable(table, PREVIEW, {"version": version})
 
 
 def preview_in_flight(table: Table, version: int) -> Job | None:
@@ -238,17 +235,6 @@ def _row_key(table: Table, snap, key: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def cached_row_history(table: Table, params: dict[str, Any]) -> Job | None:
-    """The newest succeeded row history of these parameters whose result is still there."""
-    for job in Job.objects.filter(
-        table=table, kind=ROWHISTORY, status=JobStatus.SUCCEEDED, params_hash=params_hash(params)
-    ).order_by("-pk")[:5]:
-        path = (job.result or {}).get("path")
-        if path and Path(path).exists():
-            return job
-    return None
-
-
 def start_row_history(table: Table, key: dict[str, str], v_from: int, v_to: int, user=None) -> Job:
     """The history of the row with `key` (column -> value as text) in versions v_from..v_to: the
     cached result, the identical job queued or running, or a new job. Key columns must be
@@ -257,7 +243,8 @@ def start_row_history(table: Table, key: dict[str, str], v_from: int, v_to: int,
         raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
     _a, b = _check_range(table, v_from, v_to)
     params = {"key": _row_key(table, b, key), "from": v_from, "to": v_to}
-    return cached_row_history(table, params) or _start(table, ROWHISTORY, params, user)
+    # a kept result is answered as the job it is (202 as any), not marked reused
+    return reusable(table, ROWHISTORY, params) or _start(table, ROWHISTORY, params, user)
 
 
 # --- running jobs (called by the Celery task with the Spark function) ---------------------------
@@ -336,7 +323,7 @@ def result_page(job: Job, offset: int, limit: int) -> dict[str, Any]:
     for key in ("counts", "versions", "compared", "keys", "key", "files", "from", "to", "start", "end", "version"):
         if key in result:
             out[key] = result[key]
-    if job.kind == PREVIEW:
+    if data_kind(job.kind).rows_shown == "cached":
         # the cached preview holds the first rows; `total` is the version's row count
         out["total"], out["cached"] = result.get("total", page["total"]), page["total"]
     else:

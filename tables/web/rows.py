@@ -28,6 +28,7 @@ from tables.delta.errors import DeltaError
 from tables.delta.history.row_history import is_key_type
 from tables.models import Job, JobStatus, Table
 from tables.services import data_jobs, jobs
+from tables.services.data_kinds import data_kind
 from tables.services.errors import ServiceError
 from tables.services.versions import snapshot_at, version_summary
 from tables.spark.results import part_files, table_to_json
@@ -99,7 +100,7 @@ def _link(request: HttpRequest, offset: int) -> str:
 
 def _change_filter(request: HttpRequest, job: Job) -> str:
     change = request.GET.get("change", "")
-    return change if job.kind == data_jobs.ROWDIFF and change in CHANGE_TYPES else ""
+    return change if data_kind(job.kind).pairs and change in CHANGE_TYPES else ""
 
 
 def _only(job: Job, out: dict[str, Any], change: str, offset: int) -> dict[str, Any]:
@@ -132,12 +133,13 @@ def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
             out = _only(job, out, change, offset)
     except ServiceError as exc:
         return {"rows_error": exc.message}
-    shown = out["cached"] if job.kind == data_jobs.PREVIEW else out["total"]
+    kind = data_kind(job.kind)  # how its kind shows its rows (tables.services.data_kinds)
+    shown = out[kind.rows_shown]
     names = [c["name"] for c in out["columns"]]
     numeric = {c["name"] for c in out["columns"] if _numeric(c.get("type", ""))}
     counts = out.get("counts")
-    pairs = _side_by_side(out["columns"], out["rows"], out.get("keys") or []) if job.kind == data_jobs.ROWDIFF else None
-    history = preview_history(request, job, out["columns"], out["rows"]) if job.kind == data_jobs.PREVIEW else {}
+    pairs = _side_by_side(out["columns"], out["rows"], out.get("keys") or []) if kind.pairs else None
+    history = preview_history(request, job, out["columns"], out["rows"]) if kind.row_links else {}
     cells = [[_cell(r.get(n), n in numeric) for n in names] for r in out["rows"]]
     if history:
         links = history.pop("history_links")
@@ -155,8 +157,8 @@ def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
         "rows_last": offset + len(out["rows"]),
         "rows_prev": _link(request, max(0, offset - ROWS_PAGE)) if offset > 0 else None,
         "rows_next": _link(request, offset + ROWS_PAGE) if offset + ROWS_PAGE < shown else None,
-        "change_counts": counts if job.kind == data_jobs.CHANGES else None,
-        "diff_counts": counts if job.kind == data_jobs.ROWDIFF else None,
+        "change_counts": counts if kind.counts == "change" else None,
+        "diff_counts": counts if kind.counts == "diff" else None,
         "diff_keys": out.get("keys"),
     }
 
