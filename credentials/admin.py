@@ -13,17 +13,12 @@ from credentials.crypto import CredentialsKeyError
 from credentials.lookup import canonical_prefix
 from credentials.models import StorageCredential
 from tables.delta.errors import DeltaError
+from tables.delta.storage.backends import all_backends
 from tables.delta.storage.objectstore_config import is_secret_option
 
-# the secret options an administrator can set, by the option names delta-rs and obstore take
-SECRET_FIELDS: dict[str, str] = {
-    "aws_access_key_id": "S3 access key id",
-    "aws_secret_access_key": "S3 secret access key",
-    "aws_session_token": "S3 session token",
-    "azure_storage_account_key": "Azure account key",
-    "azure_storage_sas_key": "Azure SAS token",
-    "google_service_account_key": "GCS service account JSON",
-}
+# the secret options an administrator can set, by the option names delta-rs and obstore take:
+# each backend's own (tables.delta.storage.backends), in registration order
+SECRET_FIELDS: dict[str, str] = {name: label for b in all_backends() for name, label in b.secret_options.items()}
 _LONG = {"google_service_account_key", "azure_storage_sas_key", "aws_session_token"}
 
 

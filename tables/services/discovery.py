@@ -24,6 +24,7 @@ from django.utils.text import slugify
 from tables.delta import errors as delta_errors
 from tables.delta.discover import find_tables
 from tables.delta.storage.api import Storage
+from tables.delta.storage.backends import named_schemes
 from tables.delta.storage.boundary import as_storage
 from tables.models import DiscoverySource, Table
 from tables.services import aws
@@ -49,7 +50,7 @@ def _prefix(prefix: str) -> tuple[str, Storage]:
     """The prefix in canonical form, and its storage, if it lies under the allowed roots."""
     text = (prefix or "").strip()
     if not text:
-        raise ServiceError("Give a prefix to look under (a directory, or s3://, abfss://, gs://).", "invalid_location")
+        raise ServiceError(f"Give a prefix to look under (a directory, or {named_schemes()}).", "invalid_location")
     uri = object_location(text)
     if uri is not None:
         return uri, as_storage(uri)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from tables.delta.storage.backends import named_schemes
 from tables.services.history.query import time_range
 from tables.services.lookup import INT64_MAX
 
@@ -35,7 +36,7 @@ class RegisterTableForm(forms.Form):
         field = self.fields["location"]
         field.help_text = (
             "An absolute path to the table root (the directory holding _delta_log/), a file:// URI, "
-            "or an object-store location (s3://, abfss://, gs://). Allowed under: " + ", ".join(roots) + "."
+            f"or an object-store location ({named_schemes()}). Allowed under: " + ", ".join(roots) + "."
             if roots
             else field.help_text
         )

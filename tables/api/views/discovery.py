@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from tables.api import serializers as s
 from tables.api.common import _errors
 from tables.api.permissions import CanRegister
+from tables.delta.storage.backends import named_schemes
 from tables.services import discovery
 
 
@@ -23,7 +24,7 @@ class DiscoverRequest(serializers.Serializer):
         max_length=255, required=False, help_text="instead of a prefix: the Delta tables of this AWS Glue database"
     )
     prefix = serializers.CharField(
-        required=False, max_length=2000, help_text="a directory, or s3://, abfss://, gs:// under the allowed roots"
+        required=False, max_length=2000, help_text=f"a directory, or {named_schemes()} under the allowed roots"
     )
     register = serializers.BooleanField(default=False, help_text="register the new tables (else only preview)")
     everyHours = serializers.IntegerField(

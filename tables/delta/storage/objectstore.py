@@ -105,11 +105,11 @@ def backoff(attempt: int) -> float:
 _SHARED_MAX = 64
 _shared: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _shared_lock = threading.Lock()
-_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_")
 
 
 def _shared_store(loc: ObjectLocation, options: Mapping[str, Any]) -> Any:
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)))
+    prefixes = backend_of(loc.kind).env_prefixes  # the variables its backend reads (registry)
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if prefixes and k.startswith(prefixes)))
     key = (loc.scheme, loc.kind, loc.bucket, loc.account, loc.host, repr(sorted(options.items())), env)
     with _shared_lock:
         store = _shared.get(key)

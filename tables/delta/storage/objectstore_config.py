@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from tables.delta.errors import PathOutsideRootsError, StorageError
-from tables.delta.storage.backends import Backend, all_backends, backend_for_scheme, backend_of
+from tables.delta.storage.backends import Backend, all_backends, backend_for_scheme, backend_of, named_schemes
 from tables.delta.storage.location import ObjectLocation  # the parser's result; imported from here by many
 
 # A bounded retry with exponential backoff (obstore retries 5xx, dropped connections and
@@ -95,8 +95,7 @@ def parse_location(location: str) -> ObjectLocation:
     scheme = scheme_of(text)
     backend = backend_for_scheme(scheme)
     if backend is None:
-        named = ", ".join(f"{s}://" for b in all_backends() for s in b.named_schemes or b.schemes)
-        raise StorageError(f"{text[:200]}: not an object-store location ({named})")
+        raise StorageError(f"{text[:200]}: not an object-store location ({named_schemes()})")
     rest = text.split("://", 1)[1]
     netloc, _, path = rest.partition("/")
     account = host = None

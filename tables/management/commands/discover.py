@@ -16,6 +16,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from tables.delta.errors import DeltaError
+from tables.delta.storage.backends import named_schemes
 from tables.services import discovery
 from tables.services.errors import ServiceError
 
@@ -25,7 +26,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "prefix", nargs="?", default="", help="a directory, or s3://, abfss://, gs:// under DELTAWEB_ALLOWED_ROOTS"
+            "prefix", nargs="?", default="", help=f"a directory, or {named_schemes()} under DELTAWEB_ALLOWED_ROOTS"
         )
         parser.add_argument("--glue", default="", metavar="DATABASE", help="the Delta tables of this AWS Glue database")
         parser.add_argument("--register", action="store_true", help="register the new tables")

@@ -43,6 +43,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 
+from tables.delta.storage.backends import spelled
 from tables.models import Table
 from tables.services import aws
 
@@ -155,7 +156,7 @@ def sync_tables_at(roots: Iterable[str]) -> list[int]:
     sync is joined, not repeated)."""
     from tables.services.sync.store import start_sync
 
-    wanted = set(roots) | {"s3a://" + r[len("s3://") :] for r in roots}
+    wanted = {spelling for r in roots for spelling in spelled(r)}  # s3a:// too (the backend's spellings)
     started = []
     for table in Table.objects.filter(location__in=wanted):
         with transaction.atomic():

@@ -24,8 +24,10 @@ from tables.delta.storage.backends.registry import (
     backend_for_scheme,
     backend_of,
     bucket_authority,
+    named_schemes,
     no_hadoop_conf,
     register,
+    spelled,
     unregister,
 )
 
@@ -39,8 +41,10 @@ __all__ = [
     "backend_for_scheme",
     "backend_of",
     "bucket_authority",
+    "named_schemes",
     "no_hadoop_conf",
     "register",
+    "spelled",
     "unregister",
 ]
 

@@ -92,6 +92,12 @@ class Backend:
     synonyms: Mapping[str, str] = field(default_factory=dict)
     allow_http_env: str | None = None  # the variable that allows plain HTTP from the environment
     secret_env: tuple[str, ...] = ()  # variables whose values are secrets (scrubbed from messages)
+    # the environment's variables that configure its stores (a shared store is rebuilt when
+    # one of them changes)
+    env_prefixes: tuple[str, ...] = ()
+    # the secret options an administrator may store for a location (credentials app): option
+    # name -> its label
+    secret_options: Mapping[str, str] = field(default_factory=dict)
     # an option the store takes in another form: (name, value, client options) -> its store
     # config, None when the option is not one (Azure's connection string)
     expand_option: Callable[[str, Any, dict[str, Any]], dict[str, Any] | None] | None = None
@@ -164,3 +170,18 @@ def backend_of(kind: str) -> Backend:
 def all_backends() -> tuple[Backend, ...]:
     """The registered backends, in registration order (the order messages list them in)."""
     return tuple(_by_kind.values())
+
+
+def named_schemes() -> str:
+    """The accepted object-store locations as messages list them: `s3://, az://, abfss://, gs://`."""
+    return ", ".join(f"{s}://" for b in all_backends() for s in b.named_schemes or b.schemes)
+
+
+def spelled(location: str) -> set[str]:
+    """Every spelling of an object-store location in its canonical scheme (`s3://b/x` is also
+    `s3a://b/x`): what an event or a listing may name it as."""
+    scheme, sep, rest = location.partition("://")
+    backend = backend_for_scheme(scheme.lower()) if sep else None
+    if backend is None or scheme.lower() != backend.schemes[0]:
+        return {location}
+    return {location, *(f"{s}://{rest}" for s in backend.spellings)}

@@ -57,6 +57,12 @@ BACKEND = Backend(
     build=build,
     container="bucket",
     option_prefixes=("aws_",),
+    env_prefixes=("AWS_",),
+    secret_options={
+        "aws_access_key_id": "S3 access key id",
+        "aws_secret_access_key": "S3 secret access key",
+        "aws_session_token": "S3 session token",
+    },
     synonyms={"endpoint_url": "endpoint", "default_region": "region", "token": "session_token"},
     allow_http_env="AWS_ALLOW_HTTP",
     secret_env=("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
