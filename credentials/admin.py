@@ -19,7 +19,7 @@ from tables.delta.storage.objectstore_config import is_secret_option
 # the secret options an administrator can set, by the option names delta-rs and obstore take:
 # each backend's own (tables.delta.storage.backends), in registration order
 SECRET_FIELDS: dict[str, str] = {name: label for b in all_backends() for name, label in b.secret_options.items()}
-_LONG = {"google_service_account_key", "azure_storage_sas_key", "aws_session_token"}
+_LONG = {name for b in all_backends() for name in b.long_secrets}
 
 
 class SecretTextarea(forms.Textarea):

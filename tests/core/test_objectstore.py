@@ -506,9 +506,11 @@ def test_a_registered_backend_serves_its_scheme_through_the_storage(monkeypatch)
     stores: dict[str, MemoryStore] = {}  # one store per bucket, shared by every storage opened on it
     mem = backends.Backend(
         kind="mem",
-        schemes=("mem",),
+        schemes=("mem", "memory"),
         container="shelf",
         build=lambda loc, config, client, retry: stores.setdefault(loc.bucket, MemoryStore()),
+        spellings=("memory",),
+        env_prefixes=("MEM_",),
     )
     monkeypatch.delenv(storage_module.ROOTS_ENV, raising=False)
     backends.register(mem)
@@ -529,8 +531,11 @@ def test_a_registered_backend_serves_its_scheme_through_the_storage(monkeypatch)
         with pytest.raises(PathOutsideRootsError):  # another backend's scheme
             st.resolve("s3://bucket/table/x.parquet")
         assert "the shelf 'bucket' does not exist" in str(st._no_bucket())
-        with pytest.raises(StorageError, match=r"\(s3://, s3a://, gs://, az://, abfss://, mem://\)"):
+        with pytest.raises(StorageError, match=r"\(s3://, s3a://, gs://, az://, abfss://, mem://, memory://\)"):
             parse_location("ftp://host/t")
+        # its spellings are one location for events and discovery; its variables, its stores'
+        assert backends.spelled("mem://bucket/t") == {"mem://bucket/t", "memory://bucket/t"}
+        assert backends.named_schemes().endswith("mem://, memory://")
     finally:
         storage_module.set_roots_provider(None)
         backends.unregister("mem")

@@ -111,6 +111,7 @@ BACKEND = Backend(
     option_prefixes=("azure_storage_", "azure_"),
     env_prefixes=("AZURE_",),
     secret_options={"azure_storage_account_key": "Azure account key", "azure_storage_sas_key": "Azure SAS token"},
+    long_secrets=("azure_storage_sas_key",),
     synonyms={"access_key": "account_key", "sas_token": "sas_key"},
     allow_http_env="AZURE_ALLOW_HTTP",
     secret_env=(

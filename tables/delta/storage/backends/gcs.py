@@ -63,6 +63,7 @@ BACKEND = Backend(
     option_prefixes=("google_",),
     env_prefixes=("GOOGLE_",),
     secret_options={"google_service_account_key": "GCS service account JSON"},
+    long_secrets=("google_service_account_key",),
     synonyms={"application_credentials": "service_account_key"},
     allow_http_env="GOOGLE_ALLOW_HTTP",
     secret_env=("GOOGLE_SERVICE_ACCOUNT_KEY",),

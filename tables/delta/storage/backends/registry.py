@@ -98,6 +98,7 @@ class Backend:
     # the secret options an administrator may store for a location (credentials app): option
     # name -> its label
     secret_options: Mapping[str, str] = field(default_factory=dict)
+    long_secrets: tuple[str, ...] = ()  # those of them a form gives a text area (a token, a JSON key)
     # an option the store takes in another form: (name, value, client options) -> its store
     # config, None when the option is not one (Azure's connection string)
     expand_option: Callable[[str, Any, dict[str, Any]], dict[str, Any] | None] | None = None

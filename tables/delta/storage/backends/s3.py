@@ -63,6 +63,7 @@ BACKEND = Backend(
         "aws_secret_access_key": "S3 secret access key",
         "aws_session_token": "S3 session token",
     },
+    long_secrets=("aws_session_token",),
     synonyms={"endpoint_url": "endpoint", "default_region": "region", "token": "session_token"},
     allow_http_env="AWS_ALLOW_HTTP",
     secret_env=("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
