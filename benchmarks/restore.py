@@ -173,7 +173,7 @@ def fresh_copy(src: Path, dst: Path) -> Path:
 
 
 def run_deltaweb(spark, table: Path, stages: dict[str, list[float]]) -> dict:
-    from tables.spark.restore import spark_plan_restore
+    from tables.spark.jobs.restore import spark_plan_restore
 
     marks: dict[str, list[float]] = {}
 
@@ -231,7 +231,7 @@ def main() -> None:
 
     from deltalake import DeltaTable
 
-    from tables.spark.conf import resolve_master
+    from tables.spark.engine.conf import resolve_master
     from tables.spark.session import get_spark
 
     work = args.workdir

@@ -100,9 +100,9 @@ def make_tables(workdir: Path) -> dict[str, str]:
 def _jobs(tables: dict[str, str]):
     from deltalake import DeltaTable
 
-    from tables.spark.changes import change_data
-    from tables.spark.preview import write_preview
-    from tables.spark.rowdiff import keyed_diff
+    from tables.spark.jobs.changes import change_data
+    from tables.spark.jobs.preview import write_preview
+    from tables.spark.jobs.rowdiff import keyed_diff
 
     demo_latest = DeltaTable(tables["demo"]).version()
     cdf_latest = DeltaTable(tables["cdf"]).version()

@@ -72,7 +72,7 @@ def upload(endpoint: str, root: Path) -> str:
 def run(case: str, spark, uri: str, local: Path, spool: Path) -> tuple[float, float]:
     from pyspark.sql import functions as F
 
-    from tables.spark.read import SPOOL_ENV, read_version
+    from tables.spark.reading.read import SPOOL_ENV, read_version
 
     t0 = time.perf_counter()
     if case == "delta-rs":

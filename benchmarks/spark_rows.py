@@ -5,7 +5,7 @@ Usage: .venv/bin/python benchmarks/spark_rows.py [--quick] [--rows N] [--commits
 
 a) keyed diff: a table of `--rows` rows (default 10,000,000; id, region, amount, qty, note)
    written by delta-rs; version 1 overwrites it with 1% of the rows updated, 0.1% deleted and
-   0.1% new ids. `tables.spark.rowdiff.keyed_diff(..., keys=["id"])` between 0 and 1; the
+   0.1% new ids. `tables.spark.jobs.rowdiff.keyed_diff(..., keys=["id"])` between 0 and 1; the
    counts are checked against what was generated. Rows/second = rows of both versions / time,
    the median of 3 runs (the first run is slower: the JVM compiles the job's code for this
    size of input while it runs).
@@ -13,14 +13,14 @@ a) keyed diff: a table of `--rows` rows (default 10,000,000; id, region, amount,
    outer join, then the changed rows found column by column), with the same counts.
 b) change data: a table with delta.enableChangeDataFeed=true written by delta-rs: 10,000 rows,
    then `--commits` commits (default 100) cycling append 1,000 rows / update 100 rows /
-   delete 100 rows. `tables.spark.changes.change_data` over versions 0..commits, and
+   delete 100 rows. `tables.spark.jobs.changes.change_data` over versions 0..commits, and
    delta-rs's `load_cdf(0, commits)` read to Arrow, for the same range; row counts must agree.
    The job runs 5 times (the median, with the first run beside it: the JVM compiles the
    job's code for this size of input during the first runs).
    `--many-commits` (default 0: skipped; the goal's size is 10,000) repeats this on a second
    table with that many commits of a tenth of the rows each, its commits written directly
    (write_changes_directly: delta-rs's update and delete reload the table every time).
-c) preview: `tables.spark.preview.write_preview` (first 100 rows and the row count) of the
+c) preview: `tables.spark.jobs.preview.write_preview` (first 100 rows and the row count) of the
    change-data table's last version; "cold" is the first job of a fresh session (session
    start included), "warm" the median of 3 afterwards. Peer: delta-rs opening the version,
    reading the first 100 rows and counting them.
@@ -50,9 +50,9 @@ if str(ROOT) not in sys.path:
 
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from tables.spark.changes import change_data  # noqa: E402
-from tables.spark.preview import write_preview  # noqa: E402
-from tables.spark.rowdiff import keyed_diff  # noqa: E402
+from tables.spark.jobs.changes import change_data  # noqa: E402
+from tables.spark.jobs.preview import write_preview  # noqa: E402
+from tables.spark.jobs.rowdiff import keyed_diff  # noqa: E402
 from tables.spark.session import get_spark  # noqa: E402
 
 SEED = 7

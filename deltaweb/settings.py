@@ -287,7 +287,7 @@ DELTAWEB_BEAT_HEARTBEAT_FILE = env("DELTAWEB_BEAT_HEARTBEAT_FILE", "")
 
 SPARK_MASTER = env("SPARK_MASTER", "local[*]")
 # A Spark Connect server (sc://host:port): the worker's Spark jobs run there, the worker holds no
-# JVM (tables.spark.connect reads the same variable); unset: the worker's own session.
+# JVM (tables.spark.engine.connect reads the same variable); unset: the worker's own session.
 DELTAWEB_SPARK_REMOTE = env("DELTAWEB_SPARK_REMOTE", "").strip()
 # Spark jobs for previews, change data and row diffs write their results (Parquet) under
 # <DELTAWEB_RESULTS_DIR>/job-<id>/; the web process pages them with pyarrow.

@@ -2,7 +2,7 @@
 # The Spark Connect server: Spark as one shared service the Celery workers are clients of
 # (DELTAWEB_SPARK_REMOTE=sc://127.0.0.1:PORT), started with the pyspark installation's own
 # spark-submit (no download; pyspark's pip package has no sbin/ start script) and the same
-# configuration an in-process session gets (python -m tables.spark.connect server-args).
+# configuration an in-process session gets (python -m tables.spark.engine.connect server-args).
 #   scripts/spark_connect.sh start   -> prints the sc:// URL once the port answers (starts it if needed)
 #   scripts/spark_connect.sh stop
 #   scripts/spark_connect.sh status  -> prints the URL and exits 0 while it runs, else exits 1
@@ -52,8 +52,8 @@ start() {
   fi
   local spark_home python
   spark_home=$($PY -c "import os, pyspark; print(os.path.dirname(pyspark.__file__))")
-  python=$($PY -m tables.spark.connect python)
-  mapfile -t args < <(SPARK_CONNECT_PORT=$port $PY -m tables.spark.connect server-args "${SPARK_MASTER:-}")
+  python=$($PY -m tables.spark.engine.connect python)
+  mapfile -t args < <(SPARK_CONNECT_PORT=$port $PY -m tables.spark.engine.connect server-args "${SPARK_MASTER:-}")
   : >"$ROOT/server.log"
   rm -f "$ROOT/url"
   (umask 077 && fingerprint >"$ROOT/token.sha256")

@@ -110,7 +110,7 @@ def _plan_on_spark(location: str, *, progress=None, **kwargs: Any) -> RestorePla
     """The Spark engine: the session for settings.SPARK_MASTER (started on first use in this
     worker process), then the planning job (file diff, existence check, metrics on Spark)."""
     # pyspark is imported only by the worker that runs a Spark job, never by the web process
-    from tables.spark.restore import spark_plan_restore
+    from tables.spark.jobs.restore import spark_plan_restore
     from tables.spark.session import get_spark
 
     report = progress or (lambda *args: None)
@@ -172,8 +172,8 @@ def scoped_data_job(
     location: str, params: dict[str, Any], out_dir: Path, progress: data_jobs.Progress
 ) -> dict[str, Any]:
     """spark_data_job under the job's own Spark tag: its stages are its progress, and
-    `interrupt_data_job` cancels it (POST /api/jobs/{id}/cancel/, tables.spark.control)."""
-    from tables.spark.control import job_scope, job_tag, stages_line
+    `interrupt_data_job` cancels it (POST /api/jobs/{id}/cancel/, tables.spark.engine.control)."""
+    from tables.spark.engine.control import job_scope, job_tag, stages_line
     from tables.spark.session import get_spark
 
     progress("starting the Spark session", 0, 3)
@@ -184,7 +184,7 @@ def scoped_data_job(
 
 def interrupt_data_job(job_id: int) -> None:
     """Cancel the Spark work of a data job this worker runs (its tag on the process's session)."""
-    from tables.spark.control import interrupt, job_tag
+    from tables.spark.engine.control import interrupt, job_tag
     from tables.spark.session import current_spark
 
     spark = current_spark()

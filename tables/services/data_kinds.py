@@ -2,7 +2,7 @@
 history. Each says what the worker runs on Spark and reports while it runs (tables.tasks), how a
 finished one is reused (data_jobs.reusable), and how its result page shows its rows
 (tables.web.rows). Its `kind` is the Job's kind, its metrics label (deltaweb_spark_job_seconds)
-and the API's; cancelling is the same for every kind (the job's Spark tag, tables.spark.control).
+and the API's; cancelling is the same for every kind (the job's Spark tag, tables.spark.engine.control).
 
 A new kind: its JobKind choice (tables/models.py, a migration), its Spark job (tables/spark/),
 one entry here, and how it is started (data_jobs, a view and an API endpoint).
@@ -40,25 +40,25 @@ class DataKind:
 
 
 def _preview(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
-    from tables.spark.preview import write_preview
+    from tables.spark.jobs.preview import write_preview
 
     return write_preview(spark, location, p["version"], out)
 
 
 def _changes(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
-    from tables.spark.changes import change_data
+    from tables.spark.jobs.changes import change_data
 
     return change_data(spark, location, p["from"], p["to"], out)
 
 
 def _row_diff(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
-    from tables.spark.rowdiff import keyed_diff
+    from tables.spark.jobs.rowdiff import keyed_diff
 
     return keyed_diff(spark, location, p["from"], p["to"], p["keys"], out)
 
 
 def _row_history(spark, location: str, p: dict[str, Any], out: Path, stage: Stage) -> dict[str, Any]:
-    from tables.spark.row_history import write_row_history
+    from tables.spark.jobs.row_history import write_row_history
 
     return write_row_history(spark, location, p["key"], p["from"], p["to"], out, stage)
 

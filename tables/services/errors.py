@@ -157,7 +157,7 @@ BROKER_RETRY_AFTER = "10"  # seconds: how often the pages ask the broker again (
 
 # The Spark Connect server (DELTAWEB_SPARK_REMOTE) did not answer: the job fails with this code
 # (its result's errorCode), its error naming the server's sc:// address (never the URL's
-# parameters) and how to start it (tables.spark.connect.SparkUnavailable).
+# parameters) and how to start it (tables.spark.engine.connect.SparkUnavailable).
 SPARK_UNAVAILABLE = "spark_unavailable"
 
 SPARK_FAILURES: tuple[tuple[tuple[str, ...], str, str], ...] = (

@@ -24,8 +24,8 @@ Contract:
   worker's first job is not the one that pays for loading and compiling them;
   DELTAWEB_SPARK_WARM_UP=0 skips it.
 - With DELTAWEB_SPARK_REMOTE (`sc://host:port`, or the `remote` argument) the session is a
-  Spark Connect client instead (tables.spark.connect): no JVM in this process; the server
-  runs with the configuration of tables.spark.conf (`session_conf`, one declaration) and its own master.
+  Spark Connect client instead (tables.spark.engine.connect): no JVM in this process; the server
+  runs with the configuration of tables.spark.engine.conf (`session_conf`, one declaration) and its own master.
   The client session is checked with one round trip on every get_spark() and made anew when
   the server restarted; a server that does not answer raises SparkUnavailable. A process is a
   Connect client or a classic driver, never both. The executors' Python check and the
@@ -41,9 +41,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tables.spark.conf import executor_python, resolve_master, session_conf
-from tables.spark.connect import SparkUnavailable, connect, discard, is_connect, ping, remote_url
-from tables.spark.masters import is_local, is_loopback_cluster
+from tables.spark.engine.conf import executor_python, resolve_master, session_conf
+from tables.spark.engine.connect import SparkUnavailable, connect, discard, is_connect, ping, remote_url
+from tables.spark.engine.masters import is_local, is_loopback_cluster
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -155,9 +155,9 @@ def warm_up(spark: SparkSession) -> None:
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    from tables.spark.local_source import read_local_files
-    from tables.spark.read import input_files, small_frame
-    from tables.spark.rowdiff import diff_into
+    from tables.spark.jobs.rowdiff import diff_into
+    from tables.spark.reading.local_source import read_local_files
+    from tables.spark.reading.read import input_files, small_frame
 
     # where the server and its executors can read it too: a Connect server or a cluster in other
     # containers shares the results directory (DELTAWEB_RESULTS_DIR), not this process's /tmp

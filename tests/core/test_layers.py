@@ -117,7 +117,7 @@ def test_an_import_against_the_order_is_caught_even_inside_a_function() -> None:
     assert violations("tables.delta.write.commit", inside) == [
         "tables.delta.write.commit:2 imports tables.services.jobs (a layer above it, or beside it)"
     ]
-    assert violations("tables.spark.preview", "from ..services.results import read_page\n")
+    assert violations("tables.spark.jobs.preview", "from ...services.jobs import send\n")
     assert violations("tables.web.ui", "from tables.api.errors import api_error\n")
     assert violations("tables.models", "import alerts.models\n")
     assert not violations("tables.api.views.data", "from tables.spark.results import read_page\n")

@@ -315,7 +315,7 @@ def test_a_worker_killed_in_the_middle_of_a_sync_leaves_the_job_failed_with_the_
 
 CONNECT = """
 import sys
-from tables.spark.connect import SparkUnavailable, connect
+from tables.spark.engine.connect import SparkUnavailable, connect
 try:
     print(connect(sys.argv[1]).range(3).count())
 except SparkUnavailable as refused:

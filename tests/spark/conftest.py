@@ -59,7 +59,7 @@ def connect_token() -> str:
 
 
 def connect_script(command: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    from tables.spark.connect import TOKEN_ENV
+    from tables.spark.engine.connect import TOKEN_ENV
 
     env = {**os.environ, "SPARK_CONNECT_PORT": CONNECT_PORT, "SPARK_CONNECT_DIR": str(CONNECT_DIR)}
     env[TOKEN_ENV] = connect_token()
@@ -81,7 +81,7 @@ def spark_connect_server():
     (DELTAWEB_SPARK_CONNECT_TOKEN, also for the processes it starts). Two test processes share
     it (the script starts one at a time); it is stopped at the end by the process that started
     it, unless xdist runs several (then `make test` stops it)."""
-    from tables.spark.connect import TOKEN_ENV
+    from tables.spark.engine.connect import TOKEN_ENV
 
     _needs_spark()
     pytest.importorskip("grpc", reason="the Spark Connect client's packages (grpcio) are not installed")
@@ -117,7 +117,7 @@ def diff_route(request, monkeypatch):
     """Each keyed-diff test runs both ways a diff is made: small versions in one job whose rows
     the driver writes, and the two passes larger ones take (forced here on the same tables).
     The driver's route must have been taken where it was asked for."""
-    from tables.spark import rowdiff
+    from tables.spark.jobs import rowdiff
 
     taken = []
     on_driver = rowdiff._diff_on_driver

@@ -55,10 +55,10 @@ def assert_data_jobs_equal(spark, local: Path, uri: str, storage_options: dict[s
     on disk (Spark's own reader there) and delta-rs reading the store."""
     from deltalake import DeltaTable
 
-    from tables.spark.changes import change_data, read_page
-    from tables.spark.read import preview_rows, read_version
-    from tables.spark.rowdiff import keyed_diff
-    from tables.spark.rowdiff import read_page as diff_page
+    from tables.spark.jobs.changes import change_data, read_page
+    from tables.spark.jobs.rowdiff import keyed_diff
+    from tables.spark.jobs.rowdiff import read_page as diff_page
+    from tables.spark.reading.read import preview_rows, read_version
     from tests.spark.compare import multiset
 
     theirs = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table()

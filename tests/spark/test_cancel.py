@@ -1,4 +1,4 @@
-"""Cancelling Spark work (tables.spark.control) on whichever session the suite runs: a classic
+"""Cancelling Spark work (tables.spark.engine.control) on whichever session the suite runs: a classic
 in-process one (a job group, cancelJobGroup) and, in `make test`'s Connect pass, a Spark
 Connect client (an operation tag, interruptTag).
 
@@ -39,7 +39,7 @@ def _wait_for(predicate, seconds: float = 120, what: str = "") -> None:
 
 
 def test_interrupting_a_tag_cancels_that_work_only(spark) -> None:
-    from tables.spark.control import interrupt, job_scope
+    from tables.spark.engine.control import interrupt, job_scope
 
     stages, box = [], {}
 
@@ -71,7 +71,7 @@ def test_a_running_data_job_cancelled_by_its_user_ends_cancelled(spark, tmp_path
     from tables import tasks
     from tables.models import Job, JobStatus, Table
     from tables.services import data_jobs, jobs
-    from tables.spark.control import job_scope, job_tag, stages_line
+    from tables.spark.engine.control import job_scope, job_tag, stages_line
 
     settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
     user = django_user_model.objects.create_user("ana", password="x")

@@ -1,4 +1,4 @@
-"""Change data on Spark (tables.spark.changes) against delta-rs's load_cdf and the ICT rule.
+"""Change data on Spark (tables.spark.jobs.changes) against delta-rs's load_cdf and the ICT rule.
 
 - A table written by delta-rs with delta.enableChangeDataFeed=true (create, append, delete,
   DeltaTable.update, merge): our rows equal `load_cdf(starting_version, ending_version)`'s
@@ -37,7 +37,7 @@ from tests.spark.compare import multiset
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from tables.spark.changes import change_data, read_page  # noqa: E402
+from tables.spark.jobs.changes import change_data, read_page  # noqa: E402
 
 LOG = "_delta_log"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

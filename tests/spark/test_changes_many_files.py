@@ -10,7 +10,7 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from tables.spark.changes import SINGLE_TASK_FILES, change_data  # noqa: E402
+from tables.spark.jobs.changes import SINGLE_TASK_FILES, change_data  # noqa: E402
 
 from .compare import multiset  # noqa: E402
 

@@ -26,7 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_tasks_run_in_executor_processes_with_the_configured_python(spark) -> None:
-    from tables.spark.conf import executor_python
+    from tables.spark.engine.conf import executor_python
 
     sc = spark.sparkContext
     assert sc.getConf().get("spark.pyspark.python") == executor_python() == sys.executable
@@ -42,7 +42,7 @@ def test_tasks_run_in_executor_processes_with_the_configured_python(spark) -> No
 def test_a_preview_read_by_executors_equals_delta_rs(spark, tmp_path) -> None:
     """A data job end to end: executors read the table's files (paths every executor can
     read), and the Parquet result the web process then pages holds the version's rows."""
-    from tables.spark.preview import write_preview
+    from tables.spark.jobs.preview import write_preview
 
     path = tmp_path / "t"
     write_deltalake(str(path), pa.table({"id": pa.array(range(50), pa.int64()), "s": [str(i) for i in range(50)]}))
@@ -99,8 +99,8 @@ def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch
     """On a cluster master the default route is the Python data source: the executors (other
     JVMs, without the driver's AWS_* variables) fetch the objects; then a RESTORE planned on
     Spark commits to the bucket and delta-rs reads it."""
-    from tables.spark.objectstore_source import ROUTE_ENV, objectstore_route
-    from tables.spark.restore import run_restore, spark_plan_restore
+    from tables.spark.jobs.restore import run_restore, spark_plan_restore
+    from tables.spark.reading.objectstore_source import ROUTE_ENV, objectstore_route
     from tests.conftest import use_store_environment
     from tests.spark.compare import multiset
     from tests.spark.objectstore_tables import assert_data_jobs_equal, upload_s3, write_history_table
@@ -123,7 +123,7 @@ def test_an_s3_table_on_moto_read_in_the_executors(spark, s3_server, monkeypatch
 
 
 def test_an_abfss_table_on_azurite_read_in_the_executors(spark, azure_server, monkeypatch, tmp_path) -> None:
-    from tables.spark.objectstore_source import ROUTE_ENV
+    from tables.spark.reading.objectstore_source import ROUTE_ENV
     from tests.conftest import use_store_environment
     from tests.spark.objectstore_tables import assert_data_jobs_equal, upload_azure, write_history_table
 

@@ -1,4 +1,4 @@
-"""Spark through Spark Connect (tables.spark.connect): a real server (scripts/spark_connect.sh)
+"""Spark through Spark Connect (tables.spark.engine.connect): a real server (scripts/spark_connect.sh)
 and this process as its client, in `make test`'s Connect pass (DELTAWEB_TEST_SPARK_CONNECT=1),
 where the data-job suites run through it too.
 
@@ -56,7 +56,7 @@ class Executions:
 
 
 def test_a_server_that_does_not_answer_is_named(spark) -> None:
-    from tables.spark.connect import SparkUnavailable
+    from tables.spark.engine.connect import SparkUnavailable
     from tables.spark.session import get_spark
 
     port = free_port()
@@ -89,7 +89,7 @@ def test_a_data_job_fails_with_spark_unavailable_and_leaves_nothing(spark, tmp_p
 
 
 def test_a_client_without_the_token_is_refused_and_says_so(spark, spark_connect_server) -> None:
-    from tables.spark.connect import SparkTokenRefused, SparkUnavailable, connect
+    from tables.spark.engine.connect import SparkTokenRefused, SparkUnavailable, connect
 
     token = connect_token()
     with pytest.raises(SparkTokenRefused) as info:
@@ -101,7 +101,7 @@ def test_a_client_without_the_token_is_refused_and_says_so(spark, spark_connect_
 
 
 def test_a_client_with_another_token_is_refused_without_showing_either(spark, spark_connect_server) -> None:
-    from tables.spark.connect import SparkTokenRefused, connect
+    from tables.spark.engine.connect import SparkTokenRefused, connect
 
     token, wrong = connect_token(), "not-the-token-" + secrets.token_hex(8)
     with pytest.raises(SparkTokenRefused) as info:
@@ -116,7 +116,7 @@ def test_a_client_with_another_token_is_refused_without_showing_either(spark, sp
 
 
 def test_a_client_with_the_token_works(spark, spark_connect_server) -> None:
-    from tables.spark.connect import connect, discard
+    from tables.spark.engine.connect import connect, discard
 
     client = connect(spark_connect_server, token=connect_token())
     try:
@@ -152,7 +152,7 @@ def test_a_data_job_with_a_refused_token_fails_saying_so(spark, spark_connect_se
 
 
 def test_the_token_is_in_no_command_line_url_or_log(spark, spark_connect_server) -> None:
-    from tables.spark.connect import TOKEN_ENV, server_args
+    from tables.spark.engine.connect import TOKEN_ENV, server_args
 
     token = connect_token()
     assert token and os.environ[TOKEN_ENV] == token
@@ -174,7 +174,7 @@ def test_the_token_is_in_no_command_line_url_or_log(spark, spark_connect_server)
 
 
 def test_a_token_goes_to_another_host_over_tls_only(spark) -> None:
-    from tables.spark.connect import connect
+    from tables.spark.engine.connect import connect
 
     with pytest.raises(ValueError, match="loopback address or over TLS") as info:
         connect("sc://192.0.2.1:15002", token="hunter2")  # nothing is sent: refused here
@@ -192,10 +192,10 @@ def _hostile_table(root, hostile: str):
 @pytest.mark.parametrize("hostile", ["../escaped/part-0.parquet", "/etc/passwd"])
 def test_a_log_path_outside_the_table_is_refused_before_the_server_runs_anything(spark, tmp_path, hostile) -> None:
     from tables.delta.errors import PathOutsideRootsError
-    from tables.spark.changes import change_data
-    from tables.spark.preview import write_preview
-    from tables.spark.read import read_version
-    from tables.spark.rowdiff import keyed_diff
+    from tables.spark.jobs.changes import change_data
+    from tables.spark.jobs.preview import write_preview
+    from tables.spark.jobs.rowdiff import keyed_diff
+    from tables.spark.reading.read import read_version
 
     root = tmp_path / "t"
     _hostile_table(root, hostile)
@@ -222,8 +222,8 @@ def test_an_object_store_path_outside_the_location_never_reaches_an_executor(
     client, resolves and confines every path first."""
     from tables.delta.errors import PathOutsideRootsError
     from tables.delta.write.commit import commit
-    from tables.spark.objectstore_source import ROUTE_ENV
-    from tables.spark.read import read_version
+    from tables.spark.reading.objectstore_source import ROUTE_ENV
+    from tables.spark.reading.read import read_version
 
     use_store_environment(monkeypatch, s3_server.env())
     monkeypatch.setenv(ROUTE_ENV, "datasource")
@@ -240,8 +240,8 @@ def test_an_object_store_path_outside_the_location_never_reaches_an_executor(
 
 
 def test_the_server_reports_a_jobs_stages_while_it_runs(spark, tmp_path) -> None:
-    from tables.spark.control import job_scope, stages_line
-    from tables.spark.rowdiff import keyed_diff
+    from tables.spark.engine.control import job_scope, stages_line
+    from tables.spark.jobs.rowdiff import keyed_diff
 
     root = tmp_path / "t"
     write_history_table(root)

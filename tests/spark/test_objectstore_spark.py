@@ -27,10 +27,16 @@ deltalake = pytest.importorskip("deltalake")
 pytest.importorskip("obstore")
 from deltalake import DeltaTable  # noqa: E402
 
-from tables.spark.hadoop_route import hadoop_options, hadoop_uri, redacted  # noqa: E402
-from tables.spark.objectstore_source import FORWARDED_ENV, ROUTE_ENV, executor_options, objectstore_route  # noqa: E402
-from tables.spark.read import SPOOL_ENV, SPOOL_LIMIT_ENV, ObjectStoreReadTooLargeError, preview_rows, read_version  # noqa: E402
-from tables.spark.restore import run_restore, spark_plan_restore  # noqa: E402
+from tables.spark.jobs.restore import run_restore, spark_plan_restore  # noqa: E402
+from tables.spark.reading.hadoop_route import hadoop_options, hadoop_uri, redacted  # noqa: E402
+from tables.spark.reading.objectstore_source import FORWARDED_ENV, ROUTE_ENV, executor_options, objectstore_route  # noqa: E402
+from tables.spark.reading.read import (  # noqa: E402
+    SPOOL_ENV,
+    SPOOL_LIMIT_ENV,
+    ObjectStoreReadTooLargeError,
+    preview_rows,
+    read_version,
+)
 
 BUCKET = "spark-tables"
 

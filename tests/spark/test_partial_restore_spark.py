@@ -13,7 +13,7 @@ import pytest
 
 from tables.delta.errors import RestoreError
 from tables.delta.restore.plan import plan_restore
-from tables.spark.restore import run_restore, spark_plan_restore
+from tables.spark.jobs.restore import run_restore, spark_plan_restore
 from tests.spark.test_restore_spark import ids, writable
 
 deltalake = pytest.importorskip("deltalake")

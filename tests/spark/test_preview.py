@@ -1,4 +1,4 @@
-"""The cached preview (tables.spark.preview): the first rows of a version in (file, row index)
+"""The cached preview (tables.spark.jobs.preview): the first rows of a version in (file, row index)
 order and its row count, read from only the files those rows come from."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from tests.conftest import golden_path
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from tables.spark.preview import write_preview  # noqa: E402
-from tables.spark.read import FILE_COL, ROW_COL, read_version  # noqa: E402
+from tables.spark.jobs.preview import write_preview  # noqa: E402
+from tables.spark.reading.read import FILE_COL, ROW_COL, read_version  # noqa: E402
 
 
 def ordered_rows(spark, root: str, version: int) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Reading versions on Spark (tables.spark.read) against delta-rs and known golden data.
+"""Reading versions on Spark (tables.spark.reading.read) against delta-rs and known golden data.
 
 What is compared, table by table:
 - data-reader-partition-values, data-reader-primitives, data-reader-timestamp_ntz,
@@ -43,7 +43,7 @@ from tests.spark.compare import multiset, norm, rows_of
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from tables.spark.read import FILE_COL, ROW_COL, preview_rows, read_version  # noqa: E402
+from tables.spark.reading.read import FILE_COL, ROW_COL, preview_rows, read_version  # noqa: E402
 
 DELTA_RS_TABLES = [
     ("data-reader-partition-values", 0),

@@ -24,7 +24,7 @@ from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.replay import action_identity, identity_keys
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.write.commit import commit
-from tables.spark.restore import run_restore, spark_plan_restore
+from tables.spark.jobs.restore import run_restore, spark_plan_restore
 from tests.core import builders
 from tests.core.builders import writable
 
@@ -318,7 +318,7 @@ def test_head_moved_with_the_same_change_commits_on_top(spark, tmp_path: Path) -
 
 
 def test_session_is_cached_and_configured(spark) -> None:
-    from tables.spark.conf import session_conf
+    from tables.spark.engine.conf import session_conf
     from tables.spark.session import get_spark
 
     assert get_spark() is spark

@@ -1,4 +1,4 @@
-"""The history of one row on Spark (tables.spark.row_history) against the core's row_history.
+"""The history of one row on Spark (tables.spark.jobs.row_history) against the core's row_history.
 
 The core's answers are themselves checked against delta-rs reading whole versions
 (tests/core/test_row_history.py); here the Spark job must give the same events (versions,
@@ -33,7 +33,7 @@ from tests.core.test_row_history import _golden_rows, build, dv_table, expected,
 
 deltalake = pytest.importorskip("deltalake")
 
-from tables.spark.row_history import EVENT_COLUMNS, row_history_on_spark, write_row_history  # noqa: E402
+from tables.spark.jobs.row_history import EVENT_COLUMNS, row_history_on_spark, write_row_history  # noqa: E402
 
 
 def assert_same(spark, path: Path | str, key: dict[str, str], start: int | None = None, end: int | None = None):
@@ -123,7 +123,7 @@ def test_column_mapping_by_id_and_by_name(spark, name: str) -> None:
 def test_an_object_store_table_is_read_through_the_storage_boundary(
     spark, s3_server, monkeypatch, tmp_path: Path, route: str
 ) -> None:
-    from tables.spark.objectstore_source import ROUTE_ENV
+    from tables.spark.reading.objectstore_source import ROUTE_ENV
     from tests.spark.objectstore_tables import upload_s3
 
     use_store_environment(monkeypatch, s3_server.env())
@@ -162,7 +162,7 @@ def test_the_written_result_is_the_events_newest_first(spark, written, tmp_path:
 
 
 def test_a_key_no_file_can_hold_runs_no_spark_job(spark, written, tmp_path: Path, monkeypatch) -> None:
-    import tables.spark.row_history as module
+    import tables.spark.jobs.row_history as module
 
     def no_scan(*args, **kwargs):
         raise AssertionError("Spark was asked to read files no file of which can hold the key")

@@ -1,4 +1,4 @@
-"""Keyed row diff on Spark (tables.spark.rowdiff) on small tables written by delta-rs."""
+"""Keyed row diff on Spark (tables.spark.jobs.rowdiff) on small tables written by delta-rs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ deltalake = pytest.importorskip("deltalake")
 pytestmark = pytest.mark.usefixtures("diff_route")
 from deltalake import write_deltalake  # noqa: E402
 
-from tables.spark.rowdiff import keyed_diff, read_page  # noqa: E402
+from tables.spark.jobs.rowdiff import keyed_diff, read_page  # noqa: E402
 
 SCHEMA = pa.schema(
     [

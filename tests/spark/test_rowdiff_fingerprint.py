@@ -13,7 +13,7 @@ deltalake = pytest.importorskip("deltalake")
 pytestmark = pytest.mark.usefixtures("diff_route")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from tables.spark.rowdiff import keyed_diff  # noqa: E402
+from tables.spark.jobs.rowdiff import keyed_diff  # noqa: E402
 
 SCHEMA = pa.schema(
     [

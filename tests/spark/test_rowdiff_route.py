@@ -1,4 +1,4 @@
-"""Which keyed diffs take the driver's route (tables.spark.rowdiff.small_inputs): local files of
+"""Which keyed diffs take the driver's route (tables.spark.jobs.rowdiff.small_inputs): local files of
 at most DRIVER_BYTES together and at most DRIVER_ROWS rows by their footers; anything it cannot
 measure takes the two passes."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tables.spark import rowdiff
+from tables.spark.jobs import rowdiff
 
 
 def _files(tmp_path, rows_each: list[int]) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tables.spark.read import _read_files, input_files
+from tables.spark.reading.read import _read_files, input_files
 from tables.spark.session import warm_up
 
 

@@ -1,4 +1,4 @@
-"""Many small local files are read by pyarrow in the executors (tables/spark/local_source.py):
+"""Many small local files are read by pyarrow in the executors (tables/spark/reading/local_source.py):
 the rows, their order and positions equal Spark's own Parquet reader's, for change data
 (data and change data files, deletes as row selections) and for a table version with column
 mapping (physical names) and a column some files lack."""
@@ -12,9 +12,9 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-import tables.spark.read as read  # noqa: E402
-from tables.spark.changes import change_data  # noqa: E402
-from tables.spark.read import FILE_COL, ROW_COL, read_version  # noqa: E402
+import tables.spark.reading.read as read  # noqa: E402
+from tables.spark.jobs.changes import change_data  # noqa: E402
+from tables.spark.reading.read import FILE_COL, ROW_COL, read_version  # noqa: E402
 
 from .compare import multiset  # noqa: E402
 

@@ -161,7 +161,7 @@ def test_log_paths_outside_the_roots_are_never_read(
 
 def test_spark_restore_planner_refuses_before_spark_opens_anything(spark, hostile, place) -> None:  # noqa: F811
     from tables.delta.errors import PathOutsideRootsError
-    from tables.spark.restore import spark_plan_restore
+    from tables.spark.jobs.restore import spark_plan_restore
 
     table, path, before = hostile
     with pytest.raises(PathOutsideRootsError) as caught:

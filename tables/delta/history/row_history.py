@@ -31,7 +31,7 @@ Rules:
 - Planning and reading are apart: `plan_row_history` decides from the log alone which files of
   which versions are read (`RowPlan.reads`, every pruning decision above taken); a data engine
   reads those files' rows with the key (`ParquetKeyReader` here with pyarrow, each file when the
-  replay first needs it; tables.spark.row_history on Spark) and `replay` turns them into
+  replay first needs it; tables.spark.jobs.row_history on Spark) and `replay` turns them into
   events, applying deletion vectors and row selections. `row_history` is the two with pyarrow.
 - `RowHistory.to_dict` is JSON-safe (`json_value`): dates and timestamps ISO-8601 (UTC ones
   with `Z`), decimals as strings, bytes as base64 (standard alphabet, padded), NaN and
@@ -462,7 +462,7 @@ def select(matches: list[Match], rows: np.ndarray | None, only: bool) -> list[Ma
 # --- the plan: which files of which versions are read -----------------------------------------
 # Every decision below is made from the log alone (partition values, statistics, change
 # entries), before any data file is opened: a data engine then reads exactly `RowPlan.reads`
-# (pyarrow here, Spark in tables.spark.row_history) and `replay` turns its rows into events.
+# (pyarrow here, Spark in tables.spark.jobs.row_history) and `replay` turns its rows into events.
 
 
 @dataclass(frozen=True, slots=True)

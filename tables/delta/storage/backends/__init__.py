@@ -1,14 +1,14 @@
 """The object-store backends, as a registry keyed by URL scheme (as delta-rs's log-store and
 object-store factories are): everything that differs between S3, Azure and GCS is described
 once, in a `Backend` of its own module (s3.py, azure.py, gcs.py), and the storage layer
-(objectstore_config.py, objectstore.py) and the Spark routes (tables/spark/objectstore_source.py,
+(objectstore_config.py, objectstore.py) and the Spark routes (tables/spark/reading/objectstore_source.py,
 hadoop_route.py) look it up by scheme or kind instead of testing for "s3", "az" or "gs".
 
 Adding a backend is one module building its `Backend`, plus its line in `_builtin()` (or a
 `register` call from anywhere, before its locations are opened).
 
 Pure core: no Django, no pyspark. The Hadoop configuration a backend describes is plain data
-(names to values) that tables/spark/hadoop_route.py hands to Spark; obstore is imported only
+(names to values) that tables/spark/reading/hadoop_route.py hands to Spark; obstore is imported only
 when a store is built.
 """
 

@@ -14,7 +14,7 @@ Which route a job takes is a setting, DELTAWEB_SPARK_OBJECTSTORE_ROUTE:
   Parquet field ids in column-mapping id mode; missing columns null; types cast as Spark's
   Parquet reader would), with each row's file URI and index in its file, as Spark's
   `_metadata.file_path` / `row_index` give them.
-- `hadoop` (tables/spark/hadoop_route.py): Spark's own Parquet reader on `s3a://`,
+- `hadoop` (tables/spark/reading/hadoop_route.py): Spark's own Parquet reader on `s3a://`,
   `abfss://` or `gs://` URIs, the table's credentials passed as per-bucket Hadoop
   configuration in the read's options. Needs the connectors (hadoop-aws, hadoop-azure,
   gcs-connector) on the cluster; this machine has none, so only the configuration is tested.
@@ -46,8 +46,8 @@ from tables.delta.snapshot.columnmapping import PARQUET_FIELD_ID
 from tables.delta.storage.backends import all_backends, backend_of
 from tables.delta.storage.boundary import Storage
 from tables.delta.storage.objectstore_config import parse_location, scrubbed_line, secrets_of
-from tables.spark.control import default_parallelism
-from tables.spark.masters import is_local
+from tables.spark.engine.control import default_parallelism
+from tables.spark.engine.masters import is_local
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -226,7 +226,7 @@ def _fetch(store: Any, obj: str, uri: str, options: Mapping[str, Any]) -> Any:
 
 def _file_batches(data: Any, uri: str, fields: list[pa.Field], target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """One object's rows as batches of the target schema (runs in an executor); `data` is its
-    bytes, or a local file's path (tables/spark/local_source.py)."""
+    bytes, or a local file's path (tables/spark/reading/local_source.py)."""
     import pyarrow.parquet as pq
 
     opened = data if isinstance(data, str) else pa.BufferReader(pa.py_buffer(memoryview(data)))
@@ -389,7 +389,7 @@ def _sizes(storage: Storage, paths: list[str], keys: dict[str, str]) -> dict[str
 def read_objects(spark: SparkSession, storage: Storage, paths: list[str], schema: dict[str, Any]) -> ObjectRead:
     """The rows of an object-store table's data files (log paths, resolved and confined here)
     read in the executors by this module's data source (the "datasource" route; the "hadoop"
-    route is tables/spark/hadoop_route.py), with `schema` (the Parquet read schema, Delta JSON)."""
+    route is tables/spark/reading/hadoop_route.py), with `schema` (the Parquet read schema, Delta JSON)."""
     keys = {p: storage.resolve(p) for p in paths}  # PathOutsideRootsError before anything runs
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 

@@ -4,7 +4,7 @@ The core (`tables.delta.history.changes.plan_changes`) decides per version which
 changed (cdc files where a commit has them, else add/remove with dataChange=true, deletion
 vector differences for a path removed and re-added) and each version's commit timestamp
 (In-Commit Timestamp from the enablement version on, file time before). Spark reads the
-rows (`tables.spark.read.scan`) and writes them, sorted, to Parquet.
+rows (`tables.spark.reading.read.scan`) and writes them, sorted, to Parquet.
 
 Public API (plain arguments, plain results; no Django):
 - `change_data(spark, location, start, end, out_dir)` -> {"path", "start", "end", "total",
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.errors import at_version
 from tables.delta.history.changes import ChangePlan, plan_changes
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.spark.read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
+from tables.spark.reading.read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 from tables.spark.results import columns_of, read_page, written_columns
 
 if TYPE_CHECKING:

@@ -1,15 +1,15 @@
 """TLS in front of a Spark Connect server that clients reach over a network.
 
 Spark's Connect server speaks plain gRPC, and gRPC sends a client's bearer token only to a
-loopback server or over TLS (tables.spark.connect). In a deployment the server's clients are
+loopback server or over TLS (tables.spark.engine.connect). In a deployment the server's clients are
 other containers, so the server listens on loopback inside its own container and this relay,
 beside it, is the only thing on the network: it ends TLS (ALPN `h2`, as gRPC requires) and
 passes the bytes to the server, which then checks the token (SPARK_CONNECT_AUTHENTICATE_TOKEN)
 on every call. Clients name it `sc://host:port/;use_ssl=true` and trust its CA through gRPC's
 GRPC_DEFAULT_SSL_ROOTS_FILE_PATH.
 
-    python -m tables.spark.connect_tls certs DIR HOST   # ca.pem, server.pem, server.key, once
-    python -m tables.spark.connect_tls serve LISTEN_PORT SERVER_PORT DIR -- COMMAND...
+    python -m tables.spark.engine.connect_tls certs DIR HOST   # ca.pem, server.pem, server.key, once
+    python -m tables.spark.engine.connect_tls serve LISTEN_PORT SERVER_PORT DIR -- COMMAND...
       # the relay on 0.0.0.0:LISTEN_PORT to 127.0.0.1:SERVER_PORT, with COMMAND (the server) as
       # its child: either ending ends both, so the container's restart policy sees it
 """

@@ -51,9 +51,9 @@ from tables.delta.snapshot.dv import read_deletion_vector
 from tables.delta.snapshot.partitions import PartitionColumn, partition_columns, typed_partition_values
 from tables.delta.snapshot.state import MAX_READER_VERSION, load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.spark.connect import is_connect
-from tables.spark.control import master_of
-from tables.spark.names import escape_glob, quote_column
+from tables.spark.engine.connect import is_connect
+from tables.spark.engine.control import master_of
+from tables.spark.reading.names import escape_glob, quote_column
 from tables.spark.results import table_to_json
 
 if TYPE_CHECKING:
@@ -372,7 +372,7 @@ def _read_files(
 
 
 # Reads of at least this many files averaging at most SMALL_FILE_BYTES go through pyarrow in
-# the executors (tables/spark/local_source.py): Spark's reader costs about 1 ms of JVM work
+# the executors (tables/spark/reading/local_source.py): Spark's reader costs about 1 ms of JVM work
 # per file and a task per 32 small files; 10,000 change-data files: 11 s of CPU to about 3.
 SMALL_FILES = 256
 SMALL_FILE_BYTES = 1 << 20
@@ -399,7 +399,7 @@ def _read_small_files(
     """`_read_files` for many small files (`_many_small`'s sizes): read by pyarrow in the
     executors, without Spark listing them; the data has `__dw_file` (the file's URI, as Spark
     names it) and `__dw_row`."""
-    from tables.spark.local_source import read_local_files
+    from tables.spark.reading.local_source import read_local_files
 
     missing = [str(p) for p, size in sizes.items() if size is None]
     if missing:
@@ -507,12 +507,12 @@ def _read_data(
 
     remote = getattr(storage, "remote", False)
     if remote:
-        from tables.spark.hadoop_route import read_hadoop
-        from tables.spark.objectstore_source import objectstore_route, read_objects
+        from tables.spark.reading.hadoop_route import read_hadoop
+        from tables.spark.reading.objectstore_source import objectstore_route, read_objects
     route = objectstore_route(master_of(spark)) if remote else None
     back: dict[str, str] | None = None  # the join key of a file -> the table's own URI, when they differ
     if route in ("datasource", "hadoop"):
-        # read in the executors (tables/spark/objectstore_source.py, hadoop_route.py)
+        # read in the executors (tables/spark/reading/objectstore_source.py, hadoop_route.py)
         paths = sorted({e.path for e in entries})
         reader = read_hadoop if route == "hadoop" else read_objects
         read = reader(spark, storage, paths, phys_schema)

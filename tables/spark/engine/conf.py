@@ -1,5 +1,5 @@
 """The Spark configuration every session gets, declared once: the classic in-process session
-(tables.spark.session) and the Spark Connect server (tables.spark.connect, started with the
+(tables.spark.session) and the Spark Connect server (tables.spark.engine.connect, started with the
 same settings) both build theirs here. Imports nothing of Spark."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tables.spark.masters import is_local, is_loopback_cluster
+from tables.spark.engine.masters import is_local, is_loopback_cluster
 
 DEFAULT_MASTER = "local[*]"
 

@@ -14,8 +14,15 @@ from tables.delta.errors import StorageError
 from tables.delta.storage.backends import Backend, all_backends, backend_of
 from tables.delta.storage.boundary import Storage
 from tables.delta.storage.objectstore_config import ObjectLocation, is_secret_option, parse_location
-from tables.spark.names import escape_glob, quote_column
-from tables.spark.objectstore_source import FILE_COL, ROUTE_ENV, ROW_COL, ObjectRead, executor_options, scrub_error
+from tables.spark.reading.names import escape_glob, quote_column
+from tables.spark.reading.objectstore_source import (
+    FILE_COL,
+    ROUTE_ENV,
+    ROW_COL,
+    ObjectRead,
+    executor_options,
+    scrub_error,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

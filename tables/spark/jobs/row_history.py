@@ -4,7 +4,7 @@ The core (`tables.delta.history.row_history`) reads the log and decides everythi
 not need the data: the range's versions, their users and commit timestamps, the change
 entries of each version (`snapshot.changes.plan_changes`) and which files could hold the key
 (partition values, statistics), all in `plan_row_history`. Spark reads only those files
-(`tables.spark.read.scan`: every path resolved and confined by the storage before Spark sees
+(`tables.spark.reading.read.scan`: every path resolved and confined by the storage before Spark sees
 it, column mapping by name or field id, partition values from the log), in one job, keeps the
 rows whose key columns equal the key, and brings them to the driver with each row's file and
 index (`_metadata.row_index`). The core's `replay` then applies the deletion vectors and row
@@ -49,8 +49,8 @@ from tables.delta.history.row_history import (
     replay,
 )
 from tables.delta.storage.boundary import Storage
-from tables.spark.names import quote_column
-from tables.spark.read import ROW_COL, Layout, ScanEntry, check_readable, scan
+from tables.spark.reading.names import quote_column
+from tables.spark.reading.read import ROW_COL, Layout, ScanEntry, check_readable, scan
 from tables.spark.results import columns_of
 
 if TYPE_CHECKING:

@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tables.spark.connect import SparkTokenRefused, SparkUnavailable, address_of, is_connect, is_refused, is_unavailable
+from tables.spark.engine.connect import (
+    SparkTokenRefused,
+    SparkUnavailable,
+    address_of,
+    is_connect,
+    is_refused,
+    is_unavailable,
+)
 
 POLL_SECONDS = 1.0
 TAG_PREFIX = "deltaweb-job-"

@@ -1,7 +1,7 @@
 """Keyed row diff of two versions on Spark: rows added, removed and changed, by key columns.
 
 Works on any table (no change data feed needed): both versions are read with
-`tables.spark.read.read_version`. A first pass groups the rows of both versions by key with a
+`tables.spark.reading.read.read_version`. A first pass groups the rows of both versions by key with a
 64-bit fingerprint of their compared columns (xxhash64, null flags included): it finds
 repeated keys and the keys that are on one side only or whose fingerprints differ, moving a
 few bytes per row. A second pass joins only those keys' rows, with a full outer join on
@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import InvalidColumnsError
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.spark.changes import write_part, write_sorted
-from tables.spark.names import quote_column
-from tables.spark.read import input_bytes, input_rows, read_version
+from tables.spark.jobs.changes import write_part, write_sorted
+from tables.spark.reading.names import quote_column
+from tables.spark.reading.read import input_bytes, input_rows, read_version
 from tables.spark.results import part_files, read_page, written_columns
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def differing_keys(a: DataFrame, b: DataFrame, keys: list[str], compared: dict[s
 def _key_partitions(spark: SparkSession) -> int:
     """Partitions of the by-key shuffle: a few per core, so that one task's table of keys
     stays small (the session's shuffle partitions when that is more)."""
-    from tables.spark.control import default_parallelism
+    from tables.spark.engine.control import default_parallelism
 
     return max(int(spark.conf.get("spark.sql.shuffle.partitions") or 4), 4 * default_parallelism(spark))
 

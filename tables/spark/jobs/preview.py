@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from tables.delta.errors import at_version
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.spark.changes import write_on_driver
-from tables.spark.read import (
+from tables.spark.jobs.changes import write_on_driver
+from tables.spark.reading.read import (
     FILE_COL,
     ROW_COL,
     Layout,

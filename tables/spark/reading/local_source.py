@@ -25,8 +25,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from tables.spark.control import default_parallelism
-from tables.spark.objectstore_source import BATCH_ROWS, FILE_COL, ROW_COL, _file_batches, _nullable, arrow_schema
+from tables.spark.engine.control import default_parallelism
+from tables.spark.reading.objectstore_source import (
+    BATCH_ROWS,
+    FILE_COL,
+    ROW_COL,
+    _file_batches,
+    _nullable,
+    arrow_schema,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

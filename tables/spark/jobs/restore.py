@@ -42,8 +42,8 @@ from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.replay import canonical_paths, dv_id_column
 from tables.delta.storage.boundary import Storage, as_storage, same_table
 from tables.delta.write.commit import now_ms
-from tables.spark.connect import is_connect
-from tables.spark.control import StageProgress, default_parallelism, interrupt, job_scope, stages_line
+from tables.spark.engine.connect import is_connect
+from tables.spark.engine.control import StageProgress, default_parallelism, interrupt, job_scope, stages_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -167,7 +167,7 @@ class _Job:
     """Spark jobs run by `action` in a helper thread (started at once) under a tag of their
     own; wait() calls `tick(fraction of tasks done)` from the waiting thread, so that progress
     callbacks run where the caller runs, and returns the action's result (or raises its
-    error). The same on a classic session and a Connect client (tables.spark.control)."""
+    error). The same on a classic session and a Connect client (tables.spark.engine.control)."""
 
     def __init__(self, spark: SparkSession, description: str, action: Callable[[], Any]) -> None:
         from pyspark import InheritableThread

@@ -244,7 +244,7 @@ def server_conf(master: str) -> dict[str, str]:
     """The server's Spark configuration: what tables.spark.session gives an in-process session
     on `master` (one declaration), the executors' Python for the server's own Python work
     too (it runs the clients' Python data sources and functions), the server's address."""
-    from tables.spark.conf import executor_python, session_conf
+    from tables.spark.engine.conf import executor_python, session_conf
 
     conf = session_conf(master, "deltaweb-connect")
     python = executor_python()
@@ -276,15 +276,15 @@ def server_args(master: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m tables.spark.connect server-args [MASTER]`: the server's spark-submit
+    """`python -m tables.spark.engine.connect server-args [MASTER]`: the server's spark-submit
     arguments, one a line (scripts/spark_connect.sh); `python` is the executors' Python."""
-    from tables.spark.conf import resolve_master
+    from tables.spark.engine.conf import resolve_master
 
     if len(argv) < 1 or argv[0] not in ("server-args", "python"):
-        print("usage: python -m tables.spark.connect server-args [MASTER] | python", file=sys.stderr)
+        print("usage: python -m tables.spark.engine.connect server-args [MASTER] | python", file=sys.stderr)
         return 2
     if argv[0] == "python":
-        from tables.spark.conf import executor_python
+        from tables.spark.engine.conf import executor_python
 
         print(executor_python())
         return 0
