@@ -537,3 +537,24 @@ def gcs_server(tmp_path_factory):
         yield GCSServer(endpoint, str(key))
     finally:
         stop_process(proc)
+
+
+# The longest modules first (minutes each: images built, a compose stack, Spark workers killed,
+# browsers): `make test` runs a module per process, and a long module that starts last holds
+# the run up while the other process waits with nothing left to do.
+LONG_MODULES_FIRST = (
+    "tests/deploy/test_stack.py",
+    "tests/deploy/test_image.py",
+    "tests/web/test_restore_worker.py",
+    "tests/e2e/test_browser.py",
+    "tests/spark/test_row_history_spark.py",
+    "tests/web/test_owner_stress.py",
+    "tests/spark/test_objectstore_spark.py",
+    "tests/web/test_row_history.py",
+    "tests/web/test_uc_api.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {module: i for i, module in enumerate(LONG_MODULES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep their order
