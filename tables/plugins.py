@@ -66,10 +66,6 @@ def register(*contributions: TableFilter | TableColumn | OverviewPanel | Include
         _REGISTRY[type(item)][item.key] = item
 
 
-def unregister(kind: type, key: str) -> None:
-    _REGISTRY[kind].pop(key, None)
-
-
 def table_filters() -> list[TableFilter]:
     return list(_REGISTRY[TableFilter].values())
 

@@ -133,6 +133,12 @@ def _start(table: Table, kind: str, params: dict[str, Any], user) -> Job:
     if done is not None:
         done.reused = True  # type: ignore[attr-defined]  # what the answer says (not stored)
         return done
+    return _new(table, kind, params, user)
+
+
+def _new(table: Table, kind: str, params: dict[str, Any], user) -> Job:
+    """The identical job queued or running, or a new one sent to the worker (no reuse asked:
+    the caller looked already)."""
     job, created = jobs.create_or_join(kind, table, user, params)
     if created:
         jobs.enqueue(job, jobs.DATA_JOB_TASK)  # a broker that is down fails this job only
@@ -173,7 +179,7 @@ def start_preview(table: Table, version: int, user=None) -> Job:
     if job is not None:
         return job
     _check_version(table, version)
-    return _start(table, PREVIEW, {"version": version}, user)
+    return _new(table, PREVIEW, {"version": version}, user)  # cached_preview found none above
 
 
 def start_changes(table: Table, start: int, end: int, user=None) -> Job:
@@ -244,7 +250,7 @@ def start_row_history(table: Table, key: dict[str, str], v_from: int, v_to: int,
     _a, b = _check_range(table, v_from, v_to)
     params = {"key": _row_key(table, b, key), "from": v_from, "to": v_to}
     # a kept result is answered as the job it is (202 as any), not marked reused
-    return reusable(table, ROWHISTORY, params) or _start(table, ROWHISTORY, params, user)
+    return reusable(table, ROWHISTORY, params) or _new(table, ROWHISTORY, params, user)
 
 
 # --- running jobs (called by the Celery task with the Spark function) ---------------------------

@@ -14,12 +14,12 @@ import pytest
 
 from tests.conftest import REPO
 from tests.deploy.conftest import build_image
+from tests.deploy.stack import LIMITS
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("podman") is None, reason="Debian's podman is not installed"),
     pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="Debian's mmdebstrap is not installed"),
 ]
-LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]  # at or below the machine's
 SMOKE = """
 import json, time, urllib.request, urllib.error
 def get(path):
