@@ -365,3 +365,30 @@ def verify_checksums(location: Any, from_version: int | None = None, to_version:
     listing = list_log(storage)
     checks = [verify_version(storage, lf, listing)[0] for lf in checksum_files(listing, from_version, to_version)]
     return {"checksums": checks, "ok": all(c["ok"] for c in checks), "checked": len(checks)}
+
+
+def checksum_summary(crc: Checksum) -> dict[str, Any] | None:
+    """A version's summary as `Snapshot.summary(files=False)` shapes it, from a checksum that
+    was found to agree with the replay in every field: the fast path that needs no replay.
+    None when the checksum leaves out the (optional) set transactions or domain metadata."""
+    body = crc.body
+    if not isinstance(body.get("setTransactions"), list) or not isinstance(body.get("domainMetadata"), list):
+        return None
+    md = Metadata.from_dict(body["metadata"])
+    return {
+        "version": crc.version,
+        "protocol": Protocol.from_dict(body["protocol"]).to_dict(),
+        "metadata": {
+            "id": md.id,
+            "name": md.name,
+            "description": md.description,
+            "schema": md.schema,
+            "partitionColumns": list(md.partition_columns),
+            "configuration": md.configuration,
+            "createdTime": md.created_time,
+        },
+        "numFiles": body["numFiles"],
+        "sizeBytes": body["tableSizeBytes"],
+        "setTransactions": list(body.get("setTransactions") or []),
+        "domainMetadata": [d for d in body.get("domainMetadata") or [] if not d.get("removed")],
+    }
