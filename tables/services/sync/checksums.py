@@ -25,11 +25,10 @@ from tables.delta.snapshot.checksum import (
     Checksum,
     ReplayedState,
     check,
-    checksum_path,
-    checksum_summary,
     failed_read,
     read_checksum,
     replayed_state,
+    summary_if_unchanged,
 )
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
@@ -134,12 +133,7 @@ def verified_summary(table: Table, version: int) -> dict[str, Any] | None:
     )
     if not sha:
         return None
-    storage = as_storage(table.location)
-    lf = LogFile("crc", version, checksum_path(version), fmt="json", storage=storage)
     try:
-        crc = read_checksum(storage, lf)
-    except (delta_errors.DeltaError, OSError):
+        return summary_if_unchanged(as_storage(table.location), version, sha)
+    except delta_errors.DeltaError:  # the storage refused (confinement, credentials): replay, which says why
         return None
-    if crc.sha256 != sha:
-        return None  # rewritten since it was checked: the replay decides
-    return checksum_summary(crc)
