@@ -152,3 +152,24 @@ def test_exit_statuses(golden_copy, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(table), "--from", "2", "--to", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("error: ") == 2 and "Traceback" not in err
+
+
+def test_checksums_on_s3_read_as_on_disk(s3_server, monkeypatch, golden_copy) -> None:
+    """On an object store the checksum files are fetched together (read_many), with the same
+    answers as on local disk."""
+    from tests.conftest import use_store_environment
+
+    table = golden_copy(TXN_TABLE)
+    edit_crc(table, 1, lambda b: b.update(tableSizeBytes=1))
+    crc_path(table, 0).write_text("{")
+    use_store_environment(monkeypatch, s3_server.env())
+    client = s3_server.boto3()
+    client.create_bucket(Bucket="checksums")
+    for f in sorted(table.rglob("*")):
+        if f.is_file():
+            client.upload_file(str(f), "checksums", f"t/{f.relative_to(table).as_posix()}")
+    local, remote = verify_checksums(table), verify_checksums("s3://checksums/t")
+    assert [c["ok"] for c in remote["checksums"]] == [False, False, True]
+    assert remote["checksums"][1]["mismatches"] == [{"field": "tableSizeBytes", "expected": 1, "found": 904}]
+    assert "not JSON" in remote["checksums"][0]["error"]
+    assert [c.get("mismatches") for c in remote["checksums"]] == [c.get("mismatches") for c in local["checksums"]]

@@ -95,13 +95,58 @@ def checksum_path(version: int) -> str:
 def read_checksum(storage: Storage, lf: LogFile) -> Checksum:
     """The checksum file `lf`, decoded; CorruptLogError when it is too big, not JSON, nested
     too deep or not one JSON object."""
-    where = storage.display(lf.path)
-    if lf.size > MAX_CHECKSUM_BYTES:
-        raise CorruptLogError(f"{where}: checksum file of {lf.size} bytes (at most {MAX_CHECKSUM_BYTES})", file=lf.path)
+    _check_size(storage, lf)
     try:
         data = storage.read(lf.path)
     except FileNotFoundError as exc:
-        raise CorruptLogError(f"{where}: checksum file disappeared while reading", file=lf.path) from exc
+        raise CorruptLogError(
+            f"{storage.display(lf.path)}: checksum file disappeared while reading", file=lf.path
+        ) from exc
+    return decode_checksum(storage, lf, data)
+
+
+def read_checksums(storage: Storage, lfs: list[LogFile]) -> list[Checksum | CorruptLogError]:
+    """Each checksum file of `lfs` decoded, or the reason it could not be: an object store
+    fetches them concurrently (a sync meets one per new commit), a local disk one by one."""
+    if not getattr(storage, "remote", False) or len(lfs) < 2:
+        return [_read_or_reason(storage, lf) for lf in lfs]
+    out: list[Checksum | CorruptLogError] = []
+    try:
+        for lf in lfs:
+            if lf.stat_known:  # sizes a listing gave; the others are not asked one by one
+                _check_size(storage, lf)
+        datas = storage.read_many([lf.path for lf in lfs])
+    except (CorruptLogError, FileNotFoundError):
+        return [_read_or_reason(storage, lf) for lf in lfs]  # one by one says which
+    for lf, data in zip(lfs, datas, strict=True):
+        try:
+            if len(data) > MAX_CHECKSUM_BYTES:
+                raise CorruptLogError(
+                    f"{storage.display(lf.path)}: checksum file of {len(data)} bytes (at most {MAX_CHECKSUM_BYTES})",
+                    file=lf.path,
+                )
+            out.append(decode_checksum(storage, lf, data))
+        except CorruptLogError as exc:
+            out.append(exc)
+    return out
+
+
+def _read_or_reason(storage: Storage, lf: LogFile) -> Checksum | CorruptLogError:
+    try:
+        return read_checksum(storage, lf)
+    except CorruptLogError as exc:
+        return exc
+
+
+def _check_size(storage: Storage, lf: LogFile) -> None:
+    if lf.size > MAX_CHECKSUM_BYTES:
+        where = storage.display(lf.path)
+        raise CorruptLogError(f"{where}: checksum file of {lf.size} bytes (at most {MAX_CHECKSUM_BYTES})", file=lf.path)
+
+
+def decode_checksum(storage: Storage, lf: LogFile, data: bytes) -> Checksum:
+    """A checksum file's bytes decoded: one JSON object, nested at most MAX_NESTING levels."""
+    where = storage.display(lf.path)
     try:
         body = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -346,14 +391,14 @@ def checksum_files(
     return [lf for v, lf in sorted(listing.checksums.items()) if lo <= v <= hi]
 
 
-def verify_version(storage: Storage, lf: LogFile, listing: LogListing) -> tuple[dict[str, Any], Checksum | None]:
-    """(the check of checksum file `lf` against a replay of its version, the decoded checksum)."""
-    try:
-        crc = read_checksum(storage, lf)
-    except CorruptLogError as exc:
-        return failed_read(lf.version, exc), None
-    snap = load_snapshot(storage, lf.version, listing=listing)
-    return check(crc, replayed_state(snap)), crc
+def verify_version(
+    storage: Storage, crc: Checksum | CorruptLogError, version: int, listing: LogListing
+) -> dict[str, Any]:
+    """The check of a version's decoded checksum (or why it could not be decoded) against a
+    replay of the version."""
+    if isinstance(crc, CorruptLogError):
+        return failed_read(version, crc)
+    return check(crc, replayed_state(load_snapshot(storage, version, listing=listing)))
 
 
 def verify_checksums(location: Any, from_version: int | None = None, to_version: int | None = None) -> dict[str, Any]:
@@ -367,7 +412,11 @@ def verify_checksums(location: Any, from_version: int | None = None, to_version:
         raise ValueError("versions are >= 0")
     storage = as_storage(location)
     listing = list_log(storage)
-    checks = [verify_version(storage, lf, listing)[0] for lf in checksum_files(listing, from_version, to_version)]
+    lfs = checksum_files(listing, from_version, to_version)
+    checks = [
+        verify_version(storage, crc, lf.version, listing)
+        for lf, crc in zip(lfs, read_checksums(storage, lfs), strict=True)
+    ]
     return {"checksums": checks, "ok": all(c["ok"] for c in checks), "checked": len(checks)}
 
 

@@ -20,13 +20,12 @@ from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.history.timestamps import CommitTimes
-from tables.delta.log.listing import LogFile
 from tables.delta.snapshot.checksum import (
     Checksum,
     ReplayedState,
     check,
     failed_read,
-    read_checksum,
+    read_checksums,
     replayed_state,
     summary_if_unchanged,
 )
@@ -45,58 +44,53 @@ def check_after_sync(
     table: Table, storage: Storage, times: CommitTimes, new_versions: list[int], sizes: dict[int, tuple[int, int]]
 ) -> int:
     """Check the checksum files of `new_versions` and store the answers; how many were checked.
-    `sizes`: the growth pass's (files, bytes) after each version."""
+    `sizes`: the growth pass's (files, bytes) after each version (a version without them, before
+    where growth started, is checked only among the newest, against a snapshot)."""
     files = times.listing.checksums
     todo = [files[v] for v in new_versions if v in files]
+    full = {lf.version for lf in todo[-FULL_CHECKS_PER_SYNC:]}
+    todo = [lf for lf in todo if lf.version in full or lf.version in sizes]
     if not todo:
         return 0
-    full = {lf.version for lf in todo[-FULL_CHECKS_PER_SYNC:]}
+    now = timezone.now()
     rows = []
-    for lf in todo:
-        row = _check_one(table, storage, times, lf, lf.version in full, sizes.get(lf.version))
-        if row is not None:
-            rows.append(row)
+    for lf, crc in zip(todo, read_checksums(storage, todo), strict=True):
+        if isinstance(crc, delta_errors.CorruptLogError):
+            error = failed_read(lf.version, crc)["error"]
+            rows.append(VersionChecksum(table=table, version=lf.version, ok=False, error=error, checked_at=now))
+            continue
+        state = _state(storage, times, crc, lf.version in full, sizes.get(lf.version))
+        if state is None:
+            continue
+        result = check(crc, state)
+        rows.append(
+            VersionChecksum(
+                table=table,
+                version=lf.version,
+                ok=result["ok"],
+                mismatches=result["mismatches"],
+                full=state.complete,
+                sha256=crc.sha256,
+                checked_at=now,
+            )
+        )
     with transaction.atomic():
         VersionChecksum.objects.filter(table=table, version__in=[r.version for r in rows]).delete()
         VersionChecksum.objects.bulk_create(rows)
     return len(rows)
 
 
-def _check_one(
-    table: Table, storage: Storage, times: CommitTimes, lf: LogFile, full: bool, counts: tuple[int, int] | None
-) -> VersionChecksum | None:
-    """One version's row, or None when it could not be compared (no counts and no snapshot)."""
-    now = timezone.now()
-    try:
-        crc = read_checksum(storage, lf)
-    except delta_errors.CorruptLogError as exc:
-        out = failed_read(lf.version, exc)
-        return VersionChecksum(table=table, version=lf.version, ok=False, error=out["error"], checked_at=now)
-    state = _state(storage, times, crc, full, counts)
-    if state is None:
-        return None
-    result = check(crc, state)
-    return VersionChecksum(
-        table=table,
-        version=lf.version,
-        ok=result["ok"],
-        mismatches=result["mismatches"],
-        full=state.complete,
-        sha256=crc.sha256,
-        checked_at=now,
-    )
-
-
 def _state(
     storage: Storage, times: CommitTimes, crc: Checksum, full: bool, counts: tuple[int, int] | None
 ) -> ReplayedState | None:
-    if full or counts is None:
+    """The replay to compare with: a snapshot for a full check, else the growth pass's counts."""
+    if full:
         try:
             return replayed_state(load_snapshot(storage, crc.version, listing=times.listing))
-        except delta_errors.DeltaError as exc:  # a version the log cannot rebuild is not checked
-            logger.info("checksum of version %s not checked: %s", crc.version, str(exc)[:300])
-            if counts is None:
-                return None
+        except delta_errors.DeltaError as exc:  # a version the log cannot rebuild is not checked in full
+            logger.info("checksum of version %s not checked in full: %s", crc.version, str(exc)[:300])
+    if counts is None:
+        return None
     files, size = counts
     return ReplayedState(crc.version, files, size)
 
