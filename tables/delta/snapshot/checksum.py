@@ -36,6 +36,7 @@ from tables.delta.text_bounds import MAX_ECHOED_PATH, cut, echoed_json
 
 MAX_CHECKSUM_BYTES = 512 << 20  # a checksum listing a million files is about 300 MB
 MAX_LISTED = 20  # differing entries named per list field (histogram bins, files, transactions)
+READ_BATCH = 64  # checksum files fetched together by `delta verify`
 MAX_BINS = 10_000  # a histogram with more bins is not a histogram any writer makes
 HISTOGRAM_KEYS = ("fileSizeHistogram", "histogramOpt")  # the protocol's name, Delta Spark's
 # The fast path reads checksum files up to this size: one that lists every file (`allFiles`)
@@ -413,10 +414,11 @@ def verify_checksums(location: Any, from_version: int | None = None, to_version:
     storage = as_storage(location)
     listing = list_log(storage)
     lfs = checksum_files(listing, from_version, to_version)
-    checks = [
-        verify_version(storage, crc, lf.version, listing)
-        for lf, crc in zip(lfs, read_checksums(storage, lfs), strict=True)
-    ]
+    checks = []
+    for i in range(0, len(lfs), READ_BATCH):  # a batch in memory at a time: checksums may list every file
+        batch = lfs[i : i + READ_BATCH]
+        for lf, crc in zip(batch, read_checksums(storage, batch), strict=True):
+            checks.append(verify_version(storage, crc, lf.version, listing))
     return {"checksums": checks, "ok": all(c["ok"] for c in checks), "checked": len(checks)}
 
 
