@@ -74,3 +74,22 @@ def test_a_tampered_checksum_is_a_finding_and_one_alert(roots, golden_copy, clie
 
     assert evaluate.evaluate(table, [2]) == []
     assert Alert.objects.filter(table=table, rule="checksum_mismatch").count() == 1
+
+
+@pytest.mark.django_db
+def test_older_versions_of_a_long_catch_up_are_checked_on_their_counts(roots, golden_copy, monkeypatch) -> None:
+    """Beyond the newest FULL_CHECKS_PER_SYNC versions of one sync, a checksum is compared
+    with the growth pass's counts only: its other fields are not read."""
+    from tables.services.sync import checksums
+
+    monkeypatch.setattr(checksums, "FULL_CHECKS_PER_SYNC", 1)
+    path = golden_copy(TABLE)
+    crc = path / "_delta_log" / f"{1:020d}.crc"
+    body = json.loads(crc.read_text())
+    body["tableSizeBytes"] = 1
+    body["metadata"]["schemaString"] = '{"type":"struct","fields":[]}'
+    crc.write_text(json.dumps(body))
+    table = register_and_sync("catch-up", path)
+    rows = {r.version: r for r in VersionChecksum.objects.filter(table=table)}
+    assert {v: (r.ok, r.full) for v, r in rows.items()} == {0: (True, False), 1: (False, False), 2: (True, True)}
+    assert rows[1].mismatches == [{"field": "tableSizeBytes", "expected": 1, "found": 904}]
