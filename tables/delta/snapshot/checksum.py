@@ -430,19 +430,10 @@ def checksum_summary(crc: Checksum) -> dict[str, Any] | None:
     body = crc.body
     if not isinstance(body.get("setTransactions"), list) or not isinstance(body.get("domainMetadata"), list):
         return None
-    md = Metadata.from_dict(body["metadata"])
     return {
         "version": crc.version,
         "protocol": Protocol.from_dict(body["protocol"]).to_dict(),
-        "metadata": {
-            "id": md.id,
-            "name": md.name,
-            "description": md.description,
-            "schema": md.schema,
-            "partitionColumns": list(md.partition_columns),
-            "configuration": md.configuration,
-            "createdTime": md.created_time,
-        },
+        "metadata": Metadata.from_dict(body["metadata"]).summary(),
         "numFiles": body["numFiles"],
         "sizeBytes": body["tableSizeBytes"],
         "setTransactions": list(body.get("setTransactions") or []),
