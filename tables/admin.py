@@ -9,6 +9,7 @@ or deleted here; their events are the audit trail.
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
@@ -461,7 +462,7 @@ class RecipientAdmin(admin.ModelAdmin):
 
         recipient = queryset.get()
         token = sharing_recipients.issue_token(recipient)
-        endpoint = request.build_absolute_uri("/delta-sharing/")
+        endpoint = getattr(settings, "DELTAWEB_SHARING_URL", "") or request.build_absolute_uri("/delta-sharing/")
         profile = json.dumps(sharing_recipients.profile(recipient, token, endpoint), indent=2)
         context = {
             **self.admin_site.each_context(request),

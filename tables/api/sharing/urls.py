@@ -18,6 +18,6 @@ urlpatterns = [
     path(f"{TABLE}/metadata", views.table_metadata, name="sharing_metadata"),
     path(f"{TABLE}/query", views.table_query, name="sharing_query"),
     path(f"{TABLE}/changes", views.table_changes, name="sharing_changes"),
-    path("files/<str:payload>/<str:signature>", views.shared_file, name="sharing_file"),
+    path("files/<str:payload>", views.shared_file, name="sharing_file"),
     re_path(r"^(?P<rest>.*)$", views.not_found, name="sharing_not_found"),
 ]

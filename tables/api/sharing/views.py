@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -29,6 +30,12 @@ CAPS = "delta-sharing-capabilities"
 CHUNK = 4 << 20  # a file's bytes are streamed in pieces of this size
 MAX_BODY = 1 << 20
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+def endpoint(request: HttpRequest) -> str:
+    """The sharing endpoint as recipients reach it (DELTAWEB_SHARING_URL behind a proxy that
+    ends TLS), else as this request reached it: file URLs of local tables are built on it."""
+    return getattr(settings, "DELTAWEB_SHARING_URL", "") or request.build_absolute_uri("/delta-sharing/")
 
 
 def error_response(exc: SharingError) -> JsonResponse:
@@ -161,7 +168,7 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
 def table_query(request: HttpRequest, recipient: Recipient, share: str, schema: str, table: str) -> HttpResponse:
     shared = catalog.shared_table(recipient, share, schema, table)
     caps = capabilities(request.headers.get(CAPS))
-    base = request.build_absolute_uri("/delta-sharing/")
+    base = endpoint(request)
 
     def run() -> answers.Answer:
         return answers.query(SharedView(shared), _json_body(request), caps, base)
@@ -174,7 +181,7 @@ def table_query(request: HttpRequest, recipient: Recipient, share: str, schema: 
 def table_changes(request: HttpRequest, recipient: Recipient, share: str, schema: str, table: str) -> HttpResponse:
     shared = catalog.shared_table(recipient, share, schema, table)
     caps = capabilities(request.headers.get(CAPS))
-    base = request.build_absolute_uri("/delta-sharing/")
+    base = endpoint(request)
 
     def run() -> answers.Answer:
         if not shared.change_data:
@@ -204,13 +211,13 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
 
 
 @csrf_exempt
-def shared_file(request: HttpRequest, payload: str, signature: str) -> HttpResponse:
+def shared_file(request: HttpRequest, payload: str) -> HttpResponse:
     """A local table's file through a URL this server signed: no bearer token (the signature
     and its expiry are the grant), ranges answered with 206."""
     if request.method not in ("GET", "HEAD"):
         return error_response(SharingError(INVALID, f"{request.method} is not allowed here."))
     try:
-        ref = file_urls.verify(payload, signature)
+        ref = file_urls.verify(payload, request.GET.get("se", ""), request.GET.get("sig", ""))
         table = Table.objects.filter(pk=ref.table_id).first()
         if table is None:
             raise SharingError(MISSING, "This file URL names no shared table.")

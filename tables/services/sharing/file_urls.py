@@ -1,11 +1,17 @@
 """The URLs a recipient fetches a shared table's files from, valid for a short while.
 
 Object stores: the store's own pre-signed URL (the location's endpoint and credentials,
-through the storage boundary). Local tables: deltaweb's own URL, `files/<payload>/<signature>`
-under the sharing prefix, where the payload names the table, the file's key and the expiry
-and the signature is an HMAC-SHA256 of it with the SECRET_KEY: changing any of them, or
-waiting past the expiry, makes the URL refused. The file is then read through the table's
-storage, which confines its key to the allowed roots, and served with range requests."""
+through the storage boundary). Local tables: deltaweb's own URL under the sharing prefix,
+`files/<payload>?sv=1&se=<expiry>&sr=b&sp=r&sig=<signature>`, where the payload names the
+table and the file's key, `se` is the expiry (ms since the epoch) and the signature is an
+HMAC-SHA256 of both with a key derived from the SECRET_KEY: changing the path, the expiry or
+the signature, or waiting past the expiry, makes the URL refused. The query is shaped as a
+shared access signature (version, expiry, resource, permission, signature) because that is
+how the Delta kernel (the connectors' reader of the delta format) tells a pre-signed URL from
+a path of the table: it fetches a URL whose query is an S3, GCS or Azure signature, and
+would read any other as a local file. The file is read through the table's storage, which
+confines its key to the allowed roots, and served with range requests.
+"""
 
 from __future__ import annotations
 
@@ -50,9 +56,9 @@ def _mac(payload: str) -> str:
 
 
 def signed_path(table_id: int, key: str, expires_ms: int) -> str:
-    """`files/<payload>/<signature>`: relative to the sharing prefix."""
-    payload = _b64(orjson.dumps([table_id, key, expires_ms]))
-    return f"files/{payload}/{_mac(payload)}"
+    """`files/<payload>?sv=1&se=...&sr=b&sp=r&sig=...`: relative to the sharing prefix."""
+    payload = _b64(orjson.dumps([table_id, key]))
+    return f"files/{payload}?sv=1&se={expires_ms}&sr=b&sp=r&sig={_mac(f'{payload}.{expires_ms}')}"
 
 
 def file_url(storage: Storage, table_id: int, key: str, base: str, expires_ms: int) -> str:
@@ -63,13 +69,14 @@ def file_url(storage: Storage, table_id: int, key: str, base: str, expires_ms: i
     return base + signed_path(table_id, key, expires_ms)
 
 
-def verify(payload: str, signature: str, now_ms: int | None = None) -> FileRef:
-    """The file a signed URL names; refused when its signature does not match (a path altered)
-    or its expiry has passed."""
-    if len(payload) > 8192 or not hmac.compare_digest(_mac(payload), signature):
+def verify(payload: str, expires: str, signature: str, now_ms: int | None = None) -> FileRef:
+    """The file a signed URL names; refused when its signature does not match (a path or an
+    expiry altered) or its expiry has passed."""
+    if len(payload) > 8192 or len(expires) > 20 or not hmac.compare_digest(_mac(f"{payload}.{expires}"), signature):
         raise SharingError(DENIED, "This file URL is not valid.")
     try:
-        table_id, key, expires_ms = orjson.loads(_unb64(payload))
+        table_id, key = orjson.loads(_unb64(payload))
+        expires_ms = int(expires)
     except (ValueError, TypeError, orjson.JSONDecodeError):
         raise SharingError(DENIED, "This file URL is not valid.") from None
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
