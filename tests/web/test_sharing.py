@@ -8,15 +8,21 @@ file URLs); two tables on moto's S3 through pre-signed URLs."""
 from __future__ import annotations
 
 import json
+import urllib.request
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 import requests
+from django.utils import timezone
 
 from tables.delta.history.timestamps import commit_times, format_ms
 from tables.models import RecipientQuery
-from tests.conftest import golden_path
+from tables.services.sharing.recipients import revoke
+from tests.conftest import golden_path, s3_buckets
 
 from .sharing_site import assert_same_rows, peer_rows, register, share_tables
 
@@ -86,3 +92,207 @@ def test_golden_table_equals_the_peer_at_latest_version_and_timestamp(name, live
     # every request recorded: which versions, how many files
     kinds = list(RecipientQuery.objects.values_list("kind", "version", "refused"))
     assert ("query", earlier, "") in kinds and ("query", times.latest, "") in kinds
+
+
+def cdf_frame(df, drop=("_commit_timestamp",)):
+    return df.drop(columns=[c for c in drop if c in df.columns])
+
+
+@pytest.mark.parametrize("delta_format", [False, True], ids=["parquet", "delta"])
+def test_change_data_over_a_range_equals_delta_rs_load_cdf(delta_format, live_server, settings, tmp_path) -> None:
+    path = write_cdf_table(tmp_path / "cdf")
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    site = share_tables(live_server.url, tmp_path, {"t": {"table": register("t", path), "change_data": True}})
+    got = delta_sharing.load_table_changes_as_pandas(
+        site.url("t"), starting_version=1, ending_version=3, use_delta_format=delta_format
+    )
+    want = DeltaTable(str(path)).load_cdf(starting_version=1, ending_version=3).read_all()
+    want = pa.table(want).to_pandas()
+    # _commit_timestamp: delta-rs gives commitInfo.timestamp, the protocol the commit's timestamp
+    # (ICT, else the file's time); checked against the core's rule below
+    assert_same_rows(cdf_frame(got), cdf_frame(want))
+    times = commit_times(str(path))
+    stamps = {
+        int(v): int(pd.Timestamp(t).value // 1_000_000) if not isinstance(t, int) else t
+        for v, t in zip(got["_commit_version"], got["_commit_timestamp"], strict=True)
+    }
+    # the connector's delta-format reader gives the commit's time to the second (it sets the
+    # file time of the log it writes with os.utime in seconds)
+    unit = 1000 if delta_format else 1
+    assert {v: t // unit for v, t in stamps.items()} == {v: times.timestamp(v)[0] // unit for v in stamps}
+    if not delta_format:
+        return  # the parquet format's files come in many small requests: one range is enough
+    # by timestamps: the same range
+    start, end = format_ms(times.timestamp(1)[0]), format_ms(times.timestamp(3)[0])
+    by_time = delta_sharing.load_table_changes_as_pandas(
+        site.url("t"), starting_timestamp=start, ending_timestamp=end, use_delta_format=delta_format
+    )
+    assert_same_rows(cdf_frame(by_time), cdf_frame(want))
+    assert RecipientQuery.objects.filter(kind="changes", start_version=1, end_version=3, refused="").count() == 2
+    # which versions the timestamps picked, and by which rule: the answer's headers
+    head = requests.get(
+        f"{site.base}/delta-sharing/shares/s1/schemas/default/tables/t/changes",
+        params={"startingTimestamp": start, "endingTimestamp": end},
+        headers={"Authorization": f"Bearer {site.token}"},
+        timeout=30,
+    )
+    assert head.status_code == 200 and head.headers["Delta-Table-Version"] == "3"
+    assert "searched" in head.headers["Deltaweb-Timestamp-Rule"]
+
+
+def test_limit_and_partition_hints_prune_files(live_server, settings, tmp_path) -> None:
+    path = golden_path("time-travel-partition-changes-b")
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(path.parent)]
+    site = share_tables(live_server.url, tmp_path, {"t": {"table": register("t", path)}})
+    every = [x for x in lines(query(site, "t", {})) if "file" in x]
+    assert len(every) > 2
+    # limitHint: only as many files as hold that many rows (by their stats)
+    one = [x for x in lines(query(site, "t", {"limitHint": 1})) if "file" in x]
+    assert len(one) == 1
+    # a partition predicate: only part2 = 1's files, JSON or SQL
+    hint = '{"op":"equal","children":[{"op":"column","name":"part2","valueType":"int"},{"op":"literal","value":"1","valueType":"int"}]}'
+    pruned = [x["file"] for x in lines(query(site, "t", {"jsonPredicateHints": hint})) if "file" in x]
+    assert pruned and {f["partitionValues"]["part2"] for f in pruned} == {"1"} and len(pruned) < len(every)
+    sql = [x["file"] for x in lines(query(site, "t", {"predicateHints": ["part2 = 1"]})) if "file" in x]
+    assert {f["id"] for f in sql} == {f["id"] for f in pruned}
+    # a hint on a data column or one that does not parse prunes nothing (best effort)
+    assert len([x for x in lines(query(site, "t", {"predicateHints": ["id = 3", "nonsense"]})) if "file" in x]) == len(
+        every
+    )
+    # through the connector: the hint and the limit, rows equal to delta-rs's filtered
+    got = delta_sharing.load_as_pandas(site.url("t"), jsonPredicateHints=hint)
+    want = DeltaTable(str(path)).to_pandas()
+    assert_same_rows(got[got["part2"] == 1], want[want["part2"] == 1])
+    assert len(delta_sharing.load_as_pandas(site.url("t"), limit=2)) == 2
+
+
+def refused(response: requests.Response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["errorCode"] == code and body["message"]
+
+
+def test_refusals_window_tokens_other_share_and_file_urls(live_server, settings, tmp_path) -> None:
+    path = golden_path("basic-with-inserts-deletes-checkpoint")
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(path.parent)]
+    table = register("t", path)
+    site = share_tables(live_server.url, tmp_path, {"t": {"table": table, "first_version": 5, "last_version": 9}})
+    other = share_tables(live_server.url, tmp_path, {"o": {"table": table}}, share="s2")
+    # the window: its last version is the recipient's latest; versions outside it are refused
+    assert delta_sharing.get_table_version(site.url("t")) == 9
+    refused(query(site, "t", {"version": 3}), 400, "INVALID_PARAMETER_VALUE")
+    refused(query(site, "t", {"version": 12}), 400, "INVALID_PARAMETER_VALUE")
+    assert query(site, "t", {"version": 7}).headers["Delta-Table-Version"] == "7"
+    stamp = format_ms(commit_times(str(path)).timestamp(2)[0])
+    refused(query(site, "t", {"timestamp": stamp}), 400, "INVALID_PARAMETER_VALUE")
+    assert RecipientQuery.objects.filter(refused="INVALID_PARAMETER_VALUE").count() == 3
+    with pytest.raises(requests.HTTPError):
+        delta_sharing.load_as_pandas(site.url("t"), version=3)
+    # change data not shared
+    changes = f"{site.base}/delta-sharing/shares/s1/schemas/default/tables/t/changes?startingVersion=5"
+    refused(
+        requests.get(changes, headers={"Authorization": f"Bearer {site.token}"}, timeout=30),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
+    # another share's table: as if it did not exist
+    refused(
+        requests.post(
+            f"{site.base}/delta-sharing/shares/s2/schemas/default/tables/o/query",
+            json={},
+            headers={"Authorization": f"Bearer {site.token}"},
+            timeout=30,
+        ),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
+    # no token, a wrong one, an expired one, a revoked one
+    shares = f"{site.base}/delta-sharing/shares"
+    refused(requests.get(shares, timeout=30), 401, "UNAUTHENTICATED")
+    refused(requests.get(shares, headers={"Authorization": "Bearer nope"}, timeout=30), 401, "UNAUTHENTICATED")
+    assert requests.get(shares, headers={"Authorization": f"Bearer {site.token}"}, timeout=30).json()["items"] == [
+        {"name": "s1", "id": f"share-{site.share.pk}"}
+    ]
+    # file URLs: good, expired, altered
+    files = [x["file"]["url"] for x in lines(query(site, "t", {})) if "file" in x]
+    assert requests.get(files[0], headers={"Range": "bytes=0-3"}, timeout=30).content == b"PAR1"
+    payload = files[0].split("/files/")[1].split("?")[0]
+    other_key = files[1].split("/files/")[1].split("?")[0]
+    refused(requests.get(files[0].replace(payload, other_key), timeout=30), 403, "PERMISSION_DENIED")
+    se = files[0].split("se=")[1].split("&")[0]
+    refused(requests.get(files[0].replace(f"se={se}", f"se={int(se) + 1000}"), timeout=30), 403, "PERMISSION_DENIED")
+    settings.DELTAWEB_SHARING_URL_SECONDS = 0
+    expired = next(x["file"]["url"] for x in lines(query(site, "t", {})) if "file" in x)
+    refused(requests.get(expired, timeout=30), 403, "PERMISSION_DENIED")
+    site.recipient.expires_at = timezone.now() - timedelta(seconds=1)
+    site.recipient.save()
+    refused(requests.get(shares, headers={"Authorization": f"Bearer {site.token}"}, timeout=30), 401, "UNAUTHENTICATED")
+    revoke(other.recipient)
+    refused(
+        requests.get(shares, headers={"Authorization": f"Bearer {other.token}"}, timeout=30), 401, "UNAUTHENTICATED"
+    )
+
+
+def upload(client, bucket: str, source: Path, prefix: str) -> str:
+    for file in sorted(source.rglob("*")):
+        if file.is_file():
+            client.upload_file(str(file), bucket, f"{prefix}/{file.relative_to(source).as_posix()}")
+    return f"s3://{bucket}/{prefix}"
+
+
+@contextmanager
+def presigned_urls_answered(endpoint: str):
+    """moto's access control reads every request's Authorization header and fails (500) on a
+    pre-signed URL, which has none: its authentication is paused while the connector fetches
+    (the server's reset-auth: that many requests unchecked), and turned on again after."""
+
+    def reset(count: str) -> None:
+        req = urllib.request.Request(
+            f"{endpoint}/moto-api/reset-auth",
+            data=count.encode(),
+            method="POST",
+            headers={"Content-Type": "text/plain"},
+        )
+        urllib.request.urlopen(req, timeout=10).read()
+
+    reset("1000000000")
+    try:
+        yield
+    finally:
+        reset("0")
+
+
+def test_tables_on_s3_through_presigned_urls(live_server, s3_server, monkeypatch, settings, tmp_path) -> None:
+    client = s3_buckets(s3_server, monkeypatch, settings, "sharing")
+    partitioned = golden_path("time-travel-partition-changes-b")
+    cdf = write_cdf_table(tmp_path / "cdf")
+    part_uri = upload(client, "sharing", partitioned, "allowed/partitioned")
+    cdf_uri = upload(client, "sharing", cdf, "allowed/cdf")
+    site = share_tables(
+        live_server.url,
+        tmp_path,
+        {
+            "p": {"table": register("p", part_uri)},
+            "c": {"table": register("c", cdf_uri), "change_data": True},
+        },
+    )
+    answer = lines(query(site, "p", {}))
+    url = next(x["file"]["url"] for x in answer if "file" in x)
+    assert url.startswith(s3_server.endpoint) and "X-Amz-Signature=" in url and "X-Amz-Expires=900" in url
+    with presigned_urls_answered(s3_server.endpoint):
+        _read_s3_tables(site, partitioned, cdf, url)
+
+
+def _read_s3_tables(site, partitioned: Path, cdf: Path, url: str) -> None:
+    assert requests.get(url, timeout=30).content[:4] == b"PAR1"
+    want = DeltaTable(str(partitioned), version=0).to_pandas()
+    assert_same_rows(delta_sharing.load_as_pandas(site.url("p"), version=0, use_delta_format=True), want)
+    assert_same_rows(delta_sharing.load_as_pandas(site.url("p")), DeltaTable(str(partitioned)).to_pandas())
+    want_cdf = pa.table(DeltaTable(str(cdf)).load_cdf(starting_version=0, ending_version=3).read_all()).to_pandas()
+    got = delta_sharing.load_table_changes_as_pandas(
+        site.url("c"), starting_version=0, ending_version=3, use_delta_format=True
+    )
+    assert_same_rows(cdf_frame(got), cdf_frame(want_cdf))
+    assert_same_rows(
+        delta_sharing.load_as_pandas(site.url("c"), use_delta_format=True), DeltaTable(str(cdf)).to_pandas()
+    )

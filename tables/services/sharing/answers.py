@@ -16,7 +16,7 @@ from tables.delta.errors import DeltaError
 from tables.delta.history.changes import commit_actions
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.snapshot.dv import dv_location
-from tables.delta.snapshot.files import log_add_actions
+from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.state import load_snapshot, load_table_config
 from tables.services.sharing.errors import INVALID, SharingError, from_core
 from tables.services.sharing.file_urls import file_url, url_seconds
@@ -129,12 +129,20 @@ def _file_line(
     return {wrapper or {"cdc": "cdf"}.get(kind, kind): out}
 
 
-def _rows(body: dict[str, Any]) -> int | None:
-    try:
-        stats = orjson.loads(body["stats"]) if body.get("stats") else None
-        return int(stats["numRecords"]) if stats and "numRecords" in stats else None
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return None
+def _within_limit(view: SharedView, adds: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    """The first files that hold `limit` live rows (their stats, else their Parquet footers);
+    a file whose rows cannot be told counts for none, so never fewer rows than asked."""
+    if limit is None:
+        return adds
+    footers = footer_rows(view.storage, adds) if any(file_rows(a) is None for a in adds) else {}
+    out, rows = [], 0
+    for add in adds:
+        if rows >= limit:
+            break
+        out.append(add)
+        known = file_rows(add)
+        rows += known if known is not None else footers.get(add["path"], 0)
+    return out
 
 
 def _hints(body: dict[str, Any]) -> tuple[str | None, list[str] | None, int | None]:
@@ -185,16 +193,15 @@ def query(view: SharedView, body: dict[str, Any], caps: dict[str, list[str]], ba
         snap.metadata, fmt, snap.version if asked else None, size=snap.size_bytes, numFiles=snap.num_files
     )
     answer.lines += [_protocol_line(snap.protocol, fmt), head]
-    rows = 0
-    for add in sorted(adds, key=lambda a: a["path"]):
-        if limit is not None and rows >= limit:
-            break
-        if pruning.active and not pruning.keeps(add.get("partitionValues")):
-            continue
+    kept = [
+        a
+        for a in sorted(adds, key=lambda a: a["path"])
+        if not pruning.active or pruning.keeps(a.get("partitionValues"))
+    ]
+    for add in _within_limit(view, kept, limit):
         answer.lines.append(_file_line("add", add, fmt, urls, snap.version if asked else None, ts, "file"))
         answer.files += 1
         answer.bytes += int(add.get("size") or 0)
-        rows += _rows(add) or 0  # a file without numRecords counts for none: more files, never fewer rows
     return answer
 
 
