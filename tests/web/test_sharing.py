@@ -296,3 +296,25 @@ def _read_s3_tables(site, partitioned: Path, cdf: Path, url: str) -> None:
     assert_same_rows(
         delta_sharing.load_as_pandas(site.url("c"), use_delta_format=True), DeltaTable(str(cdf)).to_pandas()
     )
+
+
+def test_queries_on_metrics_and_the_table_page(live_server, settings, tmp_path, browser, client) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    path = golden_path("time-travel-partition-changes-b")
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(path.parent)]
+    table = register("t", path)
+    site = share_tables(live_server.url, tmp_path, {"t": {"table": table, "last_version": 0}})
+    assert query(site, "t", {"version": 0}).status_code == 200
+    assert query(site, "t", {"version": 1}).status_code == 400
+    found = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(client.get("/metrics").content.decode())
+        for s in family.samples
+    }
+    assert found[("deltaweb_sharing_queries_total", (("kind", "query"), ("outcome", "served")))] == 1
+    assert found[("deltaweb_sharing_queries_total", (("kind", "query"), ("outcome", "refused")))] == 1
+    assert found[("deltaweb_sharing_files_served_total", ())] > 0
+    page = browser.get(f"/t/{table.slug}/").content.decode()
+    assert 'id="recipient-queries"' in page and "partner-s1" in page and "s1.default.t" in page
+    assert "refused: INVALID_PARAMETER_VALUE" in page

@@ -36,5 +36,10 @@ def record(
     )
 
 
+def shared_as(table: Table) -> list[str]:
+    """The names the table is shared under (share.schema.table)."""
+    return [str(s) for s in SharedTable.objects.filter(table=table).select_related("share")]
+
+
 def recent(table: Table, limit: int = SHOWN) -> QuerySet[RecipientQuery]:
     return RecipientQuery.objects.filter(table=table).select_related("recipient").order_by("-at", "-id")[:limit]
