@@ -453,7 +453,7 @@ class RecipientAdmin(admin.ModelAdmin):
     actions = ["issue_token", "revoke_tokens"]
 
     @admin.action(description="Issue a new token (shown once) and its profile file")
-    def issue_token(self, request, queryset):
+    def issue_token(self, request, queryset) -> TemplateResponse | None:
         if queryset.count() != 1:
             self.message_user(request, "Choose exactly one recipient to issue a token for.", messages.ERROR)
             return None
@@ -478,7 +478,7 @@ class RecipientAdmin(admin.ModelAdmin):
         return response
 
     @admin.action(description="Revoke the selected recipients' tokens")
-    def revoke_tokens(self, request, queryset):
+    def revoke_tokens(self, request, queryset) -> None:
         for recipient in queryset:
             sharing_recipients.revoke(recipient)
         self.message_user(request, f"Revoked {queryset.count()} token(s).")

@@ -318,3 +318,30 @@ def test_queries_on_metrics_and_the_table_page(live_server, settings, tmp_path, 
     page = browser.get(f"/t/{table.slug}/").content.decode()
     assert 'id="recipient-queries"' in page and "partner-s1" in page and "s1.default.t" in page
     assert "refused: INVALID_PARAMETER_VALUE" in page
+
+
+def test_admin_issues_a_token_once_with_its_profile_and_revokes_it(admin_client) -> None:
+    import base64
+    import hashlib
+    import re
+
+    from tables.models import Recipient, Share
+
+    recipient = Recipient.objects.create(name="auditor")
+    recipient.shares.add(Share.objects.create(name="q3"))
+    page = admin_client.post("/admin/tables/recipient/", {"action": "issue_token", "_selected_action": [recipient.pk]})
+    assert page.status_code == 200 and "no-store" in page["Cache-Control"]
+    html = page.content.decode()
+    encoded = re.search(r'href="data:application/json;base64,([^"]+)"', html)[1]
+    profile = json.loads(base64.b64decode(encoded))
+    assert profile["endpoint"].endswith("/delta-sharing/") and profile["shareCredentialsVersion"] == 1
+    recipient.refresh_from_db()
+    # only the token's hash is kept; the page showed the token itself, once
+    assert recipient.token_hash == hashlib.sha256(profile["bearerToken"].encode()).hexdigest()
+    assert (
+        profile["bearerToken"]
+        not in admin_client.get(f"/admin/tables/recipient/{recipient.pk}/change/").content.decode()
+    )
+    admin_client.post("/admin/tables/recipient/", {"action": "revoke_tokens", "_selected_action": [recipient.pk]})
+    recipient.refresh_from_db()
+    assert recipient.revoked_at is not None

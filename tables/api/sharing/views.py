@@ -218,7 +218,8 @@ def shared_file(request: HttpRequest, payload: str) -> HttpResponse:
         return error_response(SharingError(INVALID, f"{request.method} is not allowed here."))
     try:
         ref = file_urls.verify(payload, request.GET.get("se", ""), request.GET.get("sig", ""))
-        table = Table.objects.filter(pk=ref.table_id).first()
+        # a table no longer shared stops serving its URLs before they expire
+        table = Table.objects.filter(pk=ref.table_id, shared_as__isnull=False).distinct().first()
         if table is None:
             raise SharingError(MISSING, "This file URL names no shared table.")
         store = as_storage(table.location)  # the storage boundary confines the key to the roots
