@@ -42,6 +42,13 @@ GOLDEN = {
 }
 
 
+def reader_version(path: Path) -> int:
+    """The table's reader version at its latest metadata, as its log says it."""
+    from tables.delta.snapshot.state import load_snapshot
+
+    return load_snapshot(str(path)).protocol.min_reader_version
+
+
 def write_cdf_table(path: Path) -> Path:
     """v0 ids 1..5 in two partitions, v1 append, v2 delete id 2, v3 update id 3; change data on."""
     data = pa.table({"id": pa.array([1, 2, 3, 4, 5], pa.int64()), "part": ["a", "a", "b", "b", "b"]})
@@ -89,6 +96,12 @@ def test_golden_table_equals_the_peer_at_latest_version_and_timestamp(name, live
     at_time = delta_sharing.load_as_pandas(site.url("t"), timestamp=stamp, use_delta_format=True)
     assert_same_rows(at_time, want)
     assert delta_sharing.get_table_version(site.url("t")) == times.latest
+    # a table with reader features is never answered in the parquet format
+    if reader_version(path) > 1:
+        refused(query(site, "t", {}), 400, "UNSUPPORTED_OPERATION")
+        assert query(site, "t", {}, caps="responseformat=delta,parquet").headers["delta-sharing-capabilities"] == (
+            "responseformat=delta"
+        )
     # every request recorded: which versions, how many files
     kinds = list(RecipientQuery.objects.values_list("kind", "version", "refused"))
     assert ("query", earlier, "") in kinds and ("query", times.latest, "") in kinds
