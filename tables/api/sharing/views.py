@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from tables.delta.errors import DeltaError
@@ -234,6 +234,9 @@ def shared_file(request: HttpRequest, payload: str) -> HttpResponse:
     start, end = span or (0, size)
     if request.method == "HEAD":
         response: HttpResponse = HttpResponse(b"", status=206 if span else 200)
+    elif span is None and hasattr(store, "open_file"):
+        # the whole local file: a real file object, which the server may send with sendfile
+        response = FileResponse(store.open_file(ref.key))
     else:
         response = StreamingHttpResponse(_pieces(store, ref.key, start, end), status=206 if span else 200)
     response["Content-Type"] = "application/octet-stream"
