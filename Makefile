@@ -36,6 +36,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip setuptools wheel 2>&1 | grep -v -i 'warning\|deprecat' || true; \
 	echo "[3/4] the project and its pinned packages (pyproject.toml; a few minutes the first time)"; \
 	PYTHONWARNINGS=ignore $(PIP) install -q --progress-bar off -e '.[test]' 2>&1 | grep -v -i 'warning\|deprecat\|setuptools\|^ *!!\|^\*\*\*' || true; \
+	PYTHONWARNINGS=ignore $(PIP) install -q --progress-bar off --no-deps delta-sharing==1.4.2 2>&1 | grep -v -i 'warning\|deprecat' || true; \
 	echo "[4/4] check"; \
 	$(PY) -c "import django, pyarrow, deltalake, pyspark, prometheus_client, mozilla_django_oidc" || exit 1; \
 	$(PY) -c "import grpc, grpc_status, google.rpc, zstandard, pyspark.sql.connect.session" || exit 1; \

@@ -188,6 +188,11 @@ DELTAWEB_OIDC_GROUPS_CLAIM = env("DELTAWEB_OIDC_GROUPS_CLAIM", "groups")
 DELTAWEB_LOCAL_LOGIN = env_bool("DELTAWEB_LOCAL_LOGIN", True)
 # API tokens stop working after this many days (a user rotates or revokes theirs on /account/)
 DELTAWEB_TOKEN_DAYS = int(env("DELTAWEB_TOKEN_DAYS", "90"))
+# Delta Sharing (docs/sharing.md): the endpoint as recipients reach it (empty: as each request
+# reached it; set it behind a proxy that ends TLS), how long a recipient's token and a file URL live
+DELTAWEB_SHARING_URL = env("DELTAWEB_SHARING_URL", "")
+DELTAWEB_SHARING_TOKEN_DAYS = int(env("DELTAWEB_SHARING_TOKEN_DAYS", "90"))
+DELTAWEB_SHARING_URL_SECONDS = int(env("DELTAWEB_SHARING_URL_SECONDS", "900"))
 OIDC_RP_CLIENT_ID = env("DELTAWEB_OIDC_CLIENT_ID", "")
 OIDC_RP_CLIENT_SECRET = env("DELTAWEB_OIDC_CLIENT_SECRET", "")
 OIDC_RP_SIGN_ALGO = env("DELTAWEB_OIDC_SIGN_ALGO", "RS256")

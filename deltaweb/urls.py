@@ -24,6 +24,8 @@ urlpatterns = [
     path("oidc/callback/", sso.Callback.as_view(), name="oidc_callback"),
     path("oidc/logout/", sso.SignOut.as_view(), name="oidc_logout"),
     path("api/", include("tables.api.urls")),
+    # the Delta Sharing protocol: recipients' bearer tokens only (tables.api.sharing)
+    path("delta-sharing/", include("tables.api.sharing.urls")),
     path("", include("tables.urls")),
 ]
 if apps.is_installed("alerts"):

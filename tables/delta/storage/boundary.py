@@ -22,7 +22,7 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from tables.delta.errors import CommitConflictError, PathOutsideRootsError, PathTooLongError, StorageError
@@ -386,6 +386,12 @@ class LocalStorage:
         if not os.path.exists(real):
             raise FileNotFoundError(2, "No such file or directory", self.shown(path))
         return pa.OSFile(real, "rb")
+
+    def open_file(self, path: str) -> BinaryIO:
+        """The file opened for reading, after the same confinement check as every read: a real
+        file object, so that a web server can send it with sendfile (Delta Sharing's file URLs).
+        FileNotFoundError when absent; the caller closes it."""
+        return os.fdopen(self._open_read(path), "rb")
 
     def head(self, path: str) -> FileInfo:
         st = os.stat(self._checked_file(path))

@@ -681,6 +681,17 @@ class ObjectStoreStorage:
         store_id, obj = self._target(path)
         return self._loc_for(store_id).uri(), obj
 
+    def presign(self, path: str, seconds: int) -> str:
+        """A pre-signed GET URL of a key, valid for `seconds`, from the location's own endpoint and
+        credentials (Delta Sharing's file URLs); the key is confined like any read."""
+        from datetime import timedelta
+
+        import obstore
+
+        store_id, obj = self._target(path)
+        with self._errors(path):
+            return str(obstore.sign(self._store(store_id), "GET", obj, timedelta(seconds=seconds)))
+
     def store_options(self) -> dict[str, Any]:
         """The per-location options this storage was opened with (secrets included: never log them)."""
         return dict(self._options)

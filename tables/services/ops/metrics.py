@@ -6,7 +6,8 @@ Two kinds:
   PROMETHEUS_MULTIPROC_DIR to a directory they share and every scrape sees them all.
 - **State**, read from the database at scrape time, so that every process answers the same
   (`StateCollector`): each table's sync lag, jobs by kind and state, syncs' and Spark jobs'
-  durations (cumulative histograms counted as each job ends, Spark's by kind), restore requests by state, catalog commits and refused commits, and what the
+  durations (cumulative histograms counted as each job ends, Spark's by kind), restore requests by state, catalog commits and refused commits, recipients' sharing
+  queries, and what the
   plug-ins collect (tables.plugins).
 """
 
@@ -16,7 +17,7 @@ import os
 from collections.abc import Iterator
 
 from django.conf import settings
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min, Q, Sum
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from prometheus_client import (
@@ -32,7 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tables import plugins
-from tables.models import Job, JobKind, OwnerRefusal, RatifiedCommit, RestoreRequest, Table
+from tables.models import Job, JobKind, OwnerRefusal, RatifiedCommit, RecipientQuery, RestoreRequest, Table
 from tables.services import job_durations as durations
 from tables.services.ops.beat import last_tick
 from tables.services.ops.http_labels import method_label
@@ -61,6 +62,7 @@ class StateCollector:
         yield from _jobs()
         yield from _restores()
         yield from _catalog()
+        yield from _sharing()
         for collector in plugins.collectors():  # the plug-ins' own (tables.plugins)
             yield from collector.collect()
         yield from _queue()
@@ -137,6 +139,30 @@ def _catalog() -> Iterator[object]:
     for code, n in OwnerRefusal.objects.values_list("code").annotate(n=Count("id")):
         refused.add_metric([code], n)
     yield refused
+
+
+def _sharing() -> Iterator[object]:
+    """Recipients' Delta Sharing queries by kind and outcome, and the files and bytes served
+    (the record of every query: RecipientQuery rows are never rewritten, so these only grow)."""
+    queries = CounterMetricFamily(
+        "deltaweb_sharing_queries", "Delta Sharing recipient queries", labels=["kind", "outcome"]
+    )
+    served = RecipientQuery.objects.values_list("kind", "refused").annotate(
+        n=Count("id"), files=Coalesce(Sum("files"), 0), size=Coalesce(Sum("bytes"), 0)
+    )
+    files = bytes_served = 0
+    outcomes: dict[tuple[str, str], int] = {}
+    for kind, refused, n, f, b in served:
+        key = (kind, "refused" if refused else "served")
+        outcomes[key] = outcomes.get(key, 0) + n
+        files, bytes_served = files + f, bytes_served + b
+    for (kind, outcome), n in sorted(outcomes.items()):
+        queries.add_metric([kind, outcome], n)
+    yield queries
+    yield CounterMetricFamily("deltaweb_sharing_files_served", "files listed to recipients", value=files)
+    yield CounterMetricFamily(
+        "deltaweb_sharing_bytes_served", "bytes of the files listed to recipients", value=bytes_served
+    )
 
 
 def _events() -> Iterator[object]:

@@ -27,6 +27,7 @@ from tables.services.owner.access import managed_of
 from tables.services.owner.db import summary as owner_summary
 from tables.services.reachability import cache_epoch
 from tables.services.row_count import latest_row_count
+from tables.services.sharing import records as sharing_records
 from tables.services.sync import vanished
 from tables.web import charts, pages
 from tables.web.forms import RestoreRequestForm
@@ -79,6 +80,8 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx.update(pages.stored_metadata(table.latest_metadata))  # columns, partitioning, properties
     ctx["row_count"] = _row_count(table) if ctx["synced"] else None
     ctx["plugin_panels"] = [(p.template, p.context(table)) for p in plugins.overview_panels()]
+    ctx["shared_as"] = sharing_records.shared_as(table)
+    ctx["recipient_queries"] = list(sharing_records.recent(table))
     return render(request, "tables/table_overview.html", ctx)
 
 

@@ -1,0 +1,271 @@
+"""What a recipient's request is answered: the protocol and metaData lines in either format,
+a version's files (pruned by the partition hints, cut by the limit hint) and the change data
+of a range of versions, each file with a URL that expires. Every answer is an `Answer`: its
+lines, the version it is of, and what it served (recorded by tables.services.sharing.records)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tables.delta.errors import DeltaError
+from tables.delta.history.changes import commit_actions
+from tables.delta.log.actions import Metadata, Protocol
+from tables.delta.snapshot.dv import dv_location
+from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
+from tables.delta.snapshot.state import load_snapshot, load_table_config
+from tables.services.sharing.errors import INVALID, SharingError, from_core
+from tables.services.sharing.file_urls import file_url, url_seconds
+from tables.services.sharing.predicates import PartitionFilter
+from tables.services.sharing.window import DELTA, Resolved, SharedView, int_param, response_format
+
+MAX_HINTS = 100
+
+
+@dataclass
+class Answer:
+    version: int
+    format: str
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    start: int | None = None
+    end: int | None = None
+    rule: str | None = None  # how a timestamp was resolved
+
+    def ndjson(self) -> bytes:
+        return b"".join(orjson.dumps(line) + b"\n" for line in self.lines)
+
+
+def _protocol_line(protocol: Protocol, fmt: str) -> dict[str, Any]:
+    if fmt == DELTA:
+        return {"protocol": {"deltaProtocol": protocol.to_dict()}}
+    return {"protocol": {"minReaderVersion": 1}}
+
+
+def _metadata_line(md: Metadata, fmt: str, version: int | None = None, **more: Any) -> dict[str, Any]:
+    body = {k: v for k, v in md.to_dict().items() if v is not None}
+    if fmt == DELTA:
+        out: dict[str, Any] = {"deltaMetadata": body, **more}
+    else:
+        out = {
+            k: body[k] for k in ("id", "name", "description", "format", "schemaString", "partitionColumns") if k in body
+        }
+        out["configuration"] = body.get("configuration", {})
+        out.update(more)
+    if version is not None:
+        out["version"] = version
+    return {"metaData": out}
+
+
+def metadata(view: SharedView, caps: dict[str, list[str]]) -> Answer:
+    """The protocol and metadata of the latest version the window shares."""
+    version = view.latest
+    try:
+        config = load_table_config(view.storage, view.listing, version)
+    except DeltaError as exc:
+        raise from_core(exc, view.shared.table) from exc
+    fmt = response_format(caps, config.protocol)
+    lines = [_protocol_line(config.protocol, fmt), _metadata_line(config.metadata, fmt)]
+    return Answer(version, fmt, lines)
+
+
+class _Urls:
+    """Each file's URL, signed once per answer with one expiry."""
+
+    def __init__(self, view: SharedView, base: str) -> None:
+        self.view, self.base = view, base
+        self.expires = int(time.time() * 1000) + url_seconds() * 1000
+
+    def key(self, log_path: str) -> str:
+        return self.view.storage.resolve(log_path)
+
+    def __call__(self, log_path: str) -> str:
+        return file_url(self.view.storage, self.view.shared.table_id, self.key(log_path), self.base, self.expires)
+
+    def dv(self, descriptor: dict[str, Any] | None) -> dict[str, Any] | None:
+        """An on-disk deletion vector as an absolute URL the recipient can fetch ('p')."""
+        if not descriptor or descriptor.get("storageType") == "i":
+            return descriptor
+        where = dv_location(descriptor)
+        key = self.view.storage.resolve(where) if "://" in where else where
+        url = file_url(self.view.storage, self.view.shared.table_id, key, self.base, self.expires)
+        return {**descriptor, "storageType": "p", "pathOrInlineDv": url}
+
+
+def file_id(path: str) -> str:
+    return hashlib.md5(path.encode(), usedforsecurity=False).hexdigest()
+
+
+def _file_line(
+    kind: str, body: dict[str, Any], fmt: str, urls: _Urls, version: int | None, ts: int | None, wrapper: str = ""
+) -> dict[str, Any]:
+    """One file action in the chosen format (`kind`: add, remove or cdc as the log says it;
+    `wrapper`: the parquet format's name for it, `file` in a snapshot)."""
+    if fmt == DELTA:
+        action = {**body, "path": urls(body["path"])}
+        if body.get("deletionVector"):
+            action["deletionVector"] = urls.dv(body["deletionVector"])
+        out: dict[str, Any] = {"id": file_id(body["path"]), "expirationTimestamp": urls.expires}
+        if version is not None:
+            out.update(version=version, timestamp=ts)
+        out["deltaSingleAction"] = {kind: action}
+        return {"file": out}
+    out = {
+        "url": urls(body["path"]),
+        "id": file_id(body["path"]),
+        "partitionValues": body.get("partitionValues") or {},
+        "size": int(body.get("size") or 0),
+        "expirationTimestamp": urls.expires,
+    }
+    if body.get("stats") and kind == "add":
+        out["stats"] = body["stats"]
+    if version is not None:
+        out.update(version=version, timestamp=ts)
+    return {wrapper or {"cdc": "cdf"}.get(kind, kind): out}
+
+
+def _within_limit(view: SharedView, adds: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    """The first files that hold `limit` live rows (their stats, else their Parquet footers);
+    a file whose rows cannot be told counts for none, so never fewer rows than asked."""
+    if limit is None:
+        return adds
+    footers = footer_rows(view.storage, adds) if any(file_rows(a) is None for a in adds) else {}
+    out, rows = [], 0
+    for add in adds:
+        if rows >= limit:
+            break
+        out.append(add)
+        known = file_rows(add)
+        rows += known if known is not None else footers.get(add["path"], 0)
+    return out
+
+
+def _hints(body: dict[str, Any]) -> tuple[str | None, list[str] | None, int | None]:
+    json_hint = body.get("jsonPredicateHints")
+    if json_hint is not None and not isinstance(json_hint, str):
+        json_hint = orjson.dumps(json_hint).decode() if isinstance(json_hint, dict) else None
+    sql = body.get("predicateHints")
+    sql = [h for h in sql[:MAX_HINTS] if isinstance(h, str)] if isinstance(sql, list) else None
+    limit = int_param(body.get("limitHint"), "limitHint")
+    return json_hint, sql, limit
+
+
+def snapshot_version(view: SharedView, body: dict[str, Any]) -> Resolved:
+    """The version a query reads: `version`, `timestamp` (TIMESTAMP AS OF), else the latest shared."""
+    version = int_param(body.get("version"), "version")
+    stamp = body.get("timestamp")
+    if version is not None and stamp is not None:
+        raise SharingError(INVALID, "Give version or timestamp, not both.")
+    if stamp is not None:
+        if not isinstance(stamp, str):
+            raise SharingError(INVALID, "timestamp must be a string")
+        return view.at_or_before(stamp)
+    if version is not None:
+        return Resolved(view.check(version))
+    return Resolved(view.latest)
+
+
+def query(view: SharedView, body: dict[str, Any], caps: dict[str, list[str]], base: str) -> Answer:
+    """A query: a version's files, or (startingVersion) the files its versions added and removed."""
+    if body.get("startingVersion") is not None:
+        start = int_param(body.get("startingVersion"), "startingVersion")
+        end = int_param(body.get("endingVersion"), "endingVersion")
+        return changes(view, start, end, caps, base, cdf=False)  # type: ignore[arg-type]
+    resolved = snapshot_version(view, body)
+    json_hint, sql_hints, limit = _hints(body)
+    try:
+        snap = load_snapshot(view.storage, resolved.version, view.listing)
+        adds, _found = log_add_actions(view.storage, snap, snap.files)
+    except DeltaError as exc:
+        raise from_core(exc, view.shared.table) from exc
+    fmt = response_format(caps, snap.protocol)
+    urls = _Urls(view, base)
+    pruning = PartitionFilter(snap.metadata, json_hint, sql_hints)
+    asked = body.get("version") is not None or body.get("timestamp") is not None
+    ts = view.timestamp_of(snap.version) if asked else None
+    answer = Answer(snap.version, fmt, rule=resolved.rule)
+    head = _metadata_line(
+        snap.metadata, fmt, snap.version if asked else None, size=snap.size_bytes, numFiles=snap.num_files
+    )
+    answer.lines += [_protocol_line(snap.protocol, fmt), head]
+    kept = [
+        a
+        for a in sorted(adds, key=lambda a: a["path"])
+        if not pruning.active or pruning.keeps(a.get("partitionValues"))
+    ]
+    for add in _within_limit(view, kept, limit):
+        answer.lines.append(_file_line("add", add, fmt, urls, snap.version if asked else None, ts, "file"))
+        answer.files += 1
+        answer.bytes += int(add.get("size") or 0)
+    return answer
+
+
+def change_range(view: SharedView, params: dict[str, Any]) -> tuple[int, int, str | None]:
+    """The versions a changes request covers, by versions or timestamps, inside the window."""
+    start = int_param(params.get("startingVersion"), "startingVersion")
+    end = int_param(params.get("endingVersion"), "endingVersion")
+    rule = None
+    if start is None and params.get("startingTimestamp"):
+        found = view.at_or_after(str(params["startingTimestamp"]))
+        start, rule = found.version, found.rule
+    if end is None and params.get("endingTimestamp"):
+        found = view.at_or_before(str(params["endingTimestamp"]))
+        end, rule = found.version, found.rule
+    if start is None:
+        raise SharingError(INVALID, "startingVersion or startingTimestamp is required.")
+    end = view.latest if end is None else end
+    if end < start:
+        raise SharingError(INVALID, f"The ending version ({end}) is before the starting version ({start}).")
+    view.check(start, "startingVersion")
+    view.check(end, "endingVersion")
+    return start, end, rule
+
+
+def changes(
+    view: SharedView, start: int, end: int | None, caps: dict[str, list[str]], base: str, cdf: bool = True
+) -> Answer:
+    """Versions start..end's file actions: with `cdf` (the changes endpoint) a version's change
+    data files when it has some, else its added and removed files (`dataChange`); without
+    (a query's startingVersion), its added and removed files."""
+    end = view.latest if end is None else end
+    view.check(start, "startingVersion")
+    view.check(min(end, view.latest), "endingVersion")
+    end = min(end, view.latest)
+    try:
+        first = load_table_config(view.storage, view.listing, start)
+        last = load_table_config(view.storage, view.listing, end)
+        view.times.warm(start, end)
+        fmt = response_format(caps, last.protocol)
+        urls = _Urls(view, base)
+        answer = Answer(end, fmt, start=start, end=end)
+        answer.lines += [_protocol_line(last.protocol, fmt), _metadata_line(first.metadata, fmt, start)]
+        for version in range(start, end + 1):
+            _version_lines(view, answer, urls, version, cdf)
+    except DeltaError as exc:
+        raise from_core(exc, view.shared.table) from exc
+    return answer
+
+
+def _version_lines(view: SharedView, answer: Answer, urls: _Urls, version: int, cdf: bool) -> None:
+    actions = commit_actions(view.storage, version)
+    ts = view.timestamp_of(version)
+    has_cdc = cdf and any(name == "cdc" for name, _b in actions)
+    for name, body in actions:
+        if name == "metaData" and answer.format == DELTA and version > (answer.start or 0):
+            answer.lines.append(_metadata_line(Metadata.from_dict(body), DELTA, version))
+            continue
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            continue
+        wanted = name == "cdc" if has_cdc else name in ("add", "remove") and body.get("dataChange", True) is not False
+        if answer.format == DELTA and name in ("add", "remove", "cdc"):
+            wanted = name != "cdc" or cdf  # the recipient's engine reads the log itself
+        if not wanted:
+            continue
+        answer.lines.append(_file_line(name, body, answer.format, urls, version, ts))
+        answer.files += 1
+        answer.bytes += int(body.get("size") or 0)
