@@ -48,7 +48,7 @@ from tables.delta.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from tables.delta.storage.api import MAX_LOG_PATH_CHARS, FileInfo, allowed_roots, refuse_long_path
+from tables.delta.storage.api import MAX_LOG_PATH_CHARS, FileInfo, Storage, allowed_roots, refuse_long_path
 from tables.delta.storage.backends import backend_for_scheme, backend_of
 from tables.delta.storage.objectstore_config import (
     ERROR_CODE,
@@ -639,6 +639,34 @@ class ObjectStoreStorage:
         """`put` without overwrite, raising CommitConflictError when the object exists."""
         if not self.put(rel, data):
             raise CommitConflictError(f"{self.display(rel)} exists already", version=-1)
+
+    def place(self, source: Storage, key: str, into: str) -> str:
+        """Put the object `key` of `source` at `into` here: a server-side copy ("server-copy",
+        one CopyObject, the bytes never leave the store) when both are in the same store,
+        else the bytes read and written once ("copy"). Both keys are confined."""
+        import obstore
+
+        store_id, obj = self._target(into)
+        if isinstance(source, ObjectStoreStorage) and source.same_store(self):
+            from_id, from_obj = source._target(key)
+            if from_id == store_id:
+                with self._errors(into):
+                    self.requests += 1
+                    obstore.copy(self._store(store_id), from_obj, obj, overwrite=True)
+                    self._forget(store_id, obj)
+                return "server-copy"
+        data = source.read(key)
+        self.put(into, data, overwrite=True)  # the same file's bytes: the same object either way
+        return "copy"
+
+    def same_store(self, other: ObjectStoreStorage) -> bool:
+        """Whether `other` reaches the same service with the same options (a copy between
+        them can stay inside the store)."""
+        return (self._loc.kind, self._loc.host, self._loc.account) == (
+            other._loc.kind,
+            other._loc.host,
+            other._loc.account,
+        ) and self._options == other._options
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         import obstore
