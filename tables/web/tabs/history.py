@@ -29,6 +29,7 @@ from tables.services.history.query import (
     synced_key,
     version_at_time,
 )
+from tables.services.pins import pins_by_version
 from tables.services.reachability import answer_token, cache_epoch
 from tables.services.restores.requests import restore_ids_by_version
 from tables.services.sync import vanished
@@ -99,7 +100,9 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}:{shown}".encode()).hexdigest()[:32]
     reach_key = answer_token(table) if "readable" in columns else f"-:{cache_epoch()}"  # restore links move too
     removals = vanished.events_token(table)  # a look at the files may record one just after the sync
-    html_key = f"hist:{synced_key(table)}:{reach_key}:{removals}:{digest}"
+    pinned = pins_by_version(table)  # a pin made or removed changes the marks, not the sync
+    pins_key = ",".join(f"{v}.{p.pk}.{p.state}" for v, ps in sorted(pinned.items()) for p in ps)
+    html_key = f"hist:{synced_key(table)}:{reach_key}:{removals}:{pins_key}:{digest}"
     html = cache.get(html_key)
     if html is None:
         paginator = Paginator(qs, size)
@@ -110,6 +113,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         reach = reach or {}
         restores = restore_ids_by_version(table, page_obj.object_list)
         rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
+        for row in rows:
+            row["pinned"] = ", ".join(p.name for p in pinned.get(row["version"], ()))
         html = render_to_string(
             "tables/_history_rows.html",
             {
