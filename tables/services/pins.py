@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import as_storage, is_uri
-from tables.delta.write.keep import keep_version
+from tables.delta.storage.boundary import is_uri
+from tables.delta.write.keep import discard_kept, keep_version
 from tables.models import Pin, PinEvent, PinState, Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError, from_delta, one_line
@@ -36,6 +36,7 @@ PROTECTION = {
     "present": "hard links",
     "copy": "copies",
     "server-copy": "server-side copies",
+    "hold": "legal holds",
 }
 
 
@@ -93,7 +94,8 @@ def create_pin(
         raise ServiceError(f"This table has a pin named {name!r} already.", "pin_exists", 409) from None
     pin.store_location = store_location(table, pin)
     try:
-        kept = keep_version(table.location, version, pin.store_location)
+        # hold=None: legal holds where the table's bucket has Object Lock, else links or copies
+        kept = keep_version(table.location, version, pin.store_location, hold=None)
     except delta_errors.DeltaError as exc:
         pin.delete()  # nothing was promised: the row goes with the refusal
         raise from_delta(exc, table=table) from exc
@@ -177,10 +179,7 @@ def _delete_kept(pin: Pin) -> None:
     if not pin.store_location:
         return
     try:
-        storage = as_storage(pin.store_location)
-        keys = list(storage.list_tree(""))
-        for key in sorted(keys, key=lambda k: k.startswith("_delta_log/")):  # the log last
-            storage.delete(key)
+        discard_kept(pin.store_location)  # holds released, then the files, the log last
     except (delta_errors.DeltaError, OSError) as exc:
         Pin.objects.filter(pk=pin.pk).update(error=one_line(f"the kept files were not all deleted: {exc}"))
 

@@ -157,6 +157,7 @@ class ObjectStoreStorage:
         self._put_checked = False
         self._level_memo: tuple[str, Any] | None = None  # is_dir's listing, for the next one
         self.requests = 0  # requests made (benchmarks)
+        self._bucket_clients: dict[tuple[str, str, str | None], Any] = {}
 
     def __repr__(self) -> str:
         return f"ObjectStoreStorage({self.location!r})"
@@ -655,9 +656,24 @@ class ObjectStoreStorage:
                     obstore.copy(self._store(store_id), from_obj, obj, overwrite=True)
                     self._forget(store_id, obj)
                 return "server-copy"
+            bucket = self._bucket_client(store_id)
+            if bucket is not None and hasattr(bucket, "server_copy"):  # another bucket, one service
+                self.requests += 1
+                bucket.server_copy(from_id[1], from_obj, obj)
+                self._forget(store_id, obj)
+                return "server-copy"
         data = source.read(key)
         self.put(into, data, overwrite=True)  # the same file's bytes: the same object either way
         return "copy"
+
+    def _bucket_client(self, store_id: tuple[str, str, str | None]) -> Any:
+        """The backend's own client of a bucket (S3's, through boto3), None where it has none;
+        made once per bucket (a client costs tens of milliseconds to build)."""
+        clients = self._bucket_clients
+        if store_id not in clients:
+            factory = backend_of(self._loc.kind).versioning
+            clients[store_id] = None if factory is None else factory(self._loc_for(store_id), self._options)
+        return clients[store_id]
 
     def same_store(self, other: ObjectStoreStorage) -> bool:
         """Whether `other` reaches the same service with the same options (a copy between

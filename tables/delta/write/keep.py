@@ -21,13 +21,14 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import orjson
 
-from tables.delta.errors import DeltaError, KeepTargetError
+from tables.delta.errors import DeltaError, KeepTargetError, NotVersionedError, StorageError
 from tables.delta.log.checkpoint import write_actions_checkpoint
 from tables.delta.log.commitinfo import CommitInfoRead, bounded, read_commit_info
 from tables.delta.log.ict import TIMESTAMP_KEYS, VERSION_KEYS, ict_config
@@ -112,26 +113,27 @@ def _check_target(source: Storage, dest: Storage) -> None:
 
 
 class _Placer:
-    """Places files from the source into the kept table once each, counting how."""
+    """Plans where each source file goes in the kept table (once each), then places them all,
+    in parallel (an object store's copies are one round trip each), counting how."""
+
+    THREADS = 16
 
     def __init__(self, source: Storage, dest: Storage, result: KeepResult) -> None:
         self.source, self.dest, self.result = source, dest, result
-        self.done: set[str] = set()
+        self.todo: dict[str, tuple[str, int | None]] = {}  # into -> (source key, size if known)
 
-    def place(self, key: str, size: int | None) -> tuple[str, bool]:
-        into, moved = kept_key(key)
-        if into not in self.done:
-            how = place_file(self.source, key, self.dest, into)
-            self.done.add(into)
-            self.result.placed[how] = self.result.placed.get(how, 0) + 1
-            if how == "copy":
-                self.result.bytes_copied += size if size is not None else self.dest.head(into).size
+    def plan(self, key: str, size: int | None, into: str | None = None) -> tuple[str, bool]:
+        moved = False
+        if into is None:
+            into, moved = kept_key(key)
+        if into not in self.todo:
+            self.todo[into] = (key, size)
             self.result.relocated += int(moved)
         return into, moved
 
     def data_file(self, add: dict[str, Any]) -> dict[str, Any]:
         key = self.source.resolve(add["path"])
-        into, moved = self.place(key, add.get("size") if isinstance(add.get("size"), int) else None)
+        into, moved = self.plan(key, add.get("size") if isinstance(add.get("size"), int) else None)
         out = dict(add)
         if moved:
             out["path"] = quote(into, safe="/")
@@ -144,11 +146,9 @@ class _Placer:
     def deletion_vector(self, dv: dict[str, Any]) -> dict[str, Any]:
         if dv.get("storageType") == "u":
             where = deletion_vector_file(dv) or ""
-            into, moved = kept_key(where)
+            _into, moved = kept_key(where)
             if not moved:  # kept at its place: the descriptor stays as it is
-                if into not in self.done:
-                    self.result.deletion_vectors += 1
-                self.place(where, None)
+                self.plan(where, None)
                 return dv
             key = where
         else:
@@ -156,15 +156,79 @@ class _Placer:
         # an absolute DV (or one whose place cannot be kept) becomes a relative one beside
         # the data: a new file name from a UUID, the descriptor made for it
         name = uuid.uuid5(uuid.NAMESPACE_URL, key)
-        into = f"deletion_vector_{name}.bin"
-        if into not in self.done:
-            how = place_file(self.source, key, self.dest, into)
-            self.done.add(into)
-            self.result.placed[how] = self.result.placed.get(how, 0) + 1
-            self.result.deletion_vectors += 1
-            if how == "copy":
-                self.result.bytes_copied += self.dest.head(into).size
+        self.plan(key, None, f"deletion_vector_{name}.bin")
         return {**dv, "storageType": "u", "pathOrInlineDv": z85_encode(name.bytes)}
+
+    def place_all(self) -> None:
+        def one(item: tuple[str, tuple[str, int | None]]) -> tuple[str, str, int | None]:
+            into, (key, size) = item
+            return into, place_file(self.source, key, self.dest, into), size
+
+        items = list(self.todo.items())
+        threads = 1 if not getattr(self.dest, "remote", False) else min(self.THREADS, max(1, len(items)))
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for into, how, size in pool.map(one, items):
+                self.result.placed[how] = self.result.placed.get(how, 0) + 1
+                if posixpath.basename(into).startswith("deletion_vector_"):
+                    self.result.deletion_vectors += 1
+                if how == "copy":
+                    self.result.bytes_copied += size if size is not None else self.dest.head(into).size
+
+
+class _Holder:
+    """Object Lock instead of copies: a legal hold on the exact version of each object the
+    version needs, and adds that name those objects by their absolute URIs (a shallow clone of
+    the source). Nothing is copied; the held versions outlive any delete of their keys."""
+
+    THREADS = 16
+
+    def __init__(self, source: Storage, bucket: Any, result: KeepResult) -> None:
+        self.source, self.bucket, self.result = source, bucket, result
+        self.held: dict[str, str] = {}  # object path -> held version id
+
+    def _absolute(self, key: str) -> tuple[str, str]:
+        """(URI as an add names it, object path) of a source key in the held bucket."""
+        bucket_uri, obj = self.source.object_ref(key)
+        if bucket_uri.rstrip("/") != self.bucket.where:
+            raise StorageError(f"{self.source.display(key)} is not in the table's bucket; it cannot be held with it")
+        return quote(self.source.uri(key), safe="/:"), obj
+
+    def adds(self, adds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out, wanted = [], set()
+        for add in adds:
+            uri, obj = self._absolute(self.source.resolve(add["path"]))
+            wanted.add(obj)
+            kept = {**add, "path": uri, "dataChange": True}
+            dv = add.get("deletionVector")
+            if isinstance(dv, dict) and dv.get("storageType") in ("u", "p"):
+                where = deletion_vector_file(dv) if dv["storageType"] == "u" else dv_location(dv)
+                dv_uri, dv_obj = self._absolute(self.source.resolve(where) if dv["storageType"] == "p" else where)
+                wanted.add(dv_obj)
+                kept["deletionVector"] = {**dv, "storageType": "p", "pathOrInlineDv": dv_uri}
+            out.append(kept)
+        with ThreadPoolExecutor(max_workers=self.THREADS) as pool:
+            objs = sorted(wanted)
+            self.held = dict(zip(objs, pool.map(self.bucket.hold_current, objs), strict=True))
+        self.result.placed["hold"] = len(self.held)
+        return out
+
+    def record(self, dest: Storage) -> None:
+        """The holds, beside the kept log (a name engines and VACUUM leave alone): what a
+        removed pin releases."""
+        body = {"bucket": self.bucket.where, "objects": [{"key": k, "versionId": v} for k, v in self.held.items()]}
+        dest.put(f"{KEPT_DIR}/holds.json", orjson.dumps(body), overwrite=True)
+
+
+def _lock_bucket(source: Storage) -> Any | None:
+    """The source's bucket when it keeps versions under Object Lock (holds can keep them)."""
+    from tables.delta.storage.versions import versioned_bucket
+
+    try:
+        bucket = versioned_bucket(source)
+    except (NotVersionedError, StorageError):
+        return None
+    lock = getattr(bucket, "object_lock", None)
+    return bucket if lock is not None and lock() else None
 
 
 def _source_commit_info(source: Storage, snap: Snapshot) -> CommitInfoRead | None:
@@ -199,9 +263,11 @@ def _head_actions(snap: Snapshot, ict_on: bool) -> list[dict[str, Any]]:
     return actions
 
 
-def keep_version(source: Storage | str, version: int, into: Storage | str) -> KeepResult:
+def keep_version(source: Storage | str, version: int, into: Storage | str, hold: bool | None = False) -> KeepResult:
     """Write `into` as a new Delta table whose single version 0 equals `version` of `source`:
     files placed (linked, server-copied or copied), then version 0, then its checkpoint.
+    With `hold` (None: when the source's bucket has Object Lock), legal holds on the exact
+    object versions instead of copies, the adds naming them by absolute URI.
     KeepTargetError when `into` is a table already; the source's errors (a version not
     there any more, a path outside its roots) before anything is written."""
     src, dest = as_storage(source), as_storage(into)
@@ -216,8 +282,16 @@ def keep_version(source: Storage | str, version: int, into: Storage | str) -> Ke
     info = _source_commit_info(src, snap)
     ict_on = ict_config(snap).applies(snap.version)
     result = KeepResult(src.display(), snap.version, dest.display())
-    placer = _Placer(src, dest, result)
-    kept_adds = [placer.data_file(a) for a in adds]
+    bucket = _lock_bucket(src) if hold is None or hold else None
+    if hold and bucket is None:
+        raise StorageError(f"{src.display()}: the bucket has no Object Lock; its objects cannot be held")
+    holder = _Holder(src, bucket, result) if bucket is not None else None
+    if holder is not None:
+        kept_adds = holder.adds(adds)
+    else:
+        placer = _Placer(src, dest, result)
+        kept_adds = [placer.data_file(a) for a in adds]
+        placer.place_all()
     result.files = len(kept_adds)
     result.bytes = sum(a["size"] for a in kept_adds if isinstance(a.get("size"), int))
     result.commit_timestamp = _commit_time(snap, info)
@@ -244,4 +318,31 @@ def keep_version(source: Storage | str, version: int, into: Storage | str) -> Ke
         # the kept version keeps its time: TIMESTAMP AS OF on the kept table finds it
         set_mtime(commit_name(0), result.commit_timestamp)
     write_actions_checkpoint(dest, 0, actions)
+    if holder is not None:
+        holder.record(dest)
     return result
+
+
+def discard_kept(into: Storage | str) -> int:
+    """Undo a keep: release its legal holds (recorded in `_kept/holds.json`), then delete the
+    kept table's files, its log last (a hard link's other name, the source's, stays). The
+    number of files deleted."""
+    from tables.delta.storage.versions import versioned_bucket
+
+    dest = as_storage(into)
+    try:
+        holds = orjson.loads(dest.read(f"{KEPT_DIR}/holds.json"))
+    except FileNotFoundError:
+        holds = None
+    if holds:
+        # the holds are on the source's bucket, which the kept table's own adds name
+        snap = load_snapshot(dest, 0)
+        first = snap.file_paths()[:1]
+        if first:
+            bucket = versioned_bucket(as_storage(first[0].rsplit("/", 1)[0]))
+            for held in holds.get("objects") or ():
+                bucket.release(str(held["key"]), str(held["versionId"]))
+    keys = sorted(dest.list_tree(""), key=lambda k: k.startswith(f"{LOG_DIR}/"))
+    for key in keys:
+        dest.delete(key)
+    return len(keys)
