@@ -36,7 +36,9 @@ BODY = b"x" * 1024
 
 def commit_zero(n: int) -> bytes:
     """Version 0 of a table of `n` files (one column, no partitions)."""
-    schema = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]})
+    schema = json.dumps(
+        {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    )
     lines = [
         {"commitInfo": {"timestamp": 1_700_000_000_000, "operation": "WRITE"}},
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
