@@ -247,6 +247,46 @@ def held_bytes(table: Table, pins: list[Pin], latest: Snapshot) -> dict[int, int
     return out
 
 
+MAX_CHECKED = 5000  # kept files looked for in the table per pin (HEADs on an object store)
+
+
+def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
+    """(pin, files, bytes) of each holding pin whose version's files are gone from the table:
+    what the pin alone now keeps (a VACUUM met it). Only files the latest version no longer
+    references are looked for, at most MAX_CHECKED per pin; the rest of those count as gone."""
+    from tables.delta.storage.boundary import as_storage
+
+    pins = holding_pins(table)
+    if not pins:
+        return []
+    storage = as_storage(table.location)
+    live = set(load_snapshot(table.location).file_paths())
+    out = []
+    for pin in pins:
+        try:
+            kept = load_snapshot(pin.store_location, 0)
+        except delta_errors.DeltaError:
+            continue
+        sizes = kept.files.column("size").to_pylist()
+        files = nbytes = 0
+        for i, (path, size) in enumerate(zip(kept.file_paths(), sizes, strict=True)):
+            if path in live:
+                continue
+            if i < MAX_CHECKED and _present(storage, path):
+                continue
+            files, nbytes = files + 1, nbytes + int(size or 0)
+        if files:
+            out.append((pin, files, nbytes))
+    return out
+
+
+def _present(storage: Any, path: str) -> bool:
+    try:
+        return bool(storage.exists(storage.resolve(path)))
+    except (delta_errors.DeltaError, OSError, AttributeError):
+        return False
+
+
 def store_note(table: Table) -> str | None:
     """A clear word where the pin store cannot protect this table's files by link or
     server-side copy: pins still keep them, by copying every byte."""

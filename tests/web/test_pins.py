@@ -195,3 +195,26 @@ def test_the_pin_command_and_expiry(users, table):
     call_command("pin", "--expire", stdout=out)
     assert json.loads(out.getvalue()) == {"expired": 1}
     assert Pin.objects.get(pk=made["id"]).state == PinState.EXPIRED
+
+
+def test_a_vacuum_that_meets_a_pin_is_an_alert(users, table, django_capture_on_commit_callbacks):
+    """The sync's look finds the files delta-rs's VACUUM deleted; the rule names the VACUUM's
+    commit, the pin and the bytes the pin alone now keeps (the kept files gone from the table)."""
+    from alerts.models import Alert
+    from tables.models import Commit
+
+    src = Path(table.location)
+    pin = pins.create_pin(table, VERSION, "close", "Q3", users["analyst"])
+    kept = pins.load_snapshot(pin.store_location, 0)
+    sizes = dict(zip(kept.file_paths(), kept.files.column("size").to_pylist(), strict=True))
+    dt = deltalake.DeltaTable(str(src))
+    deleted = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    gone = sum(sizes[p] for p in deleted if p in sizes)
+    assert gone > 0
+    with django_capture_on_commit_callbacks(execute=True):
+        sync.sync_table(table.pk)
+    alert = Alert.objects.get(table=table, rule="pinned_vacuum")
+    end = Commit.objects.get(table=table, operation="VACUUM END")
+    assert alert.version == end.version
+    assert f"VACUUM END at version {end.version}" in alert.explanation
+    assert f"pin close (version {VERSION}) alone now keeps {gone} bytes" in alert.explanation
