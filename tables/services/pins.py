@@ -51,6 +51,8 @@ def _text(value: Any, what: str, limit: int, required: bool = True) -> str:
         raise ServiceError(f"Give the pin's {what}.", "invalid_pin")
     if len(text) > limit:
         raise ServiceError(f"The pin's {what} is too long (at most {limit:,} characters).", "invalid_pin")
+    if "\x00" in text:  # no database stores it as text
+        raise ServiceError(f"The pin's {what} holds a NUL character.", "invalid_pin")
     return text
 
 
