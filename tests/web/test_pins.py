@@ -114,6 +114,10 @@ def test_a_pin_keeps_its_version_through_vacuum_and_log_cleanup(client, users, t
     got = api(client, users["analyst"], "get", f"/api/tables/{table.pk}/versions/{VERSION}/")
     assert got.status_code == 200, got.content
     assert got.json()["version"] == VERSION and got.json()["numFiles"] == body["files"]
+    schema = api(client, users["analyst"], "get", f"/api/tables/{table.pk}/schema/?version={VERSION}")
+    assert schema.status_code == 200 and schema.json()["pinned"] == "quarter-end"
+    fields = [f["name"] for f in pins.load_snapshot(pin.store_location, 0).metadata.schema["fields"]]
+    assert [c["path"][-1] for c in schema.json()["columns"]] == fields and fields
     page = client.get(f"/t/{table.slug}/v/{VERSION}/")
     assert page.status_code == 200 and b"quarter-end" in page.content and b'id="pins"' in page.content
 
