@@ -44,9 +44,9 @@ STATEFUL_VALIDITY = {
     "POST /api/tables/",
     "POST /api/discover/",  # a prefix is valid when it exists under the roots: the disk decides
     "POST /api/tables/{id}/pins/",  # the version must be in the log, the name new to the table
-    "POST /api/pins/{pk}/unpin/",  # the pin must exist and be active
-    "POST /api/pins/{pk}/approve/",  # ... have a removal awaiting a decision
-    "POST /api/pins/{pk}/reject/",
+    "POST /api/pins/{id}/unpin/",  # the pin must exist and be active
+    "POST /api/pins/{id}/approve/",  # ... have a removal awaiting a decision
+    "POST /api/pins/{id}/reject/",
     "POST /api/alerts/rules/",
     "POST /api/alerts/subscriptions/",
     "POST /api/alerts/webhooks/",

@@ -57,8 +57,8 @@ class PinSerializer(serializers.Serializer):
 
 class PinCreateSerializer(serializers.Serializer):
     version = serializers.IntegerField(min_value=0, max_value=INT64_MAX)
-    name = serializers.CharField(max_length=pins.MAX_NAME)
-    reason = serializers.CharField(max_length=pins.MAX_TEXT)
+    name = serializers.CharField(max_length=pins.MAX_NAME, min_length=1)
+    reason = serializers.CharField(max_length=pins.MAX_TEXT, min_length=1)
     expiresAt = serializers.DateTimeField(required=False, allow_null=True, help_text="none: kept until removed")
 
 
@@ -72,7 +72,7 @@ class PinCommentSerializer(serializers.Serializer):
 
 
 class PinUnpinSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=pins.MAX_TEXT)
+    reason = serializers.CharField(max_length=pins.MAX_TEXT, min_length=1)
 
 
 def _pin_or_404(pk: str) -> Pin:
