@@ -222,3 +222,63 @@ def test_a_vacuum_that_meets_a_pin_is_an_alert(users, table, django_capture_on_c
     assert alert.version == end.version
     assert f"VACUUM END at version {end.version}" in alert.explanation
     assert f"pin close (version {VERSION}) alone now keeps {gone} bytes" in alert.explanation
+
+
+def test_pinning_and_asking_to_remove_from_the_version_page(client, users, table):
+    client.force_login(users["analyst"])
+    r = client.post(f"/t/{table.slug}/v/3/pin/", {"name": "audit 2024", "reason": "the auditors", "expires": ""})
+    assert r.status_code == 302 and r["Location"].endswith(f"/t/{table.slug}/v/3/")
+    pin = Pin.objects.get(table=table, name="audit 2024")
+    assert (pin.version, pin.created_by, pin.protection) == (3, users["analyst"], "hard links")
+    page = client.get(r["Location"]).content.decode()
+    assert f'id="pin-{pin.pk}"' in page and "Ask to remove" in page
+    # a bad form changes nothing and says why
+    client.post(f"/t/{table.slug}/v/3/pin/", {"name": "", "reason": "x"})
+    assert Pin.objects.filter(table=table).count() == 1
+    client.post(f"/pins/{pin.pk}/unpin/", {"text": "audit over"})
+    pin.refresh_from_db()
+    assert pin.state == PinState.UNPIN_REQUESTED
+    client.force_login(users["approver"])
+    page = client.get(f"/t/{table.slug}/v/3/").content.decode()
+    assert "Approve removal" in page
+    client.post(f"/pins/{pin.pk}/approve/", {"text": ""})
+    pin.refresh_from_db()
+    assert pin.state == PinState.REMOVED and pin.decided_by == users["approver"]
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["copies", "object-lock"])
+def test_a_pin_of_an_s3_table(s3_server, monkeypatch, settings, users, locked):
+    """On moto: a pin store prefix in the table's bucket gets server-side copies; a bucket with
+    Object Lock gets legal holds instead. delta-rs reads the kept table after the VACUUM
+    (copies), or the held versions are there (holds)."""
+    import uuid
+
+    from tests.conftest import s3_buckets
+    from tests.core.test_keep_s3 import rows as s3_rows
+    from tests.core.test_keep_s3 import write_table
+
+    bucket = "pins-app-locked" if locked else "pins-app"
+    client = s3_buckets(s3_server, monkeypatch, settings)
+    if bucket not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=bucket, **({"ObjectLockEnabledForBucket": True} if locked else {}))
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{bucket}/allowed"]
+    settings.DELTAWEB_PIN_STORE = f"s3://{bucket}/allowed/pins"
+    location = f"s3://{bucket}/allowed/t-{uuid.uuid4().hex[:8]}"
+    write_table(s3_server, location)
+    expected = s3_rows(s3_server, location, 1)
+    table = registration.register_table(f"s3-{uuid.uuid4().hex[:6]}", location)
+    sync.sync_table(table.pk)
+    pin = pins.create_pin(table, 1, "s3 pin", "why", users["analyst"])
+    assert pin.protection == ("legal holds" if locked else "server-side copies") and pin.bytes_copied == 0
+    dt = deltalake.DeltaTable(location, storage_options=s3_server.storage_options())
+    assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    if not locked:
+        assert s3_rows(s3_server, pin.store_location) == expected
+    else:
+        held = json.loads(
+            client.get_object(Bucket=bucket, Key=pin.store_location.split("/", 3)[3] + "/_kept/holds.json")[
+                "Body"
+            ].read()
+        )
+        for h in held["objects"]:
+            assert client.head_object(Bucket=bucket, Key=h["key"], VersionId=h["versionId"])["ContentLength"] > 0
