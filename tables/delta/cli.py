@@ -91,6 +91,11 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p = cmd("keep", "write a new table whose single version 0 is a version of this one (survives its VACUUM)")
     p.add_argument("--version", type=int, required=True)
     p.add_argument("--into", required=True, metavar="DIR", help="the new table's location (must not be a table)")
+    p.add_argument(
+        "--hold",
+        action="store_true",
+        help="S3 with Object Lock: legal holds on the exact object versions instead of copies",
+    )
     p = cmd("row-history", "one row's inserts, updates and deletes over a range of versions, by its key")
     p.add_argument(
         "--key",
@@ -252,7 +257,7 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
 
         if opts["version"] < 0:
             raise ValueError("--version must be >= 0")
-        return keep_version(path, opts["version"], opts["into"]).to_dict()
+        return keep_version(path, opts["version"], opts["into"], hold=bool(opts.get("hold"))).to_dict()
     if sub == "row-history":
         from tables.delta.history.row_history import row_history
 
