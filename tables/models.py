@@ -592,6 +592,7 @@ class JobDuration(models.Model):
 
 
 class PinState(models.TextChoices):
+    WRITING = "writing", "writing: the version is being kept"
     ACTIVE = "active", "active"
     UNPIN_REQUESTED = "unpin_requested", "removal requested: awaiting an approver"
     REMOVED = "removed", "removed"

@@ -25,6 +25,7 @@ from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import is_uri
 from tables.delta.write.keep import discard_kept, keep_version
 from tables.models import Pin, PinEvent, PinState, Table
+from tables.services import jobs
 from tables.services.access import roles
 from tables.services.errors import ServiceError, from_delta, one_line
 from tables.services.lookup import INT64_MAX
@@ -76,36 +77,91 @@ def _protection(placed: dict[str, int]) -> str:
 
 
 def create_pin(
-    table: Table, version: Any, name: Any, reason: Any, user: Any, expires_at: datetime | None = None
+    table: Table,
+    version: Any,
+    name: Any,
+    reason: Any,
+    user: Any,
+    expires_at: datetime | None = None,
+    background: bool | None = None,
 ) -> Pin:
-    """Pin `version` of `table`: the row, then the version written into the pin store. A
-    version that can no longer be read is refused (nothing is kept), as is a name the table's
-    pins have already, an expiry in the past, or a user without the role."""
+    """Pin `version` of `table`: the row, then the version written into the pin store. On
+    local disk (hard links: seconds for 10,000 files) it is written now, and a version that
+    cannot be kept is refused with nothing saved. Where the table or the store is an object
+    store (`background` None), or with `background`, the pin is `writing` and a worker keeps the
+    version (`write_pin`): a row first, sent once the transaction commits. Refused: a name the
+    table's pins have, an expiry in the past, a user without the role."""
     if not roles.can_request_restore(user):
         raise ServiceError("Pinning a version needs the analyst or approver role (or staff).", "permission_denied", 403)
     version = _version(version)
     name, reason = _text(name, "name", MAX_NAME), _text(reason, "reason", MAX_TEXT)
     if expires_at is not None and expires_at <= timezone.now():
         raise ServiceError("The pin's expiry must lie in the future.", "invalid_pin")
+    if background is None:
+        background = is_uri(table.location) or is_uri(str(settings.DELTAWEB_PIN_STORE))
     try:
         with transaction.atomic():
             pin = Pin.objects.create(
-                table=table, version=version, name=name, reason=reason, expires_at=expires_at, created_by=user
-            )
+                table=table, version=version, name=name, reason=reason, expires_at=expires_at, created_by=user,
+                state=PinState.WRITING,
+            )  # fmt: skip
+            pin.store_location = store_location(table, pin)
+            pin.save(update_fields=["store_location"])
+            event(pin, user, "", PinState.WRITING, f"pin version {version}: {reason}")
+            if background:
+                transaction.on_commit(lambda: _send(pin.pk))
     except IntegrityError:
         raise ServiceError(f"This table has a pin named {name!r} already.", "pin_exists", 409) from None
-    pin.store_location = store_location(table, pin)
+    if background:
+        return pin
     try:
-        # hold=None: legal holds where the table's bucket has Object Lock, else links or copies
-        kept = keep_version(table.location, version, pin.store_location, hold=None)
+        return _write(pin, user)
     except delta_errors.DeltaError as exc:
+        if not isinstance(exc, delta_errors.KeepTargetError):  # never another's kept table
+            _delete_kept(pin)
         pin.delete()  # nothing was promised: the row goes with the refusal
         raise from_delta(exc, table=table) from exc
-    pin.protection = _protection(kept.placed)
-    pin.files, pin.bytes, pin.bytes_copied = kept.files, kept.bytes, kept.bytes_copied
-    pin.save(update_fields=["store_location", "protection", "files", "bytes", "bytes_copied"])
-    event(pin, user, "", PinState.ACTIVE, f"pinned version {version} ({pin.protection}): {reason}")
+
+
+def _send(pk: int) -> None:
+    try:
+        jobs.send(jobs.PIN_TASK, pk)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        Pin.objects.filter(pk=pk, state=PinState.WRITING).update(
+            error=f"the task queue is unreachable ({type(exc).__name__}); the pin waits to be written"
+        )
+
+
+def _write(pin: Pin, actor: Any) -> Pin:
+    """Keep the pin's version in the store (hold=None: legal holds where the table's bucket has
+    Object Lock, else links or copies) and make the pin active."""
+    kept = keep_version(pin.table.location, pin.version, pin.store_location, hold=None)
+    protection = _protection(kept.placed)
+    Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).update(
+        state=PinState.ACTIVE, protection=protection, files=kept.files, bytes=kept.bytes,
+        bytes_copied=kept.bytes_copied, error="",
+    )  # fmt: skip
+    event(pin, actor, PinState.WRITING, PinState.ACTIVE, f"kept version {pin.version} ({protection})")
+    pin.refresh_from_db()
     return pin
+
+
+def write_pin(pk: int) -> dict[str, Any]:
+    """The worker's part: keep a `writing` pin's version; a version that cannot be kept makes
+    the pin `failed`, with why, and what was written of it is deleted."""
+    pin = Pin.objects.select_related("table").filter(pk=pk, state=PinState.WRITING).first()
+    if pin is None:
+        return {"skipped": True}
+    try:
+        pin = _write(pin, None)
+    except delta_errors.DeltaError as exc:
+        message = one_line(from_delta(exc, table=pin.table).message)
+        Pin.objects.filter(pk=pk, state=PinState.WRITING).update(state=PinState.FAILED, error=message)
+        event(pin, None, PinState.WRITING, PinState.FAILED, message)
+        if not isinstance(exc, delta_errors.KeepTargetError):
+            _delete_kept(pin)
+        return {"failed": message}
+    return {"state": pin.state, "protection": pin.protection}
 
 
 def _expired(pin: Pin) -> bool:
@@ -317,6 +373,7 @@ def pin_payload(pin: Pin) -> dict[str, Any]:
         "removalRequestedBy": pin.removal_requested_by.get_username() if pin.removal_requested_by else None,
         "removalReason": pin.removal_reason or None,
         "decidedBy": pin.decided_by.get_username() if pin.decided_by else None,
+        "error": pin.error or None,
         "events": [
             {
                 "at": e.at.isoformat(),

@@ -81,7 +81,10 @@ def pin_new(request: HttpRequest, slug: str, version: int) -> HttpResponse:
             raise
         messages.error(request, f"The pin was not made: {exc.message}")
     else:
-        messages.success(request, f"Version {version} is pinned as {pin.name!r} ({pin.protection}).")
+        if pin.state == PinState.WRITING:
+            messages.success(request, f"Version {version} is being kept as pin {pin.name!r} (a worker copies it).")
+        else:
+            messages.success(request, f"Version {version} is pinned as {pin.name!r} ({pin.protection}).")
     return redirect("tables:version_detail", table.slug, version)
 
 

@@ -162,7 +162,7 @@ def test_removing_a_pin_needs_an_approver_and_is_audited(client, users, table):
     assert not any(p.is_file() for p in kept.rglob("*"))
     assert os.path.exists(Path(table.location) / "_delta_log")  # the table's own files stay
     trail = [(e.actor.username if e.actor else None, e.to_state) for e in PinEvent.objects.filter(pin=pin)]
-    assert trail == [("ana", "active"), ("ana", "unpin_requested"), ("appro", "removed")]
+    assert trail == [("ana", "writing"), ("ana", "active"), ("ana", "unpin_requested"), ("appro", "removed")]
     # a rejection keeps the pin and says why
     kept_pin = api(client, users["approver2"], "post", f"/api/pins/{other.pk}/reject/", {"comment": "still needed"})
     assert kept_pin.status_code == 200 and kept_pin.json()["state"] == "active"
@@ -269,6 +269,9 @@ def test_a_pin_of_an_s3_table(s3_server, monkeypatch, settings, users, locked):
     table = registration.register_table(f"s3-{uuid.uuid4().hex[:6]}", location)
     sync.sync_table(table.pk)
     pin = pins.create_pin(table, 1, "s3 pin", "why", users["analyst"])
+    assert pin.state == PinState.WRITING  # an object store: a worker keeps it (as the task does here)
+    assert pins.write_pin(pin.pk)["state"] == PinState.ACTIVE
+    pin.refresh_from_db()
     assert pin.protection == ("legal holds" if locked else "server-side copies") and pin.bytes_copied == 0
     dt = deltalake.DeltaTable(location, storage_options=s3_server.storage_options())
     assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
@@ -282,3 +285,15 @@ def test_a_pin_of_an_s3_table(s3_server, monkeypatch, settings, users, locked):
         )
         for h in held["objects"]:
             assert client.head_object(Bucket=bucket, Key=h["key"], VersionId=h["versionId"])["ContentLength"] > 0
+
+
+def test_a_pin_written_by_a_worker_fails_clearly(users, table):
+    """In the background (as on an object store), a version that cannot be kept makes the pin
+    failed, saying why; nothing is left in the store."""
+    pin = pins.create_pin(table, 999, "too far", "why", users["analyst"], background=True)
+    assert pin.state == PinState.WRITING
+    assert "failed" in pins.write_pin(pin.pk)
+    pin.refresh_from_db()
+    assert pin.state == PinState.FAILED and "999" in pin.error
+    assert not Path(pin.store_location).exists() or not any(Path(pin.store_location).rglob("*.json"))
+    assert pins.write_pin(pin.pk) == {"skipped": True}  # claimed once: a failed pin is not written again

@@ -8,7 +8,7 @@ rendered by tables.api.errors.exception_handler.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from tables.api.common import TABLE_ID, _errors, table_or_404
 from tables.api.permissions import CanApprove, CanBrowse, CanRequestRestore
-from tables.models import Pin
+from tables.models import Pin, PinState
 from tables.services import pins
 from tables.services.lookup import INT64_MAX
 
@@ -52,6 +52,7 @@ class PinSerializer(serializers.Serializer):
     removalRequestedBy = serializers.CharField(allow_null=True)
     removalReason = serializers.CharField(allow_null=True)
     decidedBy = serializers.CharField(allow_null=True)
+    error = serializers.CharField(allow_null=True, help_text="why a pin failed (or a removal left files)")
     events = PinEventSerializer(many=True)
 
 
@@ -105,17 +106,24 @@ class TablePinsView(APIView):
     @extend_schema(
         parameters=[TABLE_ID],
         request=PinCreateSerializer,
-        responses={201: PinSerializer, **_errors(400, 401, 403, 404, 409, 422)},
+        responses={
+            201: PinSerializer,
+            202: OpenApiResponse(PinSerializer, description="writing: a worker keeps the version (object stores)"),
+            **_errors(400, 401, 403, 404, 409, 422),
+        },
     )
     def post(self, request, id: str):
-        """Pin a version: it is written into the pin store at once (hard links where the store
-        shares the table's file system). 409 pin_exists for a name the table's pins have."""
+        """Pin a version: on local disk it is written into the pin store at once (hard links where
+        the store shares the table's file system), 201; where the table or the store is an
+        object store a worker writes it, 202 with state `writing` (poll pins/{id}/ until
+        `active`, or `failed` with `error`). 409 pin_exists for a name the table's pins have."""
         table = table_or_404(id)
         ser = PinCreateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
         pin = pins.create_pin(table, d["version"], d["name"], d["reason"], request.user, d.get("expiresAt"))
-        return Response(_body(pin), status=status.HTTP_201_CREATED)
+        code = status.HTTP_202_ACCEPTED if pin.state == PinState.WRITING else status.HTTP_201_CREATED
+        return Response(_body(pin), status=code)
 
 
 class PinView(APIView):
