@@ -35,7 +35,7 @@ from tables.models import Anomaly, Commit, Job, JobKind, SyncState, Table
 from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
-from tables.services.sync import schedule, vanished
+from tables.services.sync import checksums, schedule, vanished
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
 from tables.services.sync.reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
 
@@ -270,6 +270,8 @@ def _store(
     batches = _batches(table, storage, times, chunks, reads, insert, files, base, sizes, prev)
     _write_batches(table, job, storage, insert, batches, len(chunks), total)
     _after_batches(table, job, times, kept, start)
+    jobs.progress(job, "checking version checksum files")
+    checksums.check_after_sync(table, storage, times, start.new_versions, sizes)
     faults.reached("sync-stored")
     _mark_synced(table, times, kept, start)
     jobs.progress(job, "looking for files removed outside the log")
