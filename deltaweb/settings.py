@@ -297,6 +297,12 @@ DELTAWEB_SPARK_REMOTE = env("DELTAWEB_SPARK_REMOTE", "").strip()
 # Spark jobs for previews, change data and row diffs write their results (Parquet) under
 # <DELTAWEB_RESULTS_DIR>/job-<id>/; the web process pages them with pyarrow.
 DELTAWEB_RESULTS_DIR = env("DELTAWEB_RESULTS_DIR", str(BASE_DIR / "var" / "results"))
+# Pins: each pinned version is written as a table of its own under <DELTAWEB_PIN_STORE>/<table
+# id>/<pin id>-v<version>/ (files hard-linked where the store shares the tables' file system, else
+# copied; on an object store, server-side copies). deltaweb owns it: no table's writer or VACUUM
+# touches it. Reads are allowed there as under DELTAWEB_ALLOWED_ROOTS.
+_pin_store = env("DELTAWEB_PIN_STORE", str(BASE_DIR / "var" / "pins")).strip()
+DELTAWEB_PIN_STORE = _pin_store if "://" in _pin_store or os.path.isabs(_pin_store) else str(BASE_DIR / _pin_store)
 
 # Approved restores re-plan and commit on Spark ("spark"); "local" runs the pure planner in the
 # worker instead (no JVM: small deployments and most tests). Both make the same plan.

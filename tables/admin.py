@@ -1,4 +1,4 @@
-"""Admin console: restore approvals and table management.
+"""Admin console: restore approvals, pin removals and table management.
 
 Approvals go through the same use cases as the UI and the API (approve_restore /
 reject_restore of tables.services.restores.requests), so the server's rules hold here too: approvers (or staff) only, never on
@@ -26,6 +26,9 @@ from tables.models import (
     Job,
     ManagedTable,
     OwnerRefusal,
+    Pin,
+    PinEvent,
+    PinState,
     RatifiedCommit,
     Recipient,
     RecipientQuery,
@@ -39,6 +42,7 @@ from tables.models import (
 )
 from tables.services.access import roles
 from tables.services.errors import ServiceError
+from tables.services.pins import approve_unpin, reject_unpin
 from tables.services.registration import validate_location
 from tables.services.restores.requests import RESTORE_WARNING, approve_restore, reject_restore
 from tables.services.sharing import recipients as sharing_recipients
@@ -424,6 +428,108 @@ class RestoreRequestAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/tables/restorerequest/bulk_decision.html", context)
 
 
+# --- pins: removals before expiry, decided by an approver --------------------------------------
+
+
+class PinEventInline(admin.TabularInline):
+    model = PinEvent
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ["at", "who", "from_state", "to_state", "note"]
+    verbose_name = "event"
+    verbose_name_plural = "audit trail"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("actor")
+
+    @admin.display(description="actor")
+    def who(self, obj: PinEvent) -> str:
+        return obj.actor.get_username() if obj.actor else "expiry"
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.has_perm("tables.view_pin") or super().has_view_permission(request, obj)
+
+
+class PinStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return PinState.choices
+
+    def queryset(self, request, queryset):
+        return queryset.filter(state=self.value()) if self.value() in PinState.values else queryset
+
+
+@admin.register(Pin)
+class PinAdmin(admin.ModelAdmin):
+    """Pins, their removals awaiting an approver (the same service as the pages and the API:
+    approvers or staff, never on a removal they asked for), and each pin's audit trail."""
+
+    list_display = ["id", "name", "table", "version", "state", "expires_at", "protection", "created_at"]
+    list_filter = [PinStateFilter, "table"]
+    list_select_related = ["table"]
+    search_fields = ["name", "reason", "table__name"]
+    inlines = [PinEventInline]
+    actions = ["approve_removal", "reject_removal"]
+    fields = readonly_fields = [
+        "table", "version", "name", "reason", "expires_at", "state", "protection", "files", "bytes",
+        "bytes_copied", "removal_reason", "created_at", "decided_at", "error",
+    ]  # fmt: skip
+
+    def has_add_permission(self, request) -> bool:
+        return False  # pins are made from the version page, the API or `manage.py pin`
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # the audit trail stays
+
+    def save_model(self, request, obj, form, change) -> None:
+        """Nothing is edited here ("change" permission is for the decisions)."""
+
+    @admin.action(description="Approve the removal of the selected pins…", permissions=["change"])
+    def approve_removal(self, request, queryset):
+        return self._bulk(request, queryset, approve=True)
+
+    @admin.action(description="Reject the removal of the selected pins…", permissions=["change"])
+    def reject_removal(self, request, queryset):
+        return self._bulk(request, queryset, approve=False)
+
+    def _bulk(self, request, queryset, approve: bool):
+        form = DecisionForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            done, refused = [], []
+            for obj in queryset.select_related("table"):
+                try:
+                    if approve:
+                        approve_unpin(obj, request.user, form.cleaned_data["comment"])
+                    else:
+                        reject_unpin(obj, request.user, form.cleaned_data["comment"])
+                    done.append(f"#{obj.pk}")
+                except ServiceError as exc:
+                    refused.append(f"#{obj.pk}: {exc.message}")
+            if done:
+                messages.success(request, f"{', '.join(done)} {'removed' if approve else 'kept'}.")
+            for text in refused:
+                messages.error(request, text)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Approve pin removals" if approve else "Reject pin removals",
+            "approve": approve,
+            "queryset": queryset.select_related("table", "removal_requested_by"),
+            "form": form,
+            "action": "approve_removal" if approve else "reject_removal",
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "opts": self.model._meta,
+            "media": self.media,
+        }
+        return TemplateResponse(request, "admin/tables/pin/bulk_decision.html", context)
 # --- Delta Sharing: shares, their tables' windows, recipients and their tokens ----------------
 
 

@@ -12,5 +12,6 @@ class TablesConfig(AppConfig):
 
         from tables.delta.storage.boundary import set_roots_provider
 
-        # every storage the app opens (pages, API, workers, Spark jobs) is confined to these
-        set_roots_provider(lambda: settings.DELTAWEB_ALLOWED_ROOTS)
+        # every storage the app opens (pages, API, workers, Spark jobs) is confined to these:
+        # the tables' roots and the pin store deltaweb writes kept versions into
+        set_roots_provider(lambda: [*settings.DELTAWEB_ALLOWED_ROOTS, settings.DELTAWEB_PIN_STORE])

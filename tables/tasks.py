@@ -34,6 +34,13 @@ from tables.services.sync import store as sync
 logger = logging.getLogger(__name__)
 
 
+@shared_task(name=jobs.PIN_TASK, acks_late=True)
+def write_pin(pin_id: int) -> dict:
+    from tables.services import pins
+
+    return pins.write_pin(pin_id)
+
+
 @shared_task(name=jobs.SYNC_TASK, acks_late=True)
 def sync_table(job_id: int) -> dict:
     job = Job.objects.filter(pk=job_id).select_related("table").first()

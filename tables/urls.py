@@ -4,6 +4,7 @@ from django.urls import path, re_path
 
 from tables.web import account as account_views
 from tables.web import discovery as discovery_views
+from tables.web import pins as pin_views
 from tables.web import restores as restore_views
 from tables.web import row_history as row_history_views
 from tables.web import rows as rows_views
@@ -40,6 +41,10 @@ urlpatterns = [
     path("t/<slug:slug>/sync/", views.sync_now, name="sync_now"),
     path("t/<slug:slug>/charts.json", overview_views.table_charts_json, name="table_charts"),
     path("t/<slug:slug>/v/<int:version>/", versions_views.version_detail, name="version_detail"),
+    path("t/<slug:slug>/v/<int:version>/pin/", pin_views.pin_new, name="pin_new"),
+    path("pins/<int:pk>/unpin/", pin_views.pin_unpin, name="pin_unpin"),
+    path("pins/<int:pk>/approve/", pin_views.pin_approve, name="pin_approve"),
+    path("pins/<int:pk>/reject/", pin_views.pin_reject, name="pin_reject"),
     path("t/<slug:slug>/diff/", compare_views.diff_view, name="diff"),
     path("t/<slug:slug>/diff/rows/", rows_views.diff_rows_start, name="diff_rows"),
     path("t/<slug:slug>/v/<int:version>/preview/", rows_views.preview_start, name="version_preview"),

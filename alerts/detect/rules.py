@@ -231,6 +231,29 @@ def vacuum_unreadable(event: Any, threshold: float | None) -> str | None:
     return text + f"; noticed after version {event.version})"
 
 
+def pinned_vacuum(event: Any, _t: float | None) -> str | None:
+    """Files removed outside the log (a VACUUM) that pinned versions need: the VACUUM's
+    commit, each pin and the bytes it alone now keeps (the version stays readable from the
+    pin store)."""
+    from tables.services.pins import pins_met
+
+    met = pins_met(event.table)
+    if not met:
+        return None
+    at = event.vacuum_end_version if event.vacuum_end_version is not None else event.vacuum_start_version
+    if at is not None:
+        head = f"VACUUM {'END' if event.vacuum_end_version is not None else 'START'} at version {at}"
+        head += f" by {_q(event.vacuum_user, 60)}" if event.vacuum_user else ""
+    else:
+        head = f"Files removed outside the log (noticed after version {event.version})"
+    said = [
+        f"pin {_q(pin.name, 60)} (version {pin.version}) alone now keeps {nbytes} bytes in {files} files"
+        for pin, files, nbytes in met[:5]
+    ]
+    more = f" and {len(met) - 5} more pins" if len(met) > 5 else ""
+    return f"{head} deleted files pinned versions need: {'; '.join(said)}{more}; they stay readable from the pin store"
+
+
 def _engine(text: str) -> str:
     """The products of an engineInfo without their versions ('Apache-Spark/3.4.0 Delta-Lake/3.0.0'
     -> 'Apache-Spark Delta-Lake'): an upgrade is not a new writer."""
@@ -357,6 +380,7 @@ BUILTIN: dict[str, Builtin] = {
             "versions made unreadable (at least)",
             on=FILE_REMOVAL,
         ),
+        Builtin("pinned_vacuum", "VACUUM met a pin", Severity.WARNING, pinned_vacuum, on=FILE_REMOVAL),
     )
 }
 

@@ -52,6 +52,9 @@ class ReachabilityPageSerializer(serializers.Serializer):
     latestVersion = serializers.IntegerField()
     logRetentionMs = serializers.IntegerField()
     deletedFileRetentionMs = serializers.IntegerField()
+    pinnedVersions = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Versions a pin keeps in the pin store (GET tables/{id}/pins/)."
+    )
     vacuumForecast = VacuumForecastSerializer(
         required=False, help_text="Only with the vacuumRetention parameter: what a VACUUM now would break."
     )

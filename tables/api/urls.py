@@ -15,6 +15,7 @@ from tables.api.views.data import (
 )
 from tables.api.views.discovery import DiscoverView
 from tables.api.views.owner import OwnerBackfillView, OwnerCommitsView
+from tables.api.views.pins import PinDecisionView, PinUnpinView, PinView, TablePinsView
 from tables.api.views.removals import VacuumsExportView, VacuumsView
 from tables.api.views.schema import SchemaDiffView, SchemaTimelineView, TableSchemaView
 from tables.api.views.tables import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
@@ -53,6 +54,12 @@ urlpatterns = [
         VacuumsExportView.as_view(),
         name="table-vacuums-export",
     ),
+    # pins: versions kept in the pin store through any VACUUM and log cleanup
+    re_path(r"^tables/(?P<id>[^/]+)/pins/$", TablePinsView.as_view(), name="table-pins"),
+    re_path(r"^pins/(?P<pk>[0-9]{1,18})/$", PinView.as_view(), name="pin"),
+    re_path(r"^pins/(?P<pk>[0-9]{1,18})/unpin/$", PinUnpinView.as_view(), name="pin-unpin"),
+    re_path(r"^pins/(?P<pk>[0-9]{1,18})/approve/$", PinDecisionView.as_view(approve=True), name="pin-approve"),
+    re_path(r"^pins/(?P<pk>[0-9]{1,18})/reject/$", PinDecisionView.as_view(approve=False), name="pin-reject"),
     # the commit-owner API (RestOwnerClient's paths, without a trailing slash)
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/commits$", OwnerCommitsView.as_view(), name="owner-commits"),
     re_path(r"^owner/tables/(?P<table_id>[^/]+)/backfill$", OwnerBackfillView.as_view(), name="owner-backfill"),

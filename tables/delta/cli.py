@@ -1,7 +1,8 @@
 """`delta`: the Delta core's command line and its stable JSON contract for scripts and tests.
 
 Subcommands: snapshot, history, resolve, timeline, reachability, row-history and verify read a
-table; enable-ict and restore (without --dry-run) write one commit, nothing else writes. Every subcommand prints JSON with
+table; enable-ict and restore (without --dry-run) write one commit; keep writes a new table (a
+version of this one as its version 0); nothing else writes. Every subcommand prints JSON with
 --json and a readable table without it. A failure exits with status 2 and one `error: ...`
 line on stderr, never a traceback; `verify` exits 1 when a checksum disagrees with the log.
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Read Delta tables: snapshot, history, resolve, timeline, reachability, row-history, verify; "
-    "enable-ict and restore write one commit."
+    "enable-ict and restore write one commit; keep writes a version of a table as a new table."
 )
 
 # exit statuses: 2 is the contract's failure; the others follow shell conventions
@@ -87,6 +88,14 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="INTERVAL",
         help='also forecast which readable versions a VACUUM with this retention ("7 days") would break',
+    )
+    p = cmd("keep", "write a new table whose single version 0 is a version of this one (survives its VACUUM)")
+    p.add_argument("--version", type=int, required=True)
+    p.add_argument("--into", required=True, metavar="DIR", help="the new table's location (must not be a table)")
+    p.add_argument(
+        "--hold",
+        action="store_true",
+        help="S3 with Object Lock: legal holds on the exact object versions instead of copies",
     )
     p = cmd("row-history", "one row's inserts, updates and deletes over a range of versions, by its key")
     p.add_argument(
@@ -249,6 +258,12 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
                     f"--vacuum-retention {opts['vacuum_retention'][:40]!r} is not an interval, e.g. '7 days'"
                 )
         return reachability(path, at, vacuum_retention=retention).to_dict()
+    if sub == "keep":
+        from tables.delta.write.keep import keep_version
+
+        if opts["version"] < 0:
+            raise ValueError("--version must be >= 0")
+        return keep_version(path, opts["version"], opts["into"], hold=bool(opts.get("hold"))).to_dict()
     if sub == "row-history":
         from tables.delta.history.row_history import row_history
 
@@ -376,6 +391,8 @@ def as_text(sub: str, p: Any) -> str:
         return _reachability_text(p)
     if sub == "row-history":
         return _row_history_text(p)
+    if sub == "keep":
+        return _keep_text(p)
     if sub == "verify":
         return _verify_text(p)
     return orjson.dumps(p, option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -406,6 +423,16 @@ def _reachability_text(p: dict[str, Any]) -> str:
         more = f" (and {len(broken) - MAX_FORECAST_SHOWN} older)" if len(broken) > MAX_FORECAST_SHOWN else ""
         text += head + (f": {shown}{more}\n" if broken else "\n")
     return text
+
+
+def _keep_text(p: dict[str, Any]) -> str:
+    placed = ", ".join(f"{n} {how}" for how, n in p["placed"].items()) or "none"
+    return (
+        f"kept version {p['version']} of {p['source']}\n"
+        f"into         {p['into']} (version 0)\n"
+        f"files        {p['files']} ({p['bytes']} bytes), {p['deletionVectors']} deletion vector files\n"
+        f"placed       {placed}; {p['bytesCopied']} bytes copied\n"
+    )
 
 
 def _row_history_text(p: dict[str, Any]) -> str:

@@ -89,6 +89,12 @@ class StorageError(DeltaError):
     code = "storage_error"
 
 
+class KeepTargetError(DeltaError):
+    """A kept version's location is a table already, or lies inside the table it keeps."""
+
+    code = "keep_target_exists"
+
+
 # object stores: the error codes (S3, Azure, GCS, STS) that mean refused credentials
 ACCESS_CODES = (
     "InvalidAccessKeyId",

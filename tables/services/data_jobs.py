@@ -179,7 +179,12 @@ def start_preview(table: Table, version: int, user=None) -> Job:
     if job is not None:
         return job
     _check_version(table, version)
-    return _new(table, PREVIEW, {"version": version}, user)  # cached_preview found none above
+    from tables.services.pins import holding_pin
+
+    # a pinned version is read from the pin store: the same rows, whatever VACUUM did to the table
+    pin = holding_pin(table, version)
+    params = {"version": version} if pin is None else {"version": version, "pin": pin.pk}
+    return _new(table, PREVIEW, params, user)  # cached_preview found none above
 
 
 def start_changes(table: Table, start: int, end: int, user=None) -> Job:

@@ -55,6 +55,7 @@ DELTA_STATUS: dict[str, int] = {
     "invalid_timestamp": 400,
     "timestamp_out_of_range": 400,
     "commit_conflict": 409,
+    "keep_target_exists": 409,
     "managed_table": 409,
     "path_outside_roots": 403,
     "not_a_delta_table": 422,

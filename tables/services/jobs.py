@@ -41,6 +41,7 @@ SYNC_TASK = "tables.sync_table"
 DATA_JOB_TASK = "tables.run_data_job"
 RESTORE_TASK = "tables.run_restore"
 BACKFILL_TASK = "tables.backfill_managed_table"
+PIN_TASK = "tables.write_pin"  # a pin whose version is kept in the background (tables.services.pins)
 PROBE_TASK = "tables.probe_tables"  # a batch of table ids, no Job row (tables.services.sync.probe)
 
 

@@ -21,8 +21,12 @@ from tables.services.errors import ServiceError, from_delta, printable
 
 def allowed_roots() -> list[Path]:
     """The local allowed roots, resolved: the storage layer's own list (object-store prefixes
-    are checked by their storage when the location is listed)."""
-    return [Path(r) for r in storage_allowed_roots() if not is_uri(r)]
+    are checked by their storage when the location is listed), less the pin store (deltaweb's
+    own: its kept versions are read through their pins, never registered as tables)."""
+    from django.conf import settings
+
+    pins = os.path.realpath(settings.DELTAWEB_PIN_STORE) if not is_uri(settings.DELTAWEB_PIN_STORE) else None
+    return [Path(r) for r in storage_allowed_roots() if not is_uri(r) and r != pins]
 
 
 def _location_text(location: str) -> str:

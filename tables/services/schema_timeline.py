@@ -80,10 +80,27 @@ def schema_as_of(table: Table, version: int | None = None) -> dict[str, Any]:
     """The schema as of `version` (the latest when None): columns, partitioning, properties,
     the commit that set it, and the CREATE TABLE that recreates it under the table's name."""
     tl = _timeline(table)
+    if version is not None and version < tl.start:
+        pinned = _pinned_schema(table, version)
+        if pinned is not None:  # log cleanup took it from the table; a pin keeps it
+            pinned["latestVersion"], pinned["earliestVersion"] = tl.latest, tl.start
+            return pinned
     out = core.schema_at(tl, tl.latest if version is None else version, table.name)
     if out["commit"] is not None:
         out["commit"] = _with_cached_times(table, [out["commit"]])[0]
     out["latestVersion"], out["earliestVersion"] = tl.latest, tl.start
+    return out
+
+
+def _pinned_schema(table: Table, version: int) -> dict[str, Any] | None:
+    """The schema as of a version only a pin still keeps: its kept table's version 0."""
+    from tables.services.pins import holding_pin
+
+    pin = holding_pin(table, version)
+    if pin is None:
+        return None
+    out = core.schema_at(core.schema_timeline(pin.store_location), 0, table.name)
+    out.update(version=version, schemaVersion=version, commit=None, pinned=pin.name)
     return out
 
 

@@ -36,7 +36,15 @@ def snapshot_at(table: Table, version: int | None = None) -> Snapshot:
         if snap is not None:
             _SNAPSHOTS.move_to_end(key)
             return snap
-    snap = load_snapshot(table.location, version, owner=owner_of(table))
+    try:
+        snap = load_snapshot(table.location, version, owner=owner_of(table))
+    except (delta_errors.VersionNotFoundError, delta_errors.StateReconstructionError, delta_errors.LogGapError):
+        # the log lost the version (log cleanup): a pin keeps it in the pin store
+        from tables.services.pins import pinned_snapshot
+
+        snap = pinned_snapshot(table, version)
+        if snap is None:
+            raise
     with _SNAPSHOT_LOCK:
         _SNAPSHOTS[key] = snap
         while len(_SNAPSHOTS) > _SNAPSHOT_CACHE_SIZE:

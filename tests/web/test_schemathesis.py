@@ -43,6 +43,10 @@ STATEFUL_VALIDITY = {
     "POST /api/auth/token/",
     "POST /api/tables/",
     "POST /api/discover/",  # a prefix is valid when it exists under the roots: the disk decides
+    "POST /api/tables/{id}/pins/",  # the version must be in the log, the name new to the table
+    "POST /api/pins/{id}/unpin/",  # the pin must exist and be active
+    "POST /api/pins/{id}/approve/",  # ... have a removal awaiting a decision
+    "POST /api/pins/{id}/reject/",
     "POST /api/alerts/rules/",
     "POST /api/alerts/subscriptions/",
     "POST /api/alerts/webhooks/",
@@ -56,6 +60,7 @@ def fuzz_site(live_server, redis_url, settings, tmp_path):
     from deltaweb.celery import app
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")  # pins the fuzzer makes stay in the test's directory
     old = app.conf.broker_url, app.conf.task_always_eager
     app.conf.broker_url, app.conf.task_always_eager = redis_url, False
     app._pool = None

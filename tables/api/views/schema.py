@@ -82,6 +82,9 @@ class SchemaAsOfSerializer(serializers.Serializer):
     ddl = serializers.CharField(help_text="CREATE TABLE ... USING delta (and ADD CONSTRAINT) in Spark SQL.")
     earliestVersion = serializers.IntegerField()
     latestVersion = serializers.IntegerField()
+    pinned = serializers.CharField(
+        required=False, help_text="The pin whose kept copy answered: the log no longer holds the version."
+    )
 
 
 class SchemaChangeEventSerializer(serializers.Serializer):

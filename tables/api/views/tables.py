@@ -40,6 +40,7 @@ from tables.services import jobs, versions
 from tables.services.errors import ServiceError
 from tables.services.history import export as history_export
 from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
+from tables.services.pins import pins_by_version
 from tables.services.reachability import FORECAST_LISTED, parse_retention, table_reachability
 from tables.services.registration import delete_table, register_table
 from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
@@ -280,6 +281,8 @@ class TableViewSet(viewsets.GenericViewSet):
         page = self.paginate_queryset(data)  # newest first, each page's entries built alone
         body = self.get_paginated_response(page).data
         body.update({k: data.head[k] for k in ("latestVersion", "logRetentionMs", "deletedFileRetentionMs")})
+        # the versions pins keep readable through any VACUUM and log cleanup (GET tables/{id}/pins/)
+        body["pinnedVersions"] = sorted(pins_by_version(table))
         if retention is not None:
             body["vacuumForecast"] = data.forecast(FORECAST_LISTED)
         return Response(body)

@@ -593,3 +593,56 @@ def write_checkpoint(storage: Storage, snapshot: Any) -> str:
     hint = {"version": snapshot.version, "size": head.num_rows, "sizeInBytes": len(buf.getvalue()), "numOfAddFiles": n}
     storage.put(f"{LOG_DIR}/_last_checkpoint", orjson.dumps(hint))
     return rel
+
+
+# a checkpoint of whole actions: the add as its commit wrote it (stats, tags, row tracking)
+_ADD_FULL = pa.struct(
+    [
+        *_CHECKPOINT_SCHEMA.field("add").type,
+        pa.field("baseRowId", pa.int64()),
+        pa.field("defaultRowCommitVersion", pa.int64()),
+        pa.field("clusteringProvider", pa.string()),
+    ]
+)
+_FULL_SCHEMA = pa.schema([pa.field("add", _ADD_FULL) if f.name == "add" else f for f in _CHECKPOINT_SCHEMA])
+
+
+def _as_map(value: Any) -> list[tuple[str, str | None]] | None:
+    if not isinstance(value, dict):
+        return None
+    return [(str(k), None if v is None else str(v)) for k, v in value.items()]
+
+
+def _checkpoint_row(action: dict[str, Any]) -> dict[str, Any] | None:
+    """One action as a checkpoint row (maps as key/value pairs), None for one a checkpoint
+    does not keep (commitInfo, removes, cdc)."""
+    (name, body), *_ = action.items()
+    if name not in _FULL_SCHEMA.names or not isinstance(body, dict):
+        return None
+    body = dict(body)
+    if name == "add":
+        body["partitionValues"] = _as_map(body.get("partitionValues")) or []
+        body["tags"] = _as_map(body.get("tags"))
+    elif name == "metaData":
+        fmt = body.get("format") or {}
+        body["format"] = {"provider": fmt.get("provider", "parquet"), "options": _as_map(fmt.get("options")) or []}
+        body["configuration"] = _as_map(body.get("configuration")) or []
+    return {n: (body if n == name else None) for n in _FULL_SCHEMA.names}
+
+
+def write_actions_checkpoint(storage: Storage, version: int, actions: list[dict[str, Any]]) -> str:
+    """Write a classic single-file (V1 spec, allowed on every table) checkpoint of `version`
+    holding `actions` as given (each `{name: body}`; protocol, metaData, txn, domainMetadata
+    and add kept whole, with their stats), and point `_last_checkpoint` at it."""
+    import io
+
+    rows = [r for r in (_checkpoint_row(a) for a in actions) if r is not None]
+    table = pa.Table.from_pylist(rows, schema=_FULL_SCHEMA)
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    rel = f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
+    storage.put(rel, buf.getvalue(), overwrite=True)
+    adds = sum(1 for r in rows if r["add"] is not None)
+    hint = {"version": version, "size": table.num_rows, "sizeInBytes": len(buf.getvalue()), "numOfAddFiles": adds}
+    storage.put(f"{LOG_DIR}/_last_checkpoint", orjson.dumps(hint), overwrite=True)
+    return rel

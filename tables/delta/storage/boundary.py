@@ -16,8 +16,10 @@ object-store prefixes (`s3://bucket/prefix`); a table is confined to those of it
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -53,6 +55,7 @@ __all__ = [
     "is_uri",
     "local_path",
     "open_storage",
+    "place_file",
     "roots_provider",
     "same_table",
     "set_roots_provider",
@@ -473,6 +476,48 @@ class LocalStorage:
         except FileNotFoundError:
             pass
 
+    def place(self, source: Storage, key: str, into: str) -> str:
+        """Put the file `key` of `source` at `into` here without writing its bytes again where
+        the file system allows: a hard link ("link"), else a copy ("copy"); "present" when
+        `into` holds the same file already. Both ends are confined: the source's file to its
+        roots (links resolved), `into` to this storage's."""
+        directory = os.path.dirname(os.path.normpath(os.path.join(self._root_text, into)))
+        self._checked_dir(directory, into)  # confined before anything is made
+        os.makedirs(directory, exist_ok=True)
+        target = self._full(into)
+        if not isinstance(source, LocalStorage):  # another store: its bytes come over once
+            data = source.read(key)
+            return "copy" if self.put(into, data) else self._present(target, len(data))
+        real = source.local_file(key)
+        try:
+            os.link(real, target)
+            return "link"
+        except FileExistsError:
+            return self._present(target, os.stat(real).st_size, real)
+        except OSError as exc:
+            # another device, a file system without hard links, or too many links to one file
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES):
+                raise StorageError(f"could not link {source.display(key)}: {exc.strerror}") from exc
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+        os.close(fd)
+        try:
+            shutil.copyfile(real, tmp)
+            try:
+                os.link(tmp, target)  # whole or not at all, never over another file
+            except FileExistsError:
+                return self._present(target, os.stat(real).st_size, real)
+            return "copy"
+        finally:
+            os.unlink(tmp)
+
+    def _present(self, target: str, size: int, real: str | None = None) -> str:
+        """ "present" when `target` is the same file (or one of the same size: a copy made
+        before); otherwise the key holds another file and nothing is replaced."""
+        st = os.stat(target, follow_symlinks=False)
+        if (real is not None and os.path.samefile(real, target)) or (stat.S_ISREG(st.st_mode) and st.st_size == size):
+            return "present"
+        raise StorageError(f"{self.shown(target)} exists already and holds another file; it was not replaced")
+
     def set_mtime(self, rel: str, millis: int) -> None:
         os.utime(self._full(rel), ns=(millis * 1_000_000, millis * 1_000_000))
 
@@ -510,6 +555,16 @@ def open_storage(location: str | os.PathLike[str], options: dict[str, Any] | Non
 def as_storage(location: Storage | str | os.PathLike[str]) -> Storage:
     """A storage given one already, or opened for a location."""
     return open_storage(location) if isinstance(location, (str, os.PathLike)) else location
+
+
+def place_file(source: Storage, key: str, dest: Storage, into: str) -> str:
+    """Put the file `key` of `source` at `into` in `dest` the cheapest way the two allow: a
+    hard link ("link"), a server-side copy ("server-copy"), else its bytes read and written
+    once ("copy"); "present" when `into` holds it already. Both ends confined."""
+    place = getattr(dest, "place", None)
+    if place is not None:
+        return place(source, key, into)
+    return "copy" if dest.put(into, source.read(key)) else "present"
 
 
 def same_table(a: Storage | str, b: Storage | str) -> bool:

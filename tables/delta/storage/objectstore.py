@@ -48,7 +48,7 @@ from tables.delta.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from tables.delta.storage.api import MAX_LOG_PATH_CHARS, FileInfo, allowed_roots, refuse_long_path
+from tables.delta.storage.api import MAX_LOG_PATH_CHARS, FileInfo, Storage, allowed_roots, refuse_long_path
 from tables.delta.storage.backends import backend_for_scheme, backend_of
 from tables.delta.storage.objectstore_config import (
     ERROR_CODE,
@@ -157,6 +157,7 @@ class ObjectStoreStorage:
         self._put_checked = False
         self._level_memo: tuple[str, Any] | None = None  # is_dir's listing, for the next one
         self.requests = 0  # requests made (benchmarks)
+        self._bucket_clients: dict[tuple[str, str, str | None], Any] = {}
 
     def __repr__(self) -> str:
         return f"ObjectStoreStorage({self.location!r})"
@@ -639,6 +640,49 @@ class ObjectStoreStorage:
         """`put` without overwrite, raising CommitConflictError when the object exists."""
         if not self.put(rel, data):
             raise CommitConflictError(f"{self.display(rel)} exists already", version=-1)
+
+    def place(self, source: Storage, key: str, into: str) -> str:
+        """Put the object `key` of `source` at `into` here: a server-side copy ("server-copy",
+        one CopyObject, the bytes never leave the store) when both are in the same store,
+        else the bytes read and written once ("copy"). Both keys are confined."""
+        import obstore
+
+        store_id, obj = self._target(into)
+        if isinstance(source, ObjectStoreStorage) and source.same_store(self):
+            from_id, from_obj = source._target(key)
+            if from_id == store_id:
+                with self._errors(into):
+                    self.requests += 1
+                    obstore.copy(self._store(store_id), from_obj, obj, overwrite=True)
+                    self._forget(store_id, obj)
+                return "server-copy"
+            bucket = self._bucket_client(store_id)
+            if bucket is not None and hasattr(bucket, "server_copy"):  # another bucket, one service
+                self.requests += 1
+                bucket.server_copy(from_id[1], from_obj, obj)
+                self._forget(store_id, obj)
+                return "server-copy"
+        data = source.read(key)
+        self.put(into, data, overwrite=True)  # the same file's bytes: the same object either way
+        return "copy"
+
+    def _bucket_client(self, store_id: tuple[str, str, str | None]) -> Any:
+        """The backend's own client of a bucket (S3's, through boto3), None where it has none;
+        made once per bucket (a client costs tens of milliseconds to build)."""
+        clients = self._bucket_clients
+        if store_id not in clients:
+            factory = backend_of(self._loc.kind).versioning
+            clients[store_id] = None if factory is None else factory(self._loc_for(store_id), self._options)
+        return clients[store_id]
+
+    def same_store(self, other: ObjectStoreStorage) -> bool:
+        """Whether `other` reaches the same service with the same options (a copy between
+        them can stay inside the store)."""
+        return (self._loc.kind, self._loc.host, self._loc.account) == (
+            other._loc.kind,
+            other._loc.host,
+            other._loc.account,
+        ) and self._options == other._options
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         import obstore

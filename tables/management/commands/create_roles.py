@@ -31,6 +31,9 @@ GROUP_PERMISSIONS = {
         ("tables", "view_restorerequest"),
         ("tables", "change_restorerequest"),
         ("tables", "view_restoreevent"),
+        ("tables", "view_pin"),
+        ("tables", "change_pin"),
+        ("tables", "view_pinevent"),
     ],
 }
 

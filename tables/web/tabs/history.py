@@ -29,6 +29,7 @@ from tables.services.history.query import (
     synced_key,
     version_at_time,
 )
+from tables.services.pins import pins_by_version
 from tables.services.reachability import answer_token, cache_epoch
 from tables.services.restores.requests import restore_ids_by_version
 from tables.services.sync import checksums, vanished
@@ -99,7 +100,9 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     digest = hashlib.sha256(f"{q}:{request.GET.get('page', '')}:{shown}".encode()).hexdigest()[:32]
     reach_key = answer_token(table) if "readable" in columns else f"-:{cache_epoch()}"  # restore links move too
     removals = vanished.events_token(table)  # a look at the files may record one just after the sync
-    html_key = f"hist:{synced_key(table)}:{reach_key}:{removals}:{digest}"
+    pinned = pins_by_version(table)  # a pin made or removed changes the marks, not the sync
+    pins_key = ",".join(f"{v}.{p.pk}.{p.state}" for v, ps in sorted(pinned.items()) for p in ps)
+    html_key = f"hist:{synced_key(table)}:{reach_key}:{removals}:{pins_key}:{digest}"
     html = cache.get(html_key)
     if html is None:
         paginator = Paginator(qs, size)
@@ -113,6 +116,7 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         bad = checksums.mismatched_versions(table, [r["version"] for r in rows])
         for r in rows:
             r["checksum_mismatch"] = r["version"] in bad
+            r["pinned"] = ", ".join(p.name for p in pinned.get(r["version"], ()))
         html = render_to_string(
             "tables/_history_rows.html",
             {

@@ -25,6 +25,7 @@ from tables.services.errors import ServiceError, error_body
 from tables.services.history.query import CACHE_SECONDS, has_expired, history, synced_key
 from tables.services.owner.access import managed_of
 from tables.services.owner.db import summary as owner_summary
+from tables.services.pins import pins_by_version
 from tables.services.reachability import cache_epoch
 from tables.services.row_count import latest_row_count
 from tables.services.sharing import records as sharing_records
@@ -71,6 +72,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx["last_commits"] = [pages.history_row(c) for c in history(table)[:LAST_COMMITS]]
     ctx["reach_summary"] = _reach_summary(table) if ctx["synced"] else []
     ctx["reach_pending"] = REACH_PENDING if ctx["reach_summary"] is None else ""
+    ctx["pinned_versions"] = sorted(pins_by_version(table))
     ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
     ctx["has_expired"] = has_expired(table)
     ctx["open_restores"] = RestoreRequest.objects.filter(

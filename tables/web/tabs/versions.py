@@ -17,10 +17,12 @@ from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Table
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import history
+from tables.services.pins import held_bytes, holding_pins
 from tables.services.reachability import parse_retention, table_reachability
-from tables.services.versions import resolve, version_files, version_summary
+from tables.services.versions import resolve, snapshot_at, version_files, version_summary
 from tables.web import pages
 from tables.web.forms import TimeTravelForm
+from tables.web.pins import pins_context
 from tables.web.rows import version_rows_context
 from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context
 from tables.web.ui import MAX_ID, PageError, context, page, table_of, version_param
@@ -85,8 +87,20 @@ def _vacuum_forecast(request: HttpRequest, table: Table) -> dict[str, Any]:
             "count": forecast["count"] if forecast else 0,
             "versions": broken,
             "more": (forecast["count"] - len(broken)) if forecast else 0,
+            "pins": _pins_held(table, set(broken)),
         }
     return {"vf_value": raw, "vf_result": result, "vf_error": error}
+
+
+def _pins_held(table: Table, broken: set[int]) -> list[dict[str, Any]]:
+    """Each pin that holds a version, with the bytes it alone keeps (its files the latest
+    version no longer references: a VACUUM deletes them from the table, the pin store keeps
+    them) and whether this VACUUM would have destroyed its version without it."""
+    holding = holding_pins(table)
+    if not holding:
+        return []
+    held = held_bytes(table, holding, snapshot_at(table))
+    return [{"pin": p, "held": held.get(p.pk, 0), "saves": p.version in broken} for p in holding]
 
 
 RECOVERABLE_SHOWN = 50  # versions listed on the tab; the reachability API has them all
@@ -113,6 +127,7 @@ def table_versions(request: HttpRequest, slug: str) -> HttpResponse:
     ctx.update(_time_travel(request, table))
     ctx.update(_vacuum_forecast(request, table))
     ctx.update(_recoverable(table))
+    ctx.update(pins_context(request, table))
     ctx["recent"] = [pages.history_row(c) for c in history(table)[:10]]
     status = 400 if ctx["tt_error"] else 200
     return render(request, "tables/table_versions.html", ctx, status=status)
@@ -197,4 +212,5 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         else None,
     )
     ctx.update(version_rows_context(request, table, version))
+    ctx.update(pins_context(request, table, version))
     return render(request, "tables/version_detail.html", ctx)

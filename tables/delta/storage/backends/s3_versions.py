@@ -168,6 +168,44 @@ class S3VersionedBucket:
         with self._errors(key):
             return self._client.get_object(Bucket=self.bucket, Key=key, VersionId=version_id, **extra)["Body"].read()
 
+    # -- holding and copying in place (pins)
+
+    def object_lock(self) -> bool:
+        """Whether the bucket was created with Object Lock (legal holds can keep a version)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            conf = self._client.get_object_lock_configuration(Bucket=self.bucket)
+        except ClientError:
+            return False  # ObjectLockConfigurationNotFoundError: a bucket without Object Lock
+        return (conf.get("ObjectLockConfiguration") or {}).get("ObjectLockEnabled") == "Enabled"
+
+    def hold_current(self, key: str) -> str:
+        """A legal hold on the current version of `key`; its version id. The held version
+        cannot be deleted, by VACUUM or anyone, until the hold is released: a delete only puts
+        a delete marker above it."""
+        with self._errors(key):
+            version_id = self._client.head_object(Bucket=self.bucket, Key=key).get("VersionId") or ""
+            if not version_id or version_id == "null":
+                raise StorageError(f"{self.where}/{key}: no version id to hold (is versioning on?)")
+            self._client.put_object_legal_hold(
+                Bucket=self.bucket, Key=key, VersionId=version_id, LegalHold={"Status": "ON"}
+            )
+        return version_id
+
+    def release(self, key: str, version_id: str) -> None:
+        """Release the legal hold on one version (a removed pin)."""
+        with self._errors(key):
+            self._client.put_object_legal_hold(
+                Bucket=self.bucket, Key=key, VersionId=version_id, LegalHold={"Status": "OFF"}
+            )
+
+    def server_copy(self, from_bucket: str, from_key: str, key: str) -> None:
+        """CopyObject from another bucket of the same service into `key`: the bytes stay in the
+        store (objects above a single copy's limit are refused)."""
+        with self._errors(key):
+            self._client.copy_object(Bucket=self.bucket, Key=key, CopySource={"Bucket": from_bucket, "Key": from_key})
+
     # -- copying back
 
     def copy_back(self, key: str, source: ObjectVersion) -> dict[str, Any]:

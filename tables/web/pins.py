@@ -1,0 +1,143 @@
+"""Pins on the pages: pinning a version from its page, asking to remove a pin, an approver's
+decision on a removal. Each view parses the form and calls tables.services.pins; what the
+pages show of pins (the version page, the Versions tab, History, the Overview) comes from
+`pins_context`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from tables.models import Pin, PinState, Table
+from tables.services import pins
+from tables.services.access import roles
+from tables.services.errors import ServiceError
+from tables.web.ui import MAX_ID, PageError, page, table_of
+
+
+class PinForm(forms.Form):
+    name = forms.CharField(max_length=pins.MAX_NAME, help_text="unique among this table's pins")
+    reason = forms.CharField(max_length=pins.MAX_TEXT, widget=forms.Textarea(attrs={"rows": 2}))
+    expires = forms.DateField(
+        required=False, help_text="optional: after this day the pin may be removed without approval"
+    )
+
+
+class PinTextForm(forms.Form):
+    text = forms.CharField(required=False, max_length=pins.MAX_TEXT)
+
+
+def pins_context(request: HttpRequest, table: Table, version: int | None = None) -> dict[str, Any]:
+    """The pins a page lists (of a version, or all of the table's that hold one), what the
+    user may do with them, and the store's note."""
+    rows = Pin.objects.filter(table=table).select_related("created_by", "removal_requested_by")
+    rows = rows.filter(version=version) if version is not None else rows.filter(state__in=PinState.holding())
+    user = request.user
+    listed = [
+        {
+            "pin": p,
+            "can_unpin": p.state == PinState.ACTIVE and roles.can_request_restore(user),
+            "can_decide": p.state == PinState.UNPIN_REQUESTED
+            and roles.can_approve(user)
+            and p.removal_requested_by_id != user.pk,
+        }
+        for p in rows[:200]
+    ]
+    return {
+        "pins": listed,
+        "pin_form": PinForm() if version is not None and roles.can_request_restore(user) else None,
+        "pin_note": pins.store_note(table),
+    }
+
+
+def _pin(pk: int) -> Pin:
+    pin = Pin.objects.select_related("table").filter(pk=pk).first() if pk <= MAX_ID else None
+    if pin is None:
+        raise PageError(f"There is no pin {pk}.", 404)
+    return pin
+
+
+@page
+@require_POST
+def pin_new(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    table = table_of(slug)
+    form = PinForm(request.POST)
+    if not form.is_valid():
+        first = next(iter(form.errors.values()))[0]
+        messages.error(request, f"The pin was not made: {first}")
+        return redirect("tables:version_detail", table.slug, version)
+    d = form.cleaned_data
+    expires = datetime.combine(d["expires"], time.max, tzinfo=UTC) if d.get("expires") else None
+    try:
+        pin = pins.create_pin(table, version, d["name"], d["reason"], request.user, expires)
+    except ServiceError as exc:
+        if exc.status in (401, 403, 404):
+            raise
+        messages.error(request, f"The pin was not made: {exc.message}")
+    else:
+        if pin.state == PinState.WRITING:
+            messages.success(request, f"Version {version} is being kept as pin {pin.name!r} (a worker copies it).")
+        else:
+            messages.success(request, f"Version {version} is pinned as {pin.name!r} ({pin.protection}).")
+    return redirect("tables:version_detail", table.slug, version)
+
+
+def _after(request: HttpRequest, pin: Pin) -> HttpResponse:
+    return redirect("tables:version_detail", pin.table.slug, pin.version)
+
+
+def _text(request: HttpRequest, pin: Pin) -> str:
+    form = PinTextForm(request.POST)
+    if not form.is_valid():
+        raise PageError("The text is too long (at most 5000 characters).", 400, pin.table)
+    return form.cleaned_data["text"]
+
+
+@page
+@require_POST
+def pin_unpin(request: HttpRequest, pk: int) -> HttpResponse:
+    pin = _pin(pk)
+    try:
+        pin = pins.request_unpin(pin, request.user, _text(request, pin))
+        done = "removed (it had expired)" if pin.state == PinState.EXPIRED else "to be removed once an approver accepts"
+        messages.success(request, f"Pin {pin.name!r}: {done}.")
+    except ServiceError as exc:
+        if exc.status in (401, 403, 404):
+            raise
+        messages.error(request, exc.message)
+    return _after(request, pin)
+
+
+def _decide(request: HttpRequest, pk: int, approve: bool) -> HttpResponse:
+    pin = _pin(pk)
+    text = _text(request, pin)
+    try:
+        if approve:
+            pins.approve_unpin(pin, request.user, text)
+            messages.success(request, f"Pin {pin.name!r} removed.")
+        else:
+            pins.reject_unpin(pin, request.user, text)
+            messages.success(request, f"Pin {pin.name!r} kept.")
+    except ServiceError as exc:
+        if exc.status in (401, 403, 404):
+            raise
+        messages.error(request, exc.message)
+    return _after(request, pin)
+
+
+@page
+@require_POST
+def pin_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, approve=True)
+
+
+@page
+@require_POST
+def pin_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, approve=False)
