@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tables", "0024_checksums"),
+        ("tables", "0025_sharing"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
