@@ -530,6 +530,8 @@ class PinAdmin(admin.ModelAdmin):
             "media": self.media,
         }
         return TemplateResponse(request, "admin/tables/pin/bulk_decision.html", context)
+
+
 # --- Delta Sharing: shares, their tables' windows, recipients and their tokens ----------------
 
 

@@ -680,6 +680,8 @@ class PinEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_state or 'new'} → {self.to_state}"
+
+
 # -- Delta Sharing: shares of tables (each with a window of its history), recipients and what
 # they asked. The protocol is served under /delta-sharing/ (tables.api.sharing).
 
