@@ -1,0 +1,301 @@
+"""The chain of what was seen: each commit's SHA-256 stored the first time a sync reads it,
+chained to the previous version's entry (tables.delta.history.chain), and every later look at
+an already-seen version compared with it.
+
+A look lists `_delta_log/` once (one request per 1,000 commits on an object store) and hashes
+again only the commits whose listed size or time changed since the last look (on an object
+store any rewrite changes both: a PUT sets a new LastModified), those found gone and back,
+and, on the rolling schedule, the few least recently hashed ones (a local file's time can be
+set back by hand). It finds:
+
+- rewritten: an already-seen version whose bytes differ from the first seen;
+- vanished: a seen commit gone before `delta.logRetentionDuration` allowed log cleanup to take
+  it (a commit after the log's earliest one, or one younger than the retention);
+- reappeared: a version found gone, or one a shorter log dropped, back with other bytes.
+
+Each finding is a HistoryRewrite row, once per (version, kind, bytes found), announced with
+tables.signals.history_rewritten (an app that plugs in may raise an alert on it). The change
+probe never calls this: an unchanged table still costs its one request. A sync looks first
+(a log with a commit taken out may not replay at all), then records the new commits; the beat
+looks at every table once per DELTAWEB_CHAIN_CHECK_HOURS (`check_due`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from tables import signals
+from tables.delta.history.chain import chain_entry, commit_digest
+from tables.delta.history.reachability import DEFAULT_LOG_RETENTION
+from tables.delta.log.listing import LOG_DIR, classify
+from tables.delta.storage.boundary import Storage, as_storage
+from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenCommit, Table
+
+logger = logging.getLogger("tables.chain")
+
+CHECK_TASK = "tables.chain_check_due"
+SYNC, DAILY = "sync", "daily"
+
+
+@dataclass
+class Look:
+    """What one look cost and found."""
+
+    requests: int = 0
+    hashed: int = 0
+    findings: int = 0
+    compared: int = 0
+    cpu_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "requests": self.requests,
+            "hashed": self.hashed,
+            "findings": self.findings,
+            "compared": self.compared,
+            "cpuSeconds": round(self.cpu_seconds, 6),
+        }
+
+
+def _requests(storage: Storage) -> int | None:
+    return getattr(storage, "requests", None)
+
+
+def _listed(storage: Storage) -> dict[int, tuple[str, int, int]]:
+    """{version: (path, size, time)} of the commits `_delta_log/` holds now."""
+    try:
+        infos = list(storage.list_from(LOG_DIR))
+    except FileNotFoundError:
+        return {}
+    out: dict[int, tuple[str, int, int]] = {}
+    for info in infos:
+        lf = classify(info)
+        if lf is not None and lf.kind == "commit":
+            out[lf.version] = (info.path, info.size, info.modification_time)
+    return out
+
+
+def _retention_allows(seen: SeenCommit, earliest_listed: int | None, retention_ms: int, now_ms: int) -> bool:
+    """Whether log cleanup may have taken `seen`: older than the log's earliest commit and
+    than the retention (cleanup takes the oldest commits, and only past it)."""
+    if earliest_listed is not None and seen.version > earliest_listed:
+        return False
+    return seen.timestamp is not None and seen.timestamp + retention_ms <= now_ms
+
+
+def look(table: Table, storage: Storage | None = None, found_by: str = SYNC, rehash: int = 0) -> Look:
+    """Compare every seen, unexpired commit of `table` with its log now; `rehash` more of the
+    least recently hashed are read again whatever the listing says."""
+    cpu0 = time.process_time()
+    storage = storage or as_storage(table.location)
+    req0 = _requests(storage)
+    result = Look(requests=1)
+    listed = _listed(storage)
+    now = timezone.now()
+    now_ms = int(now.timestamp() * 1000)
+    retention = table.log_retention_ms or DEFAULT_LOG_RETENTION
+    earliest = min(listed) if listed else None
+    seen = list(SeenCommit.objects.filter(table=table, expired=False).order_by("version"))
+    deep = {s.pk for s in sorted(seen, key=lambda s: (s.hashed_at or now, s.version))[:rehash]} if rehash else set()
+    changed: list[SeenCommit] = []
+    for s in seen:
+        result.compared += 1
+        entry = listed.get(s.version)
+        if entry is None:
+            if s.gone_at is None:
+                if _retention_allows(s, earliest, retention, now_ms):
+                    s.expired = True
+                else:
+                    s.gone_at = now
+                    result.findings += _found(table, s, RewriteKind.VANISHED, "", now, found_by)
+                changed.append(s)
+            continue
+        path, size, mtime = entry
+        same_listing = (s.listed_size, s.listed_time) == (size, mtime)
+        if s.gone_at is None and same_listing and s.pk not in deep:
+            continue
+        try:
+            digest = commit_digest(storage.read(path))
+        except FileNotFoundError:
+            continue  # gone since the listing: the next look says so
+        result.hashed += 1
+        s.listed_size, s.listed_time, s.hashed_at, s.checked_at = size, mtime, now, now
+        if digest != s.sha256:
+            kind = RewriteKind.REAPPEARED if s.gone_at is not None else RewriteKind.REWRITTEN
+            result.findings += _found(table, s, kind, digest, now, found_by)
+        s.gone_at = None if digest == s.sha256 else s.gone_at
+        s.last_sha256 = digest
+        changed.append(s)
+    SeenCommit.objects.bulk_update(
+        changed,
+        ["listed_size", "listed_time", "hashed_at", "checked_at", "gone_at", "expired", "last_sha256"],
+        batch_size=500,
+    )
+    req1 = _requests(storage)
+    result.requests = (req1 - req0) if req0 is not None and req1 is not None else 1 + result.hashed
+    result.cpu_seconds = time.process_time() - cpu0
+    _record_look(table, result, now)
+    return result
+
+
+def _found(table: Table, seen: SeenCommit, kind: str, digest: str, now: datetime, found_by: str) -> int:
+    """Store one finding (once per version, kind and bytes found) and announce it; 1 when new."""
+    try:
+        with transaction.atomic():
+            finding = HistoryRewrite.objects.create(
+                table=table,
+                version=seen.version,
+                kind=kind,
+                first_sha256=seen.sha256,
+                found_sha256=digest,
+                first_seen_at=seen.first_seen_at,
+                found_at=now,
+                found_by=found_by,
+            )
+            signals.history_rewritten.send(Table, table=table, finding=finding)
+    except IntegrityError:
+        return 0  # found already
+    logger.warning("table %s: version %s %s (first seen %s)", table.pk, seen.version, kind, seen.sha256)
+    return 1
+
+
+def _record_look(table: Table, result: Look, now: datetime) -> None:
+    hours = float(getattr(settings, "DELTAWEB_CHAIN_CHECK_HOURS", 24))
+    ChainLook.objects.update_or_create(
+        table=table,
+        defaults={
+            "looked_at": now,
+            "next_at": now + timedelta(hours=hours),
+            "requests": result.requests,
+            "hashed": result.hashed,
+            "findings": result.findings,
+        },
+    )
+
+
+def record_seen(
+    table: Table, commits: list[tuple[int, str, int, int | None, int | None, int | None]], found_by: str = SYNC
+) -> int:
+    """Store the first look at each of `commits` (version, sha256, size, listed size, listed
+    time, commit timestamp; ascending), chained to the entry of the version before. A version
+    seen already (a history rebuilt after a shorter log) is compared instead: other bytes are
+    a finding. Returns the findings."""
+    if not commits:
+        return 0
+    now = timezone.now()
+    versions = [c[0] for c in commits]
+    known = {s.version: s for s in SeenCommit.objects.filter(table=table, version__in=versions)}
+    before = SeenCommit.objects.filter(table=table, version__lt=versions[0]).order_by("-version").first()
+    previous = before.entry if before is not None else None
+    rows, findings = [], 0
+    for version, digest, size, listed_size, listed_time, ts in commits:
+        old = known.get(version)
+        if old is not None:
+            if digest != old.sha256:
+                kind = RewriteKind.REAPPEARED if old.gone_at is not None or old.expired else RewriteKind.REWRITTEN
+                findings += _found(table, old, kind, digest, now, found_by)
+            previous = old.entry
+            continue
+        previous = chain_entry(previous, version, digest)
+        rows.append(
+            SeenCommit(
+                table=table,
+                version=version,
+                sha256=digest,
+                entry=previous,
+                size=size,
+                first_seen_at=now,
+                timestamp=ts,
+                listed_size=listed_size,
+                listed_time=listed_time,
+                last_sha256=digest,
+                hashed_at=now,
+                checked_at=now,
+            )
+        )
+    SeenCommit.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
+    return findings
+
+
+def adopt(table: Table) -> Look | None:
+    """A table synced before the chain was kept (none of its commits seen): its commits up to
+    the last synced version recorded as they are now, once. None when it has seen commits."""
+    if table.last_synced_version is None or SeenCommit.objects.filter(table=table).exists():
+        return None
+    cpu0 = time.process_time()
+    storage = as_storage(table.location)
+    listed = _listed(storage)
+    stamps = dict(table.commits.values_list("version", "timestamp"))
+    commits = []
+    for version in sorted(v for v in listed if v <= table.last_synced_version):
+        path, size, mtime = listed[version]
+        try:
+            data = storage.read(path)
+        except FileNotFoundError:
+            continue
+        commits.append((version, commit_digest(data), len(data), size, mtime, stamps.get(version)))
+    with transaction.atomic():
+        record_seen(table, commits, DAILY)
+    result = Look(requests=1 + len(commits), hashed=len(commits), compared=len(commits))
+    result.cpu_seconds = time.process_time() - cpu0
+    _record_look(table, result, timezone.now())
+    return result
+
+
+def spread_first(now: datetime | None = None) -> datetime:
+    """A table's first rolling look: a random point of the interval, so a fleet spreads over it."""
+    hours = float(getattr(settings, "DELTAWEB_CHAIN_CHECK_HOURS", 24))
+    return (now or timezone.now()) + timedelta(hours=hours) * random.random()
+
+
+def check_due(limit: int | None = None) -> dict[str, float]:
+    """The beat's rolling check: the tables whose look is due (every table once per
+    DELTAWEB_CHAIN_CHECK_HOURS), at most DELTAWEB_CHAIN_CHECK_BATCH per tick; their costs summed."""
+    now = timezone.now()
+    limit = limit or int(getattr(settings, "DELTAWEB_CHAIN_CHECK_BATCH", 500))
+    rehash = int(getattr(settings, "DELTAWEB_CHAIN_REHASH_PER_LOOK", 10))
+    unscheduled = Table.objects.filter(chain_look__isnull=True, last_synced_version__isnull=False)
+    for t in unscheduled.values_list("pk", flat=True)[:limit]:
+        ChainLook.objects.get_or_create(table_id=t, defaults={"looked_at": now, "next_at": spread_first(now)})
+    due = list(Table.objects.filter(chain_look__next_at__lte=now).order_by("chain_look__next_at")[:limit])
+    totals = Look()
+    for table in due:
+        try:
+            adopted = adopt(table)
+            one = look(table, found_by=DAILY, rehash=rehash) if not adopted else adopted
+        except Exception as exc:  # one table's store failing must not stop the others
+            logger.warning("chain check of table %s failed: %s", table.pk, str(exc)[:300])
+            ChainLook.objects.filter(table=table).update(next_at=now + timedelta(hours=1))
+            continue
+        for name in ("requests", "hashed", "findings", "compared", "cpu_seconds"):
+            setattr(totals, name, getattr(totals, name) + getattr(one, name))
+    return {"tables": len(due), **totals.as_dict()}
+
+
+def state_of(table: Table, version: int) -> dict[str, object] | None:
+    """What the version page shows: whether the bytes still match what was first seen, and
+    if not, both digests and when."""
+    seen = SeenCommit.objects.filter(table=table, version=version).first()
+    if seen is None:
+        return None
+    findings = list(HistoryRewrite.objects.filter(table=table, version=version).order_by("found_at"))
+    return {
+        "sha256": seen.sha256,
+        "entry": seen.entry,
+        "firstSeenAt": seen.first_seen_at,
+        "checkedAt": seen.checked_at,
+        "matches": seen.gone_at is None and not seen.expired and seen.last_sha256 in ("", seen.sha256),
+        "expired": seen.expired,
+        "findings": [
+            {"kind": f.get_kind_display(), "found": f.found_sha256, "foundAt": f.found_at, "by": f.found_by}
+            for f in findings
+        ],
+    }
