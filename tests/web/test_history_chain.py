@@ -158,6 +158,9 @@ def test_the_rolling_check_rehashes_what_a_listing_cannot_tell(tmp_path, setting
     log = LocalLog(tmp_path / "t")
     for i in range(3):
         write_deltalake(log.location, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    hour_ago = time.time() - 3600
+    for v in range(3):  # written an hour ago: their times vouch for them once hashed
+        os.utime(log.key(v), (hour_ago, hour_ago))
     table = registration.register_table("t", log.location)
     sync.sync_table(table.pk)
     assert ChainLook.objects.filter(table=table).count() == 0  # the first sync records, no look
@@ -195,3 +198,27 @@ def test_the_version_page_says_whether_the_bytes_still_match(tmp_path, settings,
     page = browser.get(f"/t/{table.slug}/v/1/").content.decode()
     assert "differ from what was first seen" in page
     assert first in page and hashlib.sha256(log.read(1)).hexdigest() in page
+
+
+def test_a_long_logs_sync_looks_at_its_window_and_the_rolling_check_at_all(tmp_path, settings) -> None:
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    settings.DELTAWEB_CHAIN_SYNC_WINDOW = 2
+    log = LocalLog(tmp_path / "t")
+    for i in range(4):
+        write_deltalake(log.location, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    table = registration.register_table("t", log.location)
+    sync.sync_table(table.pk)
+    # a table synced before the chain was kept: the rolling check records it as it is now
+    SeenCommit.objects.filter(table=table).delete()
+    ChainLook.objects.all().delete()
+    chain.check_due()
+    assert SeenCommit.objects.filter(table=table).count() == 4
+    look = ChainLook.objects.get(table=table)
+    assert (look.requests, look.hashed) == (5, 4)
+    time.sleep(0.01)
+    log.write(0, log.read(0).replace(b'"WRITE"', b'"write"'))
+    sync.sync_table(table.pk)  # versions 2 and 3 only
+    assert not HistoryRewrite.objects.exists()
+    ChainLook.objects.filter(table=table).update(next_at=timezone.now() - timedelta(seconds=1))
+    assert chain.check_due()["findings"] == 1
+    assert HistoryRewrite.objects.get(table=table).version == 0

@@ -2,10 +2,11 @@
 chained to the previous version's entry (tables.delta.history.chain), and every later look at
 an already-seen version compared with it.
 
-A look lists `_delta_log/` once (one request per 1,000 commits on an object store) and hashes
-again only the commits whose listed size or time changed since the last look (on an object
-store any rewrite changes both: a PUT sets a new LastModified), those found gone and back,
-and, on the rolling schedule, the few least recently hashed ones (a local file's time can be
+A look lists `_delta_log/` once (one request per 1,000 files on an object store) and hashes
+again only the commits whose listed size or time changed since the last look (a PUT sets a new
+LastModified), those whose time was too close to the read that hashed them to vouch for
+anything (hashed once more, later: each commit is read about twice in all), those found gone
+and back, and, on the rolling schedule, the few least recently hashed ones (a local file's time can be
 set back by hand). It finds:
 
 - rewritten: an already-seen version whose bytes differ from the first seen;
@@ -16,8 +17,10 @@ set back by hand). It finds:
 Each finding is a HistoryRewrite row, once per (version, kind, bytes found), announced with
 tables.signals.history_rewritten (an app that plugs in may raise an alert on it). The change
 probe never calls this: an unchanged table still costs its one request. A sync looks first
-(a log with a commit taken out may not replay at all), then records the new commits; the beat
-looks at every table once per DELTAWEB_CHAIN_CHECK_HOURS (`check_due`).
+(a log with a commit taken out may not replay at all) at its last DELTAWEB_CHAIN_SYNC_WINDOW
+versions, then records the new commits; the beat looks at all of every table's log once per
+DELTAWEB_CHAIN_CHECK_HOURS (`check_due`), and records a table synced before the chain was kept
+as its commits are then (`adopt`).
 """
 
 from __future__ import annotations
@@ -69,10 +72,11 @@ def _requests(storage: Storage) -> int | None:
     return getattr(storage, "requests", None)
 
 
-def _listed(storage: Storage) -> dict[int, tuple[str, int, int]]:
-    """{version: (path, size, time)} of the commits `_delta_log/` holds now."""
+def _listed(storage: Storage, since: int | None = None) -> dict[int, tuple[str, int, int]]:
+    """{version: (path, size, time)} of the commits `_delta_log/` holds now (from `since` on)."""
     try:
-        infos = list(storage.list_from(LOG_DIR))
+        after = f"{LOG_DIR}/{since:020d}" if since else None
+        infos = list(storage.list_from(LOG_DIR, start_after=after))
     except FileNotFoundError:
         return {}
     out: dict[int, tuple[str, int, int]] = {}
@@ -83,6 +87,19 @@ def _listed(storage: Storage) -> dict[int, tuple[str, int, int]]:
     return out
 
 
+# A listing's times are coarse (S3 lists whole seconds): a file whose time is not clearly before
+# the read that hashed it may have been rewritten within the same tick, unseen by its time and,
+# at the same size, by its listing. It is hashed again at the next look (git's "racy" files).
+RACY_MS = 2000
+
+
+def _trusted(seen: SeenCommit, size: int, mtime: int) -> bool:
+    """Whether the listing alone vouches that `seen`'s bytes are those last hashed."""
+    if (seen.listed_size, seen.listed_time) != (size, mtime) or seen.hashed_at is None:
+        return False
+    return mtime < int(seen.hashed_at.timestamp() * 1000) - RACY_MS
+
+
 def _retention_allows(seen: SeenCommit, earliest_listed: int | None, retention_ms: int, now_ms: int) -> bool:
     """Whether log cleanup may have taken `seen`: older than the log's earliest commit and
     than the retention (cleanup takes the oldest commits, and only past it)."""
@@ -91,19 +108,21 @@ def _retention_allows(seen: SeenCommit, earliest_listed: int | None, retention_m
     return seen.timestamp is not None and seen.timestamp + retention_ms <= now_ms
 
 
-def look(table: Table, storage: Storage | None = None, found_by: str = SYNC, rehash: int = 0) -> Look:
-    """Compare every seen, unexpired commit of `table` with its log now; `rehash` more of the
-    least recently hashed are read again whatever the listing says."""
+def look(
+    table: Table, storage: Storage | None = None, found_by: str = SYNC, rehash: int = 0, since: int | None = None
+) -> Look:
+    """Compare every seen, unexpired commit of `table` (from version `since` on) with its log
+    now; `rehash` more of the least recently hashed are read again whatever the listing says."""
     cpu0 = time.process_time()
     storage = storage or as_storage(table.location)
     req0 = _requests(storage)
     result = Look(requests=1)
-    listed = _listed(storage)
+    listed = _listed(storage, since)
     now = timezone.now()
     now_ms = int(now.timestamp() * 1000)
     retention = table.log_retention_ms or DEFAULT_LOG_RETENTION
-    earliest = min(listed) if listed else None
-    seen = list(SeenCommit.objects.filter(table=table, expired=False).order_by("version"))
+    earliest = min(listed) if listed and not since else None
+    seen = list(SeenCommit.objects.filter(table=table, expired=False, version__gte=since or 0).order_by("version"))
     deep = {s.pk for s in sorted(seen, key=lambda s: (s.hashed_at or now, s.version))[:rehash]} if rehash else set()
     changed: list[SeenCommit] = []
     for s in seen:
@@ -119,8 +138,7 @@ def look(table: Table, storage: Storage | None = None, found_by: str = SYNC, reh
                 changed.append(s)
             continue
         path, size, mtime = entry
-        same_listing = (s.listed_size, s.listed_time) == (size, mtime)
-        if s.gone_at is None and same_listing and s.pk not in deep:
+        if s.gone_at is None and _trusted(s, size, mtime) and s.pk not in deep:
             continue
         try:
             digest = commit_digest(storage.read(path))
@@ -165,6 +183,17 @@ def _found(table: Table, seen: SeenCommit, kind: str, digest: str, now: datetime
         return 0  # found already
     logger.warning("table %s: version %s %s (first seen %s)", table.pk, seen.version, kind, seen.sha256)
     return 1
+
+
+def sync_window_start(table: Table) -> int | None:
+    """Where a sync's look starts: the whole log while it is short, else the last
+    DELTAWEB_CHAIN_SYNC_WINDOW versions (a long log on an object store would cost a listing
+    page per 1,000 files at every sync; the rolling check looks at all of it once a day)."""
+    window = int(getattr(settings, "DELTAWEB_CHAIN_SYNC_WINDOW", 5000))
+    last = table.last_synced_version
+    if last is None or window <= 0 or last < window:
+        return None
+    return last - window + 1
 
 
 def _record_look(table: Table, result: Look, now: datetime) -> None:
@@ -263,8 +292,11 @@ def check_due(limit: int | None = None) -> dict[str, float]:
     limit = limit or int(getattr(settings, "DELTAWEB_CHAIN_CHECK_BATCH", 500))
     rehash = int(getattr(settings, "DELTAWEB_CHAIN_REHASH_PER_LOOK", 10))
     unscheduled = Table.objects.filter(chain_look__isnull=True, last_synced_version__isnull=False)
+    with_seen = set(SeenCommit.objects.filter(table__in=unscheduled).values_list("table_id", flat=True).distinct())
     for t in unscheduled.values_list("pk", flat=True)[:limit]:
-        ChainLook.objects.get_or_create(table_id=t, defaults={"looked_at": now, "next_at": spread_first(now)})
+        # a table synced before the chain was kept is recorded at once; others spread over the interval
+        first = spread_first(now) if t in with_seen else now
+        ChainLook.objects.get_or_create(table_id=t, defaults={"looked_at": now, "next_at": first})
     due = list(Table.objects.filter(chain_look__next_at__lte=now).order_by("chain_look__next_at")[:limit])
     totals = Look()
     for table in due:

@@ -223,7 +223,7 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     jobs.progress(job, "listing the log")
     if SeenCommit.objects.filter(table=table).exists():
         # first: a log with a commit taken out may not replay at all, and the finding must stay
-        chain.look(table, storage)
+        chain.look(table, storage, since=chain.sync_window_start(table))
     owner = owner_of(table)
     tail = _continue(table, storage) if owner is None else None
     first: list[Read] | None = None
