@@ -41,6 +41,7 @@ from tables.delta.history.reachability import DEFAULT_LOG_RETENTION
 from tables.delta.log.listing import LOG_DIR, classify
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenCommit, Table
+from tables.services.owner.access import owner_of
 
 logger = logging.getLogger("tables.chain")
 
@@ -122,12 +123,16 @@ def look(
     now_ms = int(now.timestamp() * 1000)
     retention = table.log_retention_ms or DEFAULT_LOG_RETENTION
     earliest = min(listed) if listed and not since else None
+    # a table deltaweb owns: its newest commits may be ratified and not backfilled yet
+    unbackfilled_above = (max(listed) if listed else -1) if owner_of(table) is not None else None
     seen = list(SeenCommit.objects.filter(table=table, expired=False, version__gte=since or 0).order_by("version"))
     deep = {s.pk for s in sorted(seen, key=lambda s: (s.hashed_at or now, s.version))[:rehash]} if rehash else set()
     changed: list[SeenCommit] = []
     for s in seen:
         result.compared += 1
         entry = listed.get(s.version)
+        if entry is None and unbackfilled_above is not None and s.version > unbackfilled_above:
+            continue
         if entry is None:
             if s.gone_at is None:
                 if _retention_allows(s, earliest, retention, now_ms):
