@@ -117,24 +117,22 @@ def test_another_key_or_an_unsigned_file_is_refused(tmp_path: Path, capsys) -> N
     assert body["range"] == {"from": 1, "to": 1} and body["chain"]["previous"] != GENESIS
 
 
-def test_the_key_from_the_environment_and_the_console_script(tmp_path: Path) -> None:
+def test_the_key_from_the_environment_and_the_console_script(tmp_path: Path, monkeypatch, capsys) -> None:
     table = _table(tmp_path, commits=1)
     priv, pub = _keys(tmp_path)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "DELTAWEB_AUDIT_KEY": priv.read_text()}
-
-    def run(*a):
-        return subprocess.run(
-            [sys.executable, "-m", "tables.delta.cli", *a],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    done = run("audit-export", str(table), "--out", str(tmp_path / "e"))
+    done = subprocess.run(
+        [sys.executable, "-m", "tables.delta.cli", "audit-export", str(table), "--out", str(tmp_path / "e")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
-    assert run("audit-verify", str(tmp_path / "e"), "--public-key", str(pub), "--table", str(table)).returncode == 0
-    env.pop("DELTAWEB_AUDIT_KEY")
-    done = run("audit-export", str(table), "--out", str(tmp_path / "f"))
-    assert done.returncode == 2 and "DELTAWEB_AUDIT_KEY" in done.stderr and "Traceback" not in done.stderr
+    assert main(["audit-verify", str(tmp_path / "e"), "--public-key", str(pub), "--table", str(table)]) == 0
+    monkeypatch.delenv("DELTAWEB_AUDIT_KEY", raising=False)
+    capsys.readouterr()
+    assert main(["audit-export", str(table), "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert "DELTAWEB_AUDIT_KEY" in err and "Traceback" not in err and not (tmp_path / "f").exists()
