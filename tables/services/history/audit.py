@@ -13,6 +13,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
+from django.db.models import Max, Min
 
 from tables.delta.history.audit import AuditKeyError, ExportInput, key_id, load_private_key, make_export, sign_export
 from tables.delta.history.chain import GENESIS
@@ -54,11 +55,9 @@ def signing_key() -> KeyState:
 
 
 def _range(table: Table, first: int | None, last: int | None) -> tuple[int, int]:
-    seen = SeenCommit.objects.filter(table=table).order_by("version").values_list("version", flat=True)
-    lo, hi = (
-        seen.first(),
-        SeenCommit.objects.filter(table=table).order_by("-version").values_list("version", flat=True).first(),
-    )
+    """The versions to export: `first`..`last` within those seen (default: all of them)."""
+    span = SeenCommit.objects.filter(table=table).aggregate(lo=Min("version"), hi=Max("version"))
+    lo, hi = span["lo"], span["hi"]
     if lo is None or hi is None:
         raise ServiceError("Nothing to export yet: no commit of this table has been synced.", "nothing_to_export", 409)
     a = lo if first is None else first
