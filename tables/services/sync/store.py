@@ -38,7 +38,7 @@ from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
 from tables.services.sync import chain, schedule, vanished
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
-from tables.services.sync.reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
+from tables.services.sync.reads import Digests, Infos, Read, prepared_in_processes, read_commits, reader_processes
 
 SYNC_LEASE = timedelta(minutes=15)
 BATCH = 2000
@@ -343,15 +343,15 @@ def _read_batches(
     insert: CommitInsert,
     first: list[Read] | None,
     processes: int,
-) -> Iterator[tuple[list[Read], Infos | None]]:
-    """Each batch's reads, with their info_values when processes built them."""
+) -> Iterator[tuple[list[Read], Infos | None, Digests | None]]:
+    """Each batch's reads, with their info_values and digests when processes made them."""
     if first is not None:
-        yield first, None
+        yield first, None, None
     elif processes:
         yield from prepared_in_processes(storage, chunks, base, insert.json_text, processes)
     else:
         for chunk in chunks:
-            yield read_commits(storage, chunk), None
+            yield read_commits(storage, chunk), None, None
 
 
 def _batches(
@@ -359,7 +359,7 @@ def _batches(
     storage: Storage,
     times: CommitTimes,
     chunks: list[list[LogFile]],
-    reads_by_batch: Iterator[tuple[list[Read], Infos | None]],
+    reads_by_batch: Iterator[tuple[list[Read], Infos | None, Digests | None]],
     insert: CommitInsert,
     files: FileState | None,
     base: int,
@@ -369,7 +369,7 @@ def _batches(
     """Each batch's INSERT parameters, anomalies and first-seen digests, in order (plain
     Python: no database)."""
     ict = times.ict
-    for chunk, (reads, infos) in zip(chunks, reads_by_batch, strict=False):
+    for chunk, (reads, infos, digests) in zip(chunks, reads_by_batch, strict=False):
         times.reader.remember(r for _lf, _data, r in reads if r is not None)
         rows, anomalies = scan_versions(times, [lf.version for lf in chunk], prev)
         if rows:
@@ -378,18 +378,26 @@ def _batches(
                 last_row["fileModificationTime"],
                 last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
             )
-        # each commit's bytes once: its growth and its first-seen digest (tables.services.sync.chain)
+        # each commit's bytes read once for its growth and its first-seen digest
+        # (tables.services.sync.chain); reader processes hashed theirs already
+        digests = digests or {}
         kept_bytes = {lf.version: data for lf, data, _r in reads}
+        grows = files is not None and chunk[-1].version > base
         contents = {
-            lf.version: kept_bytes.get(lf.version) or read_commit_bytes(storage, lf.path, lf.size) for lf in chunk
+            lf.version: kept_bytes.get(lf.version) or read_commit_bytes(storage, lf.path, lf.size)
+            for lf in chunk
+            if lf.version not in digests or (grows and lf.version > base)
         }
-        if files is not None and chunk[-1].version > base:
+        if grows:
             sources = [
                 (storage.display(lf.path), lf.version, contents[lf.version]) for lf in chunk if lf.version > base
             ]
             sizes.update(files.apply_sources(sources))
         stamps = {r["version"]: r["timestamp"] for r in rows}
-        seen = [_seen(lf, contents[lf.version], stamps.get(lf.version)) for lf in chunk]
+        seen = [
+            _seen(lf, digests.get(lf.version) or commit_digest(contents[lf.version]), stamps.get(lf.version))
+            for lf in chunk
+        ]
         infos = infos or {}
         get, json_text, table_id = times.reader.get, insert.json_text, table.pk
         heads = [head_values(r, table_id, sizes) for r in rows]
@@ -397,14 +405,13 @@ def _batches(
         yield insert.params(heads, values), anomalies, seen
 
 
-def _seen(lf: LogFile, data: Any, timestamp: int | None) -> tuple[int, str, int, int | None, int | None, int | None]:
+def _seen(lf: LogFile, digest: str, timestamp: int | None) -> tuple[int, str, int, int | None, int | None, int | None]:
     """A commit's first look for chain.record_seen: its digest, size, listed size and time."""
-    size = len(data)
     try:
         listed: tuple[int | None, int | None] = (lf.size, lf.modification_time)
     except delta_errors.DeltaError:
         listed = (None, None)
-    return lf.version, commit_digest(data), size, listed[0], listed[1], timestamp
+    return lf.version, digest, listed[0] or 0, listed[0], listed[1], timestamp
 
 
 def _write_batches(
