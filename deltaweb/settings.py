@@ -283,7 +283,7 @@ DELTAWEB_CHAIN_CHECK_TICK_SECONDS = float(env("DELTAWEB_CHAIN_CHECK_TICK_SECONDS
 DELTAWEB_CHAIN_CHECK_BATCH = int(env("DELTAWEB_CHAIN_CHECK_BATCH", "500"))
 DELTAWEB_CHAIN_REHASH_PER_LOOK = int(env("DELTAWEB_CHAIN_REHASH_PER_LOOK", "10"))
 # a sync compares the last N versions (all of a shorter log); the rolling check compares them all
-DELTAWEB_CHAIN_SYNC_WINDOW = int(env("DELTAWEB_CHAIN_SYNC_WINDOW", "5000"))
+DELTAWEB_CHAIN_SYNC_WINDOW = int(env("DELTAWEB_CHAIN_SYNC_WINDOW", "1000"))
 # the Ed25519 key the audit export is signed with: PEM (PKCS#8) or the base64 of its 32 raw
 # bytes; DELTAWEB_AUDIT_KEY_FILE names a file holding it instead. Without either, exports are off.
 DELTAWEB_AUDIT_KEY = env("DELTAWEB_AUDIT_KEY", "")

@@ -209,7 +209,7 @@ class SeenCommit(models.Model):
     listed_size = models.BigIntegerField(null=True, blank=True)
     listed_time = models.BigIntegerField(null=True, blank=True, help_text="the file's modification time, ms")
     last_sha256 = models.CharField(max_length=64, blank=True, help_text="the digest the last read found")
-    hashed_at = models.DateTimeField(null=True, blank=True, help_text="when its bytes were last read and hashed")
+    hashed_ms = models.BigIntegerField(null=True, blank=True, help_text="when its bytes were last read and hashed, ms")
     checked_at = models.DateTimeField(null=True, blank=True)
     gone_at = models.DateTimeField(null=True, blank=True, help_text="found gone before its retention allowed")
     expired = models.BooleanField(default=False, help_text="log cleanup removed it after its retention")
@@ -217,7 +217,6 @@ class SeenCommit(models.Model):
     class Meta:
         ordering = ["version"]
         constraints = [models.UniqueConstraint(fields=["table", "version"], name="seen_commit_once")]
-        indexes = [models.Index(fields=["table", "hashed_at"])]
 
     def __str__(self) -> str:
         return f"{self.table_id}@{self.version} {self.sha256[:12]}"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -94,11 +95,13 @@ def _listed(storage: Storage, since: int | None = None) -> dict[int, tuple[str, 
 RACY_MS = 2000
 
 
-def _trusted(seen: SeenCommit, size: int, mtime: int) -> bool:
-    """Whether the listing alone vouches that `seen`'s bytes are those last hashed."""
-    if (seen.listed_size, seen.listed_time) != (size, mtime) or seen.hashed_at is None:
+def _trusted(listed: tuple[int | None, int | None, int | None], size: int, mtime: int) -> bool:
+    """Whether the listing alone vouches that a seen commit's bytes are those last hashed, from
+    its (listed size, listed time, hashed_ms) at the last look."""
+    listed_size, listed_time, hashed_ms = listed
+    if (listed_size, listed_time) != (size, mtime) or hashed_ms is None:
         return False
-    return mtime < int(seen.hashed_at.timestamp() * 1000) - RACY_MS
+    return mtime < hashed_ms - RACY_MS
 
 
 def _retention_allows(seen: SeenCommit, earliest_listed: int | None, retention_ms: int, now_ms: int) -> bool:
@@ -113,60 +116,89 @@ def look(
     table: Table, storage: Storage | None = None, found_by: str = SYNC, rehash: int = 0, since: int | None = None
 ) -> Look:
     """Compare every seen, unexpired commit of `table` (from version `since` on) with its log
-    now; `rehash` more of the least recently hashed are read again whatever the listing says."""
+    now; `rehash` more of the least recently hashed are read again whatever the listing says.
+    Only the commits that need a read or a change are loaded as rows."""
     cpu0 = time.process_time()
     storage = storage or as_storage(table.location)
     req0 = _requests(storage)
     result = Look(requests=1)
     listed = _listed(storage, since)
     now = timezone.now()
-    now_ms = int(now.timestamp() * 1000)
-    retention = table.log_retention_ms or DEFAULT_LOG_RETENTION
-    earliest = min(listed) if listed and not since else None
+    light = list(
+        SeenCommit.objects.filter(table=table, expired=False, version__gte=since or 0).values_list(
+            "pk", "version", "listed_size", "listed_time", "hashed_ms", "gone_at"
+        )
+    )
+    result.compared = len(light)
     # a table deltaweb owns: its newest commits may be ratified and not backfilled yet
     unbackfilled_above = (max(listed) if listed else -1) if owner_of(table) is not None else None
-    seen = list(SeenCommit.objects.filter(table=table, expired=False, version__gte=since or 0).order_by("version"))
-    deep = {s.pk for s in sorted(seen, key=lambda s: (s.hashed_at or now, s.version))[:rehash]} if rehash else set()
-    changed: list[SeenCommit] = []
-    for s in seen:
-        result.compared += 1
-        entry = listed.get(s.version)
-        if entry is None and unbackfilled_above is not None and s.version > unbackfilled_above:
-            continue
+    deep = {r[0] for r in sorted(light, key=lambda r: (r[4] or 0, r[1]))[:rehash]} if rehash else set()
+    need = []
+    for pk, version, *last, gone_at in light:
+        entry = listed.get(version)
         if entry is None:
-            if s.gone_at is None:
-                if _retention_allows(s, earliest, retention, now_ms):
-                    s.expired = True
-                else:
-                    s.gone_at = now
-                    result.findings += _found(table, s, RewriteKind.VANISHED, "", now, found_by)
-                changed.append(s)
-            continue
-        path, size, mtime = entry
-        if s.gone_at is None and _trusted(s, size, mtime) and s.pk not in deep:
-            continue
-        try:
-            digest = commit_digest(storage.read(path))
-        except FileNotFoundError:
-            continue  # gone since the listing: the next look says so
-        result.hashed += 1
-        s.listed_size, s.listed_time, s.hashed_at, s.checked_at = size, mtime, now, now
-        if digest != s.sha256:
-            kind = RewriteKind.REAPPEARED if s.gone_at is not None else RewriteKind.REWRITTEN
-            result.findings += _found(table, s, kind, digest, now, found_by)
-        s.gone_at = None if digest == s.sha256 else s.gone_at
-        s.last_sha256 = digest
-        changed.append(s)
-    SeenCommit.objects.bulk_update(
-        changed,
-        ["listed_size", "listed_time", "hashed_at", "checked_at", "gone_at", "expired", "last_sha256"],
-        batch_size=500,
-    )
+            if gone_at is None and (unbackfilled_above is None or version <= unbackfilled_above):
+                need.append(pk)
+        elif gone_at is not None or pk in deep or not _trusted(tuple(last), entry[1], entry[2]):
+            need.append(pk)
+    changed = []
+    context = (table, storage, listed, now, found_by, min(listed) if listed and not since else None)
+    for s in SeenCommit.objects.filter(pk__in=need).order_by("version") if need else ():
+        if _compare(s, context, result):
+            changed.append(s)
+    _save_looked(changed)
     req1 = _requests(storage)
     result.requests = (req1 - req0) if req0 is not None and req1 is not None else 1 + result.hashed
     result.cpu_seconds = time.process_time() - cpu0
     _record_look(table, result, now)
     return result
+
+
+def _compare(s: SeenCommit, context: tuple, result: Look) -> bool:
+    """Look at one seen commit the listing could not vouch for: expired, vanished, or read and
+    compared. Whether its row changed."""
+    table, storage, listed, now, found_by, earliest = context
+    entry = listed.get(s.version)
+    if entry is None:
+        retention = table.log_retention_ms or DEFAULT_LOG_RETENTION
+        if _retention_allows(s, earliest, retention, int(now.timestamp() * 1000)):
+            s.expired = True
+        else:
+            s.gone_at = now
+            result.findings += _found(table, s, RewriteKind.VANISHED, "", now, found_by)
+        return True
+    path, size, mtime = entry
+    try:
+        digest = commit_digest(storage.read(path))
+    except FileNotFoundError:
+        return False  # gone since the listing: the next look says so
+    result.hashed += 1
+    s.listed_size, s.listed_time, s.hashed_ms, s.checked_at = size, mtime, int(now.timestamp() * 1000), now
+    if digest != s.sha256:
+        kind = RewriteKind.REAPPEARED if s.gone_at is not None else RewriteKind.REWRITTEN
+        result.findings += _found(table, s, kind, digest, now, found_by)
+    s.gone_at = None if digest == s.sha256 else s.gone_at
+    s.last_sha256 = digest
+    return True
+
+
+_LOOKED = ("listed_size", "listed_time", "hashed_ms", "checked_at", "gone_at", "expired", "last_sha256")
+
+
+def _save_looked(rows: list[SeenCommit]) -> None:
+    """One prepared UPDATE run per changed row (the ORM's bulk_update built a CASE per field and row)."""
+    if not rows:
+        return
+    conn = connections[router.db_for_write(SeenCommit)]
+    fields = [SeenCommit._meta.get_field(n) for n in _LOOKED]
+    qn = conn.ops.quote_name
+    sql = (
+        f"UPDATE {qn(SeenCommit._meta.db_table)} SET {', '.join(f'{qn(f.column)} = %s' for f in fields)} "
+        f"WHERE {qn(SeenCommit._meta.pk.column)} = %s"
+    )
+    params = [[*(f.get_db_prep_save(getattr(r, f.attname), conn) for f in fields), r.pk] for r in rows]
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def _found(table: Table, seen: SeenCommit, kind: str, digest: str, now: datetime, found_by: str) -> int:
@@ -238,36 +270,52 @@ def record_seen(
                 findings += _found(table, old, kind, digest, now, found_by)
             previous = old.entry
             continue
-        previous = chain_entry(previous, version, digest)
-        rows.append((version, digest, previous, size, ts, listed_size, listed_time, digest))
+        previous = chain_entry(previous, version, digest)  # about 1 µs: 100,000 in 0.1 s
+        rows.append((version, digest, previous, size, ts, listed_size, listed_time, digest))  # hashed_ms: now
     _insert_seen(table, rows, now)
     return findings
 
 
-_SEEN_COLUMNS = ("version", "sha256", "entry", "size", "timestamp", "listed_size", "listed_time", "last_sha256")
+_SEEN_COLUMNS = (
+    "version", "sha256", "entry", "size", "timestamp", "listed_size", "listed_time", "last_sha256", "hashed_ms",
+)  # fmt: skip
 
 
 def _insert_seen(table: Table, rows: list[tuple], now: datetime) -> None:
-    """INSERT the rows, a version stored already left as it is: one prepared statement run per
-    row (a cold sync of 100,000 commits stores 100,000; the ORM's objects took seconds)."""
+    """INSERT the rows, a version stored already left as it is, as the history's rows go in
+    (commit_rows.CommitInsert): SQLite takes 500 rows per statement, other databases one
+    statement run per row. A cold sync of 100,000 commits stores 100,000."""
     if not rows:
         return
     conn = connections[router.db_for_write(SeenCommit)]
-    named = [
-        SeenCommit._meta.get_field(n) for n in ("table", *_SEEN_COLUMNS, "first_seen_at", "hashed_at", "checked_at")
-    ]
+    named = [SeenCommit._meta.get_field(n) for n in ("table", *_SEEN_COLUMNS, "first_seen_at", "checked_at")]
     # the other columns (gone_at, expired, and any added later) get their field's default
     others = [f for f in SeenCommit._meta.concrete_fields if not f.primary_key and f not in named]
     fields = named + others
     stamp = conn.ops.adapt_datetimefield_value(now)
     tail = [f.get_db_prep_save(f.get_default(), conn) for f in others]
+    now_ms = int(now.timestamp() * 1000)
+    params = [(table.pk, *r, now_ms, stamp, stamp, *tail) for r in rows]
     qn = conn.ops.quote_name
-    sql = (
-        f"INSERT INTO {qn(SeenCommit._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT DO NOTHING"
-    )
+    head = f"INSERT INTO {qn(SeenCommit._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
+    one = f"({', '.join(['%s'] * len(fields))})"
     with conn.cursor() as cursor:
-        cursor.executemany(sql, [(table.pk, *r, stamp, stamp, stamp, *tail) for r in rows])
+        if conn.vendor != "sqlite":
+            cursor.executemany(f"{head}{one} ON CONFLICT DO NOTHING", params)
+            return
+        step, raw = _SQLITE_ROWS, cursor.cursor
+        whole = len(params) - len(params) % step
+        if whole:
+            sql = f"{head}{', '.join([one] * step)} ON CONFLICT DO NOTHING".replace("%s", "?")
+            batches = [[x for row in params[i : i + step] for x in row] for i in range(0, whole, step)]
+            sqlite3.Cursor.executemany(raw, sql, batches)
+        if whole < len(params):
+            rest = params[whole:]
+            sql = f"{head}{', '.join([one] * len(rest))} ON CONFLICT DO NOTHING".replace("%s", "?")
+            sqlite3.Cursor.execute(raw, sql, [x for row in rest for x in row])
+
+
+_SQLITE_ROWS = 500  # rows per statement (SQLite takes 32,766 parameters from 3.32 on)
 
 
 def adopt(table: Table) -> Look | None:
