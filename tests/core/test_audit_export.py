@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tables.delta.cli import main
 from tables.delta.history.audit import export_table, load_public_key, sign_export, verify_export
-from tables.delta.history.chain import GENESIS, broken_links, build_chain, chain_entry
+from tables.delta.history.chain import GENESIS, broken_links, build_chain, chain_entries, chain_entry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,6 +50,7 @@ def test_the_chain_is_the_documented_sha256_construction() -> None:
     assert links[1].entry == chain_entry(links[0].entry, 1, digest)
     assert broken_links([(lk.version, lk.digest, lk.entry) for lk in links]) == []
     assert broken_links([(0, digest, links[0].entry), (1, GENESIS, links[1].entry)]) == [1]
+    assert chain_entries(None, [(0, digest), (1, digest)]) == [lk.entry for lk in links]
 
 
 def test_round_trip_then_a_rewrite_is_named_and_forgeries_fail(tmp_path: Path, capsys) -> None:

@@ -36,11 +36,19 @@ def commit_digest(data: bytes | memoryview) -> str:
 def chain_entry(previous: str | None, version: int, digest: str) -> str:
     """The chain entry of `version` with commit digest `digest`, after entry `previous`
     (None or GENESIS for the chain's first version)."""
-    h = hashlib.sha256(DOMAIN)
-    h.update(bytes.fromhex(previous or GENESIS))
-    h.update(version.to_bytes(8, "big", signed=False))
-    h.update(bytes.fromhex(digest))
-    return h.hexdigest()
+    raw = DOMAIN + bytes.fromhex(previous or GENESIS) + version.to_bytes(8, "big") + bytes.fromhex(digest)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def chain_entries(previous: str | None, items: Iterable[tuple[int, str]]) -> list[str]:
+    """The entries of (version, digest) in order after `previous`: `chain_entry` in a loop
+    that carries the raw bytes on (a cold sync chains 100,000 commits)."""
+    prev = bytes.fromhex(previous or GENESIS)
+    sha, fromhex, out = hashlib.sha256, bytes.fromhex, []
+    for version, digest in items:
+        prev = sha(DOMAIN + prev + version.to_bytes(8, "big") + fromhex(digest)).digest()
+        out.append(prev.hex())
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 
 from tables import signals
-from tables.delta.history.chain import chain_entry, commit_digest
+from tables.delta.history.chain import chain_entries, chain_entry, commit_digest
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION
 from tables.delta.log.listing import LOG_DIR, classify
 from tables.delta.storage.boundary import Storage, as_storage
@@ -226,7 +226,7 @@ def sync_window_start(table: Table) -> int | None:
     """Where a sync's look starts: the whole log while it is short, else the last
     DELTAWEB_CHAIN_SYNC_WINDOW versions (a long log on an object store would cost a listing
     page per 1,000 files at every sync; the rolling check looks at all of it once a day)."""
-    window = int(getattr(settings, "DELTAWEB_CHAIN_SYNC_WINDOW", 5000))
+    window = int(getattr(settings, "DELTAWEB_CHAIN_SYNC_WINDOW", 1000))
     last = table.last_synced_version
     if last is None or window <= 0 or last < window:
         return None
@@ -261,6 +261,11 @@ def record_seen(
     known = {s.version: s for s in SeenCommit.objects.filter(table=table, version__gte=lo, version__lte=hi)}
     before = SeenCommit.objects.filter(table=table, version__lt=lo).order_by("-version").first()
     previous = before.entry if before is not None else None
+    if not known:  # the common case, a sync's new commits: chained in one loop
+        entries = chain_entries(previous, [(c[0], c[1]) for c in commits])
+        rows = [(v, d, e, size, ts, ls, lt, d) for (v, d, size, ls, lt, ts), e in zip(commits, entries, strict=True)]
+        _insert_seen(table, rows, now)
+        return 0
     rows, findings = [], 0
     for version, digest, size, listed_size, listed_time, ts in commits:
         old = known.get(version)
@@ -270,8 +275,8 @@ def record_seen(
                 findings += _found(table, old, kind, digest, now, found_by)
             previous = old.entry
             continue
-        previous = chain_entry(previous, version, digest)  # about 1 µs: 100,000 in 0.1 s
-        rows.append((version, digest, previous, size, ts, listed_size, listed_time, digest))  # hashed_ms: now
+        previous = chain_entry(previous, version, digest)
+        rows.append((version, digest, previous, size, ts, listed_size, listed_time, digest))
     _insert_seen(table, rows, now)
     return findings
 
