@@ -208,7 +208,9 @@ class SeenCommit(models.Model):
     # what the last look found: the listing's size and time (a change is hashed again) and the digest
     listed_size = models.BigIntegerField(null=True, blank=True)
     listed_time = models.BigIntegerField(null=True, blank=True, help_text="the file's modification time, ms")
-    last_sha256 = models.CharField(max_length=64, blank=True, help_text="the digest the last read found")
+    last_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="the digest the last read found (blank: the first seen)"
+    )
     hashed_ms = models.BigIntegerField(null=True, blank=True, help_text="when its bytes were last read and hashed, ms")
     checked_at = models.DateTimeField(null=True, blank=True)
     gone_at = models.DateTimeField(null=True, blank=True, help_text="found gone before its retention allowed")

@@ -53,7 +53,7 @@ class Migration(migrations.Migration):
                 ('timestamp', models.BigIntegerField(blank=True, help_text="the commit's time, ms (for its retention)", null=True)),
                 ('listed_size', models.BigIntegerField(blank=True, null=True)),
                 ('listed_time', models.BigIntegerField(blank=True, help_text="the file's modification time, ms", null=True)),
-                ('last_sha256', models.CharField(blank=True, help_text='the digest the last read found', max_length=64)),
+                ('last_sha256', models.CharField(blank=True, help_text='the digest the last read found (blank: the first seen)', max_length=64)),
                 ('hashed_ms', models.BigIntegerField(blank=True, help_text='when its bytes were last read and hashed, ms', null=True)),
                 ('checked_at', models.DateTimeField(blank=True, null=True)),
                 ('gone_at', models.DateTimeField(blank=True, help_text='found gone before its retention allowed', null=True)),

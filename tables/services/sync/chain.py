@@ -263,7 +263,8 @@ def record_seen(
     previous = before.entry if before is not None else None
     if not known:  # the common case, a sync's new commits: chained in one loop
         entries = chain_entries(previous, [(c[0], c[1]) for c in commits])
-        rows = [(v, d, e, size, ts, ls, lt, d) for (v, d, size, ls, lt, ts), e in zip(commits, entries, strict=True)]
+        # last_sha256 blank: the bytes last read are the first seen (64 bytes less a row)
+        rows = [(v, d, e, size, ts, ls, lt, "") for (v, d, size, ls, lt, ts), e in zip(commits, entries, strict=True)]
         _insert_seen(table, rows, now)
         return 0
     rows, findings = [], 0
@@ -276,7 +277,7 @@ def record_seen(
             previous = old.entry
             continue
         previous = chain_entry(previous, version, digest)
-        rows.append((version, digest, previous, size, ts, listed_size, listed_time, digest))
+        rows.append((version, digest, previous, size, ts, listed_size, listed_time, ""))
     _insert_seen(table, rows, now)
     return findings
 
