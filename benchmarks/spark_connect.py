@@ -1,6 +1,6 @@
 """Spark through a Spark Connect server against Spark in the worker's own process.
 
-Usage: .venv/bin/python benchmarks/spark_connect.py [--reps 3] [--workdir DIR]
+Usage: .venv/bin/python benchmarks/spark_connect.py [--reps 3] [--workdir DIR] [--idle 60]
 
 The same three data jobs, each timed from the call to the first page of rows read back from
 its result (what a request waits for once its job runs: the job function, then
@@ -17,7 +17,8 @@ registers); a keyed diff of the demo table between its first and latest versions
 commits cycling append 1,000 / update 100 / delete 100, written as benchmarks/spark_rows.py
 writes them). Also: the session's start (a new process, to its first answer), and the resident
 memory (RSS) of the process and its children, the JVM included, after the runs; for Connect
-the server's RSS beside it (its JVM is shared by every worker).
+the server's RSS beside it (its JVM is shared by every worker), right after the runs and again
+after `--idle` seconds with nothing asked of it.
 
 Each kind runs in a fresh process (PySpark picks its functions' implementation per process).
 Prints a table, writes benchmarks/results/spark_connect.json, and, last, one JSON line.
@@ -172,12 +173,15 @@ def report(results: dict) -> None:
         a, b = classic[key], connect[key]
         print(f"{label:34}{a:12.2f}{b:12.2f}{b / a:8.2f}")
     print(f"{'Connect server RSS (MiB, shared)':34}{'':12}{results['server_rss_mib']:12.1f}")
+    idle = f"  ... after {results['idle_s']:.0f} s idle"
+    print(f"{idle:34}{'':12}{results['server_idle_rss_mib']:12.1f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--idle", type=float, default=60.0, help="seconds idle before the server's RSS is read again")
     ap.add_argument("--child", choices=("classic", "connect"), help=argparse.SUPPRESS)
     ap.add_argument("--tables", help=argparse.SUPPRESS)
     ap.add_argument("--remote", help=argparse.SUPPRESS)
@@ -201,6 +205,9 @@ def main() -> None:
         }
         server_pid = int((SERVER_DIR / "server.pid").read_text())
         results["server_rss_mib"] = tree_rss_mib(server_pid)
+        time.sleep(args.idle)  # what it holds between clicks: after the runs, nothing asked of it
+        results["server_idle_rss_mib"] = tree_rss_mib(server_pid)
+        results["idle_s"] = args.idle
         results["load"] = [load, os.getloadavg()[0]]
     finally:
         _script("stop")

@@ -83,11 +83,12 @@ def start_redis(workdir: Path) -> subprocess.Popen:
 
 
 def source_log(workdir: Path) -> Path:
-    src = workdir.parent / "time_travel" / "ict"
-    if not (src / "gen.json").exists():
-        subprocess.run([sys.executable, str(HERE / "time_travel.py"), "--workdir", str(workdir.parent / "time_travel"),
-                        "--samples", "10", "--quick"], check=True)  # fmt: skip
-    return src
+    """The 100,000-commit ICT log beside DIR, generated once as benchmarks/time_travel.py does."""
+    sys.path.insert(0, str(HERE))
+    import time_travel
+
+    root, _info, _known = time_travel.prepare(workdir.parent, "ict", 0, time_travel.SEED)
+    return root
 
 
 def append_commits(path: Path, n: int) -> None:

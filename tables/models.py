@@ -138,6 +138,26 @@ class Anomaly(models.Model):
         ordering = ["version", "kind"]
 
 
+class VersionChecksum(models.Model):
+    """A version's checksum file (`_delta_log/N.crc`) as the sync found it against the log's
+    replay (tables.services.sync.checksums): it agreed, or the fields that differ with both
+    values. No row: the version has no checksum file, or it was not checked. A cache like the
+    history: the log and its checksum files are the truth."""
+
+    table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="checksums")
+    version = models.BigIntegerField()
+    ok = models.BooleanField()
+    # [{field, expected (the checksum's), found (the replay's)}], values bounded (text_bounds)
+    mismatches = models.JSONField(default=list)
+    error = models.TextField(blank=True, default="", help_text="why the checksum file could not be decoded")
+    full = models.BooleanField(default=True, help_text="every field compared (else the counts only)")
+    sha256 = models.CharField(max_length=64, blank=True, default="", help_text="of the checksum file's bytes")
+    checked_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["table", "version"], name="version_checksum_once")]
+
+
 class FileLook(models.Model):
     """The sync's last look at the files a table's log still references (tables.services.sync
     .vanished): compact, never the file list itself. The missing files are kept as sorted

@@ -19,7 +19,7 @@ from tables.delta.log.listing import LogFile, list_log
 from tables.delta.snapshot.files import file_rows, log_add_actions
 from tables.delta.snapshot.state import Snapshot, ratified_listing, read_commit_bytes
 from tables.delta.storage.boundary import as_storage
-from tables.models import Anomaly, Commit, Table
+from tables.models import Anomaly, Commit, Table, VersionChecksum
 from tables.services.owner.access import owner_of
 from tables.services.versions import snapshot_at
 
@@ -87,6 +87,11 @@ class CommitFacts:
             return Protocol.from_dict(found[-1]) if found else None
         except (TypeError, ValueError):
             return None
+
+    @cached_property
+    def checksum(self) -> VersionChecksum | None:
+        """What the sync found of the version's checksum file (None: none was checked)."""
+        return VersionChecksum.objects.filter(table=self.table, version=self.version).first()
 
     @cached_property
     def before(self) -> Snapshot | None:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from alerts.detect.facts import CommitFacts
 from alerts.models import CustomRule, MetricOp, Severity
 from tables.delta.snapshot.diff import schema_changes
@@ -313,6 +315,31 @@ def commit_rate(facts: CommitFacts, factor: float | None) -> str | None:
     return None
 
 
+CHECKSUM_FIELDS_SAID = 5  # the differing fields an explanation names; the version page lists them all
+
+
+def _value(value: object) -> str:
+    if isinstance(value, (dict, list)):
+        return _q(orjson.dumps(value).decode(), 60)
+    return "absent" if value is None else _q(value, 60)
+
+
+def checksum_mismatch(facts: CommitFacts, _t: float | None) -> str | None:
+    """A version whose checksum file (`_delta_log/N.crc`) disagrees with the log's replay."""
+    row = facts.checksum
+    if row is None or row.ok:
+        return None
+    if row.error:
+        return f"version {facts.version}: its checksum file cannot be read: {_q(row.error, 200)}"
+    said = "; ".join(
+        f"{_q(m.get('field'), 80)}: {_value(m.get('expected'))} in the checksum, {_value(m.get('found'))} in the log"
+        for m in row.mismatches[:CHECKSUM_FIELDS_SAID]
+    )
+    more = len(row.mismatches) - CHECKSUM_FIELDS_SAID
+    tail = f" (and {more} more field{'s' if more > 1 else ''})" if more > 0 else ""
+    return f"version {facts.version}: the checksum file disagrees with the log: {said}{tail}"
+
+
 BUILTIN: dict[str, Builtin] = {
     b.key: b
     for b in (
@@ -331,6 +358,7 @@ BUILTIN: dict[str, Builtin] = {
         Builtin("restore", "RESTORE", Severity.WARNING, restore),
         Builtin("vacuum", "VACUUM", Severity.INFO, vacuum),
         Builtin("unknown_writer", "Unknown writer or user", Severity.WARNING, unknown_writer),
+        Builtin("checksum_mismatch", "Checksum file disagrees with the log", Severity.CRITICAL, checksum_mismatch),
         Builtin("commit_rate", "Commit burst or silence", Severity.INFO, commit_rate, 10.0, "times the usual interval"),
         Builtin(
             "vacuum_unreadable",

@@ -329,6 +329,23 @@ class MetadataSerializer(serializers.Serializer):
     createdTime = serializers.IntegerField(allow_null=True)
 
 
+class ChecksumMismatchSerializer(serializers.Serializer):
+    field = serializers.CharField(help_text="e.g. numFiles, metadata.schemaString, setTransactions[appId]")
+    expected = serializers.JSONField(allow_null=True, help_text="the checksum file's value (bounded)")
+    found = serializers.JSONField(allow_null=True, help_text="the log replay's value (bounded)")
+
+
+class ChecksumStateSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        ["ok", "mismatch", "unreadable", "none"],
+        help_text="the version's checksum file (_delta_log/N.crc) against the log; none: no checksum file checked",
+    )
+    mismatches = ChecksumMismatchSerializer(many=True)
+    error = serializers.CharField(allow_null=True, help_text="why the checksum file could not be decoded")
+    full = serializers.BooleanField(allow_null=True, help_text="every field compared (false: the counts only)")
+    checkedAt = serializers.DateTimeField(allow_null=True)
+
+
 class VersionSummarySerializer(serializers.Serializer):
     version = serializers.IntegerField()
     protocol = ProtocolSerializer()
@@ -340,6 +357,11 @@ class VersionSummarySerializer(serializers.Serializer):
     commitInfo = serializers.JSONField(allow_null=True, help_text="The version's commitInfo (from the cache)")
     timestamp = serializers.IntegerField(allow_null=True, help_text="commit timestamp, ms (null before a sync)")
     timestampSource = serializers.CharField(allow_null=True)
+    summaryFrom = serializers.ChoiceField(
+        ["replay", "checksum"],
+        help_text="replay: the log replayed to the version; checksum: its checksum file, found to agree with the log",
+    )
+    checksum = ChecksumStateSerializer()
 
 
 class DeletionVectorSerializer(serializers.Serializer):

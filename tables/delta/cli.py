@@ -1,9 +1,9 @@
 """`delta`: the Delta core's command line and its stable JSON contract for scripts and tests.
 
-Subcommands: snapshot, history, resolve, timeline, reachability and row-history read a table;
-enable-ict and restore (without --dry-run) write one commit, nothing else writes. Every subcommand prints JSON with
+Subcommands: snapshot, history, resolve, timeline, reachability, row-history and verify read a
+table; enable-ict and restore (without --dry-run) write one commit, nothing else writes. Every subcommand prints JSON with
 --json and a readable table without it. A failure exits with status 2 and one `error: ...`
-line on stderr, never a traceback.
+line on stderr, never a traceback; `verify` exits 1 when a checksum disagrees with the log.
 
 Installed as the `delta` console script (`tables.delta.cli:main`); `manage.py delta` is a thin
 wrapper over the same parser and `execute`. This module imports no Django, Celery or Spark, and
@@ -30,14 +30,14 @@ if TYPE_CHECKING:
     pass
 
 DESCRIPTION = (
-    "Read Delta tables: snapshot, history, resolve, timeline, reachability, row-history; "
+    "Read Delta tables: snapshot, history, resolve, timeline, reachability, row-history, verify; "
     "enable-ict and restore write one commit."
 )
 
 # exit statuses: 2 is the contract's failure; the others follow shell conventions
 EXIT_OK = 0
 EXIT_BROKEN_PIPE = 1
-EXIT_DIFFERS = 1  # audit-verify: a signature, chain or version that does not hold
+EXIT_DIFFERS = 1  # verify, audit-verify: a checksum, signature, chain or version that does not hold
 EXIT_FAILED = 2
 EXIT_INTERRUPTED = 130
 AUDIT_KEY_ENV = "DELTAWEB_AUDIT_KEY"  # the signing key itself (PEM or base64), as the server reads it
@@ -97,6 +97,9 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
         metavar="COLUMN=VALUE",
         help="a key column and its value (repeat for a key of several columns); cast to the column's type",
     )
+    p.add_argument("--from", dest="from_version", type=int, default=None, help="first version (default: earliest)")
+    p.add_argument("--to", dest="to_version", type=int, default=None, help="last version (default: latest)")
+    p = cmd("verify", "each version's checksum file (_delta_log/N.crc) against a replay of the log")
     p.add_argument("--from", dest="from_version", type=int, default=None, help="first version (default: earliest)")
     p.add_argument("--to", dest="to_version", type=int, default=None, help="last version (default: latest)")
     add_audit_subcommands(sub)
@@ -174,6 +177,8 @@ def execute(opts: Mapping[str, Any]) -> int:
         except (OSError, ValueError):  # a stdout without a file descriptor (captured in-process)
             pass
         return EXIT_BROKEN_PIPE
+    if sub == "verify" and not payload["ok"]:
+        return EXIT_DIFFERS
     return EXIT_OK
 
 
@@ -271,6 +276,10 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
 
         pairs = key_pairs(opts.get("key") or ())
         return row_history(path, pairs, opts.get("from_version"), opts.get("to_version")).to_dict()
+    if sub == "verify":
+        from tables.delta.snapshot.checksum import verify_checksums
+
+        return verify_checksums(path, opts.get("from_version"), opts.get("to_version"))
     if sub == "audit-export":
         return audit_export_payload(path, opts)
     raise ValueError(f"unknown subcommand {sub}")
@@ -457,6 +466,8 @@ def as_text(sub: str, p: Any) -> str:
         return _reachability_text(p)
     if sub == "row-history":
         return _row_history_text(p)
+    if sub == "verify":
+        return _verify_text(p)
     if sub == "audit-export":
         r = p["range"]
         return f"wrote {p['out']}: versions {r['from']}..{r['to']} ({p['commits']} commits), chain ends {p['last']}\n"
@@ -506,6 +517,23 @@ def _row_history_text(p: dict[str, Any]) -> str:
     text += _table(["version", "change", "timestamp", "user", "values"], rows) if rows else "(no events)\n"
     files = p["files"]
     return text + f"\nfiles: {files['read']} read, {files['skipped']} skipped (partition values and statistics)\n"
+
+
+def _verify_text(p: dict[str, Any]) -> str:
+    """One line per checked version, then each disagreeing field with both values."""
+    if not p["checksums"]:
+        return "no checksum files (_delta_log/N.crc) among the versions the log can rebuild\n"
+    rows = []
+    for c in p["checksums"]:
+        if c.get("error"):
+            rows.append([c["version"], "unreadable", "", c["error"], ""])
+        for m in c["mismatches"]:
+            rows.append([c["version"], "MISMATCH", m["field"], _compact(m["expected"]), _compact(m["found"])])
+        if c["ok"]:
+            rows.append([c["version"], "ok", "", "", ""])
+    bad = sum(1 for c in p["checksums"] if not c["ok"])
+    text = _table(["version", "checksum", "field", "expected (.crc)", "found (replay)"], rows)
+    return text + f"\n{p['checked']} checked, {bad} disagree{'s' if bad == 1 else ''}\n"
 
 
 def _partition_text(values: dict[str, Any]) -> str:

@@ -32,3 +32,26 @@ def echoed_values(values: dict[str, Any] | None) -> dict[str, Any]:
         cut(str(k), MAX_ECHOED_VALUE): cut(v, MAX_ECHOED_VALUE) if isinstance(v, str) else v
         for k, v in (values or {}).items()
     }
+
+
+MAX_ECHOED_ITEMS = 50  # entries of a list or object shown back (a checksum's values)
+MAX_ECHOED_DEPTH = 6  # levels of nesting shown back; deeper ones come back as bounded JSON text
+
+
+def echoed_json(value: Any, depth: int = 0) -> Any:
+    """A decoded JSON value of a log (or a checksum file) shown back: strings cut to
+    MAX_ECHOED_PATH, lists and objects to their first MAX_ECHOED_ITEMS entries (a list that
+    was cut ends with a marker string), nesting beyond MAX_ECHOED_DEPTH as cut text."""
+    if isinstance(value, str):
+        return cut(value, MAX_ECHOED_PATH)
+    if not isinstance(value, (dict, list)):
+        return value
+    if depth >= MAX_ECHOED_DEPTH:
+        return cut(repr(value), MAX_ECHOED_VALUE)
+    if isinstance(value, list):
+        out = [echoed_json(v, depth + 1) for v in value[:MAX_ECHOED_ITEMS]]
+        if len(value) > MAX_ECHOED_ITEMS:
+            out.append(f"…[{len(value) - MAX_ECHOED_ITEMS} more]")
+        return out
+    items = list(value.items())[:MAX_ECHOED_ITEMS]
+    return {cut(str(k), MAX_ECHOED_VALUE): echoed_json(v, depth + 1) for k, v in items}

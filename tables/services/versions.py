@@ -19,6 +19,7 @@ from tables.models import Commit, Table
 from tables.services.errors import ServiceError
 from tables.services.owner.access import owner_of
 from tables.services.reachability import version_reachability
+from tables.services.sync import checksums
 
 _SNAPSHOTS: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
 _SNAPSHOT_LOCK = Lock()
@@ -44,9 +45,15 @@ def snapshot_at(table: Table, version: int | None = None) -> Snapshot:
 
 
 def version_summary(table: Table, version: int) -> dict[str, Any]:
-    """A version's protocol, metadata, size and (from the cache) its commitInfo and timestamp."""
-    snap = snapshot_at(table, version)
-    out = snap.summary(files=False)
+    """A version's protocol, metadata, size and (from the cache) its commitInfo and timestamp,
+    with what its checksum file said. A version whose checksum was found to agree with the
+    log is answered from the checksum (`summaryFrom: "checksum"`), without a replay."""
+    out = None if owner_of(table) is not None else checksums.verified_summary(table, version)
+    out_from = "checksum" if out is not None else "replay"
+    if out is None:
+        out = snapshot_at(table, version).summary(files=False)
+    out["summaryFrom"] = out_from
+    out["checksum"] = checksums.state_of(table, version)
     row = Commit.objects.filter(table=table, version=version).first()
     out["commitInfo"] = row.commit_info if row else None
     out["timestamp"] = row.timestamp if row else None

@@ -612,3 +612,18 @@ def test_main_in_process(table: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert err.startswith("error: ") and err.count("\n") == 1
     assert main(["snapshot"]) == 2
     assert "required: path" in capsys.readouterr().err
+
+
+def test_verify_json_contract(golden_copy) -> None:
+    """`delta verify --json`: a list `checksums` of {version, ok, mismatches: [{field, expected,
+    found}]}, exit 1 when one disagrees (the cases themselves: tests/core/test_checksums.py)."""
+    table = golden_copy("commit-info-containing-arbitrary-operationParams-types")
+    crc = table / LOG / f"{2:020d}.crc"
+    crc.write_text(crc.read_text().replace('"tableSizeBytes":904', '"tableSizeBytes":900'))
+    proc = delta([str(DELTA_SCRIPT)], "verify", table, "--json")
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {"checksums", "ok", "checked"} and out["ok"] is False and out["checked"] == 3
+    assert [set(c) for c in out["checksums"]] == [{"version", "ok", "mismatches"}] * 3
+    assert [(c["version"], c["ok"]) for c in out["checksums"]] == [(0, True), (1, True), (2, False)]
+    assert out["checksums"][2]["mismatches"] == [{"field": "tableSizeBytes", "expected": 900, "found": 904}]

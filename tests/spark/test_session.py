@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from tables.spark.engine import conf
 from tables.spark.reading.read import _read_files, input_files
 from tables.spark.session import warm_up
 
@@ -71,3 +73,24 @@ def test_warm_up_leaves_nothing_behind(spark, tmp_path, monkeypatch) -> None:
     assert [p.parent for p in made if p.name.startswith("deltaweb-warm-up-")] == [tmp_path]
     assert list(tmp_path.glob("deltaweb-warm-up-*")) == [busy]
     assert spark.range(3).count() == 3
+
+
+@pytest.mark.parametrize(
+    ("cores", "mib", "heap"),
+    [(2, 24576, "1536m"), (1, 2048, "1024m"), (8, 16384, "4096m"), (64, 262144, "8192m")],
+)
+def test_the_driver_heap_follows_the_machine_unless_configured(monkeypatch, cores, mib, heap) -> None:
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
+    monkeypatch.setattr(conf, "machine_size", lambda: (cores, mib))
+    assert conf.driver_memory() == heap
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "3g")
+    assert conf.driver_memory() == "3g"
+
+
+def test_the_sessions_jvm_has_that_heap_and_returns_memory_when_idle(spark) -> None:
+    if not conf.is_local(spark.conf.get("spark.master")):
+        pytest.skip("a cluster's driver and executors are sized by the cluster")
+    jvm = spark.sparkContext._jvm
+    args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-Xmx{conf.driver_memory()}" in args
+    assert "-XX:G1PeriodicGCInterval=20000" in args and "-XX:MaxHeapFreeRatio=30" in args

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tables.models import RestoreRequest, RestoreStatus
 from tables.services.registration import register_table
 from tables.services.sync.store import start_sync
+from tables.spark.engine.conf import driver_memory
 from tests.conftest import use_broker
 from tests.faults.test_broker_restart import own_redis as own_redis  # the fixture, shared
 from tests.web.test_probe import small_table
@@ -48,6 +49,7 @@ def test_readyz_names_what_is_down_when_redis_stops(client, own_redis, celery_wo
     assert body["status"] == "ok" and body["down"] == []
     assert set(body["checks"]) == {"database", "cache", "broker", "workers", "spark", "roots"}
     assert body["checks"]["workers"]["detail"] == "1 answering"
+    assert body["checks"]["spark"]["detail"] == f"local, driver heap {driver_memory()}"
 
     own_redis.stop()
     down = client.get("/readyz")

@@ -155,6 +155,18 @@ class Metadata:
             "createdTime": self.created_time,
         }
 
+    def summary(self) -> dict[str, Any]:
+        """The metaData as a version's summary shows it: the schema parsed, no format."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "schema": self.schema,
+            "partitionColumns": list(self.partition_columns),
+            "configuration": self.configuration,
+            "createdTime": self.created_time,
+        }
+
     @property
     def schema(self) -> dict[str, Any]:
         return orjson.loads(self.schema_string)

@@ -241,15 +241,19 @@ class LogListing:
     # snapshot checks its checkpoint against the hint without reading it again
     hint: dict | None = None
     hint_read: bool = False
+    # the version checksum files (`<v>.crc`) by version: snapshot/checksum.py checks them
+    checksums: dict[int, LogFile] = field(default_factory=dict)
 
     def add(self, lf: LogFile) -> None:
-        """File a classified log file (checksums and other files are not kept)."""
+        """File a classified log file (staged ones are listed apart, see list_staged)."""
         if lf.kind == "commit":
             self.commits.append(lf)
         elif lf.kind == "checkpoint":
             self.checkpoints.setdefault(lf.version, []).append(lf)
         elif lf.kind == "compaction":
             self.compactions.append(lf)
+        elif lf.kind == "crc":
+            self.checksums[lf.version] = lf
 
     @property
     def latest_commit(self) -> int | None:
@@ -377,7 +381,7 @@ def _with_commits(listing: LogListing, commits: list[LogFile], cap: int | None) 
     if cap is not None:
         checkpoints = {v: f for v, f in checkpoints.items() if v <= cap}
         compactions = [c for c in compactions if c.end_version is not None and c.end_version <= cap]
-    return LogListing(commits, checkpoints, compactions, listing.staged, owner_merged=True)
+    return LogListing(commits, checkpoints, compactions, listing.staged, owner_merged=True, checksums=listing.checksums)
 
 
 def ratified_log_file(version: int, path: str, size: int, modification_time: int, latest: int, owner: str) -> LogFile:

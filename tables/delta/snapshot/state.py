@@ -123,15 +123,7 @@ class Snapshot:
         out: dict[str, Any] = {
             "version": self.version,
             "protocol": self.protocol.to_dict(),
-            "metadata": {
-                "id": md.id,
-                "name": md.name,
-                "description": md.description,
-                "schema": md.schema,
-                "partitionColumns": list(md.partition_columns),
-                "configuration": md.configuration,
-                "createdTime": md.created_time,
-            },
+            "metadata": md.summary(),
             "numFiles": self.num_files,
             "sizeBytes": self.size_bytes,
         }

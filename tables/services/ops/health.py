@@ -5,7 +5,9 @@
 - broker: the task queue answers (a connection, 2 s at most);
 - workers: at least one Celery worker answers a ping (the first answer ends the wait);
 - spark: the Spark Connect server (DELTAWEB_SPARK_REMOTE, `sc://host:port`) or a cluster master
-  (`spark://host:port`) accepts a connection; a local master needs none;
+  (`spark://host:port`) accepts a connection; a local master needs none. A local master and a
+  Connect server (on a local master, as `make run` starts it) say the driver heap their
+  configuration gives (SPARK_DRIVER_MEMORY, else sized from the machine);
 - roots: every local allowed root exists and can be read.
 
 Answers name what is down, never a password, a path or a host. The checks run at once, each in
@@ -32,6 +34,7 @@ from django.core.cache import caches
 from django.db import connection, connections
 
 from tables.delta.storage.api import is_uri
+from tables.spark.engine.conf import driver_memory
 
 
 def _database() -> str:
@@ -77,10 +80,10 @@ def _spark() -> str:
         # sc://host:port/;params: the address only (a token may be among the parameters)
         parts = urlsplit("http://" + remote.split("://", 1)[-1].split("/", 1)[0].split(";", 1)[0])
         with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 15002), timeout=1.0):
-            return "connect"
+            return f"connect, driver heap {driver_memory()}"
     master = str(getattr(settings, "SPARK_MASTER", "local[*]"))
     if not master.startswith("spark://"):
-        return "local"
+        return f"local, driver heap {driver_memory()}"
     parts = urlsplit(master)
     with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 7077), timeout=1.0):
         return "ok"

@@ -36,7 +36,7 @@ from tables.models import Anomaly, Commit, Job, JobKind, SeenCommit, SyncState, 
 from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
-from tables.services.sync import chain, schedule, vanished
+from tables.services.sync import chain, checksums, schedule, vanished
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
 from tables.services.sync.reads import Digests, Infos, Read, prepared_in_processes, read_commits, reader_processes
 
@@ -274,6 +274,8 @@ def _store(
     batches = _batches(table, storage, times, chunks, reads, insert, files, base, sizes, prev)
     _write_batches(table, job, storage, insert, batches, len(chunks), total)
     _after_batches(table, job, times, kept, start)
+    jobs.progress(job, "checking version checksum files")
+    checksums.check_after_sync(table, storage, times, start.new_versions, sizes)
     faults.reached("sync-stored")
     _mark_synced(table, times, kept, start)
     jobs.progress(job, "looking for files removed outside the log")

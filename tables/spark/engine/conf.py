@@ -31,12 +31,48 @@ BASE_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
 }
 
-# Extra settings for local masters (a 2-core, 24 GiB box runs the web app next to Spark).
-LOCAL_CONF: dict[str, str] = {
-    "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "2g"),
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-}
+# A local master's driver JVM runs the tasks too. Its heap grows with a job and, by default,
+# is kept afterwards: a Connect server that once ran a large diff held 2 GB while idle. G1
+# returns committed memory when a periodic collection finds the heap mostly free, so idle
+# costs what is live (the JVM's own code and metadata, the cached plans), not the last peak.
+IDLE_RETURN_JAVA_OPTIONS = "-XX:+UseG1GC -XX:G1PeriodicGCInterval=20000 -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+
+HEAP_PER_CORE_MIB = 768  # two concurrent tasks a core, each with room to sort and join
+HEAP_MIN_MIB, HEAP_MAX_MIB = 1024, 8192  # Spark needs about 0.5 GiB of its own; past 8 GiB a cluster fits better
+
+
+def machine_size() -> tuple[int, int]:
+    """(cores, MiB of memory) this process may use: the CPUs it is allowed on, and the
+    machine's memory or its container's limit (cgroup v2), whichever is smaller."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    mib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+    try:
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        if limit.isdigit():
+            mib = min(mib, int(limit) // 2**20)
+    except OSError:
+        pass
+    return cores, mib
+
+
+def driver_memory() -> str:
+    """A local master's driver heap: SPARK_DRIVER_MEMORY, else sized from the machine
+    (HEAP_PER_CORE_MIB a core, at most a quarter of its memory, within HEAP_MIN/MAX_MIB)."""
+    if os.environ.get("SPARK_DRIVER_MEMORY"):
+        return os.environ["SPARK_DRIVER_MEMORY"]
+    cores, mib = machine_size()
+    heap = max(HEAP_MIN_MIB, min(HEAP_MAX_MIB, cores * HEAP_PER_CORE_MIB, mib // 4))
+    return f"{heap // 128 * 128}m"
+
+
+def local_conf() -> dict[str, str]:
+    """Extra settings for local masters (a 2-core, 24 GiB box runs the web app next to Spark)."""
+    return {
+        "spark.driver.memory": driver_memory(),
+        "spark.driver.extraJavaOptions": os.environ.get("SPARK_DRIVER_JAVA_OPTIONS", IDLE_RETURN_JAVA_OPTIONS),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
 
 
 def executor_python() -> str:
@@ -58,7 +94,7 @@ def session_conf(master: str, app_name: str = "deltaweb", extra: dict[str, str] 
         "spark.pyspark.driver.python": sys.executable,
     }
     if is_local(master):
-        conf.update(LOCAL_CONF)
+        conf.update(local_conf())
     else:
         # a cluster's executors: their memory, and a share of the cluster's cores so that
         # several workers' sessions (one per Celery worker) run side by side (default: all)

@@ -143,6 +143,15 @@ class _VersionFiles:
         return pages.file_rows(files)
 
 
+def _checksum_view(state: dict[str, Any]) -> dict[str, Any]:
+    """The version's checksum as its page shows it: each differing field with both values."""
+    rows = [
+        {"field": m["field"], "expected": pages.compact_json(m["expected"]), "found": pages.compact_json(m["found"])}
+        for m in state["mismatches"]
+    ]
+    return {**state, "rows": rows}
+
+
 @page
 @require_GET
 def version_detail(request: HttpRequest, slug: str, version: int) -> HttpResponse:
@@ -175,6 +184,7 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         writer_features=protocol.get("writerFeatures"),
         created_time=format_ms(md.get("createdTime")),
         commit_info=pages.pretty_json(summary["commitInfo"]) if summary.get("commitInfo") is not None else None,
+        checksum=_checksum_view(summary["checksum"]),
         set_transactions=[pages.compact_json(t) for t in summary.get("setTransactions") or []],
         domain_metadata=[pages.compact_json(d) for d in summary.get("domainMetadata") or []],
         page_obj=page_obj,

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tables', '0023_job_durations'),
+        ('tables', '0024_checksums'),
     ]
 
     operations = [
