@@ -222,3 +222,10 @@ def test_a_long_logs_sync_looks_at_its_window_and_the_rolling_check_at_all(tmp_p
     ChainLook.objects.filter(table=table).update(next_at=timezone.now() - timedelta(seconds=1))
     assert chain.check_due()["findings"] == 1
     assert HistoryRewrite.objects.get(table=table).version == 0
+    # or by its next sync, when that comes first
+    SeenCommit.objects.filter(table=table).delete()
+    write_deltalake(log.location, pa.table({"id": pa.array([9], pa.int64())}), mode="append")
+    sync.sync_table(table.pk)
+    seen = list(SeenCommit.objects.filter(table=table).order_by("version"))
+    assert [s.version for s in seen] == [0, 1, 2, 3, 4]
+    assert seen[4].entry == chain.chain_entry(seen[3].entry, 4, seen[4].sha256)

@@ -224,6 +224,8 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     if SeenCommit.objects.filter(table=table).exists():
         # first: a log with a commit taken out may not replay at all, and the finding must stay
         chain.look(table, storage, since=chain.sync_window_start(table))
+    elif table.last_synced_version is not None:
+        chain.adopt(table)  # synced before the chain was kept: its commits as they are now, once
     owner = owner_of(table)
     tail = _continue(table, storage) if owner is None else None
     first: list[Read] | None = None
