@@ -6,12 +6,14 @@ Usage: .venv/bin/python benchmarks/chain_check.py [--tables 1000] [--commits 10]
 
 The tables are server-side copies of a small delta-rs table's log (the look reads nothing
 else), registered as synced. The first rolling look records them (`adopt`: one listing and a
-read of every commit); the next is the first daily look (a commit's time then is too close to
-the read that hashed it, so every commit is read once more); the one after is the steady state
-(one listing, plus DELTAWEB_CHAIN_REHASH_PER_LOOK commits read again). Each request goes
-through a recording proxy, so requests are counted, not assumed; CPU is this process's (the
-app's side: listing, hashing, the database), not the S3 server's. The 10,000-table figures are
-derived from the measured tables (the look is per table: they scale linearly).
+read of every commit); the next ones are daily looks: one listing per 1,000 files, plus
+DELTAWEB_CHAIN_REHASH_PER_LOOK commits read again (`--rehash`), then with none read again. The
+copies are made seconds before the first look, so no commit's time is too close to the read
+that hashed it (a commit a sync records right after it was written is read once more at the
+next look: one more request per new commit, once). Each request goes through a recording
+proxy, so requests are counted, not assumed; CPU is this process's (the app's side: listing,
+hashing, the database), not the S3 server's. The 10,000-table figures are derived from the
+measured tables (the look is per table: it scales linearly).
 Prints a table and, last, one JSON line.
 """
 
