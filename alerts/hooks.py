@@ -42,6 +42,20 @@ def on_files_removed(sender, *, table: Table, event, **kwargs) -> None:
     transaction.on_commit(fire, robust=True)
 
 
+def on_history_rewritten(sender, *, table: Table, finding, **kwargs) -> None:
+    """The receiver of tables.signals.history_rewritten (a look found a seen commit changed):
+    the history rule fires once the look's transaction commits, here for the same reasons as
+    file removals (rare, reads no log, must not be lost with the broker)."""
+    finding_id = finding.pk
+
+    def fire() -> None:
+        from alerts.detect.history import fire_on_finding  # the rules, only when needed
+
+        fire_on_finding(finding_id)
+
+    transaction.on_commit(fire, robust=True)
+
+
 def on_prune(sender, *, before, **kwargs) -> dict[str, int]:
     """tables' daily pruning (tables.signals.prune): finished scans, and finished deliveries
     with their attempt logs, older than `before`. Alerts themselves are the record: kept."""

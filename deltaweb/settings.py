@@ -278,6 +278,21 @@ DELTAWEB_VACUUM_CHECK_EVERY_SYNCS = int(env("DELTAWEB_VACUUM_CHECK_EVERY_SYNCS",
 DELTAWEB_VACUUM_CHECK_SAMPLE = int(env("DELTAWEB_VACUUM_CHECK_SAMPLE", "16"))
 DELTAWEB_VACUUM_CHECK_LIST_ON_MISS = env_bool("DELTAWEB_VACUUM_CHECK_LIST_ON_MISS", True)
 DELTAWEB_VACUUM_MISSING_KEPT = int(env("DELTAWEB_VACUUM_MISSING_KEPT", "500000"))
+# the chain of what was seen (tables/services/sync/chain.py): every table's log compared with its
+# first-seen digests once per DELTAWEB_CHAIN_CHECK_HOURS (besides each sync), at most
+# DELTAWEB_CHAIN_CHECK_BATCH tables per tick of DELTAWEB_CHAIN_CHECK_TICK_SECONDS, each look
+# reading again DELTAWEB_CHAIN_REHASH_PER_LOOK of its least recently hashed commits (0: none)
+DELTAWEB_CHAIN_CHECK = env_bool("DELTAWEB_CHAIN_CHECK", True)
+DELTAWEB_CHAIN_CHECK_HOURS = float(env("DELTAWEB_CHAIN_CHECK_HOURS", "24"))
+DELTAWEB_CHAIN_CHECK_TICK_SECONDS = float(env("DELTAWEB_CHAIN_CHECK_TICK_SECONDS", "300"))
+DELTAWEB_CHAIN_CHECK_BATCH = int(env("DELTAWEB_CHAIN_CHECK_BATCH", "500"))
+DELTAWEB_CHAIN_REHASH_PER_LOOK = int(env("DELTAWEB_CHAIN_REHASH_PER_LOOK", "10"))
+# a sync compares the last N versions (all of a shorter log); the rolling check compares them all
+DELTAWEB_CHAIN_SYNC_WINDOW = int(env("DELTAWEB_CHAIN_SYNC_WINDOW", "1000"))
+# the Ed25519 key the audit export is signed with: PEM (PKCS#8) or the base64 of its 32 raw
+# bytes; DELTAWEB_AUDIT_KEY_FILE names a file holding it instead. Without either, exports are off.
+DELTAWEB_AUDIT_KEY = env("DELTAWEB_AUDIT_KEY", "")
+DELTAWEB_AUDIT_KEY_FILE = env("DELTAWEB_AUDIT_KEY_FILE", "")
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 # Job state lives on Job rows in the database, so task results are not stored anywhere else.
@@ -385,6 +400,7 @@ CELERY_BEAT_SCHEDULE = {
     "rediscover-tables": {"task": "tables.rediscover", "schedule": 3600.0},
     "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
     "sweep-silent-jobs": {"task": "tables.sweep_silent_jobs", "schedule": DELTAWEB_JOB_SWEEP_SECONDS},
+    "chain-check-due": {"task": "tables.chain_check_due", "schedule": DELTAWEB_CHAIN_CHECK_TICK_SECONDS},
     "backfill-managed-tables": {
         "task": "tables.backfill_managed_tables",
         "schedule": float(DELTAWEB_OWNER_BACKFILL_INTERVAL_SECONDS),

@@ -11,6 +11,11 @@ commits_stored = Signal()
 # files the log still references were found gone: table (a Table), event (a FileRemovalEvent)
 files_removed = Signal()
 
+# sent by a look at a table's log (tables.services.sync.chain), in the transaction that stores
+# the finding, when an already-seen commit was found rewritten, vanished before its retention
+# or back with new content: table (a Table), finding (a HistoryRewrite)
+history_rewritten = Signal()
+
 # sent by the daily pruning (tables.services.retention) with before (a datetime): a receiver
 # deletes its own operational rows older than that and answers {what: how many}
 prune = Signal()

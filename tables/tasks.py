@@ -28,7 +28,7 @@ from tables.services import data_jobs, discovery, jobs, reachability, retention,
 from tables.services import managed_tables as owner_services
 from tables.services.data_kinds import data_kind
 from tables.services.restores import runs as restore_runs
-from tables.services.sync import probe, vanished
+from tables.services.sync import chain, probe, vanished
 from tables.services.sync import store as sync
 
 logger = logging.getLogger(__name__)
@@ -99,6 +99,15 @@ def count_rows(table_id: int) -> bool:
 def rediscover() -> int:
     """Beat, hourly: the scheduled discovery sources whose time has come, looked in again."""
     return discovery.rerun_due()
+
+
+@shared_task(name=chain.CHECK_TASK)
+def chain_check_due() -> dict[str, float]:
+    """Beat: the rolling chain check, every table's log compared with what was first seen once
+    per DELTAWEB_CHAIN_CHECK_HOURS; the requests and CPU it cost, summed."""
+    if not settings.DELTAWEB_CHAIN_CHECK:
+        return {"tables": 0}
+    return chain.check_due()
 
 
 @shared_task(name="tables.probe_due")

@@ -34,6 +34,7 @@ urlpatterns = [
         history_views.file_removals_download,
         name="file_removals_download",
     ),
+    path("t/<slug:slug>/audit-export/", history_views.audit_download, name="audit_download"),
     path("t/<slug:slug>/charts/", overview_views.table_charts_page, name="table_charts_page"),
     path("t/<slug:slug>/versions/", versions_views.table_versions, name="table_versions"),
     path("t/<slug:slug>/schema/", schema_views.table_schema, name="table_schema"),

@@ -27,7 +27,7 @@ ICT_KEY = "delta.enableInCommitTimestamps"
 ICT_ANOMALIES = ("ict_missing", "commitinfo_not_first", "ict_not_increasing")
 
 
-COMMIT, FILE_REMOVAL = "commit", "file_removal"
+COMMIT, FILE_REMOVAL, HISTORY = "commit", "file_removal", "history"
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ class Builtin:
     key: str
     name: str
     severity: str
-    # facts in (a commit's CommitFacts; for a rule `on` FILE_REMOVAL, a tables FileRemovalEvent)
+    # facts in (a commit's CommitFacts; for a rule `on` FILE_REMOVAL, a tables FileRemovalEvent;
+    # `on` HISTORY, a tables HistoryRewrite)
     check: Callable[[Any, float | None], str | None]
     threshold: float | None = None  # the default; what it means is in `threshold_help`
     threshold_help: str = ""
@@ -231,6 +232,15 @@ def vacuum_unreadable(event: Any, threshold: float | None) -> str | None:
     return text + f"; noticed after version {event.version})"
 
 
+def history_rewritten(finding: Any, _t: float | None) -> str | None:
+    """An already-seen commit found other than first seen (a tables HistoryRewrite): other
+    bytes, gone before its log retention, or back with new content; both digests and when."""
+    when = finding.first_seen_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    first = f"first seen {when} with sha256 {_q(finding.first_sha256, 64)}"
+    if finding.kind == "vanished":
+        return f"version {finding.version}: history rewritten: the commit vanished before its log retention allowed ({first})"
+    what = "came back with other bytes" if finding.kind == "reappeared" else "was rewritten"
+    return f"version {finding.version}: history rewritten: the commit {what} (sha256 now {_q(finding.found_sha256, 64)}; {first})"
 def pinned_vacuum(event: Any, _t: float | None) -> str | None:
     """Files removed outside the log (a VACUUM) that pinned versions need: the VACUUM's
     commit, each pin and the bytes it alone now keeps (the version stays readable from the
@@ -379,6 +389,13 @@ BUILTIN: dict[str, Builtin] = {
             1.0,
             "versions made unreadable (at least)",
             on=FILE_REMOVAL,
+        ),
+        Builtin(
+            "history_rewritten",
+            "History rewritten (a seen commit changed, vanished before its retention, or came back different)",
+            Severity.CRITICAL,
+            history_rewritten,
+            on=HISTORY,
         ),
         Builtin("pinned_vacuum", "VACUUM met a pin", Severity.WARNING, pinned_vacuum, on=FILE_REMOVAL),
     )

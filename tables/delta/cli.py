@@ -38,9 +38,10 @@ DESCRIPTION = (
 # exit statuses: 2 is the contract's failure; the others follow shell conventions
 EXIT_OK = 0
 EXIT_BROKEN_PIPE = 1
-EXIT_MISMATCH = 1  # `verify`: a checksum file disagrees with the replay of its version
+EXIT_DIFFERS = 1  # verify, audit-verify: a checksum, signature, chain or version that does not hold
 EXIT_FAILED = 2
 EXIT_INTERRUPTED = 130
+AUDIT_KEY_ENV = "DELTAWEB_AUDIT_KEY"  # the signing key itself (PEM or base64), as the server reads it
 MAX_FORECAST_SHOWN = 200  # versions listed in the text output; --json has them all
 
 
@@ -110,6 +111,25 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p = cmd("verify", "each version's checksum file (_delta_log/N.crc) against a replay of the log")
     p.add_argument("--from", dest="from_version", type=int, default=None, help="first version (default: earliest)")
     p.add_argument("--to", dest="to_version", type=int, default=None, help="last version (default: latest)")
+    add_audit_subcommands(sub)
+
+
+def add_audit_subcommands(sub: Any) -> None:
+    """`audit-export` and `audit-verify`: the signed audit export (tables.delta.history.audit)."""
+    p = sub.add_parser("audit-export", help="a signed audit export of the table's commits and their hash chain")
+    p.add_argument("path", help="table root: a directory or file:// URI")
+    p.add_argument("--out", required=True, metavar="FILE", help="where to write the export")
+    p.add_argument("--from", dest="from_version", type=int, default=None, help="first version (default: earliest)")
+    p.add_argument("--to", dest="to_version", type=int, default=None, help="last version (default: latest)")
+    p.add_argument(
+        "--key", default=None, metavar="KEYFILE", help=f"the Ed25519 private key (PEM); default: ${AUDIT_KEY_ENV}"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = sub.add_parser("audit-verify", help="check an audit export's signature and chain, and against a table")
+    p.add_argument("path", metavar="FILE", help="the export file")
+    p.add_argument("--public-key", required=True, metavar="KEYFILE", help="the Ed25519 public key (PEM or base64)")
+    p.add_argument("--table", default=None, metavar="PATH", help="also check which versions' bytes still match")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def build_parser(prog: str = "delta") -> argparse.ArgumentParser:
@@ -137,6 +157,8 @@ def execute(opts: Mapping[str, Any]) -> int:
     Errors print one `error: ...` line on stderr and return 2; nothing here raises.
     """
     sub = opts["subcommand"]
+    if sub == "audit-verify":
+        return _audit_verify(opts)
     try:
         payload = run(sub, opts)
     except DeltaError as exc:
@@ -165,7 +187,7 @@ def execute(opts: Mapping[str, Any]) -> int:
             pass
         return EXIT_BROKEN_PIPE
     if sub == "verify" and not payload["ok"]:
-        return EXIT_MISMATCH
+        return EXIT_DIFFERS
     return EXIT_OK
 
 
@@ -273,7 +295,75 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
         from tables.delta.snapshot.checksum import verify_checksums
 
         return verify_checksums(path, opts.get("from_version"), opts.get("to_version"))
+    if sub == "audit-export":
+        return audit_export_payload(path, opts)
     raise ValueError(f"unknown subcommand {sub}")
+
+
+def _signing_key_bytes(opts: Mapping[str, Any]) -> bytes:
+    if opts.get("key"):
+        with open(opts["key"], "rb") as f:
+            return f.read(1 << 16)
+    env = os.environ.get(AUDIT_KEY_ENV, "")
+    if not env.strip():
+        raise ValueError(f"no signing key: give --key KEYFILE or set {AUDIT_KEY_ENV}")
+    return env.encode()
+
+
+def audit_export_payload(path: str, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the signed export of `path`'s commits to --out; say what was written."""
+    from tables.delta.history.audit import export_table, load_private_key, sign_export
+
+    key = load_private_key(_signing_key_bytes(opts))
+    body = export_table(path, opts.get("from_version"), opts.get("to_version"))
+    data = sign_export(body, key)
+    with open(opts["out"], "wb") as f:
+        f.write(data)
+    return {"out": opts["out"], "range": body["range"], "commits": len(body["commits"]), "last": body["chain"]["last"]}
+
+
+def _audit_verify(opts: Mapping[str, Any]) -> int:
+    """audit-verify: 0 when everything holds, 1 when a signature, the chain or a version does
+    not (a forged or damaged export too), 2 when the export, the key or the table cannot be read."""
+    from tables.delta.history.audit import MAX_EXPORT_BYTES, ExportFormatError, load_public_key, verify_export
+
+    try:
+        with open(opts["public_key"], "rb") as f:
+            key = load_public_key(f.read(1 << 16))
+        with open(opts["path"], "rb") as f:
+            data = f.read(MAX_EXPORT_BYTES + 1)
+        if len(data) > MAX_EXPORT_BYTES:
+            raise ValueError(f"larger than {MAX_EXPORT_BYTES} bytes")
+    except (OSError, ValueError) as exc:
+        return _fail(f"{opts.get('path')}: {exc}")
+    try:
+        result = verify_export(data, key, opts.get("table"))
+    except ExportFormatError as exc:
+        result = {"ok": False, "signature": "invalid", "signatureProblem": str(exc), "chain": "unknown"}
+    except DeltaError as exc:
+        return _fail(str(exc))
+    except (OSError, ValueError) as exc:
+        return _fail(f"{opts.get('table')}: {exc}")
+    if opts.get("json"):
+        sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        sys.stdout.write(_audit_verify_text(result))
+    sys.stdout.flush()
+    return EXIT_OK if result["ok"] else EXIT_DIFFERS
+
+
+def _audit_verify_text(r: dict[str, Any]) -> str:
+    lines = [f"signature: {r['signature']}" + (f" ({r['signatureProblem']})" if r.get("signatureProblem") else "")]
+    lines.append(f"chain: {r['chain']}" + (f" (versions {r['brokenVersions']})" if r.get("brokenVersions") else ""))
+    for v in r.get("versions") or []:
+        if v["status"] != "match":
+            lines.append(f"version {v['version']}: {v['status']} (exported {v['exported']}, found {v['found']})")
+    if "versions" in r:
+        lines.append(
+            f"versions still matching: {sum(v['status'] == 'match' for v in r['versions'])} of {len(r['versions'])}"
+        )
+    lines.append("ok" if r["ok"] else "FAILED")
+    return "\n".join(lines) + "\n"
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -395,6 +485,9 @@ def as_text(sub: str, p: Any) -> str:
         return _keep_text(p)
     if sub == "verify":
         return _verify_text(p)
+    if sub == "audit-export":
+        r = p["range"]
+        return f"wrote {p['out']}: versions {r['from']}..{r['to']} ({p['commits']} commits), chain ends {p['last']}\n"
     return orjson.dumps(p, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 

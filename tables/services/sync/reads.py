@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tables.delta import errors as delta_errors
+from tables.delta.history.chain import commit_digest
 from tables.delta.log.commitinfo import CommitInfoRead, parse_commit_info
 from tables.delta.log.listing import LogFile
 from tables.delta.storage.boundary import Storage
@@ -28,6 +29,7 @@ PROCESS_MIN = 10_000  # new commits of a local log from which processes read the
 READER_TIMEOUT = 60.0  # seconds a chunk may take in a reader process (about 0.1 s when well)
 Read = tuple[LogFile, bytes | None, CommitInfoRead | None]
 Infos = dict[int, list[Any]]  # info_values by version
+Digests = dict[int, str]  # the SHA-256 of each commit's bytes by version (tables.delta.history.chain)
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +93,8 @@ def _start(storage: Storage) -> None:
 
 def _prepare(task: tuple[list[tuple[int, str]], int, bool]) -> list[tuple]:
     """In a reader process: each commit's (version, size, time, bytes kept for growth,
-    whether commitInfo came first, its two timestamps or None without one, its info_values)."""
+    whether commitInfo came first, its two timestamps or None without one, its info_values,
+    the SHA-256 of its bytes)."""
     commits, keep_after, json_text = task
     storage = _storage
     assert storage is not None
@@ -105,37 +108,38 @@ def _prepare(task: tuple[list[tuple[int, str]], int, bool]) -> list[tuple]:
             continue  # read again, in order, by the scan, which reports it
         stamps = None if read.info is None else (read.in_commit_timestamp, read.timestamp)
         kept = data if version > keep_after and len(data) <= KEEP_BYTES else None
-        out.append(
-            (version, info.size, info.modification_time, kept, read.first, stamps, info_values(read.info, json_text))
-        )
+        values = info_values(read.info, json_text)
+        out.append((version, info.size, info.modification_time, kept, read.first, stamps, values, commit_digest(data)))
     return out
 
 
-def _received(chunk: list[LogFile], prepared: list[tuple]) -> tuple[list[Read], Infos]:
+def _received(chunk: list[LogFile], prepared: list[tuple]) -> tuple[list[Read], Infos, Digests]:
     by_version = {lf.version: lf for lf in chunk}
     reads: list[Read] = []
     infos: Infos = {}
-    for version, size, mtime, data, first, stamps, values in prepared:
+    digests: Digests = {}
+    for version, size, mtime, data, first, stamps, values, digest in prepared:
         lf = by_version[version]
         lf.known(size, mtime)
         # what the scan asks of a commitInfo: whether there is one, and its two timestamps
         info = None if stamps is None else {"inCommitTimestamp": stamps[0], "timestamp": stamps[1]}
         reads.append((lf, data, CommitInfoRead(version, info, first)))
         infos[version] = values
-    return reads, infos
+        digests[version] = digest
+    return reads, infos, digests
 
 
 def prepared_in_processes(
     storage: Storage, chunks: list[list[LogFile]], keep_after: int, json_text: bool, processes: int
-) -> Iterator[tuple[list[Read], Infos | None]]:
+) -> Iterator[tuple[list[Read], Infos | None, Digests | None]]:
     """Each chunk's reads (bytes kept only past `keep_after`, commitInfo reduced to what the
-    scan asks) and info_values, in order, from `processes` forked readers. At most two chunks
+    scan asks), info_values and digests, in order, from `processes` forked readers. At most two chunks
     per process wait to be taken: memory stays bounded however long the log.
 
     A worker forks from a process with threads of its own (the pool's, heartbeats): a child
     can inherit a lock some other thread held and wait on it forever. A chunk that does not
     come back within READER_TIMEOUT seconds ends the readers, and this process reads the rest
-    itself (info_values None: the caller builds them), so the sync finishes either way."""
+    itself (info_values and digests None: the caller makes them), so the sync finishes either way."""
     tasks = [([(lf.version, lf.path) for lf in chunk], keep_after, json_text) for chunk in chunks]
     ctx = multiprocessing.get_context("fork")
     done = 0
@@ -159,4 +163,4 @@ def prepared_in_processes(
             yield _received(chunk, prepared)
             done += 1
     for chunk in chunks[done:]:
-        yield read_commits(storage, chunk), None
+        yield read_commits(storage, chunk), None, None

@@ -24,6 +24,7 @@ from django.utils import timezone
 from tables import signals
 from tables.delta import errors as delta_errors
 from tables.delta.gc_pause import gc_paused
+from tables.delta.history.chain import commit_digest
 from tables.delta.history.growth import FileState, growth_base, growth_start
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.history.timeline import scan_versions, table_anomalies
@@ -31,13 +32,13 @@ from tables.delta.history.timestamps import CommitTimes, commit_times, times_of
 from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
 from tables.delta.storage.boundary import Storage, as_storage
-from tables.models import Anomaly, Commit, Job, JobKind, SyncState, Table
+from tables.models import Anomaly, Commit, Job, JobKind, SeenCommit, SyncState, Table
 from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
-from tables.services.sync import checksums, schedule, vanished
+from tables.services.sync import chain, checksums, schedule, vanished
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
-from tables.services.sync.reads import Infos, Read, prepared_in_processes, read_commits, reader_processes
+from tables.services.sync.reads import Digests, Infos, Read, prepared_in_processes, read_commits, reader_processes
 
 SYNC_LEASE = timedelta(minutes=15)
 BATCH = 2000
@@ -220,6 +221,11 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     # any path below decides from kept state or the owner's answer that nothing changed
     storage.resolve(commit_name(0))
     jobs.progress(job, "listing the log")
+    if SeenCommit.objects.filter(table=table).exists():
+        # first: a log with a commit taken out may not replay at all, and the finding must stay
+        chain.look(table, storage, since=chain.sync_window_start(table))
+    elif table.last_synced_version is not None:
+        chain.adopt(table)  # synced before the chain was kept: its commits as they are now, once
     owner = owner_of(table)
     tail = _continue(table, storage) if owner is None else None
     first: list[Read] | None = None
@@ -341,15 +347,15 @@ def _read_batches(
     insert: CommitInsert,
     first: list[Read] | None,
     processes: int,
-) -> Iterator[tuple[list[Read], Infos | None]]:
-    """Each batch's reads, with their info_values when processes built them."""
+) -> Iterator[tuple[list[Read], Infos | None, Digests | None]]:
+    """Each batch's reads, with their info_values and digests when processes made them."""
     if first is not None:
-        yield first, None
+        yield first, None, None
     elif processes:
         yield from prepared_in_processes(storage, chunks, base, insert.json_text, processes)
     else:
         for chunk in chunks:
-            yield read_commits(storage, chunk), None
+            yield read_commits(storage, chunk), None, None
 
 
 def _batches(
@@ -357,16 +363,17 @@ def _batches(
     storage: Storage,
     times: CommitTimes,
     chunks: list[list[LogFile]],
-    reads_by_batch: Iterator[tuple[list[Read], Infos | None]],
+    reads_by_batch: Iterator[tuple[list[Read], Infos | None, Digests | None]],
     insert: CommitInsert,
     files: FileState | None,
     base: int,
     sizes: dict[int, tuple[int, int]],
     prev: tuple[int, int | None] | None,
-) -> Iterator[tuple[list[list[Any]], list[dict[str, Any]]]]:
-    """Each batch's INSERT parameters and anomalies, in order (plain Python: no database)."""
+) -> Iterator[tuple[list[list[Any]], list[dict[str, Any]], list[tuple]]]:
+    """Each batch's INSERT parameters, anomalies and first-seen digests, in order (plain
+    Python: no database)."""
     ict = times.ict
-    for chunk, (reads, infos) in zip(chunks, reads_by_batch, strict=False):
+    for chunk, (reads, infos, digests) in zip(chunks, reads_by_batch, strict=False):
         times.reader.remember(r for _lf, _data, r in reads if r is not None)
         rows, anomalies = scan_versions(times, [lf.version for lf in chunk], prev)
         if rows:
@@ -375,23 +382,40 @@ def _batches(
                 last_row["fileModificationTime"],
                 last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
             )
-        if files is not None and chunk[-1].version > base:
-            kept_bytes = {lf.version: data for lf, data, _r in reads}
+        # each commit's bytes read once for its growth and its first-seen digest
+        # (tables.services.sync.chain); reader processes hashed theirs already
+        digests = digests or {}
+        kept_bytes = {lf.version: data for lf, data, _r in reads}
+        grows = files is not None and chunk[-1].version > base
+        contents = {
+            lf.version: kept_bytes.get(lf.version) or read_commit_bytes(storage, lf.path, lf.size)
+            for lf in chunk
+            if lf.version not in digests or (grows and lf.version > base)
+        }
+        if grows:
             sources = [
-                (
-                    storage.display(lf.path),
-                    lf.version,
-                    kept_bytes.get(lf.version) or read_commit_bytes(storage, lf.path, lf.size),
-                )
-                for lf in chunk
-                if lf.version > base
+                (storage.display(lf.path), lf.version, contents[lf.version]) for lf in chunk if lf.version > base
             ]
             sizes.update(files.apply_sources(sources))
+        stamps = {r["version"]: r["timestamp"] for r in rows}
+        seen = [
+            _seen(lf, digests.get(lf.version) or commit_digest(contents[lf.version]), stamps.get(lf.version))
+            for lf in chunk
+        ]
         infos = infos or {}
         get, json_text, table_id = times.reader.get, insert.json_text, table.pk
         heads = [head_values(r, table_id, sizes) for r in rows]
         values = [infos.get(r["version"]) or info_values(get(r["version"]).info, json_text) for r in rows]
-        yield insert.params(heads, values), anomalies
+        yield insert.params(heads, values), anomalies, seen
+
+
+def _seen(lf: LogFile, digest: str, timestamp: int | None) -> tuple[int, str, int, int | None, int | None, int | None]:
+    """A commit's first look for chain.record_seen: its digest, size, listed size and time."""
+    try:
+        listed: tuple[int | None, int | None] = (lf.size, lf.modification_time)
+    except delta_errors.DeltaError:
+        listed = (None, None)
+    return lf.version, digest, listed[0] or 0, listed[0], listed[1], timestamp
 
 
 def _write_batches(
@@ -399,7 +423,7 @@ def _write_batches(
     job: Job | None,
     storage: Storage,
     insert: CommitInsert,
-    batches: Iterator[tuple[list[list[Any]], list[dict[str, Any]]]],
+    batches: Iterator[tuple[list[list[Any]], list[dict[str, Any]], list[tuple]]],
     num_chunks: int,
     total: int,
 ) -> None:
@@ -408,10 +432,11 @@ def _write_batches(
     # a remote store's next batch is fetched in a thread while this one is written (its reads
     # wait on the network); a local log's in processes or, when short, here
     remote = bool(getattr(storage, "remote", False))
-    for params, anomalies in _ahead(batches, remote and num_chunks > 1):
+    for params, anomalies, seen in _ahead(batches, remote and num_chunks > 1):
         with transaction.atomic():
             insert.run(params)
             Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in anomalies])
+            chain.record_seen(table, seen)
         stored += len(params)
         jobs.progress(job, "storing history rows", stored, total)
         faults.reached("sync-batch-stored")

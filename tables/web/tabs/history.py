@@ -1,5 +1,5 @@
 """The table page's History tab (DESCRIBE HISTORY filtered, sorted and paged in the URL, with
-its reachability column) and the history's CSV/Parquet download."""
+its reachability column), the history's CSV/Parquet download and the signed audit export."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from django.views.decorators.http import require_GET
 
 from tables.delta.history.columns import SHOWN_COLUMNS
 from tables.models import FileRemovalEvent, Table
+from tables.services.access.roles import can_register
 from tables.services.errors import ServiceError
+from tables.services.history import audit
 from tables.services.history import export as history_export
 from tables.services.history.query import (
     CACHE_SECONDS,
@@ -36,7 +38,7 @@ from tables.services.sync import checksums, vanished
 from tables.web import pages
 from tables.web.forms import HistoryFilterForm
 from tables.web.tabs.frame import reach_by_version, tab_context
-from tables.web.ui import PageError, page, query, table_of
+from tables.web.ui import PageError, page, query, table_of, version_param
 
 HISTORY_PAGE_SIZE = 50
 PAGE_SIZES = (25, 50, 100, 200)
@@ -288,6 +290,8 @@ def table_history(request: HttpRequest, slug: str) -> HttpResponse:
     ctx = tab_context(request, table, "history")
     ctx.update(_history(request, table))
     ctx["has_expired"] = has_expired(table)
+    key = audit.signing_key()
+    ctx["audit"] = {"allowed": can_register(request.user), "reason": key.reason, "key_id": key.key_id}
     return render(request, "tables/table_history.html", ctx)
 
 
@@ -309,3 +313,19 @@ def file_removals_download(request: HttpRequest, slug: str, fmt: str) -> HttpRes
     """The table's files removed outside the log (one row per event) as CSV or Parquet."""
     table = table_of(slug)
     return history_export.removals_response(table, vanished.events_of(table), fmt)
+
+
+@page
+@require_GET
+def audit_download(request: HttpRequest, slug: str) -> HttpResponse:
+    """The signed audit export of a version range (?from=&to=): analysts and approvers."""
+    table = table_of(slug)
+    if not can_register(request.user):
+        raise PageError("Only analysts and approvers may download the signed audit export.", 403, table)
+    first, last = (
+        version_param(request.GET[k], k, table) if request.GET.get(k, "").strip() else None for k in ("from", "to")
+    )
+    data = audit.audit_export(table, first, last, request.user)
+    response = HttpResponse(data, content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="{table.slug}-audit.jsonl"'
+    return response

@@ -19,6 +19,7 @@ from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import history
 from tables.services.pins import held_bytes, holding_pins
 from tables.services.reachability import parse_retention, table_reachability
+from tables.services.sync.chain import state_of
 from tables.services.versions import resolve, snapshot_at, version_files, version_summary
 from tables.web import pages
 from tables.web.forms import TimeTravelForm
@@ -202,6 +203,7 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         set_transactions=[pages.compact_json(t) for t in summary.get("setTransactions") or []],
         domain_metadata=[pages.compact_json(d) for d in summary.get("domainMetadata") or []],
         page_obj=page_obj,
+        seen=state_of(table, version),
         reach=pages.reach_text(reach),
         unreadable=bool(reach) and not reach.get("readable"),
         unrestorable=bool(reach) and not reach.get("restorable") and not reach.get("recoverable"),

@@ -1,0 +1,160 @@
+"""The server's signed audit export: the same file as `delta audit-export`
+(tables.delta.history.audit), made from what deltaweb first saw of each commit (the chain of
+tables.services.sync.chain, not the bytes as they are now: an export made before a rewrite
+proves it afterwards), the cached history's metadata, and who requested and approved which
+restore. Signed with the key the deployment configures (DELTAWEB_AUDIT_KEY, or a file named by
+DELTAWEB_AUDIT_KEY_FILE); without one, exports are unavailable and the page says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.conf import settings
+from django.db.models import Max, Min
+
+from tables.delta.history.audit import AuditKeyError, ExportInput, key_id, load_private_key, make_export, sign_export
+from tables.delta.history.chain import GENESIS
+from tables.delta.log.commitinfo import bounded
+from tables.models import Commit, RestoreRequest, SeenCommit, Table
+from tables.services.errors import ServiceError
+
+MAX_VERSIONS = 200_000  # versions one export may hold (a longer history is exported in ranges)
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """Whether exports can be signed, and if not, why (said on the page, never a failure)."""
+
+    key: Ed25519PrivateKey | None
+    reason: str = ""
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.key.public_key()) if self.key is not None else ""
+
+
+def signing_key() -> KeyState:
+    """The deployment's signing key, or why there is none."""
+    text = str(getattr(settings, "DELTAWEB_AUDIT_KEY", "") or "")
+    path = str(getattr(settings, "DELTAWEB_AUDIT_KEY_FILE", "") or "")
+    if not text.strip() and path:
+        try:
+            with open(path, "rb") as f:
+                text = f.read(1 << 16).decode("ascii", "replace")
+        except OSError as exc:
+            return KeyState(None, f"the signing key file cannot be read ({exc.strerror})")
+    if not text.strip():
+        return KeyState(None, "no signing key is configured (DELTAWEB_AUDIT_KEY)")
+    try:
+        return KeyState(load_private_key(text))
+    except AuditKeyError as exc:
+        return KeyState(None, str(exc))
+
+
+def _range(table: Table, first: int | None, last: int | None) -> tuple[int, int]:
+    """The versions to export: `first`..`last` within those seen (default: all of them)."""
+    span = SeenCommit.objects.filter(table=table).aggregate(lo=Min("version"), hi=Max("version"))
+    lo, hi = span["lo"], span["hi"]
+    if lo is None or hi is None:
+        raise ServiceError("Nothing to export yet: no commit of this table has been synced.", "nothing_to_export", 409)
+    a = lo if first is None else first
+    b = hi if last is None else last
+    if a > b or a < lo or b > hi:
+        raise ServiceError(f"Versions {a}..{b} are not within the versions seen, {lo}..{hi}.", "invalid", 400)
+    if b - a + 1 > MAX_VERSIONS:
+        raise ServiceError(f"At most {MAX_VERSIONS} versions per export: export a smaller range.", "invalid", 400)
+    return a, b
+
+
+def _commit_row(seen: SeenCommit, c: Commit | None, before: Commit | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "version": seen.version,
+        "sha256": seen.sha256,
+        "entry": seen.entry,
+        "size": seen.size,
+        "firstSeenAt": seen.first_seen_at.isoformat(),
+        "stillMatches": seen.gone_at is None and seen.last_sha256 in ("", seen.sha256),
+    }
+    if c is None:
+        return {**row, "operation": None, "commitInfo": None, "files": None}
+    info = c.commit_info if isinstance(c.commit_info, dict) else {}
+    files = None
+    if c.num_files is not None:
+        files = {"activeFiles": c.num_files, "activeBytes": c.size_bytes}
+        if before is not None and before.num_files is not None and before.version == c.version - 1:
+            files |= {
+                "filesChange": c.num_files - before.num_files,
+                "bytesChange": (c.size_bytes or 0) - (before.size_bytes or 0),
+            }
+    return {
+        **row,
+        "timestamp": c.timestamp,
+        "timestampSource": c.timestamp_source,
+        "inCommitTimestamp": c.in_commit_timestamp,
+        "fileModificationTime": c.file_modification_time,
+        "operation": c.operation or None,
+        "commitInfo": {k: bounded(info[k]) for k in _INFO_KEYS if k in info},
+        "files": files,
+        "logExpired": c.log_expired,
+    }
+
+
+_INFO_KEYS = ("timestamp", "inCommitTimestamp", "operation", "operationParameters", "operationMetrics", "userId",
+              "userName", "engineInfo", "isBlindAppend", "txnId", "readVersion")  # fmt: skip
+
+
+def _approvals(table: Table, first: int, last: int) -> list[dict[str, Any]]:
+    """Who requested, approved or rejected each restore that landed in the range or was decided
+    on a head inside it."""
+    out = []
+    for r in (
+        RestoreRequest.objects.filter(table=table).select_related("requested_by", "approver").order_by("created_at")
+    ):
+        landed = r.result_version is not None and first <= r.result_version <= last
+        decided = r.decided_at is not None and r.plan_head_version is not None and first <= r.plan_head_version <= last
+        if not (landed or decided):
+            continue
+        out.append(
+            {
+                "request": r.pk,
+                "txnId": r.txn,
+                "status": r.status,
+                "targetVersion": r.resolved_version,
+                "resultVersion": r.result_version,
+                "reason": r.reason[:2000],
+                "requestedBy": r.requested_by.get_username() if r.requested_by else None,
+                "approver": r.approver.get_username() if r.approver else None,
+                "approverComment": r.approver_comment[:2000],
+                "createdAt": r.created_at.isoformat(),
+                "decidedAt": r.decided_at.isoformat() if r.decided_at else None,
+                "finishedAt": r.finished_at.isoformat() if r.finished_at else None,
+            }
+        )
+    return out
+
+
+def audit_export(table: Table, first: int | None = None, last: int | None = None, user: Any = None) -> bytes:
+    """The signed export file of `table`'s versions `first`..`last` (default: all seen)."""
+    state = signing_key()
+    if state.key is None:
+        raise ServiceError(f"Signed audit exports are unavailable: {state.reason}.", "audit_unavailable", 503)
+    a, b = _range(table, first, last)
+    seen = list(SeenCommit.objects.filter(table=table, version__gte=a, version__lte=b).order_by("version"))
+    before = SeenCommit.objects.filter(table=table, version__lt=a).order_by("-version").first()
+    commits = {c.version: c for c in Commit.objects.filter(table=table, version__gte=a - 1, version__lte=b)}
+    rows = [_commit_row(s, commits.get(s.version), commits.get(s.version - 1)) for s in seen]
+    who = user.get_username() if user is not None and getattr(user, "is_authenticated", False) else None
+    inp = ExportInput(
+        table={"name": table.name, "location": table.location, "id": table.pk},
+        first=a,
+        last=b,
+        previous=before.entry if before is not None else GENESIS,
+        commits=rows,
+        made_by="deltaweb",
+        approvals=_approvals(table, a, b),
+        extra={"requestedBy": who},
+    )
+    return sign_export(make_export(inp), state.key)
