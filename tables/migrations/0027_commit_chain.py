@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tables', '0024_checksums'),
+        ('tables', '0026_pins'),
     ]
 
     operations = [
