@@ -241,6 +241,8 @@ def history_rewritten(finding: Any, _t: float | None) -> str | None:
         return f"version {finding.version}: history rewritten: the commit vanished before its log retention allowed ({first})"
     what = "came back with other bytes" if finding.kind == "reappeared" else "was rewritten"
     return f"version {finding.version}: history rewritten: the commit {what} (sha256 now {_q(finding.found_sha256, 64)}; {first})"
+
+
 def pinned_vacuum(event: Any, _t: float | None) -> str | None:
     """Files removed outside the log (a VACUUM) that pinned versions need: the VACUUM's
     commit, each pin and the bytes it alone now keeps (the version stays readable from the
