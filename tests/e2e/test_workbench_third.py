@@ -1,0 +1,107 @@
+"""The workbench's third pass (issue 46) in a real browser under the app's own CSP: each
+numbered item checked as a user would check it, with a screenshot named after the item in
+test-output/screenshots/ (46-NN-....png). One Chromium for the module; each test opens its own
+signed-in context on pytest-django's live server (one server for the session)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+
+from tables.models import RestoreRequest
+from tables.services import registration
+from tables.services.access import roles
+from tables.services.sync import store as sync
+from tests.e2e import csp
+from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
+from tests.web.ui_tables import ict_table
+
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (install Debian's chromium package)"),
+    pytest.mark.slow,
+]
+playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+pytest.importorskip("deltalake")
+expect = playwright_sync.expect
+PASSWORD = "e2e-secret-pass"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    # Playwright's sync API keeps an event loop on this thread; the tests' own ORM calls are sync
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with playwright_sync.sync_playwright() as p:
+            chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            yield chromium
+            chromium.close()
+
+
+@contextmanager
+def page_of(browser: Any, base: str, username: str | None, *, width: int = 1366) -> Iterator[tuple[Any, list[str]]]:
+    """A page (signed in as `username` unless None) under the app's CSP, and its error list."""
+    errors: list[str] = []
+    context = csp.new_context(browser, sink=errors, viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        if username:
+            page.goto(base + "/accounts/login/")
+            page.get_by_label("Username").fill(username)
+            page.get_by_label("Password").fill(PASSWORD)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(base + "/")
+        yield page, errors
+        csp.assert_no_violations(context)
+    finally:
+        context.close()
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def user(django_user_model, name: str, role: str | None):
+    u = django_user_model.objects.create_user(name, password=PASSWORD)
+    if role:
+        u.groups.add(Group.objects.get_or_create(name=role)[0])
+    return u
+
+
+@pytest.fixture
+def clock(live_server, transactional_db, settings, tmp_path, django_user_model):
+    """The Clock table (ICT part-way, partitioned by p) synced, and an analyst."""
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    table = registration.register_table("Clock", str(ict_table(tmp_path / "clock")), "ICT enabled part-way")
+    sync.sync_table(table.pk)
+    user(django_user_model, "ana", roles.ANALYST)
+    return live_server.url, table
+
+
+def test_01_partition_preview_needs_no_reason(browser, clock) -> None:
+    base, _table = clock
+    with page_of(browser, base, "ana") as (page, errors):
+        # the Restores tab's own form lists the partitions, before anything is requested
+        page.goto(f"{base}/t/clock/restores/")
+        card = page.locator("#request-restore")
+        card.get_by_label("Only the partitions where").fill("p = 'a'")
+        card.get_by_role("button", name="Show the partitions it selects").click()
+        listed = page.locator("#selected-partitions")
+        expect(listed).to_contain_text("1 partition of the latest version matches")
+        expect(listed).to_contain_text("p=a")
+        expect(page.get_by_label("Only the partitions where")).to_have_value("p = 'a'")
+        expect(page.locator(".field.invalid")).to_have_count(0)  # no "Reason is required"
+        shot(page, "46-01-restore-partition-preview")
+        # a column that is not a partition column is refused by name, on the predicate field
+        page.get_by_label("Only the partitions where").fill("x = 1")
+        page.get_by_role("button", name="Show the partitions it selects").click()
+        expect(page.locator(".field.invalid")).to_have_count(1)
+        expect(page.locator(".field.invalid")).to_contain_text("not a partition column")
+        assert not RestoreRequest.objects.exists()
+        assert errors == []
