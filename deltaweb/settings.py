@@ -186,6 +186,8 @@ DELTAWEB_OIDC_ISSUER = env("DELTAWEB_OIDC_ISSUER", "")
 DELTAWEB_OIDC_ROLE_MAP = env_list("DELTAWEB_OIDC_ROLE_MAP", "")
 DELTAWEB_OIDC_GROUPS_CLAIM = env("DELTAWEB_OIDC_GROUPS_CLAIM", "groups")
 DELTAWEB_LOCAL_LOGIN = env_bool("DELTAWEB_LOCAL_LOGIN", True)
+# `make run` sets it: the sign-in page then names the demo users and where their password is
+DELTAWEB_DEMO = env_bool("DELTAWEB_DEMO", False)
 # API tokens stop working after this many days (a user rotates or revokes theirs on /account/)
 DELTAWEB_TOKEN_DAYS = int(env("DELTAWEB_TOKEN_DAYS", "90"))
 OIDC_RP_CLIENT_ID = env("DELTAWEB_OIDC_CLIENT_ID", "")
