@@ -105,3 +105,39 @@ def test_01_partition_preview_needs_no_reason(browser, clock) -> None:
         expect(page.locator(".field.invalid")).to_contain_text("not a partition column")
         assert not RestoreRequest.objects.exists()
         assert errors == []
+
+
+def test_04_sign_in_says_how(browser, live_server, transactional_db, settings) -> None:
+    settings.DELTAWEB_DEMO = True
+    with page_of(browser, live_server.url, None) as (page, errors):
+        page.goto(live_server.url + "/accounts/login/")
+        expect(page.locator("#sign-in-help")).to_contain_text("Single sign-on is not set up")
+        demo = page.locator("#demo-users")
+        expect(demo).to_contain_text("analyst")
+        expect(demo).to_contain_text("printed once by make run")
+        expect(demo).to_contain_text("DELTAWEB_DEMO_PASSWORD")
+        shot(page, "46-04-sign-in")
+        settings.DELTAWEB_DEMO = False  # a real deployment names no demo user
+        page.reload()
+        expect(page.locator("#sign-in-help")).to_be_visible()
+        expect(page.locator("#demo-users")).to_have_count(0)
+        assert errors == []
+
+
+def test_05_an_analyst_changes_alert_rules(browser, clock, django_user_model) -> None:
+    base, _table = clock
+    user(django_user_model, "vic", None)
+    with page_of(browser, base, "ana") as (page, errors):
+        page.goto(base + "/alerts/settings/")
+        page.get_by_role("link", name="Alert rules").first.click()
+        expect(page).to_have_url(base + "/alerts/rules/")
+        page.get_by_label("Name", exact=True).fill("big merges")
+        page.get_by_label("Operation").fill("MERGE")
+        page.get_by_role("button", name="Add the rule").click()
+        expect(page.locator("#rules")).to_contain_text("big merges")
+        shot(page, "46-05-alert-rules-analyst")
+        assert errors == []
+    with page_of(browser, base, "vic") as (page, errors):
+        assert page.goto(base + "/alerts/rules/").status == 403
+        expect(page.get_by_text("changed by analysts, approvers and administrators")).to_be_visible()
+        assert page.get_by_role("link", name="Alert rules").count() == 0
