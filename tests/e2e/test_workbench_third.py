@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group
+from django.utils import timezone
 
-from tables.models import RestoreRequest
+from tables.models import FileRemovalEvent, RestoreRequest
 from tables.services import registration
 from tables.services.access import roles
 from tables.services.sync import store as sync
@@ -141,3 +142,41 @@ def test_05_an_analyst_changes_alert_rules(browser, clock, django_user_model) ->
         assert page.goto(base + "/alerts/rules/").status == 403
         expect(page.get_by_text("changed by analysts, approvers and administrators")).to_be_visible()
         assert page.get_by_role("link", name="Alert rules").count() == 0
+
+
+PLACEHOLDER_FITS = """(el) => {
+  const cs = getComputedStyle(el), c = document.createElement("canvas").getContext("2d");
+  c.font = cs.font;
+  const room = el.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  return c.measureText(el.placeholder).width <= room;
+}"""
+
+
+def test_08_vacuumed_versions_are_marked(browser, clock) -> None:
+    """Clock's versions 4 and 5 name files that were never written: unreadable, as vacuumed."""
+    base, table = clock
+    FileRemovalEvent.objects.create(
+        table=table, noticed_at=timezone.now(), version=5, files=2, bytes=2468, unreadable=[[4, 5]],
+        unreadable_count=2, unreadable_from=4, unreadable_to=5, vacuum_end_version=5, vacuum_user="ops",
+    )  # fmt: skip
+    with page_of(browser, base, "ana") as (page, errors):
+        page.goto(f"{base}/t/clock/versions/")
+        latest = page.locator("#recent-versions")
+        expect(latest.locator(".badge.unreadable")).to_have_count(2)  # versions 5 and 4, marked
+        expect(latest).to_contain_text("5 2 files vacuumed")
+        expect(latest.get_by_role("link", name="3", exact=True)).to_be_visible()
+        field = page.get_by_label("Version", exact=True)
+        assert field.evaluate(PLACEHOLDER_FITS), "the version field's placeholder is cut"
+        expect(page.locator("#ov-range")).to_have_text("versions 0 to 5")
+        shot(page, "46-08-vacuumed-versions")
+        # an unreadable version's SQL says it fails
+        page.goto(f"{base}/t/clock/v/5/")
+        expect(page.locator("#sql-unreadable")).to_contain_text("These queries fail now")
+        page.goto(f"{base}/t/clock/v/3/")
+        expect(page.locator("#sql-unreadable")).to_have_count(0)
+        # the History banner is headed by what removed the files
+        page.goto(f"{base}/t/clock/history/")
+        banner = page.locator("#file-removals")
+        expect(banner).to_contain_text("Files removed by VACUUM.")
+        expect(banner.get_by_role("link", name="version 5")).to_be_visible()
+        assert errors == []
