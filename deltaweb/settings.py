@@ -118,6 +118,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "tables.web.ui.site_context",  # alerts installed? background work paused?
             ],
+            "builtins": ["tables.templatetags.times"],  # {{ moment|when }}: the one time format
         },
     },
 ]
@@ -148,6 +149,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
+FORMAT_MODULE_PATH = ["deltaweb.formats"]  # ISO 8601 in the admin too
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -5,6 +5,7 @@ signed-in context on pytest-django's live server (one server for the session).""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,10 +44,12 @@ def browser() -> Iterator[Any]:
 
 
 @contextmanager
-def page_of(browser: Any, base: str, username: str | None, *, width: int = 1366) -> Iterator[tuple[Any, list[str]]]:
+def page_of(
+    browser: Any, base: str, username: str | None, *, width: int = 1366, **options: Any
+) -> Iterator[tuple[Any, list[str]]]:
     """A page (signed in as `username` unless None) under the app's CSP, and its error list."""
     errors: list[str] = []
-    context = csp.new_context(browser, sink=errors, viewport={"width": width, "height": 900})
+    context = csp.new_context(browser, sink=errors, viewport={"width": width, "height": 900}, **options)
     page = context.new_page()
     page.set_default_timeout(20_000)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -179,4 +182,46 @@ def test_08_vacuumed_versions_are_marked(browser, clock) -> None:
         banner = page.locator("#file-removals")
         expect(banner).to_contain_text("Files removed by VACUUM.")
         expect(banner.get_by_role("link", name="version 5")).to_be_visible()
+        assert errors == []
+
+
+ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z$")
+ISO_PARIS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?\+01:00$")  # November: CET
+
+
+def times_on(page: Any) -> list[str]:
+    return page.locator("time").all_inner_texts()
+
+
+def test_10_one_time_format(browser, clock, django_user_model) -> None:
+    base, _table = clock
+    django_user_model.objects.create_user("root", password=PASSWORD, is_staff=True, is_superuser=True)
+    with page_of(browser, base, "root", timezone_id="Europe/Paris") as (page, errors):
+        for url in ("/", "/t/clock/", "/t/clock/history/"):
+            page.goto(base + url)
+            shown = times_on(page)
+            assert shown and all(ISO_UTC.match(t) for t in shown), (url, shown)
+        # the History date filter: ISO dates typed as shown, one stop each
+        date_from = page.get_by_label("Date from (UTC)")
+        assert date_from.get_attribute("type") == "text"
+        expect(date_from).to_have_attribute("placeholder", "yyyy-mm-dd")
+        date_from.fill("2000-01-01")
+        page.get_by_role("button", name="Filter").click()
+        expect(page.locator("table.history tbody tr")).to_have_count(6)
+        expect(page.get_by_label("Date from (UTC)")).to_have_value("2000-01-01")
+        # the viewer's zone, on request, remembered from page to page
+        page.get_by_role("button", name="Show times in my zone (Europe/Paris)").click()
+        shown = times_on(page)
+        assert shown and all(ISO_PARIS.match(t) for t in shown), shown
+        first = page.locator("table.history time").first
+        assert ISO_UTC.match(first.get_attribute("title").removesuffix(" (UTC)"))
+        shot(page, "46-10-time-format")
+        page.goto(base + "/")
+        assert all(ISO_PARIS.match(t) for t in times_on(page))
+        page.get_by_role("button", name="Show times in UTC").click()
+        assert all(ISO_UTC.match(t) for t in times_on(page))
+        # the admin writes times the same way, not "Nov. 28, 2026, 5:38 p.m."
+        page.goto(base + "/admin/tables/table/")
+        synced = page.locator("td.field-last_synced_at").first.inner_text()
+        assert ISO_UTC.match(synced), synced
         assert errors == []
