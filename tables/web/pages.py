@@ -9,6 +9,7 @@ from typing import Any
 from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
 from tables.delta.history.columns import SHOWN_COLUMNS, Column
 from tables.delta.history.timestamps import format_ms
+from tables.delta.restore.rules import protocol_outcome_words
 from tables.delta.snapshot.schema_diff import type_text
 from tables.models import Commit
 
@@ -282,7 +283,7 @@ def restore_view(plan: dict[str, Any] | None) -> dict[str, Any]:
         "protocol_changes": change_rows(c.get("protocol") or []),
         "partitioning_changed": (c.get("partitionColumns") or {}).get("from")
         != (c.get("partitionColumns") or {}).get("to"),
-        "protocol_outcome": plan.get("protocolOutcome"),
+        "protocol_outcome": protocol_outcome_words(plan.get("protocolOutcome")),
         "protocol_note": plan.get("protocolNote"),
         "missing_files": plan.get("missingFiles") or [],
         "missing_count": plan.get("numMissingFiles") or 0,

@@ -17,6 +17,7 @@ from django.utils import timezone
 from tables.models import FileRemovalEvent, RestoreRequest
 from tables.services import registration
 from tables.services.access import roles
+from tables.services.restores.requests import request_restore
 from tables.services.sync import store as sync
 from tests.e2e import csp
 from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
@@ -224,4 +225,20 @@ def test_10_one_time_format(browser, clock, django_user_model) -> None:
         page.goto(base + "/admin/tables/table/")
         synced = page.locator("td.field-last_synced_at").first.inner_text()
         assert ISO_UTC.match(synced), synced
+        assert errors == []
+
+
+def test_14_a_restore_plan_speaks_plainly(browser, clock, django_user_model) -> None:
+    base, table = clock
+    ana = django_user_model.objects.get(username="ana")
+    req = request_restore(table, ana, reason="bad load", version=2)  # v3 enabled ICT: the latest protocol is kept
+    assert req.plan["protocolOutcome"] == "merged"
+    django_user_model.objects.create_user("root", password=PASSWORD, is_staff=True, is_superuser=True)
+    with page_of(browser, base, "root") as (page, errors):
+        page.goto(f"{base}/restores/{req.pk}/")
+        expect(page.locator("#plan-protocol-outcome")).to_have_text("unchanged (latest kept)")
+        expect(page.locator("#plan-stats")).not_to_contain_text("merged")
+        shot(page, "46-14-restore-plan-protocol")
+        page.goto(f"{base}/admin/tables/restorerequest/")
+        expect(page.locator("td.field-protocol").first).to_have_text("unchanged (latest kept)")
         assert errors == []
