@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from tables.models import FileRemovalEvent, RestoreRequest
-from tables.services import registration
+from tables.models import FileRemovalEvent, Job, RestoreRequest
+from tables.services import jobs, registration
 from tables.services.access import roles
 from tables.services.restores.requests import request_restore
 from tables.services.sync import store as sync
@@ -241,4 +241,42 @@ def test_14_a_restore_plan_speaks_plainly(browser, clock, django_user_model) -> 
         shot(page, "46-14-restore-plan-protocol")
         page.goto(f"{base}/admin/tables/restorerequest/")
         expect(page.locator("td.field-protocol").first).to_have_text("unchanged (latest kept)")
+        assert errors == []
+
+
+def test_02_register_checks_as_typed_and_follows_its_sync(browser, clock, tmp_path, monkeypatch) -> None:
+    base, _table = clock
+    monkeypatch.setattr(jobs, "send", lambda *args: None)  # queued, as before a worker takes it; run below
+    fresh = ict_table(tmp_path / "fresh")
+    with page_of(browser, base, "ana") as (page, errors):
+        page.goto(base + "/tables/register/")
+        location, said = page.get_by_label("Location"), page.locator("#location-check")
+        for typed, words in (
+            ("/etc/passwd", "outside the allowed roots"),
+            (str(tmp_path / "missing"), "does not exist"),
+            (str(tmp_path / "clock"), "registered already as 'Clock'"),
+        ):
+            location.fill(typed)
+            expect(said).to_contain_text(words)  # before any submit
+            expect(location).to_have_attribute("aria-invalid", "true")
+        expect(said.get_by_role("link", name="Open Clock")).to_be_visible()
+        shot(page, "46-02-register-inline-check")
+        location.fill(str(fresh))
+        expect(said).to_contain_text("A Delta table")
+        expect(location).to_have_attribute("aria-invalid", "false")
+        page.get_by_label("Name").fill("Fresh")
+        page.get_by_role("button", name="Register and sync").click()
+        job = Job.objects.get(table__slug="fresh")
+        expect(page).to_have_url(f"{base}/t/fresh/?job={job.pk}")
+        expect(page.locator("#job-progress")).to_be_visible()
+        sync.sync_table(job.table_id, job.pk)  # the worker's part
+        # the page shows the state the sync left by itself: no card, no "queued", no "reload"
+        expect(page).to_have_url(f"{base}/t/fresh/")
+        expect(page.locator("#job-progress")).to_have_count(0)
+        expect(page.get_by_text("Sync of Fresh queued")).to_have_count(0)
+        expect(page.get_by_text("reload the page")).to_have_count(0)
+        expect(page.locator("dt", has_text="Versions").locator("xpath=..")).to_contain_text("0 … 5")  # not "—"
+        shot(page, "46-02-register-synced")
+        page.reload()
+        expect(page.locator("#job-progress")).to_have_count(0)
         assert errors == []
