@@ -280,3 +280,60 @@ def test_02_register_checks_as_typed_and_follows_its_sync(browser, clock, tmp_pa
         page.reload()
         expect(page.locator("#job-progress")).to_have_count(0)
         assert errors == []
+
+
+FOCUSED = """() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) { return ""; }
+  const head = el.closest("table.history thead") ? "HEAD:" : "";
+  return head + el.tagName + " " + (el.id || "") + " " + (el.getAttribute("href") || el.getAttribute("name") || "")
+    + " " + (el.textContent || "").trim().slice(0, 20);
+}"""
+
+
+def tabs_to_first_header(page: Any, limit: int = 80) -> tuple[int, list[str]]:
+    seen = []
+    for n in range(1, limit + 1):
+        page.keyboard.press("Tab")
+        now = page.evaluate(FOCUSED)
+        seen.append(now)
+        if now.startswith("HEAD:"):
+            return n, seen
+    return limit + 1, seen
+
+
+def test_06_history_by_keyboard(browser, clock) -> None:
+    base, table = clock
+    FileRemovalEvent.objects.create(
+        table=table, noticed_at=timezone.now(), version=5, files=2, bytes=2468, unreadable=[[4, 5]],
+        unreadable_count=2, unreadable_from=4, unreadable_to=5, vacuum_end_version=5, vacuum_user="ops",
+    )  # fmt: skip
+    with page_of(browser, base, "ana") as (page, errors):
+        page.goto(f"{base}/t/clock/history/")
+        # the second stop skips to the commits; one more reaches the first sortable header
+        page.keyboard.press("Tab")
+        page.keyboard.press("Tab")
+        expect(page.locator(":focus")).to_have_text("Skip to the commits")
+        page.keyboard.press("Enter")
+        count, seen = tabs_to_first_header(page)
+        assert count == 1, seen
+        shot(page, "46-06-history-keyboard")
+        # the whole walk without the skip link: each date field is one stop with a visible ring
+        page.goto(f"{base}/t/clock/history/")
+        count, seen = tabs_to_first_header(page)
+        dates = [s for s in seen if "date_from" in s or "date_to" in s]
+        assert dates == ["INPUT id_date_from date_from ", "INPUT id_date_to date_to "], seen
+        page.get_by_label("to", exact=True).nth(1).focus()
+        assert page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle") not in ("", "none")
+        # the two pairs of downloads say what each gives
+        names = [
+            a.evaluate("(a) => a.getAttribute('aria-label') || a.textContent")
+            for a in page.locator("a[download]").all()
+        ]
+        assert sorted(names) == [
+            "History as CSV",
+            "History as Parquet",
+            "Removed files as CSV",
+            "Removed files as Parquet",
+        ]
+        assert errors == []
