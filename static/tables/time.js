@@ -10,11 +10,11 @@
   var KEY = "deltaweb.times";
   var button = document.getElementById("tz-toggle");
   function pad(n, w) { n = String(Math.abs(n)); while (n.length < (w || 2)) { n = "0" + n; } return n; }
-  function local(iso) {
+  function local(iso, shown) {
     var d = new Date(iso);
     if (isNaN(d.getTime())) { return null; }
     var off = -d.getTimezoneOffset();
-    var ms = /\.\d{3}Z$/.test(iso) ? "." + pad(d.getMilliseconds(), 3) : "";
+    var ms = /\.\d{3}Z$/.test(iso) && !/T\d\d:\d\d:\d\dZ$/.test(shown) ? "." + pad(d.getMilliseconds(), 3) : "";
     return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" +
       pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + ms + (off < 0 ? "-" : "+") + pad(Math.floor(Math.abs(off) / 60)) +
       ":" + pad(Math.abs(off) % 60);
@@ -25,7 +25,8 @@
     var els = (root.querySelectorAll ? root : document).querySelectorAll("time[datetime$='Z']");
     for (var i = 0; i < els.length; i++) {
       var el = els[i], utc = el.getAttribute("datetime");
-      var text = on ? local(utc) : utc;
+      if (!el.hasAttribute("data-utc")) { el.setAttribute("data-utc", el.textContent); }
+      var text = on ? local(utc, el.getAttribute("data-utc")) : el.getAttribute("data-utc");
       if (text && el.textContent !== text) { el.textContent = text; }
       if (on) { el.title = utc + " (UTC)"; } else { el.removeAttribute("title"); }
     }

@@ -22,9 +22,11 @@ def iso(moment: datetime) -> str:
 
 
 @register.filter
-def when(moment: datetime | str | None) -> str:
+def when(moment: datetime | str | None, precision: str = "") -> str:
     """`<time datetime="…">…</time>` for a datetime or an ISO string (format_ms's); an empty
-    string for None, and a string that is not a time (a log's out-of-range number) as text."""
+    string for None, and a string that is not a time (a log's out-of-range number) as text.
+    `when:"s"` shows a commit time to the second (a list where width counts), the
+    milliseconds kept in `datetime`."""
     if moment is None or moment == "":
         return ""
     if isinstance(moment, datetime):
@@ -33,7 +35,8 @@ def when(moment: datetime | str | None) -> str:
         text = str(moment)
         if not (len(text) >= 20 and text[4] == "-" and text[10] == "T" and text.endswith("Z")):
             return format_html("{}", text)
-    return format_html('<time datetime="{}">{}</time>', text, text)
+    shown = text[:19] + "Z" if precision == "s" and len(text) == 24 else text
+    return format_html('<time datetime="{}">{}</time>', text, shown)
 
 
 @register.filter(name="iso")

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from tables.models import FileRemovalEvent, Job, RestoreRequest
+from tables.models import FileRemovalEvent, Job, RestoreRequest, SyncState, Table
 from tables.services import jobs, registration
 from tables.services.access import roles
 from tables.services.restores.requests import request_restore
@@ -336,4 +336,40 @@ def test_06_history_by_keyboard(browser, clock) -> None:
             "Removed files as CSV",
             "Removed files as Parquet",
         ]
+        assert errors == []
+
+
+def test_03_table_list_fits_1366(browser, clock) -> None:
+    base, _table = clock
+    deep = "/data/lake/warehouse/analytics/prod/region=europe-west/department=finance/"
+    Table.objects.bulk_create(
+        Table(
+            name=f"Ledger {i:02d}", slug=f"ledger-{i:02d}", location=f"{deep}ledger_{i:02d}_daily_snapshot",
+            sync_state=SyncState.ERROR if i % 3 == 0 else SyncState.NEVER,
+            last_error="the log has a gap: 00000000000000000007.json is missing while 8 and 9 are there; "
+            "a cleanup removed it, or the listing is eventually consistent" if i % 3 == 0 else "",
+        )
+        for i in range(77)
+    )  # fmt: skip
+    with page_of(browser, base, "ana", width=1366) as (page, errors):
+        page.goto(base + "/")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 1366  # no sideways scroll
+        for name in ("Error", "Actions"):  # the last columns are on the screen, not in a sideways scroll
+            box = page.locator("table.fleet thead th").filter(has_text=name).bounding_box()
+            assert box and box["x"] + box["width"] <= 1366, (name, box)
+        assert page.evaluate(
+            "() => { const t = document.querySelector('table.fleet'); return t.scrollWidth <= t.parentElement.clientWidth; }"
+        )
+        rows = page.locator("table.grid tbody tr")
+        shot(page, "46-03-table-list-1366")
+        heights = [r.bounding_box()["height"] for r in rows.all()[:20]]
+        assert max(heights[1:]) < 60 and heights[0] < 100, heights  # one line of text (Clock: its description)
+        location = rows.nth(1).locator("code.path")
+        full = f"{deep}ledger_00_daily_snapshot"
+        expect(location).to_have_attribute("title", full)  # the whole value on hover
+        assert location.evaluate("(el) => el.scrollWidth > el.clientWidth")  # cut, with an ellipsis
+        assert location.evaluate("(el) => getComputedStyle(el).textOverflow") == "ellipsis"
+        rows.nth(1).get_by_role("link").first.focus()  # and on focus: the row shows it whole
+        assert location.evaluate("(el) => el.scrollWidth <= el.clientWidth")
+        shot(page, "46-03-table-list-1366")
         assert errors == []
