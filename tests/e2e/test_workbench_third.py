@@ -373,3 +373,35 @@ def test_03_table_list_fits_1366(browser, clock) -> None:
         assert location.evaluate("(el) => el.scrollWidth <= el.clientWidth")
         shot(page, "46-03-table-list-1366")
         assert errors == []
+
+
+SLACK = """(tr) => {  // a row's height less the height its visible cells' content takes
+  const cells = Array.from(tr.cells).filter(td => td.offsetParent !== null && td.getClientRects().length);
+  const top = Math.min(...cells.map(td => td.getBoundingClientRect().top));
+  const bottom = Math.max(...cells.map(td => td.getBoundingClientRect().bottom));
+  return tr.getBoundingClientRect().height - (bottom - top);
+}"""
+
+
+def test_07_phones_show_whole_rows(browser, clock, django_user_model) -> None:
+    base, table = clock
+    req = request_restore(table, django_user_model.objects.get(username="ana"), reason="bad load " * 20, version=2)
+    with page_of(browser, base, "ana", width=390) as (page, errors):
+        page.goto(f"{base}/t/clock/history/")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+        rows = page.locator("table.history tbody tr")
+        for i in range(rows.count()):
+            row = rows.nth(i)
+            operation = row.locator("td strong").first  # the operation
+            box = operation.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box  # on the screen, not off to the right
+            assert row.evaluate(SLACK) < 24  # no blank height from cells off the screen
+        shot(page, "46-07-phone-history")
+        page.goto(f"{base}/restores/{req.pk}/")
+        for row in page.locator("#audit-trail tbody tr").all():
+            assert row.evaluate(SLACK) < 24
+            box = row.bounding_box()
+            assert box["x"] + box["width"] <= 390, box
+        page.locator("#audit-trail").scroll_into_view_if_needed()
+        shot(page, "46-07-phone-restore-audit")
+        assert errors == []
