@@ -22,6 +22,14 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=False, separators=(", ", ": "), default=str)
 
 
+def partition_text(values: Any) -> str:
+    """Partition values as people write them, `region=apac, day=2024-05-01` (null for a null
+    value), not as JSON; anything but a mapping as compact JSON."""
+    if not isinstance(values, dict):
+        return compact_json(values)
+    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items())
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 

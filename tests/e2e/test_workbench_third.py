@@ -6,6 +6,7 @@ signed-in context on pytest-django's live server (one server for the session).""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -404,4 +405,34 @@ def test_07_phones_show_whole_rows(browser, clock, django_user_model) -> None:
             assert box["x"] + box["width"] <= 390, box
         page.locator("#audit-trail").scroll_into_view_if_needed()
         shot(page, "46-07-phone-restore-audit")
+        assert errors == []
+
+
+def test_09_compare_counts_rows_and_writes_partitions_plainly(browser, clock, tmp_path) -> None:
+    """A file added without stats (as some writers do) is counted from its Parquet footer."""
+    import deltalake
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tables.delta.write.commit import commit
+    from tests.web.ui_tables import add_action
+
+    base, _table = clock
+    path = tmp_path / "sales"
+    deltalake.write_deltalake(str(path), pa.table({"x": [1], "region": ["emea"]}), partition_by=["region"])
+    (path / "region=apac").mkdir()
+    pq.write_table(pa.table({"x": [1, 2, 3]}), path / "region=apac" / "no-stats.parquet")
+    size = (path / "region=apac" / "no-stats.parquet").stat().st_size
+    now = int(time.time() * 1000)
+    commit(str(path), [add_action("region=apac/no-stats.parquet", {"region": "apac"}, now, size)], "WRITE", {})
+    sales = registration.register_table("Sales", str(path))
+    sync.sync_table(sales.pk)
+    with page_of(browser, base, "ana") as (page, errors):
+        page.goto(f"{base}/t/sales/diff/?from=0&to=1")
+        added = page.locator("table#files-added")
+        row = added.locator("tbody tr").first
+        expect(row.locator("td").nth(1)).to_have_text("region=apac")  # not {"region": "apac"}
+        expect(row.locator("td").nth(3)).to_have_text("3")  # from the footer, not "unknown"
+        expect(page.get_by_text('{"region"')).to_have_count(0)
+        shot(page, "46-09-compare-rows-and-partitions")
         assert errors == []
