@@ -436,3 +436,26 @@ def test_09_compare_counts_rows_and_writes_partitions_plainly(browser, clock, tm
         expect(page.get_by_text('{"region"')).to_have_count(0)
         shot(page, "46-09-compare-rows-and-partitions")
         assert errors == []
+
+
+def test_11_discovery_offers_what_can_be_registered(browser, clock, tmp_path) -> None:
+    base, _table = clock
+    ict_table(tmp_path / "fresh")
+    (tmp_path / "writing" / "_delta_log").mkdir(parents=True)  # a writer is creating it
+    (tmp_path / "writing" / "_delta_log" / "00000000000000000000.json.tmp").write_text("{}")
+    with page_of(browser, base, "ana") as (page, errors):
+        page.goto(f"{base}/tables/discover/?prefix={tmp_path}")
+        rows = page.locator("table.grid tbody tr")
+        registered = rows.filter(has_text="registered")
+        expect(registered.locator("td").nth(1)).to_have_text("Clock")  # its registered name, not "clock"
+        expect(registered.get_by_role("checkbox")).to_have_count(0)
+        writing = rows.filter(has_text="being written")
+        expect(writing.get_by_role("checkbox")).to_have_count(0)  # not ticked, not offered
+        fresh = rows.filter(has_text="fresh")
+        expect(fresh.get_by_role("checkbox")).to_be_checked()
+        expect(page.locator("#discover-counts")).to_contain_text("1 new, 1 registered already, 1 still being written")
+        shot(page, "46-11-discovery")
+        page.get_by_role("button", name="Register the ticked tables").click()
+        expect(page.get_by_text("Registered 1 table")).to_be_visible()
+        assert sorted(Table.objects.values_list("name", flat=True)) == ["Clock", "fresh"]
+        assert errors == []
