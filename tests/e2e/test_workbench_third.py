@@ -459,3 +459,35 @@ def test_11_discovery_offers_what_can_be_registered(browser, clock, tmp_path) ->
         expect(page.get_by_text("Registered 1 table")).to_be_visible()
         assert sorted(Table.objects.values_list("name", flat=True)) == ["Clock", "fresh"]
         assert errors == []
+
+
+def test_13_history_marks_versions_it_never_saw(browser, clock, tmp_path) -> None:
+    """The log cleaned between two syncs: versions 4 and 5 were never read by deltaweb."""
+    import deltalake
+    import pyarrow as pa
+
+    base, _table = clock
+    path = tmp_path / "events"
+    for i in range(4):
+        deltalake.write_deltalake(str(path), pa.table({"id": [i]}), mode="append")  # versions 0..3
+    events = registration.register_table("Events", str(path))
+    sync.sync_table(events.pk)
+    for i in range(3):
+        deltalake.write_deltalake(str(path), pa.table({"id": [i]}), mode="append")  # 4..6
+    deltalake.DeltaTable(str(path)).create_checkpoint()  # at 6
+    for f in (path / "_delta_log").glob("*.json"):
+        if int(f.name[:20]) < 6:
+            f.unlink()  # cleanup, before deltaweb read 4 and 5
+    sync.sync_table(events.pk)
+    with page_of(browser, base, "ana") as (page, errors):
+        page.goto(f"{base}/t/events/history/")
+        rows = page.locator("table.history tbody tr")
+        expect(rows.nth(0)).to_contain_text("6")
+        expect(rows.nth(1)).to_have_class("log-gap")
+        expect(rows.nth(1)).to_contain_text("Versions 4 to 5 (2) are not in the history")
+        expect(rows.nth(2).locator("td").first).to_contain_text("3")
+        shot(page, "46-13-history-log-gap")
+        page.goto(f"{base}/t/events/history/?sort=version")  # oldest first: the gap below 3
+        expect(page.locator("tr.log-gap")).to_have_count(1)
+        expect(page.locator("table.history tbody tr").nth(4)).to_have_class("log-gap")
+        assert errors == []

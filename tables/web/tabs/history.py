@@ -4,6 +4,7 @@ its reachability column) and the history's CSV/Parquet download."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from typing import Any
 
 from django.contrib import messages
@@ -110,6 +111,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         reach = reach or {}
         restores = restore_ids_by_version(table, page_obj.object_list)
         rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
+        if not filtered:
+            mark_gaps(rows, sort)
         html = render_to_string(
             "tables/_history_rows.html",
             {
@@ -164,6 +167,18 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         "query": q,
         "sort": sort,
     }
+
+
+def mark_gaps(rows: list[dict[str, Any]], sort: str) -> None:
+    """Versions the history has no row for, between two rows of an unfiltered page in version
+    order (log cleanup removed them before a sync read them: deltaweb never saw them), as the
+    earlier-drawn row's `gap`: {"first", "last", "count"}."""
+    if sort not in ("-version", "version"):
+        return
+    for above, below in itertools.pairwise(rows):
+        lo, hi = sorted((above["version"], below["version"]))
+        if hi - lo > 1:
+            above["gap"] = {"first": lo + 1, "last": hi - 1, "count": hi - lo - 1}
 
 
 def _removals(
