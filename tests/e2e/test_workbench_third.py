@@ -491,3 +491,32 @@ def test_13_history_marks_versions_it_never_saw(browser, clock, tmp_path) -> Non
         expect(page.locator("tr.log-gap")).to_have_count(1)
         expect(page.locator("table.history tbody tr").nth(4)).to_have_class("log-gap")
         assert errors == []
+
+
+def test_12_a_rows_history_suggests_its_key(browser, clock, tmp_path) -> None:
+    """The demo's shape: order_id is the only column the schema says is never null."""
+    import deltalake
+    import pyarrow as pa
+
+    base, _table = clock
+    schema = pa.schema(
+        [pa.field("order_id", pa.int64(), nullable=False), ("region", pa.string()), ("amount", pa.float64())]
+    )
+    for i in range(2):
+        rows = pa.table({"order_id": [i * 2 + 1, i * 2], "region": ["eu", "us"], "amount": [1.0, 2.0]}, schema=schema)
+        deltalake.write_deltalake(str(tmp_path / "orders"), rows, mode="append")
+    orders = registration.register_table("Orders", str(tmp_path / "orders"))
+    sync.sync_table(orders.pk)
+    with page_of(browser, base, "ana") as (page, errors):
+        # from a version page, one step: the form with the key column filled in for its value
+        page.goto(f"{base}/t/orders/v/1/")
+        page.locator("#row-history-link").click()
+        expect(page).to_have_url(f"{base}/t/orders/row/?to=1")
+        expect(page.get_by_label("order_id")).to_be_visible()
+        expect(page.get_by_label("order_id")).to_have_value("")
+        shot(page, "46-12-row-history-key")
+        # the Overview's link opens the same form, the key suggested
+        page.goto(f"{base}/t/orders/")
+        page.get_by_role("link", name="The history of one row").click()
+        expect(page.get_by_label("order_id")).to_be_visible()
+        assert errors == []
