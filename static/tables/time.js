@@ -35,7 +35,7 @@
     if (!button) { return; }
     var zone = "";
     try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { zone = ""; }
-    button.textContent = mine() ? "Show times in UTC" : "Show times in my zone" + (zone ? " (" + zone + ")" : "");
+    button.textContent = mine() ? "Use UTC" : "Use my time zone" + (zone ? " (" + zone + ")" : "");
     var note = document.getElementById("tz-now");
     if (note) { note.textContent = mine() ? "your zone" + (zone ? ", " + zone : "") : "UTC"; }
   }

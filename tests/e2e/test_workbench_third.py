@@ -212,7 +212,7 @@ def test_10_one_time_format(browser, clock, django_user_model) -> None:
         expect(page.locator("table.history tbody tr")).to_have_count(6)
         expect(page.get_by_label("Date from (UTC)")).to_have_value("2000-01-01")
         # the viewer's zone, on request, remembered from page to page
-        page.get_by_role("button", name="Show times in my zone (Europe/Paris)").click()
+        page.get_by_role("button", name="Use my time zone (Europe/Paris)").click()
         shown = times_on(page)
         assert shown and all(ISO_PARIS.match(t) for t in shown), shown
         first = page.locator("table.history time").first
@@ -220,7 +220,7 @@ def test_10_one_time_format(browser, clock, django_user_model) -> None:
         shot(page, "46-10-time-format")
         page.goto(base + "/")
         assert all(ISO_PARIS.match(t) for t in times_on(page))
-        page.get_by_role("button", name="Show times in UTC").click()
+        page.get_by_role("button", name="Use UTC").click()
         assert all(ISO_UTC.match(t) for t in times_on(page))
         # the admin writes times the same way, not "Nov. 28, 2026, 5:38 p.m."
         page.goto(base + "/admin/tables/table/")
