@@ -12,7 +12,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.test import Client
 from django.utils import timezone
 
 from tables.models import FileRemovalEvent, Job, RestoreRequest, SyncState, Table
@@ -56,12 +59,11 @@ def page_of(
     page.set_default_timeout(20_000)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
-        if username:
-            page.goto(base + "/accounts/login/")
-            page.get_by_label("Username").fill(username)
-            page.get_by_label("Password").fill(PASSWORD)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(base + "/")
+        if username:  # signed in as Django's test client signs in (the form is tested elsewhere)
+            client = Client()
+            client.force_login(get_user_model().objects.get(username=username))
+            cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": base}])
         yield page, errors
         csp.assert_no_violations(context)
     finally:
