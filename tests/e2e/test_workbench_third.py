@@ -522,3 +522,25 @@ def test_12_a_rows_history_suggests_its_key(browser, clock, tmp_path) -> None:
         page.get_by_role("link", name="The history of one row").click()
         expect(page.get_by_label("order_id")).to_be_visible()
         assert errors == []
+
+
+def test_a_page_updates_itself_when_its_worker_is_done(browser, clock, settings, tmp_path, monkeypatch) -> None:
+    """The site's one look: no "reload the page" — a long log's Readable column, computed by a
+    worker, fills itself in."""
+    from tables.services import reachability
+
+    base, _table = clock
+    monkeypatch.setattr(jobs, "send", lambda *args: None)  # the worker's part is run below
+    settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 3  # a 6-version log is "long" here
+    long = registration.register_table("Long", str(ict_table(tmp_path / "long")))
+    sync.sync_table(long.pk)
+    with page_of(browser, base, "ana") as (page, errors):
+        page.goto(f"{base}/t/long/history/")
+        note = page.locator("#reach-pending")
+        expect(note).to_contain_text("filled in here when done")
+        expect(page.get_by_text("reload", exact=False)).to_have_count(0)
+        assert reachability.compute_in_worker(long.pk)
+        expect(note).to_have_count(0, timeout=20_000)  # the page loaded its answer by itself
+        expect(page.locator("table.history tbody tr").first.locator("td").nth(1)).to_contain_text("vacuumed")
+        shot(page, "46-00-page-updates-itself")
+        assert errors == []
