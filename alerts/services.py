@@ -188,14 +188,15 @@ def _check_rule(rule: CustomRule) -> None:
 
 
 def can_edit_rules(user: Any) -> bool:
-    """Editing and switching off users' rules on the rules page: administrators (staff) only,
-    since a rule applies to everyone's alerts (on every table when it names none)."""
-    return bool(user and user.is_authenticated and user.is_active and user.is_staff)
+    """Adding, editing, switching off and removing users' rules (the rules page and the API
+    alike): analysts, approvers and staff, as adding and removing always were; everyone
+    signed in reads them."""
+    return bool(user and user.is_active and roles.can_register(user))
 
 
 def _editable_rule(actor: Any, pk: int, what: str) -> CustomRule:
     if not can_edit_rules(actor):
-        raise ServiceError(f"{what} needs an administrator.", "permission_denied", 403)
+        raise _denied(what)
     rule = CustomRule.objects.filter(pk=pk).first()
     if rule is None:
         raise ServiceError(f"There is no rule {pk}.", "not_found", 404)
@@ -203,7 +204,7 @@ def _editable_rule(actor: Any, pk: int, what: str) -> CustomRule:
 
 
 def update_rule(actor: Any, pk: int, **fields: Any) -> CustomRule:
-    """Change a user's rule (administrators): `fields` among RULE_FIELDS, checked as a new rule's."""
+    """Change a user's rule (analysts, approvers, staff): `fields` among RULE_FIELDS, checked as a new rule's."""
     rule = _editable_rule(actor, pk, "Changing an alert rule")
     unknown = set(fields) - set(RULE_FIELDS)
     if unknown:
@@ -216,7 +217,7 @@ def update_rule(actor: Any, pk: int, **fields: Any) -> CustomRule:
 
 
 def set_rule_enabled(actor: Any, pk: int, enabled: bool) -> CustomRule:
-    """Switch a user's rule off (it fires no more, and is kept) or on again (administrators)."""
+    """Switch a user's rule off (it fires no more, and is kept) or on again (analysts, approvers, staff)."""
     rule = _editable_rule(actor, pk, "Switching an alert rule off or on")
     rule.enabled = bool(enabled)
     rule.save(update_fields=["enabled"])

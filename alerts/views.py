@@ -1,6 +1,6 @@
 """Pages of the alerts app: the activity feed, a user's alert settings (webhooks with
 their secret shown once, subscriptions, notifications, deliveries and redelivery), and the
-rules page where administrators add, edit and switch off users' rules.
+rules page where analysts, approvers and staff add, edit and switch off users' rules.
 Views parse the request and render; alerts.services and alerts.activity do the work."""
 
 from __future__ import annotations
@@ -147,15 +147,19 @@ def mark_read(request: HttpRequest) -> HttpResponse:
     return redirect("alerts:activity")
 
 
-# --- users' rules (administrators) -------------------------------------------------------------
+# --- users' rules (analysts, approvers, staff) ----------------------------------------------------
 
 RULE_ID = "rule_%s"  # the form's field ids (rule_name, ...)
 
 
 def _admin_only(request: HttpRequest) -> None:
-    """The rules page is for administrators: anyone else gets a 403, whatever the method."""
+    """The rules page is for those who change rules: anyone else gets a 403, whatever the method."""
     if not services.can_edit_rules(request.user):
-        raise PageError("Alert rules are edited by administrators; ask one to change a rule.", 403)
+        raise PageError(
+            "Alert rules are changed by analysts, approvers and administrators; ask an administrator for one of "
+            "those roles.",
+            403,
+        )
 
 
 def _refused(form: RuleForm, exc: ServiceError) -> None:

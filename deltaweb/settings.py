@@ -118,6 +118,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "tables.web.ui.site_context",  # alerts installed? background work paused?
             ],
+            "builtins": ["tables.templatetags.times"],  # {{ moment|when }}: the one time format
         },
     },
 ]
@@ -148,6 +149,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
+FORMAT_MODULE_PATH = ["deltaweb.formats"]  # ISO 8601 in the admin too
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -186,6 +188,8 @@ DELTAWEB_OIDC_ISSUER = env("DELTAWEB_OIDC_ISSUER", "")
 DELTAWEB_OIDC_ROLE_MAP = env_list("DELTAWEB_OIDC_ROLE_MAP", "")
 DELTAWEB_OIDC_GROUPS_CLAIM = env("DELTAWEB_OIDC_GROUPS_CLAIM", "groups")
 DELTAWEB_LOCAL_LOGIN = env_bool("DELTAWEB_LOCAL_LOGIN", True)
+# `make run` sets it: the sign-in page then names the demo users and where their password is
+DELTAWEB_DEMO = env_bool("DELTAWEB_DEMO", False)
 # API tokens stop working after this many days (a user rotates or revokes theirs on /account/)
 DELTAWEB_TOKEN_DAYS = int(env("DELTAWEB_TOKEN_DAYS", "90"))
 # Delta Sharing (docs/sharing.md): the endpoint as recipients reach it (empty: as each request

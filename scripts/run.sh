@@ -10,6 +10,7 @@ PY=.venv/bin/python
 mkdir -p var/tables var/log
 export CELERY_BROKER_URL=${CELERY_BROKER_URL:-redis://127.0.0.1:$REDIS_PORT/0}
 export DELTAWEB_DEBUG=${DELTAWEB_DEBUG:-1}
+export DELTAWEB_DEMO=${DELTAWEB_DEMO:-1}  # the sign-in page names the demo users
 export DELTAWEB_STATIC_AUTOREFRESH=${DELTAWEB_STATIC_AUTOREFRESH:-0}
 export DELTAWEB_STATIC_FINDERS=${DELTAWEB_STATIC_FINDERS:-0}  # the collected files, compressed
 # collected apart from var/static: a test run in this checkout keeps reading the apps' own files

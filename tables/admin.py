@@ -20,6 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from tables.delta.restore.rules import protocol_outcome_words
 from tables.models import (
     Anomaly,
     Commit,
@@ -306,7 +307,7 @@ class RestoreRequestAdmin(admin.ModelAdmin):
 
     @admin.display(description="protocol")
     def protocol(self, obj: RestoreRequest) -> str:
-        return (obj.plan or {}).get("protocolOutcome", "")
+        return protocol_outcome_words((obj.plan or {}).get("protocolOutcome"))
 
     @admin.display(description="options")
     def options(self, obj: RestoreRequest) -> str:

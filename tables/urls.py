@@ -20,6 +20,7 @@ app_name = "tables"
 urlpatterns = [
     path("", views.table_list, name="table_list"),
     path("tables/register/", views.register, name="register"),
+    path("tables/register/check/", views.register_check, name="register_check"),
     path("tables/discover/", discovery_views.discover, name="discover"),
     path("account/", account_views.account, name="account"),
     path("t/<slug:slug>/", overview_views.table_detail, name="table_detail"),

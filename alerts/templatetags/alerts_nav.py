@@ -16,3 +16,9 @@ def unread_notifications(user) -> int:
     if user is None or not user.is_authenticated:
         return 0
     return services.unread_count(user)
+
+
+@register.filter
+def can_edit_rules(user) -> bool:
+    """Whether `user` changes alert rules (the navigation and the settings page link the rules)."""
+    return services.can_edit_rules(user)

@@ -3,7 +3,9 @@
 // second, and a poll a second late doubled the wait for its rows), then less often, up to
 // once a second. Plain DOM, textContent only. When a sync ends, the
 // page's labels of its table's sync state ([data-sync-badge="<slug>"]) take the state the
-// table is in now, so they never say "syncing" beside a finished job.
+// table is in now, so they never say "syncing" beside a finished job; then a job without a
+// results page of its own (a sync) loads the page again, without its ?job=, so the page shows
+// the state the job left (never "reload the page").
 (function () {
   "use strict";
   var box = document.getElementById("job-progress");
@@ -47,7 +49,7 @@
     });
     Array.prototype.forEach.call(document.querySelectorAll("[data-sync-note]"), function (note) {
       if (note.getAttribute("data-sync-note") === slug && sync.state === "ok") {
-        note.textContent = "The first sync finished: reload the page to see the table's history.";
+        note.textContent = "The first sync finished: loading the table's history…";
       }
     });
   }
@@ -70,6 +72,10 @@
         if (!job.terminal) { later(); }
         else if (job.status === "succeeded" && box.getAttribute("data-reload")) {
           showResults(new URL(box.getAttribute("data-reload"), window.location.href));
+        } else if (job.status === "succeeded") {
+          var here = new URL(window.location.href);
+          here.searchParams.delete("job");
+          window.location.replace(here.href);
         }
       })
       .catch(function () { setTimeout(poll, 3000); });

@@ -585,7 +585,9 @@ def _restore_text(p: dict[str, Any]) -> str:
         lines.append(f"timestamp    {plan['requested']['timestamp']} -> version {res['version']}: {res['rule']}")
     if plan.get("predicate") is not None:
         lines.append(f"where        {plan['predicate']} (partial restore: other partitions stay as they are)")
-    lines.append(f"protocol     {plan['protocolOutcome']}: {plan['protocolNote']}")
+    from tables.delta.restore.rules import protocol_outcome_words
+
+    lines.append(f"protocol     {protocol_outcome_words(plan['protocolOutcome'])}: {plan['protocolNote']}")
     for n in plan["notes"]:
         lines.append(f"note         {n}")
     impact = plan.get("rowImpact")

@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
-from tables.delta.discover import find_tables
+from tables.delta.discover import LOG_DIR, find_tables
 from tables.delta.storage.api import Storage
 from tables.delta.storage.backends import named_schemes
 from tables.delta.storage.boundary import as_storage
@@ -33,13 +33,15 @@ from tables.services.errors import ServiceError, from_delta, one_line
 from tables.services.registration import allowed_path, not_allowed, object_location, register_table, shown
 
 MAX_NAME = 200
+READY_CHECKED = 500  # new tables whose log is looked at for a first commit (the page lists 500)
+_COMMIT_NAME = re.compile(r"\d{20}\.(json|checkpoint(\.\d+\.\d+)?(\.[\w-]+)?\.parquet)")
 
 
 @dataclass(frozen=True)
 class Found:
     location: str
     name: str
-    status: str  # "new" or "registered"
+    status: str  # "new", "registered" or "incomplete" (a log with no commit yet: being written)
     table: str | None = None  # the registered table's slug
 
     def as_dict(self) -> dict[str, Any]:
@@ -77,10 +79,18 @@ def _check_role(user) -> None:
 def _answer(source: dict[str, str], candidates: list[tuple[str, str]], **extra: Any) -> dict[str, Any]:
     """The preview of these (location, wanted name) candidates: new or registered, unique names."""
     locations = [loc for loc, _ in candidates]
-    registered = dict(Table.objects.filter(location__in=locations).values_list("location", "slug"))
+    registered = {
+        loc: (slug, name)
+        for loc, slug, name in Table.objects.filter(location__in=locations).values_list("location", "slug", "name")
+    }
     names = _free_names([(loc, name) for loc, name in candidates if loc not in registered])
+    fresh = [loc for loc, _ in candidates if loc not in registered][:READY_CHECKED]
+    unready = {loc for loc in fresh if not _has_commit(loc)}
     rows = [
-        Found(loc, names.get(loc, name), "registered" if loc in registered else "new", registered.get(loc))
+        # a registered table by the name it was registered under, not its folder's
+        Found(loc, registered[loc][1], "registered", registered[loc][0])
+        if loc in registered
+        else Found(loc, names.get(loc, name), "incomplete" if loc in unready else "new")
         for loc, name in candidates
     ]
     return {
@@ -88,9 +98,19 @@ def _answer(source: dict[str, str], candidates: list[tuple[str, str]], **extra: 
         "tables": [r.as_dict() for r in rows],
         "new": sum(r.status == "new" for r in rows),
         "registered": sum(r.status == "registered" for r in rows),
+        "incomplete": sum(r.status == "incomplete" for r in rows),
         "truncated": "",
         **extra,
     }
+
+
+def _has_commit(location: str) -> bool:
+    """Whether the table's log holds a commit or a checkpoint yet (a writer creating it may have
+    made `_delta_log/` only): the first such name of one listing; unreadable counts as none."""
+    try:
+        return any(_COMMIT_NAME.fullmatch(name) for name in as_storage(location).list_names(LOG_DIR))
+    except (OSError, delta_errors.DeltaError):
+        return False
 
 
 def preview(prefix: str, user) -> dict[str, Any]:

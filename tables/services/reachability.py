@@ -46,7 +46,7 @@ CACHE_SECONDS = 300  # an answer's window
 KEEP_SECONDS = 7 * 86400  # an answer is shown after its window while the next one is computed
 T = TypeVar("T")
 RETENTION_HELP = 'Give a retention such as "7 days", "interval 1 week" or "24 hours".'
-PENDING = "This table's log is long: what can still be read is being computed. Reload in a moment."
+PENDING = "This table's log is long: what can still be read is being computed; it is shown here when done."
 COMPUTE_TASK = "tables.compute_reachability"
 logger = logging.getLogger(__name__)
 

@@ -178,6 +178,17 @@ def register_table(name: str, location: str, description: str = "", user=None) -
         raise ServiceError(f"A table named '{name}' is registered already.", "duplicate", 409) from exc
 
 
+def check_location(location: str) -> str:
+    """What registering `location` would meet, before a name is given (the register form checks
+    it as it is typed): the table root if it is allowed, a readable Delta table and not
+    registered yet; else the ServiceError the registration itself would raise."""
+    real = validate_location(location)
+    if not is_uri(real):
+        _check_listable(real, object_store=False)
+    _refuse_registered_location(real)
+    return real
+
+
 def _refuse_registered_location(location: str) -> None:
     """One row per location. `location` is canonical already (a local path resolved: no scheme,
     no trailing separator, no '.', '..' or symlink; an object-store URI in its parsed form), so

@@ -44,6 +44,9 @@ class RegisterTableForm(forms.Form):
             field.widget.attrs["placeholder"] = roots[0].rstrip("/") + "/…"
 
 
+_ISO_DATE = {"placeholder": "yyyy-mm-dd", "inputmode": "numeric", "pattern": r"\d{4}-\d{2}-\d{2}", "size": 10}
+
+
 class HistoryFilterForm(forms.Form):
     """GET filters of the history table; every field is optional."""
 
@@ -52,8 +55,20 @@ class HistoryFilterForm(forms.Form):
     )
     version_from = forms.IntegerField(required=False, min_value=0, max_value=MAX_VERSION, label="Version from")
     version_to = forms.IntegerField(required=False, min_value=0, max_value=MAX_VERSION, label="to")
-    date_from = forms.DateField(required=False, label="Date from (UTC)", widget=forms.DateInput(attrs={"type": "date"}))
-    date_to = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
+    # ISO text fields, as the site writes dates: a browser's date input shows the viewer's
+    # locale (mm/dd/yyyy) and takes four Tab stops
+    date_from = forms.DateField(
+        required=False,
+        label="Date from (UTC)",
+        input_formats=["%Y-%m-%d"],
+        widget=forms.DateInput(format="%Y-%m-%d", attrs=_ISO_DATE),
+    )
+    date_to = forms.DateField(
+        required=False,
+        label="to",
+        input_formats=["%Y-%m-%d"],
+        widget=forms.DateInput(format="%Y-%m-%d", attrs=_ISO_DATE),
+    )
 
     def clean(self):
         data = super().clean()

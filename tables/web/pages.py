@@ -9,6 +9,7 @@ from typing import Any
 from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
 from tables.delta.history.columns import SHOWN_COLUMNS, Column
 from tables.delta.history.timestamps import format_ms
+from tables.delta.restore.rules import protocol_outcome_words
 from tables.delta.snapshot.schema_diff import type_text
 from tables.models import Commit
 
@@ -19,6 +20,14 @@ def compact_json(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=False, separators=(", ", ": "), default=str)
+
+
+def partition_text(values: Any) -> str:
+    """Partition values as people write them, `region=apac, day=2024-05-01` (null for a null
+    value), not as JSON; anything but a mapping as compact JSON."""
+    if not isinstance(values, dict):
+        return compact_json(values)
+    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items())
 
 
 def pretty_json(value: Any) -> str:
@@ -282,7 +291,7 @@ def restore_view(plan: dict[str, Any] | None) -> dict[str, Any]:
         "protocol_changes": change_rows(c.get("protocol") or []),
         "partitioning_changed": (c.get("partitionColumns") or {}).get("from")
         != (c.get("partitionColumns") or {}).get("to"),
-        "protocol_outcome": plan.get("protocolOutcome"),
+        "protocol_outcome": protocol_outcome_words(plan.get("protocolOutcome")),
         "protocol_note": plan.get("protocolNote"),
         "missing_files": plan.get("missingFiles") or [],
         "missing_count": plan.get("numMissingFiles") or 0,

@@ -74,16 +74,7 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
     form = RestoreRequestForm(request.POST if request.method == "POST" else None, initial=initial)
     status, missing, selected = 200, None, None
     if request.method == "POST" and "preview_partitions" in request.POST:
-        # list what the predicate selects; nothing is requested
-        if form.is_valid() and (form.cleaned_data.get("where") or "").strip():
-            try:
-                selected = selected_partitions(table, form.cleaned_data["where"])
-            except ServiceError as exc:
-                form.add_error("where", exc.message)
-                status = exc.status
-        else:
-            form.add_error("where", "Type a predicate on partition columns to see the partitions it selects.")
-            status = 400
+        selected, status = _preview_partitions(table, form)
     elif request.method == "POST":
         status = 400
         if form.is_valid():
@@ -121,6 +112,25 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
     show_recover = _recoverable(table, request.POST.get("version") or request.GET.get("version"))
     ctx = context(request, table=table, form=form, missing_files=missing, selected=selected, show_recover=show_recover)
     return render(request, "tables/restore_form.html", ctx, status=status)
+
+
+def _preview_partitions(table, form: RestoreRequestForm) -> tuple[dict | None, int]:
+    """What the predicate selects, nothing requested: only the predicate is checked (a listing
+    needs no reason or version yet), the other fields keep what was typed, without errors."""
+    form.is_valid()
+    for name in [n for n in form.errors if n != "where"]:
+        del form.errors[name]
+    where = (form.cleaned_data.get("where") or "").strip()
+    if "where" in form.errors:
+        return None, 400
+    if not where:
+        form.add_error("where", "Type a predicate on partition columns to see the partitions it selects.")
+        return None, 400
+    try:
+        return selected_partitions(table, where), 200
+    except ServiceError as exc:
+        form.add_error("where", exc.message)
+        return None, exc.status
 
 
 def _recoverable(table, raw: str | None) -> bool:

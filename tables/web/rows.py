@@ -191,9 +191,13 @@ def key_text(value: Any) -> str | None:
 
 def default_keys(columns: list[dict[str, Any]], partitions: list[str]) -> list[str]:
     """The key columns a page starts with: the partition columns and a column named id or key,
-    when there is one (else none: the reader is asked)."""
+    else the one keyable column the schema says is never null (a primary key as Catalog
+    Explorer shows it, e.g. the demo's order_id); none when neither (the reader is asked)."""
     keyable = [c["name"] for c in columns if is_key_type(c.get("type"))]
     named = next((n for n in keyable if n.lower() in KEY_NAMES), None)
+    if named is None:
+        required = [c["name"] for c in columns if c["name"] in keyable and c.get("nullable") is False]
+        named = required[0] if len(required) == 1 else None
     if named is None:
         return []
     return [n for n in keyable if n in partitions and n != named] + [named]
@@ -209,8 +213,21 @@ def schema_columns(table: Table, version: int | None) -> tuple[list[dict[str, An
     except (ServiceError, DeltaError):
         return [], []
     fields = [f for f in snap.metadata.schema.get("fields") or [] if isinstance(f, dict)]
-    columns = [{"name": f["name"], "type": f.get("type")} for f in fields if isinstance(f.get("name"), str)]
+    columns = [
+        {"name": f["name"], "type": f.get("type"), "nullable": f.get("nullable")}
+        for f in fields
+        if isinstance(f.get("name"), str)
+    ]
     return columns, list(snap.metadata.partition_columns)
+
+
+def _sortable(value: Any) -> tuple[int, Any]:
+    """A key cell's place in the order: nulls last, numbers by value, anything else by its text."""
+    if value is None:
+        return (2, "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value)
+    return (1, str(value))
 
 
 def preview_history(request: HttpRequest, job: Job, columns: list[dict[str, Any]], rows: list[dict]) -> dict:
@@ -220,8 +237,10 @@ def preview_history(request: HttpRequest, job: Job, columns: list[dict[str, Any]
     keyable = [c["name"] for c in columns if is_key_type(c.get("type"))]
     asked = [k for k in request.GET.getlist("hkey") if k in keyable]
     if not asked and "hkeys" not in request.GET and job.table is not None:
-        _cols, partitions = schema_columns(job.table, version)
-        asked = default_keys(columns, partitions)
+        schema, partitions = schema_columns(job.table, version)
+        asked = [k for k in default_keys(schema, partitions) if k in keyable]
+    if asked:  # the page's rows in key order, as a catalog's sample is read
+        rows.sort(key=lambda r: tuple(_sortable(r.get(k)) for k in asked))
     url = reverse("tables:row_history", args=[job.table.slug]) if job.table is not None else ""
     links = []
     for r in rows:

@@ -27,6 +27,7 @@ class ThrottledLoginView(LoginView):
         return super().get_context_data(
             sso=oidc.enabled(),
             local_login=settings.DELTAWEB_LOCAL_LOGIN,
+            demo=settings.DELTAWEB_DEMO,
             sso_refused=MESSAGES.get(self.request.GET.get("sso", ""), ""),
             **kwargs,
         )

@@ -30,7 +30,7 @@ from tables.services import jobs
 from tables.services.access import roles
 from tables.services.errors import ServiceError, error_body
 from tables.services.ops import fleet
-from tables.services.registration import register_table
+from tables.services.registration import check_location, register_table
 from tables.services.sync.store import start_sync
 from tables.web import pages
 from tables.web.forms import RegisterTableForm
@@ -117,6 +117,8 @@ def table_list(request: HttpRequest) -> HttpResponse:
         t.figures = figures[t.pk]
         t.plugin_values = [found.get(t.pk, 0) for found in counts]
     job = job_param(request, "job")
+    if job is not None and job.kind == JobKind.SYNC and job.status == JobStatus.SUCCEEDED:
+        job = None  # the list shows the state it left
     return render(
         request,
         "tables/table_list.html",
@@ -158,6 +160,26 @@ def register(request: HttpRequest) -> HttpResponse:
     return render(request, "tables/register.html", context(request, form=form, existing=existing), status=status)
 
 
+@login_required
+@require_GET
+def register_check(request: HttpRequest) -> JsonResponse:
+    """The register form's location, checked as it is typed: {"ok": true, "location": the table
+    root} or {"ok": false, "code", "message"} with the words the form would show on submit."""
+    if not roles.can_register(request.user):
+        return JsonResponse(error_body("permission_denied", "Registering tables needs a role."), status=403)
+    raw = request.GET.get("location", "").strip()[:4096]
+    if not raw:
+        body: dict[str, Any] = {"ok": False, "code": "invalid_location", "message": "Type the table's location."}
+    else:
+        try:
+            body = {"ok": True, "location": check_location(raw)}
+        except ServiceError as exc:
+            body = {"ok": False, "code": exc.code, "message": exc.message, "table": exc.extra.get("table")}
+    resp = JsonResponse(body)
+    resp["Cache-Control"] = "no-store"
+    return resp
+
+
 def _start_sync_and_redirect(request: HttpRequest, table: Table, target: str) -> HttpResponse:
     job = start_sync(table, user=request.user)
     job.refresh_from_db()  # outside a transaction the job was enqueued (or run, when eager) already
@@ -165,6 +187,7 @@ def _start_sync_and_redirect(request: HttpRequest, table: Table, target: str) ->
         messages.error(request, f"The sync of {table.name} could not start: {job.error}")
     elif job.status == JobStatus.SUCCEEDED:
         messages.success(request, f"{table.name} synced.")
+        return redirect(target)  # the page shows the state the sync left: no progress to follow
     else:
         messages.success(request, f"Sync of {table.name} queued.")
     sep = "&" if "?" in target else "?"

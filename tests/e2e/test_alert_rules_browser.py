@@ -1,6 +1,6 @@
 """Alert rules and webhooks in a real browser (Debian's Chromium): an administrator adds a rule
 by keyboard on the rules page (a refused one comes back with what was typed, the reason beside
-its field and the focus on it), edits it and switches it off; an analyst gets a 403; the
+its field and the focus on it), edits it and switches it off; a user without a role gets a 403; the
 settings page's webhook form keeps its fields after a refused address. axe-core reports no
 serious or critical violation. Screenshots: test-output/screenshots/alerts-rules-*.png and
 alerts-webhook-refused.png."""
@@ -28,12 +28,13 @@ playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwri
 
 @pytest.fixture
 def signed_in(live_server, transactional_db, django_user_model, monkeypatch):
-    """sign_in(username) -> a page of a browser signed in as that user (root: staff; ana: analyst)."""
+    """sign_in(username) -> a page of a browser signed in as that user (root: staff; ana: analyst; vic: no role)."""
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     Table.objects.create(name="orders", slug="orders", location="/nowhere/orders")
     django_user_model.objects.create_user("root", password="e2e-secret-pass", is_staff=True)
     ana = django_user_model.objects.create_user("ana", password="e2e-secret-pass")
     ana.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
+    django_user_model.objects.create_user("vic", password="e2e-secret-pass")  # signed in, no role
     SHOTS.mkdir(parents=True, exist_ok=True)
     with playwright_sync.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
@@ -122,9 +123,9 @@ def test_an_administrator_adds_edits_and_switches_off_a_rule(signed_in) -> None:
     phone.screenshot(path=str(SHOTS / "alerts-rules-phone.png"), full_page=True)
 
 
-def test_an_analyst_gets_a_403(signed_in) -> None:
+def test_a_user_without_a_role_gets_a_403(signed_in) -> None:
     sign_in, base = signed_in
-    page = sign_in("ana")
+    page = sign_in("vic")
     response = page.goto(base + "/alerts/rules/")
     assert response.status == 403
     assert page.get_by_role("navigation", name="Main").get_by_role("link", name="Alert rules").count() == 0

@@ -49,7 +49,7 @@ def test_the_api_previews_then_registers_and_the_probe_syncs_them(tree, eager_ce
     assert set(found) == {str(tree / "sales/orders"), str(tree / "sales/customers"), str(tree / "raw/logs/2026/events")}
     assert found[str(tree / "sales/customers")] == {
         "location": str(tree / "sales/customers"),
-        "name": "sales.customers",
+        "name": "customers",  # the name it was registered under
         "status": "registered",
         "table": "customers",
     }
@@ -97,7 +97,7 @@ def test_manage_py_discover(tree) -> None:
     out = io.StringIO()
     call_command("discover", str(tree), stdout=out, stderr=io.StringIO())
     lines = out.getvalue().splitlines()
-    assert len(lines) == 3 and any(line.startswith("registered  sales.customers") for line in lines)
+    assert len(lines) == 3 and any(line.startswith("registered  customers") for line in lines)
     out = io.StringIO()
     call_command("discover", str(tree), "--register", stdout=out)
     assert out.getvalue().count("registered  ") == 2 and Table.objects.count() == 3

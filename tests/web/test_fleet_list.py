@@ -44,11 +44,11 @@ def test_the_list_shows_each_tables_recent_and_old_commits(roots, browser) -> No
     page = browser.get("/").content.decode()
     assert "Commits, 24 h" in page and "Past retention" in page
     fresh_cells, old_cells = cells(page, "fresh"), cells(page, "old")
-    # after the name: location, sync, version, synced at, last commit, 24 h, past retention, ...
-    assert fresh_cells[5] == ["3"] and fresh_cells[6] == ["0"]
-    assert old_cells[5] == ["0"] and old_cells[6] == ["4"]
+    # after the name: location, sync, last synced (version and time), last commit, 24 h, past retention, ...
+    assert fresh_cells[4] == ["3"] and fresh_cells[5] == ["0"]
+    assert old_cells[4] == ["0"] and old_cells[5] == ["4"]
     assert "checked" in " ".join(fresh_cells[1]) and "ago" in " ".join(fresh_cells[1])
-    assert old_cells[4][0] < fresh_cells[4][0]  # the last commit's date
+    assert old_cells[3][0] < fresh_cells[3][0]  # the last commit's date
     by_commit = browser.get("/", {"sort": "-commit"}).content.decode()
     assert by_commit.index(">fresh</a>") < by_commit.index(">old</a>")
     assert Table.objects.get(name="old").log_retention_ms == 30 * DAY * 1000

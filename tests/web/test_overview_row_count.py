@@ -86,7 +86,8 @@ def test_a_long_log_is_counted_by_a_worker(browser, roots, settings, monkeypatch
     table = Table.objects.get(name="long")
     assert (row_count_service.COUNT_TASK, table.pk) in sent
     html = browser.get("/t/long/").content.decode()
-    assert "being counted; reload in a moment" in html and shown_rows(html) is None
+    assert "being counted; shown here when done" in html and 'data-pending="row-count"' in html
+    assert shown_rows(html) is None
     assert sent.count((row_count_service.COUNT_TASK, table.pk)) == 1  # asked once, not again by the page
     assert row_count_service.count_in_worker(table.pk)  # what the worker runs
     assert shown_rows(browser.get("/t/long/").content.decode()) == 92

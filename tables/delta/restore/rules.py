@@ -110,6 +110,22 @@ def same_protocol(a: Protocol, b: Protocol) -> bool:
     return can_upgrade(a, b) and can_upgrade(b, a)
 
 
+# each outcome of restore_protocol in words for people (pages, the admin, the CLI); the plan
+# keeps the outcome itself, which the API documents
+PROTOCOL_OUTCOME_WORDS = {
+    "unchanged": "unchanged",
+    "merged": "unchanged (latest kept)",
+    "upgraded": "upgraded",
+    "downgraded": "downgraded",
+    "replaced": "replaced by the target's",
+}
+
+
+def protocol_outcome_words(outcome: str | None) -> str:
+    """What a plan's protocolOutcome means, e.g. "merged" -> "unchanged (latest kept)"."""
+    return PROTOCOL_OUTCOME_WORDS.get(outcome or "", outcome or "")
+
+
 def restore_protocol(latest: Protocol, target: Protocol, allow_downgrade: bool) -> tuple[Protocol, str, str]:
     """(protocol to write, outcome, explanation)."""
     if allow_downgrade:

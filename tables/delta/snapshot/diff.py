@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tables.delta.log.actions import Metadata
-from tables.delta.snapshot.files import file_rows, log_add_actions
+from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.replay import identity_keys
 from tables.delta.snapshot.state import Snapshot
 from tables.delta.storage.boundary import Storage, as_storage
@@ -67,16 +67,22 @@ def _summary(t: pa.Table) -> dict[str, Any]:
 def sample_files(storage: Storage, snap: Snapshot, rows: pa.Table) -> list[dict[str, Any]]:
     """path, size, partitionValues and numRecords of some of a snapshot's files. The snapshot
     keeps only replay's columns, so the stats come from the commit (or checkpoint) that added
-    each file; numRecords is None when its add has no stats."""
+    each file; an add without stats is counted from its Parquet footer, as the Overview's row
+    count and a restore plan count it; numRecords is None when neither can be read (a file
+    gone)."""
     out = []
-    for body in log_add_actions(storage, snap, rows)[0]:
+    bodies = log_add_actions(storage, snap, rows)[0]
+    # the footers' rows as written (no deletion vector taken off, as the stats' numRecords)
+    footers = footer_rows(storage, [{"path": b.get("path"), "size": b.get("size")} for b in bodies])
+    for body in bodies:
+        counted = file_rows({"stats": body.get("stats")})
         out.append(
             {
                 "path": echoed_path(unquote(body["path"])),
                 "size": body.get("size"),
                 "partitionValues": echoed_values(body.get("partitionValues")),
                 # the stats' numRecords as written (a deletion vector's rows are not taken off)
-                "numRecords": file_rows({"stats": body.get("stats")}),
+                "numRecords": counted if counted is not None else footers.get(body.get("path")),
             }
         )
     return out

@@ -69,12 +69,12 @@ def _list_nav(
 
 
 def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The diff's sampled files as table rows: partition values as compact JSON, the row count
-    with thousands separators (None when the file's add has no stats)."""
+    """The diff's sampled files as table rows: partition values as key=value, the row count
+    with thousands separators (None when neither the add's stats nor the file's footer say)."""
     return [
         {
             "path": f["path"],
-            "partition": pages.compact_json(f["partitionValues"]) if f["partitionValues"] else "",
+            "partition": pages.partition_text(f["partitionValues"]) if f["partitionValues"] else "",
             "size": f["size"],
             "rows": None if f["numRecords"] is None else pages.human_count(f["numRecords"]),
         }
@@ -85,7 +85,7 @@ def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _files_side(request: HttpRequest, side: dict[str, Any], name: str, anchor: str) -> dict[str, Any]:
     """One side's files (added or removed) as the page shows them: a page of files with its
     links, the first partitions listed and the others folded."""
-    partitions = [pages.compact_json(p) for p in side["partitions"]]
+    partitions = [pages.partition_text(p) for p in side["partitions"]]
     files = _diff_file_rows(side["sampleFiles"])
     return {
         "count": pages.human_count(side["count"]),

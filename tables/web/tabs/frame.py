@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from tables.delta import errors as delta_errors
 from tables.delta.history.reach_runs import ReachRuns
 from tables.delta.history.timestamps import format_ms
-from tables.models import JobKind, SyncState, Table
+from tables.models import JobKind, JobStatus, SyncState, Table
 from tables.services import reachability
 from tables.services.errors import ServiceError
 from tables.services.reachability import table_reachability
@@ -28,6 +28,8 @@ def tab_context(request: HttpRequest, table: Table, tab: str) -> dict[str, Any]:
     if job is not None and job.kind == JobKind.SYNC and job.is_terminal and table.sync_state in _ACTIVE:
         # the sync ended between reading the table and reading its job: show the state it left
         table.refresh_from_db()
+    if job is not None and job.kind == JobKind.SYNC and job.status == JobStatus.SUCCEEDED:
+        job = None  # the page shows the state it left: no card to follow (a failure stays shown)
     return context(
         request,
         table=table,

@@ -4,6 +4,7 @@ its reachability column), the history's CSV/Parquet download and the signed audi
 from __future__ import annotations
 
 import hashlib
+import itertools
 from typing import Any
 
 from django.contrib import messages
@@ -119,6 +120,8 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         for r in rows:
             r["checksum_mismatch"] = r["version"] in bad
             r["pinned"] = ", ".join(p.name for p in pinned.get(r["version"], ()))
+        if not filtered:
+            mark_gaps(rows, sort)
         html = render_to_string(
             "tables/_history_rows.html",
             {
@@ -173,6 +176,18 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         "query": q,
         "sort": sort,
     }
+
+
+def mark_gaps(rows: list[dict[str, Any]], sort: str) -> None:
+    """Versions the history has no row for, between two rows of an unfiltered page in version
+    order (log cleanup removed them before a sync read them: deltaweb never saw them), as the
+    earlier-drawn row's `gap`: {"first", "last", "count"}."""
+    if sort not in ("-version", "version"):
+        return
+    for above, below in itertools.pairwise(rows):
+        lo, hi = sorted((above["version"], below["version"]))
+        if hi - lo > 1:
+            above["gap"] = {"first": lo + 1, "last": hi - 1, "count": hi - lo - 1}
 
 
 def _removals(

@@ -129,7 +129,8 @@ def table_versions(request: HttpRequest, slug: str) -> HttpResponse:
     ctx.update(_vacuum_forecast(request, table))
     ctx.update(_recoverable(table))
     ctx.update(pins_context(request, table))
-    ctx["recent"] = [pages.history_row(c) for c in history(table)[:10]]
+    reach = reach_by_version(table) or {}  # each of the latest marked when it cannot be read
+    ctx["recent"] = [pages.history_row(c, reach.get(c.version)) for c in history(table)[:10]]
     status = 400 if ctx["tt_error"] else 200
     return render(request, "tables/table_versions.html", ctx, status=status)
 

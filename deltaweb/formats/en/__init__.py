@@ -1,0 +1,1 @@
+"""English: the ISO formats of deltaweb.formats."""
