@@ -213,21 +213,25 @@ class DecisionFilter(admin.SimpleListFilter):
         return queryset
 
 
-class RestoreEventInline(admin.TabularInline):
-    model = RestoreEvent
+class AuditTrailInline(admin.TabularInline):
+    """A request's audit trail (restores, pin removals), read-only: who moved it from which
+    state to which, when, and why. A subclass names its model, its fields, what an event
+    without a user was done by, and the permission that lets one view it."""
+
     extra = 0
     can_delete = False
-    fields = readonly_fields = ["at", "who", "from_status", "to_status", "note"]
     verbose_name = "event"
     verbose_name_plural = "audit trail"
+    nobody = "worker"  # an event without a user: done by the app itself
+    view_permission = ""
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("actor")
 
     @admin.display(description="actor")
-    def who(self, obj: RestoreEvent) -> str:
+    def who(self, obj) -> str:
         # plain text: the user's admin page is a 403 for approvers (no permission on users)
-        return obj.actor.get_username() if obj.actor else "worker"
+        return obj.actor.get_username() if obj.actor else self.nobody
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -236,7 +240,13 @@ class RestoreEventInline(admin.TabularInline):
         return False
 
     def has_view_permission(self, request, obj=None) -> bool:
-        return request.user.has_perm("tables.view_restorerequest") or super().has_view_permission(request, obj)
+        return request.user.has_perm(self.view_permission) or super().has_view_permission(request, obj)
+
+
+class RestoreEventInline(AuditTrailInline):
+    model = RestoreEvent
+    fields = readonly_fields = ["at", "who", "from_status", "to_status", "note"]
+    view_permission = "tables.view_restorerequest"
 
 
 class DecisionForm(forms.Form):
@@ -432,29 +442,11 @@ class RestoreRequestAdmin(admin.ModelAdmin):
 # --- pins: removals before expiry, decided by an approver --------------------------------------
 
 
-class PinEventInline(admin.TabularInline):
+class PinEventInline(AuditTrailInline):
     model = PinEvent
-    extra = 0
-    can_delete = False
     fields = readonly_fields = ["at", "who", "from_state", "to_state", "note"]
-    verbose_name = "event"
-    verbose_name_plural = "audit trail"
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("actor")
-
-    @admin.display(description="actor")
-    def who(self, obj: PinEvent) -> str:
-        return obj.actor.get_username() if obj.actor else "expiry"
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_view_permission(self, request, obj=None) -> bool:
-        return request.user.has_perm("tables.view_pin") or super().has_view_permission(request, obj)
+    nobody = "expiry"
+    view_permission = "tables.view_pin"
 
 
 class PinStateFilter(admin.SimpleListFilter):
