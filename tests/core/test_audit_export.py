@@ -137,3 +137,18 @@ def test_the_key_from_the_environment_and_the_console_script(tmp_path: Path, mon
     assert main(["audit-export", str(table), "--out", str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err
     assert "DELTAWEB_AUDIT_KEY" in err and "Traceback" not in err and not (tmp_path / "f").exists()
+
+
+def test_the_export_carries_the_checksum_files_results(golden_copy, tmp_path: Path) -> None:
+    from tests.core.test_checksums import TXN_TABLE, edit_crc
+
+    table = golden_copy(TXN_TABLE)  # versions 0..2, each with its _delta_log/N.crc
+    edit_crc(table, 1, lambda b: b.update(tableSizeBytes=b["tableSizeBytes"] + 1))
+    body = export_table(str(table))
+    checks = {c["version"]: c for c in body["checksums"]}
+    assert sorted(checks) == [0, 1, 2] and checks[0]["ok"] and checks[2]["ok"]
+    assert not checks[1]["ok"]
+    [m] = checks[1]["mismatches"]
+    assert m["field"] == "tableSizeBytes" and m["expected"] == m["found"] + 1
+    key = Ed25519PrivateKey.generate()
+    assert verify_export(sign_export(body, key), key.public_key(), str(table))["ok"]  # the record holds

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from tables.delta.cli import main
 from tables.delta.history.audit import export_table, verify_export
-from tables.models import RestoreRequest, RestoreStatus
+from tables.models import RestoreRequest, RestoreStatus, VersionChecksum
 from tables.services import registration
 from tables.services.sync import store as sync
 
@@ -70,6 +70,8 @@ def test_an_export_from_the_page_proves_a_rewrite_afterwards(table, browser, key
         result_version=2,
         decided_at=timezone.now(),
     )
+    wrong = [{"field": "numFiles", "expected": 7, "found": 2}]  # as the sync stores a disagreeing .crc
+    VersionChecksum.objects.create(table=table, version=2, ok=False, mismatches=wrong, checked_at=timezone.now())
     page = browser.get(f"/t/{table.slug}/history/").content.decode()
     assert "Download signed audit export" in page
     response = browser.get(f"/t/{table.slug}/audit-export/", {"from": "1", "to": "2"})
@@ -78,6 +80,7 @@ def test_an_export_from_the_page_proves_a_rewrite_afterwards(table, browser, key
     body = json.loads(data.split(b"\n")[0])
     assert [c["version"] for c in body["commits"]] == [1, 2] and body["madeBy"] == "deltaweb"
     assert body["approvals"][0]["approver"] == "boss" and body["approvals"][0]["requestedBy"] == "ana"
+    assert body["checksums"] == [{"version": 2, "ok": False, "mismatches": wrong}]
     assert body["commits"][0]["operation"] == "WRITE" and body["commits"][0]["timestamp"]
     # the same chain as the command line's, made from the bytes on disk
     cli = export_table(str(roots / "t"), 1, 2)

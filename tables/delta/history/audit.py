@@ -3,8 +3,9 @@
 The file is two lines. The first is the export itself, one JSON object (keys sorted,
 compact): the table, the version range, every commit's metadata (its commitInfo summary,
 operation, timestamps with In-Commit Timestamps, its files added and removed and their bytes),
-the hash chain of the commits' bytes (`history/chain.py`), the `.crc` results (`checksums`,
-null until checksums are verified) and, from the server, who approved which restore
+the hash chain of the commits' bytes (`history/chain.py`), the range's checksum files
+(`_delta_log/N.crc`) against the replay (`checksums`, as `delta verify` reports them; the
+server's from its sync's checks) and, from the server, who approved which restore
 (`approvals`). The second line is the Ed25519 signature of the first line's exact bytes (its
 newline excluded), with the public key and its id. Changing any byte of either line makes
 verification fail.
@@ -34,6 +35,7 @@ from tables.delta.history.timestamps import commit_times
 from tables.delta.log.commitinfo import bounded
 from tables.delta.log.jsonline import loads_line
 from tables.delta.log.listing import LogFile, list_log
+from tables.delta.snapshot.checksum import verify_checksums
 from tables.delta.storage.boundary import Storage, as_storage
 
 FORMAT = "deltaweb-audit-export"
@@ -175,7 +177,9 @@ class ExportInput:
     commits: list[dict[str, Any]]
     made_by: str = "delta audit-export"
     approvals: list[dict[str, Any]] | None = None
-    checksums: list[dict[str, Any]] | None = None  # the .crc results, once they are verified
+    # the range's checksum files against the replay: [{version, ok, mismatches[...]}] as
+    # `delta verify` reports them (a version without a .crc file is not listed)
+    checksums: list[dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -247,7 +251,8 @@ def export_table(
             continue
         rows.append(_commit_row(links[-1], data, lf, times))
     table = {"location": storage.display()}
-    return make_export(ExportInput(table, lo, hi, previous, rows), now_ms)
+    checks = verify_checksums(storage, lo, hi)["checksums"]
+    return make_export(ExportInput(table, lo, hi, previous, rows, checksums=checks), now_ms)
 
 
 def _commit_row(link: Link, data: bytes, lf: LogFile, times: Any) -> dict[str, Any]:

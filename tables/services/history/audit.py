@@ -18,7 +18,7 @@ from django.db.models import Max, Min
 from tables.delta.history.audit import AuditKeyError, ExportInput, key_id, load_private_key, make_export, sign_export
 from tables.delta.history.chain import GENESIS
 from tables.delta.log.commitinfo import bounded
-from tables.models import Commit, RestoreRequest, SeenCommit, Table
+from tables.models import Commit, RestoreRequest, SeenCommit, Table, VersionChecksum
 from tables.services.errors import ServiceError
 
 MAX_VERSIONS = 200_000  # versions one export may hold (a longer history is exported in ranges)
@@ -155,6 +155,21 @@ def audit_export(table: Table, first: int | None = None, last: int | None = None
         commits=rows,
         made_by="deltaweb",
         approvals=_approvals(table, a, b),
+        checksums=_checksums(table, a, b),
         extra={"requestedBy": who},
     )
     return sign_export(make_export(inp), state.key)
+
+
+def _checksums(table: Table, a: int, b: int) -> list[dict[str, Any]]:
+    """The sync's checks of the range's checksum files, shaped as `delta verify` reports them."""
+    rows = VersionChecksum.objects.filter(table=table, version__gte=a, version__lte=b).order_by("version")
+    out = []
+    for r in rows:
+        check: dict[str, Any] = {"version": r.version, "ok": r.ok, "mismatches": r.mismatches}
+        if r.error:
+            check["error"] = r.error
+        if not r.full:
+            check["countsOnly"] = True
+        out.append(check)
+    return out
