@@ -42,12 +42,12 @@ class DataKind:
 def _preview(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
     from tables.spark.jobs.preview import write_preview
 
-    if p.get("pin") is not None:  # the version as its pin keeps it: the kept table's version 0
+    if p.get("pin") is not None:  # the version as its pin keeps it: the kept table's latest
         from tables.services.pins import kept_location
 
         kept = kept_location(p["pin"])
         if kept is not None:
-            return write_preview(spark, kept, 0, out)
+            return write_preview(spark, kept, None, out)
     return write_preview(spark, location, p["version"], out)
 
 

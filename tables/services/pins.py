@@ -7,7 +7,10 @@ hard links where the store shares the table's file system (no new data bytes), s
 copies inside one object store, else copies. Removing a pin before it expires is a request an
 approver (never the requester) accepts, as restores are; every step is a PinEvent, the audit.
 Reading a pinned version whose log or files the table lost goes to the pin store
-(`pinned_snapshot`, used by tables.services.versions).
+(`pinned_snapshot`, used by tables.services.versions). A pin by legal holds names the held
+objects; when the table's VACUUM deletes them (a delete marker above each held version), the
+sync's look that notices it has the held versions copied into the pin store
+(`settle_held_pins`), so the kept table reads again, the holds staying until the pin goes.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from django.utils import timezone
 from tables.delta import errors as delta_errors
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import is_uri
-from tables.delta.write.keep import discard_kept, keep_version
+from tables.delta.write.keep import discard_kept, keep_version, settle_held
 from tables.models import Pin, PinEvent, PinState, Table
 from tables.services import jobs
 from tables.services.access import roles
@@ -285,7 +288,7 @@ def pinned_snapshot(table: Table, version: int) -> Snapshot | None:
     pin = holding_pin(table, version)
     if pin is None:
         return None
-    snap = load_snapshot(pin.store_location, 0)
+    snap = load_snapshot(pin.store_location)  # the kept version: 0, or 1 once held objects were copied
     return dataclasses.replace(snap, version=version)
 
 
@@ -296,7 +299,7 @@ def held_bytes(table: Table, pins: list[Pin], latest: Snapshot) -> dict[int, int
     out: dict[int, int] = {}
     for pin in pins:
         try:
-            kept = load_snapshot(pin.store_location, 0)
+            kept = load_snapshot(pin.store_location)  # latest: settled held pins are at version 1
         except delta_errors.DeltaError:
             out[pin.pk] = 0
             continue
@@ -322,7 +325,7 @@ def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
     out = []
     for pin in pins:
         try:
-            kept = load_snapshot(pin.store_location, 0)
+            kept = load_snapshot(pin.store_location)  # latest: settled held pins are at version 1
         except delta_errors.DeltaError:
             continue
         sizes = kept.files.column("size").to_pylist()
@@ -336,6 +339,33 @@ def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
         if files:
             out.append((pin, files, nbytes))
     return out
+
+
+def settle_held_pins(table: Table) -> list[int]:
+    """The pins by legal holds of `table` whose held objects its VACUUM deleted: each held
+    version copied into the pin store (keep.settle_held), with an event on the pin. The ids
+    of the pins settled; a pin that could not be settled says why in an event and stays."""
+    settled = []
+    for pin in holding_pins(table):
+        if pin.protection != PROTECTION["hold"] or not pin.store_location:
+            continue
+        try:
+            done = settle_held(table.location, pin.store_location)
+        except (delta_errors.DeltaError, OSError) as exc:
+            event(pin, None, pin.state, pin.state, one_line(f"the held objects could not be copied: {exc}")[:1000])
+            continue
+        if done is not None:
+            note = f"VACUUM deleted the held objects: {done['copied']} held versions copied into the pin store"
+            event(pin, None, pin.state, pin.state, f"{note} ({done['bytes']} bytes)")
+            settled.append(pin.pk)
+    return settled
+
+
+def settle_after_commit(table: Table) -> None:
+    """Called by the sync's look when files vanished, inside its transaction: the table's held
+    pins settled once it commits, outside it (object copies)."""
+    if Pin.objects.filter(table=table, state__in=PinState.holding(), protection=PROTECTION["hold"]).exists():
+        transaction.on_commit(lambda: settle_held_pins(table))
 
 
 def _present(storage: Any, path: str) -> bool:

@@ -247,10 +247,11 @@ def test_pinning_and_asking_to_remove_from_the_version_page(client, users, table
 
 
 @pytest.mark.parametrize("locked", [False, True], ids=["copies", "object-lock"])
-def test_a_pin_of_an_s3_table(s3_server, monkeypatch, settings, users, locked):
+def test_a_pin_of_an_s3_table(s3_server, monkeypatch, settings, users, locked, django_capture_on_commit_callbacks):
     """On moto: a pin store prefix in the table's bucket gets server-side copies; a bucket with
-    Object Lock gets legal holds instead. delta-rs reads the kept table after the VACUUM
-    (copies), or the held versions are there (holds)."""
+    Object Lock gets legal holds instead. After delta-rs's VACUUM (and, with holds, the sync
+    that notices it and copies the held versions into the pin store), delta-rs reads the kept
+    table as version 1 was, and so does deltaweb."""
     import uuid
 
     from tests.conftest import s3_buckets
@@ -275,16 +276,24 @@ def test_a_pin_of_an_s3_table(s3_server, monkeypatch, settings, users, locked):
     assert pin.protection == ("legal holds" if locked else "server-side copies") and pin.bytes_copied == 0
     dt = deltalake.DeltaTable(location, storage_options=s3_server.storage_options())
     assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-    if not locked:
-        assert s3_rows(s3_server, pin.store_location) == expected
-    else:
+    if locked:  # the held objects are gone from the table: the sync's look copies their held versions
+        with django_capture_on_commit_callbacks(execute=True):
+            sync.sync_table(table.pk)
+        note = PinEvent.objects.filter(pin=pin).order_by("-pk").values_list("note", flat=True).first()
+        assert "held versions copied into the pin store" in note
         held = json.loads(
             client.get_object(Bucket=bucket, Key=pin.store_location.split("/", 3)[3] + "/_kept/holds.json")[
                 "Body"
             ].read()
         )
-        for h in held["objects"]:
-            assert client.head_object(Bucket=bucket, Key=h["key"], VersionId=h["versionId"])["ContentLength"] > 0
+        for h in held["objects"]:  # still held: the copies do not release them
+            legal = client.get_object_legal_hold(Bucket=bucket, Key=h["key"], VersionId=h["versionId"])
+            assert legal["LegalHold"]["Status"] == "ON"
+    assert s3_rows(s3_server, pin.store_location) == expected
+    kept = pins.pinned_snapshot(table, 1)  # what deltaweb reads of the version now
+    assert kept.version == 1 and kept.num_files == len(
+        deltalake.DeltaTable(pin.store_location, storage_options=s3_server.storage_options()).file_uris()
+    )
 
 
 def test_a_pin_written_by_a_worker_fails_clearly(users, table):

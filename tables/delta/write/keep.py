@@ -323,6 +323,87 @@ def keep_version(source: Storage | str, version: int, into: Storage | str, hold:
     return result
 
 
+SETTLE_OPERATION = "KEEP VERSION (HELD OBJECTS COPIED)"
+
+
+def _held_copies(src: Storage, dest: Storage, adds: list[dict[str, Any]], held: dict[str, str]) -> list[tuple]:
+    """(source add, object, held version id, key in `dest`, the add's new path or DV URI) for
+    each file a held kept version names: its data file and its deletion vector."""
+    out = []
+    for add in adds:
+        targets = [("path", add["path"])]
+        dv = add.get("deletionVector")
+        if isinstance(dv, dict) and dv.get("storageType") == "p":
+            targets.append(("dv", dv_location(dv)))
+        for what, path in targets:
+            rel = src.resolve(path)
+            _bucket, obj = src.object_ref(rel)
+            if obj not in held:
+                raise StorageError(f"{src.display(rel)} is named by the kept version but holds no legal hold")
+            key, _moved = kept_key(rel)
+            out.append((add, what, obj, held[obj], key))
+    return out
+
+
+def settle_held(source: Storage | str, into: Storage | str, now_ms: int | None = None) -> dict[str, Any] | None:
+    """A version kept by legal holds, once the source's VACUUM put delete markers above the
+    objects it names: each held object version copied server-side (CopyObject of that exact
+    version) into the kept table, and version 1 committed naming the copies instead, so any
+    engine reads the kept table again. The holds stay until the pin is removed. None when
+    `into` has no holds or was settled already; else {"version": 1, "copied", "bytes"}."""
+    import time
+    from urllib.parse import quote as q
+
+    from tables.delta.storage.versions import versioned_bucket
+
+    src, dest = as_storage(source), as_storage(into)
+    try:
+        holds = orjson.loads(dest.read(f"{KEPT_DIR}/holds.json"))
+    except FileNotFoundError:
+        return None
+    snap = load_snapshot(dest)
+    if snap.version != 0:
+        return None  # settled before
+    held = {str(h["key"]): str(h["versionId"]) for h in holds.get("objects") or ()}
+    adds, _found = log_add_actions(dest, snap, snap.files)
+    copies = _held_copies(src, dest, adds, held)
+    bucket = versioned_bucket(src)
+    to_bucket_uri, _obj = dest.object_ref(KEPT_DIR)
+    to_bucket = to_bucket_uri.split("://", 1)[1].split("/", 1)[0]
+    with ThreadPoolExecutor(max_workers=_Holder.THREADS) as pool:
+        jobs = [(obj, vid, to_bucket, dest.object_ref(key)[1]) for _a, _w, obj, vid, key in copies]
+        list(pool.map(lambda j: bucket.copy_version(*j), jobs))
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    moved: dict[int, dict[str, Any]] = {}
+    for add, what, _obj, _vid, key in copies:
+        new = moved.setdefault(id(add), {**add, "dataChange": False})
+        if what == "path":
+            new["path"] = q(key, safe="/=")
+        else:
+            new["deletionVector"] = {**add["deletionVector"], "pathOrInlineDv": q(dest.uri(key), safe="/:=")}
+    new_adds = [moved.get(id(a), a) for a in adds]
+    removes = [
+        {"path": a["path"], "deletionTimestamp": now, "dataChange": False, "extendedFileMetadata": True,
+         "partitionValues": a.get("partitionValues") or {}, "size": a.get("size"),
+         **({"deletionVector": a["deletionVector"]} if a.get("deletionVector") else {})}
+        for a in adds
+    ]  # fmt: skip
+    info: dict[str, Any] = {
+        "timestamp": now,
+        "operation": SETTLE_OPERATION,
+        "operationParameters": {"copied": len(copies)},
+        "engineInfo": ENGINE_INFO,
+    }
+    if ict_config(snap).applies(1):
+        first = _source_commit_info(dest, snap)
+        before = first.in_commit_timestamp if first is not None and first.in_commit_timestamp else 0
+        info = {"inCommitTimestamp": max(now, before + 1), **info}
+    body = [{"commitInfo": info}, *({"remove": r} for r in removes), *({"add": a} for a in new_adds)]
+    dest.put_if_absent(commit_name(1), b"\n".join(orjson.dumps(a) for a in body) + b"\n")
+    write_actions_checkpoint(dest, 1, _head_actions(snap, False) + [{"add": a} for a in new_adds])
+    return {"version": 1, "copied": len(copies), "bytes": sum(int(a.get("size") or 0) for a in adds)}
+
+
 def discard_kept(into: Storage | str) -> int:
     """Undo a keep: release its legal holds (recorded in `_kept/holds.json`), then delete the
     kept table's files, its log last (a hard link's other name, the source's, stays). The

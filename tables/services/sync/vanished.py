@@ -225,6 +225,9 @@ def _record(table: Table, look: FileLook | None, latest: int, outcome: core.Outc
         )
         if event is not None:
             signals.files_removed.send(Table, table=table, event=event)
+            from tables.services.pins import settle_after_commit  # pins by legal holds: their objects copied
+
+            settle_after_commit(table)
     return event
 
 

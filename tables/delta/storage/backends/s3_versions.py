@@ -206,6 +206,15 @@ class S3VersionedBucket:
         with self._errors(key):
             self._client.copy_object(Bucket=self.bucket, Key=key, CopySource={"Bucket": from_bucket, "Key": from_key})
 
+    def copy_version(self, key: str, version_id: str, to_bucket: str, to_key: str) -> None:
+        """CopyObject of one exact version of `key` into `to_bucket`/`to_key` (the same
+        service): a held version that a VACUUM put a delete marker above, copied into a pin
+        store, the bytes staying in the store."""
+        with self._errors(key):
+            self._client.copy_object(
+                Bucket=to_bucket, Key=to_key, CopySource={"Bucket": self.bucket, "Key": key, "VersionId": version_id}
+            )
+
     # -- copying back
 
     def copy_back(self, key: str, source: ObjectVersion) -> dict[str, Any]:
