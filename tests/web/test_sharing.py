@@ -8,6 +8,7 @@ file URLs); two tables on moto's S3 through pre-signed URLs."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from contextlib import contextmanager
 from datetime import timedelta
@@ -291,7 +292,9 @@ def test_tables_on_s3_through_presigned_urls(live_server, s3_server, monkeypatch
     )
     answer = lines(query(site, "p", {}))
     url = next(x["file"]["url"] for x in answer if "file" in x)
-    assert url.startswith(s3_server.endpoint) and "X-Amz-Signature=" in url and "X-Amz-Expires=900" in url
+    assert url.startswith(s3_server.endpoint) and "X-Amz-Signature=" in url
+    expires = int(re.search(r"X-Amz-Expires=(\d+)", url)[1])
+    assert 890 <= expires <= 900  # the URL's life: what is left of the 15 minutes, never more
     with presigned_urls_answered(s3_server.endpoint):
         _read_s3_tables(site, partitioned, cdf, url)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import time
 
 import pyarrow as pa
@@ -288,6 +289,9 @@ _real_prepare = sync_reads._prepare
 
 def _hangs_on_version_3(task):  # in a reader process (by name: the pool pickles it)
     if task[0][0][0] == 3:
+        # as a child stuck on an inherited lock does: deaf to the pool's SIGTERM (a Celery
+        # worker's handler, inherited, never runs there)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)
     return _real_prepare(task)
 
@@ -295,8 +299,9 @@ def _hangs_on_version_3(task):  # in a reader process (by name: the pool pickles
 @pytest.mark.django_db
 def test_a_reader_process_that_hangs_costs_time_not_the_sync(roots, monkeypatch, caplog) -> None:
     """A worker forks its readers from a process with threads: a child that inherits a lock
-    held elsewhere waits forever. Here one hangs on purpose on its second chunk: after the
-    timeout the sync reads the rest itself, and its rows equal a full sync's of the same log."""
+    held elsewhere waits forever, deaf to SIGTERM. Here one hangs on purpose on its second
+    chunk: after the timeout the readers are killed, the sync reads the rest itself, and its
+    rows equal a full sync's of the same log."""
     path = roots / "t"
     for i in range(9):
         _write(path, i)

@@ -10,9 +10,12 @@ while this process stores the batches before; the commits come back in order.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
+import signal
+import threading
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -89,6 +92,20 @@ _storage: Storage | None = None  # a reader process's storage (set once, when it
 def _start(storage: Storage) -> None:
     global _storage
     _storage = storage
+    # a reader forked from a Celery worker inherits its SIGTERM handler (a warm shutdown of a
+    # worker that is not there); the pool ends its readers with SIGTERM, which must end them
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _abandon(pool: Any) -> None:
+    """End a pool whose reader does not answer: SIGKILL every reader (one stuck on a lock it
+    inherited never runs a SIGTERM handler), then the pool's own ending in a thread of its
+    own, since it waits on the queue's lock, which a killed reader may have held: that thread
+    may never end, the sync goes on without it."""
+    for proc in list(getattr(pool, "_pool", None) or ()):
+        with contextlib.suppress(OSError, AttributeError):
+            os.kill(proc.pid, signal.SIGKILL)
+    threading.Thread(target=pool.terminate, name="reader-pool-end", daemon=True).start()
 
 
 def _prepare(task: tuple[list[tuple[int, str]], int, bool]) -> list[tuple]:
@@ -143,7 +160,9 @@ def prepared_in_processes(
     tasks = [([(lf.version, lf.path) for lf in chunk], keep_after, json_text) for chunk in chunks]
     ctx = multiprocessing.get_context("fork")
     done = 0
-    with ctx.Pool(processes, initializer=_start, initargs=(storage,)) as pool:
+    pool = ctx.Pool(processes, initializer=_start, initargs=(storage,))
+    stuck = False
+    try:
         pending: deque = deque()
         sent = 0
         for chunk in chunks:
@@ -158,9 +177,14 @@ def prepared_in_processes(
                     READER_TIMEOUT,
                     len(chunks) - done,
                 )
-                pool.terminate()
+                stuck = True
                 break
             yield _received(chunk, prepared)
             done += 1
+    finally:
+        if stuck:
+            _abandon(pool)
+        else:
+            pool.terminate()
     for chunk in chunks[done:]:
         yield read_commits(storage, chunk), None, None

@@ -276,9 +276,9 @@ def _store(
     batches = _batches(table, storage, times, chunks, reads, insert, files, base, sizes, prev)
     _write_batches(table, job, storage, insert, batches, len(chunks), total)
     _after_batches(table, job, times, kept, start)
+    faults.reached("sync-stored")  # the rows stored, the table not yet marked synced
     jobs.progress(job, "checking version checksum files")
     checksums.check_after_sync(table, storage, times, start.new_versions, sizes)
-    faults.reached("sync-stored")
     _mark_synced(table, times, kept, start)
     jobs.progress(job, "looking for files removed outside the log")
     vanished.check_after_sync(table, times.latest, start.new_versions)
