@@ -13,13 +13,14 @@ from typing import Any
 
 from tables.delta import errors as delta_errors
 from tables.delta.history.timestamps import commit_times, parse_timestamp, resolve_timestamp
+from tables.delta.snapshot.checksum import summary_if_unchanged
 from tables.delta.snapshot.diff import snapshot_diff
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.models import Commit, Table
+from tables.delta.storage.boundary import as_storage
+from tables.models import Commit, Table, VersionChecksum
 from tables.services.errors import ServiceError
 from tables.services.owner.access import owner_of
 from tables.services.reachability import version_reachability
-from tables.services.sync import checksums
 
 _SNAPSHOTS: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
 _SNAPSHOT_LOCK = Lock()
@@ -56,12 +57,12 @@ def version_summary(table: Table, version: int) -> dict[str, Any]:
     """A version's protocol, metadata, size and (from the cache) its commitInfo and timestamp,
     with what its checksum file said. A version whose checksum was found to agree with the
     log is answered from the checksum (`summaryFrom: "checksum"`), without a replay."""
-    out = None if owner_of(table) is not None else checksums.verified_summary(table, version)
+    out = None if owner_of(table) is not None else verified_summary(table, version)
     out_from = "checksum" if out is not None else "replay"
     if out is None:
         out = snapshot_at(table, version).summary(files=False)
     out["summaryFrom"] = out_from
-    out["checksum"] = checksums.state_of(table, version)
+    out["checksum"] = checksum_state(table, version)
     row = Commit.objects.filter(table=table, version=version).first()
     out["commitInfo"] = row.commit_info if row else None
     out["timestamp"] = row.timestamp if row else None
@@ -131,3 +132,43 @@ def diff_commits(table: Table, v_from: int, v_to: int, offset: int, limit: int) 
         "version", "timestamp", "timestamp_source", "operation", "user_name", "operation_metrics"
     )[offset : offset + limit]
     return list(rows), qs.count()
+
+
+def checksum_state(table: Table, version: int) -> dict[str, Any]:
+    """What the version page and the API say of a version's checksum: `{"state": "ok" |
+    "mismatch" | "unreadable" | "none", "mismatches", "error", "full", "checkedAt"}`."""
+    row = VersionChecksum.objects.filter(table=table, version=version).first()
+    if row is None:
+        return {"state": "none", "mismatches": [], "error": None, "full": None, "checkedAt": None}
+    state = "ok" if row.ok else ("unreadable" if row.error else "mismatch")
+    return {
+        "state": state,
+        "mismatches": row.mismatches,
+        "error": row.error or None,
+        "full": row.full,
+        "checkedAt": row.checked_at.isoformat(),
+    }
+
+
+def mismatched_versions(table: Table, versions: list[int]) -> set[int]:
+    """Which of `versions` have a checksum that disagrees (the History tab's badge), in one query."""
+    qs = VersionChecksum.objects.filter(table=table, version__in=versions, ok=False)
+    return set(qs.values_list("version", flat=True))
+
+
+def verified_summary(table: Table, version: int) -> dict[str, Any] | None:
+    """A version's summary from its checksum file (as the sync's check stored it,
+    tables.services.sync.checksums), when it was found to agree in every field and its bytes
+    are still the ones checked; else None (the caller replays the log): a checksum once found
+    to agree in full stands in for the replay."""
+    sha = (
+        VersionChecksum.objects.filter(table=table, version=version, ok=True, full=True)
+        .values_list("sha256", flat=True)
+        .first()
+    )
+    if not sha:
+        return None
+    try:
+        return summary_if_unchanged(as_storage(table.location), version, sha)
+    except delta_errors.DeltaError:  # the storage refused (confinement, credentials): replay, which says why
+        return None

@@ -5,15 +5,13 @@ Each new version that has a checksum file is compared with the log (tables.delta
 sync's own growth pass (free: it counts files and bytes after each commit anyway), every field
 of the newest ones against a snapshot of their version (a replay each, hence a few per sync).
 
-A checksum once found to agree in full stands in for the replay afterwards: a version's
-summary (its counts, size, protocol, metadata, transactions and domains) comes from the
-checksum file, read again and taken only while its bytes are the ones that were checked.
+What the pages ask of the rows (a version's checksum state, the History badge, the fast
+path of a version's summary) is answered by tables.services.versions.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -27,10 +25,9 @@ from tables.delta.snapshot.checksum import (
     failed_read,
     read_checksums,
     replayed_state,
-    summary_if_unchanged,
 )
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.boundary import Storage
 from tables.models import Table, VersionChecksum
 
 # versions checked in every field per sync (a snapshot each), newest first; the older new
@@ -98,41 +95,3 @@ def _state(
         return None
     files, size = counts
     return ReplayedState(crc.version, files, size)
-
-
-def state_of(table: Table, version: int) -> dict[str, Any]:
-    """What the version page and the API say of a version's checksum: `{"state": "ok" |
-    "mismatch" | "unreadable" | "none", "mismatches", "error", "full", "checkedAt"}`."""
-    row = VersionChecksum.objects.filter(table=table, version=version).first()
-    if row is None:
-        return {"state": "none", "mismatches": [], "error": None, "full": None, "checkedAt": None}
-    state = "ok" if row.ok else ("unreadable" if row.error else "mismatch")
-    return {
-        "state": state,
-        "mismatches": row.mismatches,
-        "error": row.error or None,
-        "full": row.full,
-        "checkedAt": row.checked_at.isoformat(),
-    }
-
-
-def mismatched_versions(table: Table, versions: list[int]) -> set[int]:
-    """Which of `versions` have a checksum that disagrees (the History tab's badge), in one query."""
-    qs = VersionChecksum.objects.filter(table=table, version__in=versions, ok=False)
-    return set(qs.values_list("version", flat=True))
-
-
-def verified_summary(table: Table, version: int) -> dict[str, Any] | None:
-    """A version's summary from its checksum file, when it was found to agree in every field
-    and its bytes are still the ones checked; else None (the caller replays the log)."""
-    sha = (
-        VersionChecksum.objects.filter(table=table, version=version, ok=True, full=True)
-        .values_list("sha256", flat=True)
-        .first()
-    )
-    if not sha:
-        return None
-    try:
-        return summary_if_unchanged(as_storage(table.location), version, sha)
-    except delta_errors.DeltaError:  # the storage refused (confinement, credentials): replay, which says why
-        return None

@@ -35,7 +35,8 @@ from tables.services.history.query import (
 from tables.services.pins import pins_by_version
 from tables.services.reachability import answer_token, cache_epoch
 from tables.services.restores.requests import restore_ids_by_version
-from tables.services.sync import checksums, vanished
+from tables.services.sync import vanished
+from tables.services.versions import mismatched_versions
 from tables.web import pages
 from tables.web.forms import HistoryFilterForm
 from tables.web.tabs.frame import reach_by_version, tab_context
@@ -116,7 +117,7 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         reach = reach or {}
         restores = restore_ids_by_version(table, page_obj.object_list)
         rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
-        bad = checksums.mismatched_versions(table, [r["version"] for r in rows])
+        bad = mismatched_versions(table, [r["version"] for r in rows])
         for r in rows:
             r["checksum_mismatch"] = r["version"] in bad
             r["pinned"] = ", ".join(p.name for p in pinned.get(r["version"], ()))
