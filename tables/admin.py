@@ -8,6 +8,8 @@ or deleted here; their events are the audit trail.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
@@ -253,8 +255,60 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}))
 
 
+class BulkDecision:
+    """The admin actions that decide several requests at once (restores, pin removals): an
+    intermediate page asks for the comment; then each goes through the service, and the ones
+    it refuses are listed with why. A subclass names its service calls, words and page."""
+
+    decide: tuple[Any, Any]  # (approve, reject): service functions (obj, user, comment)
+    done_words: tuple[str, str]  # what the approved and the rejected ones became
+    titles: tuple[str, str]
+    action_names: tuple[str, str]
+    bulk_related: tuple[str, ...]  # what the page lists of each
+    bulk_template: str
+
+    def bulk_context(self) -> dict[str, Any]:
+        return {}
+
+    def _bulk(self, request, queryset, approve: bool):
+        form = DecisionForm(request.POST if "apply" in request.POST else None)
+        which = 0 if approve else 1
+        if form.is_bound and form.is_valid():
+            done, refused = [], []
+            for obj in queryset.select_related("table"):
+                try:
+                    self.decide[which](obj, request.user, form.cleaned_data["comment"])
+                    done.append(f"#{obj.pk}")
+                except ServiceError as exc:
+                    refused.append(f"#{obj.pk}: {exc.message}")
+            if done:
+                messages.success(request, f"{', '.join(done)} {self.done_words[which]}.")
+            for text in refused:
+                messages.error(request, text)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": self.titles[which],
+            "approve": approve,
+            "queryset": queryset.select_related(*self.bulk_related),
+            "form": form,
+            "action": self.action_names[which],
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "opts": self.model._meta,
+            "media": self.media,
+            **self.bulk_context(),
+        }
+        return TemplateResponse(request, self.bulk_template, context)
+
+
 @admin.register(RestoreRequest)
-class RestoreRequestAdmin(admin.ModelAdmin):
+class RestoreRequestAdmin(BulkDecision, admin.ModelAdmin):
+    decide = (approve_restore, reject_restore)
+    done_words = ("approved and queued", "rejected")
+    titles = ("Approve restore requests", "Reject restore requests")
+    action_names = ("approve_selected", "reject_selected")
+    bulk_related = ("table", "requested_by")
+    bulk_template = "admin/tables/restorerequest/bulk_decision.html"
     list_display = ["id", "table", "target", "requested_by", "status", "files_summary", "protocol", "created_at"]
     list_display_links = ["id", "table"]
     list_filter = [DecisionFilter, "table"]
@@ -403,40 +457,8 @@ class RestoreRequestAdmin(admin.ModelAdmin):
     def reject_selected(self, request, queryset):
         return self._bulk(request, queryset, approve=False)
 
-    def _bulk(self, request, queryset, approve: bool):
-        """An intermediate page asks for the comment; then each request goes through the
-        service, and the ones it refuses are listed with why."""
-        form = DecisionForm(request.POST if "apply" in request.POST else None)
-        if form.is_bound and form.is_valid():
-            done, refused = [], []
-            for obj in queryset.select_related("table"):
-                try:
-                    if approve:
-                        approve_restore(obj, request.user, form.cleaned_data["comment"])
-                    else:
-                        reject_restore(obj, request.user, form.cleaned_data["comment"])
-                    done.append(f"#{obj.pk}")
-                except ServiceError as exc:
-                    refused.append(f"#{obj.pk}: {exc.message}")
-            if done:
-                verb = "approved and queued" if approve else "rejected"
-                messages.success(request, f"{', '.join(done)} {verb}.")
-            for text in refused:
-                messages.error(request, text)
-            return None
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Approve restore requests" if approve else "Reject restore requests",
-            "approve": approve,
-            "queryset": queryset.select_related("table", "requested_by"),
-            "form": form,
-            "action": "approve_selected" if approve else "reject_selected",
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "opts": self.model._meta,
-            "media": self.media,
-            "restore_warning": RESTORE_WARNING,
-        }
-        return TemplateResponse(request, "admin/tables/restorerequest/bulk_decision.html", context)
+    def bulk_context(self) -> dict[str, Any]:
+        return {"restore_warning": RESTORE_WARNING}
 
 
 # --- pins: removals before expiry, decided by an approver --------------------------------------
@@ -461,9 +483,16 @@ class PinStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Pin)
-class PinAdmin(admin.ModelAdmin):
+class PinAdmin(BulkDecision, admin.ModelAdmin):
     """Pins, their removals awaiting an approver (the same service as the pages and the API:
     approvers or staff, never on a removal they asked for), and each pin's audit trail."""
+
+    decide = (approve_unpin, reject_unpin)
+    done_words = ("removed", "kept")
+    titles = ("Approve pin removals", "Reject pin removals")
+    action_names = ("approve_removal", "reject_removal")
+    bulk_related = ("table", "removal_requested_by")
+    bulk_template = "admin/tables/pin/bulk_decision.html"
 
     list_display = ["id", "name", "table", "version", "state", "expires_at", "protection", "created_at"]
     list_filter = [PinStateFilter, "table"]
@@ -492,37 +521,6 @@ class PinAdmin(admin.ModelAdmin):
     @admin.action(description="Reject the removal of the selected pins…", permissions=["change"])
     def reject_removal(self, request, queryset):
         return self._bulk(request, queryset, approve=False)
-
-    def _bulk(self, request, queryset, approve: bool):
-        form = DecisionForm(request.POST if "apply" in request.POST else None)
-        if form.is_bound and form.is_valid():
-            done, refused = [], []
-            for obj in queryset.select_related("table"):
-                try:
-                    if approve:
-                        approve_unpin(obj, request.user, form.cleaned_data["comment"])
-                    else:
-                        reject_unpin(obj, request.user, form.cleaned_data["comment"])
-                    done.append(f"#{obj.pk}")
-                except ServiceError as exc:
-                    refused.append(f"#{obj.pk}: {exc.message}")
-            if done:
-                messages.success(request, f"{', '.join(done)} {'removed' if approve else 'kept'}.")
-            for text in refused:
-                messages.error(request, text)
-            return None
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Approve pin removals" if approve else "Reject pin removals",
-            "approve": approve,
-            "queryset": queryset.select_related("table", "removal_requested_by"),
-            "form": form,
-            "action": "approve_removal" if approve else "reject_removal",
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "opts": self.model._meta,
-            "media": self.media,
-        }
-        return TemplateResponse(request, "admin/tables/pin/bulk_decision.html", context)
 
 
 # --- Delta Sharing: shares, their tables' windows, recipients and their tokens ----------------
