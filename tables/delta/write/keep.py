@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -326,7 +327,7 @@ def keep_version(source: Storage | str, version: int, into: Storage | str, hold:
 SETTLE_OPERATION = "KEEP VERSION (HELD OBJECTS COPIED)"
 
 
-def _held_copies(src: Storage, dest: Storage, adds: list[dict[str, Any]], held: dict[str, str]) -> list[tuple]:
+def _held_copies(src: Storage, adds: list[dict[str, Any]], held: dict[str, str]) -> list[tuple]:
     """(source add, object, held version id, key in `dest`, the add's new path or DV URI) for
     each file a held kept version names: its data file and its deletion vector."""
     out = []
@@ -351,9 +352,6 @@ def settle_held(source: Storage | str, into: Storage | str, now_ms: int | None =
     version) into the kept table, and version 1 committed naming the copies instead, so any
     engine reads the kept table again. The holds stay until the pin is removed. None when
     `into` has no holds or was settled already; else {"version": 1, "copied", "bytes"}."""
-    import time
-    from urllib.parse import quote as q
-
     from tables.delta.storage.versions import versioned_bucket
 
     src, dest = as_storage(source), as_storage(into)
@@ -366,7 +364,7 @@ def settle_held(source: Storage | str, into: Storage | str, now_ms: int | None =
         return None  # settled before
     held = {str(h["key"]): str(h["versionId"]) for h in holds.get("objects") or ()}
     adds, _found = log_add_actions(dest, snap, snap.files)
-    copies = _held_copies(src, dest, adds, held)
+    copies = _held_copies(src, adds, held)
     bucket = versioned_bucket(src)
     to_bucket_uri, _obj = dest.object_ref(KEPT_DIR)
     to_bucket = to_bucket_uri.split("://", 1)[1].split("/", 1)[0]
@@ -378,9 +376,9 @@ def settle_held(source: Storage | str, into: Storage | str, now_ms: int | None =
     for add, what, _obj, _vid, key in copies:
         new = moved.setdefault(id(add), {**add, "dataChange": False})
         if what == "path":
-            new["path"] = q(key, safe="/=")
+            new["path"] = quote(key, safe="/=")
         else:
-            new["deletionVector"] = {**add["deletionVector"], "pathOrInlineDv": q(dest.uri(key), safe="/:=")}
+            new["deletionVector"] = {**add["deletionVector"], "pathOrInlineDv": quote(dest.uri(key), safe="/:=")}
     new_adds = [moved.get(id(a), a) for a in adds]
     removes = [
         {"path": a["path"], "deletionTimestamp": now, "dataChange": False, "extendedFileMetadata": True,
