@@ -10,6 +10,10 @@ Tables, uploaded to one bucket of a moto server started for the run (loopback, n
 and with --large the 300,000-file table of snapshot_load.py (3 commits of 100,000 adds with
 statistics, JSON only: files300k) and its copy with a delta-rs checkpoint (files300k-cp).
 --no-serial leaves out the one-request-after-another case (minutes on a 10,000-commit log).
+--log DIR adds the table at DIR as `log` (benchmarks/million.py's 1,000,000-commit log): put
+into moto's store by the server's own process before it serves (a million uploads over HTTP
+take most of an hour), then read over HTTP like the others; only its snapshot is measured
+(opening it), since moto lists a bucket by walking every key it holds.
 
 Cases, each in a fresh subprocess per repetition (deltaweb and delta-rs interleaved):
   deltaweb         load_snapshot("s3://...") then file_paths(); commits fetched concurrently
@@ -106,7 +110,7 @@ def worker(lib: str, op: str, location: str) -> None:
 class Moto:
     """moto's server as a subprocess (see serve); its request log (stderr) counts requests."""
 
-    def __init__(self, workdir: Path, latency_ms: float = 0.0) -> None:
+    def __init__(self, workdir: Path, latency_ms: float = 0.0, preload: dict[str, Path] | None = None) -> None:
         import socket
 
         with socket.socket() as s:
@@ -119,8 +123,9 @@ class Moto:
             [sys.executable, str(Path(__file__).resolve()), "--serve", str(port), str(latency_ms)],
             stdout=subprocess.DEVNULL,
             stderr=self._log,
+            env={**os.environ, "BENCH_MOTO_PRELOAD": json.dumps({k: str(v) for k, v in (preload or {}).items()})},
         )
-        for _ in range(200):
+        for _ in range(6000 if preload else 200):  # a million objects take the server a minute
             try:
                 urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).read()
                 return
@@ -146,6 +151,9 @@ def serve(port: int, latency_ms: float) -> None:
     from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import run_simple
 
+    preload = json.loads(os.environ.get("BENCH_MOTO_PRELOAD") or "{}")
+    if preload:
+        _preload(preload)
     app = DomainDispatcherApplication(create_backend_app)
     delay = latency_ms / 1000
 
@@ -155,6 +163,20 @@ def serve(port: int, latency_ms: float) -> None:
         return app(environ, start_response)
 
     run_simple("127.0.0.1", port, delayed, threaded=True, request_handler=MotoRequestHandler)
+
+
+def _preload(tables: dict[str, str]) -> None:
+    """Every file of each table put into the bucket by moto's own backend (in the server's
+    process, before it serves)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    backend.create_bucket(BUCKET, "us-east-1")
+    for name, root in tables.items():
+        for f in sorted(Path(root).rglob("*")):
+            if f.is_file():
+                backend.put_object(BUCKET, f"{name}/{f.relative_to(root).as_posix()}", f.read_bytes())
 
 
 def write_commits(root: Path, commits: int) -> None:
@@ -235,7 +257,10 @@ def upload(endpoint: str, tables: dict[str, Path]) -> None:
     client = boto3.client(
         "s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
     )
-    client.create_bucket(Bucket=BUCKET)
+    try:
+        client.create_bucket(Bucket=BUCKET)
+    except client.exceptions.BucketAlreadyOwnedByYou:  # the server made it with what it holds (--log)
+        pass
     files = [(f, f"{name}/{f.relative_to(root).as_posix()}") for name, root in tables.items() for f in root.rglob("*")]
     files = [(str(f), key) for f, key in files if f.is_file()]
     # in parallel: the server holds every request, and a 10,000-commit log is 10,000 objects
@@ -268,6 +293,7 @@ def main() -> None:
     ap.add_argument("--large", action="store_true", help="also the 300,000-file table, JSON only and checkpointed")
     ap.add_argument("--no-serial", action="store_true", help="leave out deltaweb-serial")
     ap.add_argument("--only", help="comma-separated tables to measure (commits, checkpoint, golden, files300k, ...)")
+    ap.add_argument("--log", type=Path, help="also this table, as `log`, put into the server's store directly")
     ap.add_argument("--worker", nargs=3, metavar=("LIB", "OP", "LOCATION"), help=argparse.SUPPRESS)
     ap.add_argument("--serve", nargs=2, metavar=("PORT", "LATENCY_MS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -284,14 +310,19 @@ def main() -> None:
     if args.only:
         tables = {name: path for name, path in tables.items() if name in args.only.split(",")}
     libs = tuple(lib for lib in LIBS if not (args.no_serial and lib == "deltaweb-serial"))
-    moto = Moto(args.workdir, args.latency_ms)
+    t = time.perf_counter()
+    preload = {"log": args.log} if args.log else None
+    moto = Moto(args.workdir, args.latency_ms, preload)
+    if preload:
+        print(f"moto holds {args.log} as log after {time.perf_counter() - t:.1f}s")
     try:
         env = env_for(moto.endpoint)
         t = time.perf_counter()
         upload(moto.endpoint, tables)
         print(f"uploaded {', '.join(tables)} to {moto.endpoint} in {time.perf_counter() - t:.1f}s")
         print(f"the server holds every request {args.latency_ms:g} ms")
-        cases = [(name, "snapshot") for name in tables] + [("commits", "history")] * ("commits" in tables)
+        cases = [(name, "snapshot") for name in [*tables, *(preload or {})]]
+        cases += [("commits", "history")] * ("commits" in tables)
         results: dict[str, dict[str, list[dict]]] = {}
         for name, op in cases:
             case = f"{name}/{op}"

@@ -236,38 +236,55 @@ def _own_checkpoint(root: Path, version: int) -> str:
     return name
 
 
-def generate(root: Path, enable_at: int, seed: int) -> dict:
-    """Write the log; returns what the benchmark needs to know about it."""
-    (root / "_delta_log").mkdir(parents=True)
-    plan = plan_times(N_COMMITS, enable_at, seed)
-    rng = random.Random(seed + 1)
-    cp_version = N_COMMITS - TAIL - 1
-    t = time.perf_counter()
-    _write_commits(root, range(cp_version + 1), enable_at, plan, rng)
-    t_write = time.perf_counter() - t
-    t = time.perf_counter()
+def _checkpoint(root: Path, version: int) -> tuple[str, str]:
+    """A checkpoint at `version` (the log's latest), written by delta-rs as its writers do; ours
+    (classic, pyarrow) where delta-rs refuses the table. Returns (writer, file names)."""
     import deltalake
 
     try:
         deltalake.DeltaTable(str(root)).create_checkpoint()
-        cps = sorted(p.name for p in (root / "_delta_log").glob("*.checkpoint*.parquet"))
+        cps = sorted(p.name for p in (root / "_delta_log").glob(f"{version:020d}.checkpoint*.parquet"))
         if not cps:
             raise RuntimeError("no checkpoint file written")
-        writer, cp_note = "delta-rs", ", ".join(cps)
+        return "delta-rs", ", ".join(cps)
     except Exception as exc:  # delta-rs refused the table: write a classic checkpoint ourselves
         writer = "pyarrow (delta-rs refused: " + f"{type(exc).__name__}: {str(exc)[:200]})"
-        cp_note = _own_checkpoint(root, cp_version)
-    t_cp = time.perf_counter() - t
-    _write_commits(root, range(cp_version + 1, N_COMMITS), enable_at, plan, rng)
+        return writer, _own_checkpoint(root, version)
+
+
+def generate(root: Path, enable_at: int, seed: int, commits: int = N_COMMITS, checkpoint_every: int = 0) -> dict:
+    """Write the log; returns what the benchmark needs to know about it.
+
+    A checkpoint TAIL commits before the end, and with `checkpoint_every` one at every multiple
+    of it as well (a long-lived table's writer leaves them behind as it goes)."""
+    (root / "_delta_log").mkdir(parents=True)
+    plan = plan_times(commits, enable_at, seed)
+    rng = random.Random(seed + 1)
+    cp_version = commits - TAIL - 1
+    stops = sorted({*range(checkpoint_every, cp_version, checkpoint_every or commits), cp_version})
+    t_write = t_cp = 0.0
+    start, writers, notes = 0, set(), []
+    for stop in stops:
+        t = time.perf_counter()
+        _write_commits(root, range(start, stop + 1), enable_at, plan, rng)
+        t_write += time.perf_counter() - t
+        t = time.perf_counter()
+        writer, note = _checkpoint(root, stop)
+        t_cp += time.perf_counter() - t
+        writers.add(writer)
+        notes.append(note)
+        start = stop + 1
+    _write_commits(root, range(start, commits), enable_at, plan, rng)
     _icts, mtimes, info_ts, effective = plan
     info = {
         "gen": GEN_VERSION,
-        "commits": N_COMMITS,
+        "commits": commits,
         "enable_at": enable_at,
         "seed": seed,
+        "checkpoint_every": checkpoint_every,
         "checkpoint_version": cp_version,
-        "checkpoint_writer": writer,
-        "checkpoint_files": cp_note,
+        "checkpoint_writer": ", ".join(sorted(writers)),
+        "checkpoint_files": notes[-1] if len(notes) == 1 else f"{len(notes)} checkpoints, the last {notes[-1]}",
         "write_s": round(t_write, 1),
         "checkpoint_s": round(t_cp, 1),
     }
@@ -276,21 +293,23 @@ def generate(root: Path, enable_at: int, seed: int) -> dict:
     return info
 
 
-def prepare(workdir: Path, name: str, enable_at: int, seed: int) -> tuple[Path, dict, dict]:
+def prepare(
+    workdir: Path, name: str, enable_at: int, seed: int, commits: int = N_COMMITS, checkpoint_every: int = 0
+) -> tuple[Path, dict, dict]:
     root = workdir / "time_travel" / name
     marker = root / "gen.json"
-    want = {"gen": GEN_VERSION, "commits": N_COMMITS, "enable_at": enable_at, "seed": seed}
+    want = {"gen": GEN_VERSION, "commits": commits, "enable_at": enable_at, "seed": seed}
     if marker.exists():
         info = json.loads(marker.read_text())
-        if {k: info.get(k) for k in want} == want:
+        if {k: info.get(k) for k in want} == want and info.get("checkpoint_every", 0) == checkpoint_every:
             print(f"reusing {name} log in {root}")
             return root, info, json.loads((root / "timestamps.json").read_text())
     if root.exists():
         shutil.rmtree(root)
-    print(f"generating {name} log ({N_COMMITS:,} commits) in {root} ...", flush=True)
-    info = generate(root, enable_at, seed)
+    print(f"generating {name} log ({commits:,} commits) in {root} ...", flush=True)
+    info = generate(root, enable_at, seed, commits, checkpoint_every)
     print(
-        f"  commits written in {info['write_s']}s; checkpoint at {info['checkpoint_version']} by "
+        f"  commits written in {info['write_s']}s; checkpoints ({info['checkpoint_files']}) by "
         f"{info['checkpoint_writer']} in {info['checkpoint_s']}s"
     )
     return root, info, json.loads((root / "timestamps.json").read_text())
@@ -328,8 +347,13 @@ def _check(name: str, t: int, v: int, eff: list[int]) -> str | None:
     return None
 
 
-def bench_log(name: str, root: Path, known: dict, args, rng: random.Random) -> dict:
+def bench_log(name: str, root: Path, known: dict, args, rng: random.Random, enable_at: int | None = None) -> dict:
+    """commit_times, resolve_timestamp and the first history page on the log `known` describes
+    (`enable_at`: the version that enabled ICT, by default 0 for "ict" and ENABLE_AT otherwise)."""
     eff = known["effective"]
+    n = len(eff)
+    if enable_at is None:
+        enable_at = 0 if name == "ict" else ENABLE_AT
     out: dict = {}
 
     # a) commit_times build
@@ -339,9 +363,9 @@ def bench_log(name: str, root: Path, known: dict, args, rng: random.Random) -> d
         times = commit_times(str(root))
         builds.append(time.perf_counter() - t0)
     out["commit_times_ms"] = _stats_ms(builds)
-    if times.latest != N_COMMITS - 1 or times.earliest != 0:
+    if times.latest != n - 1 or times.earliest != 0:
         raise SystemExit(f"{name}: commit_times sees versions {times.earliest}..{times.latest}")
-    expect_ict = (True, None) if name == "ict" else (True, ENABLE_AT)
+    expect_ict = (True, None if enable_at == 0 else enable_at)
     if (times.ict.enabled, times.ict.enablement_version) != expect_ict:
         raise SystemExit(f"{name}: unexpected ICT config {times.ict}")
 
@@ -385,7 +409,7 @@ def bench_log(name: str, root: Path, known: dict, args, rng: random.Random) -> d
         rows = history_rows(times, 0, 100)
         warm.append(time.perf_counter() - t0)
     history_reads = times.reader.reads
-    if [r["version"] for r in rows] != list(range(N_COMMITS - 1, N_COMMITS - 101, -1)):
+    if [r["version"] for r in rows] != list(range(n - 1, n - 101, -1)):
         raise SystemExit(f"{name}: history page holds the wrong versions")
     if any(r["timestamp"] != eff[r["version"]] for r in rows):
         raise SystemExit(f"{name}: history timestamps differ from the generated ones")
@@ -475,7 +499,7 @@ def bench_delta_rs(root: Path, known: dict, times, args, rng: random.Random) -> 
     return out
 
 
-def bench_delta_rs_history(root: Path, reps: int) -> dict:
+def bench_delta_rs_history(root: Path, reps: int, commits: int = N_COMMITS) -> dict:
     import deltalake
 
     opens, lat, only = [], [], []
@@ -495,7 +519,7 @@ def bench_delta_rs_history(root: Path, reps: int) -> dict:
         "open_and_history_ms": _stats_ms(lat),
         "history_only_ms": _stats_ms(only),
         "rows": len(h),
-        "versions_ok": versions == list(range(N_COMMITS - 1, N_COMMITS - 101, -1)),
+        "versions_ok": versions == list(range(commits - 1, commits - 101, -1)),
     }
 
 

@@ -2,9 +2,11 @@
 
 Usage: .venv/bin/python benchmarks/web.py [--workdir DIR] [--duration S] [--connections N]
                                           [--warm-timeout S] [--json FILE]
+                                          [--log DIR] [--deep-page N] [--api-offset N]
 
 Needs the 100,000-commit ICT log that benchmarks/time_travel.py generates (it is generated
-here the same way when missing). Measured:
+here the same way when missing), or the log given by --log (benchmarks/million.py passes its
+1,000,000-commit one, with --deep-page 10000 --api-offset 500000). Measured:
   a) cold sync of the registered table (tables.services.sync.store.sync_table, as the Celery worker runs it,
      its follow-up tasks sent to a real redis-server)
   b) incremental sync of 100 new commits, three times
@@ -192,11 +194,14 @@ def main() -> None:
     ap.add_argument(
         "--threads", type=int, default=1, help="threads per gunicorn worker (> 1: gthread workers, keep-alive)"
     )
+    ap.add_argument("--log", type=Path, help="the table to serve (default: the 100,000-commit ICT log)")
+    ap.add_argument("--deep-page", type=int, default=1000, help="the deep History page measured")
+    ap.add_argument("--api-offset", type=int, default=50_000, help="the deep history API offset measured")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install -y wrk")
     workdir = Path(args.workdir)
-    src = source_log(workdir)
+    src = args.log or source_log(workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     table_dir = workdir / "table"
@@ -278,10 +283,11 @@ def main() -> None:
         total = table.last_synced_version + 1
         cases = [
             ("history API, first 50", f"/api/tables/{table.pk}/history/", {"Authorization": f"Token {token}"}),
-            ("history API, offset 50,000", f"/api/tables/{table.pk}/history/?offset=50000",
+            (f"history API, offset {args.api_offset:,}", f"/api/tables/{table.pk}/history/?offset={args.api_offset}",
              {"Authorization": f"Token {token}"}),
             ("history page (HTML), first page", f"/t/{table.slug}/history/", {"Cookie": cookies}),
-            ("history page (HTML), page 1000", f"/t/{table.slug}/history/?page=1000", {"Cookie": cookies}),
+            (f"history page (HTML), page {args.deep_page:,}", f"/t/{table.slug}/history/?page={args.deep_page}",
+             {"Cookie": cookies}),
         ]  # fmt: skip
         results: dict[str, dict] = {}
         failed: dict[str, str] = {}
