@@ -82,7 +82,7 @@ def sync_and_reach(src: Path, work: Path) -> dict:
         reachability.compute_in_worker(table.pk)
         reach = {"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
         found = reachability.table_reachability(table, wait=False)
-        if found is None or len(found.stamps) != run["cold"]["version"] + 1:
+        if found is None or len(found.stamps) != run["final"]["version"] + 1:
             raise SystemExit("VERIFICATION FAILED: the worker's reachability does not cover every version")
         reach["versions"] = len(found.stamps)
         reach["peak_mb"] = _peak_mb()

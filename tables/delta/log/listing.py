@@ -290,14 +290,26 @@ def list_log(storage: Storage, include_staged: bool = False) -> LogListing:
     return listing
 
 
-def list_log_from(storage: Storage, version: int) -> LogListing:
-    """The log's files from `version` on (its commit, checkpoint and checksum, and everything
-    later), listed with the storage's `start_after`: an object store lists only the tail, a
-    local directory stats only the tail's files. Staged commits are not listed."""
-    listing = LogListing()
+def list_log_tail(storage: Storage, version: int | None) -> list[FileInfo] | None:
+    """What `_delta_log/` holds from `version` on (everything with None), listed with the
+    storage's `start_after`: an object store lists only the tail, a local directory stats only
+    the tail's files. None when there is no log directory."""
     try:
-        infos = list(storage.list_from(LOG_DIR, start_after=f"{LOG_DIR}/{version:020d}"))
+        if version is None:
+            return list(storage.list_from(LOG_DIR))
+        return list(storage.list_from(LOG_DIR, start_after=f"{LOG_DIR}/{version:020d}"))
     except FileNotFoundError:
+        return None
+
+
+def list_log_from(storage: Storage, version: int, infos: list[FileInfo] | None = None) -> LogListing:
+    """The log's files from `version` on (its commit, checkpoint and checksum, and everything
+    later; `list_log_tail`'s answer, or the part of `infos`, a tail listed from at most
+    `version`, that is). Staged commits are not listed."""
+    listing = LogListing()
+    if infos is None:
+        infos = list_log_tail(storage, version)
+    if infos is None:
         # no log directory (deleted since): an empty tail, as an object store lists it; the
         # callers' full paths then say "not a Delta table"
         return listing

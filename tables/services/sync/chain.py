@@ -39,8 +39,8 @@ from django.utils import timezone
 from tables import signals
 from tables.delta.history.chain import chain_entries, chain_entry, commit_digest
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION
-from tables.delta.log.listing import LOG_DIR, classify
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.log.listing import classify, list_log_tail
+from tables.delta.storage.boundary import FileInfo, Storage, as_storage
 from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenCommit, Table
 from tables.services.owner.access import owner_of
 
@@ -74,17 +74,17 @@ def _requests(storage: Storage) -> int | None:
     return getattr(storage, "requests", None)
 
 
-def _listed(storage: Storage, since: int | None = None) -> dict[int, tuple[str, int, int]]:
-    """{version: (path, size, time)} of the commits `_delta_log/` holds now (from `since` on)."""
-    try:
-        after = f"{LOG_DIR}/{since:020d}" if since else None
-        infos = list(storage.list_from(LOG_DIR, start_after=after))
-    except FileNotFoundError:
-        return {}
+def _listed(
+    storage: Storage, since: int | None = None, infos: list[FileInfo] | None = None
+) -> dict[int, tuple[str, int, int]]:
+    """{version: (path, size, time)} of the commits `_delta_log/` holds now (from `since` on;
+    from `infos`, the log listed from `since`, when given)."""
+    if infos is None:
+        infos = list_log_tail(storage, since or None)
     out: dict[int, tuple[str, int, int]] = {}
-    for info in infos:
+    for info in infos or ():
         lf = classify(info)
-        if lf is not None and lf.kind == "commit":
+        if lf is not None and lf.kind == "commit" and lf.version >= (since or 0):
             out[lf.version] = (info.path, info.size, info.modification_time)
     return out
 
@@ -113,16 +113,22 @@ def _retention_allows(seen: SeenCommit, earliest_listed: int | None, retention_m
 
 
 def look(
-    table: Table, storage: Storage | None = None, found_by: str = SYNC, rehash: int = 0, since: int | None = None
+    table: Table,
+    storage: Storage | None = None,
+    found_by: str = SYNC,
+    rehash: int = 0,
+    since: int | None = None,
+    infos: list[FileInfo] | None = None,
 ) -> Look:
     """Compare every seen, unexpired commit of `table` (from version `since` on) with its log
-    now; `rehash` more of the least recently hashed are read again whatever the listing says.
+    now (`infos`: the log listed from `since`, by a caller that uses the listing too);
+    `rehash` more of the least recently hashed are read again whatever the listing says.
     Only the commits that need a read or a change are loaded as rows."""
     cpu0 = time.process_time()
     storage = storage or as_storage(table.location)
     req0 = _requests(storage)
     result = Look(requests=1)
-    listed = _listed(storage, since)
+    listed = _listed(storage, since, infos)
     now = timezone.now()
     light = list(
         SeenCommit.objects.filter(table=table, expired=False, version__gte=since or 0).values_list(

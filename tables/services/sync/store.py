@@ -29,9 +29,9 @@ from tables.delta.history.growth import FileState, growth_base, growth_start
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.history.timeline import scan_versions, table_anomalies
 from tables.delta.history.timestamps import CommitTimes, commit_times, times_of
-from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from
+from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from, list_log_tail
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.boundary import FileInfo, Storage, as_storage
 from tables.models import Anomaly, Commit, Job, JobKind, SeenCommit, SyncState, Table
 from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message
@@ -155,15 +155,16 @@ def _kept_key(table: Table) -> str:
     return f"{table.pk}:{table.location}"
 
 
-def _continue(table: Table, storage: Storage) -> tuple[CommitTimes, Kept] | None:
+def _continue(table: Table, storage: Storage, infos: list[FileInfo] | None = None) -> tuple[CommitTimes, Kept] | None:
     """The commit times of the log's tail and the kept state, when this process synced the
-    table last and the log only grew since; else None (a full sync)."""
+    table last and the log only grew since; else None (a full sync). `infos`: the log listed
+    from at most the last synced version, when the sync's look listed it already."""
     with _kept_lock:
         kept = _kept.pop(_kept_key(table), None)
     last, earliest = table.last_synced_version, table.earliest_version
     if kept is None or last is None or earliest is None or kept.version != last:
         return None
-    tail = list_log_from(storage, last)
+    tail = list_log_from(storage, last, infos)
     versions = [c.version for c in tail.commits]
     if not versions or versions[0] != last or versions[-1] - last + 1 != len(versions):
         return None  # the last synced commit is gone, or the tail has a gap: the full path says why
@@ -221,13 +222,18 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     # any path below decides from kept state or the owner's answer that nothing changed
     storage.resolve(commit_name(0))
     jobs.progress(job, "listing the log")
+    listed = None  # the look's listing, the continuation's too: a directory of 1,000,000 commits is read once
     if SeenCommit.objects.filter(table=table).exists():
         # first: a log with a commit taken out may not replay at all, and the finding must stay
-        chain.look(table, storage, since=chain.sync_window_start(table))
+        since = chain.sync_window_start(table)
+        last = table.last_synced_version
+        if since is not None and last is not None and since <= last:
+            listed = list_log_tail(storage, since)
+        chain.look(table, storage, since=since, infos=listed)
     elif table.last_synced_version is not None:
         chain.adopt(table)  # synced before the chain was kept: its commits as they are now, once
     owner = owner_of(table)
-    tail = _continue(table, storage) if owner is None else None
+    tail = _continue(table, storage, listed) if owner is None else None
     first: list[Read] | None = None
     if tail is not None:
         times = tail[0]
