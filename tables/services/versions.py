@@ -19,6 +19,7 @@ from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import as_storage
 from tables.models import Commit, Table, VersionChecksum
 from tables.services.errors import ServiceError
+from tables.services.history.stored_times import resolve_stored
 from tables.services.owner.access import owner_of
 from tables.services.reachability import version_reachability
 
@@ -85,9 +86,12 @@ def resolve(
         t = parse_timestamp(timestamp_text)
     except delta_errors.InvalidTimestampError as exc:
         raise ServiceError(str(exc), "invalid_timestamp") from exc
+    flags = {"allow_latest": allow_latest, "allow_earliest": allow_earliest}
     try:
-        times = commit_times(table.location, owner=owner_of(table))
-        out = resolve_timestamp(times, t, allow_latest=allow_latest, allow_earliest=allow_earliest)
+        # a time the synced rows decide is answered from them: opening a long log lists it all
+        out = resolve_stored(table, t, resolve_timestamp, **flags)
+        if out is None:
+            out = resolve_timestamp(commit_times(table.location, owner=owner_of(table)), t, **flags)
     except delta_errors.TimestampOutOfRangeError as exc:
         raise ServiceError(str(exc), "timestamp_out_of_range", 400) from exc
     # the answer says before anyone tries whether that version can still be read

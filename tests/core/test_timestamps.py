@@ -48,6 +48,9 @@ def kinds(tl) -> list[tuple[int | None, str]]:
         ("2024-01-02T05:04:05+02:00", 1704164645000),
         ("2024-01-02T03:04:05.678901", 1704164645678),
         ("1704164645678", 1704164645678),
+        ("1970-01-01T00:00:01.001Z", 1001),  # 1.001 s is 1000.99... ms as a float
+        ("2024-01-02T03:04:05.009", 1704164645009),
+        ("1969-12-31T23:59:59.9995Z", -1),  # before the epoch: the millisecond it falls in
     ],
 )
 def test_parse_timestamp_formats(text: str, ms: int) -> None:

@@ -107,7 +107,8 @@ def parse_timestamp(text: str | int) -> int:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     try:
-        ms = int(dt.timestamp() * 1000) if dt.microsecond % 1000 == 0 else int(dt.timestamp() * 1_000_000) // 1000
+        # in integers: through a float, 00:00:01.001 came out as 1000 ms (1.001 * 1000 = 1000.99...)
+        ms = (dt - EPOCH) // timedelta(milliseconds=1)
     except (OverflowError, ValueError) as exc:  # an offset that leaves datetime's range
         raise InvalidTimestampError(
             f"'{s}' is out of range: a timestamp must fall between 0001-01-01 and 9999-12-31 (UTC)"

@@ -66,7 +66,8 @@ def version_at_time(table: Table, text: str) -> int | None:
     commit at or before it by effective timestamp (ICT where enabled), None before the first.
     ServiceError `invalid_timestamp` when the text is no time."""
     ms = parse_time("time", text)
-    found = Commit.objects.filter(table=table, timestamp__lte=ms).order_by("-version")
+    # by timestamp (its index: one seek), which rises with the version; a tie goes to the newer
+    found = Commit.objects.filter(table=table, timestamp__lte=ms).order_by("-timestamp", "-version")
     return found.values_list("version", flat=True).first()
 
 
