@@ -13,7 +13,8 @@ delta-rs's own writers leave them: each checkpoint holds every file of the table
 Measured, in this process unless said:
   a) sync (benchmarks/sync.py's run_once): the cold sync of the whole log into a fresh SQLite
      database, then 3 incremental syncs of 100 new commits; checked against delta-rs (rows,
-     latest version, files, bytes). Peer: delta-rs `history()` of every commit.
+     latest version, files, bytes). Peers: delta-rs `history()` of every commit, and its
+     `update_incremental()` after 100 new commits.
   b) reachability of every version, computed once as the worker does after a sync
      (tables.services.reachability.compute_in_worker), its time against the cold sync's and
      the process's peak memory.
@@ -71,7 +72,7 @@ def sync_and_reach(src: Path, work: Path) -> dict:
 
     redis = start_redis(work)
     try:
-        sync_bench.setup_django(work)
+        sync_bench.setup_django(work, src)  # the source log too: the lookups read it
         run = sync_bench.run_once(src, work, 0, 3, False)
         sync_peak = _peak_mb()
         from tables.models import Table
@@ -90,6 +91,25 @@ def sync_and_reach(src: Path, work: Path) -> dict:
         os.killpg(redis.pid, signal.SIGTERM)
         redis.wait(timeout=30)
     return {"run": run, "sync_peak_mb": sync_peak, "reach": reach}
+
+
+def delta_rs_incremental(table_dir: Path, reps: int = 3) -> list[float]:
+    """Peer of the incremental sync: delta-rs's `update_incremental()` of an open table after
+    100 new commits (it lists the log's tail and replays them), `reps` times."""
+    import deltalake
+    from web import append_commits
+
+    dt = deltalake.DeltaTable(str(table_dir))
+    out = []
+    for _ in range(reps):
+        before = dt.version()
+        append_commits(table_dir, 100)
+        t0 = time.perf_counter()
+        dt.update_incremental()
+        out.append(time.perf_counter() - t0)
+        if dt.version() != before + 100:
+            raise SystemExit(f"delta-rs update_incremental reached {dt.version()}, not {before + 100}")
+    return out
 
 
 def lookups(root: Path, known: dict, enable_at: int, samples: int) -> dict:
@@ -129,7 +149,8 @@ def report(commits: int, info: dict, s: dict, peer: dict, look: dict, web: dict 
           f"peak {s['sync_peak_mb']:.0f} MB); delta-rs history() {hist:.1f} s: {cold / hist:.2f}x, "
           f"goal <= {GOAL_COLD_RATIO}x {_verdict(cold / hist <= GOAL_COLD_RATIO)}")  # fmt: skip
     print(f"   incremental, 100 new: {inc:.3f} s median ({', '.join(f'{x:.3f}' for x in run['incremental_s'])}), "
-          f"goal <= {GOAL_INCREMENTAL_S} s {_verdict(inc <= GOAL_INCREMENTAL_S)}")  # fmt: skip
+          f"goal <= {GOAL_INCREMENTAL_S} s {_verdict(inc <= GOAL_INCREMENTAL_S)}; delta-rs update_incremental() "
+          f"{sorted(peer['incremental_s'])[1]:.3f} s median")  # fmt: skip
     print(f"b) reachability of every version: {reach['s']:.1f} s (CPU {reach['cpu_s']:.1f} s), {reach['s'] / cold:.2f}x "
           f"the cold sync, goal <= {GOAL_REACH_RATIO}x {_verdict(reach['s'] / cold <= GOAL_REACH_RATIO)}; "
           f"peak {reach['peak_mb']:.0f} MB")  # fmt: skip
@@ -151,7 +172,7 @@ def report(commits: int, info: dict, s: dict, peer: dict, look: dict, web: dict 
         print(f"   web workers {', '.join(f'{w:.0f}' for w in workers)} MB, goal < {GOAL_WEB_WORKER_MB:.0f} MB "
               f"{_verdict(max(workers, default=0) < GOAL_WEB_WORKER_MB)}; Celery worker {web['memory']['celery_mb']:.0f} MB")  # fmt: skip
     return {"benchmark": "million", "commits": commits, "generated": info, "sync": run, "sync_peak_mb": s["sync_peak_mb"],
-            "reach": reach, "delta_rs_history_s": hist, "lookups": look, "web": web, "loadavg": list(load),
+            "reach": reach, "delta_rs_history_s": hist, "delta_rs_incremental_s": peer["incremental_s"], "lookups": look, "web": web, "loadavg": list(load),
             "cpus": os.cpu_count(), "at": time.time()}  # fmt: skip
 
 
@@ -173,12 +194,18 @@ def main() -> None:
     load0 = os.getloadavg()
     s = sync_and_reach(src, work)
     peer = sync_bench.delta_rs_state(src)
+    peer["incremental_s"] = delta_rs_incremental(Path(s["run"]["table_dir"]))
     c = s["run"]["cold"]
     if (c["version"], c["rows"], c["files"], c["bytes"]) != (
         peer["version"], peer["version"] + 1, peer["files"], peer["bytes"]
     ):  # fmt: skip
         raise SystemExit(f"VERIFICATION FAILED: the cold sync gave {c}, delta-rs {peer}")
+    partial = work / "partial.json"  # each stage's result as it ends: a later stage's failure keeps them
+    partial.write_text(json.dumps({"sync": s, "peer": peer}, default=str))
+    print(f"sync: cold {s['run']['cold_s']:.1f} s, incremental {s['run']['incremental_s']}, reach {s['reach']}; "
+          f"delta-rs history() {peer['history_s']:.1f} s, update_incremental() {peer['incremental_s']}", flush=True)  # fmt: skip
     look = lookups(src, known, enable_at, args.samples)
+    partial.write_text(json.dumps({"sync": s, "peer": peer, "lookups": look}, default=str))
     web = None if args.no_web else pages(src, work)
     out = report(args.commits, info, s, peer, look, web, (load0[0], os.getloadavg()[0]))
     line = json.dumps(out, default=str)

@@ -48,11 +48,11 @@ def source_log(workdir: Path) -> Path:
     return root
 
 
-def setup_django(workdir: Path) -> None:
+def setup_django(workdir: Path, *also_allowed: Path) -> None:
     os.environ.update(
         {
             "DATABASE_URL": f"sqlite:///{workdir / 'sync.sqlite3'}",
-            "DELTAWEB_ALLOWED_ROOTS": str(workdir),
+            "DELTAWEB_ALLOWED_ROOTS": ",".join(str(p) for p in (workdir, *also_allowed)),
             "DJANGO_SETTINGS_MODULE": "deltaweb.settings",
             "DELTAWEB_SECRET_KEY": os.environ.get("DELTAWEB_SECRET_KEY", "benchmark-only-secret-key-0123456789"),
         }
