@@ -184,6 +184,8 @@ def main() -> None:
     ap.add_argument("--no-web", action="store_true", help="leave out the pages (d)")
     ap.add_argument("--json", type=Path, help="also write the last line printed to this file")
     args = ap.parse_args()
+    if not args.no_web and shutil.which("wrk") is None:  # before the minutes of the other stages
+        sys.exit("wrk is not installed (the pages' load): apt-get install -y wrk, or --no-web")
     enable_at = args.commits // 2
     src, info, known = time_travel.prepare(
         args.workdir, "million", enable_at, time_travel.SEED, args.commits, args.commits // 10
