@@ -40,17 +40,35 @@ GOAL_CPU_S_PER_10K = 60.0
 GOAL_LIST_P95_MS = 100.0
 
 
+LINKS_PER_SEED = 50_000  # ext4 allows 65,000 links to one file
+
+
 def make_fleet(workdir: Path, n: int) -> list[Path]:
+    """`n` copies of one 3-commit delta-rs table. Each copy's files are hard links to a seed's
+    (a seed per 50,000 tables; the tables' own directories are real): 100,000 tables cost
+    200,000 directories and no file data. Writers only ever add files to a Delta table, so a
+    commit written to one copy later (the 1% changed below) does not reach the others."""
     import deltalake
     import pyarrow as pa
 
     seed = workdir / "seed"
-    for i in range(3):
-        deltalake.write_deltalake(str(seed), pa.table({"x": [i]}), mode="append")
+    if not (seed / "_delta_log").is_dir():
+        for i in range(3):
+            deltalake.write_deltalake(str(seed), pa.table({"x": [i]}), mode="append")
+    files = [p.relative_to(seed) for p in sorted(seed.rglob("*")) if p.is_file()]
+    subdirs = sorted({f.parent for f in files if f.parent != Path(".")})
     paths = []
     for i in range(n):
-        dst = workdir / "fleet" / f"{i // 1000:02d}" / f"t{i:05d}"
-        shutil.copytree(seed, dst)
+        src = seed if i < LINKS_PER_SEED else workdir / f"seed{i // LINKS_PER_SEED}"
+        if not src.exists():
+            shutil.copytree(seed, src)
+        dst = workdir / "fleet" / f"{i // 1000:03d}" / f"t{i:06d}"
+        if not (dst / files[-1]).exists():  # a workdir made by an earlier run is reused
+            for d in subdirs:
+                (dst / d).mkdir(parents=True, exist_ok=True)
+            for f in files:
+                if not (dst / f).exists():
+                    os.link(src / f, dst / f)
         paths.append(dst)
     return paths
 
@@ -84,8 +102,8 @@ def register(paths: list[Path]) -> list[int]:
     now = timezone.now()
     rows = [
         Table(
-            name=f"t{i:05d}",
-            slug=f"t{i:05d}",
+            name=f"t{i:06d}",
+            slug=f"t{i:06d}",
             location=str(p),
             sync_state=SyncState.OK,
             last_synced_version=2,
