@@ -14,8 +14,6 @@ from tables.services.access import roles
 from tables.services.errors import ServiceError
 from tables.web.ui import PageError, context, page
 
-PREVIEW_ROWS = 500  # rows the page lists; the counts cover them all
-
 
 @page
 @require_http_methods(["GET", "POST"])
@@ -49,14 +47,14 @@ def discover(request: HttpRequest) -> HttpResponse:
 def _render(
     request: HttpRequest, prefix: str, glue: str, found=None, error: str = "", status: int = 200
 ) -> HttpResponse:
-    rows = found["tables"][:PREVIEW_ROWS] if found else []
+    # the service lists the first discovery.PREVIEW_ROWS tables; its counts cover them all
     ctx = context(
         request,
         prefix=prefix,
         glue=glue,
         found=found,
-        rows=rows,
+        rows=found["tables"] if found else [],
         error=error,
-        more=(len(found["tables"]) - len(rows)) if found else 0,
+        more=found["more"] if found else 0,
     )
     return render(request, "tables/discover.html", ctx, status=status)
