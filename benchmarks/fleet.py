@@ -120,14 +120,40 @@ def setup_django(workdir: Path, migrate: bool = True) -> None:
         call_command("migrate", verbosity=0)
 
 
-def register(paths: list[Path]) -> list[int]:
-    """The fleet as registered and synced at version 2 (rows written directly: this measures
-    the probe, not 10,000 first syncs)."""
+def synced_fields(path: Path, schema_columns: int = 1) -> dict:
+    """What a sync leaves on a table's row, read from the table with delta-rs: its metadata (as
+    the sync stores it), files, bytes and newest commit's time; with `schema_columns` > 1, a
+    schema of that many columns instead of the seed's one (catalogs' tables are wider)."""
+    import deltalake
+
+    dt = deltalake.DeltaTable(str(path))
+    meta = dt.metadata()
+    schema = json.loads(dt.schema().to_json())
+    if schema_columns > 1:
+        field = {"type": "long", "nullable": True, "metadata": {}}
+        schema["fields"] = [{"name": f"column_{i:04d}", **field} for i in range(schema_columns)]
+    adds = dt.get_add_actions(flatten=True)
+    return {
+        "latest_metadata": {
+            "schemaString": json.dumps(schema, separators=(",", ":")),
+            "partitionColumns": list(meta.partition_columns),
+            "configuration": dict(meta.configuration),
+        },
+        "num_files": adds.num_rows,
+        "size_bytes": sum(adds.column("size_bytes").to_pylist()),
+        "last_commit_ms": max(h["timestamp"] for h in dt.history(1)),
+    }
+
+
+def register(paths: list[Path], schema_columns: int = 1) -> list[int]:
+    """The fleet as registered and synced at version 2, each row as a sync leaves it (written
+    directly: this measures the probe, not 100,000 first syncs)."""
     from django.utils import timezone
 
     from tables.models import SyncState, Table
 
     now = timezone.now()
+    synced = synced_fields(paths[0], schema_columns)
     rows = [
         Table(
             name=f"t{i:06d}",
@@ -137,6 +163,7 @@ def register(paths: list[Path]) -> list[int]:
             last_synced_version=2,
             last_synced_at=now,
             next_check_at=now,
+            **synced,
         )
         for i, p in enumerate(paths)
     ]
@@ -375,7 +402,7 @@ def prepare(args: argparse.Namespace) -> tuple[Path, list[Path], list[int], dict
     setup_django(workdir)
     empty = db_size(workdir / "fleet.sqlite3")
     t1 = time.perf_counter()
-    ids = register(paths)
+    ids = register(paths, args.schema_columns)
     ready = {"make_fleet_s": made, "register_s": time.perf_counter() - t1, "empty": empty}
     ready["registered"] = db_size(workdir / "fleet.sqlite3")
     print(f"{len(ids):,} tables ready in {time.perf_counter() - t0:.1f} s ({workdir})", file=sys.stderr)
@@ -481,6 +508,9 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=10_000)
     ap.add_argument("--sample", type=int, default=200)
     ap.add_argument("--list-reps", type=int, default=30)
+    ap.add_argument(
+        "--schema-columns", type=int, default=1, help="columns of each row's stored schema (default: the seed's 1)"
+    )
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--discover-child", choices=list(DISCOVERY), help=argparse.SUPPRESS)
     ap.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
