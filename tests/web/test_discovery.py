@@ -318,3 +318,20 @@ def test_a_preview_lists_a_page_counts_the_rest_and_registering_takes_them_all(r
     done = discovery.register_found(str(lake), None)
     assert len(done["registered"]) == 34 and Table.objects.count() == 36
     assert Table.objects.get(location=str(lake / "g0/t01")).name == "g0.t01-2"
+
+
+def test_the_page_registers_beyond_its_rows_only_when_every_listed_one_is_ticked(roots, browser, monkeypatch) -> None:
+    from tables.services import discovery
+
+    monkeypatch.setattr(discovery, "PREVIEW_ROWS", 3)
+    lake = fleet(roots / "many", 8)
+    page = browser.get("/tables/discover/", {"prefix": str(lake)}).content.decode()
+    assert "8 new, 0 registered already" in page and "and 5 more" in page and 'name="offered" value="3"' in page
+    listed = [str(lake / f"g0/t{i:02d}") for i in range(3)]
+    form = {"prefix": str(lake), "offered": "3", "more": "5"}
+    browser.post("/tables/discover/", {**form, "location": listed[:2]})
+    assert Table.objects.count() == 2  # one unticked: the ticked ones only
+    again = browser.get("/tables/discover/", {"prefix": str(lake)}).content.decode()
+    assert 'name="offered" value="1"' in again and 'name="more" value="5"' in again  # t00, t01 registered
+    browser.post("/tables/discover/", {**form, "offered": "1", "location": listed[2:]})
+    assert Table.objects.count() == 8  # every listed one ticked: the rest too
