@@ -7,6 +7,11 @@ probe's next tick syncs them in batches (tables.services.sync.probe).
 The tables of an AWS Glue Data Catalog database are found the same way (`preview_glue`): its
 Delta tables' storage locations, under the allowed roots like any other.
 
+A prefix is walked as a stream (tables.delta.discover.walk_tables): each chunk of tables found
+is looked up in the database and counted, a preview keeps only its first rows (a page: the
+counts, "found" and "more" cover the rest) and registering registers each as it comes, so a
+hundred thousand tables under a prefix are never held at once.
+
 Used by the API (`/api/discover/`), the page (`/tables/discover/`) and `manage.py discover`.
 """
 
@@ -14,15 +19,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
-from tables.delta.discover import LOG_DIR, find_tables
+from tables.delta.discover import LOG_DIR, Walk, walk_tables
 from tables.delta.storage.api import Storage
 from tables.delta.storage.backends import named_schemes
 from tables.delta.storage.boundary import as_storage
@@ -34,6 +41,8 @@ from tables.services.registration import allowed_path, not_allowed, object_locat
 
 MAX_NAME = 200
 READY_CHECKED = 500  # new tables whose log is looked at for a first commit (the page lists 500)
+PREVIEW_ROWS = 500  # tables a preview lists by default; its counts cover every table found
+CHUNK = 500  # tables looked up in the database at once as the walk finds them
 _COMMIT_NAME = re.compile(r"\d{20}\.(json|checkpoint(\.\d+\.\d+)?(\.[\w-]+)?\.parquet)")
 
 
@@ -76,32 +85,49 @@ def _check_role(user) -> None:
         raise ServiceError("Discovering tables needs the analyst or approver role.", "permission_denied", 403)
 
 
-def _answer(source: dict[str, str], candidates: list[tuple[str, str]], **extra: Any) -> dict[str, Any]:
-    """The preview of these (location, wanted name) candidates: new or registered, unique names."""
-    locations = [loc for loc, _ in candidates]
-    registered = {
-        loc: (slug, name)
-        for loc, slug, name in Table.objects.filter(location__in=locations).values_list("location", "slug", "name")
-    }
-    names = _free_names([(loc, name) for loc, name in candidates if loc not in registered])
-    fresh = [loc for loc, _ in candidates if loc not in registered][:READY_CHECKED]
-    unready = {loc for loc in fresh if not _has_commit(loc)}
-    rows = [
-        # a registered table by the name it was registered under, not its folder's
-        Found(loc, registered[loc][1], "registered", registered[loc][0])
-        if loc in registered
-        else Found(loc, names.get(loc, name), "incomplete" if loc in unready else "new")
-        for loc, name in candidates
-    ]
-    return {
-        **source,
-        "tables": [r.as_dict() for r in rows],
-        "new": sum(r.status == "new" for r in rows),
-        "registered": sum(r.status == "registered" for r in rows),
-        "incomplete": sum(r.status == "incomplete" for r in rows),
-        "truncated": "",
-        **extra,
-    }
+class _Preview:
+    """A preview built as the candidates stream in: the counts cover every one, the rows the
+    first `limit` (None: all)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.rows: list[Found] = []
+        self.counts = {"new": 0, "registered": 0, "incomplete": 0}
+        self.checked = 0  # new tables whose log was looked at (the first READY_CHECKED)
+        self.given: set[str] = set()  # names handed out to shown rows, so two new ones differ
+
+    def add(self, candidates: list[tuple[str, str]]) -> None:
+        registered = _registered([loc for loc, _ in candidates])
+        for loc, name in candidates:
+            row: Found | None = None
+            if loc in registered:
+                # a registered table by the name it was registered under, not its folder's
+                row = Found(loc, registered[loc][1], "registered", registered[loc][0])
+                status = "registered"
+            else:
+                self.checked += 1
+                status = "incomplete" if self.checked <= READY_CHECKED and not _has_commit(loc) else "new"
+            self.counts[status] += 1
+            if self.limit is None or len(self.rows) < self.limit:
+                self.rows.append(row or Found(loc, _free_name(name, self.given), status))
+
+    def answer(self, source: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        found = sum(self.counts.values())
+        return {
+            **source,
+            "tables": [r.as_dict() for r in self.rows],
+            **self.counts,
+            "found": found,
+            "more": found - len(self.rows),
+            "truncated": "",
+            **extra,
+        }
+
+
+def _registered(locations: list[str]) -> dict[str, tuple[str, str]]:
+    """The registered tables among these locations: location -> (slug, name)."""
+    rows = Table.objects.filter(location__in=locations).values_list("location", "slug", "name")
+    return {loc: (slug, name) for loc, slug, name in rows}
 
 
 def _has_commit(location: str) -> bool:
@@ -113,18 +139,38 @@ def _has_commit(location: str) -> bool:
         return False
 
 
-def preview(prefix: str, user) -> dict[str, Any]:
-    """What registering everything under `prefix` would do, without doing it."""
-    _check_role(user)
+def _walk(prefix: str, walk: Walk) -> Iterator[list[tuple[str, str]]]:
+    """The tables under the prefix as (location, wanted name), in chunks as the walk finds them."""
     canonical, storage = _prefix(prefix)
+    chunk: list[tuple[str, str]] = []
     try:
-        found = find_tables(storage)
+        for key in walk_tables(storage, walk):
+            chunk.append((_join(canonical, key), _name_for(canonical, key)))
+            if len(chunk) >= CHUNK:
+                yield chunk
+                chunk = []
     except delta_errors.PathOutsideRootsError as exc:
         raise not_allowed(canonical) from exc
     except delta_errors.DeltaError as exc:
         raise from_delta(exc) from exc
-    candidates = [(_join(canonical, key), _name_for(canonical, key)) for key in found.tables]
-    return _answer({"prefix": canonical}, candidates, directoriesListed=found.dirs_listed, truncated=found.truncated)
+    if chunk:
+        yield chunk
+
+
+def _chunks(candidates: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
+    for i in range(0, len(candidates), CHUNK):
+        yield candidates[i : i + CHUNK]
+
+
+def preview(prefix: str, user, limit: int | None = PREVIEW_ROWS) -> dict[str, Any]:
+    """What registering everything under `prefix` would do, without doing it: the first
+    `limit` tables found and the counts of all of them, walked without keeping the rest."""
+    _check_role(user)
+    canonical = _prefix(prefix)[0]
+    walk, out = Walk(), _Preview(limit)
+    for chunk in _walk(prefix, walk):
+        out.add(chunk)
+    return out.answer({"prefix": canonical}, directoriesListed=walk.dirs_listed, truncated=walk.truncated)
 
 
 def _is_delta(table: dict[str, Any]) -> bool:
@@ -132,11 +178,19 @@ def _is_delta(table: dict[str, Any]) -> bool:
     return params.get("table_type") == "delta" or params.get("spark.sql.sources.provider") == "delta"
 
 
-def preview_glue(database: str, user) -> dict[str, Any]:
+def preview_glue(database: str, user, limit: int | None = PREVIEW_ROWS) -> dict[str, Any]:
     """The Delta tables of an AWS Glue Data Catalog database (their storage locations; the
     catalog's other tables are left out), as `preview` gives a prefix's."""
     _check_role(user)
-    name = (database or "").strip()
+    name, out = (database or "").strip(), _Preview(limit)
+    for chunk in _chunks(_glue_candidates(name)):
+        out.add(chunk)
+    return out.answer({"glueDatabase": name})
+
+
+def _glue_candidates(database: str) -> list[tuple[str, str]]:
+    """The Glue database's Delta tables as (location, wanted name)."""
+    name = database
     if not re.fullmatch(r"[\w.-]{1,255}", name):
         raise ServiceError("Give a Glue database name (letters, digits, _ . -).", "invalid")
     try:
@@ -153,7 +207,7 @@ def preview_glue(database: str, user) -> dict[str, Any]:
         canonical = object_location(location) if location else None
         if _is_delta(t) and canonical:
             candidates.append((canonical.rstrip("/"), f"{name}.{t['Name']}"[:MAX_NAME]))
-    return _answer({"glueDatabase": name}, candidates)
+    return candidates
 
 
 def glue_tables(database: str) -> list[dict[str, Any]]:
@@ -179,20 +233,37 @@ def glue_tables(database: str) -> list[dict[str, Any]]:
     return out
 
 
-def _free_names(wanted: list[tuple[str, str]]) -> dict[str, str]:
-    """A name per location, unique among themselves and against registered tables (by name and slug)."""
-    taken_names = set(Table.objects.values_list("name", flat=True))
-    taken_slugs = set(Table.objects.values_list("slug", flat=True))
-    out: dict[str, str] = {}
-    for location, name in wanted:
-        candidate, n = name, 1
-        while candidate in taken_names or slugify(candidate)[:200] in taken_slugs or not slugify(candidate):
-            n += 1
-            candidate = f"{name[: MAX_NAME - 8]}-{n}"
-        taken_names.add(candidate)
-        taken_slugs.add(slugify(candidate)[:200])
-        out[location] = candidate
-    return out
+def _free_name(name: str, given: set[str]) -> str:
+    """A name unique against registered tables (by name and slug) and those in `given`, which
+    it joins (a preview's names; registering instead finds each new one in the database)."""
+    candidate, n = name, 1
+    while (
+        candidate in given
+        or not slugify(candidate)
+        or Table.objects.filter(Q(name=candidate) | Q(slug=slugify(candidate)[:200])).exists()
+    ):
+        n += 1
+        candidate = f"{name[: MAX_NAME - 8]}-{n}"
+    given.add(candidate)
+    return candidate
+
+
+def _new_ones(
+    stream: Iterator[list[tuple[str, str]]], seen: Callable[[list[str]], None] | None
+) -> Iterator[tuple[str, str]]:
+    """The new tables of a stream of candidates, with a log holding a commit for the first
+    READY_CHECKED of them (as a preview counts them); each chunk's locations go to `seen`."""
+    checked = 0
+    for chunk in stream:
+        if seen is not None:
+            seen([loc for loc, _ in chunk])
+        registered = _registered([loc for loc, _ in chunk])
+        for loc, name in chunk:
+            if loc in registered:
+                continue
+            checked += 1
+            if checked > READY_CHECKED or _has_commit(loc):
+                yield loc, name
 
 
 def register_found(
@@ -201,27 +272,32 @@ def register_found(
     only: list[str] | None = None,
     glue_database: str = "",
     source: DiscoverySource | None = None,
-    plan: dict[str, Any] | None = None,
+    seen: Callable[[list[str]], None] | None = None,
 ) -> dict[str, Any]:
     """Register the new tables under `prefix` (or of the Glue database), or only the locations
-    in `only`; their first sync follows on the probe's next tick. With `source`, they are that
-    scheduled source's tables."""
-    if plan is None:
-        plan = preview_glue(glue_database, user) if glue_database else preview(prefix, user)
+    in `only`, as the walk finds them; their first sync follows on the probe's next tick. With
+    `source`, they are that scheduled source's tables; `seen` is told every location found."""
+    _check_role(user)
+    walk = Walk()
+    if glue_database:
+        where: dict[str, str] = {"glueDatabase": glue_database.strip()}
+        stream = _chunks(_glue_candidates(where["glueDatabase"]))
+    else:
+        where = {"prefix": _prefix(prefix)[0]}
+        stream = _walk(prefix, walk)
     chosen = set(only) if only is not None else None
     registered, skipped = [], []
-    for row in plan["tables"]:
-        if row["status"] != "new" or (chosen is not None and row["location"] not in chosen):
+    for location, name in _new_ones(stream, seen):
+        if chosen is not None and location not in chosen:
             continue
         try:
-            table = register_table(row["name"], row["location"], user=user)
+            table = register_table(_free_name(name, set()), location, user=user)
         except ServiceError as exc:
-            skipped.append({"location": row["location"], "code": exc.code, "message": exc.message})
+            skipped.append({"location": location, "code": exc.code, "message": exc.message})
             continue
         Table.objects.filter(pk=table.pk).update(next_check_at=timezone.now(), source=source)
         registered.append({"location": table.location, "name": table.name, "table": table.slug})
-    source = {"glueDatabase": plan["glueDatabase"]} if glue_database else {"prefix": plan["prefix"]}
-    return {**source, "registered": registered, "skipped": skipped, "truncated": plan["truncated"]}
+    return {**where, "registered": registered, "skipped": skipped, "truncated": walk.truncated}
 
 
 # --- discovery on a schedule ---------------------------------------------------------------------
@@ -248,22 +324,27 @@ def schedule(user, prefix: str = "", glue_database: str = "", every_hours: int =
 
 def rerun(source: DiscoverySource, now: datetime | None = None) -> dict[str, Any]:
     """Look again: register what is new, mark the source's tables it no longer finds vanished
-    (and those found again not), unless the search stopped early."""
+    (and those found again not), unless the search stopped early. What is held is the source's
+    own tables not found yet, never the whole walk."""
     now = now or timezone.now()
+    mine = Table.objects.filter(source=source)
+    missing = set(mine.values_list("location", flat=True))
+    back = 0
+
+    def seen(locations: list[str]) -> None:
+        nonlocal back
+        missing.difference_update(locations)
+        back += mine.filter(location__in=locations, vanished_at__isnull=False).update(vanished_at=None)
+
     try:
-        plan = preview_glue(source.glue_database, None) if source.glue_database else preview(source.prefix, None)
-        done = register_found(source.prefix, None, glue_database=source.glue_database, source=source, plan=plan)
+        done = register_found(source.prefix, None, glue_database=source.glue_database, source=source, seen=seen)
     except ServiceError as exc:
         result: dict[str, Any] = {"error": exc.message}
     else:
-        found = {r["location"] for r in plan["tables"]}
-        mine = Table.objects.filter(source=source)
-        vanished = (
-            0
-            if plan["truncated"]
-            else mine.exclude(location__in=found).filter(vanished_at__isnull=True).update(vanished_at=now)
-        )
-        back = mine.filter(location__in=found, vanished_at__isnull=False).update(vanished_at=None)
+        vanished, left = 0, sorted(missing)
+        for i in range(0, 0 if done["truncated"] else len(left), CHUNK):
+            gone = mine.filter(location__in=left[i : i + CHUNK], vanished_at__isnull=True)
+            vanished += gone.update(vanished_at=now)
         result = {
             "registered": len(done["registered"]),
             "skipped": len(done["skipped"]),

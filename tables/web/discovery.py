@@ -14,8 +14,6 @@ from tables.services.access import roles
 from tables.services.errors import ServiceError
 from tables.web.ui import PageError, context, page
 
-PREVIEW_ROWS = 500  # rows the page lists; the counts cover them all
-
 
 @page
 @require_http_methods(["GET", "POST"])
@@ -27,6 +25,8 @@ def discover(request: HttpRequest) -> HttpResponse:
     glue = (source.get("glue") or "").strip()[:255]
     if request.method == "POST":
         chosen = request.POST.getlist("location") or None
+        if chosen is not None and _all_ticked(request, len(chosen)):
+            chosen = None  # every listed table ticked, more found than listed: all of them, as the page says
         try:
             source = discovery.schedule(request.user, prefix, glue) if request.POST.get("again") else None
             done = discovery.register_found(prefix, request.user, chosen, glue_database=glue, source=source)
@@ -40,23 +40,38 @@ def discover(request: HttpRequest) -> HttpResponse:
     if not prefix and not glue:
         return _render(request, prefix, glue)
     try:
-        found = discovery.preview_glue(glue, request.user) if glue else discovery.preview(prefix, request.user)
+        rows = discovery.PREVIEW_ROWS
+        if glue:
+            found = discovery.preview_glue(glue, request.user, rows)
+        else:
+            found = discovery.preview(prefix, request.user, rows)
     except ServiceError as exc:
         return _render(request, prefix, glue, error=exc.message, status=exc.status)
     return _render(request, prefix, glue, found=found)
 
 
+def _all_ticked(request: HttpRequest, ticked: int) -> bool:
+    """Whether the form came back with every new table it listed ticked while the preview
+    found more than it listed (its hidden `offered` and `more`)."""
+    try:
+        offered, more = int(request.POST.get("offered", "")), int(request.POST.get("more", ""))
+    except ValueError:
+        return False
+    return more > 0 and ticked == offered
+
+
 def _render(
     request: HttpRequest, prefix: str, glue: str, found=None, error: str = "", status: int = 200
 ) -> HttpResponse:
-    rows = found["tables"][:PREVIEW_ROWS] if found else []
+    # the service lists the first discovery.PREVIEW_ROWS tables; its counts cover them all
     ctx = context(
         request,
         prefix=prefix,
         glue=glue,
         found=found,
-        rows=rows,
+        rows=found["tables"] if found else [],
         error=error,
-        more=(len(found["tables"]) - len(rows)) if found else 0,
+        more=found["more"] if found else 0,
+        offered=sum(r["status"] == "new" for r in found["tables"]) if found else 0,
     )
     return render(request, "tables/discover.html", ctx, status=status)

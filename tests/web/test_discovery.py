@@ -262,3 +262,76 @@ def test_a_glue_table_at_s3a_is_not_registered_again_by_an_s3_prefix(s3_server, 
     assert again["registered"] == [] and Table.objects.count() == 1
     by_hand = api.post("/api/tables/", {"name": "x again", "location": f"s3a://{bucket}/{key}/x/"}, format="json")
     assert by_hand.status_code == 409 and Table.objects.count() == 1
+
+
+# --- a prefix with many tables: streamed, a page listed, all counted ---------------------------
+
+
+def fleet(root, n: int):
+    """`n` copies of one 2-commit delta-rs table, ten to a folder: root/g0/t00 … g3/t35."""
+    import shutil
+
+    seed = root / "_seed"  # `_`: not a parent of tables, never walked
+    write(str(seed))
+    for i in range(n):
+        shutil.copytree(seed, root / f"g{i // 10}" / f"t{i:02d}")
+    return root
+
+
+def test_the_walk_yields_each_table_as_it_finds_it(roots) -> None:
+    from tables.delta.discover import Walk, walk_tables
+    from tables.delta.storage.boundary import as_storage
+
+    lake = fleet(roots / "many", 36)
+    (lake / "g0" / "t00" / "inner" / "_delta_log").mkdir(parents=True)  # inside a table: not one
+    (lake / ".hidden" / "x" / "_delta_log").mkdir(parents=True)
+    walk = Walk()
+    found = walk_tables(as_storage(str(lake)), walk)
+    assert next(found) == "g0/t00" and walk.dirs_listed == 3  # the prefix, g0, t00: nothing more yet
+    assert list(found) == [f"g{i // 10}/t{i:02d}" for i in range(1, 36)]
+    assert (walk.dirs_listed, walk.truncated) == (1 + 4 + 36, "")
+    short = Walk()
+    assert len(list(walk_tables(as_storage(str(lake)), short, max_dirs=10))) == 8  # the prefix, g0, 8 tables
+    assert short.truncated == "stopped after listing 10 directories"
+
+
+def test_a_preview_lists_a_page_counts_the_rest_and_registering_takes_them_all(roots, browser) -> None:
+    from tables.services import discovery
+
+    lake = fleet(roots / "many", 36)
+    register_table("t03", str(lake / "g0" / "t03"))
+    register_table("g0.t01", str(lake / "g3" / "t35"))  # takes the name g0/t01 would get
+    api = token_client(make_user("pia", group="analyst"))
+    body = api.post("/api/discover/", {"prefix": str(lake), "limit": 5}, format="json").json()
+    assert [(r["location"], r["name"], r["status"]) for r in body["tables"]] == [
+        (str(lake / "g0/t00"), "g0.t00", "new"),
+        (str(lake / "g0/t01"), "g0.t01-2", "new"),
+        (str(lake / "g0/t02"), "g0.t02", "new"),
+        (str(lake / "g0/t03"), "t03", "registered"),
+        (str(lake / "g0/t04"), "g0.t04", "new"),
+    ]
+    assert (body["found"], body["more"], body["new"], body["registered"]) == (36, 31, 34, 2)
+    assert api.post("/api/discover/", {"prefix": str(lake), "limit": -1}, format="json").status_code == 400
+    page = browser.get("/tables/discover/", {"prefix": str(lake)}).content.decode()
+    assert "34 new, 2 registered already" in page and "and 31 more" not in page  # 36 rows fit a page
+
+    done = discovery.register_found(str(lake), None)
+    assert len(done["registered"]) == 34 and Table.objects.count() == 36
+    assert Table.objects.get(location=str(lake / "g0/t01")).name == "g0.t01-2"
+
+
+def test_the_page_registers_beyond_its_rows_only_when_every_listed_one_is_ticked(roots, browser, monkeypatch) -> None:
+    from tables.services import discovery
+
+    monkeypatch.setattr(discovery, "PREVIEW_ROWS", 3)
+    lake = fleet(roots / "many", 8)
+    page = browser.get("/tables/discover/", {"prefix": str(lake)}).content.decode()
+    assert "8 new, 0 registered already" in page and "and 5 more" in page and 'name="offered" value="3"' in page
+    listed = [str(lake / f"g0/t{i:02d}") for i in range(3)]
+    form = {"prefix": str(lake), "offered": "3", "more": "5"}
+    browser.post("/tables/discover/", {**form, "location": listed[:2]})
+    assert Table.objects.count() == 2  # one unticked: the ticked ones only
+    again = browser.get("/tables/discover/", {"prefix": str(lake)}).content.decode()
+    assert 'name="offered" value="1"' in again and 'name="more" value="5"' in again  # t00, t01 registered
+    browser.post("/tables/discover/", {**form, "offered": "1", "location": listed[2:]})
+    assert Table.objects.count() == 8  # every listed one ticked: the rest too

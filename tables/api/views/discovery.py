@@ -1,6 +1,6 @@
 """Discovery through the API: every Delta table under a prefix, previewed, then registered.
 
-POST /api/discover/  {prefix | glueDatabase}                              -> 200 the preview
+POST /api/discover/  {prefix | glueDatabase[, limit]}                     -> 200 the preview (first `limit` rows)
 POST /api/discover/  {prefix | glueDatabase, register: true[, locations]} -> 201 what was registered and skipped
 """
 
@@ -27,6 +27,13 @@ class DiscoverRequest(serializers.Serializer):
         required=False, max_length=2000, help_text=f"a directory, or {named_schemes()} under the allowed roots"
     )
     register = serializers.BooleanField(default=False, help_text="register the new tables (else only preview)")
+    limit = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=10_000,
+        default=discovery.PREVIEW_ROWS,
+        help_text="the preview lists the first `limit` tables found; its counts, found and more cover them all",
+    )
     everyHours = serializers.IntegerField(
         required=False,
         min_value=1,
@@ -55,6 +62,9 @@ PREVIEW = inline_serializer(
         "tables": inline_serializer("DiscoveredTable", FOUND, many=True),
         "new": serializers.IntegerField(),
         "registered": serializers.IntegerField(),
+        "incomplete": serializers.IntegerField(help_text="a log with no commit yet (being written): not offered"),
+        "found": serializers.IntegerField(help_text="every table found (new, registered and incomplete)"),
+        "more": serializers.IntegerField(help_text="tables found beyond those listed"),
         "directoriesListed": serializers.IntegerField(required=False, help_text="with a prefix"),
         "truncated": serializers.CharField(help_text="why the search stopped early ('' when it did not)"),
     },
@@ -106,7 +116,8 @@ class DiscoverView(APIView):
     )
     def post(self, request):
         """Every directory with a `_delta_log/` under the prefix (not inside another table).
-        Without `register`, the preview; with it, the new ones registered (their first sync
+        Without `register`, the preview: the first `limit` tables found, with
+        counts of all of them (the walk streams: nothing more is held); with it, the new ones registered (their first sync
         follows within the probe's tick) and any refused listed with the reason. With a
         glueDatabase: 400 glue_region_missing when the server has no AWS region for the catalog,
         502 glue_error when the catalog refuses or does not answer."""
@@ -117,7 +128,11 @@ class DiscoverView(APIView):
         if bool(glue) == bool(prefix):
             raise serializers.ValidationError({"prefix": ["Give a prefix or a glueDatabase (one of them)."]})
         if not data["register"]:
-            answer = discovery.preview_glue(glue, request.user) if glue else discovery.preview(prefix, request.user)
+            limit = data["limit"]
+            if glue:
+                answer = discovery.preview_glue(glue, request.user, limit)
+            else:
+                answer = discovery.preview(prefix, request.user, limit)
             return Response(answer)
         source = None
         if data.get("everyHours"):

@@ -65,6 +65,9 @@ __all__ = [
 # --- the local file system -------------------------------------------------------------------------
 
 NAME_MAX = 255  # bytes of one file name on Linux's file systems, when the root cannot be asked
+# directories whose checked path a storage remembers: a table's few, not each of the 100,000
+# directories a discovery walk lists through one storage (emptied when full)
+CHECKED_DIRS_KEPT = 1024
 
 
 def _resolved(path: str) -> str | None:
@@ -112,6 +115,8 @@ class LocalStorage:
             real = _resolved(directory)
             if real is None or not is_under(real, self.roots):
                 raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
+            if len(self._dirs) >= CHECKED_DIRS_KEPT:
+                self._dirs.clear()
             self._dirs[directory] = real
         return real
 
@@ -129,6 +134,8 @@ class LocalStorage:
         directory, name = os.path.split(full)
         checked = self._checked_dir(directory, key)
         if head and directory == f"{self._root_text}{os.sep}{head}":  # `head` was normal
+            if len(self._key_dirs) >= CHECKED_DIRS_KEPT:
+                self._key_dirs.clear()
             self._key_dirs[head] = checked
         return os.path.join(checked, name)
 

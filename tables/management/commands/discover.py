@@ -32,6 +32,9 @@ class Command(BaseCommand):
         parser.add_argument("--register", action="store_true", help="register the new tables")
         parser.add_argument("--json", action="store_true", help="print the answer as JSON")
         parser.add_argument(
+            "--limit", type=int, default=discovery.PREVIEW_ROWS, metavar="N", help="list the first N tables found"
+        )
+        parser.add_argument(
             "--every", type=int, default=0, metavar="HOURS", help="with --register: look again this often (beat)"
         )
 
@@ -44,9 +47,9 @@ class Command(BaseCommand):
                 )
                 answer = discovery.register_found(options["prefix"], None, glue_database=glue, source=source)
             elif glue:
-                answer = discovery.preview_glue(glue, None)
+                answer = discovery.preview_glue(glue, None, max(0, options["limit"]))
             else:
-                answer = discovery.preview(options["prefix"], None)
+                answer = discovery.preview(options["prefix"], None, max(0, options["limit"]))
         except (ServiceError, DeltaError) as exc:
             sys.stderr.write(" ".join(str(exc).split()) + "\n")
             sys.exit(2)
@@ -61,6 +64,8 @@ class Command(BaseCommand):
         else:
             for row in answer["tables"]:
                 self.stdout.write(f"{row['status']:<11} {row['name']}  {row['location']}")
+            if answer["more"]:
+                self.stdout.write(f"... and {answer['more']:,} more (--json --limit N lists more)")
             self.stderr.write(f"{answer['new']} new, {answer['registered']} registered already")
         if answer["truncated"]:
             self.stderr.write(f"the search {answer['truncated']}")
