@@ -440,3 +440,15 @@ def test_runs_give_back_the_same_answer(tmp_path: Path) -> None:
         "breaksVersions": broken[:2],
         "truncated": len(broken) > 2,
     }
+
+
+def test_missing_file_names_are_kept_packed_and_read_back_whole() -> None:
+    from tables.delta.history.reach_runs import PackedPaths
+
+    names = ["part-0.parquet", "région=é/ü ß.parquet", "", "x" * 300, "a\nb"]
+    packed = PackedPaths.of(names)
+    assert list(packed) == names and len(packed) == 5
+    ends, blob = packed.packed()
+    again = PackedPaths(memoryview(b"head" + blob), ends, 4)  # read back at an offset, as from_bytes does
+    assert [again[i] for i in range(5)] == names
+    assert list(PackedPaths.of([])) == [] and PackedPaths.of([]).packed()[1] == b""

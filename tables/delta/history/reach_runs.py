@@ -14,7 +14,7 @@ import bisect
 import struct
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,10 +23,37 @@ import orjson
 from tables.delta.history.reachability import MAX_LISTED, Reachability, VersionReach
 
 NO_TIME = -(2**63)  # a version without a timestamp (its commit file is gone)
-STORED_FORMAT = 2  # a new layout of the bytes: a new number (readers never meet an older one)
+STORED_FORMAT = 3  # a new layout of the bytes: a new number (readers never meet an older one)
 # format, length of the JSON part, versions, missing files; then the timestamps, the missing
-# files' first versions and their ends, each int64 little-endian
+# files' first versions and their ends, and the ends of their names in the names' bytes, each
+# int64 little-endian; then the names, UTF-8, one after another
 _HEAD = struct.Struct("<BIQQ")
+
+
+class PackedPaths(Sequence[str]):
+    """The missing files' names as one buffer and their ends, a name decoded when asked: a
+    million names as Python strings took 290 MB in every process that read the answer."""
+
+    __slots__ = ("_buf", "_ends", "_start")
+
+    def __init__(self, buf: bytes | memoryview, ends: np.ndarray, start: int = 0) -> None:
+        self._buf, self._ends, self._start = buf, ends, start
+
+    @classmethod
+    def of(cls, paths: list[str]) -> PackedPaths:
+        encoded = [p.encode() for p in paths]
+        return cls(b"".join(encoded), np.cumsum([len(e) for e in encoded], dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        lo = self._start + (int(self._ends[i - 1]) if i > 0 else 0)
+        return bytes(self._buf[lo : self._start + int(self._ends[i])]).decode()
+
+    def packed(self) -> tuple[np.ndarray, bytes]:
+        end = self._start + (int(self._ends[-1]) if len(self._ends) else 0)
+        return self._ends, bytes(self._buf[self._start : end])
 
 
 def _state(v: VersionReach) -> tuple[Any, ...]:
@@ -81,7 +108,7 @@ class ReachRuns:
         starts: array,
         states: list[dict[str, Any]],
         stamps: np.ndarray,
-        gone: tuple[np.ndarray, np.ndarray, list[str]],
+        gone: tuple[np.ndarray, np.ndarray, PackedPaths],
     ) -> None:
         self.head = head  # latestVersion, retentions, checkpointMismatches, vacuumForecast (as runs)
         self.starts = starts  # first version of each run, ascending
@@ -120,34 +147,34 @@ class ReachRuns:
         gone = (
             np.array([g[0] for g in result.gone], dtype=np.int64),
             np.array([g[1] for g in result.gone], dtype=np.int64),
-            [g[2] for g in result.gone],
+            PackedPaths.of([g[2] for g in result.gone]),
         )
         return cls(head, starts, states, stamps, gone)
 
     # --- stored form ----------------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
-        meta = orjson.dumps(
-            {"head": self.head, "starts": list(self.starts), "states": self.states, "gonePaths": self.gone_paths}
-        )
+        meta = orjson.dumps({"head": self.head, "starts": list(self.starts), "states": self.states})
         head = _HEAD.pack(STORED_FORMAT, len(meta), len(self.stamps), len(self.gone_paths))
-        packed = b"".join(a.astype("<i8").tobytes() for a in (self.stamps, self.gone_starts, self.gone_ends))
-        return zlib.compress(head + meta + packed, 3)
+        ends, names = self.gone_paths.packed()
+        packed = b"".join(a.astype("<i8").tobytes() for a in (self.stamps, self.gone_starts, self.gone_ends, ends))
+        return zlib.compress(head + meta + packed + names, 3)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ReachRuns:
+        """The stored answer; its arrays and names are views of the one decompressed buffer."""
         raw = zlib.decompress(data)
         fmt, size, versions, files = _HEAD.unpack_from(raw)
         if fmt != STORED_FORMAT:
             raise ValueError(f"a stored reachability answer of format {fmt}, not {STORED_FORMAT}")
         at = _HEAD.size + size
-        meta = orjson.loads(raw[_HEAD.size : at])
+        meta = orjson.loads(memoryview(raw)[_HEAD.size : at])
         arrays = []
-        for n in (versions, files, files):
-            arrays.append(np.frombuffer(raw, dtype="<i8", count=n, offset=at).astype(np.int64))
+        for n in (versions, files, files, files):
+            arrays.append(np.frombuffer(raw, dtype="<i8", count=n, offset=at))
             at += 8 * n
-        stamps, gone_starts, gone_ends = arrays
-        gone = (gone_starts, gone_ends, meta["gonePaths"])
+        stamps, gone_starts, gone_ends, name_ends = arrays
+        gone = (gone_starts, gone_ends, PackedPaths(memoryview(raw), name_ends, at))
         return cls(meta["head"], array("q", meta["starts"]), meta["states"], stamps, gone)
 
     # --- reading --------------------------------------------------------------------------
