@@ -151,6 +151,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return execute(opts)
 
 
+class _NoPandas:
+    """An import finder that says pandas is not installed: pyarrow imports it (0.2-0.3 s) the
+    first time an array becomes numpy or a table is made empty, and no command uses it."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def script() -> int:
+    """The `delta` console script's own process: `main` without pandas."""
+    sys.meta_path.insert(0, _NoPandas())
+    return main()
+
+
 def execute(opts: Mapping[str, Any]) -> int:
     """Run the parsed subcommand, print its JSON or text, and return the exit status.
 
@@ -622,4 +637,4 @@ def _restore_text(p: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":  # `python -m tables.delta.cli` where the script is not installed
-    sys.exit(main())
+    sys.exit(script())

@@ -29,6 +29,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tables.delta.log.actions import empty_table
+
 MAX_PAGE = 10_000
 
 _PART = re.compile(r"^part-(\d+)")
@@ -163,6 +165,6 @@ def read_page(path: str | Path, offset: int = 0, limit: int = 100) -> dict[str, 
             pieces.append(t.slice(max(0, start - lo), min(hi, stop) - max(lo, start)))
     if schema is None:
         schema = pa.schema([])
-    table = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    table = pa.concat_tables(pieces) if pieces else empty_table(schema)
     out = table_to_json(table)
     return {**out, "total": total, "offset": offset, "limit": limit}

@@ -56,7 +56,7 @@ HISTORY_KEYS = {
 }
 
 
-# the console script pip installs next to the interpreter (`delta = "tables.delta.cli:main"`)
+# the console script pip installs next to the interpreter (`delta = "tables.delta.cli:script"`)
 DELTA_SCRIPT = Path(sys.executable).parent / "delta"
 COMMANDS = {
     "delta": [str(DELTA_SCRIPT)],

@@ -61,7 +61,7 @@ import pyarrow.parquet as pq
 from tables.delta.errors import CorruptLogError, DeltaError, InvalidColumnsError, StorageError, at_version
 from tables.delta.history.changes import ChangeEntry, ChangePlan, commit_actions, plan_changes
 from tables.delta.history.timestamps import format_ms
-from tables.delta.log.actions import Metadata, Protocol
+from tables.delta.log.actions import Metadata, Protocol, bool_mask
 from tables.delta.log.listing import available_versions, list_log
 from tables.delta.snapshot.columnmapping import field_id, mapping_mode, physical_name
 from tables.delta.snapshot.dv import read_deletion_vector
@@ -316,7 +316,7 @@ def _candidates(table: pa.Table | None, keys: list[tuple[str, Any]], num_rows: i
         mask = hit if mask is None else pc.and_(mask, hit)
     if mask is None:
         return np.arange(num_rows)
-    return np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))
+    return np.flatnonzero(bool_mask(mask))
 
 
 def _plain(t: pa.DataType) -> pa.DataType:

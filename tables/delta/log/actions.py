@@ -34,6 +34,12 @@ DV_TYPE = pa.struct(
 NON_FILE_ACTIONS = ("metaData", "protocol", "txn", "domainMetadata", "sidecar", "checkpointMetadata")
 
 
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """A table of no rows: pyarrow's Schema.empty_table() imports pandas to build it, a
+    quarter of a second of every `delta` command that met an empty batch."""
+    return pa.Table.from_batches([], schema=schema)
+
+
 def partition_type(keys: list[str]) -> pa.DataType:
     return pa.struct([(k, pa.string()) for k in keys])
 
@@ -357,9 +363,9 @@ def read_json_actions(sources: list[Source], keys: list[str]) -> ActionBatch:
         remove_valid = table.column("remove").is_valid()
         tables.append(_file_rows(table, versions, schema, add_valid, remove_valid))
         neither = pc.invert(pc.or_(add_valid, remove_valid))
-        others.extend(_other_actions(np.flatnonzero(neither.to_numpy(zero_copy_only=False)), chunk, counts))
+        others.extend(_other_actions(np.flatnonzero(bool_mask(neither)), chunk, counts))
     if not tables:
-        return ActionBatch(schema.empty_table(), [])
+        return ActionBatch(empty_table(schema), [])
     return ActionBatch(pa.concat_tables(tables) if len(tables) > 1 else tables[0], others)
 
 
@@ -449,6 +455,23 @@ def bool_array(mask: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(bits)])
 
 
+def bool_mask(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A numpy mask of a boolean Arrow array, a null as False (its bits unpacked:
+    Array.to_numpy copies a boolean array through pandas' conversion, importing pandas)."""
+    if isinstance(arr, pa.ChunkedArray):
+        return np.concatenate([bool_mask(c) for c in arr.chunks]) if arr.num_chunks else np.zeros(0, bool)
+    n, off = len(arr), arr.offset
+    validity, data = arr.buffers()[:2]
+
+    def unpack(buf: pa.Buffer) -> np.ndarray:
+        return np.unpackbits(np.frombuffer(buf, np.uint8), count=off + n, bitorder="little")[off:].astype(bool)
+
+    mask = unpack(data) if n else np.zeros(0, bool)
+    if validity is not None and arr.null_count:
+        mask &= unpack(validity)
+    return mask
+
+
 def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) runs of True in a boolean mask."""
     edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
@@ -478,7 +501,7 @@ def _file_rows(
     """
     parts = []
     for kind, valid in (("add", add_valid), ("remove", remove_valid)):
-        mask = valid.to_numpy(zero_copy_only=False)
+        mask = bool_mask(valid)
         runs = true_runs(mask)
         if not runs:
             continue
@@ -512,5 +535,5 @@ def _file_rows(
                 )
             )
     if not parts:
-        return schema.empty_table()
+        return empty_table(schema)
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]

@@ -21,7 +21,9 @@ from tables.delta.log.actions import (
     NON_FILE_ACTIONS,
     ActionBatch,
     bool_array,
+    bool_mask,
     chunk_slices,
+    empty_table,
     file_batch_schema,
     int64_array,
     read_json_actions,
@@ -215,7 +217,7 @@ class ParquetPart:
         parts = [_action_rows(kind, table, present, version, keys, no_pv) for kind, present, no_pv in kinds]
         parts = [p for p in parts if p is not None]
         if not parts:
-            return file_batch_schema(keys).empty_table()
+            return empty_table(file_batch_schema(keys))
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
@@ -299,14 +301,6 @@ def _struct_of(table: pa.Table, kind: str, present: list[str]) -> tuple[dict[str
     return cols, cols["path"].is_valid()
 
 
-def _mask(valid: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    if isinstance(valid, pa.Array):
-        return valid.to_numpy(zero_copy_only=False)
-    if not valid.num_chunks:
-        return np.zeros(0, bool)
-    return np.concatenate([c.to_numpy(zero_copy_only=False) for c in valid.chunks])
-
-
 def _action_rows(
     kind: str, table: pa.Table, present: list[str], version: int, keys: list[str], no_pv: bool = False
 ) -> pa.Table | None:
@@ -316,7 +310,7 @@ def _action_rows(
     """
     schema = file_batch_schema(keys)
     cols, valid = _struct_of(table, kind, present)
-    runs = true_runs(_mask(valid))
+    runs = true_runs(bool_mask(valid))
     if not runs:
         return None
     n = sum(b - a for a, b in runs)
@@ -449,7 +443,7 @@ class CheckpointReader:
             if name == "sidecar":
                 tables.append(self.part(sidecar_key(storage, body["path"])).files(version, keys))
         if not tables:
-            return file_batch_schema(keys).empty_table()
+            return empty_table(file_batch_schema(keys))
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tables.delta.log.actions import Metadata, Protocol, dv_unique_id, int64_array
+from tables.delta.log.actions import Metadata, Protocol, dv_unique_id, empty_table, int64_array
 
 
 @dataclass(slots=True)
@@ -120,7 +120,7 @@ def reconcile_files(files: pa.Table) -> tuple[pa.Table, pa.Table]:
 def _split_by_kind(files: pa.Table) -> tuple[pa.Table, pa.Table]:
     is_add = files.column("is_add")
     if pc.all(is_add).as_py():
-        return files, files.schema.empty_table()
+        return files, empty_table(files.schema)
     return files.filter(is_add), files.filter(pc.invert(is_add))
 
 
@@ -134,11 +134,11 @@ def _reconcile_commits(files: pa.Table) -> tuple[pa.Table, pa.Table]:
         # a few commits after a checkpoint: a dict beats starting a group_by (10-20 ms cold)
         last = {k: i for i, k in enumerate(keys.to_pylist())}
         if all_adds and len(last) == files.num_rows:
-            return files, files.schema.empty_table()
+            return files, empty_table(files.schema)
         winners = np.sort(np.fromiter(last.values(), dtype=np.int64, count=len(last)))
         return _split_by_kind(files.take(int64_array(winners)))
     if all_adds and _all_unique(keys):
-        return files, files.schema.empty_table()
+        return files, empty_table(files.schema)
     last_t = (
         pa.table({"k": keys, "i": int64_array(np.arange(files.num_rows))})
         .group_by("k", use_threads=False)
