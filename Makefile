@@ -9,7 +9,7 @@ PORT ?= 8000
 REDIS_PORT ?= 6379
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps test-deps run test test-faults test-postgres test-postgres-all test-cluster test-cluster-all test-connect lint bench clean
+.PHONY: install system-deps test-deps run test test-faults test-postgres test-postgres-all test-cluster test-cluster-all test-connect lint bench bench-scale clean
 
 install: system-deps $(STAMP)
 
@@ -154,6 +154,13 @@ bench: install
 	@$(PY) benchmarks/spark_connect.py
 	@$(PY) benchmarks/owner.py
 	@$(PY) benchmarks/load.py
+
+# the scale ones (about 25 and 5 minutes; a million-commit log and 100,000 tables under /tmp/deltaweb-bench)
+bench-scale: install
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = "0" ] && apt-get install -y -q wrk >/dev/null; }
+	@$(PY) benchmarks/million.py
+	@$(PY) benchmarks/fleet.py --tables 100000
+	@$(PY) benchmarks/objectstore.py --log /tmp/deltaweb-bench/time_travel/million --only none --reps 3 --no-serial
 
 clean:
 	rm -rf $(VENV) var
