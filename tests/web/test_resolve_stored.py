@@ -10,6 +10,7 @@ import pytest
 
 from tables.delta.errors import NotADeltaTableError, TimestampOutOfRangeError
 from tables.delta.history.timestamps import commit_times, resolve_timestamp
+from tables.delta.storage.boundary import LocalStorage
 from tables.services import registration, versions
 from tables.services.errors import ServiceError
 from tables.services.history.query import version_at_time
@@ -76,7 +77,7 @@ def versions_rows(table) -> list[dict]:
     return list(table.commits.values("version", "timestamp"))
 
 
-def test_the_rows_answer_without_the_log_and_newer_times_ask_the_log(tmp_path, settings) -> None:
+def test_the_rows_answer_without_listing_the_log_and_newer_times_ask_it(tmp_path, settings, monkeypatch) -> None:
     path, table = _synced(
         tmp_path, settings, lambda p: ict_table(p, [1000, 2000, 3000, 3600], [None, None, 3500, 4000], 2)
     )
@@ -85,9 +86,17 @@ def test_the_rows_answer_without_the_log_and_newer_times_ask_the_log(tmp_path, s
     # a commit after the sync: a time after the last synced commit asks the log and finds it
     write_commit(path, 4, 5000, ict=4500, actions=[add("part-00004.parquet")])
     assert _served(table, 4600, allow_latest=True)["version"] == 4
-    # the log gone: times the rows decide are still answered, from them alone
+    # a log that cannot be listed (an injected failure): times the rows decide are still answered
+    with monkeypatch.context() as m:
+        m.setattr(LocalStorage, "list_from", _unlistable)
+        m.setattr(LocalStorage, "list_dir", _unlistable)
+        assert _served(table, 3700) == expect
+        assert _served(table, 2500)["version"] == 1
+    # the log gone: the log says so, not the rows
     shutil.move(path / "_delta_log", tmp_path / "moved")
-    assert _served(table, 3700) == expect
-    assert _served(table, 2500)["version"] == 1
-    with pytest.raises(NotADeltaTableError):  # a later time: the log is asked, and is not there
-        versions.resolve(table, _iso(4600), allow_latest=True)
+    with pytest.raises(NotADeltaTableError):
+        versions.resolve(table, _iso(3700))
+
+
+def _unlistable(*_args, **_kw):
+    raise AssertionError("the log was listed")

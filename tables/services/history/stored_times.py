@@ -5,8 +5,9 @@ for an answer the synced rows already hold. A time before the last synced commit
 same answer whatever was committed since (a newer commit's timestamp is later: ICT increase,
 file times are monotonized forward), so `stored_times` gives
 `tables.delta.history.timestamps.resolve_timestamp` the rows' view of the log and the rule,
-its search and its errors stay the core's. Later times, tables never synced, and a row
-missing where the search looks (a version the history never saw) go to the log, as before.
+its search stays the core's. Later times, tables never synced, a row missing where the search
+looks (a version the history never saw), a time out of range and an answer whose commit file is
+gone go to the log, as before: it says why.
 
 The file-time alternative of a version under In-Commit Timestamps is its recorded file time
 made increasing from the commit before it (the log's own monotonization looks at every
@@ -20,7 +21,10 @@ from typing import Any
 
 from django.db import connections, router
 
+from tables.delta.errors import TimestampOutOfRangeError
 from tables.delta.log.ict import IctConfig
+from tables.delta.log.listing import commit_name
+from tables.delta.storage.boundary import as_storage
 from tables.models import Commit, Table
 
 _ROW_SQL = (
@@ -100,11 +104,16 @@ def stored_times(table: Table, t: int) -> StoredTimes | None:
 
 
 def resolve_stored(table: Table, t: int, resolve: Any, **flags: bool) -> dict[str, Any] | None:
-    """`resolve(times, t, **flags)` on the rows, or None when they cannot answer."""
+    """`resolve(times, t, **flags)` on the rows, or None when they cannot answer. The answer's
+    commit file is looked at (one stat, or a HEAD on an object store): a log cleaned up or taken
+    away since the sync is the log's to explain, as is a time out of range."""
     times = stored_times(table, t)
     if times is None:
         return None
     try:
-        return resolve(times, t, **flags)
-    except NotStored:
+        out = resolve(times, t, **flags)
+    except (NotStored, TimestampOutOfRangeError):
         return None
+    if not as_storage(table.location).exists(commit_name(out["version"])):
+        return None
+    return out
