@@ -93,7 +93,7 @@ class _Preview:
         self.limit = limit
         self.rows: list[Found] = []
         self.counts = {"new": 0, "registered": 0, "incomplete": 0}
-        self.checked = 0  # new tables whose log was looked at (the first READY_CHECKED)
+        self.ready = _readiness()
         self.given: set[str] = set()  # names handed out to shown rows, so two new ones differ
 
     def add(self, candidates: list[tuple[str, str]]) -> None:
@@ -105,8 +105,7 @@ class _Preview:
                 row = Found(loc, registered[loc][1], "registered", registered[loc][0])
                 status = "registered"
             else:
-                self.checked += 1
-                status = "incomplete" if self.checked <= READY_CHECKED and not _has_commit(loc) else "new"
+                status = "new" if self.ready(loc) else "incomplete"
             self.counts[status] += 1
             if self.limit is None or len(self.rows) < self.limit:
                 self.rows.append(row or Found(loc, _free_name(name, self.given), status))
@@ -130,6 +129,19 @@ def _registered(locations: list[str]) -> dict[str, tuple[str, str]]:
     return {loc: (slug, name) for loc, slug, name in rows}
 
 
+def _readiness() -> Callable[[str], bool]:
+    """Whether each new table in turn is ready to register: the first READY_CHECKED have their
+    log looked at for a commit (a preview lists 500), the rest are taken as they are."""
+    checked = 0
+
+    def ready(location: str) -> bool:
+        nonlocal checked
+        checked += 1
+        return checked > READY_CHECKED or _has_commit(location)
+
+    return ready
+
+
 def _has_commit(location: str) -> bool:
     """Whether the table's log holds a commit or a checkpoint yet (a writer creating it may have
     made `_delta_log/` only): the first such name of one listing; unreadable counts as none."""
@@ -139,9 +151,9 @@ def _has_commit(location: str) -> bool:
         return False
 
 
-def _walk(prefix: str, walk: Walk) -> Iterator[list[tuple[str, str]]]:
-    """The tables under the prefix as (location, wanted name), in chunks as the walk finds them."""
-    canonical, storage = _prefix(prefix)
+def _walk(canonical: str, storage: Storage, walk: Walk) -> Iterator[list[tuple[str, str]]]:
+    """The tables under the prefix (`_prefix`'s answer) as (location, wanted name), in chunks as
+    the walk finds them."""
     chunk: list[tuple[str, str]] = []
     try:
         for key in walk_tables(storage, walk):
@@ -166,9 +178,9 @@ def preview(prefix: str, user, limit: int | None = PREVIEW_ROWS) -> dict[str, An
     """What registering everything under `prefix` would do, without doing it: the first
     `limit` tables found and the counts of all of them, walked without keeping the rest."""
     _check_role(user)
-    canonical = _prefix(prefix)[0]
+    canonical, storage = _prefix(prefix)
     walk, out = Walk(), _Preview(limit)
-    for chunk in _walk(prefix, walk):
+    for chunk in _walk(canonical, storage, walk):
         out.add(chunk)
     return out.answer({"prefix": canonical}, directoriesListed=walk.dirs_listed, truncated=walk.truncated)
 
@@ -253,16 +265,13 @@ def _new_ones(
 ) -> Iterator[tuple[str, str]]:
     """The new tables of a stream of candidates, with a log holding a commit for the first
     READY_CHECKED of them (as a preview counts them); each chunk's locations go to `seen`."""
-    checked = 0
+    ready = _readiness()
     for chunk in stream:
         if seen is not None:
             seen([loc for loc, _ in chunk])
         registered = _registered([loc for loc, _ in chunk])
         for loc, name in chunk:
-            if loc in registered:
-                continue
-            checked += 1
-            if checked > READY_CHECKED or _has_commit(loc):
+            if loc not in registered and ready(loc):
                 yield loc, name
 
 
@@ -283,8 +292,9 @@ def register_found(
         where: dict[str, str] = {"glueDatabase": glue_database.strip()}
         stream = _chunks(_glue_candidates(where["glueDatabase"]))
     else:
-        where = {"prefix": _prefix(prefix)[0]}
-        stream = _walk(prefix, walk)
+        canonical, storage = _prefix(prefix)
+        where = {"prefix": canonical}
+        stream = _walk(canonical, storage, walk)
     chosen = set(only) if only is not None else None
     registered, skipped = [], []
     for location, name in _new_ones(stream, seen):
