@@ -89,7 +89,7 @@ def resolve(
     flags = {"allow_latest": allow_latest, "allow_earliest": allow_earliest}
     try:
         # a time the synced rows decide is answered from them: opening a long log lists it all
-        out = resolve_stored(table, t, resolve_timestamp, **flags)
+        out = resolve_stored(table, t, **flags)
         if out is None:
             out = resolve_timestamp(commit_times(table.location, owner=owner_of(table)), t, **flags)
     except delta_errors.TimestampOutOfRangeError as exc:

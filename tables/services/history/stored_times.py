@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connections, router
 
 from tables.delta.errors import TimestampOutOfRangeError
+from tables.delta.history.timestamps import resolve_timestamp
 from tables.delta.log.ict import IctConfig
 from tables.delta.log.listing import commit_name
 from tables.delta.storage.boundary import as_storage
@@ -57,13 +58,14 @@ class StoredTimes:
         self.reader = self
         self._rows: dict[int, tuple] = {}
         self._sql = _ROW_SQL.format(table=Commit._meta.db_table)
-        self._cursor = connections[router.db_for_read(Commit)].cursor()
+        self._db = router.db_for_read(Commit)
 
     def _row(self, version: int) -> tuple:
         row = self._rows.get(version)
         if row is None:
-            self._cursor.execute(self._sql, [self.table.pk, version])
-            row = self._cursor.fetchone()
+            with connections[self._db].cursor() as cursor:
+                cursor.execute(self._sql, [self.table.pk, version])
+                row = cursor.fetchone()
             if row is None:
                 raise NotStored(version)
             self._rows[version] = row
@@ -103,15 +105,15 @@ def stored_times(table: Table, t: int) -> StoredTimes | None:
     return times
 
 
-def resolve_stored(table: Table, t: int, resolve: Any, **flags: bool) -> dict[str, Any] | None:
-    """`resolve(times, t, **flags)` on the rows, or None when they cannot answer. The answer's
+def resolve_stored(table: Table, t: int, **flags: bool) -> dict[str, Any] | None:
+    """`resolve_timestamp(times, t, **flags)` on the rows, or None when they cannot answer. The answer's
     commit file is looked at (one stat, or a HEAD on an object store): a log cleaned up or taken
     away since the sync is the log's to explain, as is a time out of range."""
     times = stored_times(table, t)
     if times is None:
         return None
     try:
-        out = resolve(times, t, **flags)
+        out = resolve_timestamp(times, t, **flags)
     except (NotStored, TimestampOutOfRangeError):
         return None
     if not as_storage(table.location).exists(commit_name(out["version"])):
