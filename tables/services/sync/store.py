@@ -225,9 +225,8 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     listed = None  # the look's listing, the continuation's too: a directory of 1,000,000 commits is read once
     if SeenCommit.objects.filter(table=table).exists():
         # first: a log with a commit taken out may not replay at all, and the finding must stay
-        since = chain.sync_window_start(table)
-        last = table.last_synced_version
-        if since is not None and last is not None and since <= last:
+        since = chain.sync_window_start(table)  # None (the whole log) while it is short
+        if since is not None:  # the window starts at or before the last synced version
             listed = list_log_tail(storage, since)
         chain.look(table, storage, since=since, infos=listed)
     elif table.last_synced_version is not None:
