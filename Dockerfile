@@ -20,7 +20,8 @@ COPY static ./static
 COPY manage.py ./
 RUN pip install --no-cache-dir . \
  && DELTAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput
-ENV DELTAWEB_ALLOWED_ROOTS=/data PYTHONUNBUFFERED=1
+# a deployment: the settings refuse to start without DELTAWEB_SECRET_KEY (never a generated one)
+ENV DELTAWEB_ALLOWED_ROOTS=/data PYTHONUNBUFFERED=1 DELTAWEB_PRODUCTION=1
 USER deltaweb
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from deltaweb.kept_secrets import VAR_DIR, kept_secret
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 (BASE_DIR / "var" / "static").mkdir(parents=True, exist_ok=True)
 
@@ -24,13 +26,17 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = env_bool("DELTAWEB_DEBUG", False)
-# Development runs (variable unset) get a throwaway key; a deployment passes the variable,
-# and an empty one is refused rather than silently replaced.
-if "DELTAWEB_SECRET_KEY" in os.environ and not os.environ["DELTAWEB_SECRET_KEY"].strip():
+# The directory of the files a process keeps for itself (var/secret.key); DELTAWEB_VAR_DIR moves it.
+DELTAWEB_VAR_DIR = VAR_DIR
+# A deployment (the image sets DELTAWEB_PRODUCTION=1) passes DELTAWEB_SECRET_KEY and refuses to
+# start without it. A development start without it keeps a random key in var/secret.key (mode
+# 0600), never one derived from anything public. An empty variable is refused either way.
+DELTAWEB_PRODUCTION = env_bool("DELTAWEB_PRODUCTION", False)
+if DELTAWEB_PRODUCTION and "DELTAWEB_SECRET_KEY" not in os.environ:
     from django.core.exceptions import ImproperlyConfigured
 
-    raise ImproperlyConfigured("DELTAWEB_SECRET_KEY is empty: set it to a long random string")
-SECRET_KEY = env("DELTAWEB_SECRET_KEY") or "dev-only-" + (BASE_DIR / "manage.py").as_posix()
+    raise ImproperlyConfigured("DELTAWEB_SECRET_KEY is not set: a production start needs a long random key")
+SECRET_KEY = kept_secret("DELTAWEB_SECRET_KEY", "secret.key")
 ALLOWED_HOSTS = env_list("DELTAWEB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("DELTAWEB_CSRF_TRUSTED_ORIGINS")
 
