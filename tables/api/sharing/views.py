@@ -17,7 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from tables.delta.errors import DeltaError
 from tables.delta.storage.boundary import as_storage
-from tables.models import Recipient, SharedTable, Table
+from tables.models import Recipient, SharedTable
 from tables.services.errors import ServiceError
 from tables.services.sharing import answers, catalog, file_urls, records
 from tables.services.sharing.errors import INTERNAL, INVALID, MISSING, SharingError, from_core
@@ -129,7 +129,7 @@ def _headers(response: HttpResponse, answer: answers.Answer) -> HttpResponse:
 @protocol_view(("GET", "HEAD"))
 def table_version(request: HttpRequest, recipient: Recipient, share: str, schema: str, table: str) -> HttpResponse:
     shared = catalog.shared_table(recipient, share, schema, table)
-    view = SharedView(shared)
+    view = SharedView(shared, recipient.pk)
     starting = request.GET.get("startingTimestamp")
 
     def run() -> int:
@@ -145,7 +145,7 @@ def table_version(request: HttpRequest, recipient: Recipient, share: str, schema
 def table_metadata(request: HttpRequest, recipient: Recipient, share: str, schema: str, table: str) -> HttpResponse:
     shared = catalog.shared_table(recipient, share, schema, table)
     caps = capabilities(request.headers.get(CAPS))
-    answer = _recorded(recipient, shared, "metadata", lambda: answers.metadata(SharedView(shared), caps))
+    answer = _recorded(recipient, shared, "metadata", lambda: answers.metadata(SharedView(shared, recipient.pk), caps))
     return _headers(HttpResponse(answer.ndjson(), content_type=NDJSON), answer)
 
 
@@ -171,7 +171,7 @@ def table_query(request: HttpRequest, recipient: Recipient, share: str, schema: 
     base = endpoint(request)
 
     def run() -> answers.Answer:
-        return answers.query(SharedView(shared), _json_body(request), caps, base)
+        return answers.query(SharedView(shared, recipient.pk), _json_body(request), caps, base)
 
     answer = _recorded(recipient, shared, "query", run)
     return _headers(HttpResponse(answer.ndjson(), content_type=NDJSON), answer)
@@ -186,7 +186,7 @@ def table_changes(request: HttpRequest, recipient: Recipient, share: str, schema
     def run() -> answers.Answer:
         if not shared.change_data:
             raise SharingError(INVALID, f"The change data of {shared} is not shared.")
-        view = SharedView(shared)
+        view = SharedView(shared, recipient.pk)
         start, end, rule = answers.change_range(view, request.GET.dict())
         answer = answers.changes(view, start, end, caps, base)
         answer.rule = rule
@@ -217,12 +217,9 @@ def shared_file(request: HttpRequest, payload: str) -> HttpResponse:
     if request.method not in ("GET", "HEAD"):
         return error_response(SharingError(INVALID, f"{request.method} is not allowed here."))
     try:
+        # a recipient, share, table or window no longer granting it stops its URLs at once
         ref = file_urls.verify(payload, request.GET.get("se", ""), request.GET.get("sig", ""))
-        # a table no longer shared stops serving its URLs before they expire
-        table = Table.objects.filter(pk=ref.table_id, shared_as__isnull=False).distinct().first()
-        if table is None:
-            raise SharingError(MISSING, "This file URL names no shared table.")
-        store = as_storage(table.location)  # the storage boundary confines the key to the roots
+        store = as_storage(ref.table.location)  # the storage boundary confines the key to the roots
         size = store.head(ref.key).size
         span = _byte_range(request.headers.get("Range"), size)
     except SharingError as exc:

@@ -6,7 +6,6 @@ lines, the version it is of, and what it served (recorded by tables.services.sha
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +18,7 @@ from tables.delta.snapshot.dv import dv_location
 from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.state import load_snapshot, load_table_config
 from tables.services.sharing.errors import INVALID, SharingError, from_core
-from tables.services.sharing.file_urls import file_url, url_seconds
+from tables.services.sharing.file_urls import Grant, Signer
 from tables.services.sharing.predicates import PartitionFilter
 from tables.services.sharing.window import DELTA, Resolved, SharedView, int_param, response_format
 
@@ -47,8 +46,8 @@ def _protocol_line(protocol: Protocol, fmt: str) -> dict[str, Any]:
     return {"protocol": {"minReaderVersion": 1}}
 
 
-def _metadata_line(md: Metadata, fmt: str, version: int | None = None, **more: Any) -> dict[str, Any]:
-    body = {k: v for k, v in md.to_dict().items() if v is not None}
+def _metadata_line(view: SharedView, md: Metadata, fmt: str, version: int | None = None, **more: Any) -> dict[str, Any]:
+    body = view.metadata_body(md)
     if fmt == DELTA:
         out: dict[str, Any] = {"deltaMetadata": body, **more}
     else:
@@ -70,22 +69,25 @@ def metadata(view: SharedView, caps: dict[str, list[str]]) -> Answer:
     except DeltaError as exc:
         raise from_core(exc, view.shared.table) from exc
     fmt = response_format(caps, config.protocol)
-    lines = [_protocol_line(config.protocol, fmt), _metadata_line(config.metadata, fmt)]
+    lines = [_protocol_line(config.protocol, fmt), _metadata_line(view, config.metadata, fmt)]
     return Answer(version, fmt, lines)
 
 
 class _Urls:
-    """Each file's URL, signed once per answer with one expiry."""
+    """Each file's URL, signed once per answer with one expiry, for the recipient, the shared
+    table and the versions (first..last) the answer covers."""
 
-    def __init__(self, view: SharedView, base: str) -> None:
-        self.view, self.base = view, base
-        self.expires = int(time.time() * 1000) + url_seconds() * 1000
+    def __init__(self, view: SharedView, base: str, first: int, last: int) -> None:
+        self.view = view
+        grant = Grant(view.recipient_id, view.shared.pk, view.shared.table_id, first, last)
+        self.sign = Signer(view.storage, grant, base)
+        self.expires = self.sign.expires
 
     def key(self, log_path: str) -> str:
         return self.view.storage.resolve(log_path)
 
     def __call__(self, log_path: str) -> str:
-        return file_url(self.view.storage, self.view.shared.table_id, self.key(log_path), self.base, self.expires)
+        return self.sign(self.key(log_path))
 
     def dv(self, descriptor: dict[str, Any] | None) -> dict[str, Any] | None:
         """An on-disk deletion vector as an absolute URL the recipient can fetch ('p')."""
@@ -93,8 +95,7 @@ class _Urls:
             return descriptor
         where = dv_location(descriptor)
         key = self.view.storage.resolve(where) if "://" in where else where
-        url = file_url(self.view.storage, self.view.shared.table_id, key, self.base, self.expires)
-        return {**descriptor, "storageType": "p", "pathOrInlineDv": url}
+        return {**descriptor, "storageType": "p", "pathOrInlineDv": self.sign(key)}
 
 
 def file_id(path: str) -> str:
@@ -184,13 +185,13 @@ def query(view: SharedView, body: dict[str, Any], caps: dict[str, list[str]], ba
     except DeltaError as exc:
         raise from_core(exc, view.shared.table) from exc
     fmt = response_format(caps, snap.protocol)
-    urls = _Urls(view, base)
+    urls = _Urls(view, base, snap.version, snap.version)
     pruning = PartitionFilter(snap.metadata, json_hint, sql_hints)
     asked = body.get("version") is not None or body.get("timestamp") is not None
     ts = view.timestamp_of(snap.version) if asked else None
     answer = Answer(snap.version, fmt, rule=resolved.rule)
     head = _metadata_line(
-        snap.metadata, fmt, snap.version if asked else None, size=snap.size_bytes, numFiles=snap.num_files
+        view, snap.metadata, fmt, snap.version if asked else None, size=snap.size_bytes, numFiles=snap.num_files
     )
     answer.lines += [_protocol_line(snap.protocol, fmt), head]
     kept = [
@@ -220,7 +221,7 @@ def change_range(view: SharedView, params: dict[str, Any]) -> tuple[int, int, st
         raise SharingError(INVALID, "startingVersion or startingTimestamp is required.")
     end = view.latest if end is None else end
     if end < start:
-        raise SharingError(INVALID, f"The ending version ({end}) is before the starting version ({start}).")
+        raise SharingError(INVALID, "The ending version is before the starting version.")
     view.check(start, "startingVersion")
     view.check(end, "endingVersion")
     return start, end, rule
@@ -233,6 +234,8 @@ def changes(
     data files when it has some, else its added and removed files (`dataChange`); without
     (a query's startingVersion), its added and removed files."""
     end = view.latest if end is None else end
+    if end < start:
+        raise SharingError(INVALID, "endingVersion is before startingVersion.")
     view.check(start, "startingVersion")
     view.check(min(end, view.latest), "endingVersion")
     end = min(end, view.latest)
@@ -241,9 +244,9 @@ def changes(
         last = load_table_config(view.storage, view.listing, end)
         view.times.warm(start, end)
         fmt = response_format(caps, last.protocol)
-        urls = _Urls(view, base)
+        urls = _Urls(view, base, start, end)
         answer = Answer(end, fmt, start=start, end=end)
-        answer.lines += [_protocol_line(last.protocol, fmt), _metadata_line(first.metadata, fmt, start)]
+        answer.lines += [_protocol_line(last.protocol, fmt), _metadata_line(view, first.metadata, fmt, start)]
         for version in range(start, end + 1):
             _version_lines(view, answer, urls, version, cdf)
     except DeltaError as exc:
@@ -257,7 +260,7 @@ def _version_lines(view: SharedView, answer: Answer, urls: _Urls, version: int, 
     has_cdc = cdf and any(name == "cdc" for name, _b in actions)
     for name, body in actions:
         if name == "metaData" and answer.format == DELTA and version > (answer.start or 0):
-            answer.lines.append(_metadata_line(Metadata.from_dict(body), DELTA, version))
+            answer.lines.append(_metadata_line(view, Metadata.from_dict(body), DELTA, version))
             continue
         if not isinstance(body, dict) or not isinstance(body.get("path"), str):
             continue

@@ -1,16 +1,21 @@
 """A shared table as a recipient sees it: its storage, its log and the window of its history
 the share gives (first..last version), versions and timestamps resolved by the core's rules
-(TIMESTAMP AS OF with In-Commit Timestamps), and each answer's format chosen."""
+(TIMESTAMP AS OF with In-Commit Timestamps), and each answer's format chosen.
+
+The window is the table as far as the recipient can tell: a timestamp is resolved over the
+shared versions only, and every refusal, rule and metadata line speaks of those versions and
+their times, never of the versions outside it, their times or how many there are."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from tables.delta.errors import DeltaError, TimestampOutOfRangeError
 from tables.delta.history.timestamps import CommitTimes, commit_times, format_ms, parse_timestamp, resolve_timestamp
-from tables.delta.log.actions import Protocol
+from tables.delta.log.actions import Metadata, Protocol
+from tables.delta.log.ict import TIMESTAMP_KEYS, VERSION_KEYS, IctConfig
 from tables.delta.log.listing import LogListing, available_versions, list_log
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import SharedTable
@@ -31,6 +36,7 @@ class Resolved:
 @dataclass
 class SharedView:
     shared: SharedTable
+    recipient_id: int = 0  # whom its file URLs are issued to
     storage: Storage = field(init=False)
 
     def __post_init__(self) -> None:
@@ -42,13 +48,22 @@ class SharedView:
 
     @cached_property
     def times(self) -> CommitTimes:
-        return commit_times(self.storage, self.listing)
+        """The commits' times as the window shows them: only its versions are searched, and
+        In-Commit Timestamps enabled before it are on for all of it (after it, off)."""
+        full = commit_times(self.storage, self.listing)
+        ict, ev = full.ict, full.ict.enablement_version
+        if ict.enabled and ev is not None and ev <= self.first:
+            ict = IctConfig(True, None, None)
+        elif ict.enabled and ev is not None and ev > self.latest:
+            ict = IctConfig(False, None, None)
+        return replace(full, earliest=self.first, latest=self.latest, ict=ict)
 
     @cached_property
     def _range(self) -> tuple[int, int]:
         found = available_versions(self.listing)
-        if found is None:
-            raise SharingError(MISSING, f"Table {self.shared} has no readable version.")
+        first, last = self.shared.first_version, self.shared.last_version
+        if found is None or (first is not None and found[1] < first) or (last is not None and found[0] > last):
+            raise SharingError(MISSING, f"Table {self.shared} has no readable version in the history shared.")
         return found
 
     @property
@@ -69,28 +84,54 @@ class SharedView:
         return f"versions {first if first is not None else 0}..{last if last is not None else 'latest'}"
 
     def check(self, version: int, what: str = "version") -> int:
-        """`version` when the window shares it, else refused in the protocol's shape."""
+        """`version` when the window shares it, else refused in the protocol's shape; the
+        refusal names the window, not the version asked nor what the table holds beyond it."""
         first, last = self.shared.first_version, self.shared.last_version
         if (first is not None and version < first) or (last is not None and version > last):
             raise SharingError(
-                INVALID, f"{what} {version} is outside the history shared for {self.shared}: {self.window_text()}"
+                INVALID, f"The {what} asked is outside the history shared for {self.shared}: {self.window_text()}"
             )
-        if version > self._range[1] or version < self._range[0]:
+        if version > self.latest or version < self.first:
             raise SharingError(
                 MISSING,
-                f"{what} {version} of {self.shared} cannot be read: the versions available are "
-                f"{self._range[0]}..{self._range[1]}",
+                f"The {what} asked of {self.shared} cannot be read: the versions available are "
+                f"{self.first}..{self.latest}",
             )
         return version
+
+    def metadata_body(self, md: Metadata) -> dict[str, Any]:
+        """A metaData action as the window shows it: without the time the table was created nor
+        when In-Commit Timestamps were enabled, where those lie before the window."""
+        body = {k: v for k, v in md.to_dict().items() if v is not None}
+        if self.first > 0:
+            body.pop("createdTime", None)
+            conf = body.get("configuration") or {}
+            enabled_at = next((conf[k] for k in VERSION_KEYS if k in conf), None)
+            if enabled_at is not None and (not str(enabled_at).isdigit() or int(enabled_at) <= self.first):
+                body["configuration"] = {
+                    k: v for k, v in conf.items() if k not in VERSION_KEYS and k not in TIMESTAMP_KEYS
+                }
+        return body
 
     def timestamp_of(self, version: int) -> int | None:
         return self.times.timestamp(version)[0]
 
+    def _resolve(self, t: int, **allow: bool) -> dict[str, Any]:
+        """The core's TIMESTAMP AS OF over the window's versions, its rule said of them only."""
+        found = resolve_timestamp(self.times, t, alternatives=False, **allow)
+        lo, hi = found["searchRange"]
+        by = "inCommitTimestamp" if found["source"] == "ict" else "commit file modification time (monotonized)"
+        found["rule"] = (
+            f"versions {lo}..{hi - 1} of the history shared were searched by {by}: version {found['version']} "
+            f"is the latest committed at or before {format_ms(t)}"
+        )
+        return found
+
     def at_or_before(self, text: str) -> Resolved:
         """TIMESTAMP AS OF `text` as deltaweb resolves it (the latest version committed at or
-        before it; ICT where the table uses them), then checked against the window."""
+        before it; ICT where the table uses them), over the window's versions."""
         try:
-            found = resolve_timestamp(self.times, parse_timestamp(text), alternatives=False)
+            found = self._resolve(parse_timestamp(text))
         except DeltaError as exc:
             raise from_core(exc, self.shared.table) from exc
         return Resolved(self.check(found["version"]), found["rule"], found["commitTimestamp"])
@@ -100,7 +141,7 @@ class SharedView:
         the first commit is its first version; one after the latest is refused."""
         try:
             t = parse_timestamp(text)
-            found = resolve_timestamp(self.times, t, allow_latest=True, alternatives=False)
+            found = self._resolve(t, allow_latest=True)
         except TimestampOutOfRangeError as exc:
             if exc.details.get("reason") != "before_earliest":
                 raise from_core(exc, self.shared.table) from exc
