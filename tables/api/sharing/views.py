@@ -29,6 +29,7 @@ NDJSON = "application/x-ndjson; charset=utf-8"
 CAPS = "delta-sharing-capabilities"
 CHUNK = 4 << 20  # a file's bytes are streamed in pieces of this size
 MAX_BODY = 1 << 20
+MAX_DEPTH = 64  # a body's arrays and objects nested deeper are refused before anything walks them
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -39,7 +40,10 @@ def endpoint(request: HttpRequest) -> str:
 
 
 def error_response(exc: SharingError) -> JsonResponse:
-    return JsonResponse(exc.body(), status=exc.status)
+    response = JsonResponse(exc.body(), status=exc.status)
+    if exc.extra.get("retry_after"):
+        response["Retry-After"] = str(exc.extra["retry_after"])
+    return response
 
 
 def protocol_view(methods: tuple[str, ...]) -> Callable:
@@ -56,7 +60,7 @@ def protocol_view(methods: tuple[str, ...]) -> Callable:
                 response["Allow"] = ", ".join(methods)
                 return response
             try:
-                recipient = authenticate(request.headers.get("Authorization"))
+                recipient = authenticate(request)
                 return view(request, recipient, **kwargs)
             except SharingError as exc:
                 return error_response(exc)
@@ -161,7 +165,21 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
         raise SharingError(INVALID, "The request body is not JSON.") from None
     if not isinstance(body, dict):
         raise SharingError(INVALID, "The request body must be a JSON object.")
+    if _depth(body) > MAX_DEPTH:
+        raise SharingError(INVALID, f"The request body is nested deeper than {MAX_DEPTH} levels.")
     return body
+
+
+def _depth(value: Any) -> int:
+    """How deep a decoded JSON value nests its arrays and objects, walked without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:  # deeper is refused: its inside need not be walked
+                stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 @protocol_view(("POST",))

@@ -15,8 +15,17 @@ DENIED = "PERMISSION_DENIED"
 MISSING = "RESOURCE_DOES_NOT_EXIST"
 UNSUPPORTED = "UNSUPPORTED_OPERATION"
 INTERNAL = "INTERNAL_ERROR"
+THROTTLED = "RESOURCE_EXHAUSTED"  # too many wrong tokens from one address (429, with Retry-After)
 
-STATUS = {INVALID: 400, UNAUTHENTICATED: 401, DENIED: 403, MISSING: 404, UNSUPPORTED: 400, INTERNAL: 500}
+STATUS = {
+    INVALID: 400,
+    UNAUTHENTICATED: 401,
+    DENIED: 403,
+    MISSING: 404,
+    UNSUPPORTED: 400,
+    THROTTLED: 429,
+    INTERNAL: 500,
+}
 
 
 class SharingError(ServiceError):
@@ -26,6 +35,7 @@ class SharingError(ServiceError):
         super().__init__(message, code=code, status=STATUS.get(code, 400), **extra)
 
     def body(self) -> dict[str, Any]:
+        """The protocol's error shape (a `retry_after` extra becomes the Retry-After header)."""
         return {"errorCode": self.code, "message": self.message}
 
 

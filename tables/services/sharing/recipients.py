@@ -1,5 +1,7 @@
 """Recipients' bearer tokens: issued (shown once, only the SHA-256 kept), expiring, revocable;
-the profile file a recipient downloads; and the authentication of every protocol request."""
+the profile file a recipient downloads; and the authentication of every protocol request, with
+failed tokens counted per client address (DELTAWEB_SHARING_TOKEN_RATE, as the sign-in throttle
+counts failed passwords) and refused alike whether unknown, expired or revoked."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import caches
+from django.http import HttpRequest
 from django.utils import timezone
 
 from tables.models import Recipient
-from tables.services.sharing.errors import UNAUTHENTICATED, SharingError
+from tables.services.access.signin_throttle import client_address, parse_rate
+from tables.services.sharing.errors import THROTTLED, UNAUTHENTICATED, SharingError
 
 TOKEN_BYTES = 32
 PROFILE_VERSION = 1
@@ -55,18 +60,47 @@ def _iso(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
-def authenticate(header: str | None) -> Recipient:
-    """The recipient of an `Authorization: Bearer <token>` header, else UNAUTHENTICATED (a
-    missing, unknown, expired or revoked token alike: which one is not told)."""
+def _failures_key(request: HttpRequest) -> str:
+    address = client_address(request)
+    return f"sharing-token-fail:{hashlib.sha256(address.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}"
+
+
+def _rate() -> tuple[int, int]:
+    return parse_rate(getattr(settings, "DELTAWEB_SHARING_TOKEN_RATE", "20/minute"))
+
+
+def _count_failure(request: HttpRequest) -> None:
+    """One more wrong token from this address; the window starts at the first and is not
+    extended by later ones."""
+    cache, key = caches["shared"], _failures_key(request)
+    _, window = _rate()
+    if not cache.add(key, 1, window):
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, window)
+
+
+def authenticate(request: HttpRequest) -> Recipient:
+    """The recipient of the request's `Authorization: Bearer <token>`, else UNAUTHENTICATED (a
+    missing, unknown, expired or revoked token alike: which one is not told). An address that
+    sent DELTAWEB_SHARING_TOKEN_RATE wrong tokens is refused (429) before any token is looked at
+    until its window ends."""
+    header = request.headers.get("Authorization")
     if not header or not header.startswith("Bearer "):
         raise SharingError(UNAUTHENTICATED, "A bearer token is required: Authorization: Bearer <token>.")
+    limit, window = _rate()
+    if (caches["shared"].get(_failures_key(request)) or 0) >= limit:
+        raise SharingError(
+            THROTTLED, f"Too many wrong bearer tokens from this address: try again in {window} s.", retry_after=window
+        )
     token = header[len("Bearer ") :].strip()
-    if not token or len(token) > 200:
+    recipient = Recipient.objects.filter(token_hash=digest(token)).first() if 0 < len(token) <= 200 else None
+    if (
+        recipient is None
+        or recipient.revoked_at is not None
+        or (recipient.expires_at is not None and recipient.expires_at <= timezone.now())
+    ):
+        _count_failure(request)
         raise SharingError(UNAUTHENTICATED, "The bearer token is not valid.")
-    recipient = Recipient.objects.filter(token_hash=digest(token)).first()
-    now = timezone.now()
-    if recipient is None or recipient.revoked_at is not None:
-        raise SharingError(UNAUTHENTICATED, "The bearer token is not valid.")
-    if recipient.expires_at is not None and recipient.expires_at <= now:
-        raise SharingError(UNAUTHENTICATED, "The bearer token has expired.")
     return recipient
