@@ -95,6 +95,27 @@ class KeepTargetError(DeltaError):
     code = "keep_target_exists"
 
 
+class KeepInsideTableError(KeepTargetError):
+    """A kept version's location inside a Delta table (a `_delta_log` in an ancestor, after its
+    symbolic links and '..'), any table, registered or not: its VACUUM would delete the copy."""
+
+    code = "keep_target_in_table"
+
+
+class KeepAtRootError(KeepTargetError):
+    """A kept version's location that is an allowed root itself, or holds one: the kept table
+    would hold every table under the root."""
+
+    code = "keep_target_is_root"
+
+
+class PinStoreRefusedError(KeepTargetError):
+    """A pin store (DELTAWEB_PIN_STORE) where no kept version may go: an allowed root itself or
+    a directory that holds one, inside a Delta table, or a system directory."""
+
+    code = "pin_store_refused"
+
+
 # object stores: the error codes (S3, Azure, GCS, STS) that mean refused credentials
 ACCESS_CODES = (
     "InvalidAccessKeyId",

@@ -27,6 +27,7 @@ from tables.delta import errors as delta_errors
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import is_uri
 from tables.delta.write.keep import discard_kept, keep_version, settle_held
+from tables.delta.write.keep_place import check_pin_store
 from tables.models import Pin, PinEvent, PinState, Table
 from tables.services import jobs
 from tables.services.access import roles
@@ -66,6 +67,23 @@ def _version(value: Any) -> int:
     return value
 
 
+STORE_REFUSED = (
+    "Pins cannot be written: the pin store is {why}; an administrator must set DELTAWEB_PIN_STORE to a "
+    "directory of its own outside every table and allowed root (see docs/pins.md)."
+)
+
+
+def check_store(look: bool = True) -> None:
+    """The pin store's rule (the core's `check_pin_store`: not a system directory, not an
+    allowed root nor above one, not inside a Delta table), checked again before each pin is
+    written (the app's start checks it too, tables/apps.py). A ServiceError that names no
+    server directory."""
+    try:
+        check_pin_store(str(settings.DELTAWEB_PIN_STORE), list(settings.DELTAWEB_ALLOWED_ROOTS), look=look)
+    except delta_errors.PinStoreRefusedError as exc:
+        raise ServiceError(STORE_REFUSED.format(why=exc.details.get("why", "refused")), exc.code, 503) from None
+
+
 def store_location(table: Table, pin: Pin) -> str:
     """Where a pin's kept table lives: <store>/<table id>/<pin id>-v<version>."""
     root = str(settings.DELTAWEB_PIN_STORE).rstrip("/")
@@ -100,6 +118,7 @@ def create_pin(
     name, reason = _text(name, "name", MAX_NAME), _text(reason, "reason", MAX_TEXT)
     if expires_at is not None and expires_at <= timezone.now():
         raise ServiceError("The pin's expiry must lie in the future.", "invalid_pin")
+    check_store()
     if background is None:
         background = is_uri(table.location) or is_uri(str(settings.DELTAWEB_PIN_STORE))
     try:
@@ -137,7 +156,8 @@ def _send(pk: int) -> None:
 
 def _write(pin: Pin, actor: Any) -> Pin:
     """Keep the pin's version in the store (hold=None: legal holds where the table's bucket has
-    Object Lock, else links or copies) and make the pin active."""
+    Object Lock, else links or copies) and make the pin active; the store checked first."""
+    check_store()
     kept = keep_version(pin.table.location, pin.version, pin.store_location, hold=None)
     protection = _protection(kept.placed)
     Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).update(
@@ -157,6 +177,11 @@ def write_pin(pk: int) -> dict[str, Any]:
         return {"skipped": True}
     try:
         pin = _write(pin, None)
+    except ServiceError as exc:  # the store refused: nothing was written
+        message = one_line(exc.message)
+        Pin.objects.filter(pk=pk, state=PinState.WRITING).update(state=PinState.FAILED, error=message)
+        event(pin, None, PinState.WRITING, PinState.FAILED, message)
+        return {"failed": message}
     except delta_errors.DeltaError as exc:
         message = one_line(from_delta(exc, table=pin.table).message)
         Pin.objects.filter(pk=pk, state=PinState.WRITING).update(state=PinState.FAILED, error=message)

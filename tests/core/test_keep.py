@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tables.delta import cli
+from tables.delta.errors import KeepTargetError
 from tests.core.builders import writable
 
 deltalake = pytest.importorskip("deltalake")
@@ -196,3 +197,50 @@ def test_refusals(golden_copy, tmp_path, capsys):
     commit.write_text(text.replace(first, json.dumps(action)))
     assert "outside the allowed roots" in keep_fails(capsys, src, tmp_path / "other")
     assert not (tmp_path / "other").exists()
+
+
+def test_a_version_is_never_kept_inside_another_table(golden_copy, tmp_path, capsys):
+    """`--into` a folder inside another table (its own or a registered one's), a symbolic link
+    to such a folder, or a path that climbs back into one with '..': status 2, one error line
+    with the refusal's code and what to do, and nothing written there."""
+    src = writable(golden_copy("table-with-columnmapping-mode-name"))
+    other = writable(golden_copy("basic-with-inserts-deletes-checkpoint"))
+    before = sorted(p.relative_to(other) for p in other.rglob("*"))
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(other / "_delta_log" / "..", target_is_directory=True)
+    (other / "sub").mkdir()
+    (tmp_path / "deep").symlink_to(other / "sub", target_is_directory=True)
+    for into in (
+        other / "pins",
+        other / "sub" / "deeper" / "pin",
+        tmp_path / "link" / "pin",
+        tmp_path / "deep" / "pin",
+        tmp_path / "elsewhere" / ".." / other.name / "pin",
+    ):
+        err = keep_fails(capsys, src, into)
+        assert f"inside the Delta table {other}: its VACUUM would delete" in err, err
+        assert "choose a location outside every table" in err, err
+        with pytest.raises(KeepTargetError) as refused:
+            keep(src, 0, into)
+        assert refused.value.code == "keep_target_in_table"
+    (other / "sub").rmdir()
+    assert sorted(p.relative_to(other) for p in other.rglob("*")) == before  # nothing written there
+    assert not (tmp_path / "elsewhere" / "pin").exists()
+    keep(src, 0, tmp_path / "elsewhere" / "pin")  # beside the tables, it works
+
+
+def test_a_version_is_never_kept_as_an_allowed_root_itself(golden_copy, tmp_path, capsys, monkeypatch):
+    """With allowed roots configured (DELTAWEB_ALLOWED_ROOTS), a kept table is never written
+    at the top of one: it would hold every table registered under it."""
+    roots = tmp_path / "roots"
+    roots.mkdir()
+    src = writable(golden_copy("table-with-columnmapping-mode-name")).rename(roots / "src")
+    monkeypatch.setenv("DELTAWEB_ALLOWED_ROOTS", str(roots))
+    for into in (roots, roots / "src" / "..", tmp_path):
+        err = keep_fails(capsys, src, into)
+        assert "is an allowed root (or holds one)" in err and "choose a new folder below the root" in err, err
+        with pytest.raises(KeepTargetError) as refused:
+            keep(src, 0, into)
+        assert refused.value.code == "keep_target_is_root"
+    assert not (roots / LOG).exists()
+    keep(src, 0, roots / "kept")

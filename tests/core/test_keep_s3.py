@@ -58,3 +58,22 @@ def test_server_side_copies_into_the_pin_prefix(s3):
     with pytest.raises(Exception):  # noqa: B017 (delta-rs raises its own I/O errors) the table lost version 1
         rows(s3, table, 1)
     assert rows(s3, kept) == expected == rows(s3, elsewhere)
+
+
+def test_never_kept_inside_another_s3_table(s3):
+    """An object-store DIR under another table's prefix (a `_delta_log/` above it) is refused
+    before anything is written, as on disk; beside it, it is kept."""
+    from tables.delta.errors import KeepInsideTableError
+
+    prefix = f"s3://{PLAIN}/t-{uuid.uuid4().hex[:8]}"
+    table, other = f"{prefix}/table", f"{prefix}/other"
+    write_table(s3, table)
+    write_table(s3, other)
+    client = s3.boto3()
+    key = other.split("/", 3)[3]
+    before = sorted(o["Key"] for o in client.list_objects_v2(Bucket=PLAIN, Prefix=key)["Contents"])
+    with pytest.raises(KeepInsideTableError) as refused:
+        keep_version(table, 1, f"{other}/pins/deep/v1")
+    assert f"inside the Delta table {other}" in str(refused.value) and refused.value.code == "keep_target_in_table"
+    assert sorted(o["Key"] for o in client.list_objects_v2(Bucket=PLAIN, Prefix=key)["Contents"]) == before
+    assert keep_version(table, 1, f"{prefix}/pins/v1").files

@@ -306,3 +306,42 @@ def test_a_pin_written_by_a_worker_fails_clearly(users, table):
     assert pin.state == PinState.FAILED and "999" in pin.error
     assert not Path(pin.store_location).exists() or not any(Path(pin.store_location).rglob("*.json"))
     assert pins.write_pin(pin.pk) == {"skipped": True}  # claimed once: a failed pin is not written again
+
+
+def test_pins_are_never_written_where_they_may_not_be(client, users, table, settings, tmp_path, golden_copy):
+    """A pin store inside a registered table, at the allowed root itself, or under /etc: the
+    pin is refused with one line saying what to do, no pin row is left and nothing is written
+    there. The app refuses to start with such a store."""
+    import subprocess
+    import sys
+
+    root = settings.DELTAWEB_ALLOWED_ROOTS[0]
+    src = writable(golden_copy("table-with-columnmapping-mode-name")).rename(Path(root) / "other")
+    registration.register_table("other", str(src))  # another registered table
+    before = sorted(p.relative_to(src) for p in src.rglob("*"))
+    (tmp_path / "alias").symlink_to(src, target_is_directory=True)
+    for store in (str(src / "pins"), str(tmp_path / "alias" / "pins"), root, "/etc/pins"):
+        settings.DELTAWEB_PIN_STORE = store
+        r = api(client, users["analyst"], "post", f"/api/tables/{table.pk}/pins/",
+                {"version": VERSION, "name": f"p{len(store)}", "reason": "why"})  # fmt: skip
+        assert r.status_code == 503, (store, r.content)
+        error = r.json()["error"]
+        assert error["code"] == "pin_store_refused", error
+        assert "an administrator must set DELTAWEB_PIN_STORE" in error["message"] and store not in error["message"]
+        assert not Pin.objects.exists()
+    assert sorted(p.relative_to(src) for p in src.rglob("*")) == before
+    assert not os.path.exists("/etc/pins") and not (Path(root) / "_delta_log").exists()
+
+    env = {**os.environ, "DELTAWEB_PIN_STORE": "/etc/pins", "DELTAWEB_ALLOWED_ROOTS": root}
+    started = subprocess.run(
+        [sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert started.returncode != 0
+    assert (
+        "ImproperlyConfigured: the pin store /etc/pins is a system directory; set DELTAWEB_PIN_STORE" in started.stderr
+    )
+    env["DELTAWEB_PIN_STORE"] = str(src / "pins")
+    started = subprocess.run(
+        [sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert f"lies inside the Delta table {src}" in started.stderr

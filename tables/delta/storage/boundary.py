@@ -51,6 +51,7 @@ __all__ = [
     "Storage",
     "allowed_roots",
     "as_storage",
+    "canonical",
     "is_under",
     "is_uri",
     "local_path",
@@ -59,6 +60,7 @@ __all__ = [
     "roots_provider",
     "same_table",
     "set_roots_provider",
+    "table_around",
 ]
 
 
@@ -577,3 +579,67 @@ def place_file(source: Storage, key: str, dest: Storage, into: str) -> str:
 def same_table(a: Storage | str, b: Storage | str) -> bool:
     """Whether two locations name the same table root."""
     return as_storage(a).display() == as_storage(b).display()
+
+
+LOG_DIR_NAME = "_delta_log"
+
+
+def _local_table_around(location: str, itself: bool) -> str | None:
+    # both where its symbolic links lead (the writes land there) and the path as written, with
+    # '..' taken away (a reader may list a table through a link)
+    raw = os.path.abspath(local_path(location))
+    real = _resolved(raw)
+    for path in dict.fromkeys(p for p in (real, raw) if p):
+        for parent in [Path(path)][: int(itself)] + list(Path(path).parents):
+            try:
+                if os.path.isdir(os.path.join(parent, LOG_DIR_NAME)):
+                    return str(parent)
+            except (OSError, ValueError):
+                continue
+    return None
+
+
+def _object_table_around(location: str, options: dict[str, Any] | None, itself: bool) -> str | None:
+    from tables.delta.storage.objectstore import ObjectStoreStorage
+    from tables.delta.storage.objectstore_config import parse_location
+
+    loc = parse_location(location)
+    parts = loc.prefix.split("/") if loc.prefix else []
+    opts = options if options is not None else options_for(location)
+    for n in range(len(parts) - (0 if itself else 1), -1, -1):  # the nearest prefix first, the bucket's root last
+        above = loc.uri("/".join(parts[:n]))
+        storage = ObjectStoreStorage(above, roots=(above,), options=opts)
+        if storage.is_dir(LOG_DIR_NAME):  # one listing of `<prefix>/_delta_log/` each
+            return above
+    return None
+
+
+def table_around(
+    location: str | os.PathLike[str], options: dict[str, Any] | None = None, itself: bool = False
+) -> str | None:
+    """The Delta table a location lies inside, or None: the nearest directory (object-store
+    prefix) above it (with `itself`, the location too) that holds a `_delta_log`, whether any catalog knows the table or
+    not. A local location is looked at as written (its '..' taken away) and with its symbolic
+    links resolved; an object-store location by one listing per prefix above it, up to its
+    bucket. Whatever is written there, that table's VACUUM would count as its own to delete."""
+    text = os.fspath(location)
+    if is_uri(text):
+        from tables.delta.storage.objectstore import is_object_location
+
+        if is_object_location(text):
+            return _object_table_around(text, options, itself)
+    return _local_table_around(text, itself)
+
+
+def canonical(location: str | os.PathLike[str]) -> str:
+    """A location as confinement compares it: a local one absolute with its symbolic links and
+    '..' resolved, an object-store one as its canonical prefix URI (no trailing slash)."""
+    text = os.fspath(location)
+    if is_uri(text):
+        from tables.delta.storage.objectstore import is_object_location
+        from tables.delta.storage.objectstore_config import parse_location
+
+        if is_object_location(text):
+            return parse_location(text).root
+    raw = os.path.abspath(local_path(text))
+    return _resolved(raw) or raw

@@ -38,6 +38,7 @@ from tables.delta.snapshot.dv import deletion_vector_file, dv_location, z85_enco
 from tables.delta.snapshot.files import log_add_actions
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage, place_file
+from tables.delta.write.keep_place import check_keep_place
 
 KEPT_DIR = "_kept"  # where files whose own path cannot be kept go (a name VACUUM leaves alone)
 OPERATION = "KEEP VERSION"
@@ -98,13 +99,15 @@ def kept_key(key: str) -> tuple[str, bool]:
 
 
 def _check_target(source: Storage, dest: Storage) -> None:
-    """The kept table must be new and outside the source: files inside the source's root
-    that its log does not name are what the source's VACUUM deletes."""
+    """The kept table must be new, outside the source (files inside the source's root that
+    its log does not name are what the source's VACUUM deletes) and outside every other table
+    and allowed root (`check_keep_place`)."""
     inner, outer = dest.display().rstrip("/"), source.display().rstrip("/")
     if inner == outer or inner.startswith(outer + "/"):
         raise KeepTargetError(
             f"{dest.display()} lies inside the table it keeps a version of; that table's VACUUM would delete it"
         )
+    check_keep_place(dest.location)
     try:
         existing = list(dest.list_from(LOG_DIR))
     except FileNotFoundError:
@@ -269,7 +272,8 @@ def keep_version(source: Storage | str, version: int, into: Storage | str, hold:
     files placed (linked, server-copied or copied), then version 0, then its checkpoint.
     With `hold` (None: when the source's bucket has Object Lock), legal holds on the exact
     object versions instead of copies, the adds naming them by absolute URI.
-    KeepTargetError when `into` is a table already; the source's errors (a version not
+    KeepTargetError when `into` is a table already, lies inside one or is an allowed root
+    (`check_keep_place`); the source's errors (a version not
     there any more, a path outside its roots) before anything is written."""
     src, dest = as_storage(source), as_storage(into)
     snap = load_snapshot(src, version)
