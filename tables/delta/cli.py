@@ -571,8 +571,12 @@ def _verify_text(p: dict[str, Any]) -> str:
             rows.append([c["version"], "unreadable", "", c["error"], ""])
         for m in c["mismatches"]:
             rows.append([c["version"], "MISMATCH", m["field"], _compact(m["expected"]), _compact(m["found"])])
+        # fields an older writer's checksum does not carry: said, never a disagreement
+        missing = f"{', '.join(c['notRecorded'])}: not recorded by its writer" if c.get("notRecorded") else ""
         if c["ok"]:
-            rows.append([c["version"], "ok", "", "", ""])
+            rows.append([c["version"], "ok", missing, "", ""])
+        elif missing:
+            rows.append([c["version"], "", missing, "", ""])
     bad = sum(1 for c in p["checksums"] if not c["ok"])
     text = _table(["version", "checksum", "field", "expected (.crc)", "found (replay)"], rows)
     return text + f"\n{p['checked']} checked, {bad} disagree{'s' if bad == 1 else ''}\n"

@@ -93,3 +93,26 @@ def test_older_versions_of_a_long_catch_up_are_checked_on_their_counts(roots, go
     rows = {r.version: r for r in VersionChecksum.objects.filter(table=table)}
     assert {v: (r.ok, r.full) for v, r in rows.items()} == {0: (True, False), 1: (False, False), 2: (True, True)}
     assert rows[1].mismatches == [{"field": "tableSizeBytes", "expected": 1, "found": 904}]
+
+
+@pytest.mark.django_db
+def test_an_older_writers_checksums_raise_no_alarm(roots, golden_copy, client, analyst) -> None:
+    """Checksum files holding only the five counts older Delta writers wrote, all right: every
+    version is checked ok, no `checksum_mismatch` alert, the version page says verified."""
+    from tests.core.test_checksums import old_writer_checksums
+
+    path = golden_copy(TABLE)
+    old_writer_checksums(path)
+    aside = hold_back(path, 1)
+    table = register_and_sync("old-crc", path)
+    bring_back(path, aside)
+    sync_and_scan(table)
+
+    rows = {r.version: r for r in VersionChecksum.objects.filter(table=table)}
+    assert {v: (r.ok, r.mismatches, r.error) for v, r in rows.items()} == {v: (True, [], "") for v in (0, 1, 2)}
+    assert not Alert.objects.filter(table=table, rule="checksum_mismatch").exists()
+    api = client.get(f"/api/tables/{table.pk}/versions/2/").json()
+    assert api["checksum"]["state"] == "ok" and api["summaryFrom"] == "replay"  # no metadata to answer from
+    page = client.get(f"/t/{table.slug}/v/2/").content.decode()
+    assert "✓ verified" in page and 'id="checksum-mismatches"' not in page
+    assert "checksum mismatch</a>" not in client.get(f"/t/{table.slug}/history/").content.decode()

@@ -173,3 +173,46 @@ def test_checksums_on_s3_read_as_on_disk(s3_server, monkeypatch, golden_copy) ->
     assert remote["checksums"][1]["mismatches"] == [{"field": "tableSizeBytes", "expected": 1, "found": 904}]
     assert "not JSON" in remote["checksums"][0]["error"]
     assert [c.get("mismatches") for c in remote["checksums"]] == [c.get("mismatches") for c in local["checksums"]]
+
+
+OLD_WRITER_FIELDS = ("tableSizeBytes", "numFiles", "numMetadata", "numProtocol", "numTransactions")
+
+
+def old_writer_checksums(table: Path) -> None:
+    """Every checksum file rewritten as older Delta writers wrote them: the five counts only,
+    with their right values."""
+    for crc in sorted((table / "_delta_log").glob("*.crc")):
+        if CRC.match(crc.name):
+            body = json.loads(crc.read_text())
+            counts = {"numTransactions": len(body.get("setTransactions") or []), **body}
+            crc.write_text(json.dumps({k: counts[k] for k in OLD_WRITER_FIELDS}))
+
+
+def test_an_older_writers_checksums_agree_and_a_tampered_count_still_differs(golden_copy, capsys) -> None:
+    """Checksum files holding only the five counts are not a disagreement on the fields they
+    do not carry (`notRecorded`, said in the text); a count changed in one still is."""
+    table = golden_copy(TXN_TABLE)
+    old_writer_checksums(table)
+    out = verify_checksums(table)
+    assert out["ok"] and out["checked"] == 3, out
+    for check in out["checksums"]:
+        assert check["mismatches"] == [] and check["notRecorded"] == ["metadata", "protocol"], check
+    assert main(["verify", str(table)]) == 0
+    text = capsys.readouterr().out
+    assert "MISMATCH" not in text and re.search(r"^2 +ok +metadata, protocol: not recorded by its writer", text, re.M)
+    assert text.endswith("3 checked, 0 disagree\n"), text
+    edit_crc(table, 2, lambda b: b.update(numFiles=9))
+    assert mismatches_of(table, 2) == {"numFiles": {"field": "numFiles", "expected": 9, "found": 2}}
+    assert main(["verify", str(table)]) == 1
+    assert re.search(r"^2 +MISMATCH +numFiles +9 +2$", capsys.readouterr().out, re.M)
+
+
+def test_an_unreadable_checksum_is_named_inside_its_table(golden_copy, capsys) -> None:
+    """The error names the checksum file as the table knows it, never the server's path."""
+    table = golden_copy(TXN_TABLE)
+    crc_path(table, 1).write_text("{not json")
+    (check,) = verify_checksums(table, 1, 1)["checksums"]
+    assert check["error"].startswith("_delta_log/00000000000000000001.crc: checksum file is not JSON"), check
+    assert str(table) not in check["error"]
+    assert main(["verify", str(table)]) == 1
+    assert str(table) not in capsys.readouterr().out

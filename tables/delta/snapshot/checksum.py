@@ -7,7 +7,8 @@ Comparing it with a replay of the log finds a log or a checksum changed after th
 a checksum once found to agree can stand in for the replay's counts afterwards.
 
 Each check is `{"version", "ok", "mismatches": [{"field", "expected", "found"}]}`: `expected`
-is the checksum's value, `found` the replay's. A checksum file is hostile input like the log:
+is the checksum's value, `found` the replay's; and `notRecorded`, the fields this checksum does
+not carry (older writers wrote only the counts), which are no disagreement. A checksum file is hostile input like the log:
 it is read bounded in size and nesting, and every value shown back is bounded (text_bounds).
 A checksum file that cannot be decoded is a failed check with an `error`, not a broken table.
 """
@@ -100,9 +101,7 @@ def read_checksum(storage: Storage, lf: LogFile) -> Checksum:
     try:
         data = storage.read(lf.path)
     except FileNotFoundError as exc:
-        raise CorruptLogError(
-            f"{storage.display(lf.path)}: checksum file disappeared while reading", file=lf.path
-        ) from exc
+        raise CorruptLogError(f"{lf.path}: checksum file disappeared while reading", file=lf.path) from exc
     return decode_checksum(storage, lf, data)
 
 
@@ -123,7 +122,7 @@ def read_checksums(storage: Storage, lfs: list[LogFile]) -> list[Checksum | Corr
         try:
             if len(data) > MAX_CHECKSUM_BYTES:
                 raise CorruptLogError(
-                    f"{storage.display(lf.path)}: checksum file of {len(data)} bytes (at most {MAX_CHECKSUM_BYTES})",
+                    f"{lf.path}: checksum file of {len(data)} bytes (at most {MAX_CHECKSUM_BYTES})",
                     file=lf.path,
                 )
             out.append(decode_checksum(storage, lf, data))
@@ -141,13 +140,14 @@ def _read_or_reason(storage: Storage, lf: LogFile) -> Checksum | CorruptLogError
 
 def _check_size(storage: Storage, lf: LogFile) -> None:
     if lf.size > MAX_CHECKSUM_BYTES:
-        where = storage.display(lf.path)
+        where = lf.path  # as the table knows it: never the server's own path
         raise CorruptLogError(f"{where}: checksum file of {lf.size} bytes (at most {MAX_CHECKSUM_BYTES})", file=lf.path)
 
 
 def decode_checksum(storage: Storage, lf: LogFile, data: bytes) -> Checksum:
-    """A checksum file's bytes decoded: one JSON object, nested at most MAX_NESTING levels."""
-    where = storage.display(lf.path)
+    """A checksum file's bytes decoded: one JSON object, nested at most MAX_NESTING levels.
+    Errors name the file relative to its table (`_delta_log/N.crc`), not where it lies."""
+    where = lf.path
     try:
         body = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -168,8 +168,22 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+COUNTS = ("tableSizeBytes", "numFiles", "numMetadata", "numProtocol")
+STATE_FIELDS = ("metadata", "protocol")  # compared against a whole replay only
+
+
+def not_recorded(crc: dict[str, Any], state: ReplayedState) -> list[str]:
+    """The fields the protocol's checksum names and this one does not carry, of those the
+    check would compare: older writers (Delta before 1.0, some delta-rs releases) wrote only
+    the counts. Not a disagreement: nothing was said."""
+    fields = COUNTS + (STATE_FIELDS if state.complete else ())
+    return [name for name in fields if crc.get(name) is None]
+
+
 def compare(crc: dict[str, Any], state: ReplayedState) -> list[dict[str, Any]]:
-    """The fields where checksum `crc` and the replayed `state` disagree (empty: they agree)."""
+    """The fields where checksum `crc` and the replayed `state` disagree (empty: they agree).
+    A field the checksum does not carry is no disagreement (`not_recorded`); one present with
+    another value (or the wrong type) is."""
     out = []
     for name, found in (
         ("tableSizeBytes", state.size_bytes),
@@ -177,12 +191,14 @@ def compare(crc: dict[str, Any], state: ReplayedState) -> list[dict[str, Any]]:
         ("numMetadata", 1),  # a replay always ends with exactly one of each
         ("numProtocol", 1),
     ):
-        if _int(crc.get(name)) != found:
+        if crc.get(name) is not None and _int(crc.get(name)) != found:
             out.append(_mismatch(name, crc.get(name), found))
     if not state.complete:
         return out
-    out += _compare_metadata(crc.get("metadata"), state.metadata)
-    out += _compare_protocol(crc.get("protocol"), state.protocol)
+    if crc.get("metadata") is not None:
+        out += _compare_metadata(crc["metadata"], state.metadata)
+    if crc.get("protocol") is not None:
+        out += _compare_protocol(crc["protocol"], state.protocol)
     if "setTransactions" in crc:
         out += _compare_keyed("setTransactions", crc["setTransactions"], state.txns or {}, "appId", _txn)
     if "domainMetadata" in crc:
@@ -373,7 +389,11 @@ def _compare_deletion_vectors(crc: dict[str, Any], files: pa.Table | None) -> li
 def check(crc: Checksum, state: ReplayedState) -> dict[str, Any]:
     """One version's check: `{"version", "ok", "mismatches"}`."""
     mismatches = compare(crc.body, state)
-    return {"version": crc.version, "ok": not mismatches, "mismatches": mismatches}
+    out = {"version": crc.version, "ok": not mismatches, "mismatches": mismatches}
+    missing = not_recorded(crc.body, state)
+    if missing:
+        out["notRecorded"] = missing
+    return out
 
 
 def failed_read(version: int, error: CorruptLogError) -> dict[str, Any]:
