@@ -627,3 +627,29 @@ def test_verify_json_contract(golden_copy) -> None:
     assert [set(c) for c in out["checksums"]] == [{"version", "ok", "mismatches"}] * 3
     assert [(c["version"], c["ok"]) for c in out["checksums"]] == [(0, True), (1, True), (2, False)]
     assert out["checksums"][2]["mismatches"] == [{"field": "tableSizeBytes", "expected": 900, "found": 904}]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "protocol-line", "metadata-line"])
+def test_a_damaged_version_0_is_named_with_its_line(golden_copy, capsys, damage) -> None:
+    """Version 0 cut short, or its protocol or metaData line not JSON: every command that reads
+    the table names version 0's file and the bad line, as `delta snapshot` does, never 'the log
+    holds no protocol action' at the latest version."""
+    table = golden_copy("commit-info-containing-arbitrary-operationParams-types")
+    commit = table / LOG / f"{0:020d}.json"
+    lines = commit.read_bytes().split(b"\n")
+    if damage == "truncated":
+        commit.write_bytes(commit.read_bytes()[:300])  # inside line 1: the rest of the file is gone
+        line = 1
+    else:
+        line = 3 if damage == "protocol-line" else 2
+        lines[line - 1] = lines[line - 1][:40]
+        commit.write_bytes(b"\n".join(lines))
+    from tables.delta import cli
+
+    for command in (["snapshot"], ["history"], ["reachability"], ["timeline"], ["verify"],
+                    ["resolve", "--timestamp", "2030-01-01", "--allow-latest"]):  # fmt: skip
+        capsys.readouterr()
+        assert cli.main([command[0], str(table), *command[1:]]) == 2, command
+        err = capsys.readouterr().err
+        assert f"{0:020d}.json: line {line} is not valid JSON" in err, (command, err)
+        assert "holds no" not in err

@@ -318,3 +318,31 @@ def test_a_reader_process_that_hangs_costs_time_not_the_sync(roots, monkeypatch,
     other = _full_sync_of_copy(roots, path, "copy")
     assert _rows(table) == _rows(other)
     assert sorted(Commit.objects.filter(table=table).values_list("version", flat=True)) == list(range(9))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("damage", ["truncated", "protocol-line"])
+def test_a_damaged_version_0_fails_the_sync_naming_its_line(roots, client, django_user_model, damage) -> None:
+    """A registered table whose version 0 is cut short or holds a line that is not JSON: the
+    sync fails naming version 0's file and line (as `delta snapshot` does), and the table's page
+    says so, never 'at version 1: the log holds no protocol action'."""
+    path = roots / "t"
+    _write(path, 0)
+    _write(path, 1)
+    table = registration.register_table("t", str(path))
+    commit = path / "_delta_log" / f"{0:020d}.json"
+    lines = commit.read_bytes().split(b"\n")
+    protocol = next(i for i, line in enumerate(lines) if line.startswith(b'{"protocol"'))
+    if damage == "truncated":
+        commit.write_bytes(b"\n".join(lines[:protocol]) + b"\n" + lines[protocol][:20])
+    else:
+        lines[protocol] = lines[protocol][:20]
+        commit.write_bytes(b"\n".join(lines))
+    out = sync.sync_table(table.pk)
+    expected = f"{0:020d}.json: line {protocol + 1} is not valid JSON"
+    assert expected in out["error"] and "holds no" not in out["error"], out
+    table.refresh_from_db()
+    assert expected in table.last_error and str(roots) not in table.last_error, table.last_error
+    client.force_login(django_user_model.objects.create_user("ana"))
+    page = client.get(f"/t/{table.slug}/").content.decode()
+    assert expected in page and "holds no protocol" not in page

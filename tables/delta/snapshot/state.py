@@ -196,8 +196,10 @@ def check_reader_protocol(protocol: Protocol, where: str) -> None:
 _HEAD_BYTES = 1 << 16
 
 
-def _actions_in(data: bytes, name: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """`name` actions of a commit found by their marker, within the first `limit` bytes."""
+def _actions_in(data: bytes, name: str, limit: int | None = None, file: str | None = None) -> list[dict[str, Any]]:
+    """`name` actions of a commit found by their marker, within the first `limit` bytes. A line
+    holding the marker that is not JSON: skipped (the full parse reports it), or, given the
+    commit's `file` (no full parse follows), a CorruptLogError naming the file and the line."""
     out = []
     marker = f'"{name}"'.encode()
     pos = data.find(marker, 0, limit)
@@ -208,6 +210,8 @@ def _actions_in(data: bytes, name: str, limit: int | None = None) -> list[dict[s
         try:
             obj = loads_line(data[start:end], "")
         except CorruptLogError:
+            if file is not None:
+                loads_line(data[start:end], file, bytes(data[:start]).count(b"\n") + 1)  # raises, naming both
             obj = None  # the full parse reports it with file and line
         if isinstance(obj, dict) and isinstance(obj.get(name), dict):
             out.append(obj[name])
@@ -376,6 +380,21 @@ def staleness_warning(storage: Storage, managed: ManagedConfig | None, version: 
     return text
 
 
+def _refuse_damaged_commit(storage: Storage, segment: LogSegment, bulk: list[Any] | None) -> None:
+    """Where a segment's replay found no protocol or no metaData: the first of its commits that
+    is empty or holds a line that is not JSON (cut short, overwritten), named with its file and
+    line as the full parse names it: that is why, not the version asked for. Nothing: the log
+    really holds none (the caller says so)."""
+    for i, c in enumerate(segment.commits):
+        data = bulk[i] if bulk is not None else read_commit_bytes(storage, c.path)
+        name = storage.display(c.path)
+        if not len(data):
+            raise CorruptLogError(f"{name}: the commit file of version {c.version} is empty", file=name)
+        for lineno, line in enumerate(bytes(data).split(b"\n"), 1):
+            if line.strip():
+                loads_line(line, name, lineno)  # raises CorruptLogError naming the file and line
+
+
 def _readable_config(state: NonFileState, where: str) -> ManagedConfig | None:
     """Check that the replayed state has a protocol and metadata this reader can read; its
     managed-commit configuration, if any."""
@@ -502,8 +521,10 @@ def load_table_config(
     for i, c in enumerate(segment.commits):
         data = bulk[i] if bulk is not None else read_commit_bytes(storage, c.path)
         for name in ("protocol", "metaData"):
-            for body in _actions_in(data, name):
+            for body in _actions_in(data, name, file=storage.display(c.path)):
                 state.apply(c.version, name, body)
     where = f"{storage.display()} at version {segment.version}"
+    if state.protocol is None or state.metadata is None:
+        _refuse_damaged_commit(storage, segment, bulk)  # the cause, when a commit is damaged
     managed = _readable_config(state, where)
     return TableConfig(segment.version, state.protocol, state.metadata, segment, managed)
