@@ -75,6 +75,8 @@ MIDDLEWARE = [
 ]
 # the first middleware refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE by its Content-Length (413)
 MIDDLEWARE.insert(0, "tables.site.middleware.RequestSizeMiddleware")
+# then a request no view could read (too many fields, JSON nested too deep): 400 before any view
+MIDDLEWARE.insert(1, "tables.site.middleware.RequestShapeMiddleware")
 MIDDLEWARE.insert(0, "tables.web.ops.RequestMetricsMiddleware")  # first: it times everything
 MIDDLEWARE.insert(1, "deltaweb.logs.RequestContextMiddleware")  # the request id for every line after
 
