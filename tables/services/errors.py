@@ -67,8 +67,9 @@ DELTA_STATUS: dict[str, int] = {
     "checkpoint_mismatch": 422,
     "storage_error": 422,
     "invalid_predicate": 400,
-    # object stores: the store refused us, has no such bucket, or did not answer
-    "storage_access_denied": 502,
+    # object stores: the store refused the credentials (403: a refusal the user or an
+    # administrator fixes, not a failing server), has no such bucket, or did not answer (503)
+    "storage_access_denied": 403,
     "storage_bucket_not_found": 422,
     "storage_unavailable": 503,
     "storage_no_conditional_put": 422,

@@ -92,7 +92,7 @@ def test_the_longest_matching_prefix_opens_the_table(s3, caplog) -> None:
     # is refused as S3 refuses them, and the message does not carry the secret
     other = write_table(s3, "lake/sales/returns")
     assert options_for(other)["aws_access_key_id"] == "AKIAWRONG"
-    body = assert_error(api.post("/api/tables/", {"name": "returns", "location": other}, format="json"), 502)
+    body = assert_error(api.post("/api/tables/", {"name": "returns", "location": other}, format="json"), 403)
     assert "wrong-secret-123" not in body and s3.secret_access_key not in body
     assert not Table.objects.filter(name="returns").exists()
     # a location no prefix covers uses the environment (no keys there: refused)
