@@ -195,3 +195,27 @@ def test_a_provider_user_named_like_a_local_superuser_gets_an_account_of_its_own
     ctx, page = sign_in(browser, live_server.url, "admin")
     ctx.close()
     assert User.objects.filter(username__startswith="admin").count() == 2
+
+
+def test_a_provider_user_named_like_a_local_account_in_capitals_gets_a_name_of_its_own(sso, live_server) -> None:
+    """The provider's `ADMIN` is another person than deltaweb's `admin`, and must not get a
+    username the sign-in (its throttle counts `ADMIN` as `admin`) or a reader of the audit trail
+    would take for it: a new account's username is unique case-insensitively, after NFKC."""
+    from tables.services.access.signin_throttle import normalized_username
+
+    browser, _groups = sso
+    local = User.objects.create_superuser("admin", "admin@example.com", "local-admin-pass-123")
+    ctx, page = sign_in(browser, live_server.url, "ADMIN")
+    assert page.url.rstrip("/") == live_server.url and "Tables" in page.content()
+    signed_in = page.inner_text("a.who")
+    ctx.close()
+    new = User.objects.get(sso_identities__subject__isnull=False)
+    assert new.pk != local.pk and normalized_username(new.username) != "admin"
+    assert new.username == "ADMIN.sso" and signed_in == "ADMIN.sso"
+    # the provider's `admin` then: its name is neither `admin` nor a spelling of `ADMIN.sso`
+    ctx, page = sign_in(browser, live_server.url, "admin")
+    ctx.close()
+    names = [normalized_username(u) for u in User.objects.values_list("username", flat=True)]
+    assert len(names) == 3 and len(set(names)) == 3, names
+    local.refresh_from_db()
+    assert local.is_superuser and local.check_password("local-admin-pass-123")

@@ -149,3 +149,20 @@ def test_a_provider_that_cannot_be_reached_is_said_so(sso_settings, settings, cl
     User.objects.create_user("local", password="local-pass-123")
     r = client.post("/accounts/login/", {"username": "local", "password": "local-pass-123"})
     assert r.status_code == 302 and "_auth_user_id" in client.session
+
+
+def test_new_accounts_take_names_no_account_has_in_any_case_or_unicode_spelling(sso_settings) -> None:
+    """`ADMIN`, fullwidth `ａｄｍｉｎ`, `STRAßE`: each a new account whose name, NFKC-normalised
+    and case-folded (as the sign-in and its throttle compare names), is no other account's."""
+    from tables.services.access.signin_throttle import normalized_username
+
+    for name in ("admin", "strasse", "Dana"):
+        User.objects.create_user(name, password=f"{name}-pass-123")
+    backend = oidc.Backend()
+    for n, name in enumerate(["ADMIN", "ａｄｍｉｎ", "Admin", "STRAßE", "dana", "DANA.SSO", "admin.sso"]):
+        claims = {"preferred_username": name, "groups": ["data-analysts"], "iss": sso_settings, "sub": f"s-{n}"}
+        user = backend.create_user(claims)
+        assert user.sso_identities.get().subject == f"s-{n}"
+    names = [normalized_username(u) for u in User.objects.values_list("username", flat=True)]
+    assert len(names) == 10 and len(set(names)) == 10, sorted(names)
+    assert User.objects.get(sso_identities__subject="s-0").username == "ADMIN.sso"

@@ -21,6 +21,7 @@ import json
 import logging
 import re
 import threading
+import unicodedata
 import urllib.request
 from typing import Any
 
@@ -34,6 +35,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from tables.models import SsoIdentity
 from tables.services.access import roles
 from tables.services.access.hot_queries import user_row
+from tables.services.access.signin_throttle import normalized_username
 
 logger = logging.getLogger("tables.oidc")
 
@@ -233,14 +235,17 @@ def _describe(claims: dict[str, Any]) -> str:
 
 def free_username(claims: dict[str, Any]) -> str:
     """A username for a new account: the provider's preferred name (else the e-mail, else the
-    subject), cleaned to what Django accepts, and made distinct when an account has it already
-    (`name.sso`, `name.sso2`, ...) - a clash never means "the same person"."""
+    subject), NFKC-normalised and cleaned to what Django accepts, and made distinct when an
+    account has it already (`name.sso`, `name.sso2`, ...) - a clash never means "the same
+    person". Distinct as the sign-in compares names (NFKC, case-folded: its throttle counts
+    `ADMIN` and `ａｄｍｉｎ` as `admin`), not merely byte for byte."""
     from django.contrib.auth import get_user_model
 
     raw = claims.get("preferred_username") or claims.get("email") or claims.get("sub") or "user"
-    base = _NOT_A_NAME.sub("", str(raw))[:140] or "user"
-    taken = set(get_user_model().objects.filter(username__startswith=base).values_list("username", flat=True))
+    base = _NOT_A_NAME.sub("", unicodedata.normalize("NFKC", str(raw)))[:140] or "user"
+    # every name compared as the sign-in compares it: once per new account, so one pass is cheap
+    taken = {normalized_username(name) for name in get_user_model().objects.values_list("username", flat=True)}
     for candidate in [base, f"{base}.sso", *(f"{base}.sso{n}" for n in range(2, 1000))]:
-        if candidate not in taken:
+        if normalized_username(candidate) not in taken:
             return candidate
     raise SuspiciousOperation("no free username for a new single sign-on account")

@@ -23,6 +23,8 @@ USERS = {
     "root": ["platform-admins"],
     "olga": ["marketing"],
     "admin": ["data-analysts"],
+    # the same name in capitals: another person to the provider, a look-alike to deltaweb
+    "ADMIN": ["data-analysts"],
 }
 PASSWORD = "provider-pass-123"
 
