@@ -388,6 +388,13 @@ EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = float(env("EMAIL_TIMEOUT", "10"))
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "deltaweb@localhost")
+# Password reset by e-mail (/accounts/password_reset/): on only where e-mail is configured
+# (EMAIL_HOST or EMAIL_BACKEND given), else every reset URL is a 404; DELTAWEB_PASSWORD_RESET=0
+# turns it off anyway. Requests per client address and per address asked for.
+DELTAWEB_PASSWORD_RESET = env_bool(
+    "DELTAWEB_PASSWORD_RESET", bool(env("EMAIL_HOST").strip() or env("EMAIL_BACKEND").strip())
+)
+DELTAWEB_PASSWORD_RESET_RATE = env("DELTAWEB_PASSWORD_RESET_RATE", "5/hour")
 
 # What every process must agree on (sign-in throttles, rate counts, reachability answers) lives
 # in the "shared" cache: Redis when DELTAWEB_CACHE_URL is set (e.g. redis://127.0.0.1:6379/1),

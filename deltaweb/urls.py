@@ -8,7 +8,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
-from tables.web import ops, sso
+from tables.web import ops, security, sso
 from tables.web.security import ThrottledLoginView
 
 urlpatterns = [
@@ -18,6 +18,15 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # before django.contrib.auth.urls: the sign-in form counts failed attempts
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
+    # password reset: 404 unless e-mail is configured, throttled, the same answer for any address
+    path("accounts/password_reset/", security.PasswordResetView.as_view(), name="password_reset"),
+    path("accounts/password_reset/done/", security.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    path(
+        "accounts/reset/<uidb64>/<token>/",
+        security.PasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path("accounts/reset/done/", security.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
     path("accounts/", include("django.contrib.auth.urls")),
     # single sign-on (404 until DELTAWEB_OIDC_ISSUER is set)
     path("oidc/authenticate/", sso.SignIn.as_view(), name="oidc_authentication_init"),

@@ -75,3 +75,33 @@ def record_login(request: HttpRequest, username: str, succeeded: bool) -> None:
             cache.incr(key)
         except ValueError:  # expired between add and incr
             cache.add(key, 1, window)
+
+
+# --- password reset requests --------------------------------------------------------------
+# Every request counts (there is no failure to tell apart), per client address and per address
+# asked for: neither one client walking through addresses nor many clients mailing one person.
+
+
+def _reset_keys(request: HttpRequest, email: str) -> list[str]:
+    whom = normalized_username(email)
+    parts = [f"from\0{client_address(request)}", f"to\0{whom}"]
+    return [f"reset:{hashlib.sha256(p.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}" for p in parts]
+
+
+def reset_refused_for(request: HttpRequest, email: str) -> int | None:
+    """The window in seconds if this client or this address has made DELTAWEB_PASSWORD_RESET_RATE
+    requests already, else None."""
+    limit, window = parse_rate(getattr(settings, "DELTAWEB_PASSWORD_RESET_RATE", "5/hour"))
+    counts = caches["shared"].get_many(_reset_keys(request, email))
+    return window if any((n or 0) >= limit for n in counts.values()) else None
+
+
+def record_reset(request: HttpRequest, email: str) -> None:
+    cache = caches["shared"]
+    _, window = parse_rate(getattr(settings, "DELTAWEB_PASSWORD_RESET_RATE", "5/hour"))
+    for key in _reset_keys(request, email):
+        if not cache.add(key, 1, window):
+            try:
+                cache.incr(key)
+            except ValueError:  # expired between add and incr
+                cache.add(key, 1, window)
