@@ -326,11 +326,12 @@ class JobKind(models.TextChoices):
     CHANGES = "changes", "change data"
     ROWDIFF = "rowdiff", "row diff"
     ROWHISTORY = "rowhistory", "row history"
+    QUERY = "query", "query"
 
     @classmethod
     def data_kinds(cls) -> tuple[str, ...]:
         """The kinds run on Spark whose results are rows (tables.services.data_jobs)."""
-        return (cls.PREVIEW, cls.CHANGES, cls.ROWDIFF, cls.ROWHISTORY)
+        return (cls.PREVIEW, cls.CHANGES, cls.ROWDIFF, cls.ROWHISTORY, cls.QUERY)
 
 
 class Job(models.Model):

@@ -133,10 +133,10 @@ def _start(table: Table, kind: str, params: dict[str, Any], user) -> Job:
     if done is not None:
         done.reused = True  # type: ignore[attr-defined]  # what the answer says (not stored)
         return done
-    return _new(table, kind, params, user)
+    return new_job(table, kind, params, user)
 
 
-def _new(table: Table, kind: str, params: dict[str, Any], user) -> Job:
+def new_job(table: Table, kind: str, params: dict[str, Any], user) -> Job:
     """The identical job queued or running, or a new one sent to the worker (no reuse asked:
     the caller looked already)."""
     job, created = jobs.create_or_join(kind, table, user, params)
@@ -184,7 +184,7 @@ def start_preview(table: Table, version: int, user=None) -> Job:
     # a pinned version is read from the pin store: the same rows, whatever VACUUM did to the table
     pin = holding_pin(table, version)
     params = {"version": version} if pin is None else {"version": version, "pin": pin.pk}
-    return _new(table, PREVIEW, params, user)  # cached_preview found none above
+    return new_job(table, PREVIEW, params, user)  # cached_preview found none above
 
 
 def start_changes(table: Table, start: int, end: int, user=None) -> Job:
@@ -255,7 +255,7 @@ def start_row_history(table: Table, key: dict[str, str], v_from: int, v_to: int,
     _a, b = _check_range(table, v_from, v_to)
     params = {"key": _row_key(table, b, key), "from": v_from, "to": v_to}
     # a kept result is answered as the job it is (202 as any), not marked reused
-    return reusable(table, ROWHISTORY, params) or _new(table, ROWHISTORY, params, user)
+    return reusable(table, ROWHISTORY, params) or new_job(table, ROWHISTORY, params, user)
 
 
 # --- running jobs (called by the Celery task with the Spark function) ---------------------------

@@ -1,5 +1,5 @@
 """One declaration per data-job kind: a version's preview, change data, a keyed row diff, a row's
-history. Each says what the worker runs on Spark and reports while it runs (tables.tasks), how a
+history, a SQL query at versions. Each says what the worker runs on Spark and reports while it runs (tables.tasks), how a
 finished one is reused (data_jobs.reusable), and how its result page shows its rows
 (tables.web.rows). Its `kind` is the Job's kind, its metrics label (deltaweb_spark_job_seconds)
 and the API's; cancelling is the same for every kind (the job's Spark tag, tables.spark.engine.control).
@@ -69,6 +69,30 @@ def _row_history(spark, location: str, p: dict[str, Any], out: Path, stage: Stag
     return write_row_history(spark, location, p["key"], p["from"], p["to"], out, stage)
 
 
+def _query(spark, _location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
+    from tables.models import Table
+    from tables.services.pins import kept_location
+    from tables.spark.engine.control import job_tag
+    from tables.spark.jobs.query import run_query
+
+    frames: dict[int, tuple[str, int | None]] = {}
+    for i, b in enumerate(p["bindings"]):
+        kept = kept_location(b["pin"]) if b.get("pin") is not None else None
+        if kept is not None:  # the version as its pin keeps it: the kept table's latest
+            frames[i] = (kept, None)
+            continue
+        table = Table.objects.filter(pk=b["table"]).first()
+        if table is None:
+            raise ValueError(f"table {b.get('slug')} is no longer registered")
+        frames[i] = (table.location, b["version"])
+    out_rows = run_query(spark, frames, p["sql"], out, p["maxRows"], p["seconds"], job_tag(p["job"]))
+    return {**out_rows, "references": p["references"]}
+
+
+def _versions_text(p: dict[str, Any]) -> str:
+    return ", ".join(f"{r['slug']}@{r['version']}" for r in p.get("references", []))[:150]
+
+
 def _key(p: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in p["key"].items())[:200]
 
@@ -105,6 +129,7 @@ DATA_KINDS: dict[str, DataKind] = {
             _row_history,
             KEPT,
         ),
+        DataKind(JobKind.QUERY, lambda p: f"running the query at {_versions_text(p)}", _query, KEPT),
     )
 }
 

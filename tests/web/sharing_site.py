@@ -61,6 +61,10 @@ def assert_same_rows(got: pd.DataFrame, want: pd.DataFrame) -> None:
 
 
 def kernel_rows(path: Path, version: int, tmp: Path) -> pd.DataFrame:
+    return kernel_table(path, version, tmp).to_pandas()
+
+
+def kernel_table(path: Path, version: int, tmp: Path) -> pa.Table:
     """The Delta kernel's rows of `path` at `version`: the kernel reads a table's latest version,
     so it reads a copy of the log cut at `version` beside links to the data."""
     import delta_kernel_rust_sharing_wrapper as kernel
@@ -79,7 +83,7 @@ def kernel_rows(path: Path, version: int, tmp: Path) -> pd.DataFrame:
     uri = f"file://{cut}"
     interface = kernel.PythonInterface(uri)
     scan = kernel.ScanBuilder(kernel.Table(uri).snapshot(interface)).build()
-    return pa.Table.from_batches(scan.execute(interface)).to_pandas()
+    return pa.Table.from_batches(scan.execute(interface))
 
 
 def peer_rows(path: Path, version: int, tmp: Path, kernel: bool = False) -> pd.DataFrame:
