@@ -12,6 +12,7 @@ from tables.web import table_list as views
 from tables.web.tabs import compare as compare_views
 from tables.web.tabs import history as history_views
 from tables.web.tabs import overview as overview_views
+from tables.web.tabs import query as query_views
 from tables.web.tabs import schema as schema_views
 from tables.web.tabs import versions as versions_views
 
@@ -39,6 +40,14 @@ urlpatterns = [
     path("t/<slug:slug>/charts/", overview_views.table_charts_page, name="table_charts_page"),
     path("t/<slug:slug>/versions/", versions_views.table_versions, name="table_versions"),
     path("t/<slug:slug>/schema/", schema_views.table_schema, name="table_schema"),
+    path("t/<slug:slug>/query/", query_views.table_query, name="table_query"),
+    path("t/<slug:slug>/query/run/", query_views.query_run, name="query_run"),
+    path("t/<slug:slug>/query/compare/", query_views.query_compare, name="query_compare"),
+    re_path(
+        r"^t/(?P<slug>[-a-zA-Z0-9_]+)/query/(?P<pk>[0-9]{1,18})\.(?P<fmt>csv|parquet)$",
+        query_views.query_download,
+        name="query_download",
+    ),
     path("t/<slug:slug>/restores/", overview_views.table_restores, name="table_restores"),
     path("t/<slug:slug>/sync/", views.sync_now, name="sync_now"),
     path("t/<slug:slug>/charts.json", overview_views.table_charts_json, name="table_charts"),

@@ -70,6 +70,8 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
         403: "Not allowed for this user",
         404: "Table (or version, or restore request) not found",
         409: "Conflict",
+        410: "Gone (a result no longer kept)",
+        429: "Too many requests (e.g. too_many_queries: your queries queued or running)",
         422: "The table's log cannot be read",
         503: "A service it needs does not answer (e.g. broker_unavailable: the task queue); retry after Retry-After",
     }

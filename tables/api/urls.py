@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
 from tables.api.errors import not_found_view
+from tables.api.views import query as query_views
 from tables.api.views.auth import DocsView, SchemaView, TokenView
 from tables.api.views.data import (
     ChangesView,
@@ -42,6 +43,15 @@ urlpatterns = [
     re_path(r"^tables/(?P<id>[^/]+)/diff/rows/$", RowDiffView.as_view(), name="table-diff-rows"),
     re_path(r"^tables/(?P<id>[^/]+)/row-history/$", RowHistoryView.as_view(), name="table-row-history"),
     re_path(r"^jobs/(?P<id>[0-9]{1,18})/results/$", JobResultsView.as_view(), name="job-results"),
+    # SQL at a version: a query, the same query at two versions and their comparison, one's queries
+    re_path(r"^tables/(?P<id>[^/]+)/query/$", query_views.QueryView.as_view(), name="table-query"),
+    re_path(r"^tables/(?P<id>[^/]+)/query/compare/$", query_views.CompareView.as_view(), name="table-query-compare"),
+    re_path(
+        r"^queries/compare/(?P<a>[0-9]{1,18})/(?P<b>[0-9]{1,18})/$",
+        query_views.ComparisonView.as_view(),
+        name="query-comparison",
+    ),
+    path("queries/", query_views.QueryHistoryView.as_view(), name="queries"),
     re_path(r"^jobs/(?P<id>[0-9]{1,18})/cancel/$", JobCancelView.as_view(), name="job-cancel"),
     # the schema's timeline, read from the log
     re_path(r"^tables/(?P<id>[^/]+)/schema/$", TableSchemaView.as_view(), name="table-schema"),

@@ -259,7 +259,7 @@ def preview_history(request: HttpRequest, job: Job, columns: list[dict[str, Any]
     }
 
 
-def _job_context(request: HttpRequest, job: Job | None, reload_url: str) -> dict[str, Any]:
+def job_rows_context(request: HttpRequest, job: Job | None, reload_url: str) -> dict[str, Any]:
     if job is None:
         return {}
     ctx: dict[str, Any] = {"job": job, "reload_url": reload_url}
@@ -276,7 +276,7 @@ def version_rows_context(request: HttpRequest, table: Table, version: int) -> di
     url = reverse("tables:version_detail", args=[table.slug, version]) + "#rows"
     return {
         "preview_url": reverse("tables:version_preview", args=[table.slug, version]),
-        **_job_context(request, job, url),
+        **job_rows_context(request, job, url),
     }
 
 
@@ -293,7 +293,7 @@ def diff_rows_context(request: HttpRequest, table: Table, v_from: int | None, v_
         "rows_key_error": " ".join(m.message for m in messages.get_messages(request) if "rowkeys" in m.tags),
         "key_suggestions": _columns_of(table, v_to),
         "rows_filter_url": f"{reverse('tables:diff', args=[table.slug])}?{urlencode(q)}",
-        **_job_context(request, job, url),
+        **job_rows_context(request, job, url),
     }
 
 

@@ -109,14 +109,27 @@ def _readable_from(table: Table, version: int, ref: Reference) -> Pin | None:
     )
 
 
-def resolver(user: Any):
+def at_version(text: str) -> tuple[str, str | int]:
+    """What "run at" a version box says: a version number, else a time (TIMESTAMP AS OF)."""
+    text = (text or "").strip()
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return "version", int(text)
+    if not text:
+        raise ServiceError("Give a version number or a time to run the query at.", "invalid")
+    return "timestamp", text[:100]
+
+
+def resolver(user: Any, page: Table | None = None, at: tuple[str, str | int] | None = None):
     """What parse_statement asks of each reference: the table the user may read, its version
-    and where it is read from."""
+    and where it is read from. With `at`, the page's table named without a version is read at
+    that version or time (the same query run at another version)."""
 
     def resolve(ref: Reference) -> tuple[Any, dict[str, Any]]:
         table = find_table(ref.name)
         if table is None or not can_browse(user) or table.vanished_at is not None:
             raise QueryRefused(f"{ref.name} is not a registered table you may read.", ref.text)
+        if at is not None and ref.by is None and page is not None and table.pk == page.pk:
+            ref = Reference(ref.name, at[0], at[1], f"{ref.text} at {at[1]}")
         version, pin = _version(table, ref)
         binding = {"table": table.pk, "slug": table.slug, "version": version, "pin": pin.pk if pin else None}
         if pin is not None:
@@ -126,10 +139,10 @@ def resolver(user: Any):
     return resolve
 
 
-def check(text: str, user: Any) -> Parsed:
+def check(text: str, user: Any, page: Table | None = None, at: tuple[str, str | int] | None = None) -> Parsed:
     """The statement checked and its references resolved, or ServiceError naming the part."""
     try:
-        return parse_statement(text, resolver(user), limits()["length"])
+        return parse_statement(text, resolver(user, page, at), limits()["length"])
     except QueryRefused as exc:
         raise refused(exc) from None
 
@@ -138,6 +151,7 @@ def params_of(text: str, parsed: Parsed) -> dict[str, Any]:
     lim = limits()
     return {
         "text": text,
+        "groupKeys": parsed.group_keys,
         "sql": parsed.statement,
         "bindings": parsed.bindings,
         "references": [
@@ -148,9 +162,12 @@ def params_of(text: str, parsed: Parsed) -> dict[str, Any]:
     }
 
 
-def start_query(table: Table, text: str, user: Any) -> Job:
-    """A finished identical query's job, the identical one running, or a new one (module doc)."""
-    params = params_of(text, check(text, user))
+def start_query(table: Table, text: str, user: Any, at: tuple[str, str | int] | None = None) -> Job:
+    """A finished identical query's job, the identical one running, or a new one (module doc);
+    `at`: the page's table named without a version is read at that version or time."""
+    if not isinstance(text, str):
+        raise ServiceError("Give the statement as text.", "invalid")
+    params = params_of(text, check(text, user, table, at))
     done = data_jobs.reusable(table, QUERY, params)
     if done is not None:
         done.reused = True  # type: ignore[attr-defined]

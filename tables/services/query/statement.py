@@ -139,6 +139,7 @@ class Parsed:
     statement: str  # Spark SQL over the placeholders __dw_t0, __dw_t1, ...
     bindings: list[Any] = field(default_factory=list)  # what `resolve` answered, by placeholder index
     references: list[tuple[Reference, int]] = field(default_factory=list)  # each as written, its placeholder
+    group_keys: list[str] = field(default_factory=list)  # the output columns the top query groups by
 
 
 def _refuse(message: str, node: exp.Expression | None = None) -> QueryRefused:
@@ -223,6 +224,22 @@ def _reference(node: exp.Table) -> Reference:
     return Reference(".".join(parts), by, value, bare.sql(dialect="spark")[:200])
 
 
+def group_keys(tree: exp.Expression) -> list[str]:
+    """The output columns the outermost SELECT groups by: each GROUP BY expression that is also
+    a selected column, by the name the result gives it (what two results are matched on)."""
+    select = tree if isinstance(tree, exp.Select) else None
+    group = select.args.get("group") if select is not None else None
+    if group is None:
+        return []
+    wanted = {g.sql(dialect="spark") for g in group.expressions}
+    out = []
+    for item in select.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if inner.sql(dialect="spark") in wanted or item.alias_or_name in wanted:
+            out.append(item.alias_or_name)
+    return out
+
+
 def parse_statement(
     text: str, resolve: Callable[[Reference], tuple[Any, Any]], max_length: int = MAX_LENGTH_DEFAULT
 ) -> Parsed:
@@ -242,7 +259,7 @@ def parse_statement(
             raise _refuse("Names starting with __dw_ are reserved.", ident)
     _check_functions(tree)
     ctes = _cte_names(tree)
-    parsed = Parsed("")
+    parsed = Parsed("", group_keys=group_keys(tree))
     keys: dict[Any, int] = {}
     for node in list(tree.find_all(exp.Table)):
         if not isinstance(node.this, exp.Identifier):

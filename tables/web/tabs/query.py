@@ -1,0 +1,174 @@
+"""The table page's Query tab: SQL at any version (tables.services.query, as the API).
+
+Write a read-only Spark SQL statement over registered tables, each at the latest synced version
+or `VERSION AS OF`, a pin's name or `TIMESTAMP AS OF`; run it (a data job: progress, cancel,
+reuse of an identical query at the same versions); see its rows with their types, the versions
+each reference resolved to, download them as CSV or Parquet; run it again at another version of
+this table; compare two versions' results row by row; come back to your last queries. A
+result's link (?job=) opens for anyone who may read the tables.
+
+Starting is a POST that redirects back with the job (?job=) or the two jobs (?a=&b=); a
+refusal comes back as the form's error, the statement kept.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import FileResponse, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from tables.models import Job, JobKind, JobStatus
+from tables.services.errors import ServiceError
+from tables.services.query import compare as comparing
+from tables.services.query import run
+from tables.spark.results import json_value, part_files
+from tables.web.rows import job_rows_context
+from tables.web.tabs.frame import tab_context
+from tables.web.ui import PageError, job_param, page, table_of
+
+HISTORY_SHOWN = 20
+
+
+def _example(table) -> str:
+    return f"SELECT *\nFROM {table.slug}\nLIMIT 100"
+
+
+def _job(request: HttpRequest, name: str, table) -> Job | None:
+    return job_param(request, name, table, (JobKind.QUERY,))
+
+
+@require_GET
+@page
+def table_query(request: HttpRequest, slug: str) -> HttpResponse:
+    table = table_of(slug)
+    job = _job(request, "job", table)
+    a, b = _job(request, "a", table), _job(request, "b", table)
+    shown = job or b or a
+    url = reverse("tables:table_query", args=[table.slug])
+    text = request.session.pop("query_text", None) or (shown.params.get("text") if shown else None) or _example(table)
+    ctx = {
+        **tab_context(request, table, "query"),
+        "sql": text,
+        "query_error": " ".join(m.message for m in messages.get_messages(request) if "query" in m.tags),
+        "limits": run.limits(),
+        "history": run.history(request.user, table, HISTORY_SHOWN),
+        "shown": shown,
+        "references": (shown.params or {}).get("references", []) if shown else [],
+    }
+    if job is not None:
+        ctx.update(job_rows_context(request, job, f"{url}?{urlencode({'job': job.pk})}#result"))
+        ctx["result"] = job.result if job.status == JobStatus.SUCCEEDED else None
+    if a is not None and b is not None:
+        ctx.update(_comparison(request, a, b))
+    return render(request, "tables/table_query.html", ctx)
+
+
+def _comparison(request: HttpRequest, a: Job, b: Job) -> dict[str, Any]:
+    out: dict[str, Any] = {"cmp_a": a, "cmp_b": b, "cmp_keys_text": request.GET.get("keys", "")}
+    if a.status != JobStatus.SUCCEEDED or b.status != JobStatus.SUCCEEDED:
+        failed = [j for j in (a, b) if j.status == JobStatus.FAILED]
+        out["cmp_waiting"] = not failed
+        if failed:
+            out["cmp_error"] = f"The query at one side failed: {failed[0].error}"
+        return out
+    keys = [k.strip() for k in out["cmp_keys_text"].split(",") if k.strip()]
+    try:
+        out["cmp"] = comparing.compare(a, b, keys or None)
+    except ServiceError as exc:
+        out["cmp_error"] = exc.message
+    return out
+
+
+def _back(slug: str, text: str, request: HttpRequest, error: ServiceError) -> HttpResponse:
+    request.session["query_text"] = text[:100_000]
+    part = error.extra.get("part")
+    messages.error(request, error.message + (f" (at: {part})" if part else ""), extra_tags="query")
+    return redirect(reverse("tables:table_query", args=[slug]) + "#query-form")
+
+
+@require_POST
+@page
+def query_run(request: HttpRequest, slug: str) -> HttpResponse:
+    table = table_of(slug)
+    text = request.POST.get("sql", "")
+    try:
+        at = run.at_version(request.POST["at"]) if request.POST.get("at", "").strip() else None
+        job = run.start_query(table, text, request.user, at)
+    except ServiceError as exc:
+        return _back(table.slug, text, request, exc)
+    return redirect(reverse("tables:table_query", args=[table.slug]) + f"?{urlencode({'job': job.pk})}#result")
+
+
+@require_POST
+@page
+def query_compare(request: HttpRequest, slug: str) -> HttpResponse:
+    table = table_of(slug)
+    text = request.POST.get("sql", "")
+    try:
+        a, b = comparing.start_compare(
+            table, text, request.POST.get("from", ""), request.POST.get("to", ""), request.user
+        )
+    except ServiceError as exc:
+        return _back(table.slug, text, request, exc)
+    q = {"a": a.pk, "b": b.pk}
+    if request.POST.get("keys", "").strip():
+        q["keys"] = request.POST["keys"].strip()[:2000]
+    return redirect(reverse("tables:table_query", args=[table.slug]) + f"?{urlencode(q)}#compare")
+
+
+def _result_files(table, pk: int) -> tuple[Job, list[Path]]:
+    job = Job.objects.filter(pk=pk, table=table, kind=JobKind.QUERY, status=JobStatus.SUCCEEDED).first()
+    path = (job.result or {}).get("path") if job is not None else None
+    if not path or not Path(path).exists():
+        raise PageError("This query's result is not kept (any more): run it again.", 404, table)
+    return job, part_files(path)
+
+
+def _csv_lines(files: list[Path]) -> Iterator[str]:
+    import pyarrow.parquet as pq
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    header = False
+    for f in files:
+        pf = pq.ParquetFile(f)
+        for batch in pf.iter_batches(batch_size=5000):
+            if not header:
+                writer.writerow(batch.schema.names)
+                header = True
+            types = [field.type for field in batch.schema]
+            for row in zip(*(col.to_pylist() for col in batch.columns), strict=True):
+                writer.writerow([_csv_value(json_value(v, t)) for v, t in zip(row, types, strict=True)])
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+
+
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return "" if value is None else value
+
+
+@require_GET
+@page
+def query_download(request: HttpRequest, slug: str, pk: str, fmt: str) -> HttpResponse:
+    """The whole kept result (at most DELTAWEB_QUERY_MAX_ROWS rows) as CSV or Parquet."""
+    table = table_of(slug)
+    job, files = _result_files(table, int(pk))
+    name = f"{table.slug}-query-{job.pk}"
+    if fmt == "parquet" and len(files) == 1:
+        return FileResponse(open(files[0], "rb"), as_attachment=True, filename=f"{name}.parquet")
+    response = StreamingHttpResponse(_csv_lines(files), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response
