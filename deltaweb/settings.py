@@ -235,12 +235,12 @@ DELTAWEB_TOKEN_RATE = env("DELTAWEB_TOKEN_RATE", "10/minute")
 # saw to X-Forwarded-For. 0 (the default): the header is ignored and clients are identified by
 # REMOTE_ADDR, since anyone can send the header.
 DELTAWEB_TRUSTED_PROXIES = int(env("DELTAWEB_TRUSTED_PROXIES", "0"))
-# Only the app's own scripts, images and fonts (plotly is served from /vendor/, Swagger UI from
-# the sidecar under /static/); no inline script, no framing. Styles may be inline: plotly adds
-# its own <style> element at run time (a nonce cannot cover it), and styles cannot run code.
+# Only the app's own scripts, styles, images and fonts (plotly is served from /vendor/, Swagger UI
+# from the sidecar under /static/); no inline script or style, no framing. Swagger UI's page alone
+# adds 'unsafe-inline' to style-src (tables.api.views.auth.DocsView): it styles itself inline.
 DELTAWEB_CSP = env(
     "DELTAWEB_CSP",
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
     "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
 )
 X_FRAME_OPTIONS = "DENY"
@@ -248,6 +248,17 @@ SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 CSRF_FAILURE_VIEW = "tables.site.errors.csrf_failure"
 SESSION_COOKIE_HTTPONLY = True
+# Behind TLS (the image turns these on; `make run` serves plain http and leaves them off): the
+# session and CSRF cookies only over https, and HSTS for this many seconds, sent on requests that
+# came over https. DELTAWEB_PROXY_SSL_HEADER names the header a TLS-ending proxy sets to `https`
+# (e.g. X-Forwarded-Proto); set it only when that proxy always sets or strips it.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DELTAWEB_SECURE_COOKIES", False)
+SECURE_HSTS_SECONDS = int(env("DELTAWEB_HSTS_SECONDS", "0") or 0)
+if env("DELTAWEB_PROXY_SSL_HEADER").strip():
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + env("DELTAWEB_PROXY_SSL_HEADER").strip().upper().replace("-", "_"),
+        "https",
+    )
 # Two applications on one host share cookies by name (ports do not separate them): give each its own.
 SESSION_COOKIE_NAME = env("DELTAWEB_SESSION_COOKIE_NAME", "sessionid")
 
@@ -328,6 +339,14 @@ DELTAWEB_SPARK_REMOTE = env("DELTAWEB_SPARK_REMOTE", "").strip()
 # Spark jobs for previews, change data and row diffs write their results (Parquet) under
 # <DELTAWEB_RESULTS_DIR>/job-<id>/; the web process pages them with pyarrow.
 DELTAWEB_RESULTS_DIR = env("DELTAWEB_RESULTS_DIR", str(BASE_DIR / "var" / "results"))
+# SQL at a version (tables/services/query): a statement's length, the rows a result keeps (the
+# download's cap; the page shows the first DELTAWEB_QUERY_ROWS_SHOWN), its run time before it is
+# cancelled, and the queries one user may have queued or running at once
+DELTAWEB_QUERY_MAX_LENGTH = int(env("DELTAWEB_QUERY_MAX_LENGTH", "20000"))
+DELTAWEB_QUERY_MAX_ROWS = int(env("DELTAWEB_QUERY_MAX_ROWS", "100000"))
+DELTAWEB_QUERY_ROWS_SHOWN = int(env("DELTAWEB_QUERY_ROWS_SHOWN", "10000"))
+DELTAWEB_QUERY_SECONDS = int(env("DELTAWEB_QUERY_SECONDS", "300"))
+DELTAWEB_QUERY_CONCURRENT = int(env("DELTAWEB_QUERY_CONCURRENT", "2"))
 # Pins: each pinned version is written as a table of its own under <DELTAWEB_PIN_STORE>/<table
 # id>/<pin id>-v<version>/ (files hard-linked where the store shares the tables' file system, else
 # copied; on an object store, server-side copies). deltaweb owns it: no table's writer or VACUUM
