@@ -20,8 +20,11 @@ COPY static ./static
 COPY manage.py ./
 RUN pip install --no-cache-dir . \
  && DELTAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput
-# a deployment: the settings refuse to start without DELTAWEB_SECRET_KEY (never a generated one)
+# a deployment: the settings refuse to start without DELTAWEB_SECRET_KEY (never a generated one);
+# served behind TLS: cookies only over https, HSTS for a year on https requests (set
+# DELTAWEB_PROXY_SSL_HEADER for the proxy that ends TLS; DELTAWEB_SECURE_COOKIES=0 for plain http)
 ENV DELTAWEB_ALLOWED_ROOTS=/data PYTHONUNBUFFERED=1 DELTAWEB_PRODUCTION=1
+ENV DELTAWEB_SECURE_COOKIES=1 DELTAWEB_HSTS_SECONDS=31536000
 USER deltaweb
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

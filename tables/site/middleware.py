@@ -6,6 +6,9 @@ debug mode."""
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import logging
 import re
 from collections.abc import Callable
@@ -107,8 +110,39 @@ class RequestShapeMiddleware:
         return errors.refusal(request, 400, "too_many_fields", message)
 
 
+@functools.cache
+def plotly_style_hashes() -> tuple[str, ...]:
+    """The style elements plotly.js adds to a page, as CSP hash sources: empty ones (it inserts
+    its rules through CSSOM, which the policy does not restrict) and the map library's
+    stylesheet, which it carries as a string. Read from the installed plotly.min.js, so an
+    upgrade brings its own."""
+    from tables.web.staticfiles import plotly_file
+
+    texts = {""}
+    path = plotly_file()
+    if path is not None:
+        source = path.read_text(encoding="utf-8", errors="replace")
+        texts |= {m[1] for m in re.finditer(r"textContent='([^'\\]*)'", source)}
+    return tuple(sorted(f"'sha256-{base64.b64encode(hashlib.sha256(t.encode()).digest()).decode()}'" for t in texts))
+
+
+# The pages whose scripts add style elements: exactly those, by their hashes (never
+# 'unsafe-inline', which would let any injected markup style itself). Swagger UI's page sets a
+# policy of its own (tables.api.views.auth.DocsView).
+STYLE_ELEMENTS: dict[str, Callable[[], tuple[str, ...]]] = {"tables:table_charts_page": plotly_style_hashes}
+
+
+def _with_style_sources(policy: str, sources: tuple[str, ...]) -> str:
+    directives = [d.strip() for d in policy.split(";") if d.strip()]
+    for i, directive in enumerate(directives):
+        if directive.split()[0] == "style-src" and "'unsafe-inline'" not in directive.split():
+            directives[i] = " ".join([directive, *sources])
+    return "; ".join(directives)
+
+
 class SecurityHeadersMiddleware:
-    """Adds the Content-Security-Policy (settings.DELTAWEB_CSP) to every response that has none.
+    """Adds the Content-Security-Policy (settings.DELTAWEB_CSP) to every response that has none,
+    with the hashes of the style elements a page's own scripts add (STYLE_ELEMENTS).
 
     X-Frame-Options, Referrer-Policy and X-Content-Type-Options come from Django's own
     middleware (settings X_FRAME_OPTIONS, SECURE_REFERRER_POLICY, SECURE_CONTENT_TYPE_NOSNIFF).
@@ -121,7 +155,9 @@ class SecurityHeadersMiddleware:
         response = self.get_response(request)
         policy = getattr(settings, "DELTAWEB_CSP", "")
         if policy and "Content-Security-Policy" not in response:
-            response["Content-Security-Policy"] = policy
+            match = getattr(request, "resolver_match", None)
+            styles = STYLE_ELEMENTS.get(match.view_name) if match is not None else None
+            response["Content-Security-Policy"] = _with_style_sources(policy, styles()) if styles else policy
         return response
 
 
