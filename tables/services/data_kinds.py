@@ -4,7 +4,7 @@ finished one is reused (data_jobs.reusable), and how its result page shows its r
 (tables.web.rows). Its `kind` is the Job's kind, its metrics label (deltaweb_spark_job_seconds)
 and the API's; cancelling is the same for every kind (the job's Spark tag, tables.spark.engine.control).
 
-A new kind: its JobKind choice (tables/models.py, a migration), its Spark job (tables/spark/),
+A new kind: its JobKind choice (tables/models/jobs.py, a migration), its Spark job (tables/spark/),
 one entry here, and how it is started (data_jobs, a view and an API endpoint).
 """
 
