@@ -73,8 +73,13 @@ def _fill_regex(regex: str, value) -> str:
     return out.replace("\\.", ".")
 
 
+def _numeric(body: str) -> bool:
+    """Whether a parameter takes digits only: a route's int converter, a group of [0-9] or \\d."""
+    return body == "int" or body.startswith(("[0-9]", "\\d"))
+
+
 def _fill_route(route: str, value) -> str:
-    return re.sub(r"<(?:\w+:)?(\w+)>", lambda m: value(m[1], ""), route)
+    return re.sub(r"<(?:(\w+):)?(\w+)>", lambda m: value(m[2], m[1] or ""), route)
 
 
 @pytest.fixture
@@ -109,7 +114,7 @@ def _paths(site: dict) -> list[tuple[str, str]]:
             "catalog": "main",
             "version": "0",
             "fmt": "csv",
-        }.get(name, "1" if name in ("pk", "object_id", "content_type_id") else "x")
+        }.get(name, "1" if name in ("pk", "object_id", "content_type_id") or _numeric(body) else "x")
 
     out = []
     for parts, pattern in _patterns(get_resolver().url_patterns):
