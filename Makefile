@@ -154,6 +154,7 @@ bench: install
 	@$(PY) benchmarks/spark_connect.py
 	@$(PY) benchmarks/owner.py
 	@$(PY) benchmarks/load.py
+	@$(PY) benchmarks/query.py
 
 # the scale ones (about 25 and 5 minutes; a million-commit log and 100,000 tables under /tmp/deltaweb-bench)
 bench-scale: install
