@@ -7,6 +7,11 @@ each reference resolved to, download them as CSV or Parquet; run it again at ano
 this table; compare two versions' results row by row; come back to your last queries. A
 result's link (?job=) opens for anyone who may read the tables.
 
+A result of one category or time column and numeric ones gets a chart (bars per category, or
+lines over time), and a comparison the per-group change of its first numeric column: plain
+plotly figures handed to the page as JSON data islands (`json_script`) that
+static/tables/query.js draws; no chart when the result has no such shape.
+
 Starting is a POST that redirects back with the job (?job=) or the two jobs (?a=&b=); a
 refusal comes back as the form's error, the statement kept.
 """
@@ -14,8 +19,11 @@ refusal comes back as the form's error, the statement kept.
 from __future__ import annotations
 
 import csv
+import functools
+import html
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,15 +36,23 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from tables.models import Job, JobKind, JobStatus
+from tables.services import data_jobs
 from tables.services.errors import ServiceError
 from tables.services.query import compare as comparing
 from tables.services.query import run
 from tables.spark.results import json_value, part_files
 from tables.web.rows import job_rows_context
+from tables.web.staticfiles import plotly_file
 from tables.web.tabs.frame import tab_context
 from tables.web.ui import PageError, job_param, page, table_of
 
 HISTORY_SHOWN = 20
+CHART_ROWS = 500  # a result's first rows charted
+CHART_TRACES = 6  # numeric columns charted at most
+CHART_GROUPS = 100  # groups of a comparison's chart at most
+NUMERIC_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal")
+TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
+CATEGORY_TYPES = ("string", "boolean")
 
 
 def _example(table) -> str:
@@ -68,8 +84,11 @@ def table_query(request: HttpRequest, slug: str) -> HttpResponse:
     if job is not None:
         ctx.update(job_rows_context(request, job, f"{url}?{urlencode({'job': job.pk})}#result"))
         ctx["result"] = job.result if job.status == JobStatus.SUCCEEDED else None
+        ctx["result_chart"] = _result_chart(job) if ctx["result"] is not None else None
     if a is not None and b is not None:
         ctx.update(_comparison(request, a, b))
+    if ctx.get("result_chart") or ctx.get("cmp_chart"):
+        ctx["plotly_map_css_id"] = plotly_map_css_id()
     return render(request, "tables/table_query.html", ctx)
 
 
@@ -86,7 +105,134 @@ def _comparison(request: HttpRequest, a: Job, b: Job) -> dict[str, Any]:
         out["cmp"] = comparing.compare(a, b, keys or None)
     except ServiceError as exc:
         out["cmp_error"] = exc.message
+    else:
+        out["cmp_chart"] = _change_chart(out["cmp"])
     return out
+
+
+# --- charts --------------------------------------------------------------------------------------
+
+
+@functools.cache
+def plotly_map_css_id() -> str | None:
+    """The id under which plotly.js, as it loads, adds its map library's stylesheet as a style
+    element unless an element of that id exists (the page puts an empty one: it draws no map,
+    and the CSP allows no style element). Read from the installed plotly.min.js."""
+    path = plotly_file()
+    if path is None:
+        return None
+    source = path.read_text(encoding="utf-8", errors="replace")
+    found = re.search(r'getElementById\("([0-9a-f]{64})"\)\)\{var \w+=document\.createElement\("style"\)', source)
+    return found[1] if found else None
+
+
+def _text(value: Any) -> str:
+    """A value as plotly's text: escaped, since plotly renders a subset of HTML in labels."""
+    return html.escape("null" if value is None else str(value))
+
+
+def _base(kind: str) -> str:
+    return kind.split("(")[0]
+
+
+def _layout(xtitle: str, ytitle: str) -> dict[str, Any]:
+    return {
+        "xaxis": {"title": {"text": _text(xtitle)}, "automargin": True},
+        "yaxis": {"title": {"text": _text(ytitle)}, "automargin": True},
+        "margin": {"l": 60, "r": 20, "t": 30, "b": 60},
+        "height": 340,
+        "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "#fafafa",
+    }
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return value
+    try:
+        return float(value)  # a decimal's text
+    except (TypeError, ValueError):
+        return None
+
+
+def chart_of(columns: list[dict[str, str]], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A figure for a result of exactly one category or time column and numeric columns: a bar
+    per category (one trace per numeric column) or a line over time (in time order); None for
+    any other shape."""
+    numeric = [c["name"] for c in columns if _base(c["type"]) in NUMERIC_TYPES]
+    other = [c for c in columns if _base(c["type"]) not in NUMERIC_TYPES]
+    if not numeric or len(other) != 1 or not rows:
+        return None
+    x, kind = other[0]["name"], _base(other[0]["type"])
+    if kind in TIME_TYPES:
+        rows = sorted((r for r in rows if r.get(x) is not None), key=lambda r: r[x])
+        trace = {"type": "scatter", "mode": "lines+markers"}
+    elif kind in CATEGORY_TYPES:
+        trace = {"type": "bar"}
+    else:
+        return None
+    xs = [r[x] for r in rows] if kind in TIME_TYPES else [_text(r.get(x)) for r in rows]
+    data = [
+        {**trace, "name": _text(n), "x": xs, "y": [_number(r.get(n)) for r in rows]} for n in numeric[:CHART_TRACES]
+    ]
+    layout = _layout(x, numeric[0] if len(numeric) == 1 else "value")
+    layout["xaxis"]["type"] = "date" if kind in TIME_TYPES else "category"
+    return {"data": data, "layout": layout, "kind": "line" if kind in TIME_TYPES else "bar", "x": x}
+
+
+def _result_chart(job: Job) -> dict[str, Any] | None:
+    try:
+        page = data_jobs.result_page(job, 0, CHART_ROWS)
+    except ServiceError:
+        return None
+    fig = chart_of(page["columns"], page["rows"])
+    if fig is not None:
+        fig["cut"] = page["total"] > CHART_ROWS
+        fig["rows"] = min(page["total"], CHART_ROWS)
+    return fig
+
+
+def _change_chart(cmp: dict[str, Any]) -> dict[str, Any] | None:
+    """The per-group change of the comparison's first numeric column (a group at one side only
+    counts from nothing), one bar per group that changed; None without a numeric column or a
+    change."""
+    if not cmp.get("numeric"):
+        return None
+    column, keys = cmp["numeric"][0], cmp["keys"]
+
+    def label(row: dict[str, Any]) -> str:
+        return _text(", ".join("null" if row.get(k) is None else str(row.get(k)) for k in keys))
+
+    bars: list[tuple[str, float]] = []
+    for r in cmp["changed"]:
+        for c in r["changes"]:
+            if c["column"] == column and c["delta"] is not None:
+                bars.append((label(r["key"]), c["delta"]))
+    for sign, side in ((-1, "onlyFrom"), (1, "onlyTo")):
+        for r in cmp[side]:
+            value = _number(r.get(column))
+            if value is not None:
+                bars.append((label(r), sign * value))
+    if not bars:
+        return None
+    bars.sort(key=lambda b: b[0])
+    bars = bars[:CHART_GROUPS]
+    colors = ["#16a34a" if d >= 0 else "#dc2626" for _, d in bars]
+    data = [
+        {
+            "type": "bar",
+            "name": _text(f"change of {column}"),
+            "x": [b[0] for b in bars],
+            "y": [b[1] for b in bars],
+            "marker": {"color": colors},
+        }
+    ]
+    layout = _layout(", ".join(keys), f"change of {column}")
+    layout["xaxis"]["type"] = "category"
+    return {"data": data, "layout": layout, "column": column, "groups": len(bars)}
 
 
 def _back(slug: str, text: str, request: HttpRequest, error: ServiceError) -> HttpResponse:
