@@ -8,7 +8,7 @@ FROM ${BASE_IMAGE}
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless && rm -rf /var/lib/apt/lists/*
 # the processes run as this user, never root; the volumes' mount points are its own
 RUN useradd --system --uid 10001 --create-home --home-dir /home/deltaweb --shell /usr/sbin/nologin deltaweb \
- && mkdir -p /data /results /spark-tls && chown deltaweb /data /results /spark-tls
+ && mkdir -p /data /results /spark-tls /var/lib/deltaweb && chown deltaweb /data /results /spark-tls /var/lib/deltaweb
 WORKDIR /app
 COPY pyproject.toml ./
 COPY deltaweb ./deltaweb
@@ -25,6 +25,8 @@ RUN pip install --no-cache-dir . \
 # DELTAWEB_PROXY_SSL_HEADER for the proxy that ends TLS; DELTAWEB_SECURE_COOKIES=0 for plain http)
 ENV DELTAWEB_ALLOWED_ROOTS=/data PYTHONUNBUFFERED=1 DELTAWEB_PRODUCTION=1
 ENV DELTAWEB_SECURE_COOKIES=1 DELTAWEB_HSTS_SECONDS=31536000
+# the Delta Sharing file-URL key a container keeps when DELTAWEB_SHARING_URL_KEY is not passed
+ENV DELTAWEB_SHARING_KEY_DIR=/var/lib/deltaweb
 USER deltaweb
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
