@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -192,7 +193,9 @@ def test_a_long_query_is_cancelled_from_its_page(sales, settings, tmp_path, cele
         page.wait_for_url("**?job=*")
         job = Job.objects.get(pk=int(page.url.split("job=")[1].split("#")[0]))
         box = page.locator("#job-progress")
-        expect(box).to_have_attribute("data-status", "running", timeout=120_000)  # the worker's Spark started
+        expect(box).to_have_attribute("data-status", "running", timeout=120_000)
+        # cancelled once Spark runs it (the worker's session starts on its first job)
+        expect(box.locator('[data-field="stage"]')).to_have_text(re.compile(r"\d+ of \d+ stages"), timeout=120_000)
         expect(box.get_by_role("button", name="Cancel")).to_be_visible()
         shot(page, "query-04-running")
         box.get_by_role("button", name="Cancel").click()
