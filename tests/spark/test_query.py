@@ -109,6 +109,11 @@ QUERIES = [
         "(SELECT region, count(*) c FROM {demo2} GROUP BY region) b ON a.region = b.region",
         {"demo": 5, "demo2": 8},
     ),
+    # versions 3 (the last by file time), 4 (ICT enabled), 5 and 6 (by inCommitTimestamp)
+    ("SELECT g, count(*) c, max(id) m FROM {ictrs} GROUP BY g", {"ictrs": 3}),
+    ("SELECT g, count(*) c, max(id) m FROM {ictrs} GROUP BY g", {"ictrs": 4}),
+    ("SELECT id FROM {ictrs} EXCEPT SELECT id FROM {ictrs2}", {"ictrs": 6, "ictrs2": 4}),
+    ("SELECT count(*) c FROM {ictrs}", {"ictrs": 5}),
 ]
 
 
@@ -119,10 +124,46 @@ def demo(tmp_path) -> Path:
     return build_demo_table(tmp_path / "demo" / "orders")
 
 
-def location(name: str, demo: Path) -> tuple[Path, str]:
+@pytest.fixture
+def ict_rs(tmp_path) -> Path:
+    """Versions 0..3 written by delta-rs, In-Commit Timestamps enabled at 4 (delta-rs cannot
+    enable them, and refuses to write once they are on), then versions 5..6 appended by
+    deltaweb's own writer, their Parquet files written by pyarrow."""
+    import time
+
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+
+    from tables.delta.write.commit import commit, enable_ict
+
+    path = tmp_path / "ict_rs"
+    for i in range(4):
+        rows = pa.table({"id": pa.array([i * 10 + k for k in range(5)], pa.int64()), "g": ["a", "b", "a", "c", "b"]})
+        write_deltalake(str(path), rows, mode="append")
+        time.sleep(0.01)  # distinct commit file times
+    enable_ict(str(path))
+    for v in (5, 6):
+        name = f"part-ict-{v}.parquet"
+        pq.write_table(pa.table({"id": pa.array([v * 100, v * 100 + 1], pa.int64()), "g": ["c", "d"]}), path / name)
+        add = {
+            "path": name,
+            "partitionValues": {},
+            "size": (path / name).stat().st_size,
+            "modificationTime": 0,
+            "dataChange": True,
+        }
+        commit(str(path), [{"add": add}], "WRITE", {"mode": "Append"})
+        time.sleep(0.01)
+    return path
+
+
+def location(name: str, demo: Path, ict_rs: Path | None = None) -> tuple[Path, str]:
     base = name.rstrip("0123456789")
     if base == "demo":
         return demo, "rs"
+    if base == "ictrs":
+        # delta-rs reads it (it refuses to write after ICT, not to read)
+        return ict_rs, "rs"  # type: ignore[return-value]
     golden, peer = TABLES[base]
     return golden_path(golden), peer
 
@@ -159,12 +200,14 @@ def rows(table: pa.Table) -> list[tuple]:
     return sorted(out, key=repr)
 
 
-def statement(template: str, versions: dict[str, int], demo: Path, by_time: bool) -> tuple[str, dict]:
+def statement(
+    template: str, versions: dict[str, int], demo: Path, by_time: bool, ict_rs: Path | None = None
+) -> tuple[str, dict]:
     """The template with each name as a reference at its version (or at the version's commit
     time), and {name: (path, version, peer)}."""
     refs, where = {}, {}
     for name, version in versions.items():
-        path, peer = location(name, demo)
+        path, peer = location(name, demo, ict_rs)
         where[name] = (path, version, peer)
         if by_time:
             stamp = format_ms(commit_times(str(path)).timestamp(version)[0])
@@ -188,12 +231,12 @@ def resolve(ref: Reference) -> tuple[tuple, tuple]:
 
 
 @pytest.mark.parametrize("by_time", [False, True], ids=["version", "timestamp"])
-def test_every_query_equals_duckdb_over_the_peers_reads(spark, demo, tmp_path, by_time) -> None:
+def test_every_query_equals_duckdb_over_the_peers_reads(spark, demo, ict_rs, tmp_path, by_time) -> None:
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     mismatches = []
     for n, (template, versions) in enumerate(QUERIES):
-        sql, where = statement(template, versions, demo, by_time)
+        sql, where = statement(template, versions, demo, by_time, ict_rs)
         parsed = parse_statement(sql, resolve)
         frames = {i: (str(b[0]), b[1]) for i, b in enumerate(parsed.bindings)}
         out = run_query(spark, frames, parsed.statement, tmp_path / f"q{n}", 10_000, 300, f"test-query-{n}")
@@ -208,7 +251,7 @@ def test_every_query_equals_duckdb_over_the_peers_reads(spark, demo, tmp_path, b
         if rows(got) != rows(want):
             mismatches.append((template, rows(got)[:5], rows(want)[:5]))
     assert mismatches == []
-    assert len(QUERIES) >= 40 and len({location(n, demo)[0] for _t, v in QUERIES for n in v}) >= 7
+    assert len(QUERIES) >= 40 and len({location(n, demo, ict_rs)[0] for _t, v in QUERIES for n in v}) >= 8
 
 
 def test_a_result_past_the_cap_is_cut_and_marked(spark, tmp_path) -> None:
