@@ -18,6 +18,7 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect
@@ -26,7 +27,7 @@ from django.views.decorators.http import require_POST
 
 from tables.delta.errors import DeltaError
 from tables.delta.history.row_history import is_key_type
-from tables.models import Job, JobStatus, Table
+from tables.models import Job, JobKind, JobStatus, Table
 from tables.services import data_jobs, jobs
 from tables.services.data_kinds import data_kind
 from tables.services.errors import ServiceError
@@ -135,6 +136,8 @@ def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
         return {"rows_error": exc.message}
     kind = data_kind(job.kind)  # how its kind shows its rows (tables.services.data_kinds)
     shown = out[kind.rows_shown]
+    if job.kind == JobKind.QUERY:  # a query's result pages through its first DELTAWEB_QUERY_ROWS_SHOWN rows
+        shown = min(shown, int(getattr(settings, "DELTAWEB_QUERY_ROWS_SHOWN", 10_000)))
     names = [c["name"] for c in out["columns"]]
     numeric = {c["name"] for c in out["columns"] if _numeric(c.get("type", ""))}
     counts = out.get("counts")

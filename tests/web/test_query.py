@@ -183,6 +183,16 @@ def test_hostile_statements_are_refused_before_anything_runs(orders, api) -> Non
     assert len(HOSTILE) >= 25
 
 
+def test_a_table_gone_from_its_location_is_out_of_reach(orders, api) -> None:
+    from django.utils import timezone
+
+    from tables.models import Table
+
+    Table.objects.create(name="archive", slug="archive", location=orders.location + "-gone", vanished_at=timezone.now())
+    r = post(api, orders, {"sql": "SELECT * FROM orders JOIN archive ON orders.id = archive.id"})
+    assert r.status_code == 400 and "archive is not a registered table you may read" in r.json()["error"]["message"]
+
+
 def test_a_users_queries_are_limited(orders, settings) -> None:
     settings.DELTAWEB_QUERY_CONCURRENT = 1
     user = make_user("busy")
