@@ -328,16 +328,18 @@ def cancelled(job: Job, asked: dict[str, str]) -> None:
 
 @contextmanager
 def cancellable(job_id: int, interrupt: Callable[[], None] | None) -> Iterator[None]:
-    """While the body runs, a thread looks at the job's row every second; when its user asked
-    to cancel it, `interrupt` stops the running work (once), whose error then ends the body.
-    Inside a transaction (tests) nothing is watched: no other connection would see the ask."""
+    """While the body runs, a thread looks at the job's row every second; once its user asked
+    to cancel it, `interrupt` stops the running work at every look until the body ends: a cancel
+    asked while the worker was still starting Spark (nothing to interrupt yet) stops the first
+    Spark work that starts after it. Inside a transaction (tests) nothing is watched: no other
+    connection would see the ask."""
     if interrupt is None:
         yield
         return
     fired = Event()
 
     def look() -> None:
-        if not fired.is_set() and cancel_request(job_id) is not None:
+        if fired.is_set() or cancel_request(job_id) is not None:
             fired.set()
             interrupt()
 

@@ -142,3 +142,29 @@ def test_a_finished_job_shows_where_to_page_its_rows_not_a_server_path(table, tm
     page = api.get(result["resultsUrl"], {"limit": 2})
     assert page.status_code == 200 and [row["id"] for row in page.json()["rows"]] == [1, 2]
     assert page.json()["total"] == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_asked_before_the_spark_work_starts_stops_the_work_that_starts_after(table, monkeypatch) -> None:
+    """The worker may still be starting Spark when the cancel comes: nothing runs to interrupt
+    then. The watcher keeps interrupting until the job's body ends, so the Spark work that
+    starts after the ask is stopped too (here: a body that "starts" its work 2.5 s in and
+    counts the interrupts it sees after that)."""
+    import threading
+    import time
+
+    monkeypatch.setattr(jobs, "CANCEL_POLL_SECONDS", 0.2)
+    ana = make_user("ana")
+    job = Job.objects.create(kind="changes", table=table, params={"from": 0, "to": 1}, created_by=ana)
+    assert jobs.claim(job.pk)
+    jobs.request_cancel(job, ana)  # asked while nothing runs yet
+    started, stopped = threading.Event(), threading.Event()
+
+    def interrupt() -> None:
+        if started.is_set():
+            stopped.set()
+
+    with jobs.cancellable(job.pk, interrupt):
+        time.sleep(1.0)  # starting the session: the first interrupts find nothing
+        started.set()  # the Spark work starts
+        assert stopped.wait(5), "the work that started after the ask was never interrupted"
