@@ -165,6 +165,12 @@ HOSTILE = [
     ("SELECT * FROM оrders", "not a registered table"),  # a Cyrillic о
     ("SELECT rеflect('a', 'b')", "function rеflect"),  # a Cyrillic е: unknown, refused
     ("SELECT `__dw_t0`.id FROM orders", "reserved"),
+    ("SELECT TRANSFORM(id) USING 'sh -c id' AS (x) FROM orders", "Only a query"),
+    ("SELECT '${env:DELTAWEB_SECRET_KEY}' FROM orders", "${...} is not allowed"),
+    ("SELECT system.builtin.reflect('java.lang.Runtime', 'getRuntime')", "function reflect"),
+    ("SELECT * FROM IDENTIFIER('parquet.`/etc`')", "function identifier"),
+    ("SELECT * FROM STREAM(orders)", "function stream"),
+    ("SELECT aggregate(array(1), 0, (a, x) -> reflect('a', 'b'))", "function reflect"),
     ("   ", "Write one SELECT"),
     ("", "may not be blank"),
 ]

@@ -4,7 +4,9 @@ text.
 
 `parse_statement(text, resolve)` walks the parsed tree and refuses, naming the offending part:
 - anything but one query (SELECT, WITH, set operations, VALUES): DDL, DML, SET, ADD JAR, CACHE,
-  MSCK, REFRESH, CALL, a second statement;
+  MSCK, REFRESH, CALL, a second statement, a script transform (`SELECT TRANSFORM ... USING`);
+- `${...}` anywhere, even in a string: Spark substitutes variables, the environment's among them,
+  into a statement's text;
 - a path or file source (`parquet.\\`/path\\``, `read_files(...)`, any table-valued function);
 - a function that is not one of Spark's pure built-ins on `ALLOWED_FUNCTIONS` (`reflect`,
   `java_method`, `input_file_name`, user-defined and unknown functions are refused); a
@@ -112,6 +114,7 @@ _FORBIDDEN = (
     exp.TruncateTable,
     exp.Copy,
     exp.Show,
+    exp.QueryTransform,  # SELECT TRANSFORM(...) USING 'script': runs a program on the executors
 )
 _CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
@@ -162,7 +165,7 @@ def _one_statement(text: str) -> exp.Expression:
 
 
 def _check_kind(tree: exp.Expression) -> None:
-    if not isinstance(tree, exp.Query):
+    if not isinstance(tree, exp.Query | exp.Values):
         raise _refuse("Only a query is allowed (SELECT, WITH, UNION, INTERSECT, EXCEPT, VALUES).", tree)
     for node in tree.walk():
         if isinstance(node, _FORBIDDEN):
@@ -250,6 +253,10 @@ def parse_statement(
         raise QueryRefused("Write one SELECT statement.")
     if len(text) > max_length:
         raise QueryRefused(f"The statement is {len(text):,} characters long; at most {max_length:,} are allowed.")
+    if "${" in text:
+        # Spark substitutes ${var}, ${env:VAR} and ${system:prop} in a statement's text, even
+        # inside string literals: it would read the server's environment into the result
+        raise QueryRefused("${...} is not allowed: Spark would substitute variables there.", "${")
     tree = _one_statement(text)
     if sum(1 for _ in tree.walk()) > MAX_NODES:
         raise QueryRefused("The statement is too large.")
@@ -274,6 +281,11 @@ def parse_statement(
             parsed.bindings.append(binding)
         parsed.references.append((ref, keys[key]))
         alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
-        node.replace(exp.Table(this=exp.to_identifier(f"{PLACEHOLDER}{keys[key]}"), alias=alias))
+        bound = exp.Table(this=exp.to_identifier(f"{PLACEHOLDER}{keys[key]}"), alias=alias)
+        if node.args.get("sample") is not None:
+            bound.set("sample", node.args["sample"])
+        node.replace(bound)
     parsed.statement = tree.sql(dialect="spark", comments=False)
+    if "${" in parsed.statement:  # escapes printed back as ${ (see above)
+        raise QueryRefused("${...} is not allowed: Spark would substitute variables there.", "${")
     return parsed
