@@ -193,6 +193,7 @@ class Delivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "deliveries"
         ordering = ["-created_at", "-pk"]
         constraints = [
             models.UniqueConstraint(fields=["alert", "subscription"], name="alerts_unique_delivery_per_subscription")

@@ -15,6 +15,9 @@ class TokenExpiry(models.Model):
     )
     expires_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        verbose_name_plural = "token expiries"
+
 
 class SsoIdentity(models.Model):
     """A single sign-on identity (the provider's issuer and its `sub`, OpenID Connect's only

@@ -62,6 +62,7 @@ class Anomaly(models.Model):
     detail = models.TextField()
 
     class Meta:
+        verbose_name_plural = "anomalies"
         ordering = ["version", "kind"]
 
 

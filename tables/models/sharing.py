@@ -89,5 +89,6 @@ class RecipientQuery(models.Model):
     at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
+        verbose_name_plural = "recipient queries"
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["table", "-at"])]
