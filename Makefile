@@ -125,13 +125,14 @@ test-cluster-all: CLUSTER_SUITE := $(CLUSTER_SUITE_ALL)
 test-cluster-all: test-cluster
 
 # Connect pass (CONNECT_SUITE): the data jobs (previews, change data, keyed row diffs, compared
-# with delta-rs as on the in-process session; a row's history, compared with the core's),
+# with delta-rs as on the in-process session; a row's history, compared with the core's; SQL at a
+# version, compared with DuckDB over delta-rs reads),
 # cancelling, and the Connect checks (a server that does not answer, its token, confinement
 # before the server runs anything, stages) through one Spark Connect server the tests start
 # (tests/spark/conftest.py: scripts/spark_connect.sh, its own port, token and
 # var/spark-connect-test), shared by both processes and stopped here.
 CONNECT_SUITE := $(addprefix tests/spark/,test_connect.py test_cancel.py test_changes.py test_rowdiff.py test_preview.py \
-	test_row_history_spark.py)
+	test_row_history_spark.py test_query.py)
 CONNECT_DIR := var/spark-connect-test
 
 test-connect: install test-deps
