@@ -29,7 +29,6 @@ NDJSON = "application/x-ndjson; charset=utf-8"
 CAPS = "delta-sharing-capabilities"
 CHUNK = 4 << 20  # a file's bytes are streamed in pieces of this size
 MAX_BODY = 1 << 20
-MAX_DEPTH = 64  # a body's arrays and objects nested deeper are refused before anything walks them
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -165,21 +164,7 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
         raise SharingError(INVALID, "The request body is not JSON.") from None
     if not isinstance(body, dict):
         raise SharingError(INVALID, "The request body must be a JSON object.")
-    if _depth(body) > MAX_DEPTH:
-        raise SharingError(INVALID, f"The request body is nested deeper than {MAX_DEPTH} levels.")
     return body
-
-
-def _depth(value: Any) -> int:
-    """How deep a decoded JSON value nests its arrays and objects, walked without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            deepest = max(deepest, depth)
-            if depth <= MAX_DEPTH:  # deeper is refused: its inside need not be walked
-                stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
-    return deepest
 
 
 @protocol_view(("POST",))
