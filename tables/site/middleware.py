@@ -129,7 +129,10 @@ def plotly_style_hashes() -> tuple[str, ...]:
 # The pages whose scripts add style elements: exactly those, by their hashes (never
 # 'unsafe-inline', which would let any injected markup style itself). Swagger UI's page sets a
 # policy of its own (tables.api.views.auth.DocsView).
-STYLE_ELEMENTS: dict[str, Callable[[], tuple[str, ...]]] = {"tables:table_charts_page": plotly_style_hashes}
+STYLE_ELEMENTS: dict[str, Callable[[], tuple[str, ...]]] = {
+    "tables:table_charts_page": plotly_style_hashes,
+    "tables:table_query": plotly_style_hashes,
+}
 
 
 def _with_style_sources(policy: str, sources: tuple[str, ...]) -> str:

@@ -10,7 +10,8 @@ result's link (?job=) opens for anyone who may read the tables.
 A result of one category or time column and numeric ones gets a chart (bars per category, or
 lines over time), and a comparison the per-group change of its first numeric column: plain
 plotly figures handed to the page as JSON data islands (`json_script`) that
-static/tables/query.js draws; no chart when the result has no such shape.
+static/tables/query.js draws (plotly's style elements allowed by their hashes, as on the charts
+page: tables.site.middleware.STYLE_ELEMENTS); no chart when the result has no such shape.
 
 Starting is a POST that redirects back with the job (?job=) or the two jobs (?a=&b=); a
 refusal comes back as the form's error, the statement kept.
@@ -19,11 +20,9 @@ refusal comes back as the form's error, the statement kept.
 from __future__ import annotations
 
 import csv
-import functools
 import html
 import io
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,6 @@ from tables.services.query import compare as comparing
 from tables.services.query import run
 from tables.spark.results import json_value, part_files
 from tables.web.rows import job_rows_context
-from tables.web.staticfiles import plotly_file
 from tables.web.tabs.frame import tab_context
 from tables.web.ui import PageError, job_param, page, table_of
 
@@ -87,8 +85,6 @@ def table_query(request: HttpRequest, slug: str) -> HttpResponse:
         ctx["result_chart"] = _result_chart(job) if ctx["result"] is not None else None
     if a is not None and b is not None:
         ctx.update(_comparison(request, a, b))
-    if ctx.get("result_chart") or ctx.get("cmp_chart"):
-        ctx["plotly_map_css_id"] = plotly_map_css_id()
     return render(request, "tables/table_query.html", ctx)
 
 
@@ -111,19 +107,6 @@ def _comparison(request: HttpRequest, a: Job, b: Job) -> dict[str, Any]:
 
 
 # --- charts --------------------------------------------------------------------------------------
-
-
-@functools.cache
-def plotly_map_css_id() -> str | None:
-    """The id under which plotly.js, as it loads, adds its map library's stylesheet as a style
-    element unless an element of that id exists (the page puts an empty one: it draws no map,
-    and the CSP allows no style element). Read from the installed plotly.min.js."""
-    path = plotly_file()
-    if path is None:
-        return None
-    source = path.read_text(encoding="utf-8", errors="replace")
-    found = re.search(r'getElementById\("([0-9a-f]{64})"\)\)\{var \w+=document\.createElement\("style"\)', source)
-    return found[1] if found else None
 
 
 def _text(value: Any) -> str:
