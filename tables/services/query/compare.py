@@ -24,6 +24,7 @@ from tables.services.query.run import at_version, start_query
 from tables.spark.results import part_files, table_to_json
 
 MAX_SHOWN = 1000  # rows of each kind the answer lists (the counts cover them all)
+NUMERIC_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal")  # by Delta's names
 
 
 def start_compare(table: Table, text: str, a: str, b: str, user: Any) -> tuple[Job, Job]:
@@ -50,7 +51,8 @@ def _key(row: dict[str, Any], keys: list[str]) -> str:
     return json.dumps([row.get(k) for k in keys], sort_keys=True, default=str)
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A result's value as a number (a decimal comes as its text); None for anything else."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
@@ -84,7 +86,7 @@ def compare(job_a: Job, job_b: Job, keys: list[str] | None = None) -> dict[str, 
             "invalid_keys",
         )
     values = [n for n in names_b if n not in keys and n in names_a]
-    numeric = [c["name"] for c in b["columns"] if c["name"] in values and _is_numeric(c["type"])]
+    numeric = [c["name"] for c in b["columns"] if c["name"] in values and is_numeric(c["type"])]
     only_a = [rows_a[k] for k in rows_a if k not in rows_b]
     only_b = [rows_b[k] for k in rows_b if k not in rows_a]
     changed = []
@@ -123,12 +125,12 @@ def _same(rows_a: dict, rows_b: dict, changed: list) -> int:
 
 
 def _delta(before: Any, after: Any) -> float | None:
-    x, y = _number(before), _number(after)
+    x, y = number(before), number(after)
     return None if x is None or y is None else y - x
 
 
-def _is_numeric(type_name: str) -> bool:
-    return type_name.split("(")[0] in ("byte", "short", "integer", "long", "float", "double", "decimal")
+def is_numeric(type_name: str) -> bool:
+    return type_name.split("(")[0] in NUMERIC_TYPES
 
 
 def _side(job: Job) -> dict[str, Any]:

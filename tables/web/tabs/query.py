@@ -39,6 +39,7 @@ from tables.services import data_jobs
 from tables.services.errors import ServiceError
 from tables.services.query import compare as comparing
 from tables.services.query import run
+from tables.services.query.compare import is_numeric, number
 from tables.spark.results import json_value, part_files
 from tables.web.rows import job_rows_context
 from tables.web.tabs.frame import tab_context
@@ -48,7 +49,6 @@ HISTORY_SHOWN = 20
 CHART_ROWS = 500  # a result's first rows charted
 CHART_TRACES = 6  # numeric columns charted at most
 CHART_GROUPS = 100  # groups of a comparison's chart at most
-NUMERIC_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal")
 TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
 CATEGORY_TYPES = ("string", "boolean")
 
@@ -130,23 +130,12 @@ def _layout(xtitle: str, ytitle: str) -> dict[str, Any]:
     }
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return value
-    try:
-        return float(value)  # a decimal's text
-    except (TypeError, ValueError):
-        return None
-
-
 def chart_of(columns: list[dict[str, str]], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A figure for a result of exactly one category or time column and numeric columns: a bar
     per category (one trace per numeric column) or a line over time (in time order); None for
     any other shape."""
-    numeric = [c["name"] for c in columns if _base(c["type"]) in NUMERIC_TYPES]
-    other = [c for c in columns if _base(c["type"]) not in NUMERIC_TYPES]
+    numeric = [c["name"] for c in columns if is_numeric(c["type"])]
+    other = [c for c in columns if not is_numeric(c["type"])]
     if not numeric or len(other) != 1 or not rows:
         return None
     x, kind = other[0]["name"], _base(other[0]["type"])
@@ -158,9 +147,7 @@ def chart_of(columns: list[dict[str, str]], rows: list[dict[str, Any]]) -> dict[
     else:
         return None
     xs = [r[x] for r in rows] if kind in TIME_TYPES else [_text(r.get(x)) for r in rows]
-    data = [
-        {**trace, "name": _text(n), "x": xs, "y": [_number(r.get(n)) for r in rows]} for n in numeric[:CHART_TRACES]
-    ]
+    data = [{**trace, "name": _text(n), "x": xs, "y": [number(r.get(n)) for r in rows]} for n in numeric[:CHART_TRACES]]
     layout = _layout(x, numeric[0] if len(numeric) == 1 else "value")
     layout["xaxis"]["type"] = "date" if kind in TIME_TYPES else "category"
     return {"data": data, "layout": layout, "kind": "line" if kind in TIME_TYPES else "bar", "x": x}
@@ -196,7 +183,7 @@ def _change_chart(cmp: dict[str, Any]) -> dict[str, Any] | None:
                 bars.append((label(r["key"]), c["delta"]))
     for sign, side in ((-1, "onlyFrom"), (1, "onlyTo")):
         for r in cmp[side]:
-            value = _number(r.get(column))
+            value = number(r.get(column))
             if value is not None:
                 bars.append((label(r), sign * value))
     if not bars:
