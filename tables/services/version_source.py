@@ -1,0 +1,67 @@
+"""Where a version's files are read from: the one rule every reader asks.
+
+A version is read from the table while the table still has it: its log replays and none of its
+data files were removed. Once VACUUM or log cleanup took any of that, a pin that holds the
+version answers instead: the pin store keeps the version as a table of its own (its latest
+version is the pinned one, tables.services.pins), with the same rows. A version that is
+neither readable nor pinned is refused by its reader with the reason the reachability answer
+gives.
+
+Readers ask `source_of(table, version)` and open `source.location` at `source.version`
+(None: the kept table's latest). A Spark job receives `source.as_params()` in its parameters
+and rebuilds the place with `from_params`, so a queued job reads what was decided when it
+was started even if a sync meanwhile learns more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tables.models import Pin, Table
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """The place a version is read from."""
+
+    location: str  # the table to open: the registered table, or its pin's kept table
+    version: int | None  # the version to read there; None is the kept table's latest
+    pin: Pin | None = None  # the pin it is read from; None when the table itself has it
+
+    @property
+    def from_pin(self) -> bool:
+        return self.pin is not None
+
+    def as_params(self) -> dict[str, Any]:
+        """What a job's parameters carry of the place (JSON)."""
+        return {"location": self.location, "version": self.version, "pin": self.pin.pk if self.pin else None}
+
+
+def from_params(p: dict[str, Any]) -> tuple[str, int | None]:
+    """(location, version) of a place a job's parameters carry (`Source.as_params`)."""
+    return p["location"], p.get("version")
+
+
+def table_has(table: Table, version: int, *, wait: bool = False) -> bool | None:
+    """Whether the table's own log and files still give the version: True, False, or None
+    while the reachability answer of a long log is still being computed (`wait=False`)."""
+    from tables.services.reachability import version_reachability
+
+    entry = version_reachability(table, version, wait=wait)
+    if entry is None:
+        return None
+    missing = int(((entry.get("missingFiles") or {}).get("count")) or 0)
+    return bool(entry.get("readable")) and missing == 0
+
+
+def source_of(table: Table, version: int, *, wait: bool = False) -> Source:
+    """Where `version` of `table` is read from (see the module's docstring). Without a pin the
+    table is the answer, readable or not: its reader then says why it cannot be read. With a
+    pin, an answer not yet known reads the pin, which never misses a file."""
+    from tables.services.pins import holding_pin
+
+    pin = holding_pin(table, version)
+    if pin is None or table_has(table, version, wait=wait):
+        return Source(table.location, version, None)
+    return Source(pin.store_location, None, pin)
