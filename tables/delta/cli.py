@@ -129,6 +129,11 @@ def add_audit_subcommands(sub: Any) -> None:
     p.add_argument("path", metavar="FILE", help="the export file")
     p.add_argument("--public-key", required=True, metavar="KEYFILE", help="the Ed25519 public key (PEM or base64)")
     p.add_argument("--table", default=None, metavar="PATH", help="also check which versions' bytes still match")
+    p.add_argument(
+        "--accept-recorded",
+        action="store_true",
+        help="pass although the export records checksum mismatches or history rewrites (still listed)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -352,7 +357,7 @@ def _audit_verify(opts: Mapping[str, Any]) -> int:
     except (OSError, ValueError) as exc:
         return _fail(f"{opts.get('path')}: {exc}")
     try:
-        result = verify_export(data, key, opts.get("table"))
+        result = verify_export(data, key, opts.get("table"), accept_recorded=bool(opts.get("accept_recorded")))
     except ExportFormatError as exc:
         result = {"ok": False, "signature": "invalid", "signatureProblem": str(exc), "chain": "unknown"}
     except DeltaError as exc:
@@ -377,8 +382,37 @@ def _audit_verify_text(r: dict[str, Any]) -> str:
         lines.append(
             f"versions still matching: {sum(v['status'] == 'match' for v in r['versions'])} of {len(r['versions'])}"
         )
+    lines += _recorded_lines(r)
     lines.append("ok" if r["ok"] else "FAILED")
     return "\n".join(lines) + "\n"
+
+
+def _recorded_lines(r: dict[str, Any]) -> list[str]:
+    """What the export records as wrong, one line each, and whether that was accepted."""
+    recorded = r.get("recorded") or {}
+    mismatches, rewrites = recorded.get("checksumMismatches") or [], recorded.get("rewrites") or []
+    lines = []
+    for m in mismatches:
+        what = "; ".join(
+            f"{str(f.get('field'))[:80]} expected {_compact(f.get('expected'))[:80]}, found {_compact(f.get('found'))[:80]}"
+            for f in m["mismatches"][:10]
+            if isinstance(f, dict)
+        )
+        what = what or str(m.get("error") or "the checksum file disagrees")[:200]
+        lines.append(f"recorded checksum mismatch at version {m['version']}: {what}")
+    for w in rewrites:
+        lines.append(
+            f"recorded history rewrite at version {w['version']}: its bytes no longer matched those first seen"
+            f" (sha256 {str(w.get('firstSeen'))[:64]})"
+        )
+    if mismatches or rewrites:
+        n = f"{len(mismatches)} checksum mismatch(es) and {len(rewrites)} history rewrite(s)"
+        lines.append(
+            f"the export records {n}: accepted (--accept-recorded)"
+            if r.get("acceptRecorded")
+            else f"the export records {n}: give --accept-recorded to accept them"
+        )
+    return lines
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:

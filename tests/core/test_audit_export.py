@@ -151,4 +151,32 @@ def test_the_export_carries_the_checksum_files_results(golden_copy, tmp_path: Pa
     [m] = checks[1]["mismatches"]
     assert m["field"] == "tableSizeBytes" and m["expected"] == m["found"] + 1
     key = Ed25519PrivateKey.generate()
-    assert verify_export(sign_export(body, key), key.public_key(), str(table))["ok"]  # the record holds
+    data = sign_export(body, key)
+    verdict = verify_export(data, key.public_key(), str(table))
+    assert not verdict["ok"] and verdict["signature"] == "ok" and verdict["chain"] == "ok"
+    assert verdict["recorded"]["checksumMismatches"] == [{"version": 1, "mismatches": [m]}]
+    assert verify_export(data, key.public_key(), str(table), accept_recorded=True)["ok"]  # the record holds
+
+
+def test_audit_verify_fails_on_a_recorded_checksum_mismatch_unless_accepted(golden_copy, tmp_path, capsys) -> None:
+    """An export that records a checksum file disagreeing with the replay is not "ok": the
+    command names the version and the field, exits 1, and passes only with --accept-recorded."""
+    from tests.core.test_checksums import TXN_TABLE, edit_crc
+
+    table = golden_copy(TXN_TABLE)
+    edit_crc(table, 1, lambda b: b.update(numFiles=b["numFiles"] + 5))
+    priv, pub = _keys(tmp_path)
+    out = tmp_path / "export.jsonl"
+    assert main(["audit-export", str(table), "--out", str(out), "--key", str(priv)]) == 0
+    capsys.readouterr()
+    argv = ["audit-verify", str(out), "--public-key", str(pub), "--table", str(table)]
+    assert main(argv) == 1
+    text = capsys.readouterr().out
+    assert "recorded checksum mismatch at version 1: numFiles expected" in text and "FAILED" in text
+    assert "--accept-recorded" in text
+    assert main([*argv, "--json"]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert [m["version"] for m in verdict["recorded"]["checksumMismatches"]] == [1] and not verdict["ok"]
+    assert main([*argv, "--accept-recorded"]) == 0
+    text = capsys.readouterr().out
+    assert "recorded checksum mismatch at version 1" in text and "accepted" in text and text.endswith("ok\n")

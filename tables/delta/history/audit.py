@@ -12,7 +12,8 @@ verification fail.
 
 `export_table` reads a table's commits as they are now (the command line); the server passes
 what it first saw (`make_export`). `verify_export` checks the signature against a public key
-the auditor holds, the chain, and, given a table, which versions' bytes still match.
+the auditor holds, the chain, what the export records as wrong (checksum mismatches, history
+rewrites: a failure unless accepted), and, given a table, which versions' bytes still match.
 """
 
 from __future__ import annotations
@@ -347,9 +348,33 @@ def compare_with_table(body: dict[str, Any], location: str | Storage) -> list[di
     return out
 
 
-def verify_export(data: bytes, public_key: Ed25519PublicKey, table: str | Storage | None = None) -> dict[str, Any]:
-    """The verdict on an export file: its signature, its chain, and with `table` which versions
-    still match. `ok` only when all hold; ExportFormatError when it is not an export at all."""
+def recorded_problems(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """What the export itself records as wrong when it was made: checksum files that disagreed
+    with the replay (`checksums` entries not ok, with their fields or error) and history
+    rewrites (server exports: a commit whose bytes no longer matched what was first seen,
+    `stillMatches` false). A valid signature proves these were recorded, not that all is well."""
+    mismatches = []
+    for c in body.get("checksums") or []:
+        if isinstance(c, dict) and c.get("ok") is False:
+            row: dict[str, Any] = {"version": c.get("version"), "mismatches": c.get("mismatches") or []}
+            if c.get("error"):
+                row["error"] = c["error"]
+            mismatches.append(row)
+    rewrites = [
+        {"version": c.get("version"), "firstSeen": c.get("sha256"), "firstSeenAt": c.get("firstSeenAt")}
+        for c in body.get("commits") or []
+        if isinstance(c, dict) and c.get("stillMatches") is False
+    ]
+    return {"checksumMismatches": mismatches, "rewrites": rewrites}
+
+
+def verify_export(
+    data: bytes, public_key: Ed25519PublicKey, table: str | Storage | None = None, accept_recorded: bool = False
+) -> dict[str, Any]:
+    """The verdict on an export file: its signature, its chain, what it records as wrong
+    (`recorded_problems`), and with `table` which versions still match. `ok` only when all hold
+    and nothing wrong is recorded (unless `accept_recorded`); ExportFormatError when it is not
+    an export at all."""
     line, body, sig = parse_export(data)
     problem = check_signature(line, sig, public_key)
     broken = chain_problems(body)
@@ -363,7 +388,10 @@ def verify_export(data: bytes, public_key: Ed25519PublicKey, table: str | Storag
         "table": body.get("table"),
         "commits": len(body.get("commits") or []),
     }
-    ok = problem is None and not broken
+    recorded = recorded_problems(body)
+    out["recorded"] = recorded
+    out["acceptRecorded"] = accept_recorded
+    ok = problem is None and not broken and (accept_recorded or not any(recorded.values()))
     if table is not None:
         versions = compare_with_table(body, table)
         out["versions"] = versions
