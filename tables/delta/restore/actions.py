@@ -101,17 +101,24 @@ def _partition_of(body: dict[str, Any], keys: list[str]) -> tuple[str | None, ..
 
 
 def row_impact(
-    storage: Storage, latest: Snapshot, adds: list[dict[str, Any]], removes: list[dict[str, Any]]
+    storage: Storage,
+    latest: Snapshot,
+    adds: list[dict[str, Any]],
+    removes: list[dict[str, Any]],
+    pin: Storage | None = None,
 ) -> dict[str, Any]:
     """How many rows a plan changes, from the files' statistics: the latest's rows now and
     after, the rows added back and removed; for a partitioned table the same per partition
     the plan changes (the first MAX_LISTED_PARTITIONS in partition order). A file without
     numRecords is counted from its Parquet footer; `estimate` is true only when a file's rows
-    could be had from neither (it then counts as 0 rows)."""
+    could be had from neither (it then counts as 0 rows). `pin`: where the files to add are
+    read when the table lacks them (the kept table of a pin, restore/from_pin.py)."""
     names = list(latest.metadata.partition_columns)
     keys = latest.metadata.partition_keys()
     current, _found = log_add_actions(storage, latest, latest.files)
     from_footers = footer_rows(storage, current + adds)  # where the stats say nothing
+    if pin is not None:  # files VACUUM took: their footers are in the pin store
+        from_footers = {**footer_rows(pin, [a for a in adds if a.get("path") not in from_footers]), **from_footers}
     totals = {"rowsNow": 0, "rowsAdded": 0, "rowsRemoved": 0}
     per: dict[tuple[str | None, ...], dict[str, Any]] = {}
     no_stats = 0

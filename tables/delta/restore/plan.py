@@ -66,6 +66,7 @@ from tables.delta.restore.actions import (
     restore_remove,
     row_impact,
 )
+from tables.delta.restore.from_pin import PinnedFile, find_in_pin, pin_missing_error, pinned_target
 from tables.delta.restore.predicate import PartitionPredicate, parse_predicate, table_partition_columns
 from tables.delta.restore.rules import check_writable, listing_for, restore_domains, restore_metadata, restore_protocol
 from tables.delta.snapshot.files import log_add_actions
@@ -124,6 +125,9 @@ class RestorePlan:
     fingerprint: str = ""
     predicate: str | None = None  # a partial restore's partition predicate (None: the whole table)
     row_impact: dict[str, Any] | None = None  # rows now / after / added / removed (row_impact())
+    # the files the table lacks that the pin keeping the target brings back (restore/from_pin.py):
+    # {"count", "bytes", "files": [PinnedFile.to_dict()]}; None when the table has every file
+    from_pin: dict[str, Any] | None = None
 
     def to_dict(self, files: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -153,10 +157,15 @@ class RestorePlan:
             "fingerprint": self.fingerprint,
             "predicate": self.predicate,
             "rowImpact": self.row_impact,
+            "fromPin": None,
         }
+        if self.from_pin is not None:
+            out["fromPin"] = {"count": self.from_pin["count"], "bytes": self.from_pin["bytes"]}
         if files:
             out["adds"] = self.adds
             out["removes"] = self.removes
+            if self.from_pin is not None:
+                out["fromPin"]["files"] = list(self.from_pin["files"])
         return out
 
     @classmethod
@@ -191,15 +200,32 @@ class RestorePlan:
             fingerprint=d["fingerprint"],
             predicate=d.get("predicate"),
             row_impact=d.get("rowImpact"),
+            from_pin=_from_pin_of(d.get("fromPin")),
         )
         if plan_fingerprint(plan) != plan.fingerprint:
             raise RestoreError(f"{plan.location}: the restore plan does not match its fingerprint (edited?)")
         return plan
 
+    @property
+    def pinned_files(self) -> list[PinnedFile]:
+        """The files a run copies from the pin before it commits (none without a pin)."""
+        return [PinnedFile.from_dict(f) for f in (self.from_pin or {}).get("files") or ()]
+
     def replace(self, **changes: Any) -> RestorePlan:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(changes)
         return RestorePlan(**values)
+
+
+def _from_pin_of(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not d:
+        return None
+    files = [PinnedFile.from_dict(f).to_dict() for f in d.get("files") or ()]
+    return {"count": int(d.get("count", len(files))), "bytes": int(d.get("bytes", 0)), "files": files}
+
+
+def _pin_summary(files: list[PinnedFile]) -> dict[str, Any]:
+    return {"count": len(files), "bytes": sum(f.size for f in files), "files": [f.to_dict() for f in files]}
 
 
 # --- metrics and fingerprint ---------------------------------------------------------------------
@@ -273,6 +299,13 @@ class RestoreSetup:
     domains: list[dict[str, Any]]
     notes: list[str]
     predicate: PartitionPredicate | None = None  # a partial restore's selection
+    # the pin's kept table the target was read from (from_pin.py), else None: the table's own log
+    pin: Storage | None = None
+
+    @property
+    def target_storage(self) -> Storage:
+        """Where the target's add actions are read: the pin's kept table, or the table."""
+        return self.pin if self.pin is not None else self.storage
 
     @property
     def where(self) -> str:
@@ -302,14 +335,18 @@ def prepare_restore(
     allow_protocol_downgrade: bool = False,
     owner: Any = None,
     where: str | None = None,
+    pinned: str | Storage | None = None,
 ) -> RestoreSetup:
     """Check the request, load the latest and target snapshots, and work out the metadata,
     protocol and domain metadata the restore writes; with `where` (a partition predicate),
-    a partial restore, which keeps the latest's."""
+    a partial restore, which keeps the latest's. With `pinned` (the kept table of a pin that
+    keeps the version), the target is read there: its files the table lacks come back from it."""
     storage = as_storage(location)
     predicate_text, where = where, storage.display()
     if (version is None) == (timestamp is None):
         raise RestoreError(f"{where}: give exactly one of a version or a timestamp to restore")
+    if pinned is not None and version is None:
+        raise RestoreError(f"{where}: a restore from a pin names the pinned version, not a timestamp")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
         raise RestoreError(f"{where}: the version to restore must be a non-negative integer, not {version!r}")
     listing = listing_for(storage, owner)
@@ -338,10 +375,15 @@ def prepare_restore(
             targetVersion=target_version,
             latestVersion=latest.version,
         )
-    target = load_snapshot(storage, target_version, listing)
+    pin = as_storage(pinned) if pinned is not None else None
+    if pin is not None:
+        target = pinned_target(pin, target_version, where)
+    else:
+        target = load_snapshot(storage, target_version, listing)
     check_writable(latest.protocol, f"{where} at version {latest.version}", owner)
     setup_base = dict(
         storage=storage,
+        pin=pin,
         latest=latest,
         target=target,
         target_version=target_version,
@@ -441,7 +483,7 @@ def build_plan(
     the log for the plan's rowImpact."""
     storage, where, latest, target = setup.storage, setup.where, setup.latest, setup.target
     notes = list(setup.notes)
-    target_adds, rec_a = log_add_actions(storage, target, add_rows)
+    target_adds, rec_a = log_add_actions(setup.target_storage, target, add_rows)
     latest_adds, rec_r = log_add_actions(storage, latest, remove_rows)
     adds = [restore_add(a) for a in target_adds]
     now = clock()
@@ -461,9 +503,19 @@ def build_plan(
         )
 
     missing: list[str] = []
+    from_pin: dict[str, Any] | None = None
     if check_files:
         with at_version(f"version {setup.target_version}"):
             missing, bad = find_missing(adds) if find_missing is not None else missing_files(storage, adds)
+            if setup.pin is not None and bad:
+                back, missing, bad = find_in_pin(storage, setup.pin, adds, bad)
+                if missing and not ignore_missing_files:
+                    raise pin_missing_error(where, setup.target_version, missing)
+                from_pin = _pin_summary(back)
+                notes.append(
+                    f"files: {len(back)} file(s) of version {setup.target_version} that VACUUM removed from the "
+                    f"table come back from the pin ({from_pin['bytes']} bytes), copied when the restore runs"
+                )
         if missing and not ignore_missing_files:
             raise missing_error(where, setup.target_version, missing)
         if bad:
@@ -472,7 +524,7 @@ def build_plan(
     else:
         notes.append("files: the existence of the files to restore was not checked")
 
-    impact = row_impact(storage, latest, adds, removes) if with_row_impact else None
+    impact = row_impact(storage, latest, adds, removes, setup.pin) if with_row_impact else None
     if metrics is None:
         plan_metrics = restore_metrics(adds, removes, latest.num_files, latest.size_bytes)
     else:
@@ -503,6 +555,7 @@ def build_plan(
         notes=notes,
         predicate=setup.predicate.text if setup.predicate is not None else None,
         row_impact=impact,
+        from_pin=from_pin,
     )
     plan.fingerprint = plan_fingerprint(plan)
     return plan
@@ -519,11 +572,13 @@ def plan_restore(
     owner: Any = None,
     where: str | None = None,
     with_row_impact: bool = True,
+    pinned: str | Storage | None = None,
 ) -> RestorePlan:
     """Plan RESTORE TO VERSION `version` or TIMESTAMP `timestamp` on the table's latest version
     (a managed table's as its commit-owner `owner` knows it); with `where`, a partition
-    predicate, only the partitions it selects (a partial restore, see the module's contract)."""
-    setup = prepare_restore(location, version, timestamp, allow_protocol_downgrade, owner, where=where)
+    predicate, only the partitions it selects (a partial restore, see the module's contract).
+    `pinned`: the kept table of the pin that keeps `version` (restore/from_pin.py)."""
+    setup = prepare_restore(location, version, timestamp, allow_protocol_downgrade, owner, where=where, pinned=pinned)
     add_rows, remove_rows = diff_files(*setup.scoped_files())
     check_removals(setup, remove_rows.num_rows)
     return build_plan(
