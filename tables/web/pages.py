@@ -70,6 +70,18 @@ def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
     if entry is None:
         return None
     reason = entry.get("reason")
+    pin = entry.get("readFrom")
+    if pin:  # the table lost it; the pin that keeps it answers (tables.services.reachability.mark_pin)
+        lost = {
+            "files_missing": "its data files were removed from the table (VACUUM)",
+            "log_expired": "log cleanup removed its commits from the table",
+        }.get(reason or "", "the table alone cannot give it whole")
+        return {
+            "ok": True,
+            "text": f"kept by pin {pin['name']}",
+            "title": f"{lost}; it is read from pin {pin['name']}, which keeps it whole",
+            "pin": pin,
+        }
     if entry.get("readable"):
         if reason == "beyond_retention":
             return {"ok": True, "text": "beyond retention", "title": "readable, but VACUUM may delete its files now"}
@@ -295,6 +307,8 @@ def restore_view(plan: dict[str, Any] | None) -> dict[str, Any]:
         "protocol_note": plan.get("protocolNote"),
         "missing_files": plan.get("missingFiles") or [],
         "missing_count": plan.get("numMissingFiles") or 0,
+        "from_pin": plan.get("fromPin"),  # files the run copies back from the pin, with plan.pin
+        "pin": plan.get("pin"),
         "notes": plan.get("notes") or [],
         "add_sample": restore_samples(sample.get("add")),
         "remove_sample": restore_samples(sample.get("remove")),

@@ -19,6 +19,7 @@ from tables.services.errors import ServiceError, error_body
 from tables.services.reachability import version_reachability
 from tables.services.restores.requests import (
     approve_restore,
+    pin_for_restore,
     reject_restore,
     request_restore,
     selected_partitions,
@@ -96,7 +97,9 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
                     raise
                 status = exc.status
                 missing = exc.extra.get("files")
-                if missing:
+                if missing and exc.extra.get("fromPin"):  # ignoring them would not help: say what happened
+                    form.add_error(None, exc.message)
+                elif missing:
                     form.add_error(
                         None,
                         f"{exc.extra.get('missingCount', len(missing))} file(s) of the version to restore are "
@@ -109,8 +112,12 @@ def restore_new(request: HttpRequest, slug: str) -> HttpResponse:
                 messages.success(request, f"Restore #{req.pk} requested; an approver must approve it.")
                 return redirect("tables:restore_detail", req.pk)
         focus_first_error(form)
-    show_recover = _recoverable(table, request.POST.get("version") or request.GET.get("version"))
-    ctx = context(request, table=table, form=form, missing_files=missing, selected=selected, show_recover=show_recover)
+    asked = request.POST.get("version") or request.GET.get("version")
+    show_recover = _recoverable(table, asked)
+    ctx = context(
+        request, table=table, form=form, missing_files=missing, selected=selected, show_recover=show_recover,
+        from_pin=_from_pin(table, asked),
+    )  # fmt: skip
     return render(request, "tables/restore_form.html", ctx, status=status)
 
 
@@ -131,6 +138,18 @@ def _preview_partitions(table, form: RestoreRequestForm) -> tuple[dict | None, i
     except ServiceError as exc:
         form.add_error("where", exc.message)
         return None, exc.status
+
+
+def _from_pin(table, raw: str | None) -> dict | None:
+    """The pin a restore to the version the form names would read it from, when the table no
+    longer gives it (the one rule, tables.services.version_source); None otherwise."""
+    if not raw or not raw.strip().isdigit() or int(raw) > MAX_ID:
+        return None
+    try:
+        pin = pin_for_restore(table, int(raw))
+    except ServiceError:
+        return None
+    return {"name": pin.name, "version": pin.version, "files": pin.files, "bytes": pin.bytes} if pin else None
 
 
 def _recoverable(table, raw: str | None) -> bool:

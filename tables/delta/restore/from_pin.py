@@ -171,6 +171,7 @@ def pin_missing_error(where: str, version: int, missing: list[str]) -> MissingFi
         files=shown,
         version=version,
         count=len(missing),
+        fromPin=True,
     )
 
 

@@ -21,7 +21,7 @@ from tables.delta.restore.plan import plan_restore
 from tables.delta.snapshot.diff import dict_diff, schema_changes, schema_fields
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import Storage
-from tables.models import RestoreEvent, RestoreRequest, RestoreStatus, Table
+from tables.models import Pin, RestoreEvent, RestoreRequest, RestoreStatus, Table
 from tables.services import jobs
 from tables.services.access import roles
 from tables.services.errors import ServiceError, http_status, one_line, public_message
@@ -29,6 +29,7 @@ from tables.services.lookup import INT64_MAX
 from tables.services.owner.access import owner_of
 from tables.services.reachability import version_reachability
 from tables.services.restores.recovery import record_plan, recovery_for, recovery_payload
+from tables.services.version_source import source_of
 from tables.services.versions import snapshot_at
 
 RESTORE_WARNING = (
@@ -75,7 +76,8 @@ def _restore_error(exc: delta_errors.DeltaError, table: Table) -> ServiceError:
     message = public_message(exc.message, table)
     if isinstance(exc, delta_errors.MissingFilesError):
         count = exc.details.get("count", len(exc.files))
-        return ServiceError(message, exc.code, 400, files=exc.files, missingCount=count)
+        extra = {"fromPin": True} if exc.details.get("fromPin") else {}
+        return ServiceError(message, exc.code, 400, files=exc.files, missingCount=count, **extra)
     return ServiceError(one_line(message, MAX_TEXT), exc.code, http_status(exc))
 
 
@@ -144,6 +146,10 @@ def plan_payload(
     plan (where a retry looks for its own commit)."""
     out = {k: v for k, v in plan.items() if k not in ("adds", "removes")}
     out["sample"] = {"add": _file_sample(plan.get("adds")), "remove": _file_sample(plan.get("removes"))}
+    if plan.get("fromPin"):  # the files a run copies from the pin: counted, a sample listed
+        back = plan["fromPin"]
+        sample = sorted(back.get("files") or [], key=lambda f: f["path"])[:PLAN_SAMPLE]
+        out["fromPin"] = {"count": back["count"], "bytes": back["bytes"], "sample": sample}
     out["compare"] = _plan_compare(table, plan, storage)
     out["warning"] = RESTORE_WARNING
     out["firstReadVersion"] = first_read_version if first_read_version is not None else plan["readVersion"]
@@ -201,18 +207,22 @@ def request_restore(
     the partitions a predicate selects (blank: the whole table). `recover_files_first`: the
     version's gone objects are copied back from the bucket's noncurrent versions before the
     restore runs; the plan is made on the table as it will be then (store_not_versioned,
-    version_not_recoverable when that cannot be)."""
+    version_not_recoverable when that cannot be). A version the table no longer gives but a
+    pin keeps is planned on the pin's kept table: the files VACUUM took are copied back from it
+    when the approved restore runs (the plan's fromPin counts them, its pin names the pin)."""
     if not roles.can_request_restore(user):
         raise ServiceError(
             "Requesting a restore needs the analyst or approver role (or staff).", "permission_denied", 403
         )
     reason = _text(reason, "reason for the restore (the approver reads it)", True, "invalid_reason")
     version, timestamp = _restore_target(version, timestamp)
-    recovery, storage, wanted = None, None, []
+    recovery, storage, wanted, pin = None, None, [], None
     if recover_files_first:
         recovery, storage, wanted = _recovery(table, version)
     elif version is not None:
-        check_restorable(table, version)
+        pin = pin_for_restore(table, version)
+        if pin is None:
+            check_restorable(table, version)
     try:
         plan = plan_restore(
             storage if storage is not None else table.location,
@@ -222,8 +232,11 @@ def request_restore(
             allow_protocol_downgrade=bool(allow_protocol_downgrade),
             owner=owner_of(table),  # a managed table: as its owner knows it
             where=(where or "").strip() or None,
+            pinned=pin.store_location if pin is not None else None,
         )
         payload = plan_payload(table, plan.to_dict(), storage=storage)
+        if pin is not None:
+            payload["pin"] = pin_ref(pin)
     except delta_errors.DeltaError as exc:
         raise _restore_error(exc, table) from exc
     if version is None:  # a timestamp: checked once the plan resolved it to a version
@@ -249,11 +262,26 @@ def request_restore(
         if wanted:
             record_plan(req, wanted)
         recovering = f" (recovering {recovery['count']} objects first)" if recovery is not None else ""
+        if pin is not None:
+            back = payload.get("fromPin") or {"count": 0, "bytes": 0}
+            recovering = f" (from pin {pin.name!r}: {back['count']} file(s), {back['bytes']} bytes to copy back)"
         event(
             req, user, "", RestoreStatus.PENDING,
             f"requested a restore to version {plan.target_version}{recovering}: {reason}",
         )  # fmt: skip
     return req
+
+
+def pin_for_restore(table: Table, version: int) -> Pin | None:
+    """The pin a restore to `version` reads the version from, by the one rule
+    (tables.services.version_source): None while the table itself gives the version."""
+    source = source_of(table, version)
+    return source.pin if source.from_pin else None
+
+
+def pin_ref(pin: Pin) -> dict[str, Any]:
+    """What a request stores of the pin its plan reads (never the pin store's location)."""
+    return {"id": pin.pk, "name": pin.name, "version": pin.version}
 
 
 def _recovery(table: Table, version: int | None) -> tuple[dict[str, Any], Storage, list[Any]]:

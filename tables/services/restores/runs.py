@@ -6,8 +6,11 @@ exactly one row, and the engine (Spark, or the pure planner when
 DELTAWEB_RESTORE_ENGINE=local) plans again on the current head; apply_approved_plan commits
 only the approved change (the core's approved_change_on), with the request's txnId, so a
 retried run never commits twice. A request that recovers files first copies them back from the
-bucket's noncurrent versions before it plans (tables.services.restores.recovery). Workers that
-die are noticed by requeue_stuck_restores (a beat task).
+bucket's noncurrent versions before it plans (tables.services.restores.recovery). A request
+planned on a pin's kept table plans again on it and, once the approved change is confirmed,
+copies the files the table lacks from the pin store, each checked by its size, before it
+commits (tables.delta.restore.from_pin). Workers that die are noticed by requeue_stuck_restores
+(a beat task).
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.restore.commit import approved_change_on, commit_restore, files_added_since, find_restore_commit
+from tables.delta.restore.from_pin import bring_back
 from tables.delta.restore.plan import RestorePlan, plan_restore
 from tables.delta.snapshot.replay import identity_keys
+from tables.delta.storage.boundary import as_storage
 from tables.models import RestoreRequest, RestoreStatus, Table
 from tables.services import faults, jobs
 from tables.services.errors import is_spark_error, one_line, public_message, spark_failure
@@ -179,8 +184,9 @@ def _execute(req: RestoreRequest, run: RestoreRun, planner: Planner) -> dict[str
         owner = _restore_owner(req.table, run)
         recovery = _recover_first(req, run) if req.recover_files_first else None
         out = apply_approved_plan(
-            req.table.location, req.plan or {}, req.txn, planner, run.progress, owner=owner, who=commit_who(req)
-        )
+            req.table.location, req.plan or {}, req.txn, planner, run.progress, owner=owner, who=commit_who(req),
+            pinned=_pinned_location(req), on_brought_back=functools.partial(_brought_back_event, req),
+        )  # fmt: skip
         if recovery is not None:
             out["recovery"] = recovery
         if not out.get("stale"):
@@ -203,6 +209,34 @@ def _recover_first(req: RestoreRequest, run: RestoreRun) -> dict[str, Any]:
     )
     event(req, None, RestoreStatus.RUNNING, RestoreStatus.RUNNING, note)
     return summary
+
+
+def _pinned_location(req: RestoreRequest) -> str | None:
+    """The kept table of the pin the request's plan reads (None without one); refused, before
+    anything is copied, when that pin no longer holds the version."""
+    ref = (req.plan or {}).get("pin")
+    if not ref:
+        return None
+    from tables.services.pins import kept_location
+
+    where = kept_location(int(ref["id"]))
+    if where is None:
+        raise delta_errors.RestoreError(
+            f"the pin {str(ref.get('name'))[:200]!r} that keeps version {req.resolved_version} was removed since the "
+            f"restore was requested; nothing was copied or committed: request the restore again"
+        )
+    return where
+
+
+def _brought_back_event(req: RestoreRequest, summary: dict[str, Any]) -> None:
+    """The request's trail says what came back from the pin before the commit."""
+    name = str(((req.plan or {}).get("pin") or {}).get("name") or "")[:200]
+    placed = ", ".join(f"{n} {how}" for how, n in summary["placed"].items())
+    note = (
+        f"brought back {summary['files']} file(s) of version {req.resolved_version} from pin {name!r}: "
+        f"{summary['copied']} copied ({summary['bytes']} bytes), {summary['present']} already present ({placed})"
+    )
+    event(req, None, RestoreStatus.RUNNING, RestoreStatus.RUNNING, note)
 
 
 def commit_who(req: RestoreRequest) -> dict[str, Any]:
@@ -283,6 +317,7 @@ _RESULT_KEYS = (
     "engineInfo",
     "engine",
     "recovery",
+    "fromPin",
 )
 
 
@@ -314,6 +349,8 @@ def _finish_succeeded(run: RestoreRun, out: dict[str, Any]) -> dict[str, Any]:
 def _finish_stale(run: RestoreRun, plan: dict[str, Any]) -> dict[str, Any]:
     req = run.req
     payload = plan_payload(req.table, plan, (req.plan or {}).get("firstReadVersion", req.plan_head_version))
+    if (req.plan or {}).get("pin"):  # the new plan reads the same pin
+        payload["pin"] = req.plan["pin"]
     note = (
         f"the table moved on (planned on version {req.plan_head_version}, now {plan['readVersion']}) and the "
         f"restore would change other files: approve the new plan"
@@ -350,6 +387,8 @@ def apply_approved_plan(
     progress,
     owner=None,
     who: dict[str, Any] | None = None,
+    pinned: str | None = None,
+    on_brought_back: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Commit the approved change, or report that it no longer applies.
 
@@ -359,7 +398,10 @@ def apply_approved_plan(
     after the approved head). Anything else is stale: {"stale": True, "plan": the new plan},
     nothing committed. Writers that commit while this runs are checked by commit_restore,
     which rebases over unrelated commits or raises CommitConflictError naming them. `who`:
-    commit_restore's extra_parameters and user_name (commit_who).
+    commit_restore's extra_parameters and user_name (commit_who). `pinned`: the kept table of
+    the pin the plan reads; once the change is confirmed, the files the table lacks are copied
+    from it and checked (from_pin.bring_back, reported to `on_brought_back`) before the commit,
+    so that a failure leaves no commit (the copies stay, referenced by no version).
     """
     requested = approved.get("requested") or {}
     timestamp = requested.get("timestamp")
@@ -374,6 +416,7 @@ def apply_approved_plan(
         check_files=bool(approved.get("filesChecked", True)),
         progress=progress,
         where=approved.get("predicate"),
+        **({"pinned": pinned} if pinned is not None else {}),
     )
     head = approved.get("readVersion")
     plan = approved_change_on(
@@ -384,11 +427,18 @@ def apply_approved_plan(
     )
     if plan is None:
         return {"stale": True, "plan": current.to_dict()}
+    brought = None
+    if pinned is not None and plan.pinned_files:
+        brought = bring_back(as_storage(location), as_storage(pinned), plan.pinned_files, progress)
+        if on_brought_back is not None:
+            on_brought_back(brought)
     progress("committing", 0, 1)
     faults.reached("restore-committing")
     result = commit_restore(location, plan, txn_id=txn_id, owner=owner, **(who or {}))
     faults.reached("restore-committed")
     progress("committing", 1, 1)
+    if brought is not None:
+        result["fromPin"] = brought
     return {**result, "engine": planner.name}  # the engine that planned it
 
 

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from tables.delta.errors import PathOutsideRootsError, RestoreError
 from tables.delta.restore.actions import missing_files
 from tables.delta.restore.commit import approved_change, commit_restore, find_restore_commit
+from tables.delta.restore.from_pin import bring_back
 from tables.delta.restore.plan import RestorePlan, build_plan, check_removals, metrics_from_totals, prepare_restore
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.replay import canonical_paths, dv_id_column
@@ -267,14 +268,17 @@ def spark_plan_restore(
     check_files: bool = True,
     clock: Callable[[], int] = now_ms,
     where: str | None = None,
+    pinned: str | Storage | None = None,
 ) -> RestorePlan:
     """plan_restore() with the file diff, existence check and metrics done on Spark; with
-    `where`, the partial restore of the partitions that predicate selects."""
+    `where`, the partial restore of the partitions that predicate selects; with `pinned` (the
+    kept table of the pin that keeps the version), the target read there and the files the
+    table lacks found in it (restore/from_pin.py)."""
     storage = as_storage(location)
     # a job's description shows in a classic session's logs; a Connect client has none to set
     describe = (lambda text: None) if is_connect(spark) else spark.sparkContext.setJobDescription
     _report(progress, "loading snapshots", 0, 2)
-    setup = prepare_restore(storage, version, timestamp, allow_protocol_downgrade, where=where)
+    setup = prepare_restore(storage, version, timestamp, allow_protocol_downgrade, where=where, pinned=pinned)
     latest_files, target_files = setup.scoped_files()
     _report(progress, "loading snapshots", 2, 2)
 
@@ -311,7 +315,8 @@ def spark_plan_restore(
             check_files=check_files,
             clock=clock,
             find_missing=find_missing,
-            metrics=_metrics_function(progress, totals, left_out, latest),
+            # from a pin, files the table lacks are not left out: the adds themselves are counted
+            metrics=None if setup.pin is not None else _metrics_function(progress, totals, left_out, latest),
         )
     finally:
         if job is not None:
@@ -449,6 +454,7 @@ def run_restore(
     progress: Progress | None = None,
     extra_parameters: dict[str, str] | None = None,
     user_name: str | None = None,
+    pinned: str | Storage | None = None,
 ) -> dict[str, Any]:
     """Plan the approved restore again on Spark, on the current head, and commit it when it
     still makes the approved change (tables.delta.restore.commit.approved_change: the same
@@ -458,7 +464,8 @@ def run_restore(
     without committing, {"stale": True, "plan": <the new plan, to_dict()>, ...} when the
     restore would now change something else (other files, metadata, protocol or domains).
     A txn id committed already (a retried job) returns that commit. `extra_parameters` and
-    `user_name` go into the commit's commitInfo (commit_restore).
+    `user_name` go into the commit's commitInfo (commit_restore). `pinned`: the kept table of
+    the pin that keeps the version; the files the table lacks are copied from it first.
     """
     who = {"extra_parameters": extra_parameters, "user_name": user_name}
     approved = RestorePlan.from_dict(plan_dict)
@@ -477,6 +484,7 @@ def run_restore(
         progress=progress,
         check_files=approved.files_checked,
         where=approved.predicate,
+        pinned=pinned,
     )
     plan = approved_change(current, approved)
     if plan is None:
@@ -486,8 +494,14 @@ def run_restore(
             "fingerprint": current.fingerprint,
             "approvedFingerprint": approved.fingerprint,
         }
+    brought = None
+    if pinned is not None and plan.pinned_files:
+        brought = bring_back(storage, as_storage(pinned), plan.pinned_files, progress)
     _report(progress, "committing", 0, 1)
-    # the files were checked on Spark just now: the commit does not stat them again
+    # the files were checked on Spark just now (and those from the pin after their copy): the
+    # commit does not stat them again
     result = commit_restore(storage, plan, txn_id=txn_id, recheck_files=False, **who)
+    if brought is not None:
+        result["fromPin"] = brought
     _report(progress, "committing", 1, 1)
     return {**result, "stale": False}
