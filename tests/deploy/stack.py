@@ -5,18 +5,27 @@ podman 4.3 (no systemd to run the healthchecks either), so this reads the compos
 anchors and merge keys, `${VAR:-default}` / `${VAR:?error}` interpolation, later files merged
 over earlier ones) and starts each service as a podman container on one network, under its
 service name, in the order of its `depends_on`, waiting on each condition the file names
-(`service_healthy`: the service's own healthcheck, run here with `podman exec`;
+(`service_healthy`: the service's own healthcheck, given to podman as the file writes it and
+run by podman itself with `podman healthcheck run`, since podman 4.3 has no systemd here to run it
+on its interval;
 `service_completed_successfully`: the one-shot's exit status). Images with `build:` are built by
 scripts/image.sh (a base from Debian's packages where docker.io cannot be reached). Published
-ports go to a free port on 127.0.0.1, never a fixed one.
+ports go to a free port on 127.0.0.1, never a fixed one (`make stack` publishes them as written).
+Each container gets the `ulimits` its service declares, and only those.
+
+`make stack` / `make stack-down` run it from the command line (`python -m tests.deploy.stack`).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
+import secrets
 import shlex
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +33,8 @@ from typing import Any
 
 import yaml
 
-LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]  # at or below the machine's
+# a container's limits outside the stack (the image's own test): as docker-compose.yml's x-limits
+LIMITS = ["--ulimit", "nofile=16384:16384", "--ulimit", "nproc=4096:4096"]
 _VAR = re.compile(
     r"\$(?:\$|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}|(?P<bare>[A-Za-z_]\w*))"
 )
@@ -95,6 +105,50 @@ def _health_command(check: dict[str, Any] | None) -> list[str] | None:
     return [str(t) for t in (test[1:] if test[0] == "CMD" else test)]
 
 
+def _limits(spec: dict[str, Any]) -> list[str]:
+    """The service's `ulimits` as podman's flags (`nofile: 4096` or `nofile: {soft:, hard:}`)."""
+    flags = []
+    for name, value in (spec.get("ulimits") or {}).items():
+        soft, hard = (value["soft"], value["hard"]) if isinstance(value, dict) else (value, value)
+        flags += ["--ulimit", f"{name}={soft}:{hard}"]
+    return flags
+
+
+def _duration(value: str | int | None, default: str) -> str:
+    return str(value) if value is not None else default
+
+
+def _health_flags(check: dict[str, Any] | None) -> list[str]:
+    """The healthcheck as podman stores it, from the file's own test. podman 4.3 (its CLI and its
+    Docker API alike) joins a CMD array with spaces and splits it on them again: an argument with a
+    space in it would not run as written, so it is refused here rather than failing later."""
+    if not check or check.get("disable"):
+        return []
+    test = check["test"]
+    if isinstance(test, str):
+        test = ["CMD-SHELL", test]
+    if test[0] == "CMD-SHELL":
+        command = f"CMD-SHELL {test[1]}"
+    else:
+        words = [str(t) for t in (test[1:] if test[0] == "CMD" else test)]
+        spaced = [w for w in words if not w or any(c.isspace() for c in w)]
+        if spaced:
+            raise StackError(f"healthcheck argument {spaced[0]!r} has a space: podman would split it")
+        command = "CMD " + " ".join(words)
+    return [
+        "--health-cmd",
+        command,
+        "--health-interval",
+        _duration(check.get("interval"), "30s"),
+        "--health-timeout",
+        _duration(check.get("timeout"), "30s"),
+        "--health-retries",
+        str(check.get("retries", 3)),
+        "--health-start-period",
+        _duration(check.get("start_period"), "0s"),
+    ]
+
+
 def _podman(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
     done = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
     if check and done.returncode != 0:
@@ -111,6 +165,7 @@ class Stack:
         self.services: dict[str, dict[str, Any]] = self.model["services"]
         self.network = f"{project}_default"
         self.timings: dict[str, float] = {}
+        self.fixed_ports = False  # published on a free loopback port (the tests); True: as written
 
     def name(self, service: str) -> str:
         return f"{self.project}_{service}"
@@ -178,14 +233,14 @@ class Stack:
                 raise StackError(f"{service} exited with {status}:\n{self.logs(service)[-3000:]}")
 
     def wait_healthy(self, service: str, timeout: float = 600) -> None:
-        """Run the service's healthcheck until it passes (its interval shortened to a second)."""
-        command = _health_command(self.services[service].get("healthcheck"))
-        if command is None:
+        """Have podman run the service's healthcheck until it passes (its interval shortened to a
+        second): `podman healthcheck run`, the command podman stored from the file."""
+        if _health_command(self.services[service].get("healthcheck")) is None:
             return
         deadline = time.monotonic() + timeout
         while True:
             state = _podman("inspect", "-f", "{{.State.Status}}", self.name(service), check=False).stdout.strip()
-            if state == "running" and self.exec(service, *command, timeout=60).returncode == 0:
+            if state == "running" and self.healthcheck(service).returncode == 0:
                 return
             if time.monotonic() > deadline:
                 raise StackError(
@@ -193,9 +248,13 @@ class Stack:
                 )
             time.sleep(1)
 
+    def healthcheck(self, service: str) -> subprocess.CompletedProcess:
+        """The container's healthcheck run once by podman (exit status 0: healthy)."""
+        return _podman("healthcheck", "run", self.name(service), timeout=120, check=False)
+
     def _run_flags(self, service: str, one_off: bool = False) -> list[str]:
         spec = self.services[service]
-        flags = [*LIMITS, "--network", self.network, *([] if one_off else ["--network-alias", service])]
+        flags = [*_limits(spec), "--network", self.network, *([] if one_off else ["--network-alias", service])]
         env = spec.get("environment") or {}
         if isinstance(env, list):
             env = dict(e.split("=", 1) for e in env)
@@ -208,7 +267,7 @@ class Stack:
                 source = f"{self.project}_{source}"
             flags += ["--volume", f"{source}:{target}"]
         for port in spec.get("ports") or []:
-            flags += ["--publish", f"127.0.0.1::{str(port).split(':')[-1]}"]
+            flags += ["--publish", str(port) if self.fixed_ports else f"127.0.0.1::{str(port).split(':')[-1]}"]
         if spec.get("entrypoint") is not None:
             flags += ["--entrypoint", json.dumps(_words(spec["entrypoint"]))]
         if spec.get("restart") not in (None, "no") and not one_off:
@@ -218,7 +277,8 @@ class Stack:
     def create(self, service: str) -> None:
         spec = self.services[service]
         _podman("rm", "-f", self.name(service), check=False)
-        args = ["run", "-d", "--name", self.name(service), *self._run_flags(service), spec["image"]]
+        health = _health_flags(spec.get("healthcheck"))
+        args = ["run", "-d", "--name", self.name(service), *self._run_flags(service), *health, spec["image"]]
         _podman(*args, *_words(spec.get("command")))
 
     def run(self, service: str, *command: str, timeout: float = 600, env=None) -> subprocess.CompletedProcess:
@@ -248,12 +308,92 @@ class Stack:
         done = _podman("logs", self.name(service), check=False)
         return done.stdout + done.stderr
 
-    def down(self) -> None:
-        """Every container, the network and the volumes gone."""
+    def down(self, volumes: bool = True) -> None:
+        """Every container and the network gone, and the volumes unless `volumes` is False."""
         names = [self.name(s) for s in self.services]
         _podman("rm", "-f", "-t", "2", *names, check=False, timeout=600)
         _podman("network", "rm", "-f", self.network, check=False)
-        volumes = _podman("volume", "ls", "-q", check=False).stdout.split()
-        mine = [v for v in volumes if v.startswith(f"{self.project}_")]
+        if not volumes:
+            return
+        listed = _podman("volume", "ls", "-q", check=False).stdout.split()
+        mine = [v for v in listed if v.startswith(f"{self.project}_")]
         if mine:
             _podman("volume", "rm", "-f", *mine, check=False)
+
+
+# `make stack`: the secrets the file requires, made once into this file (mode 0600) unless the
+# environment gives them; plain http on localhost (DELTAWEB_SECURE_COOKIES=0) for a first look
+STACK_ENV = "var/stack.env"
+REQUIRED = (
+    "POSTGRES_PASSWORD",
+    "DELTAWEB_SECRET_KEY",
+    "MINIO_ROOT_PASSWORD",
+    "DELTAWEB_SPARK_CONNECT_TOKEN",
+    "SPARK_AUTH_SECRET",
+)
+DEFAULTS = {
+    "MINIO_ROOT_USER": "deltaweb",
+    "DELTAWEB_ALLOWED_HOSTS": "localhost,127.0.0.1",
+    "DELTAWEB_SECURE_COOKIES": "0",
+}
+
+
+def stack_env(root: Path, path: str) -> dict[str, str]:
+    """The variables of `path` (KEY=VALUE lines; written with new secrets when missing) under the
+    process's own environment."""
+    env_file = root / path
+    if not env_file.exists():
+        env_file.parent.mkdir(parents=True, exist_ok=True)
+        lines = [f"{k}={secrets.token_hex(24)}" for k in REQUIRED] + [f"{k}={v}" for k, v in DEFAULTS.items()]
+        env_file.touch(mode=0o600)
+        env_file.write_text("\n".join(lines) + "\n")
+    env = {}
+    for line in env_file.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            env[key.strip()] = value.strip()
+    return {**env, **os.environ}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`up`: build the images, start every service in order, wait for the web's healthcheck and
+    print its address; `down`: stop and remove the containers (`--volumes`: the data too)."""
+    root = Path(__file__).resolve().parents[2]
+    parser = argparse.ArgumentParser(prog="python -m tests.deploy.stack", description=main.__doc__)
+    parser.add_argument("action", choices=["up", "down"])
+    parser.add_argument("--project", default="deltaweb")
+    parser.add_argument("--env-file", default=STACK_ENV)
+    parser.add_argument("--no-stand-ins", action="store_true", help="the third-party images from docker.io, quay.io")
+    parser.add_argument("--volumes", action="store_true", help="down: remove the volumes (the data) too")
+    args = parser.parse_args(argv)
+    files = [root / "docker-compose.yml"] + ([] if args.no_stand_ins else [root / "deploy" / "compose.stand-ins.yml"])
+    stack = Stack(args.project, root, files, stack_env(root, args.env_file))
+    stack.fixed_ports = True
+    if args.action == "down":
+        stack.down(volumes=args.volumes)
+        print(f"{args.project}: stopped" + (" and its volumes removed" if args.volumes else " (volumes kept)"))
+        return 0
+    started = time.monotonic()
+    try:
+        print("building the images (scripts/image.sh; cached layers are reused)", flush=True)
+        stack.build(None)
+        for service in stack.order():
+            for dep, condition in stack.depends(service).items():
+                print(f"  {service}: waiting for {dep} ({condition})", flush=True)
+                stack.wait(dep, condition, 900)
+            stack.create(service)
+            print(f"  {service}: started after {time.monotonic() - started:.0f} s", flush=True)
+        stack.wait_healthy("web")
+    except StackError as failed:
+        print(f"the stack did not start: {failed}", file=sys.stderr)
+        return 1
+    ports = [str(p) for p in stack.services["web"].get("ports") or []]
+    print(
+        f"healthy after {time.monotonic() - started:.0f} s: http://localhost:{ports[0].split(':')[0]}/ "
+        f"(secrets in {args.env_file}; `make stack-down` stops it)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,9 @@ is down and back, and a worker container killed in the middle of a job."""
 from __future__ import annotations
 
 import json
+import resource
 import secrets
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -151,6 +153,35 @@ def test_only_the_web_port_is_published(stack) -> None:
         assert shown.returncode == 0, f"{service} is not running: {stack.logs(service)[-2000:]}"
     published = {s for s in stack.services if stack.services[s].get("ports")}
     assert published == {"web"}
+
+
+def test_every_healthcheck_passes_as_podman_runs_it_and_the_limits_hold(stack) -> None:
+    """Each long-running service's healthcheck, stored by podman from the file's own test and run
+    by podman (`podman healthcheck run`), passes; each container runs with the file's ulimits."""
+    machine = {
+        "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+        "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[1],
+    }
+    rows = {"nofile": "Max open files", "nproc": "Max processes"}
+    for service, spec in stack.services.items():
+        if service in ("seed", "minio-setup", "spark-tls"):  # one-shots, done
+            continue
+        check = spec.get("healthcheck")
+        if check and not check.get("disable"):
+            stored = subprocess.run(
+                ["podman", "inspect", "-f", "{{json .Config.Healthcheck.Test}}", stack.name(service)],
+                capture_output=True,
+                text=True,
+            )
+            assert json.loads(stored.stdout) == [str(t) for t in check["test"]], service
+            ran = stack.healthcheck(service)
+            assert ran.returncode == 0, f"{service}: {ran.stdout}{ran.stderr}"
+        limits = stack.exec(service, "cat", "/proc/self/limits").stdout
+        for kind, value in spec["ulimits"].items():
+            soft, hard = (value["soft"], value["hard"]) if isinstance(value, dict) else (value, value)
+            shown = next(line for line in limits.splitlines() if line.startswith(rows[kind])).split()[-3:-1]
+            assert shown == [str(soft), str(hard)], (service, kind, shown)
+            assert hard <= machine[kind]
 
 
 def data_job(client: Client, method: str, path: str, body: dict | None = None) -> dict:
