@@ -16,23 +16,27 @@ sync's look that notices it has the held versions copied into the pin store
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import is_uri
-from tables.delta.write.keep import discard_kept, keep_version, settle_held
+from tables.delta.write.keep import discard_kept, held_gone, keep_version, settle_held
 from tables.delta.write.keep_place import check_pin_store
 from tables.models import Pin, PinEvent, PinState, Table
-from tables.services import jobs
+from tables.services import faults, jobs
 from tables.services.access import roles
 from tables.services.errors import ServiceError, from_delta, one_line
 from tables.services.lookup import INT64_MAX
+
+logger = logging.getLogger("tables.pins")
 
 MAX_NAME = 200
 MAX_TEXT = 5000
@@ -43,6 +47,9 @@ PROTECTION = {
     "server-copy": "server-side copies",
     "hold": "legal holds",
 }
+NOT_PROTECTED = "not protected"  # a pin whose version could not be kept: said, never a silent fallback
+MAX_RESUMES = 2  # times the sweep sends a pin left in "writing" again before it fails it
+WORKER_WRITING = "a worker is writing it"  # the worker's event; its time is the last sign of life
 
 
 def event(pin: Pin, actor: Any, from_state: str, to_state: str, note: str = "") -> None:
@@ -93,7 +100,7 @@ def store_location(table: Table, pin: Pin) -> str:
 def _protection(placed: dict[str, int]) -> str:
     kinds = {PROTECTION.get(k, k) for k, n in placed.items() if n}
     if not kinds:
-        return "hard links"  # an empty version: nothing to hold
+        return "nothing to hold (no files)"  # an empty version: its log alone keeps it
     return " and ".join(sorted(kinds))
 
 
@@ -158,7 +165,10 @@ def _write(pin: Pin, actor: Any) -> Pin:
     """Keep the pin's version in the store (hold=None: legal holds where the table's bucket has
     Object Lock, else links or copies) and make the pin active; the store checked first."""
     check_store()
-    kept = keep_version(pin.table.location, pin.version, pin.store_location, hold=None)
+    kept = keep_version(
+        pin.table.location, pin.version, pin.store_location, hold=None,
+        on_placed=lambda _result: faults.reached("pin-placed"),  # the fault suite stops a worker here
+    )  # fmt: skip
     protection = _protection(kept.placed)
     Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).update(
         state=PinState.ACTIVE, protection=protection, files=kept.files, bytes=kept.bytes,
@@ -169,27 +179,89 @@ def _write(pin: Pin, actor: Any) -> Pin:
     return pin
 
 
+def _fail(pin: Pin, why: str, discard: bool) -> dict[str, Any]:
+    """A pin the store could not protect: failed, "not protected", with why; what was written
+    of it deleted (never another's kept table: `discard` False)."""
+    message = one_line(why)
+    moved = Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).update(
+        state=PinState.FAILED, protection=NOT_PROTECTED, error=message
+    )
+    if moved:
+        event(pin, None, PinState.WRITING, PinState.FAILED, f"{NOT_PROTECTED}: {message}")
+        if discard:
+            _delete_kept(pin)
+    return {"failed": message}
+
+
+def _last_sign(pin: Pin) -> datetime | None:
+    return PinEvent.objects.filter(pin=pin).aggregate(at=Max("at"))["at"]
+
+
 def write_pin(pk: int) -> dict[str, Any]:
-    """The worker's part: keep a `writing` pin's version; a version that cannot be kept makes
-    the pin `failed`, with why, and what was written of it is deleted."""
+    """The worker's part: keep a `writing` pin's version, leaving a sign of life (an event whose
+    time a heartbeat moves on) that the beat's sweep reads; a version that cannot be kept makes
+    the pin `failed` and "not protected", with why, and what was written of it is deleted. A pin
+    another worker is writing (its sign of life fresh) is left to it."""
     pin = Pin.objects.select_related("table").filter(pk=pk, state=PinState.WRITING).first()
     if pin is None:
         return {"skipped": True}
+    last = PinEvent.objects.filter(pin=pin).order_by("-at", "-pk").first()
+    if last is not None and last.note == WORKER_WRITING and last.at > timezone.now() - _silent_after():
+        return {"skipped": True, "writing": "another worker"}
+    sign = PinEvent.objects.create(pin=pin, from_state=PinState.WRITING, to_state=PinState.WRITING, note=WORKER_WRITING)
+
+    def touch() -> None:
+        PinEvent.objects.filter(pk=sign.pk).update(at=timezone.now())
+
     try:
-        pin = _write(pin, None)
+        with jobs.heartbeat(touch, float(settings.DELTAWEB_JOB_HEARTBEAT_SECONDS), f"pin-{pk}-heartbeat"):
+            pin = _write(pin, None)
     except ServiceError as exc:  # the store refused: nothing was written
-        message = one_line(exc.message)
-        Pin.objects.filter(pk=pk, state=PinState.WRITING).update(state=PinState.FAILED, error=message)
-        event(pin, None, PinState.WRITING, PinState.FAILED, message)
-        return {"failed": message}
+        return _fail(pin, exc.message, discard=False)
     except delta_errors.DeltaError as exc:
-        message = one_line(from_delta(exc, table=pin.table).message)
-        Pin.objects.filter(pk=pk, state=PinState.WRITING).update(state=PinState.FAILED, error=message)
-        event(pin, None, PinState.WRITING, PinState.FAILED, message)
-        if not isinstance(exc, delta_errors.KeepTargetError):
-            _delete_kept(pin)
-        return {"failed": message}
+        why = from_delta(exc, table=pin.table).message
+        return _fail(pin, why, discard=not isinstance(exc, delta_errors.KeepTargetError))
     return {"state": pin.state, "protection": pin.protection}
+
+
+def _silent_after() -> timedelta:
+    return timedelta(
+        minutes=float(getattr(settings, "DELTAWEB_PIN_SILENT_MINUTES", settings.DELTAWEB_JOB_SILENT_MINUTES))
+    )
+
+
+def sweep_pins(older_than: timedelta | None = None, resumes: int = MAX_RESUMES) -> dict[str, list[int]]:
+    """The beat's sweep of pins: a pin left in "writing" with no sign of life for `older_than`
+    (DELTAWEB_JOB_SILENT_MINUTES: its worker was killed or restarted, or the task queue lost or
+    never got its message) is resumed (what was written of it deleted, the task sent again) at
+    most `resumes` times, then failed, each with the reason as an event; due pins expire; held
+    pins whose objects are gone are settled (`settle_held_pins`), whatever the log says.
+    {"resumed": [...], "failed": [...], "expired": [n], "settled": [...]}."""
+    horizon = timezone.now() - (older_than if older_than is not None else _silent_after())
+    resumed, failed = [], []
+    writing = Pin.objects.filter(state=PinState.WRITING).select_related("table").annotate(last=Max("events__at"))
+    for pin in writing.filter(last__lt=horizon):
+        since = pin.last.isoformat(timespec="seconds")
+        done = pin.events.filter(note__startswith="resumed by the sweep").count()
+        why = (
+            f"no worker finished writing it: no sign of life since {since} (its worker was killed or restarted, "
+            f"or the task queue lost its message)"
+        )
+        if done < resumes:
+            _delete_kept(pin)  # what a stopped writer left: the next write starts clean
+            if Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).exists():
+                event(
+                    pin, None, PinState.WRITING, PinState.WRITING, f"resumed by the sweep ({done + 1}/{resumes}): {why}"
+                )
+                _send(pin.pk)
+                resumed.append(pin.pk)
+        elif "failed" in _fail(pin, f"{why}; resumed {done} times, given up", discard=True):
+            failed.append(pin.pk)
+    settled = []
+    held = Pin.objects.filter(state__in=PinState.holding(), protection=PROTECTION["hold"])
+    for table in Table.objects.filter(pk__in=held.values("table_id")):
+        settled += settle_held_pins(table)
+    return {"resumed": resumed, "failed": failed, "expired": [expire_pins()], "settled": settled}
 
 
 def _expired(pin: Pin) -> bool:
@@ -214,6 +286,41 @@ def request_unpin(pin: Pin, user: Any, reason: Any) -> Pin:
         event(pin, user, PinState.ACTIVE, PinState.UNPIN_REQUESTED, f"removal requested: {reason}")
     pin.refresh_from_db()
     return pin
+
+
+def withdraw_unpin(pin: Pin, user: Any) -> Pin:
+    """The requester takes back their own removal request: the pin holds its version again
+    (active), the request's fields cleared, and an event says it was withdrawn."""
+    if pin.removal_requested_by_id is None or pin.removal_requested_by_id != getattr(user, "pk", None):
+        raise ServiceError(
+            "Only the person who asked to remove a pin can withdraw the request.", "permission_denied", 403
+        )
+    with transaction.atomic():
+        moved = Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED, removal_requested_by=user).update(
+            state=PinState.ACTIVE, removal_requested_by=None, removal_reason=""
+        )
+        if moved != 1:
+            raise ServiceError(f"Pin #{pin.pk} has no removal request to withdraw.", "invalid_state", 409)
+        event(pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, "removal request withdrawn by its requester")
+    pin.refresh_from_db()
+    return pin
+
+
+DECISIONS = ("removal approved", "removal rejected")
+
+
+def decision_comment(pin: Pin) -> tuple[str, str] | None:
+    """(who, comment) of the last approver's decision on the pin's removal, None without one."""
+    last = (
+        PinEvent.objects.filter(pin=pin, note__startswith=DECISIONS[0])
+        .union(PinEvent.objects.filter(pin=pin, note__startswith=DECISIONS[1]))
+        .order_by("-at")
+        .first()
+    )
+    if last is None:
+        return None
+    who = last.actor.get_username() if last.actor_id and last.actor else "—"
+    return who, last.note
 
 
 def _check_can_decide(pin: Pin, user: Any) -> None:
@@ -265,7 +372,7 @@ def _delete_kept(pin: Pin) -> None:
     if not pin.store_location:
         return
     try:
-        discard_kept(pin.store_location)  # holds released, then the files, the log last
+        discard_kept(pin.store_location, pin.table.location)  # holds released, the files, the log last
     except (delta_errors.DeltaError, OSError) as exc:
         Pin.objects.filter(pk=pin.pk).update(error=one_line(f"the kept files were not all deleted: {exc}"))
 
@@ -366,24 +473,59 @@ def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
     return out
 
 
+def _live_objects(table: Table) -> set[str]:
+    """The object paths the table's latest version names (no VACUUM deletes them)."""
+    from tables.delta.storage.boundary import as_storage
+
+    storage = as_storage(table.location)
+    out = set()
+    for path in load_snapshot(table.location).file_paths():
+        try:
+            out.add(storage.object_ref(storage.resolve(path))[1])
+        except (delta_errors.DeltaError, ValueError):
+            continue
+    return out
+
+
 def settle_held_pins(table: Table) -> list[int]:
-    """The pins by legal holds of `table` whose held objects its VACUUM deleted: each held
-    version copied into the pin store (keep.settle_held), with an event on the pin. The ids
-    of the pins settled; a pin that could not be settled says why in an event and stays."""
-    settled = []
+    """The pins by legal holds of `table` whose held objects are gone from the table's bucket
+    (a delete marker above the held version: a VACUUM, whatever the log still says after a
+    checkpoint and a log cleanup) settled: each held version copied into the pin store and the
+    kept table given a version naming the copies by relative paths (keep.settle_held), with an
+    event on the pin. The ids of the pins settled; a pin that could not be settled says why in
+    an event and stays."""
+    settled, live = [], None
     for pin in holding_pins(table):
         if pin.protection != PROTECTION["hold"] or not pin.store_location:
             continue
         try:
+            if live is None:
+                live = _live_objects(table)
+            gone = held_gone(table.location, pin.store_location, live)
+            if not gone:
+                continue
             done = settle_held(table.location, pin.store_location)
         except (delta_errors.DeltaError, OSError) as exc:
             event(pin, None, pin.state, pin.state, one_line(f"the held objects could not be copied: {exc}")[:1000])
             continue
         if done is not None:
-            note = f"VACUUM deleted the held objects: {done['copied']} held versions copied into the pin store"
+            note = f"the held objects were deleted ({len(gone)} looked at behind a delete marker): "
+            note += f"{done['copied']} held versions copied into the pin store"
             event(pin, None, pin.state, pin.state, f"{note} ({done['bytes']} bytes)")
             settled.append(pin.pk)
     return settled
+
+
+def look_at_held(table: Table) -> list[int]:
+    """The sync's look at its table's pins by legal holds (every sync, whatever its commits
+    say: the log may no longer name what a VACUUM deleted); never fails the sync."""
+    if not Pin.objects.filter(table=table, state__in=PinState.holding(), protection=PROTECTION["hold"]).exists():
+        return []
+    try:
+        return settle_held_pins(table)
+    except Exception:  # a look never fails the sync: the next one looks again
+        logger.warning("the look at table %s's held pins failed", table.pk, exc_info=True)
+        return []
 
 
 def settle_after_commit(table: Table) -> None:

@@ -22,6 +22,7 @@ import hashlib
 import posixpath
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,14 +268,22 @@ def _head_actions(snap: Snapshot, ict_on: bool) -> list[dict[str, Any]]:
     return actions
 
 
-def keep_version(source: Storage | str, version: int, into: Storage | str, hold: bool | None = False) -> KeepResult:
+def keep_version(
+    source: Storage | str,
+    version: int,
+    into: Storage | str,
+    hold: bool | None = False,
+    on_placed: Callable[[KeepResult], None] | None = None,
+) -> KeepResult:
     """Write `into` as a new Delta table whose single version 0 equals `version` of `source`:
     files placed (linked, server-copied or copied), then version 0, then its checkpoint.
     With `hold` (None: when the source's bucket has Object Lock), legal holds on the exact
     object versions instead of copies, the adds naming them by absolute URI.
     KeepTargetError when `into` is a table already, lies inside one or is an allowed root
     (`check_keep_place`); the source's errors (a version not
-    there any more, a path outside its roots) before anything is written."""
+    there any more, a path outside its roots) before anything is written. `on_placed` is
+    called once the files are placed (or held), before the log is written: a kept table
+    without a log is one whose writer stopped there (`discard_kept` clears it)."""
     src, dest = as_storage(source), as_storage(into)
     snap = load_snapshot(src, version)
     _check_target(src, dest)
@@ -293,10 +302,13 @@ def keep_version(source: Storage | str, version: int, into: Storage | str, hold:
     holder = _Holder(src, bucket, result) if bucket is not None else None
     if holder is not None:
         kept_adds = holder.adds(adds)
+        holder.record(dest)  # before the log: a writer stopped now leaves holds discard_kept finds
     else:
         placer = _Placer(src, dest, result)
         kept_adds = [placer.data_file(a) for a in adds]
         placer.place_all()
+    if on_placed is not None:
+        on_placed(result)
     result.files = len(kept_adds)
     result.bytes = sum(a["size"] for a in kept_adds if isinstance(a.get("size"), int))
     result.commit_timestamp = _commit_time(snap, info)
@@ -323,8 +335,6 @@ def keep_version(source: Storage | str, version: int, into: Storage | str, hold:
         # the kept version keeps its time: TIMESTAMP AS OF on the kept table finds it
         set_mtime(commit_name(0), result.commit_timestamp)
     write_actions_checkpoint(dest, 0, actions)
-    if holder is not None:
-        holder.record(dest)
     return result
 
 
@@ -332,8 +342,10 @@ SETTLE_OPERATION = "KEEP VERSION (HELD OBJECTS COPIED)"
 
 
 def _held_copies(src: Storage, adds: list[dict[str, Any]], held: dict[str, str]) -> list[tuple]:
-    """(source add, object, held version id, key in `dest`, the add's new path or DV URI) for
-    each file a held kept version names: its data file and its deletion vector."""
+    """(source add, what: "path" or "dv", object, held version id, key in the kept table) for
+    each file a held kept version names: its data file under its own relative key, its
+    deletion vector beside the data under a name from a UUID (a relative 'u' descriptor), so
+    that the settled kept table names no object outside itself."""
     out = []
     for add in adds:
         targets = [("path", add["path"])]
@@ -345,28 +357,70 @@ def _held_copies(src: Storage, adds: list[dict[str, Any]], held: dict[str, str])
             _bucket, obj = src.object_ref(rel)
             if obj not in held:
                 raise StorageError(f"{src.display(rel)} is named by the kept version but holds no legal hold")
-            key, _moved = kept_key(rel)
+            if what == "path":
+                key, _moved = kept_key(rel)
+            else:
+                key = f"deletion_vector_{uuid.uuid5(uuid.NAMESPACE_URL, obj)}.bin"
             out.append((add, what, obj, held[obj], key))
     return out
+
+
+def _read_holds(dest: Storage) -> dict[str, str] | None:
+    """{object path: held version id} a kept table's `_kept/holds.json` records; None when it
+    was kept without holds."""
+    try:
+        holds = orjson.loads(dest.read(f"{KEPT_DIR}/holds.json"))
+    except FileNotFoundError:
+        return None
+    return {str(h["key"]): str(h["versionId"]) for h in holds.get("objects") or ()}
+
+
+HELD_LOOKED_AT = 256  # held objects looked at per look (one listing of the key's versions each)
+
+
+def held_gone(source: Storage | str, into: Storage | str, live: set[str] | None = None,
+              limit: int = HELD_LOOKED_AT) -> list[str]:  # fmt: skip
+    """The held objects of the kept table `into` that are no longer current in the source's
+    bucket (a delete marker above the held version, or another version written over it),
+    whatever the source's log says: a VACUUM, a checkpoint and a log cleanup by any engine may
+    have run since. Only objects not in `live` (object paths the source's latest version
+    names: those no VACUUM deletes) are looked at, at most `limit` of them, in parallel. Empty
+    when nothing held is gone, when `into` holds nothing, or once it was settled."""
+    from tables.delta.storage.versions import versioned_bucket
+
+    src, dest = as_storage(source), as_storage(into)
+    held = _read_holds(dest)
+    if not held or load_snapshot(dest).version != 0:
+        return []
+    candidates = sorted(k for k in held if live is None or k not in live)[: max(0, limit)]
+    if not candidates:
+        return []
+    bucket = versioned_bucket(src)
+
+    def gone(key: str) -> bool:
+        latest = next((v for v in bucket.key_versions(key) if v.is_latest), None)
+        return latest is None or latest.delete_marker or latest.version_id != held[key]
+
+    with ThreadPoolExecutor(max_workers=min(_Holder.THREADS, len(candidates))) as pool:
+        return [k for k, g in zip(candidates, pool.map(gone, candidates), strict=True) if g]
 
 
 def settle_held(source: Storage | str, into: Storage | str, now_ms: int | None = None) -> dict[str, Any] | None:
     """A version kept by legal holds, once the source's VACUUM put delete markers above the
     objects it names: each held object version copied server-side (CopyObject of that exact
-    version) into the kept table, and version 1 committed naming the copies instead, so any
-    engine reads the kept table again. The holds stay until the pin is removed. None when
-    `into` has no holds or was settled already; else {"version": 1, "copied", "bytes"}."""
+    version) into the kept table, and version 1 committed naming the copies by paths relative
+    to the kept table (and its checkpoint), so any engine opens the kept table as it is, with
+    the pin store's options alone. The holds stay until the pin is removed. None when `into`
+    has no holds or was settled already; else {"version": 1, "copied", "bytes"}."""
     from tables.delta.storage.versions import versioned_bucket
 
     src, dest = as_storage(source), as_storage(into)
-    try:
-        holds = orjson.loads(dest.read(f"{KEPT_DIR}/holds.json"))
-    except FileNotFoundError:
+    held = _read_holds(dest)
+    if held is None:
         return None
     snap = load_snapshot(dest)
     if snap.version != 0:
         return None  # settled before
-    held = {str(h["key"]): str(h["versionId"]) for h in holds.get("objects") or ()}
     adds, _found = log_add_actions(dest, snap, snap.files)
     copies = _held_copies(src, adds, held)
     bucket = versioned_bucket(src)
@@ -381,8 +435,13 @@ def settle_held(source: Storage | str, into: Storage | str, now_ms: int | None =
         new = moved.setdefault(id(add), {**add, "dataChange": False})
         if what == "path":
             new["path"] = quote(key, safe="/=")
-        else:
-            new["deletionVector"] = {**add["deletionVector"], "pathOrInlineDv": quote(dest.uri(key), safe="/:=")}
+        else:  # a relative deletion vector: its UUID in the descriptor, the file beside the data
+            name = uuid.UUID(key[len("deletion_vector_") : -len(".bin")])
+            new["deletionVector"] = {
+                **add["deletionVector"],
+                "storageType": "u",
+                "pathOrInlineDv": z85_encode(name.bytes),
+            }
     new_adds = [moved.get(id(a), a) for a in adds]
     removes = [
         {"path": a["path"], "deletionTimestamp": now, "dataChange": False, "extendedFileMetadata": True,
@@ -406,25 +465,23 @@ def settle_held(source: Storage | str, into: Storage | str, now_ms: int | None =
     return {"version": 1, "copied": len(copies), "bytes": sum(int(a.get("size") or 0) for a in adds)}
 
 
-def discard_kept(into: Storage | str) -> int:
-    """Undo a keep: release its legal holds (recorded in `_kept/holds.json`), then delete the
-    kept table's files, its log last (a hard link's other name, the source's, stays). The
-    number of files deleted."""
+def discard_kept(into: Storage | str, source: Storage | str | None = None) -> int:
+    """Undo a keep: release its legal holds (recorded in `_kept/holds.json`, on the bucket of
+    `source`, else of the kept table's own first add), then delete the kept table's files, its
+    log last (a hard link's other name, the source's, stays). Also a keep whose writer stopped
+    before its log. The number of files deleted."""
     from tables.delta.storage.versions import versioned_bucket
 
     dest = as_storage(into)
-    try:
-        holds = orjson.loads(dest.read(f"{KEPT_DIR}/holds.json"))
-    except FileNotFoundError:
-        holds = None
-    if holds:
-        # the holds are on the source's bucket, which the kept table's own adds name
-        snap = load_snapshot(dest, 0)
-        first = snap.file_paths()[:1]
-        if first:
-            bucket = versioned_bucket(as_storage(first[0].rsplit("/", 1)[0]))
-            for held in holds.get("objects") or ():
-                bucket.release(str(held["key"]), str(held["versionId"]))
+    held = _read_holds(dest)
+    if held:
+        if source is not None:
+            bucket = versioned_bucket(as_storage(source))
+        else:  # the holds are on the source's bucket, which the kept table's own adds name
+            first = load_snapshot(dest, 0).file_paths()[:1]
+            bucket = versioned_bucket(as_storage(first[0].rsplit("/", 1)[0])) if first else None
+        for key, version_id in held.items() if bucket is not None else ():
+            bucket.release(key, version_id)
     keys = sorted(dest.list_tree(""), key=lambda k: k.startswith(f"{LOG_DIR}/"))
     for key in keys:
         dest.delete(key)

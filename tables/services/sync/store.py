@@ -36,7 +36,7 @@ from tables.models import Anomaly, Commit, Job, JobKind, SeenCommit, SyncState, 
 from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
-from tables.services.sync import chain, checksums, schedule, vanished
+from tables.services.sync import chain, checksums, incomplete, schedule, vanished
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
 from tables.services.sync.reads import Digests, Infos, Read, prepared_in_processes, read_commits, reader_processes
 
@@ -287,9 +287,13 @@ def _store(
     _mark_synced(table, times, kept, start)
     jobs.progress(job, "looking for files removed outside the log")
     vanished.check_after_sync(table, times.latest, start.new_versions)
+    from tables.services.pins import look_at_held  # held objects gone whatever the log says
+
+    look_at_held(table)
     if files is not None and (start.new_versions or kept is not None):
         _keep(table, times, files)  # a sync rolled back leaves another last version: not continued
-    return {"latestVersion": times.latest, "newCommits": total, "commitReads": times.reader.reads}
+    out = {"latestVersion": times.latest, "newCommits": total, "commitReads": times.reader.reads}
+    return {**out, **incomplete.in_result(times)}  # a commit still being written, read again next time
 
 
 def _start_point(table: Table, times: CommitTimes) -> _Start:
@@ -483,7 +487,7 @@ def _mark_synced(table: Table, times: CommitTimes, kept: Kept | None, start: _St
             size_bytes=latest_row.size_bytes if latest_row else table.size_bytes,
             last_commit_ms=latest_row.timestamp if latest_row else table.last_commit_ms,
             log_retention_ms=_log_retention(times),
-            latest_metadata=_metadata(times),
+            latest_metadata=incomplete.with_notice(_metadata(times), times),
         )
         signals.commits_stored.send(Table, table=table, versions=start.new_versions, first_sync=start.last is None)
 
