@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -59,13 +60,19 @@ def kept_secret(env_name: str, file_name: str, *, directory: Path | None = None)
         if not value:
             raise ImproperlyConfigured(f"{env_name} is empty: set it to a long random string")
         return value
+    return kept_file(file_name, directory=directory)
+
+
+def kept_file(file_name: str, *, directory: Path | None = None, make: Callable[[], str] = new_secret) -> str:
+    """The content of `file_name` under the var directory, made by `make` (random, mode 0600,
+    published exclusively) when absent."""
     directory = Path(directory or VAR_DIR)
     path = directory / file_name
     if path.exists():
         return _read(path)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = _temporary(directory, file_name)
-    _write_private(tmp, new_secret())
+    _write_private(tmp, make())
     try:
         os.link(tmp, path)  # exclusive: fails when another process published its value first
     except FileExistsError:

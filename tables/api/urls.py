@@ -5,6 +5,7 @@ from rest_framework.routers import SimpleRouter
 
 from tables.api.errors import not_found_view
 from tables.api.views import query as query_views
+from tables.api.views.audit import AuditExportView
 from tables.api.views.auth import DocsView, SchemaView, TokenView
 from tables.api.views.data import (
     ChangesView,
@@ -64,6 +65,8 @@ urlpatterns = [
         VacuumsExportView.as_view(),
         name="table-vacuums-export",
     ),
+    # the signed audit export of a version range (the History tab's download)
+    re_path(r"^tables/(?P<id>[^/]+)/audit-export/$", AuditExportView.as_view(), name="table-audit-export"),
     # pins: versions kept in the pin store through any VACUUM and log cleanup
     re_path(r"^tables/(?P<id>[^/]+)/pins/$", TablePinsView.as_view(), name="table-pins"),
     re_path(r"^pins/(?P<pk>[0-9]{1,18})/$", PinView.as_view(), name="pin"),

@@ -3,19 +3,35 @@
 tables.services.sync.chain, not the bytes as they are now: an export made before a rewrite
 proves it afterwards), the cached history's metadata, and who requested and approved which
 restore. Signed with the key the deployment configures (DELTAWEB_AUDIT_KEY, or a file named by
-DELTAWEB_AUDIT_KEY_FILE); without one, exports are unavailable and the page says so.
+DELTAWEB_AUDIT_KEY_FILE). Without one, a development start (not DELTAWEB_PRODUCTION) signs with
+a key made on first use and kept under the var directory (mode 0600), and the page says so; a
+production start without one has exports unavailable, and the page and the API say why.
 """
 
 from __future__ import annotations
 
+import base64
+import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Max, Min
 
-from tables.delta.history.audit import AuditKeyError, ExportInput, key_id, load_private_key, make_export, sign_export
+from deltaweb.kept_secrets import kept_file
+from tables.delta.history.audit import (
+    AuditKeyError,
+    ExportInput,
+    key_id,
+    load_private_key,
+    make_export,
+    public_raw,
+    sign_export,
+)
 from tables.delta.history.chain import GENESIS
 from tables.delta.log.commitinfo import bounded
 from tables.models import Commit, RestoreRequest, SeenCommit, Table, VersionChecksum
@@ -30,14 +46,31 @@ class KeyState:
 
     key: Ed25519PrivateKey | None
     reason: str = ""
+    # the development key's file when no key is configured outside production, else None
+    development: Path | None = None
 
     @property
     def key_id(self) -> str:
         return key_id(self.key.public_key()) if self.key is not None else ""
 
+    @property
+    def public_key(self) -> str:
+        """The public key as the base64 of its 32 raw bytes (what `delta audit-verify
+        --public-key` reads), "" without a key."""
+        return base64.b64encode(public_raw(self.key.public_key())).decode() if self.key is not None else ""
+
+
+DEV_KEY_FILE = "audit-signing.key"  # under the var directory: the development signing key
+
+
+def _new_raw_key() -> str:
+    """A fresh Ed25519 private key as the base64 of its 32 random bytes (load_private_key's form)."""
+    return base64.b64encode(os.urandom(32)).decode()
+
 
 def signing_key() -> KeyState:
-    """The deployment's signing key, or why there is none."""
+    """The deployment's signing key; else, outside production, the development key kept under
+    the var directory (made on first use); else why there is none."""
     text = str(getattr(settings, "DELTAWEB_AUDIT_KEY", "") or "")
     path = str(getattr(settings, "DELTAWEB_AUDIT_KEY_FILE", "") or "")
     if not text.strip() and path:
@@ -47,11 +80,36 @@ def signing_key() -> KeyState:
         except OSError as exc:
             return KeyState(None, f"the signing key file cannot be read ({exc.strerror})")
     if not text.strip():
-        return KeyState(None, "no signing key is configured (DELTAWEB_AUDIT_KEY)")
+        if getattr(settings, "DELTAWEB_PRODUCTION", False):
+            return KeyState(
+                None,
+                "no signing key is configured: a production deployment sets DELTAWEB_AUDIT_KEY "
+                "(or DELTAWEB_AUDIT_KEY_FILE) to its Ed25519 private key",
+            )
+        return _development_key()
     try:
         return KeyState(load_private_key(text))
     except AuditKeyError as exc:
         return KeyState(None, str(exc))
+
+
+def _development_key() -> KeyState:
+    """The development signing key: made on first use (random, mode 0600, published exclusively,
+    so processes starting at once share one) in the var directory."""
+    directory = Path(settings.DELTAWEB_VAR_DIR)
+    try:
+        text = kept_file(DEV_KEY_FILE, directory=directory, make=_new_raw_key)
+        return KeyState(load_private_key(text), development=directory / DEV_KEY_FILE)
+    except OSError as exc:
+        return KeyState(None, f"the development signing key cannot be kept in {directory} ({exc.strerror})")
+    except (ImproperlyConfigured, AuditKeyError) as exc:
+        return KeyState(None, f"the development signing key {directory / DEV_KEY_FILE} is not usable ({exc})")
+
+
+def export_file_name(table: Table, first: int, last: int) -> str:
+    """The download's name: the table (its slug, made safe) and the version range."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", table.slug)[:100] or f"table-{table.pk}"
+    return f"{slug}-audit-v{first}-v{last}.jsonl"
 
 
 def _range(table: Table, first: int | None, last: int | None) -> tuple[int, int]:
@@ -136,8 +194,22 @@ def _approvals(table: Table, first: int, last: int) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True)
+class AuditFile:
+    """A signed export and the name it is downloaded under."""
+
+    data: bytes
+    name: str
+
+
 def audit_export(table: Table, first: int | None = None, last: int | None = None, user: Any = None) -> bytes:
     """The signed export file of `table`'s versions `first`..`last` (default: all seen)."""
+    return audit_export_file(table, first, last, user).data
+
+
+def audit_export_file(table: Table, first: int | None = None, last: int | None = None, user: Any = None) -> AuditFile:
+    """The signed export of `table`'s versions `first`..`last` (default: all seen) and its
+    file name (the table and the range); ServiceError 503 audit_unavailable without a key."""
     state = signing_key()
     if state.key is None:
         raise ServiceError(f"Signed audit exports are unavailable: {state.reason}.", "audit_unavailable", 503)
@@ -158,7 +230,7 @@ def audit_export(table: Table, first: int | None = None, last: int | None = None
         checksums=_checksums(table, a, b),
         extra={"requestedBy": who},
     )
-    return sign_export(make_export(inp), state.key)
+    return AuditFile(sign_export(make_export(inp), state.key), export_file_name(table, a, b))
 
 
 def _checksums(table: Table, a: int, b: int) -> list[dict[str, Any]]:

@@ -307,7 +307,13 @@ def table_history(request: HttpRequest, slug: str) -> HttpResponse:
     ctx.update(_history(request, table))
     ctx["has_expired"] = has_expired(table)
     key = audit.signing_key()
-    ctx["audit"] = {"allowed": can_register(request.user), "reason": key.reason, "key_id": key.key_id}
+    ctx["audit"] = {
+        "allowed": can_register(request.user),
+        "reason": key.reason,
+        "key_id": key.key_id,
+        "public_key": key.public_key,
+        "development": key.development,
+    }
     return render(request, "tables/table_history.html", ctx)
 
 
@@ -341,7 +347,7 @@ def audit_download(request: HttpRequest, slug: str) -> HttpResponse:
     first, last = (
         version_param(request.GET[k], k, table) if request.GET.get(k, "").strip() else None for k in ("from", "to")
     )
-    data = audit.audit_export(table, first, last, request.user)
-    response = HttpResponse(data, content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="{table.slug}-audit.jsonl"'
+    export = audit.audit_export_file(table, first, last, request.user)
+    response = HttpResponse(export.data, content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="{export.name}"'
     return response
