@@ -317,7 +317,9 @@ DELTAWEB_CHAIN_REHASH_PER_LOOK = int(env("DELTAWEB_CHAIN_REHASH_PER_LOOK", "10")
 # a sync compares the last N versions (all of a shorter log); the rolling check compares them all
 DELTAWEB_CHAIN_SYNC_WINDOW = int(env("DELTAWEB_CHAIN_SYNC_WINDOW", "1000"))
 # the Ed25519 key the audit export is signed with: PEM (PKCS#8) or the base64 of its 32 raw
-# bytes; DELTAWEB_AUDIT_KEY_FILE names a file holding it instead. Without either, exports are off.
+# bytes; DELTAWEB_AUDIT_KEY_FILE names a file holding it instead. Without either, a development
+# start signs with a key made on first use in DELTAWEB_VAR_DIR/audit-signing.key (mode 0600);
+# a production start (DELTAWEB_PRODUCTION) has exports off and says why.
 DELTAWEB_AUDIT_KEY = env("DELTAWEB_AUDIT_KEY", "")
 DELTAWEB_AUDIT_KEY_FILE = env("DELTAWEB_AUDIT_KEY_FILE", "")
 
@@ -442,6 +444,7 @@ CELERY_BEAT_SCHEDULE = {
     "rediscover-tables": {"task": "tables.rediscover", "schedule": 3600.0},
     "requeue-stuck-restores": {"task": "tables.requeue_stuck_restores", "schedule": 60.0},
     "sweep-silent-jobs": {"task": "tables.sweep_silent_jobs", "schedule": DELTAWEB_JOB_SWEEP_SECONDS},
+    "sweep-pins": {"task": "tables.sweep_pins", "schedule": DELTAWEB_JOB_SWEEP_SECONDS},
     "chain-check-due": {"task": "tables.chain_check_due", "schedule": DELTAWEB_CHAIN_CHECK_TICK_SECONDS},
     "backfill-managed-tables": {
         "task": "tables.backfill_managed_tables",
