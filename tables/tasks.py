@@ -65,6 +65,15 @@ def sweep_silent_jobs() -> dict[str, list[int]]:
     return jobs.sweep_silent_jobs()
 
 
+@shared_task(name="tables.sweep_pins")
+def sweep_pins() -> dict[str, list[int]]:
+    """Beat: pins left in "writing" resumed or failed with the reason, due pins expired, held
+    pins whose objects were deleted settled (see pins.sweep_pins)."""
+    from tables.services import pins
+
+    return pins.sweep_pins()
+
+
 @shared_task(name="tables.sync_all")
 def sync_all() -> dict[str, int]:
     """Probe every registered table now, in batches; a sync job starts only for a table that

@@ -28,7 +28,7 @@ from django.utils import timezone
 from tables.delta import errors as delta_errors
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import is_uri
-from tables.delta.write.keep import discard_kept, held_gone, keep_version, settle_held
+from tables.delta.write.keep import HELD_LOOKED_AT, discard_kept, held_gone, keep_version, settle_held
 from tables.delta.write.keep_place import check_pin_store
 from tables.models import Pin, PinEvent, PinState, Table
 from tables.services import faults, jobs
@@ -260,7 +260,7 @@ def sweep_pins(older_than: timedelta | None = None, resumes: int = MAX_RESUMES) 
     settled = []
     held = Pin.objects.filter(state__in=PinState.holding(), protection=PROTECTION["hold"])
     for table in Table.objects.filter(pk__in=held.values("table_id")):
-        settled += settle_held_pins(table)
+        settled += settle_held_pins(table, quick=True)
     return {"resumed": resumed, "failed": failed, "expired": [expire_pins()], "settled": settled}
 
 
@@ -473,6 +473,9 @@ def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
     return out
 
 
+QUICK_LOOK = 32  # held objects the sweep looks at per pin, at random
+
+
 def _live_objects(table: Table) -> set[str]:
     """The object paths the table's latest version names (no VACUUM deletes them)."""
     from tables.delta.storage.boundary import as_storage
@@ -487,21 +490,22 @@ def _live_objects(table: Table) -> set[str]:
     return out
 
 
-def settle_held_pins(table: Table) -> list[int]:
+def settle_held_pins(table: Table, quick: bool = False) -> list[int]:
     """The pins by legal holds of `table` whose held objects are gone from the table's bucket
     (a delete marker above the held version: a VACUUM, whatever the log still says after a
     checkpoint and a log cleanup) settled: each held version copied into the pin store and the
     kept table given a version naming the copies by relative paths (keep.settle_held), with an
     event on the pin. The ids of the pins settled; a pin that could not be settled says why in
-    an event and stays."""
+    an event and stays. `quick` (the beat's sweep, every minute, for deletes no commit tells
+    of): a sample of the held objects, without replaying the table's latest version."""
     settled, live = [], None
     for pin in holding_pins(table):
         if pin.protection != PROTECTION["hold"] or not pin.store_location:
             continue
         try:
-            if live is None:
+            if live is None and not quick:
                 live = _live_objects(table)
-            gone = held_gone(table.location, pin.store_location, live)
+            gone = held_gone(table.location, pin.store_location, live, limit=QUICK_LOOK if quick else HELD_LOOKED_AT)
             if not gone:
                 continue
             done = settle_held(table.location, pin.store_location)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -384,7 +385,8 @@ def held_gone(source: Storage | str, into: Storage | str, live: set[str] | None 
     bucket (a delete marker above the held version, or another version written over it),
     whatever the source's log says: a VACUUM, a checkpoint and a log cleanup by any engine may
     have run since. Only objects not in `live` (object paths the source's latest version
-    names: those no VACUUM deletes) are looked at, at most `limit` of them, in parallel. Empty
+    names: those no VACUUM deletes) are looked at, at most `limit` of them (at random), in
+    parallel. Empty
     when nothing held is gone, when `into` holds nothing, or once it was settled."""
     from tables.delta.storage.versions import versioned_bucket
 
@@ -392,7 +394,9 @@ def held_gone(source: Storage | str, into: Storage | str, live: set[str] | None 
     held = _read_holds(dest)
     if not held or load_snapshot(dest).version != 0:
         return []
-    candidates = sorted(k for k in held if live is None or k not in live)[: max(0, limit)]
+    candidates = sorted(k for k in held if live is None or k not in live)
+    if len(candidates) > limit:  # a sample: a VACUUM deletes every file it may at once
+        candidates = random.sample(candidates, max(0, limit))
     if not candidates:
         return []
     bucket = versioned_bucket(src)
