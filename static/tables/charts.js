@@ -21,7 +21,9 @@
     });
   }
   // Zooming on versions refits the value axis to the points left in view (plotly keeps the
-  // whole history's range, which flattens a zoomed window into a line).
+  // whole history's range, which flattens a zoomed window into a line). Only the traces the
+  // server marks meta.fit count when there are any (the timeline's effective times): a copied
+  // ICT table's file times, all on the day of the copy, would squash the line again.
   function valueOf(y) {
     return typeof y === "string" ? Date.parse(y.replace(" ", "T") + "Z") : y;
   }
@@ -38,8 +40,11 @@
       if (lo === undefined && !ev["xaxis.autorange"]) {
         return;
       }
+      var fitted = el.data.filter(function (trace) {
+        return trace.meta && trace.meta.fit;
+      });
       var best = null;
-      el.data.forEach(function (trace) {
+      (fitted.length ? fitted : el.data).forEach(function (trace) {
         (trace.x || []).forEach(function (x, i) {
           if (lo !== undefined && (x < lo || x > hi)) {
             return;
@@ -60,10 +65,10 @@
           }
         });
       });
-      if (lo === undefined || !best) {
+      if (!best || (lo === undefined && !fitted.length)) {
         window.Plotly.relayout(el, { "yaxis.autorange": true });
       } else if (best.vlo === best.vhi) {
-        window.Plotly.relayout(el, { "yaxis.autorange": true, "xaxis.range": [lo, hi] });
+        window.Plotly.relayout(el, lo === undefined ? { "yaxis.autorange": true } : { "yaxis.autorange": true, "xaxis.range": [lo, hi] });
       } else {
         var pad = (best.vhi - best.vlo) * 0.05;
         var isDate = typeof best.lo === "string";
@@ -124,6 +129,21 @@
       return t.type === "scattergl" ? Object.assign({}, t, { type: "scatter" }) : t;
     });
   }
+  // The legend sits above the plot, in the top margin; the toolbar (plotly's modebar) sits in
+  // the top right corner of the same margin. On a phone the legend wraps to several lines and
+  // ran under the toolbar: the margin grows until the legend starts below the toolbar's row.
+  function clearOfToolbar(el) {
+    var legend = el.querySelector(".legend");
+    var bar = el.querySelector(".modebar");
+    var layout = el._fullLayout;
+    if (!legend || !bar || !layout) {
+      return;
+    }
+    var need = Math.ceil(legend.getBBox().height + bar.getBoundingClientRect().height + 8);
+    if (layout.margin.t < need) {
+      window.Plotly.relayout(el, { "margin.t": need, height: layout.height + need - layout.margin.t });
+    }
+  }
   function draw(data) {
     var config = data.config || {};
     var drawn = 0;
@@ -134,6 +154,10 @@
       if (fig) {
         el.textContent = "";
         window.Plotly.newPlot(el, svgOnly(fig.data), fig.layout, config);
+        clearOfToolbar(el);
+        el.on("plotly_afterplot", function () {
+          clearOfToolbar(el); // after a resize (responsive) the legend may wrap again
+        });
         if (template) {
           openOnClick(el, template);
         }

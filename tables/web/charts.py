@@ -123,6 +123,8 @@ def timeline_figure(
         "%{customdata[2]}<extra></extra>",
         "line": {"color": _EFFECTIVE, "width": 2},
         "marker": {"size": 6},
+        # the value axis is fitted to this trace alone (static/tables/charts.js, on zoom too)
+        "meta": {"fit": True},
     }
     data: list[dict[str, Any]] = [effective]
     both = [r for r in rows if r["in_commit_timestamp"] is not None]
@@ -168,6 +170,16 @@ def timeline_figure(
         )
     data.extend(removal_markers(removals or [], by_version))
     layout = _layout(None, "commit timestamp (UTC)", "date")  # the page's heading names it
+    # The time axis spans the effective times, not every trace's: a copied ICT table's file
+    # times are all the day of the copy, and plotly's autorange made room for them, squashing
+    # months of commits into a flat line. A file time outside the span lies off the chart
+    # (its hover and the version page still give it).
+    fitted = [r["timestamp"] for r in rows if r["timestamp"] is not None]
+    if fitted:
+        lo, hi = min(fitted), max(fitted)
+        pad = max((hi - lo) * 0.05, 1000)
+        layout["yaxis"]["range"] = [plot_time(int(lo - pad)), plot_time(int(hi + pad))]
+        layout["yaxis"]["autorange"] = False
     if RANGESLIDER_FROM < len(versions):
         # long histories: a slider under the chart to move a zoomed window through the versions
         layout["xaxis"]["rangeslider"] = {"visible": True, "thickness": 0.08}
