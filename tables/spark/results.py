@@ -7,28 +7,22 @@ Contract:
 - `read_page(path, offset, limit)` returns {"columns": [{name, type}], "rows": [...],
   "total": n, "offset": offset, "limit": limit}: it reads the footers for the row counts and
   then only the row groups that overlap the page, never the whole result.
-- Values are made JSON-safe by `json_value`: timestamps as ISO-8601 strings (with `Z` for
-  UTC timestamps, without a zone for timestamp_ntz), dates ISO, decimals as strings (no
-  float rounding), binary as base64, NaN/Infinity as strings, maps as lists of
-  {"key", "value"} objects, structs as objects, lists as lists. Column types use Delta's
-  names (integer, long, decimal(10,2), timestamp_ntz, array<...>, struct<...>, map<...>).
+- Values are made JSON-safe by tables.delta.json_values (the one rendering of values).
+  Column types use Delta's names (integer, long, decimal(10,2), timestamp_ntz, array<...>, struct<...>, map<...>).
 
 No pyspark import here: the web process pages results without starting a JVM.
 """
 
 from __future__ import annotations
 
-import base64
-import math
 import re
-from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tables.delta.json_values import json_value
 from tables.delta.log.actions import empty_table
 
 MAX_PAGE = 10_000
@@ -71,39 +65,6 @@ def type_name(t: pa.DataType) -> str:
     if pa.types.is_null(t):
         return "void"
     return str(t)
-
-
-def json_value(value: Any, t: pa.DataType | None = None) -> Any:
-    """A Python value from Arrow's to_pylist as something json.dumps accepts, losslessly."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-        return value.isoformat()
-    if isinstance(value, date | time):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if t is not None and pa.types.is_map(t):
-        return [{"key": json_value(k, t.key_type), "value": json_value(v, t.item_type)} for k, v in value]
-    if isinstance(value, dict):
-        fields = {f.name: f.type for f in t} if t is not None and pa.types.is_struct(t) else {}
-        return {k: json_value(v, fields.get(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        inner = t.value_type if t is not None and hasattr(t, "value_type") else None
-        return [json_value(v, inner) for v in value]
-    return str(value)
 
 
 def columns_of(schema: pa.Schema) -> list[dict[str, str]]:

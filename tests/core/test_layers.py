@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 # inside the core, lowest first: its folders in the order they build on each other
 CORE: tuple[tuple[str, ...], ...] = (
-    ("tables.delta.errors", "tables.delta.text_bounds", "tables.delta.gc_pause"),
+    ("tables.delta.errors", "tables.delta.text_bounds", "tables.delta.gc_pause", "tables.delta.json_values"),
     ("tables.delta.storage",),
     ("tables.delta.log",),
     ("tables.delta.managed",),

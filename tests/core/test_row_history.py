@@ -29,8 +29,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tables.delta.errors import InvalidColumnsError
-from tables.delta.history.row_history import RowHistory, json_value, row_history
+from tables.delta.history.row_history import RowHistory, row_history
 from tables.delta.history.timestamps import commit_times, format_ms
+from tables.delta.json_values import json_value
 from tables.delta.snapshot.dv import inline_descriptor
 from tests.conftest import golden_path
 from tests.core.test_cli import COMMANDS, DELTA_SCRIPT, assert_fails, delta, parsed

@@ -33,23 +33,19 @@ Rules:
   reads those files' rows with the key (`ParquetKeyReader` here with pyarrow, each file when the
   replay first needs it; tables.spark.jobs.row_history on Spark) and `replay` turns them into
   events, applying deletion vectors and row selections. `row_history` is the two with pyarrow.
-- `RowHistory.to_dict` is JSON-safe (`json_value`): dates and timestamps ISO-8601 (UTC ones
-  with `Z`), decimals as strings, bytes as base64 (standard alphabet, padded), NaN and
-  infinities as the strings "NaN", "Infinity", "-Infinity", maps with string keys as objects
-  and others as lists of [key, value] pairs.
+- `RowHistory.to_dict` is JSON-safe, by tables.delta.json_values (the one rendering of values).
 
 Pure: storage only through tables.delta.storage; no Django, no Spark.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -61,6 +57,7 @@ import pyarrow.parquet as pq
 from tables.delta.errors import CorruptLogError, DeltaError, InvalidColumnsError, StorageError, at_version
 from tables.delta.history.changes import ChangeEntry, ChangePlan, commit_actions, plan_changes
 from tables.delta.history.timestamps import format_ms
+from tables.delta.json_values import json_value
 from tables.delta.log.actions import Metadata, Protocol, bool_mask
 from tables.delta.log.listing import available_versions, list_log
 from tables.delta.snapshot.columnmapping import field_id, mapping_mode, physical_name
@@ -822,30 +819,3 @@ def row_history(
     The planned files are read with pyarrow, each when the replay first needs it."""
     plan = plan_row_history(location, key, start, end)
     return replay(plan, ParquetKeyReader(plan.storage, plan.layout, plan.keys))
-
-
-def json_value(value: Any) -> Any:
-    """A value as JSON carries it (see the module's rules)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            return value.isoformat()
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    if isinstance(value, (date, time)):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
-    return str(value)

@@ -34,13 +34,14 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from tables.delta.json_values import json_value
 from tables.models import Job, JobKind, JobStatus
 from tables.services import data_jobs
 from tables.services.errors import ServiceError
 from tables.services.query import compare as comparing
 from tables.services.query import run
 from tables.services.query.compare import is_numeric, number
-from tables.spark.results import json_value, part_files
+from tables.spark.results import part_files
 from tables.web.rows import job_rows_context
 from tables.web.tabs.frame import tab_context
 from tables.web.ui import PageError, job_param, page, table_of
