@@ -358,8 +358,13 @@ class VersionSummarySerializer(serializers.Serializer):
     timestamp = serializers.IntegerField(allow_null=True, help_text="commit timestamp, ms (null before a sync)")
     timestampSource = serializers.CharField(allow_null=True)
     summaryFrom = serializers.ChoiceField(
-        ["replay", "checksum"],
-        help_text="replay: the log replayed to the version; checksum: its checksum file, found to agree with the log",
+        ["replay", "checksum", "pin"],
+        help_text="replay: the log replayed to the version; checksum: its checksum file, found to agree with the "
+        "log; pin: the table lost the version (files vacuumed, log cleaned up) and the pin in readFrom keeps it",
+    )
+    readFrom = serializers.DictField(
+        allow_null=True,
+        help_text='{"pin": id, "name": name}: the pin the version (its files too) is read from; null: the table',
     )
     checksum = ChecksumStateSerializer()
 

@@ -17,9 +17,16 @@ class RetentionSerializer(serializers.Serializer):
     insideDeletedFileRetention = serializers.BooleanField(allow_null=True)
 
 
+class PinSourceSerializer(serializers.Serializer):
+    pin = serializers.IntegerField(help_text="The pin's id (GET pins/{id}/).")
+    name = serializers.CharField(help_text="The pin's name.")
+
+
 class VersionReachabilitySerializer(serializers.Serializer):
     version = serializers.IntegerField()
-    readable = serializers.BooleanField(help_text="Its state can be rebuilt from the log and all its files exist.")
+    readable = serializers.BooleanField(
+        help_text="Its state can be rebuilt from the log and all its files exist, or a pin keeps it (readFrom)."
+    )
     restorable = serializers.BooleanField(help_text="Readable, or only files a restore would not add are missing.")
     recoverable = serializers.BooleanField(
         allow_null=True,
@@ -33,6 +40,11 @@ class VersionReachabilitySerializer(serializers.Serializer):
     )
     missingFiles = MissingFilesSerializer()
     retention = RetentionSerializer()
+    readFrom = PinSourceSerializer(
+        allow_null=True,
+        help_text="The pin a version the table lost (files vacuumed, log cleaned up) is read from: it counts as "
+        "readable then, reason and missingFiles still saying what the table lost. null while the table gives it.",
+    )
 
 
 class VacuumForecastSerializer(serializers.Serializer):

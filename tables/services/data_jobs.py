@@ -69,13 +69,42 @@ def results_dir(job: Job | int) -> Path:
 
 
 def _check_version(table: Table, version: int, what: str = "version"):
-    """The snapshot of `version`, or ServiceError (404 version_not_found) naming what exists."""
+    """The snapshot of `version`, or ServiceError (404 version_not_found) naming what exists,
+    or (422 version_unreadable) why it can be read neither from the table nor from a pin."""
     if version < 0:
         raise ServiceError(f"{what} must be a non-negative integer, got {version}.", "invalid")
     try:
-        return snapshot_at(table, version)
+        snap = snapshot_at(table, version)
     except delta_errors.VersionNotFoundError as exc:
         raise ServiceError(f"{what}: {exc}", "version_not_found", 404) from exc
+    refuse_unreadable(table, version)
+    return snap
+
+
+def refuse_unreadable(table: Table, version: int) -> None:
+    """Refuse, before a job is created, a version whose files are gone and that no pin keeps
+    (Spark would fail later with "N data file(s) are missing"): the version, how many files,
+    and what to do instead. A version a pin keeps passes (its job reads the pin); so does one
+    whose answer a long log is still computing (the job then says what it finds)."""
+    from tables.services.reachability import unreadable_why
+
+    why = unreadable_why(table, version)
+    if why is None:
+        return
+    raise ServiceError(f"{why['text']} {unreadable_fix(why)}", "version_unreadable", 422, version=version,
+                       missingFiles=why["missing"], reason=why["reason"])  # fmt: skip
+
+
+def unreadable_fix(why: dict[str, Any]) -> str:
+    """What to do about an unreadable version (`reachability.unreadable_why`), in one sentence."""
+    steps = []
+    if why.get("readableAfter") is not None:
+        steps.append(f"choose a readable version (the oldest after it is version {why['readableAfter']})")
+    else:
+        steps.append("choose a readable version (the Versions tab marks them)")
+    if why.get("recoverable"):
+        steps.append("restore it recovering its files first from the bucket's old object versions")
+    return f"Fix: {' or '.join(steps)}, and pin the versions you will need before the next VACUUM."
 
 
 def _check_range(table: Table, start: int, end: int) -> tuple[Any, Any]:
@@ -145,13 +174,42 @@ def new_job(table: Table, kind: str, params: dict[str, Any], user) -> Job:
     return job
 
 
+def preview_params(table: Table, version: int) -> dict[str, Any]:
+    """A preview's parameters: the version, and the pin it is read from when the one rule
+    (tables.services.version_source) says the table lost it and a pin keeps it. The pin is
+    named by its id, not its kept table's location: a job's parameters are shown by the API,
+    the pin store's directory never is; the worker finds the kept table by the id."""
+    from tables.services.version_source import source_of
+
+    source = source_of(table, version)
+    return {"version": version} if source.pin is None else {"version": version, "pin": source.pin.pk}
+
+
+def _preview_param_sets(table: Table, version: int) -> list[dict[str, Any]]:
+    """The parameters a preview of the version may have been started with: read from the
+    table, or from each pin that holds it (the same rows)."""
+    from tables.services.pins import holding_pins
+
+    return [{"version": version}] + [
+        {"version": version, "pin": p.pk} for p in holding_pins(table) if p.version == version
+    ]
+
+
 def cached_preview(table: Table, version: int) -> Job | None:
     """The newest succeeded preview of (table, version) whose result file is still there."""
-    return reusable(table, PREVIEW, {"version": version})
+    for params in _preview_param_sets(table, version):
+        job = reusable(table, PREVIEW, params)
+        if job is not None:
+            return job
+    return None
 
 
 def preview_in_flight(table: Table, version: int) -> Job | None:
-    return jobs.active(PREVIEW, table, {"version": version})
+    for params in _preview_param_sets(table, version):
+        job = jobs.active(PREVIEW, table, params)
+        if job is not None:
+            return job
+    return None
 
 
 def latest_preview(table: Table, version: int) -> Job | None:
@@ -179,12 +237,8 @@ def start_preview(table: Table, version: int, user=None) -> Job:
     if job is not None:
         return job
     _check_version(table, version)
-    from tables.services.pins import holding_pin
-
-    # a pinned version is read from the pin store: the same rows, whatever VACUUM did to the table
-    pin = holding_pin(table, version)
-    params = {"version": version} if pin is None else {"version": version, "pin": pin.pk}
-    return new_job(table, PREVIEW, params, user)  # cached_preview found none above
+    # read where the one rule says: a version the table lost is read from its pin, same rows
+    return new_job(table, PREVIEW, preview_params(table, version), user)  # cached_preview found none above
 
 
 def start_changes(table: Table, start: int, end: int, user=None) -> Job:

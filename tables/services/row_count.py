@@ -22,7 +22,7 @@ from tables.services import jobs
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import synced_key
 from tables.services.reachability import is_long
-from tables.services.versions import snapshot_at
+from tables.services.versions import snapshot_and_source
 
 CACHE_SECONDS = 24 * 3600  # keyed by the synced state: the next sync asks anew
 COUNT_TASK = "tables.count_rows"
@@ -67,8 +67,10 @@ def count_in_worker(table_id: int) -> bool:
 
 def _count(table: Table, key: str) -> dict[str, Any]:
     try:
-        snap = snapshot_at(table, table.last_synced_version)
-        out: dict[str, Any] = row_count(as_storage(table.location), snap).to_dict()
+        # where the one rule reads the version (a pin's kept table once the table lost it),
+        # so the footers counted are files that exist
+        snap, source = snapshot_and_source(table, table.last_synced_version)
+        out: dict[str, Any] = row_count(as_storage(source.location if source else table.location), snap).to_dict()
     except (delta_errors.DeltaError, ServiceError, OSError) as exc:
         # not kept: the next page asks again (the store may answer then)
         return {"error": public_message(str(getattr(exc, "message", exc)), table)}

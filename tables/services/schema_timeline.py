@@ -19,6 +19,7 @@ from tables.delta.history import schema_timeline as core
 from tables.models import Commit, Table
 from tables.services.errors import ServiceError
 from tables.services.owner.access import owner_of
+from tables.services.version_source import Source, source_of
 
 _KEPT = 8  # tables whose timeline this process keeps
 _timelines: OrderedDict[tuple[int, str], core.SchemaTimeline] = OrderedDict()
@@ -78,29 +79,38 @@ def schema_timeline(table: Table) -> dict[str, Any]:
 
 def schema_as_of(table: Table, version: int | None = None) -> dict[str, Any]:
     """The schema as of `version` (the latest when None): columns, partitioning, properties,
-    the commit that set it, and the CREATE TABLE that recreates it under the table's name."""
+    the commit that set it, and the CREATE TABLE that recreates it under the table's name. A
+    version the table lost and a pin keeps (tables.services.version_source) is its pin's
+    (`pinned`, `readFrom`)."""
     tl = _timeline(table)
-    if version is not None and version < tl.start:
-        pinned = _pinned_schema(table, version)
-        if pinned is not None:  # log cleanup took it from the table; a pin keeps it
+    if version is not None:
+        source = source_of(table, version)
+        if source.pin is not None:
+            pinned = _pinned_schema(table, version, source)
             pinned["latestVersion"], pinned["earliestVersion"] = tl.latest, tl.start
+            if tl.start <= version <= tl.latest:  # the log still has its commit
+                commit = core.schema_at(tl, version, table.name)["commit"]
+                pinned["commit"] = _with_cached_times(table, [commit])[0] if commit is not None else None
             return pinned
     out = core.schema_at(tl, tl.latest if version is None else version, table.name)
     if out["commit"] is not None:
         out["commit"] = _with_cached_times(table, [out["commit"]])[0]
     out["latestVersion"], out["earliestVersion"] = tl.latest, tl.start
+    out["readFrom"] = None
     return out
 
 
-def _pinned_schema(table: Table, version: int) -> dict[str, Any] | None:
-    """The schema as of a version only a pin still keeps: its kept table's version 0."""
-    from tables.services.pins import holding_pin
-
-    pin = holding_pin(table, version)
-    if pin is None:
-        return None
-    out = core.schema_at(core.schema_timeline(pin.store_location), 0, table.name)
+def _pinned_schema(table: Table, version: int, source: Source) -> dict[str, Any]:
+    """The schema as of a version only a pin still keeps whole: its kept table's latest
+    version, named as the table's version (the CREATE TABLE says the table, not the store)."""
+    kept = core.schema_timeline(source.location)
+    out = core.schema_at(kept, kept.latest, table.name)
+    out["ddl"] = out["ddl"].replace(
+        f"{kept.location} at version {out['schemaVersion']}", f"{table.location} at version {version}"
+    )
+    pin = source.pin
     out.update(version=version, schemaVersion=version, commit=None, pinned=pin.name)
+    out["readFrom"] = {"pin": pin.pk, "name": pin.name}
     return out
 
 

@@ -46,13 +46,12 @@ def from_params(p: dict[str, Any]) -> tuple[str, int | None]:
 def table_has(table: Table, version: int, *, wait: bool = False) -> bool | None:
     """Whether the table's own log and files still give the version: True, False, or None
     while the reachability answer of a long log is still being computed (`wait=False`)."""
-    from tables.services.reachability import version_reachability
+    from tables.services.reachability import table_gives, version_reachability
 
-    entry = version_reachability(table, version, wait=wait)
+    entry = version_reachability(table, version, wait=wait, pins=False)  # the table's own word
     if entry is None:
         return None
-    missing = int(((entry.get("missingFiles") or {}).get("count")) or 0)
-    return bool(entry.get("readable")) and missing == 0
+    return table_gives(entry)
 
 
 def source_of(table: Table, version: int, *, wait: bool = False) -> Source:

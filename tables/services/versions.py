@@ -8,6 +8,7 @@ commit-owner (tables.services.owner.access), so its ratified, un-backfilled comm
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from threading import Lock
 from typing import Any
 
@@ -22,6 +23,7 @@ from tables.services.errors import ServiceError
 from tables.services.history.stored_times import resolve_stored
 from tables.services.owner.access import owner_of
 from tables.services.reachability import version_reachability
+from tables.services.version_source import Source, source_of
 
 _SNAPSHOTS: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
 _SNAPSHOT_LOCK = Lock()
@@ -29,24 +31,49 @@ _SNAPSHOT_CACHE_SIZE = 8
 
 
 def snapshot_at(table: Table, version: int | None = None) -> Snapshot:
-    """A snapshot of a version, cached (a version's state never changes)."""
+    """A snapshot of a version, cached (a version's state never changes), read where the one
+    rule says (tables.services.version_source): from the table while it gives the version,
+    else from the pin that keeps it (its kept table's latest, numbered as the table's
+    version; its `location` is the kept table's, where its files' adds and footers are)."""
+    return snapshot_and_source(table, version)[0]
+
+
+def snapshot_and_source(table: Table, version: int | None = None) -> tuple[Snapshot, Source | None]:
+    """(the snapshot, where it was read from); the source is None for the latest version."""
     if version is None:
-        return load_snapshot(table.location, owner=owner_of(table))
-    key = (table.location, version)
+        return load_snapshot(table.location, owner=owner_of(table)), None
+    source = source_of(table, version)
+    if source.from_pin:
+        return _cached((source.location, version), lambda: _pinned(source, version)), source
+    try:
+        snap = _cached((table.location, version), lambda: load_snapshot(table.location, version, owner=owner_of(table)))
+    except (delta_errors.VersionNotFoundError, delta_errors.StateReconstructionError, delta_errors.LogGapError):
+        # the log lost the version since the reachability answer was made: a pin may keep it
+        from tables.services.pins import holding_pin
+
+        pin = holding_pin(table, version)
+        if pin is None:
+            raise
+        source = Source(pin.store_location, None, pin)
+        return _cached((source.location, version), lambda: _pinned(source, version)), source
+    return snap, source
+
+
+def _pinned(source: Source, version: int) -> Snapshot:
+    """The version as its pin keeps it: the kept table's latest (0, or 1 once held objects
+    were copied), numbered as the table's version."""
+    import dataclasses
+
+    return dataclasses.replace(load_snapshot(source.location, source.version), version=version)
+
+
+def _cached(key: tuple[str, int], load: Callable[[], Snapshot]) -> Snapshot:
     with _SNAPSHOT_LOCK:
         snap = _SNAPSHOTS.get(key)
         if snap is not None:
             _SNAPSHOTS.move_to_end(key)
             return snap
-    try:
-        snap = load_snapshot(table.location, version, owner=owner_of(table))
-    except (delta_errors.VersionNotFoundError, delta_errors.StateReconstructionError, delta_errors.LogGapError):
-        # the log lost the version (log cleanup): a pin keeps it in the pin store
-        from tables.services.pins import pinned_snapshot
-
-        snap = pinned_snapshot(table, version)
-        if snap is None:
-            raise
+    snap = load()
     with _SNAPSHOT_LOCK:
         _SNAPSHOTS[key] = snap
         while len(_SNAPSHOTS) > _SNAPSHOT_CACHE_SIZE:
@@ -54,15 +81,31 @@ def snapshot_at(table: Table, version: int | None = None) -> Snapshot:
     return snap
 
 
+def read_from(source: Source | None) -> dict[str, Any] | None:
+    """What the API and pages say of where a version was read from: the pin, or None (the table)."""
+    if source is None or source.pin is None:
+        return None
+    return {"pin": source.pin.pk, "name": source.pin.name}
+
+
 def version_summary(table: Table, version: int) -> dict[str, Any]:
     """A version's protocol, metadata, size and (from the cache) its commitInfo and timestamp,
     with what its checksum file said. A version whose checksum was found to agree with the
-    log is answered from the checksum (`summaryFrom: "checksum"`), without a replay."""
-    out = None if owner_of(table) is not None else verified_summary(table, version)
+    log is answered from the checksum (`summaryFrom: "checksum"`), without a replay. A version
+    the table lost and a pin keeps is its pin's (`summaryFrom: "pin"`, `readFrom` names it):
+    its files are the kept ones, which a reader can open."""
+    source = source_of(table, version)
+    out = None
+    if not source.from_pin and owner_of(table) is None:
+        out = verified_summary(table, version)
     out_from = "checksum" if out is not None else "replay"
     if out is None:
-        out = snapshot_at(table, version).summary(files=False)
+        snap, source = snapshot_and_source(table, version)
+        out = snap.summary(files=False)
+        if source is not None and source.from_pin:
+            out_from = "pin"
     out["summaryFrom"] = out_from
+    out["readFrom"] = read_from(source)
     out["checksum"] = checksum_state(table, version)
     row = Commit.objects.filter(table=table, version=version).first()
     out["commitInfo"] = row.commit_info if row else None
@@ -72,7 +115,8 @@ def version_summary(table: Table, version: int) -> dict[str, Any]:
 
 
 def version_files(table: Table, version: int, offset: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
-    """(number of active files, one page of them) of a version."""
+    """(number of active files, one page of them) of a version: the pin's kept files (the same
+    relative paths) when the table lost the version and a pin keeps it."""
     snap = snapshot_at(table, version)
     return snap.num_files, snap.file_dicts(offset, limit)
 
@@ -115,15 +159,18 @@ def diff(
     that lists them in pages of its own asks `diff_commits` instead: with_commits=False)."""
     if v_from > v_to:
         raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
+    (a, a_source), (b, b_source) = snapshot_and_source(table, v_from), snapshot_and_source(table, v_to)
     out = snapshot_diff(
-        snapshot_at(table, v_from),
-        snapshot_at(table, v_to),
+        a,
+        b,
         sample,
-        storage=table.location,
+        # each side's files are read where that side was read from (a pin's kept table)
+        storage=None if any(s is not None and s.from_pin for s in (a_source, b_source)) else table.location,
         added_from=added_from,
         removed_from=removed_from,
     )
     out["from"], out["to"] = v_from, v_to
+    out["readFrom"] = {"from": read_from(a_source), "to": read_from(b_source)}
     if with_commits:
         out["commits"] = diff_commits(table, v_from, v_to, 0, 500)[0]
     return out

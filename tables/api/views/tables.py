@@ -41,7 +41,7 @@ from tables.services.errors import ServiceError
 from tables.services.history import export as history_export
 from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
 from tables.services.pins import pins_by_version
-from tables.services.reachability import FORECAST_LISTED, parse_retention, table_reachability
+from tables.services.reachability import FORECAST_LISTED, parse_retention, table_reachability, with_pins
 from tables.services.registration import delete_table, register_table
 from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
 from tables.services.sync.store import start_sync
@@ -277,7 +277,8 @@ class TableViewSet(viewsets.GenericViewSet):
         table = self.get_object()
         raw = request.query_params.get("vacuumRetention")
         retention = None if raw is None else parse_retention(raw)
-        data = table_reachability(table, vacuum_retention=retention)
+        # a version a pin keeps counts as readable, its entry saying which pin it is read from
+        data = with_pins(table, table_reachability(table, vacuum_retention=retention))
         page = self.paginate_queryset(data)  # newest first, each page's entries built alone
         body = self.get_paginated_response(page).data
         body.update({k: data.head[k] for k in ("latestVersion", "logRetentionMs", "deletedFileRetentionMs")})

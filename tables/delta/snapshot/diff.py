@@ -101,13 +101,16 @@ def snapshot_diff(
     Each side lists `sample` files twice, its first ones or those from `added_from` /
     `removed_from` on (`sampleFrom`; pages of a long list): `sample` as bare paths,
     `sampleFiles` with size, partition values and row count (read from the log through
-    `storage`, b's location when not given)."""
+    `storage`; when not given, each side through its own snapshot's location: a version
+    kept elsewhere, a pin's kept table, reads its adds there)."""
     ka, kb = identity_keys(a.files), identity_keys(b.files)
     added = b.files.filter(pc.invert(pc.is_in(kb, value_set=ka))) if b.num_files else b.files
     removed = a.files.filter(pc.invert(pc.is_in(ka, value_set=kb))) if a.num_files else a.files
-    store = as_storage(storage if storage is not None else b.location)
+    stores = {snap.location: as_storage(snap.location) for snap in (a, b)} if storage is None else {}
+    given = as_storage(storage) if storage is not None else None
 
     def files_of(snap: Snapshot, t: pa.Table, start: int) -> dict[str, Any]:
+        store = given if given is not None else stores[snap.location]
         start = max(0, min(start, t.num_rows))
         head = t.slice(start, sample)
         return {

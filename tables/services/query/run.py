@@ -90,23 +90,19 @@ def _version(table: Table, ref: Reference) -> tuple[int, Pin | None]:
 
 
 def _readable_from(table: Table, version: int, ref: Reference) -> Pin | None:
-    """The pin a version is read from when the table's own files of it are gone; refused when
-    they are gone and no pin holds it."""
-    from tables.services.pins import holding_pin
-    from tables.services.reachability import version_reachability
+    """The pin a version is read from, as the one rule says (tables.services.version_source):
+    None while the table gives it, the pin once the table lost it; a version neither gives
+    is refused with why and which pin could have kept it."""
+    from tables.services.reachability import unreadable_why
+    from tables.services.version_source import source_of
 
-    pin = holding_pin(table, version)
-    entry = version_reachability(table, version, wait=False)
-    missing = int(((entry or {}).get("missingFiles") or {}).get("count") or 0)
-    if missing == 0:
-        return None  # the table's own files are there: read them
-    if pin is not None:
-        return pin
-    raise QueryRefused(
-        f"{ref.text}: version {version} of {table.slug} cannot be read: {missing:,} of its data files were "
-        "removed (VACUUM) and no pin holds it. A pin made before the VACUUM would have kept it.",
-        ref.text,
-    )
+    source = source_of(table, version)
+    if source.pin is not None:
+        return source.pin
+    why = unreadable_why(table, version)
+    if why is not None:
+        raise QueryRefused(f"{ref.text}: {why['text']}", ref.text)
+    return None
 
 
 def at_version(text: str) -> tuple[str, str | int]:

@@ -18,7 +18,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from tables.delta import errors as delta_errors
+from tables.services.data_jobs import unreadable_fix
 from tables.services.errors import ServiceError
+from tables.services.reachability import unreadable_why
 from tables.services.versions import diff, diff_commits
 from tables.web import pages
 from tables.web.rows import diff_rows_context
@@ -125,6 +127,22 @@ def _change_counts(request: HttpRequest, ctx: dict[str, Any]) -> None:
     ctx["change_counts"] = None
 
 
+def _sides(table, v_from: int, v_to: int, read_from: dict[str, Any]) -> dict[str, Any]:
+    """What the page says of each side before a row diff or change data is started: the
+    pin a side is read from, and a side that can be read neither from the table nor from a
+    pin (its job would be refused), with why and which pin could have kept it."""
+    unreadable = []
+    for side, version in (("from", v_from), ("to", v_to)):
+        if read_from.get(side):
+            continue
+        why = unreadable_why(table, version)
+        if why is not None:
+            unreadable.append({"side": side, **why, "fix": unreadable_fix(why)})
+    kept = [{"side": side, "version": v, **read_from[side]} for side, v in (("from", v_from), ("to", v_to))
+            if read_from.get(side)]  # fmt: skip
+    return {"sides_unreadable": unreadable, "sides_kept": kept}
+
+
 @page
 @require_GET
 def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
@@ -170,5 +188,6 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         **_commits(request, table, v_from, v_to),
     )
     ctx.update(diff_rows_context(request, table, v_from, v_to))
+    ctx.update(_sides(table, v_from, v_to, result.get("readFrom") or {}))
     _change_counts(request, ctx)
     return render(request, "tables/diff.html", ctx)

@@ -9,7 +9,6 @@ from typing import Any
 from django.http import HttpRequest
 
 from tables.delta import errors as delta_errors
-from tables.delta.history.reach_runs import ReachRuns
 from tables.delta.history.timestamps import format_ms
 from tables.models import JobKind, JobStatus, SyncState, Table
 from tables.services import reachability
@@ -41,11 +40,12 @@ def tab_context(request: HttpRequest, table: Table, tab: str) -> dict[str, Any]:
     )
 
 
-def reach_by_version(table: Table) -> ReachRuns | dict[int, Any] | None:
+def reach_by_version(table: Table) -> reachability.PinnedRuns | dict[int, Any] | None:
     """One reachability answer for a whole page, looked up with `.get(version)`; empty when
     the log cannot be read now: the cached history still shows, its column blank. None while
-    a long log's answer is computed by a worker (the page does not wait for it)."""
+    a long log's answer is computed by a worker (the page does not wait for it). A version a
+    pin keeps reads as readable from its pin (`readFrom`), as the API says it."""
     try:
-        return table_reachability(table, wait=False)
+        return reachability.with_pins(table, table_reachability(table, wait=False))
     except (ServiceError, delta_errors.DeltaError):
         return {}

@@ -53,12 +53,22 @@ def _reach_summary(table: Table) -> list[dict[str, Any]] | None:
     for first, last, entry in reach.runs() if reach else ():
         state = charts.band_state(entry)
         counts[state] = counts.get(state, 0) + last - first + 1
-    return [
+    kept = []  # the versions the table lost that a pin keeps: readable, from the pin
+    for version in sorted(getattr(reach, "pins", None) or {}):
+        entry = reach.get(version)
+        if entry is not None and entry.get("readFrom"):
+            state = charts.band_state({**entry, "readable": False})
+            counts[state] = counts.get(state, 0) - 1
+            kept.append({"version": version, "name": entry["readFrom"]["name"]})
+    out = [
         {"state": state, "label": label, "count": counts[state]}
         for state, (label, _rgb) in charts.BAND_STATES.items()
         if counts.get(state)
     ]
 
+    if kept:
+        out.append({"state": "pinned", "label": "kept by a pin (read from the pin store)", "count": len(kept)})
+    return out
 
 @page
 @require_GET

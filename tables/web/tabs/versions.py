@@ -18,7 +18,7 @@ from tables.models import Commit, Table
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import history
 from tables.services.pins import held_bytes, holding_pins
-from tables.services.reachability import parse_retention, table_reachability
+from tables.services.reachability import parse_retention, table_reachability, unreadable_why
 from tables.services.sync.chain import state_of
 from tables.services.versions import resolve, snapshot_at, version_files, version_summary
 from tables.web import pages
@@ -115,6 +115,109 @@ def _recoverable(table: Table) -> dict[str, Any]:
     return {"recoverable": found[:RECOVERABLE_SHOWN], "recoverable_more": max(0, len(found) - RECOVERABLE_SHOWN)}
 
 
+VERSIONS_PAGE = 50  # rows of the version list at once (a collapsed range is one row)
+
+
+class _VersionList:
+    """Every version of the table, newest first, as the Versions tab lists it: one row per
+    version the table or a pin gives, and one row per run of consecutive versions that can
+    be read from neither and share why (e.g. "versions 12–1,260: files removed by VACUUM").
+    A sequence for Paginator: its rows are made only for the page asked (a long log is a
+    handful of runs, but 100,000 versions)."""
+
+    def __init__(self, reach: Any) -> None:
+        self.reach = reach
+        self.segments: list[tuple[int, int, bool]] = []  # (newest, oldest, one row each), newest first
+        pinned = {v for v in getattr(reach, "pins", {}) if (reach.get(v) or {}).get("readFrom")}
+        for first, last, state in reach.runs():
+            each = bool(state["readable"])
+            if each:
+                self._add(first, last, True)
+                continue
+            lo = first
+            for v in sorted(p for p in pinned if first <= p <= last):  # a pin splits the run
+                if lo <= v - 1:
+                    self._add(lo, v - 1, False)
+                self._add(v, v, True)
+                lo = v + 1
+            if lo <= last:
+                self._add(lo, last, False)
+        self.segments.reverse()
+        self._count = sum((hi - lo + 1) if each else 1 for hi, lo, each in self.segments)
+
+    def _add(self, first: int, last: int, each: bool) -> None:
+        self.segments.append((last, first, each))
+
+    def count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, item: slice) -> list[dict[str, Any]]:
+        start, stop = item.start or 0, min(item.stop if item.stop is not None else self._count, self._count)
+        out: list[tuple[int, int]] = []  # (newest, oldest) of each row
+        at = 0
+        for hi, lo, each in self.segments:
+            size = (hi - lo + 1) if each else 1
+            if at + size > start and at < stop:
+                if each:
+                    first_i, last_i = max(start - at, 0), min(stop - at, size)
+                    out.extend((hi - i, hi - i) for i in range(first_i, last_i))
+                else:
+                    out.append((hi, lo))
+            at += size
+            if at >= stop:
+                break
+        return out
+
+
+def _version_rows(table: Table, rows: list[tuple[int, int]], reach: Any) -> list[dict[str, Any]]:
+    """A page of the version list: each version with its commit and state in words, each
+    collapsed range with why its versions cannot be read and whether they can be restored."""
+    singles = [hi for hi, lo in rows if hi == lo]
+    commits = {c.version: c for c in Commit.objects.filter(table=table, version__in=singles).defer("commit_info")}
+    out = []
+    for hi, lo in rows:
+        entry = reach.get(hi)
+        if hi == lo and (entry is None or entry.get("readable")):
+            c = commits.get(hi)
+            out.append(
+                {
+                    "range": False,
+                    "version": hi,
+                    **(pages.history_row(c, entry) if c else {"reach": pages.reach_text(entry)}),
+                }
+            )
+            continue
+        why = unreadable_why(table, hi, entry) or {}
+        vacuum = why.get("vacuum") or {}
+        if entry.get("restorable"):
+            restore = "a restore is still possible"
+        elif entry.get("recoverable"):
+            restore = "recoverable from the bucket's old object versions"
+        else:
+            restore = "not restorable"
+        out.append({
+            "range": True, "first": lo, "last": hi, "count": hi - lo + 1, "reason": entry.get("reason"),
+            "why": why.get("why") or pages.reach_text(entry)["title"],
+            "vacuum_version": vacuum.get("version"), "vacuum_time": format_ms(vacuum.get("timestamp")),
+            "restore": restore, "recoverable": bool(entry.get("recoverable")),
+        })  # fmt: skip
+    return out
+
+
+def _all_versions(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """The Versions tab's list of every version (pages of VERSIONS_PAGE rows)."""
+    reach = reach_by_version(table)
+    if not reach:  # being computed, or the log cannot be read now: the cached commits alone
+        page_obj = Paginator(history(table), VERSIONS_PAGE).get_page(request.GET.get("page"))
+        rows = [{"range": False, "version": c.version, **pages.history_row(c)} for c in page_obj.object_list]
+        return {"version_page": page_obj, "version_rows": rows, "versions_pending": reach is None}
+    page_obj = Paginator(_VersionList(reach), VERSIONS_PAGE).get_page(request.GET.get("page"))
+    return {"version_page": page_obj, "version_rows": _version_rows(table, list(page_obj.object_list), reach)}
+
+
 @page
 @require_GET
 def table_versions(request: HttpRequest, slug: str) -> HttpResponse:
@@ -129,8 +232,7 @@ def table_versions(request: HttpRequest, slug: str) -> HttpResponse:
     ctx.update(_vacuum_forecast(request, table))
     ctx.update(_recoverable(table))
     ctx.update(pins_context(request, table))
-    reach = reach_by_version(table) or {}  # each of the latest marked when it cannot be read
-    ctx["recent"] = [pages.history_row(c, reach.get(c.version)) for c in history(table)[:10]]
+    ctx.update(_all_versions(request, table))
     status = 400 if ctx["tt_error"] else 200
     return render(request, "tables/table_versions.html", ctx, status=status)
 
@@ -176,14 +278,18 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         raise PageError(f"Version {version} does not exist.", 404, table)
     try:
         summary = version_summary(table, version)
-    except delta_errors.VersionNotFoundError as exc:
-        raise PageError(str(exc), 404, table) from exc
+    except (delta_errors.VersionNotFoundError, delta_errors.StateReconstructionError, delta_errors.LogGapError) as exc:
+        # the log lost it and no pin keeps it: say why, and which pin could have kept it
+        why = unreadable_why(table, version) if version <= (table.last_synced_version or -1) else None
+        raise PageError(why["text"] if why else str(exc), 404, table) from exc
     md = summary["metadata"]
     protocol = summary["protocol"]
     files = _VersionFiles(table, version, summary["numFiles"])
     page_obj = Paginator(files, FILES_PAGE_SIZE).get_page(request.GET.get("page"))
     commit = Commit.objects.filter(table=table, version=version).first()
     reach = (reach_by_version(table) or {}).get(version)  # {} while a long log's answer is computed
+    kept_by = summary.get("readFrom") or (reach or {}).get("readFrom")  # the pin it is read from
+    unreadable = bool(reach) and not reach.get("readable") and not kept_by
     ctx = context(
         request,
         table=table,
@@ -206,9 +312,13 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         page_obj=page_obj,
         seen=state_of(table, version),
         reach=pages.reach_text(reach),
-        unreadable=bool(reach) and not reach.get("readable"),
-        unrestorable=bool(reach) and not reach.get("restorable") and not reach.get("recoverable"),
+        kept_by=kept_by,
+        unreadable=unreadable,
+        why=unreadable_why(table, version, reach) if unreadable else None,
+        # a kept version's restore brings its files back from the pin (tables.services.restores)
+        unrestorable=bool(reach) and not reach.get("restorable") and not reach.get("recoverable") and not kept_by,
         recoverable=bool(reach) and bool(reach.get("recoverable")),
+        latest_version=table.last_synced_version,
         previous_version=version - 1 if version > (table.earliest_version or 0) else None,
         next_version=version + 1
         if table.last_synced_version is not None and version < table.last_synced_version
