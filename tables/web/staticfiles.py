@@ -1,7 +1,8 @@
 """Static files: hashed, compressed names after collectstatic, and plotly.js among them.
 
 `StaticStorage` is WhiteNoise's compressed manifest storage (every file gets a content hash
-in its name and .gz copies, so WhiteNoise serves it compressed and cached for ever). Before
+in its name and .gz copies, so WhiteNoise serves it compressed and cached for ever), with the
+hashed names under DEBUG too when the collected files are served (`make run`). Before
 collectstatic has run — a fresh checkout, the test suite — a file not in the manifest keeps its
 plain name and WhiteNoise serves it from the finders (WHITENOISE_USE_FINDERS), instead of the
 page failing to render.
@@ -37,6 +38,13 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
         self._urls: dict[tuple[str | None, bool, bool], str] = {}
 
     def url(self, name: str | None, force: bool = False) -> str:
+        # Where the collected files are what is served (WHITENOISE_USE_FINDERS off: `make run`,
+        # the image), their hashed names are used under DEBUG too. Django keeps plain names under
+        # DEBUG, so `make run` served plotly.min.js (4.8 MB) as `vendor/plotly.min.js` with
+        # max-age=0, fetched again on every page; hashed, WhiteNoise marks it immutable, cached
+        # for a year. With the finders on (a checkout, the tests) a source file changes under a
+        # running process, and its plain name keeps serving the current file.
+        force = force or not settings.WHITENOISE_USE_FINDERS
         # every page asks for the same few names, and each answer is fixed for the process
         # (the manifest is read once, at start; an uncollected file keeps its plain name):
         # a page's five lookups were a twentieth of its time

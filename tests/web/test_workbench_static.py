@@ -79,3 +79,22 @@ def test_a_missing_static_file_is_a_404_under_the_development_server(settings) -
     environ = RequestFactory().get("/static/vendor/plotly.min.js").environ
     b"".join(handler(environ, lambda status, headers, exc_info=None: seen.__setitem__("status", status)))
     assert seen["status"].startswith("200") or plotly_file() is None
+
+
+def test_under_make_runs_debug_settings_plotly_is_hashed_and_cached_for_ever(collected, analyst, settings) -> None:
+    """`make run` (DEBUG on, the collected files served, the finders off): the page links plotly
+    by its hashed name, and that URL answers immutable for a year (issue 57, item 5: it was the
+    plain name with max-age=0, 4.8 MB fetched again on every page)."""
+    from tables.models import Table
+
+    settings.DEBUG = True
+    Table.objects.create(name="Dev", slug="dev", location="/nowhere/dev", last_synced_version=0)
+    client = Client()
+    client.force_login(analyst)
+    page = client.get("/t/dev/charts/").content.decode()
+    src = re.search(r'<script src="(/static/vendor/plotly\.min\.[0-9a-f]{12}\.js)"', page)
+    assert src, re.findall(r'<script src="[^"]*"', page)
+    r = client.get(src.group(1), HTTP_ACCEPT_ENCODING="gzip")
+    assert r.status_code == 200 and r["Content-Encoding"] == "gzip"
+    assert r["Cache-Control"] == "max-age=315360000, public, immutable"
+    assert gzip.decompress(b"".join(r.streaming_content)) == plotly_file().read_bytes()
