@@ -1,7 +1,9 @@
 """Discovery and bulk registration: every Delta table under a prefix (a local directory or an
 object-store location under the allowed roots), shown first as a preview, then registered
 together. Tables registered already are shown as such and left alone; a name in use gets a
-suffix. New tables are not synced here one by one: their first check is due at once, so the
+suffix. A table whose log cannot be read now (its `_delta_log` unreadable, a log outside the
+roots, a damaged commit or checkpoint, a reader feature this server cannot read) is not offered
+as new: it is listed apart as "unreadable" with why, and registering skips it saying so. New tables are not synced here one by one: their first check is due at once, so the
 probe's next tick syncs them in batches (tables.services.sync.probe).
 
 The tables of an AWS Glue Data Catalog database are found the same way (`preview_glue`): its
@@ -30,6 +32,8 @@ from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
 from tables.delta.discover import LOG_DIR, Walk, walk_tables
+from tables.delta.log.listing import list_log
+from tables.delta.snapshot.state import load_table_config
 from tables.delta.storage.api import Storage
 from tables.delta.storage.backends import named_schemes
 from tables.delta.storage.boundary import as_storage
@@ -40,7 +44,7 @@ from tables.services.errors import ServiceError, from_delta, one_line
 from tables.services.registration import allowed_path, not_allowed, object_location, register_table, shown
 
 MAX_NAME = 200
-READY_CHECKED = 500  # new tables whose log is looked at for a first commit (the page lists 500)
+READY_CHECKED = 500  # new tables whose log is read (a commit? readable?) first (the page lists 500)
 PREVIEW_ROWS = 500  # tables a preview lists by default; its counts cover every table found
 CHUNK = 500  # tables looked up in the database at once as the walk finds them
 _COMMIT_NAME = re.compile(r"\d{20}\.(json|checkpoint(\.\d+\.\d+)?(\.[\w-]+)?\.parquet)")
@@ -50,11 +54,17 @@ _COMMIT_NAME = re.compile(r"\d{20}\.(json|checkpoint(\.\d+\.\d+)?(\.[\w-]+)?\.pa
 class Found:
     location: str
     name: str
-    status: str  # "new", "registered" or "incomplete" (a log with no commit yet: being written)
+    # "new", "registered", "incomplete" (a log with no commit yet: being written) or
+    # "unreadable" (its log cannot be read now: `reason` says why; not offered)
+    status: str
     table: str | None = None  # the registered table's slug
+    reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"location": self.location, "name": self.name, "status": self.status, "table": self.table}
+        out = {"location": self.location, "name": self.name, "status": self.status, "table": self.table}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 def _prefix(prefix: str) -> tuple[str, Storage]:
@@ -92,7 +102,7 @@ class _Preview:
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self.rows: list[Found] = []
-        self.counts = {"new": 0, "registered": 0, "incomplete": 0}
+        self.counts = {"new": 0, "registered": 0, "incomplete": 0, "unreadable": 0}
         self.ready = _readiness()
         self.given: set[str] = set()  # names handed out to shown rows, so two new ones differ
 
@@ -100,15 +110,16 @@ class _Preview:
         registered = _registered([loc for loc, _ in candidates])
         for loc, name in candidates:
             row: Found | None = None
+            reason = ""
             if loc in registered:
                 # a registered table by the name it was registered under, not its folder's
                 row = Found(loc, registered[loc][1], "registered", registered[loc][0])
                 status = "registered"
             else:
-                status = "new" if self.ready(loc) else "incomplete"
+                status, reason = self.ready(loc)
             self.counts[status] += 1
             if self.limit is None or len(self.rows) < self.limit:
-                self.rows.append(row or Found(loc, _free_name(name, self.given), status))
+                self.rows.append(row or Found(loc, _free_name(name, self.given), status, reason=reason))
 
     def answer(self, source: dict[str, Any], **extra: Any) -> dict[str, Any]:
         found = sum(self.counts.values())
@@ -129,26 +140,35 @@ def _registered(locations: list[str]) -> dict[str, tuple[str, str]]:
     return {loc: (slug, name) for loc, slug, name in rows}
 
 
-def _readiness() -> Callable[[str], bool]:
-    """Whether each new table in turn is ready to register: the first READY_CHECKED have their
-    log looked at for a commit (a preview lists 500), the rest are taken as they are."""
+def _readiness() -> Callable[[str], tuple[str, str]]:
+    """Each new table's state in turn, (status, why): the first READY_CHECKED have their log
+    read (`_state`; a preview lists 500), the rest are taken as new."""
     checked = 0
 
-    def ready(location: str) -> bool:
+    def ready(location: str) -> tuple[str, str]:
         nonlocal checked
         checked += 1
-        return checked > READY_CHECKED or _has_commit(location)
+        return ("new", "") if checked > READY_CHECKED else _state(location)
 
     return ready
 
 
-def _has_commit(location: str) -> bool:
-    """Whether the table's log holds a commit or a checkpoint yet (a writer creating it may have
-    made `_delta_log/` only): the first such name of one listing; unreadable counts as none."""
+def _state(location: str) -> tuple[str, str]:
+    """("new", ""), ("incomplete", "") while its log holds no commit or checkpoint yet (a writer
+    creating it may have made `_delta_log/` only), or ("unreadable", why) when the log cannot
+    be listed or its latest protocol and metadata cannot be read, as a sync would need them."""
     try:
-        return any(_COMMIT_NAME.fullmatch(name) for name in as_storage(location).list_names(LOG_DIR))
-    except (OSError, delta_errors.DeltaError):
-        return False
+        storage = as_storage(location)
+        if not any(_COMMIT_NAME.fullmatch(name) for name in storage.list_names(LOG_DIR)):
+            return "incomplete", ""
+        load_table_config(storage, list_log(storage))
+    except delta_errors.PathOutsideRootsError:
+        return "unreadable", "its log lies outside the allowed roots (a symbolic link out of them)"
+    except PermissionError:
+        return "unreadable", "the server may not read its _delta_log (permission denied)"
+    except (OSError, ValueError, delta_errors.DeltaError) as exc:
+        return "unreadable", f"its log cannot be read: {one_line(exc, 300)}"
+    return "new", ""
 
 
 def _walk(canonical: str, storage: Storage, walk: Walk) -> Iterator[list[tuple[str, str]]]:
@@ -262,17 +282,22 @@ def _free_name(name: str, given: set[str]) -> str:
 
 def _new_ones(
     stream: Iterator[list[tuple[str, str]]], seen: Callable[[list[str]], None] | None
-) -> Iterator[tuple[str, str]]:
-    """The new tables of a stream of candidates, with a log holding a commit for the first
-    READY_CHECKED of them (as a preview counts them); each chunk's locations go to `seen`."""
+) -> Iterator[tuple[str, str, str]]:
+    """The tables of a stream of candidates not registered yet, as (location, name, why not):
+    why is "" for a new one, the reason for an unreadable one (the first READY_CHECKED are read,
+    as a preview does); those still being written are left out. Each chunk's locations go to
+    `seen`."""
     ready = _readiness()
     for chunk in stream:
         if seen is not None:
             seen([loc for loc, _ in chunk])
         registered = _registered([loc for loc, _ in chunk])
         for loc, name in chunk:
-            if loc not in registered and ready(loc):
-                yield loc, name
+            if loc in registered:
+                continue
+            status, reason = ready(loc)
+            if status != "incomplete":
+                yield loc, name, reason
 
 
 def register_found(
@@ -297,8 +322,13 @@ def register_found(
         stream = _walk(canonical, storage, walk)
     chosen = set(only) if only is not None else None
     registered, skipped = [], []
-    for location, name in _new_ones(stream, seen):
+    for location, name, unreadable in _new_ones(stream, seen):
         if chosen is not None and location not in chosen:
+            continue
+        if unreadable:
+            skipped.append(
+                {"location": location, "code": "unreadable", "message": f"cannot be registered: {unreadable}"}
+            )
             continue
         try:
             table = register_table(_free_name(name, set()), location, user=user)

@@ -1,7 +1,11 @@
 """The discovery page: every Delta table under a prefix, previewed (GET ?prefix=), then the
-chosen new ones registered (POST) and synced by the probe's next tick."""
+chosen new ones registered (POST) and synced by the probe's next tick. Nothing is ticked until
+the user ticks it ("Tick all" / "Tick none": ?tick=all, and discover.js without a reload); the
+tables that cannot be read are listed apart, with why, and never offered."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -24,8 +28,15 @@ def discover(request: HttpRequest) -> HttpResponse:
     prefix = (source.get("prefix") or "").strip()[:2000]
     glue = (source.get("glue") or "").strip()[:255]
     if request.method == "POST":
-        chosen = request.POST.getlist("location") or None
-        if chosen is not None and _all_ticked(request, len(chosen)):
+        chosen: list[str] | None = request.POST.getlist("location")
+        if not chosen and _count(request.POST.get("offered")) > 0:
+            if not request.POST.get("again"):
+                messages.error(request, "No table was ticked: nothing was registered. Tick the tables to register.")
+                return redirect(_preview_url(prefix, glue))
+            chosen = []  # only the schedule is saved
+        elif not chosen:
+            chosen = None  # a form that offered no new table (or a client without the form): all of them
+        elif _all_ticked(request, len(chosen)):
             chosen = None  # every listed table ticked, more found than listed: all of them, as the page says
         try:
             source = discovery.schedule(request.user, prefix, glue) if request.POST.get("again") else None
@@ -50,6 +61,16 @@ def discover(request: HttpRequest) -> HttpResponse:
     return _render(request, prefix, glue, found=found)
 
 
+def _count(raw: str | None) -> int:
+    """A count the form sent back (hidden), 0 when it is not one."""
+    return int(raw) if raw and raw.isascii() and raw.isdigit() and len(raw) < 10 else 0
+
+
+def _preview_url(prefix: str, glue: str) -> str:
+    query = urlencode({"glue": glue} if glue else {"prefix": prefix})
+    return f"{reverse('tables:discover')}?{query}"
+
+
 def _all_ticked(request: HttpRequest, ticked: int) -> bool:
     """Whether the form came back with every new table it listed ticked while the preview
     found more than it listed (its hidden `offered` and `more`)."""
@@ -64,14 +85,17 @@ def _render(
     request: HttpRequest, prefix: str, glue: str, found=None, error: str = "", status: int = 200
 ) -> HttpResponse:
     # the service lists the first discovery.PREVIEW_ROWS tables; its counts cover them all
+    listed = found["tables"] if found else []
     ctx = context(
         request,
         prefix=prefix,
         glue=glue,
         found=found,
-        rows=found["tables"] if found else [],
+        rows=[r for r in listed if r["status"] != "unreadable"],
+        unreadable=[r for r in listed if r["status"] == "unreadable"],
         error=error,
         more=found["more"] if found else 0,
-        offered=sum(r["status"] == "new" for r in found["tables"]) if found else 0,
+        offered=sum(r["status"] == "new" for r in listed),
+        tick_all=request.GET.get("tick") == "all",
     )
     return render(request, "tables/discover.html", ctx, status=status)

@@ -51,8 +51,9 @@ class DiscoverRequest(serializers.Serializer):
 FOUND = {
     "location": serializers.CharField(),
     "name": serializers.CharField(help_text="the name it would get (unique)"),
-    "status": serializers.ChoiceField(choices=["new", "registered"]),
+    "status": serializers.ChoiceField(choices=["new", "registered", "incomplete", "unreadable"]),
     "table": serializers.CharField(allow_null=True, help_text="the registered table's slug"),
+    "reason": serializers.CharField(required=False, help_text="unreadable: why it cannot be registered"),
 }
 PREVIEW = inline_serializer(
     "DiscoveryPreview",
@@ -63,7 +64,10 @@ PREVIEW = inline_serializer(
         "new": serializers.IntegerField(),
         "registered": serializers.IntegerField(),
         "incomplete": serializers.IntegerField(help_text="a log with no commit yet (being written): not offered"),
-        "found": serializers.IntegerField(help_text="every table found (new, registered and incomplete)"),
+        "unreadable": serializers.IntegerField(
+            help_text="a log that cannot be read now: not offered, `reason` says why"
+        ),
+        "found": serializers.IntegerField(help_text="every table found (new, registered, incomplete and unreadable)"),
         "more": serializers.IntegerField(help_text="tables found beyond those listed"),
         "directoriesListed": serializers.IntegerField(required=False, help_text="with a prefix"),
         "truncated": serializers.CharField(help_text="why the search stopped early ('' when it did not)"),

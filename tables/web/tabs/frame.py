@@ -7,16 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from django.urls import reverse
 
 from tables.delta import errors as delta_errors
 from tables.delta.history.timestamps import format_ms
-from tables.models import JobKind, JobStatus, SyncState, Table
+from tables.models import JobKind, JobStatus, SharedTable, SyncState, Table
 from tables.services import reachability
 from tables.services.errors import ServiceError
 from tables.services.reachability import table_reachability
 from tables.web.ui import context, job_param
 
 _ACTIVE = (SyncState.QUEUED, SyncState.SYNCING)
+SHARES_SHOWN = 20  # the shares named above the tabs (a table in more says how many more)
 REACH_PENDING = reachability.PENDING
 
 
@@ -37,7 +39,36 @@ def tab_context(request: HttpRequest, table: Table, tab: str) -> dict[str, Any]:
         synced=table.last_synced_version is not None,
         syncing=table.sync_state in _ACTIVE,
         ict_enablement_time=format_ms(table.ict_enablement_timestamp),
+        shares=_shares(request, table),  # the Delta Sharing shares it is in
     )
+
+
+def _shares(request: HttpRequest, table: Table) -> dict[str, Any] | None:
+    """The Delta Sharing shares the table is in, each with the name recipients see it under and
+    its window of versions; a link to the share's admin page for who may see shares there."""
+    rows = list(SharedTable.objects.filter(table=table).select_related("share").order_by("share__name", "id"))
+    if not rows:
+        return None
+    user = request.user
+    may_see = user.is_staff and (user.has_perm("tables.view_share") or user.has_perm("tables.change_share"))
+    shown = [
+        {
+            "share": st.share.name,
+            "as": str(st),
+            "url": reverse("admin:tables_share_change", args=[st.share_id]) if may_see else None,
+            "window": _window(st.first_version, st.last_version),
+        }
+        for st in rows[:SHARES_SHOWN]
+    ]
+    return {"shown": shown, "more": max(0, len(rows) - SHARES_SHOWN)}
+
+
+def _window(first: int | None, last: int | None) -> str:
+    if first is None and last is None:
+        return ""
+    if first is None:
+        return f"versions up to {last}"
+    return f"versions {first} to {last}" if last is not None else f"versions from {first}"
 
 
 def reach_by_version(table: Table) -> reachability.PinnedRuns | dict[int, Any] | None:

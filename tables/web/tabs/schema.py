@@ -1,4 +1,4 @@
-"""The table page's schema page (reached from the Overview): the schema as of a version with
+"""The table page's Schema tab: the schema as of a version with
 the CREATE TABLE that recreates it (to copy), the schema's timeline (what changed of which
 column, version by version, newest first, with each commit), every column's history, and two
 versions' schemas compared. All of it from tables.services.schema_timeline, as the API.
@@ -166,7 +166,7 @@ def table_schema(request: HttpRequest, slug: str) -> HttpResponse:
     except PageError as exc:
         exc.table = table
         raise
-    ctx = tab_context(request, table, "overview")
+    ctx = tab_context(request, table, "schema")
     ctx.update(_as_of(table, version), requested_version=version, v_from=v_from, v_to=v_to, changes_open=CHANGES_OPEN)
     try:
         answer = service.schema_timeline(table)
