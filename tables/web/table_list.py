@@ -106,6 +106,19 @@ def _table_rows(request: HttpRequest) -> tuple[Any, dict[str, Any]]:
     return qs, form
 
 
+def error_cause(name: str, error: str) -> str:
+    """A sync error as the list's Error cell says it, the cause first. The stored message
+    starts with the table's name (its location replaced by it, as users know it) or a path
+    inside it, which the row already says: the cause follows, with the file it is about."""
+    if error.startswith(name + ": "):
+        return error[len(name) + 2 :]
+    if error.startswith(name + "/"):
+        where, sep, cause = error.partition(": ")
+        if sep and cause:
+            return f"{cause} (in {where.removeprefix(name + '/')})"
+    return error
+
+
 @page
 @require_GET
 def table_list(request: HttpRequest) -> HttpResponse:
@@ -118,6 +131,7 @@ def table_list(request: HttpRequest) -> HttpResponse:
     for t in rows:
         t.figures = figures[t.pk]
         t.plugin_values = [found.get(t.pk, 0) for found in counts]
+        t.error_cause = error_cause(t.name, t.last_error)
     job = job_param(request, "job")
     if job is not None and job.kind == JobKind.SYNC and job.status == JobStatus.SUCCEEDED:
         job = None  # the list shows the state it left
