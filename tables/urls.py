@@ -54,6 +54,7 @@ urlpatterns = [
     path("t/<slug:slug>/v/<int:version>/", versions_views.version_detail, name="version_detail"),
     path("t/<slug:slug>/v/<int:version>/pin/", pin_views.pin_new, name="pin_new"),
     path("pins/<int:pk>/unpin/", pin_views.pin_unpin, name="pin_unpin"),
+    path("pins/<int:pk>/withdraw/", pin_views.pin_withdraw, name="pin_withdraw"),
     path("pins/<int:pk>/approve/", pin_views.pin_approve, name="pin_approve"),
     path("pins/<int:pk>/reject/", pin_views.pin_reject, name="pin_reject"),
     path("t/<slug:slug>/diff/", compare_views.diff_view, name="diff"),

@@ -1,15 +1,25 @@
-"""Pins: removals before expiry, decided by an approver."""
+"""Pins: removals before expiry, decided by an approver, on the pin's own page (Approve and
+Reject buttons with a comment) or several at once (list actions), through the same use cases
+as the pages and the API (approve_unpin / reject_unpin): approvers or staff, never on a removal
+they asked for. Pins are never added, edited or deleted here; their events are the audit trail."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html
 
-from tables.admin.base import AuditTrailInline, BulkDecision
+from tables.admin.base import AuditTrailInline, BulkDecision, DecisionForm
 from tables.models import (
     Pin,
     PinEvent,
     PinState,
 )
+from tables.services import pins as pin_services
+from tables.services.access import roles
+from tables.services.errors import ServiceError
 from tables.services.pins import approve_unpin, reject_unpin
 
 
@@ -33,8 +43,7 @@ class PinStateFilter(admin.SimpleListFilter):
 
 @admin.register(Pin)
 class PinAdmin(BulkDecision, admin.ModelAdmin):
-    """Pins, their removals awaiting an approver (the same service as the pages and the API:
-    approvers or staff, never on a removal they asked for), and each pin's audit trail."""
+    """Pins, their removals awaiting an approver, and each pin's audit trail."""
 
     decide = (approve_unpin, reject_unpin)
     done_words = ("removed", "kept")
@@ -42,16 +51,17 @@ class PinAdmin(BulkDecision, admin.ModelAdmin):
     action_names = ("approve_removal", "reject_removal")
     bulk_related = ("table", "removal_requested_by")
     bulk_template = "admin/tables/pin/bulk_decision.html"
+    change_form_template = "admin/tables/pin/change_form.html"
 
-    list_display = ["id", "name", "table", "version", "state", "expires_at", "protection", "created_at"]
+    list_display = ["id", "name", "table", "version", "state", "expires_at", "held", "created_at"]
     list_filter = [PinStateFilter, "table"]
     list_select_related = ["table"]
     search_fields = ["name", "reason", "table__name"]
     inlines = [PinEventInline]
     actions = ["approve_removal", "reject_removal"]
     fields = readonly_fields = [
-        "table", "version", "name", "reason", "expires_at", "state", "protection", "files", "bytes",
-        "bytes_copied", "removal_reason", "created_at", "decided_at", "error",
+        "table_link", "version", "name", "reason", "expires_at", "state", "held", "files", "bytes",
+        "bytes_copied", "requester", "removal_reason", "decision", "created_at", "decided_at", "error",
     ]  # fmt: skip
 
     def has_add_permission(self, request) -> bool:
@@ -62,6 +72,81 @@ class PinAdmin(BulkDecision, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change) -> None:
         """Nothing is edited here ("change" permission is for the decisions)."""
+
+    # the table links to the app's page and users are plain text: approvers have no
+    # permission on tables' or users' admin pages
+
+    @admin.display(description="table", ordering="table__name")
+    def table_link(self, obj: Pin) -> str:
+        url = reverse("tables:version_detail", args=[obj.table.slug, obj.version])
+        return format_html('<a href="{}">{} at version {}</a>', url, obj.table, obj.version)
+
+    @admin.display(description="held by")
+    def held(self, obj: Pin) -> str:
+        return pin_services.held_by(obj)
+
+    @admin.display(description="removal asked by")
+    def requester(self, obj: Pin) -> str:
+        return obj.removal_requested_by.get_username() if obj.removal_requested_by else "—"
+
+    @admin.display(description="approver's decision")
+    def decision(self, obj: Pin) -> str:
+        last = pin_services.decisions([obj.pk]).get(obj.pk)
+        return f"{last['by']}: {last['note']}" if last else "—"
+
+    # --- approve / reject: buttons on the change page and bulk actions ---------------------
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/approve/", view(self.approve_view), name="tables_pin_approve"),
+            path("<path:object_id>/reject/", view(self.reject_view), name="tables_pin_reject"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        extra = {
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+            "show_delete": False,
+            "decision_form": DecisionForm(),
+        }
+        if obj is not None:
+            awaiting = obj.state == PinState.UNPIN_REQUESTED
+            own = obj.removal_requested_by_id == request.user.pk
+            extra["can_decide"] = awaiting and roles.can_approve(request.user) and not own
+            extra["own_request"] = awaiting and own
+            extra["ui_url"] = reverse("tables:version_detail", args=[obj.table.slug, obj.version]) + "#pins"
+        return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
+
+    def _decide(self, request, object_id: str, approve: bool):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        obj = self.get_object(request, object_id)
+        if obj is None:
+            raise Http404(f"There is no pin {object_id}.")
+        if not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        form = DecisionForm(request.POST)
+        comment = form.cleaned_data["comment"] if form.is_valid() else ""
+        try:
+            if approve:
+                approve_unpin(obj, request.user, comment)
+                messages.success(request, f"Pin #{obj.pk} removed; its kept files are deleted.")
+            else:
+                reject_unpin(obj, request.user, comment)
+                messages.success(request, f"Pin #{obj.pk} kept; the removal is rejected.")
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+        return HttpResponseRedirect(reverse("admin:tables_pin_change", args=[obj.pk]))
+
+    def approve_view(self, request, object_id: str):
+        return self._decide(request, object_id, approve=True)
+
+    def reject_view(self, request, object_id: str):
+        return self._decide(request, object_id, approve=False)
 
     @admin.action(description="Approve the removal of the selected pins…", permissions=["change"])
     def approve_removal(self, request, queryset):

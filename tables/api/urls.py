@@ -17,7 +17,7 @@ from tables.api.views.data import (
 )
 from tables.api.views.discovery import DiscoverView
 from tables.api.views.owner import OwnerBackfillView, OwnerCommitsView
-from tables.api.views.pins import PinDecisionView, PinUnpinView, PinView, TablePinsView
+from tables.api.views.pins import PinDecisionView, PinUnpinView, PinView, PinWithdrawView, TablePinsView
 from tables.api.views.removals import VacuumsExportView, VacuumsView
 from tables.api.views.schema import SchemaDiffView, SchemaTimelineView, TableSchemaView
 from tables.api.views.tables import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
@@ -71,6 +71,7 @@ urlpatterns = [
     re_path(r"^tables/(?P<id>[^/]+)/pins/$", TablePinsView.as_view(), name="table-pins"),
     re_path(r"^pins/(?P<pk>[0-9]{1,18})/$", PinView.as_view(), name="pin"),
     re_path(r"^pins/(?P<pk>[0-9]{1,18})/unpin/$", PinUnpinView.as_view(), name="pin-unpin"),
+    re_path(r"^pins/(?P<pk>[0-9]{1,18})/withdraw/$", PinWithdrawView.as_view(), name="pin-withdraw"),
     re_path(r"^pins/(?P<pk>[0-9]{1,18})/approve/$", PinDecisionView.as_view(approve=True), name="pin-approve"),
     re_path(r"^pins/(?P<pk>[0-9]{1,18})/reject/$", PinDecisionView.as_view(approve=False), name="pin-reject"),
     # the commit-owner API (RestOwnerClient's paths, without a trailing slash)

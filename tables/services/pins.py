@@ -291,7 +291,10 @@ def request_unpin(pin: Pin, user: Any, reason: Any) -> Pin:
 def withdraw_unpin(pin: Pin, user: Any) -> Pin:
     """The requester takes back their own removal request: the pin holds its version again
     (active), the request's fields cleared, and an event says it was withdrawn."""
-    if pin.removal_requested_by_id is None or pin.removal_requested_by_id != getattr(user, "pk", None):
+    current = Pin.objects.filter(pk=pin.pk).values_list("state", "removal_requested_by_id").first()
+    if current is None or current[0] != PinState.UNPIN_REQUESTED:
+        raise ServiceError(f"Pin #{pin.pk} has no removal request to withdraw.", "invalid_state", 409)
+    if current[1] is None or current[1] != getattr(user, "pk", None):
         raise ServiceError(
             "Only the person who asked to remove a pin can withdraw the request.", "permission_denied", 403
         )
@@ -309,18 +312,28 @@ def withdraw_unpin(pin: Pin, user: Any) -> Pin:
 DECISIONS = ("removal approved", "removal rejected")
 
 
-def decision_comment(pin: Pin) -> tuple[str, str] | None:
-    """(who, comment) of the last approver's decision on the pin's removal, None without one."""
-    last = (
-        PinEvent.objects.filter(pin=pin, note__startswith=DECISIONS[0])
-        .union(PinEvent.objects.filter(pin=pin, note__startswith=DECISIONS[1]))
-        .order_by("-at")
-        .first()
-    )
-    if last is None:
-        return None
-    who = last.actor.get_username() if last.actor_id and last.actor else "—"
-    return who, last.note
+def decisions(pin_ids: list[int]) -> dict[int, dict[str, str]]:
+    """{pin id: {"by", "note"}}: the last approver's decision on each pin's removal (the note
+    says approved or rejected, with the approver's comment), one query."""
+    from django.db.models import Q
+
+    which = Q(note__startswith=DECISIONS[0]) | Q(note__startswith=DECISIONS[1])
+    out: dict[int, dict[str, str]] = {}
+    for e in PinEvent.objects.filter(which, pin_id__in=pin_ids).select_related("actor").order_by("at", "pk"):
+        out[e.pin_id] = {"by": e.actor.get_username() if e.actor else "—", "note": e.note}
+    return out
+
+
+def held_by(pin: Pin) -> str:
+    """What holds the pin's version now, in words: its protection while it holds it; once
+    removed or expired, nothing (its kept files deleted); a failed pin is not protected."""
+    if pin.state in PinState.holding():
+        return pin.protection or "—"
+    if pin.state == PinState.FAILED:
+        return NOT_PROTECTED
+    if pin.state == PinState.WRITING:
+        return "being written"
+    return "nothing: released, its kept files deleted"
 
 
 def _check_can_decide(pin: Pin, user: Any) -> None:
@@ -574,6 +587,8 @@ def pin_payload(pin: Pin) -> dict[str, Any]:
         "removalRequestedBy": pin.removal_requested_by.get_username() if pin.removal_requested_by else None,
         "removalReason": pin.removal_reason or None,
         "decidedBy": pin.decided_by.get_username() if pin.decided_by else None,
+        "decisionComment": (decisions([pin.pk]).get(pin.pk) or {}).get("note"),
+        "heldBy": held_by(pin),
         "error": pin.error or None,
         "events": [
             {

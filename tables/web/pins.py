@@ -1,5 +1,5 @@
-"""Pins on the pages: pinning a version from its page, asking to remove a pin, an approver's
-decision on a removal. Each view parses the form and calls tables.services.pins; what the
+"""Pins on the pages: pinning a version from its page, asking to remove a pin (and withdrawing
+one's own request), an approver's decision on a removal. Each view parses the form and calls tables.services.pins; what the
 pages show of pins (the version page, the Versions tab, History, the Overview) comes from
 `pins_context`."""
 
@@ -39,15 +39,20 @@ def pins_context(request: HttpRequest, table: Table, version: int | None = None)
     rows = Pin.objects.filter(table=table).select_related("created_by", "removal_requested_by")
     rows = rows.filter(version=version) if version is not None else rows.filter(state__in=PinState.holding())
     user = request.user
+    shown = list(rows[:200])
+    decided = pins.decisions([p.pk for p in shown])
     listed = [
         {
             "pin": p,
+            "held_by": pins.held_by(p),
+            "decision": decided.get(p.pk),
             "can_unpin": p.state == PinState.ACTIVE and roles.can_request_restore(user),
+            "can_withdraw": p.state == PinState.UNPIN_REQUESTED and p.removal_requested_by_id == user.pk,
             "can_decide": p.state == PinState.UNPIN_REQUESTED
             and roles.can_approve(user)
             and p.removal_requested_by_id != user.pk,
         }
-        for p in rows[:200]
+        for p in shown
     ]
     return {
         "pins": listed,
@@ -109,6 +114,20 @@ def pin_unpin(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Pin {pin.name!r}: {done}.")
     except ServiceError as exc:
         if exc.status in (401, 403, 404):
+            raise
+        messages.error(request, exc.message)
+    return _after(request, pin)
+
+
+@page
+@require_POST
+def pin_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
+    pin = _pin(pk)
+    try:
+        pin = pins.withdraw_unpin(pin, request.user)
+        messages.success(request, f"Pin {pin.name!r}: your removal request is withdrawn; the pin holds its version.")
+    except ServiceError as exc:
+        if exc.status in (401, 404):
             raise
         messages.error(request, exc.message)
     return _after(request, pin)

@@ -1,6 +1,7 @@
 """REST API for pins: GET/POST tables/{id}/pins/ (a table's pins; pin a version), GET pins/{id}/
 (one pin with its audit trail), POST pins/{id}/unpin/ (ask to remove it), pins/{id}/approve/ and
-pins/{id}/reject/ (an approver decides a removal).
+pins/{id}/reject/ (an approver decides a removal), POST pins/{id}/withdraw/ (the requester takes
+their removal request back).
 
 Each view checks permissions and calls one function of tables.services.pins; errors are
 rendered by tables.api.errors.exception_handler.
@@ -44,7 +45,9 @@ class PinSerializer(serializers.Serializer):
     createdBy = serializers.CharField(allow_null=True)
     createdAt = serializers.CharField(allow_null=True)
     protection = serializers.CharField(
-        allow_null=True, help_text="hard links, copies or server-side copies: how the pin store holds the files"
+        allow_null=True,
+        help_text="hard links, copies, server-side copies or legal holds: how the pin store holds the files; "
+        "'not protected' when the store could not keep the version",
     )
     files = serializers.IntegerField()
     bytes = serializers.IntegerField()
@@ -52,6 +55,10 @@ class PinSerializer(serializers.Serializer):
     removalRequestedBy = serializers.CharField(allow_null=True)
     removalReason = serializers.CharField(allow_null=True)
     decidedBy = serializers.CharField(allow_null=True)
+    decisionComment = serializers.CharField(
+        allow_null=True, help_text="the approver's last decision on a removal, with their comment"
+    )
+    heldBy = serializers.CharField(help_text="what holds the version now: the protection, or nothing once removed")
     error = serializers.CharField(allow_null=True, help_text="why a pin failed (or a removal left files)")
     events = PinEventSerializer(many=True)
 
@@ -144,6 +151,16 @@ class PinUnpinView(APIView):
         ser = PinUnpinSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         return Response(_body(pins.request_unpin(_pin_or_404(pk), request.user, ser.validated_data["reason"])))
+
+
+class PinWithdrawView(APIView):
+    permission_classes = [IsAuthenticated, CanRequestRestore]
+
+    @extend_schema(request=None, responses={200: PinSerializer, **_errors(401, 403, 404, 409)})
+    def post(self, request, pk: str):
+        """Withdraw your own removal request: the pin is active again and its audit trail says
+        the request was withdrawn. 403 for anyone but the requester, 409 with no request."""
+        return Response(_body(pins.withdraw_unpin(_pin_or_404(pk), request.user)))
 
 
 class PinDecisionView(APIView):

@@ -1,6 +1,7 @@
 """`manage.py pin TABLE VERSION --name NAME --reason TEXT --as USER [--expires ISO]`: pin a
 version (written into the pin store at once); `manage.py pin --expire`: remove the pins past
-their expiry (their kept tables deleted).
+their expiry (their kept tables deleted); `manage.py pin --sweep`: the beat's sweep of pins now
+(pins left in "writing" resumed or failed with the reason, due pins expired, held pins settled).
 
 Prints the new pin as JSON. Errors exit with status 2 and one line on stderr. Removing a pin
 before its expiry is an approver's decision: the API, the pages or the admin console.
@@ -34,8 +35,14 @@ class Command(BaseCommand):
         parser.add_argument("--as", dest="user", help="the user the pin is made by (analyst, approver or staff)")
         parser.add_argument("--expires", default=None, help="ISO-8601 date-time after which the pin may go")
         parser.add_argument("--expire", action="store_true", help="remove the pins past their expiry")
+        parser.add_argument(
+            "--sweep", action="store_true", help="resume or fail pins left in writing, expire, settle held pins"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["sweep"]:
+            self.stdout.write(json.dumps(pins.sweep_pins()))
+            return
         if options["expire"]:
             self.stdout.write(json.dumps({"expired": pins.expire_pins()}))
             return
