@@ -251,7 +251,7 @@ def test_time_travel_errors_are_worded_as_the_service(browser, table) -> None:
     r = browser.get("/t/sales/versions/", {"as_of": ""})
     assert r.status_code == 400 and "Give a timestamp" in text(r)
     # the rest of the tab is still there
-    assert 'id="recent-versions"' in text(r) and 'href="/t/sales/v/3/"' in text(r)
+    assert 'id="version-list"' in text(r) and 'href="/t/sales/v/3/"' in text(r)
 
 
 def test_timeline_chart_marks_the_ict_boundary(browser, roots) -> None:

@@ -65,10 +65,10 @@ def _reach_summary(table: Table) -> list[dict[str, Any]] | None:
         for state, (label, _rgb) in charts.BAND_STATES.items()
         if counts.get(state)
     ]
-
     if kept:
         out.append({"state": "pinned", "label": "kept by a pin (read from the pin store)", "count": len(kept)})
     return out
+
 
 @page
 @require_GET
