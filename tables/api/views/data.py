@@ -163,7 +163,7 @@ class VersionRowsView(_DataView):
         summary="Start a version's row preview: 202 with the job, 200 with a page if already cached",
         parameters=[TABLE_ID, VERSION, PageQuerySerializer],
         request=None,
-        responses={200: PreviewPageSerializer, 202: JOB_202, **_errors(400, 401, 403, 404)},
+        responses={200: PreviewPageSerializer, 202: JOB_202, **_errors(400, 401, 403, 404, 422)},
     )
     def post(self, request, id: str, version: str):
         """The first 100 rows of the version (in file and row order) are computed once per (table,
@@ -199,7 +199,7 @@ class ChangesView(_DataView):
         summary="Start a change-data job for versions from..to",
         parameters=[TABLE_ID, s.RangeQuerySerializer],
         request=None,
-        responses={200: JOB_REUSED, 202: JOB_202, **_errors(400, 401, 403, 404)},
+        responses={200: JOB_REUSED, 202: JOB_202, **_errors(400, 401, 403, 404, 422)},
     )
     def post(self, request, id: str):
         """Rows inserted, deleted and updated (pre- and post-images) in versions from..to, with
@@ -222,7 +222,7 @@ class RowDiffView(_DataView):
         summary="Start a keyed row diff of two versions",
         parameters=[TABLE_ID, RowDiffQuerySerializer],
         request=None,
-        responses={200: JOB_REUSED, 202: JOB_202, **_errors(400, 401, 403, 404)},
+        responses={200: JOB_REUSED, 202: JOB_202, **_errors(400, 401, 403, 404, 422)},
     )
     def post(self, request, id: str):
         """Rows added, removed and changed between versions `from` and `to`, matched on the key
@@ -246,7 +246,7 @@ class RowHistoryView(_DataView):
         summary="Start the history of one row (by its key) over versions from..to",
         parameters=[TABLE_ID],
         request=RowHistoryRequestSerializer,
-        responses={202: JOB_202, **_errors(400, 401, 403, 404)},
+        responses={202: JOB_202, **_errors(400, 401, 403, 404, 422)},
     )
     def post(self, request, id: str):
         """The versions of the range that inserted, updated or deleted the row with this key, each with
