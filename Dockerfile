@@ -18,6 +18,7 @@ COPY credentials ./credentials
 COPY templates ./templates
 COPY static ./static
 COPY manage.py ./
+COPY deploy/healthcheck.py /usr/local/bin/deltaweb-healthcheck
 RUN pip install --no-cache-dir . \
  && DELTAWEB_SECRET_KEY=build-only python manage.py collectstatic --noinput
 # a deployment: the settings refuse to start without DELTAWEB_SECRET_KEY (never a generated one);
@@ -29,9 +30,9 @@ ENV DELTAWEB_SECURE_COOKIES=1 DELTAWEB_HSTS_SECONDS=31536000
 ENV DELTAWEB_SHARING_KEY_DIR=/var/lib/deltaweb
 USER deltaweb
 EXPOSE 8000
-# single words (deltaweb/healthcheck.py): run as written by every runtime, podman's included
+# single words (deploy/healthcheck.py): run as written by every runtime, podman's included
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-  CMD ["python", "-m", "deltaweb.healthcheck", "http", "http://127.0.0.1:8000/healthz"]
+  CMD ["deltaweb-healthcheck", "http", "http://127.0.0.1:8000/healthz"]
 # threads: a page that starts a data job waits up to DELTAWEB_JOB_SETTLE_SECONDS for it, and a
 # sync worker would hold every other request back meanwhile
 CMD ["gunicorn", "deltaweb.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4"]

@@ -95,11 +95,16 @@ def test_the_files_ulimits_are_what_docker_compose_reads() -> None:
     services = yaml.safe_load(shown.stdout)["services"]
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     assert all(s["ulimits"]["nofile"]["hard"] <= hard for s in services.values())
-    assert services["spark-master"]["healthcheck"]["test"][:4] == ["CMD", "python", "-m", "deltaweb.healthcheck"]
+    assert services["spark-master"]["healthcheck"]["test"][:4] == [
+        "CMD",
+        "deltaweb-healthcheck",
+        "tcp",
+        "spark-master:7077",
+    ]
 
 
 def test_the_checks_answer_for_a_live_and_a_dead_port(tmp_path) -> None:
-    """deltaweb.healthcheck's tcp and fresh checks, as a container runs them: 0 healthy, 1 not."""
+    """deploy/healthcheck.py's tcp and fresh checks, as a container runs them: 0 healthy, 1 not."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -108,7 +113,9 @@ def test_the_checks_answer_for_a_live_and_a_dead_port(tmp_path) -> None:
     heartbeat.touch()
 
     def check(*args: str) -> int:
-        return subprocess.run([sys.executable, "-m", "deltaweb.healthcheck", *args], cwd=REPO, timeout=60).returncode
+        return subprocess.run(
+            [sys.executable, str(REPO / "deploy" / "healthcheck.py"), *args], cwd=REPO, timeout=60
+        ).returncode
 
     assert check("tcp", live) == 0
     listener.close()
