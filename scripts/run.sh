@@ -88,7 +88,8 @@ pids+=($!)
 $PY -m celery -A deltaweb beat --loglevel=info --schedule var/celerybeat-schedule >var/log/beat.log 2>&1 &
 pids+=($!)
 echo "deltaweb is running at http://127.0.0.1:$PORT/  (Ctrl-C stops it; logs in var/log/)"
-# --nostatic: WhiteNoise serves the collected files, compressed, as in a deployment
-$PY manage.py runserver "127.0.0.1:$PORT" --noreload --nostatic &
+# --nostatic: WhiteNoise serves the collected files, compressed, as in a deployment;
+# deltaweb/devserver.py: runserver with TCP_NODELAY (a sharing recipient's files were ~0.5 s each)
+$PY -m deltaweb.devserver "127.0.0.1:$PORT" --noreload --nostatic &
 pids+=($!)
 wait -n "${pids[@]}"
