@@ -8,9 +8,11 @@ copies inside one object store, else copies. Removing a pin before it expires is
 approver (never the requester) accepts, as restores are; every step is a PinEvent, the audit.
 Reading a pinned version whose log or files the table lost goes to the pin store
 (`pinned_snapshot`, used by tables.services.versions). A pin by legal holds names the held
-objects; when the table's VACUUM deletes them (a delete marker above each held version), the
-sync's look that notices it has the held versions copied into the pin store
-(`settle_held_pins`), so the kept table reads again, the holds staying until the pin goes.
+objects; every sync (and the beat's sweep) looks at their current state whatever the log still
+says, and once a VACUUM deleted them (a delete marker above each held version) the held versions
+are copied into the pin store (`settle_held_pins`), so the kept table, self-contained, reads
+again in any engine, the holds staying until the pin goes. A pin left "writing" is resumed or
+failed by the beat's sweep (`sweep_pins`), with the reason.
 """
 
 from __future__ import annotations
