@@ -31,6 +31,7 @@ from urllib.parse import unquote
 import pyarrow.compute as pc
 
 from tables.delta.errors import MissingFilesError, PathOutsideRootsError, RestoreError
+from tables.delta.restore.actions import file_sizes
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import Storage, place_file
@@ -109,17 +110,8 @@ def _files_of(add: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _heads(storage: Storage, keys: list[str]) -> dict[str, int | None]:
-    """{key: size, None when absent}: one HEAD each, concurrently on an object store."""
-
-    def one(key: str) -> tuple[str, int | None]:
-        try:
-            return key, int(storage.head(key).size)
-        except FileNotFoundError:
-            return key, None
-
-    threads = THREADS if getattr(storage, "remote", False) else 1
-    with ThreadPoolExecutor(max_workers=min(threads, max(1, len(keys)))) as pool:
-        return dict(pool.map(one, keys))
+    """{key: size, None when absent} (restore/actions.file_sizes: a listing or a HEAD each)."""
+    return file_sizes(storage, keys)
 
 
 def find_in_pin(
