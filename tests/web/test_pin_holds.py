@@ -31,8 +31,8 @@ def test_holds_hold_when_vacuum_checkpoint_and_cleanup_run_before_a_sync(
     s3_server,
     monkeypatch,
     settings,
-    users,
-    django_capture_on_commit_callbacks,  # noqa: F811
+    users,  # noqa: F811
+    django_capture_on_commit_callbacks,
 ):
     from tests.conftest import s3_buckets
     from tests.core.test_keep_s3 import rows as s3_rows
@@ -79,3 +79,68 @@ def test_holds_hold_when_vacuum_checkpoint_and_cleanup_run_before_a_sync(
     kept = deltalake.DeltaTable(pin.store_location, storage_options=opts)
     assert all("://" not in u.split(pin.store_location, 1)[-1] for u in kept.file_uris())
     assert _rows(kept.to_pyarrow_table()) == expected
+
+
+def test_a_held_version_with_deletion_vectors_settles_self_contained(
+    s3_server,
+    monkeypatch,
+    settings,
+    users,  # noqa: F811
+):
+    """A Spark-written table with deletion vectors and column mapping (a golden table) in a bucket
+    with Object Lock: its held objects deleted by anyone (delete markers, no commit to tell of
+    it), the beat's sweep notices and settles. The kept table names only its own files: each data
+    file has the golden table's bytes, each deletion vector is a relative one beside the data
+    that deletes the same rows as the golden table's (delta-rs 1.6 reads no deletion vectors)."""
+    from tables.delta.snapshot.dv import read_deletion_vector
+    from tables.delta.snapshot.files import log_add_actions
+    from tables.delta.snapshot.state import load_snapshot
+    from tables.delta.storage.boundary import as_storage, open_storage
+    from tests.conftest import golden_path, s3_buckets
+
+    golden = golden_path("dv-with-columnmapping")
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(golden)]
+    source = open_storage(str(golden))  # what the golden table's latest version names and deletes
+    want = load_snapshot(source)
+    want_adds = {a["path"]: a for a in log_add_actions(source, want, want.files)[0]}
+    deleted = {p: read_deletion_vector(source, a.get("deletionVector")).tolist() for p, a in want_adds.items()}
+    data = {p: (golden / p).read_bytes() for p in want_adds}
+
+    client = s3_buckets(s3_server, monkeypatch, settings)
+    if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
+    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins"
+    prefix = f"allowed/dv-{uuid.uuid4().hex[:8]}"
+    for path in sorted(p for p in golden.rglob("*") if p.is_file()):
+        client.put_object(Bucket=BUCKET, Key=f"{prefix}/{path.relative_to(golden).as_posix()}", Body=path.read_bytes())
+    location = f"s3://{BUCKET}/{prefix}"
+    table = registration.register_table(f"dv-{uuid.uuid4().hex[:6]}", location)
+    sync.sync_table(table.pk)
+    table.refresh_from_db()
+    pin = pins.create_pin(table, table.last_synced_version, "dv", "why", users["analyst"])
+    assert pins.write_pin(pin.pk)["state"] == PinState.ACTIVE
+    pin.refresh_from_db()
+    assert pin.protection == "legal holds"
+    assert pins.sweep_pins()["settled"] == []  # nothing deleted yet: nothing copied
+
+    for obj in client.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/")["Contents"]:
+        if "/_delta_log/" not in obj["Key"]:
+            client.delete_object(Bucket=BUCKET, Key=obj["Key"])  # a delete marker above the held version
+    assert pins.sweep_pins()["settled"] == [pin.pk]
+
+    assert table.last_synced_version == want.version
+    kept_store = as_storage(pin.store_location)
+    kept = load_snapshot(kept_store)
+    adds = log_add_actions(kept_store, kept, kept.files)[0]
+    assert kept.version == 1 and sorted(a["path"] for a in adds) == sorted(want_adds)
+    with_dv = 0
+    for add in adds:
+        assert "://" not in add["path"]
+        assert kept_store.read(kept_store.resolve(add["path"])) == data[add["path"]]
+        dv = add.get("deletionVector")
+        if dv:
+            with_dv += 1
+            assert dv["storageType"] == "u"
+            assert read_deletion_vector(kept_store, dv).tolist() == deleted[add["path"]]
+    assert with_dv > 0
