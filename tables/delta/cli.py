@@ -399,10 +399,10 @@ def _recorded_lines(r: dict[str, Any]) -> list[str]:
             if isinstance(f, dict)
         )
         what = what or str(m.get("error") or "the checksum file disagrees")[:200]
-        lines.append(f"recorded checksum mismatch at version {m['version']}: {what}")
+        lines.append(f"recorded checksum mismatch at version {str(m['version'])[:40]}: {what}")
     for w in rewrites:
         lines.append(
-            f"recorded history rewrite at version {w['version']}: its bytes no longer matched those first seen"
+            f"recorded history rewrite at version {str(w['version'])[:40]}: its bytes no longer matched those first seen"
             f" (sha256 {str(w.get('firstSeen'))[:64]})"
         )
     if mismatches or rewrites:

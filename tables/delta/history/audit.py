@@ -356,9 +356,10 @@ def recorded_problems(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     mismatches = []
     for c in body.get("checksums") or []:
         if isinstance(c, dict) and c.get("ok") is False:
-            row: dict[str, Any] = {"version": c.get("version"), "mismatches": c.get("mismatches") or []}
+            found = c.get("mismatches")
+            row: dict[str, Any] = {"version": c.get("version"), "mismatches": found if isinstance(found, list) else []}
             if c.get("error"):
-                row["error"] = c["error"]
+                row["error"] = str(c["error"])[:2000]
             mismatches.append(row)
     rewrites = [
         {"version": c.get("version"), "firstSeen": c.get("sha256"), "firstSeenAt": c.get("firstSeenAt")}
