@@ -19,6 +19,7 @@ from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
 from tables.delta.history.columns import HISTORY_FIELDS, Column
 from tables.models import Anomaly, Commit, Job, JobKind, Table
 from tables.services.lookup import INT64_MAX as MAX_VERSION
+from tables.services.sync import incomplete
 
 # --- helpers -------------------------------------------------------------------------
 
@@ -101,6 +102,16 @@ def created_by_field() -> serializers.SlugRelatedField:
     )
 
 
+class IncompleteCommitSerializer(serializers.Serializer):
+    """The log's newest commit its writer has not finished: left out until it is whole."""
+
+    version = serializers.IntegerField(help_text="the version whose commit file is incomplete")
+    file = serializers.CharField(help_text="its commit file, relative to the table")
+    reason = serializers.CharField(help_text="why it cannot be read, e.g. 'line 1 is not valid JSON at char 150'")
+    shownUpTo = serializers.IntegerField(help_text="the history is shown up to this version")
+    message = serializers.CharField()
+
+
 class TableSerializer(serializers.ModelSerializer):
     createdBy = created_by_field()
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
@@ -112,6 +123,7 @@ class TableSerializer(serializers.ModelSerializer):
     earliestVersion = serializers.IntegerField(source="earliest_version", read_only=True, allow_null=True)
     numFiles = serializers.IntegerField(source="num_files", read_only=True, allow_null=True)
     sizeBytes = serializers.IntegerField(source="size_bytes", read_only=True, allow_null=True)
+    incompleteCommit = serializers.SerializerMethodField()
 
     class Meta:
         model = Table
@@ -131,12 +143,17 @@ class TableSerializer(serializers.ModelSerializer):
             "earliestVersion",
             "numFiles",
             "sizeBytes",
+            "incompleteCommit",
         ]
         read_only_fields = fields
 
     @extend_schema_field(IctSerializer)
     def get_ict(self, table: Table) -> dict[str, Any]:
         return ict_payload(table)
+
+    @extend_schema_field(IncompleteCommitSerializer(allow_null=True))
+    def get_incompleteCommit(self, table: Table) -> dict[str, Any] | None:
+        return incomplete.notice_of(table)
 
 
 def ict_payload(table: Table) -> dict[str, Any]:

@@ -255,32 +255,28 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
     """The payload of subcommand `sub` with parsed options `opts` (raises on failure)."""
     path = opts["path"]
     if sub == "snapshot":
-        from tables.delta.snapshot.state import load_snapshot
-
-        return load_snapshot(path, opts.get("version")).summary(files=not opts.get("no_files"))
+        return _snapshot(path, opts.get("version")).summary(files=not opts.get("no_files"))
     if sub == "history":
         limit = opts.get("limit")
         if limit is not None and limit < 0:
             raise ValueError("--limit must be >= 0")
         from tables.delta.history.timeline import history_rows
-        from tables.delta.history.timestamps import commit_times
 
-        return history_rows(commit_times(path), offset=max(0, opts.get("offset") or 0), limit=limit)
+        return history_rows(_times(path), offset=max(0, opts.get("offset") or 0), limit=limit)
     if sub == "resolve":
-        from tables.delta.history.timestamps import commit_times, parse_timestamp, resolve_timestamp
+        from tables.delta.history.timestamps import parse_timestamp, resolve_timestamp
 
         t = parse_timestamp(opts["timestamp"])
         return resolve_timestamp(
-            commit_times(path),
+            _times(path),
             t,
             allow_latest=opts.get("allow_latest", False),
             allow_earliest=opts.get("allow_earliest", False),
         )
     if sub == "timeline":
         from tables.delta.history.timeline import timeline
-        from tables.delta.history.timestamps import commit_times
 
-        return timeline(commit_times(path))
+        return timeline(_times(path))
     if sub == "enable-ict":
         from tables.delta.write.commit import enable_ict
 
@@ -318,6 +314,39 @@ def run(sub: str, opts: Mapping[str, Any]) -> Any:
     if sub == "audit-export":
         return audit_export_payload(path, opts)
     raise ValueError(f"unknown subcommand {sub}")
+
+
+def warn_incomplete(listing: Any) -> None:
+    """One `warning: ...` line on stderr when the log's newest commit is still being written
+    (tables.delta.log.tip): the command answered up to the commit before it, and exits 0."""
+    incomplete = getattr(listing, "incomplete", None)
+    if incomplete is not None:
+        sys.stderr.write(f"warning: {incomplete.message('run the command again once it is complete')}\n")
+
+
+def _times(path: str) -> Any:
+    """The log's commit times up to its last complete commit, warning about a newer one."""
+    from tables.delta.history.timestamps import commit_times
+
+    times = commit_times(path)
+    warn_incomplete(times.listing)
+    return times
+
+
+def _snapshot(path: str, version: int | None) -> Any:
+    """The snapshot at `version`; the latest is the last complete commit's (with a warning
+    when a newer one is still being written). A version asked for by number is read as is."""
+    from tables.delta.snapshot.state import load_snapshot
+
+    if version is not None:
+        return load_snapshot(path, version)
+    from tables.delta.log.listing import tail_listing
+    from tables.delta.storage.boundary import as_storage
+
+    storage = as_storage(path)
+    listing = tail_listing(storage)  # without a commit its writer has not finished
+    warn_incomplete(listing)
+    return load_snapshot(storage, None, listing=listing)
 
 
 def _signing_key_bytes(opts: Mapping[str, Any]) -> bytes:

@@ -33,6 +33,7 @@ from tables.delta.log.listing import (
     list_log,
     modification_times,
 )
+from tables.delta.log.tip import trim_incomplete_tip
 from tables.delta.managed.owner import CommitOwner
 from tables.delta.snapshot.state import TableConfig, load_table_config, ratified_listing
 from tables.delta.storage.boundary import Storage, as_storage
@@ -253,6 +254,7 @@ def commit_times(
     listing = listing or list_log(storage)
     if owner is not None:
         listing = ratified_listing(storage, owner, listing)
+    trim_incomplete_tip(storage, listing)  # a commit still being written: shown up to the one before
     config = load_table_config(storage, listing)
     rng = available_versions(listing)
     earliest, latest = rng if rng else (config.version, config.version)

@@ -243,6 +243,9 @@ class LogListing:
     hint_read: bool = False
     # the version checksum files (`<v>.crc`) by version: snapshot/checksum.py checks them
     checksums: dict[int, LogFile] = field(default_factory=dict)
+    # the newest commits a writer has not finished, left out of `commits` (log/tip.py)
+    incomplete: Any = None
+    tip_checked: bool = False
 
     def add(self, lf: LogFile) -> None:
         """File a classified log file (staged ones are listed apart, see list_staged)."""
@@ -287,6 +290,13 @@ def list_log(storage: Storage, include_staged: bool = False) -> LogListing:
         listing.staged = list_staged(storage)
     if not listing.commits and not listing.checkpoints:
         raise NotADeltaTableError(f"{storage.display()}: not a Delta table ({LOG_DIR}/ holds no commits)")
+    return _without_unfinished_tip(storage, listing)
+
+
+def _without_unfinished_tip(storage: Storage, listing: LogListing) -> LogListing:
+    from tables.delta.log.tip import trim_incomplete_tip  # it imports this module
+
+    trim_incomplete_tip(storage, listing)  # a commit its writer has not finished: read next time
     return listing
 
 
@@ -465,7 +475,7 @@ def tail_listing(storage: Storage) -> LogListing:
             listing = tail
     listing = listing or list_log(storage)
     listing.hint, listing.hint_read = hint, True
-    return listing
+    return _without_unfinished_tip(storage, listing)
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from tables.delta.log.listing import commit_name
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import OwnerState, SyncState, Table
 from tables.services.errors import one_line, public_message
+from tables.services.sync import incomplete
 from tables.services.sync.schedule import backoff, interval
 from tables.services.sync.store import start_sync
 
@@ -95,12 +96,22 @@ def confined(table: Table) -> Storage:
 
 
 def has_new_commit(table: Table, storage: Storage | None = None) -> bool:
-    """Whether the commit after the last synced one exists: one HEAD (or stat) of its file."""
+    """Whether the commit after the last synced one exists: one HEAD (or stat) of its file.
+    A commit the last sync found incomplete (its writer not done) counts once its size
+    changed: a writer that stopped half-way does not cost a sync at every tick."""
+    version = table.last_synced_version + 1
     try:
-        (storage or confined(table)).head(commit_name(table.last_synced_version + 1))
+        info = (storage or confined(table)).head(commit_name(version))
     except FileNotFoundError:
         return False
-    return True
+    return not _same_incomplete(table, version, info.size)
+
+
+def _same_incomplete(table: Table, version: int, size: int) -> bool:
+    """Whether the last sync left `version` out as incomplete at this very size (read only
+    for a table whose next commit file exists: the metadata is loaded then)."""
+    stored = table.latest_metadata.get(incomplete.KEY) if isinstance(table.latest_metadata, dict) else None
+    return isinstance(stored, dict) and stored.get("version") == version and stored.get("size") == size
 
 
 def _classify(table: Table, owned: dict[int, int], result: ProbeResult) -> None:

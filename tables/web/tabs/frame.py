@@ -15,6 +15,7 @@ from tables.models import JobKind, JobStatus, SharedTable, SyncState, Table
 from tables.services import reachability
 from tables.services.errors import ServiceError
 from tables.services.reachability import table_reachability
+from tables.services.sync import incomplete
 from tables.web.ui import context, job_param
 
 _ACTIVE = (SyncState.QUEUED, SyncState.SYNCING)
@@ -39,6 +40,7 @@ def tab_context(request: HttpRequest, table: Table, tab: str) -> dict[str, Any]:
         synced=table.last_synced_version is not None,
         syncing=table.sync_state in _ACTIVE,
         ict_enablement_time=format_ms(table.ict_enablement_timestamp),
+        incomplete_commit=incomplete.notice_of(table),  # the log's newest commit, not finished yet
         shares=_shares(request, table),  # the Delta Sharing shares it is in
     )
 
