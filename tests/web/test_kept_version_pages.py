@@ -190,3 +190,53 @@ def test_the_versions_tab_lists_every_version_with_vacuumed_ones_as_ranges(brows
         tab.VERSIONS_PAGE = settings_page
     assert 'aria-label="Pages of versions"' in first and f'id="version-{latest}"' in first
     assert 'id="range-0-2"' not in first and 'id="range-0-2"' in last
+
+
+@pytest.fixture
+def cleaned(settings, tmp_path, analyst) -> tuple[Table, dict, pins.Pin]:
+    """The table pinned at PINNED, checkpointed, its log aged past its retention, then VACUUM
+    (retention 0) and log cleanup by delta-rs: the table lost versions 0-4 whole; a sync."""
+    import os
+
+    src = tmp_path / "tables"
+    src.mkdir()
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
+    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
+    path = src / "orders"
+    _write(path)
+    table = registration.register_table("orders", str(path))
+    sync.sync_table(table.pk)
+    before = _delta_rs_view(path, PINNED)
+    pin = pins.create_pin(table, PINNED, PIN_NAME, "Q3 close", analyst)
+    dt = DeltaTable(str(path))
+    dt.create_checkpoint()
+    for name in os.listdir(path / "_delta_log"):
+        os.utime(path / "_delta_log" / name, (time.time() - 90 * 86_400,) * 2)
+    dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    dt.cleanup_metadata()
+    assert not (path / "_delta_log" / f"{PINNED:020d}.json").exists()
+    from tables.services import versions
+
+    versions._SNAPSHOTS.clear()
+    sync.sync_table(table.pk)
+    table.refresh_from_db()
+    return table, before, pin
+
+
+def test_after_log_cleanup_the_kept_version_still_reads_and_a_lost_one_says_why(browser, cleaned) -> None:
+    table, before, pin = cleaned
+    summary = browser.get(f"/api/tables/{table.pk}/versions/{PINNED}/").json()
+    assert summary["readFrom"] == {"pin": pin.pk, "name": PIN_NAME} and summary["metadata"]["id"] == before["id"]
+    assert summary["numFiles"] == len(before["files"])
+    reach = browser.get(f"/api/tables/{table.pk}/reachability/?limit=100").json()
+    entry = next(e for e in reach["results"] if e["version"] == PINNED)
+    assert entry["readable"] is True and entry["readFrom"]["name"] == PIN_NAME and entry["reason"] == "log_expired"
+    html = browser.get(f"/t/{table.slug}/v/{PINNED}/").content.decode()
+    assert f"kept by pin {PIN_NAME}" in html
+    lost = browser.get(f"/t/{table.slug}/v/{LOST}/")
+    assert lost.status_code == 404
+    text = lost.content.decode()
+    assert "log cleanup removed the commits needed to rebuild it, and no pin holds it" in text
+    assert "a pin made before the log cleanup" in text
+    versions_tab = browser.get(f"/t/{table.slug}/versions/").content.decode()
+    assert 'id="range-0-2"' in versions_tab and f'id="version-{PINNED}"' in versions_tab

@@ -200,6 +200,8 @@ def _version_rows(table: Table, rows: list[tuple[int, int]], reach: Any) -> list
             restore = "not restorable"
         out.append({
             "range": True, "first": lo, "last": hi, "count": hi - lo + 1, "reason": entry.get("reason"),
+            "span": pages.human_count(lo) if lo == hi else f"{pages.human_count(lo)}–{pages.human_count(hi)}",
+            "count_text": pages.human_count(hi - lo + 1),
             "why": why.get("why") or pages.reach_text(entry)["title"],
             "vacuum_version": vacuum.get("version"), "vacuum_time": format_ms(vacuum.get("timestamp")),
             "restore": restore, "recoverable": bool(entry.get("recoverable")),
