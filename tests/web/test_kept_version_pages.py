@@ -240,3 +240,10 @@ def test_after_log_cleanup_the_kept_version_still_reads_and_a_lost_one_says_why(
     assert "a pin made before the log cleanup" in text
     versions_tab = browser.get(f"/t/{table.slug}/versions/").content.decode()
     assert 'id="range-0-2"' in versions_tab and f'id="version-{PINNED}"' in versions_tab
+    # Compare: the kept side reads from its pin; a lost one says why instead of a bare "not found"
+    latest = table.last_synced_version
+    kept_side = browser.get(f"/t/{table.slug}/diff/?from={PINNED}&to={latest}")
+    assert kept_side.status_code == 200 and f"kept by pin {PIN_NAME}" in kept_side.content.decode()
+    lost_side = browser.get(f"/t/{table.slug}/diff/?from={LOST}&to={latest}")
+    assert lost_side.status_code == 404
+    assert f"Version {LOST} of orders cannot be read: log cleanup removed" in lost_side.content.decode()

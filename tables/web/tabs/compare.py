@@ -172,6 +172,10 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
             with_commits=False,
         )
     except (ServiceError, delta_errors.DeltaError) as exc:
+        # a side whose log is gone and that no pin keeps: why, and which pin could have kept it
+        lost = _sides(table, v_from, v_to, {})["sides_unreadable"] if v_to <= (latest or -1) else []
+        if lost and isinstance(exc, delta_errors.VersionNotFoundError | delta_errors.StateReconstructionError):
+            raise PageError(" ".join(f"{w['text']}" for w in lost) + f" {lost[0]['fix']}", 404, table) from exc
         raise page_error(exc, table) from exc
     added, removed = result["filesAdded"], result["filesRemoved"]
     ctx.update(
