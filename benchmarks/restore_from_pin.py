@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -111,13 +112,16 @@ def main() -> None:
         setup = time.perf_counter() - t0
         out = measure_after_vacuum(client, args.files)
         out["setupSeconds"] = round(setup, 1)
+        line = json.dumps(out)
+        print(line, flush=True)
+        if args.json:
+            Path(args.json).write_text(line + "\n")
     finally:
         proc.terminate()
-        proc.wait(10)
-    line = json.dumps(out)
-    print(line)
-    if args.json:
-        Path(args.json).write_text(line + "\n")
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def measure_after_vacuum(client, n: int) -> dict:

@@ -214,7 +214,10 @@ class RestoreRequestSerializer(RestoreSummarySerializer):
         "protocolOutcome, metadata, domainMetadata, missingFiles, notes, fingerprint; sample (up to 50 files to "
         "add and to remove), compare (head, target and after side by side: files, bytes, protocol; schema, "
         "properties and protocol changes) and the dataChange warning; with recoverFilesFirst, recovery (count, bytes, "
-        "logFiles, a sample of the objects to copy back with their noncurrent version ids, notes).",
+        "logFiles, a sample of the objects to copy back with their noncurrent version ids, notes); for a version "
+        "read from a pin (VACUUM took files of it), pin (id, name, version) and fromPin (count and bytes of the "
+        "files the run copies back from the pin store before the commit, a sample of up to 50: path, size, kind "
+        "data or dv).",
     )
     verification = serializers.JSONField(
         read_only=True,
@@ -226,7 +229,8 @@ class RestoreRequestSerializer(RestoreSummarySerializer):
         read_only=True,
         allow_null=True,
         help_text="What the run reported: version, readVersion, rebasedOver, metrics, txnId, alreadyCommitted, "
-        "syncJob; or missingFiles / competingVersions.",
+        "syncJob, fromPin (files, copied, present, bytes, placed: how each got there); or missingFiles / "
+        "competingVersions.",
     )
     events = RestoreEventSerializer(many=True, read_only=True)
     recoveredObjects = RecoveredObjectSerializer(
