@@ -7,6 +7,7 @@ reads version 1's rows from it, and so does deltaweb's preview source."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
@@ -144,3 +145,44 @@ def test_a_held_version_with_deletion_vectors_settles_self_contained(
             assert dv["storageType"] == "u"
             assert read_deletion_vector(kept_store, dv).tolist() == deleted[add["path"]]
     assert with_dv > 0
+
+
+def test_a_hold_refused_leaves_the_pin_not_protected_and_no_hold_behind(s3_server, monkeypatch, settings, users):  # noqa: F811
+    """One legal hold refused (an injected AccessDenied, as without s3:PutObjectLegalHold): the pin
+    fails as "not protected", saying why, and the holds already placed are released."""
+    from tables.delta.errors import ObjectStoreAccessError
+    from tables.delta.storage.backends.s3_versions import S3VersionedBucket
+    from tests.conftest import s3_buckets
+    from tests.core.test_keep_s3 import write_table
+
+    client = s3_buckets(s3_server, monkeypatch, settings)
+    if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
+    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins"
+    location = f"s3://{BUCKET}/allowed/t-{uuid.uuid4().hex[:8]}"
+    write_table(s3_server, location)
+    table = registration.register_table(f"refused-{uuid.uuid4().hex[:6]}", location)
+    sync.sync_table(table.pk)
+    held, calls = [], []
+    real = S3VersionedBucket.hold_current
+    lock = threading.Lock()
+
+    def hold(self, key):
+        with lock:  # the holds are placed from several threads: the second one is refused
+            calls.append(key)
+            if len(calls) > 1:
+                raise ObjectStoreAccessError(f"{self.where}/{key}: access denied by the object store (AccessDenied)")
+            held.append((key, real(self, key)))
+            return held[-1][1]
+
+    monkeypatch.setattr(S3VersionedBucket, "hold_current", hold)
+    pin = pins.create_pin(table, 1, "refused", "why", users["analyst"])
+    assert "failed" in pins.write_pin(pin.pk)
+    pin.refresh_from_db()
+    assert pin.state == PinState.FAILED and pin.protection == "not protected" and "AccessDenied" in pin.error
+    assert pins.held_by(pin) == "not protected"
+    assert held  # one was placed before the refusal, and released
+    for key, version_id in held:
+        legal = client.get_object_legal_hold(Bucket=BUCKET, Key=key, VersionId=version_id)
+        assert legal["LegalHold"]["Status"] == "OFF"

@@ -212,9 +212,17 @@ class _Holder:
                 wanted.add(dv_obj)
                 kept["deletionVector"] = {**dv, "storageType": "p", "pathOrInlineDv": dv_uri}
             out.append(kept)
+        objs = sorted(wanted)
         with ThreadPoolExecutor(max_workers=self.THREADS) as pool:
-            objs = sorted(wanted)
-            self.held = dict(zip(objs, pool.map(self.bucket.hold_current, objs), strict=True))
+            futures = {obj: pool.submit(self.bucket.hold_current, obj) for obj in objs}
+        failed = next((f.exception() for f in futures.values() if f.exception() is not None), None)
+        if failed is not None:
+            # a hold refused (no permission, say): the ones placed are released, none left behind
+            for obj, f in futures.items():
+                if f.exception() is None:
+                    self.bucket.release(obj, f.result())
+            raise failed
+        self.held = {obj: f.result() for obj, f in futures.items()}
         self.result.placed["hold"] = len(self.held)
         return out
 
