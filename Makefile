@@ -8,10 +8,13 @@ PIP := $(VENV)/bin/pip
 PORT ?= 8000
 REDIS_PORT ?= 6379
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: install system-deps test-deps run stack stack-down test test-faults test-postgres test-postgres-all test-cluster test-cluster-all test-connect lint bench bench-scale clean
+.PHONY: install install-test system-deps test-deps run stack stack-down test test-faults test-postgres test-postgres-all test-cluster test-cluster-all test-connect lint bench bench-scale clean
 
 install: system-deps $(STAMP)
+
+install-test: install $(TEST_STAMP)
 
 system-deps:
 	@missing=""; \
@@ -27,21 +30,15 @@ system-deps:
 	  fi; \
 	fi
 
-# one line per step, with its time; pip's own cache (~/.cache/pip) makes a second install quick
+# scripts/install.sh: one line per step with its time, pip's progress, and a line every 5 s
+# while pip installs; `make run` needs the project's own packages only, the tests their extra
 $(STAMP): pyproject.toml
-	@start=$$(date +%s); \
-	echo "[1/4] virtualenv $(VENV)"; \
-	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV); \
-	echo "[2/4] pip, setuptools, wheel"; \
-	$(PIP) install -q --upgrade pip setuptools wheel 2>&1 | grep -v -i 'warning\|deprecat' || true; \
-	echo "[3/4] the project and its pinned packages (pyproject.toml; a few minutes the first time)"; \
-	PYTHONWARNINGS=ignore $(PIP) install -q --progress-bar off -e '.[test]' 2>&1 | grep -v -i 'warning\|deprecat\|setuptools\|^ *!!\|^\*\*\*' || true; \
-	PYTHONWARNINGS=ignore $(PIP) install -q --progress-bar off --no-deps delta-sharing==1.4.2 2>&1 | grep -v -i 'warning\|deprecat' || true; \
-	echo "[4/4] check"; \
-	$(PY) -c "import django, pyarrow, deltalake, pyspark, prometheus_client, mozilla_django_oidc" || exit 1; \
-	$(PY) -c "import grpc, grpc_status, google.rpc, zstandard, pyspark.sql.connect.session" || exit 1; \
-	echo "installed in $$(( $$(date +%s) - start )) s"
+	@bash scripts/install.sh $(VENV)
 	@touch $(STAMP)
+
+$(TEST_STAMP): pyproject.toml $(STAMP)
+	@bash scripts/install.sh $(VENV) test
+	@touch $(TEST_STAMP)
 
 run: install
 	@bash scripts/run.sh $(PORT) $(REDIS_PORT)
@@ -114,22 +111,22 @@ CLUSTER_DESELECT := $(addprefix tests/spark/test_objectstore_spark.py::,\
 	test_the_datasource_route_reads_as_spark_reads_the_table_on_disk \
 	test_a_version_read_on_spark_equals_deltars_on_the_bucket)
 
-test: install test-deps
+test: install-test test-deps
 	@$(PY) -m pytest $(PYTEST_PARALLEL) --durations=15 $(PYTEST_ARGS)
 	@if [ -z "$(PYTEST_ARGS)" ]; then $(MAKE) --no-print-directory test-postgres test-cluster test-connect; fi
 
 # the fault-injection suite (tests/faults/, once per case in `make test`), each case 5 times
-test-faults: install test-deps
+test-faults: install-test test-deps
 	@DELTAWEB_FAULT_RUNS=$${DELTAWEB_FAULT_RUNS:-5} $(PY) -m pytest $(PYTEST_PARALLEL) tests/faults
 
-test-postgres: install test-deps
+test-postgres: install-test test-deps
 	@url=$$(scripts/postgres.sh start) && echo "== web modules on PostgreSQL ($$url)" && \
 	  DATABASE_URL=$$url $(PY) -m pytest $(PYTEST_PARALLEL) $(PG_SUITE)
 
 test-postgres-all: PG_SUITE := $(PG_SUITE_ALL)
 test-postgres-all: test-postgres
 
-test-cluster: install test-deps
+test-cluster: install-test test-deps
 	@master=$$(scripts/spark-cluster.sh start) && echo "== Spark jobs on a standalone cluster ($$master)" && \
 	  { SPARK_MASTER=$$master SPARK_CORES_MAX=1 $(PY) -m pytest $(PYTEST_PARALLEL) $(CLUSTER_SUITE) \
 	      $(addprefix --deselect ,$(CLUSTER_DESELECT)); rc=$$?; \
@@ -149,16 +146,16 @@ CONNECT_SUITE := $(addprefix tests/spark/,test_connect.py test_cancel.py test_ch
 	test_row_history_spark.py test_query.py)
 CONNECT_DIR := var/spark-connect-test
 
-test-connect: install test-deps
+test-connect: install-test test-deps
 	@echo "== Spark jobs through a Spark Connect server" && \
 	  { DELTAWEB_TEST_SPARK_CONNECT=1 $(PY) -m pytest $(PYTEST_PARALLEL) $(CONNECT_SUITE); rc=$$?; \
 	    SPARK_CONNECT_DIR=$(CONNECT_DIR) scripts/spark_connect.sh stop; exit $$rc; }
 
-lint: install
+lint: install-test
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 # side-by-side benchmarks (minutes each; generated data under /tmp/deltaweb-bench and var/)
-bench: install
+bench: install-test
 	@$(PY) benchmarks/snapshot_load.py
 	@$(PY) benchmarks/time_travel.py
 	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = "0" ] && apt-get install -y -q wrk >/dev/null; }
@@ -172,7 +169,7 @@ bench: install
 	@$(PY) benchmarks/query.py
 
 # the scale ones (about 25 and 5 minutes; a million-commit log and 100,000 tables under /tmp/deltaweb-bench)
-bench-scale: install
+bench-scale: install-test
 	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = "0" ] && apt-get install -y -q wrk >/dev/null; }
 	@$(PY) benchmarks/million.py
 	@$(PY) benchmarks/fleet.py --tables 100000
