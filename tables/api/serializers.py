@@ -324,6 +324,32 @@ class HistoryQuerySerializer(serializers.Serializer):
         help_text="Commits at or before this time (formats as 'since'). A date alone (yyyy-MM-dd) means to the "
         "end of that UTC day, inclusive.",
     )
+    user = serializers.CharField(
+        required=False,
+        min_length=1,
+        max_length=200,
+        help_text="Only commits whose userName or userId contains this (case-insensitive).",
+    )
+    params = serializers.CharField(
+        required=False,
+        min_length=1,
+        max_length=200,
+        help_text="Only commits whose operationParameters (keys and values, as JSON text) contain this "
+        "(case-insensitive): a predicate's column, a mode.",
+    )
+    metric = serializers.CharField(
+        required=False,
+        min_length=1,
+        max_length=100,
+        help_text="An operationMetrics key (numOutputRows, executionTimeMs, ...): only commits that have it as a "
+        "number, within metric_min and metric_max when given.",
+    )
+    metric_min = serializers.FloatField(
+        required=False, min_value=-1e18, max_value=1e18, help_text="The metric's lowest value (inclusive)."
+    )
+    metric_max = serializers.FloatField(
+        required=False, min_value=-1e18, max_value=1e18, help_text="The metric's highest value (inclusive)."
+    )
 
 
 # --- versions ------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from django import forms
 from django.conf import settings
 
 from tables.delta.storage.backends import named_schemes
-from tables.services.history.query import time_range
+from tables.services.errors import ServiceError
+from tables.services.history.query import check_metric, time_range
 from tables.services.lookup import INT64_MAX
 
 MAX_VERSION = INT64_MAX
@@ -70,8 +71,45 @@ class HistoryFilterForm(forms.Form):
         widget=forms.DateInput(format="%Y-%m-%d", attrs=_ISO_DATE),
     )
 
+    user = forms.CharField(
+        required=False,
+        max_length=200,
+        label="User",
+        widget=forms.TextInput(attrs={"placeholder": "name or id", "spellcheck": "false"}),
+    )
+    params = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Parameters contain",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. predicate text", "spellcheck": "false"}),
+    )
+    metric = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Metric",
+        widget=forms.TextInput(attrs={"list": "metric-keys", "placeholder": "numOutputRows", "spellcheck": "false"}),
+    )
+    metric_min = forms.FloatField(
+        required=False,
+        min_value=-1e18,
+        max_value=1e18,
+        label="at least",
+        widget=forms.NumberInput(attrs={"step": "any"}),
+    )
+    metric_max = forms.FloatField(
+        required=False,
+        min_value=-1e18,
+        max_value=1e18,
+        label="at most",
+        widget=forms.NumberInput(attrs={"step": "any"}),
+    )
+
     def clean(self):
         data = super().clean()
+        try:  # the metric's name and range, by the one rule the API's filter follows
+            check_metric(data.get("metric"), data.get("metric_min"), data.get("metric_max"))
+        except ServiceError as exc:
+            raise forms.ValidationError(exc.message) from exc
         vf, vt = data.get("version_from"), data.get("version_to")
         if vf is not None and vt is not None and vf > vt:
             raise forms.ValidationError("The first version of the range is after the last one.")

@@ -58,6 +58,11 @@ def _history_filter(request) -> HistoryFilter:
         version_max=q.get("version_max"),
         since=since,
         until=until,
+        user=q.get("user"),
+        params=q.get("params"),
+        metric=q.get("metric"),
+        metric_min=q.get("metric_min"),
+        metric_max=q.get("metric_max"),
     ).check()
 
 
@@ -198,7 +203,9 @@ class TableViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"])
     def history(self, request, id=None):
         """Cached history rows with DESCRIBE HISTORY's column names, newest first; timestamps are ms since
-        the epoch (UTC). Empty until the table has been synced. Bad filters answer 400 (invalid,
+        the epoch (UTC). Empty until the table has been synced. Filters: operation, user (userName or
+        userId), version and time ranges, an operationMetrics key's numeric range (metric, metric_min,
+        metric_max) and text in the operationParameters (params). Bad filters answer 400 (invalid,
         invalid_timestamp, invalid_range)."""
         table = self.get_object()
         f = _history_filter(request)
@@ -233,9 +240,9 @@ class TableViewSet(viewsets.GenericViewSet):
     )
     @action(detail=True, methods=["get"], url_path=r"history/(?P<fmt>csv|parquet)")
     def history_export(self, request, id=None, fmt="csv"):
-        """Every commit the filters select (the history endpoint's operation, version_min, version_max, since,
-        until), sorted, with DESCRIBE HISTORY's column names, as one CSV or Parquet file streamed from the
-        database (not paged). Timestamps: ISO-8601 UTC in CSV, timestamp[ms, UTC] in Parquet."""
+        """Every commit the filters select (the history endpoint's operation, user, version_min, version_max,
+        since, until, metric with metric_min/metric_max, params), sorted, with DESCRIBE HISTORY's column
+        names, as one CSV or Parquet file streamed from the database (not paged). Timestamps: ISO-8601 UTC in CSV, timestamp[ms, UTC] in Parquet."""
         table = self.get_object()
         qs = history_export.sorted_history(history(table, _history_filter(request)), request.query_params.get("sort"))
         return history_export.export_response(table, qs, fmt)

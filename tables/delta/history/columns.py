@@ -11,7 +11,8 @@ Kinds: "text" (a string, cut to `max_length`; blank when absent), "json" (any JS
 bounded as a whole), "int" (an integer, not a bool), "bool".
 Shown as: "text", "small" (small print), "num" (right-aligned), "yesno", "chips" (a JSON
 object as key/value chips), "metrics" (chips, numbers with their units), "operation" (bold, with the restore request it carried out);
-None: not a column of the tab (the API and the export still have it).
+None: not a column of the tab (the API and the export still have it). Every DESCRIBE HISTORY
+column is one today: those not `at_first` wait in the tab's column chooser.
 """
 
 from __future__ import annotations
@@ -49,13 +50,13 @@ class Column:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("userId", "user_id", "text", 500),
+    Column("userId", "user_id", "text", 500, shown="small", at_first=False),
     Column("userName", "user_name", "text", 500, shown="text", sort="user"),
     Column("operation", "operation", "text", 200, shown="operation", sort="operation", indexed=True),
     Column("operationParameters", "operation_parameters", "json", shown="chips"),
-    Column("job", "job", "json"),
-    Column("notebook", "notebook", "json"),
-    Column("clusterId", "cluster_id", "text", 500),
+    Column("job", "job", "json", shown="chips", at_first=False),
+    Column("notebook", "notebook", "json", shown="chips", at_first=False),
+    Column("clusterId", "cluster_id", "text", 500, shown="small", at_first=False),
     Column("readVersion", "read_version", "int", shown="num", at_first=False),
     Column("isolationLevel", "isolation_level", "text", 100, shown="text", at_first=False),
     Column("isBlindAppend", "is_blind_append", "bool", shown="yesno", at_first=False),

@@ -1,7 +1,10 @@
 """The one query over a table's cached history, used by the history page and the API.
 
-Both filter the same way (operation, version range, time range) and cache the answers until
-the next sync: `synced_key` names the cached state of a table.
+Both filter the same way (operation, user, version range, time range, an operationMetrics
+key's numeric range, text in the operationParameters) and cache the answers until the next
+sync: `synced_key` names the cached state of a table. Every filter is a condition of the one
+query, its text bounded (MAX_SEARCH), paged and counted once per sync as the rest: a
+100,000-commit table is never read into memory.
 
 The time range has one rule for both (README, "History filters"): a date alone
 (`yyyy-MM-dd`) means that whole UTC day — `since` from its first millisecond, `until` to its
@@ -16,7 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.core.cache import cache
-from django.db.models import QuerySet
+from django.db.models import Case, FloatField, Q, QuerySet, TextField, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from tables.delta.errors import InvalidTimestampError
 from tables.delta.history.timestamps import parse_timestamp
@@ -38,13 +43,41 @@ class HistoryFilter:
     since: int | None = None
     until: int | None = None
     before: int | None = None
+    user: str | None = None  # part of userName or userId, case-insensitive
+    metric: str | None = None  # an operationMetrics key (numOutputRows), with metric_min/metric_max
+    metric_min: float | None = None
+    metric_max: float | None = None
+    params: str | None = None  # text anywhere in operationParameters (keys and values), case-insensitive
 
     def check(self) -> HistoryFilter:
-        """ServiceError (400 invalid_range) for a range that ends before it starts."""
+        """ServiceError (400 invalid_range) for a range that ends before it starts; 400 invalid
+        for a metric range without its key, or a key that is no metric's name."""
         lo, hi = self.version_min, self.version_max
         if lo is not None and hi is not None and lo > hi:
             raise ServiceError(f"version_min ({lo}) must not be greater than version_max ({hi}).", "invalid_range")
+        check_metric(self.metric, self.metric_min, self.metric_max)
         return self
+
+
+# an operationMetrics key as Delta writers name them (numOutputRows, executionTimeMs, ...)
+METRIC_KEY = re.compile(r"(?!.*__)[A-Za-z_][A-Za-z0-9_.-]{0,99}")  # no "__": the ORM's separator
+MAX_SEARCH = 200  # the longest text the user and parameter filters take
+
+
+def check_metric(key: str | None, lo: float | None, hi: float | None) -> None:
+    """ServiceError 400 for a metric filter that cannot mean anything: a range without a key,
+    a key that is no metric name, or a range that ends before it starts."""
+    if key is None or key == "":
+        if lo is not None or hi is not None:
+            raise ServiceError("A metric range needs the metric's name (e.g. numOutputRows).", "invalid")
+        return
+    if not METRIC_KEY.fullmatch(key):
+        raise ServiceError(
+            f"'{key[:40]}' is not a metric name: letters, digits, '_', '.' or '-', at most 100 characters.",
+            "invalid",
+        )
+    if lo is not None and hi is not None and lo > hi:
+        raise ServiceError(f"The metric's lower bound ({lo:g}) is above its upper bound ({hi:g}).", "invalid_range")
 
 
 def parse_time(name: str, text: str) -> int:
@@ -121,6 +154,38 @@ def history(table: Table, f: HistoryFilter | None = None) -> QuerySet[Commit]:
         qs = qs.filter(timestamp__lte=f.until)
     if f.before is not None:
         qs = qs.filter(timestamp__lt=f.before)
+    if f.user:
+        who = f.user.strip()[:MAX_SEARCH]
+        qs = qs.filter(Q(user_name__icontains=who) | Q(user_id__icontains=who))
+    if f.params:
+        # the parameters as the database's JSON text: a key, a value or part of a predicate
+        qs = qs.alias(params_text=Cast("operation_parameters", TextField())).filter(
+            params_text__icontains=f.params.strip()[:MAX_SEARCH]
+        )
+    if f.metric:
+        qs = _metric_range(qs, f.metric, f.metric_min, f.metric_max)
+    return qs
+
+
+def _metric_range(qs: QuerySet[Commit], key: str, lo: float | None, hi: float | None) -> QuerySet[Commit]:
+    """Commits whose operationMetrics has `key`, as a number within [lo, hi] (either open).
+    Delta writes metrics as strings ("12"): only a value that reads as a decimal number is
+    cast (a database refuses, or reads as 0, any other text), so "n/a" matches no range."""
+    check_metric(key, lo, hi)
+    number = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
+    # a CASE, not two conditions: a database may test a WHERE's conditions in any order, and
+    # casting "n/a" is an error on PostgreSQL
+    value = Case(
+        When(metric_text__regex=number, then=Cast("metric_text", FloatField())),
+        default=None,
+        output_field=FloatField(),
+    )
+    qs = qs.alias(metric_text=KT(f"operation_metrics__{key}")).alias(metric_value=value)
+    qs = qs.filter(metric_value__isnull=False)
+    if lo is not None:
+        qs = qs.filter(metric_value__gte=lo)
+    if hi is not None:
+        qs = qs.filter(metric_value__lte=hi)
     return qs
 
 
@@ -140,6 +205,25 @@ def operations(table: Table, limit: int = 200) -> list[str]:
         ops = [o for o in qs.distinct()[:limit] if o]
         cache.set(key, ops, CACHE_SECONDS)
     return ops
+
+
+METRIC_KEYS_SAMPLE = 1000  # the newest commits whose metric names the filter suggests
+
+
+def metric_keys(table: Table, limit: int = 200) -> list[str]:
+    """The operationMetrics names of the table's newest commits (the metric filter's
+    suggestions), sorted, cached until the next sync."""
+    key = f"metric-keys:{synced_key(table)}"
+    keys = cache.get(key)
+    if keys is None:
+        found: set[str] = set()
+        newest = Commit.objects.filter(table=table).order_by("-version")[:METRIC_KEYS_SAMPLE]
+        for metrics in newest.values_list("operation_metrics", flat=True):
+            if isinstance(metrics, dict):
+                found.update(str(k)[:100] for k in metrics)
+        keys = sorted(found)[:limit]
+        cache.set(key, keys, CACHE_SECONDS)
+    return keys
 
 
 def has_expired(table: Table) -> bool:
