@@ -28,6 +28,7 @@ from tables.services.history.query import (
     has_expired,
     history,
     history_count,
+    metric_keys,
     operations,
     synced_key,
     version_at_time,
@@ -44,6 +45,7 @@ from tables.web.ui import PageError, page, query, table_of, version_param
 
 HISTORY_PAGE_SIZE = 50
 PAGE_SIZES = (25, 50, 100, 200)
+JUMP_KEYS = ("jump", "jump_time")  # where a jump landed: said on the page, not part of its query
 
 
 def _remembered(request: HttpRequest) -> tuple[list[str], int]:
@@ -86,6 +88,11 @@ def _history_query(request: HttpRequest, table: Table) -> tuple[HistoryFilterFor
             version_max=data.get("version_to"),
             since=start,
             until=end,
+            user=data.get("user") or None,
+            params=data.get("params") or None,
+            metric=data.get("metric") or None,
+            metric_min=data.get("metric_min"),
+            metric_max=data.get("metric_max"),
         )
     qs = history_export.sorted_history(history(table, f), request.GET.get("sort"))
     return form, (form.active if valid else False), qs
@@ -97,7 +104,7 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
     form, filtered, qs = _history_query(request, table)
     sort = history_export.sort_of(request.GET.get("sort"))
     columns, size = _remembered(request)
-    q = query(request, ("page", "job"))
+    q = query(request, ("page", "job", *JUMP_KEYS))
     # reachability moves with the clock and with VACUUM, not only with syncs: the rows are
     # cached per answer they show (or while it is being computed, until it is there)
     shown = f"{','.join(columns)}:{size}"
@@ -159,13 +166,15 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
                 "table": table,
                 "filter_form": form,
                 "filtered": filtered,
+                **_filter_fields(form, sort, size),
                 "operations": operations(table),
+                "metric_keys": metric_keys(table),
                 "sort": sort,
                 "sorts": list(history_export.SORT_LABELS.items()),
                 "columns": [(c, label, c in columns) for c, label in history_export.COLUMNS.items()],
                 "sizes": PAGE_SIZES,
                 "size": size,
-                "export_query": query(request, ("page", "job", "cols")),
+                "export_query": query(request, ("page", "job", "cols", *JUMP_KEYS)),
                 "request": request,
             },
         )
@@ -176,6 +185,25 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         "filters_html": mark_safe(filters),  # the same
         "query": q,
         "sort": sort,
+    }
+
+
+MAIN_FILTERS = ("operation", "user", "params", "date_from", "date_to")
+MORE_FILTERS = ("version_from", "version_to", "metric", "metric_min", "metric_max")
+
+
+def _filter_fields(form: HistoryFilterForm, sort: str, size: int) -> dict[str, Any]:
+    """The filter bar's fields (the ones read most) and those behind "More filters", which is
+    open while one of its fields (or the order, or the page size) is set or wrong."""
+    more = [form[name] for name in MORE_FILTERS]
+    set_ = any(f.value() not in (None, "") for f in more)
+    wrong = form.is_bound and any(f.errors for f in more)
+    changed = sort != history_export.DEFAULT_SORT or size != HISTORY_PAGE_SIZE
+    return {
+        "main_fields": [form[name] for name in MAIN_FILTERS],
+        "more_fields": more,
+        "more_on": set_,
+        "more_open": set_ or wrong or changed,
     }
 
 
@@ -258,8 +286,8 @@ def _sort_headers(request: HttpRequest, sort: str) -> dict[str, dict[str, str]]:
             ("" if descending else "-") + key if current else ("-" + key if key in ("version", "timestamp") else key)
         )
         q = request.GET.copy()
-        q.pop("page", None)
-        q.pop("job", None)
+        for dropped in ("page", "job", *JUMP_KEYS):
+            q.pop(dropped, None)
         q["sort"] = target
         out[key] = {
             "href": f"?{q.urlencode()}",
@@ -287,6 +315,7 @@ def table_history(request: HttpRequest, slug: str) -> HttpResponse:
             messages.error(request, f"{when[:40]} is before the table's first commit in this history.")
             return redirect(f"{request.path}?{q.urlencode()}")
         q["at"] = str(version)
+        q["jump_time"] = when[:100]  # said on the page it lands on: "… → version N"
         return redirect(f"{request.path}?{q.urlencode()}")
     if at:  # jump to the page that holds a version
         _form, _filtered, qs = _history_query(request, table)
@@ -300,12 +329,15 @@ def table_history(request: HttpRequest, slug: str) -> HttpResponse:
         q.pop("at")
         if page_no is None:
             messages.error(request, f"Version {at[:30]} is not in this history (or not in these filters).")
+            q.pop("jump_time", None)
         else:
             q["page"] = str(page_no)
+            q["jump"] = str(int(at))  # the row the page highlights and names
         return redirect(f"{request.path}?{q.urlencode()}" + (f"#v{int(at)}" if page_no else ""))
     ctx = tab_context(request, table, "history")
     ctx.update(_history(request, table))
     ctx["has_expired"] = has_expired(table)
+    ctx["jumped"] = _jumped(request)
     key = audit.signing_key()
     ctx["audit"] = {
         "allowed": can_register(request.user),
@@ -315,6 +347,15 @@ def table_history(request: HttpRequest, slug: str) -> HttpResponse:
         "development": key.development,
     }
     return render(request, "tables/table_history.html", ctx)
+
+
+def _jumped(request: HttpRequest) -> dict[str, Any] | None:
+    """Where "Go to version" or "Go to time" landed (?jump=N, with the time asked): said above
+    the table, the row itself highlighted (its #vN is the page's target)."""
+    raw = request.GET.get("jump", "")
+    if not (raw.isascii() and raw.isdigit() and len(raw) < 19):
+        return None
+    return {"version": int(raw), "time": request.GET.get("jump_time", "").strip()[:100]}
 
 
 @page
