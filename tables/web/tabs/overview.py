@@ -23,6 +23,7 @@ from tables.services.access import roles
 from tables.services.access.hot_queries import table_row
 from tables.services.errors import ServiceError, error_body
 from tables.services.history.query import CACHE_SECONDS, has_expired, history, synced_key
+from tables.services.history.retention import effective_retention
 from tables.services.owner.access import managed_of
 from tables.services.owner.db import summary as owner_summary
 from tables.services.pins import pins_by_version
@@ -83,6 +84,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
     ctx["reach_summary"] = _reach_summary(table) if ctx["synced"] else []
     ctx["reach_pending"] = REACH_PENDING if ctx["reach_summary"] is None else ""
     ctx["pinned_versions"] = sorted(pins_by_version(table))
+    ctx["retention"] = effective_retention(table)
     ctx["anomaly_count"] = Anomaly.objects.filter(table=table).count()
     ctx["has_expired"] = has_expired(table)
     ctx["open_restores"] = RestoreRequest.objects.filter(
