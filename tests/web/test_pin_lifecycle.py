@@ -82,7 +82,16 @@ def test_the_approver_decides_on_the_pins_own_admin_page(client, users, table): 
 
 
 def test_a_pin_the_queue_never_delivered_is_resumed_then_failed_not_protected(users, table, monkeypatch):  # noqa: F811
+    from django.conf import settings
+
+    from deltaweb.celery import app
     from tables.services import jobs
+
+    # the beat runs the sweep as a registered task
+    assert settings.CELERY_BEAT_SCHEDULE["sweep-pins"]["task"] == "tables.sweep_pins"
+    import tables.tasks  # noqa: F401 (registers the tasks)
+
+    assert "tables.sweep_pins" in app.tasks
 
     def down(*_a, **_k):
         raise ConnectionError("the broker is down")
