@@ -430,15 +430,20 @@ def vacuum_of(table: Table, version: int) -> dict[str, Any] | None:
 
 
 def _readable_after(table: Table, version: int) -> int | None:
-    """The oldest version after `version` the table itself still gives, if the answer is known."""
+    """The oldest version after `version` the table still gives or a pin keeps, if known."""
+    from tables.services.pins import holding_pins
+
     try:
         runs = table_reachability(table, wait=False)
     except (ServiceError, delta_errors.DeltaError):
         return None
+    found = None
     for first, _last, state in runs.runs(version + 1) if runs is not None else ():
         if state["readable"] and not state["missing"]:
-            return first
-    return None
+            found = first
+            break
+    kept = [p.version for p in holding_pins(table) if p.store_location and version < p.version]
+    return min([v for v in (found, *kept) if v is not None], default=None)
 
 
 def unreadable_why(table: Table, version: int, entry: dict[str, Any] | None = None) -> dict[str, Any] | None:

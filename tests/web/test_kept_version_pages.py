@@ -158,7 +158,7 @@ def test_compare_warns_before_a_diff_whose_side_cannot_be_read_and_the_start_is_
         assert refused.value.code == "version_unreadable" and refused.value.status == 422
         message = refused.value.message
         assert f"Version {LOST} of orders cannot be read" in message and "data file" in message
-        assert "Fix: choose a readable version" in message
+        assert f"Fix: choose a readable version (the oldest after it is version {PINNED})" in message  # its pin's
     assert not Job.objects.filter(kind__in=("rowdiff", "changes", "rowhistory")).exists()
     r = browser.post(f"/api/tables/{table.pk}/diff/rows/?from={LOST}&to={latest}&keys=id")
     assert r.status_code == 422 and r.json()["error"]["code"] == "version_unreadable", r.content
