@@ -241,10 +241,32 @@ def start_preview(table: Table, version: int, user=None) -> Job:
     return new_job(table, PREVIEW, preview_params(table, version), user)  # cached_preview found none above
 
 
+def sides(table: Table, start: int, end: int) -> dict[str, Any]:
+    """Where a job over versions start..end reads, decided now by the one rule
+    (tables.services.version_source) and kept in its parameters, so that a queued job reads
+    what was decided and a result read from another place is never taken for it: `sources`,
+    each side's place (the table, or a pin's kept table), and `kept`, the places of the pins of
+    the range's versions whose files the table lost (a range reads those files from them)."""
+    from tables.services.pins import pins_by_version
+    from tables.services.version_source import source_of
+
+    ends = {"from": source_of(table, start), "to": source_of(table, end)}
+    kept = {s.pin.pk: s for s in ends.values() if s.from_pin}
+    for version in sorted(v for v in pins_by_version(table) if start < v < end):
+        source = source_of(table, version)
+        if source.from_pin:
+            kept.setdefault(source.pin.pk, source)
+    return {
+        "sources": {side: s.as_params() for side, s in ends.items()},
+        "kept": [kept[pk].as_params() for pk in sorted(kept)],
+    }
+
+
 def start_changes(table: Table, start: int, end: int, user=None) -> Job:
-    """Change data of versions start..end (rows with _change_type, _commit_version/_timestamp)."""
+    """Change data of versions start..end (rows with _change_type, _commit_version/_timestamp);
+    the files VACUUM took are read from the pins of the range that keep them (`sides`)."""
     _check_range(table, start, end)
-    return _start(table, CHANGES, {"from": start, "to": end}, user)
+    return _start(table, CHANGES, {"from": start, "to": end, **sides(table, start, end)}, user)
 
 
 def start_row_diff(table: Table, v_from: int, v_to: int, keys: str | list[str] | None, user=None) -> Job:
@@ -265,7 +287,8 @@ def start_row_diff(table: Table, v_from: int, v_to: int, keys: str | list[str] |
                 "invalid_keys",
                 columns=missing,
             )
-    return _start(table, ROWDIFF, {"from": v_from, "to": v_to, "keys": keys}, user)
+    # each side read from its own place: the table, or the pin that keeps a vacuumed version
+    return _start(table, ROWDIFF, {"from": v_from, "to": v_to, "keys": keys, **sides(table, v_from, v_to)}, user)
 
 
 def _row_key(table: Table, snap, key: dict[str, str]) -> dict[str, str]:
@@ -307,7 +330,7 @@ def start_row_history(table: Table, key: dict[str, str], v_from: int, v_to: int,
     if v_from > v_to:
         raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
     _a, b = _check_range(table, v_from, v_to)
-    params = {"key": _row_key(table, b, key), "from": v_from, "to": v_to}
+    params = {"key": _row_key(table, b, key), "from": v_from, "to": v_to, **sides(table, v_from, v_to)}
     # a kept result is answered as the job it is (202 as any), not marked reused
     return reusable(table, ROWHISTORY, params) or new_job(table, ROWHISTORY, params, user)
 

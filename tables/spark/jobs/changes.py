@@ -7,13 +7,16 @@ vector differences for a path removed and re-added) and each version's commit ti
 rows (`tables.spark.reading.read.scan`) and writes them, sorted, to Parquet.
 
 Public API (plain arguments, plain results; no Django):
-- `change_data(spark, location, start, end, out_dir)` -> {"path", "start", "end", "total",
+- `change_data(spark, location, start, end, out_dir, kept=())` -> {"path", "start", "end", "total",
   "counts": [{"version", "changeType", "rows"}] (every version of the range and change type
   present, ascending), "versions": [{"version", "timestamp", "timestampMs",
   "timestampSource", "operation", "source"}], "columns": [{name, type}]}. The rows are
   written under `<out_dir>/changes/` (replaced if present), ordered by version, then file and
   row position within the version; columns are the table's (end version's schema) followed by
   `_change_type` (string), `_commit_version` (long) and `_commit_timestamp` (timestamp, UTC).
+  `kept`: the kept tables of pins (a pinned start or end of the range): a data, change data
+  or deletion vector file VACUUM took from the table is read from the kept table that has it
+  (`tables.spark.reading.kept`); the log is always the table's. "filesFromPin" counts them.
 - `change_data_frame(spark, location, start, end=None)` -> (DataFrame, ChangePlan), unsorted,
   with the position columns `_dw_file` / `_dw_row_index` (for callers that aggregate).
 - `read_page(path, offset, limit)`: a page of the written result, with pyarrow only (also
@@ -28,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import at_version
 from tables.delta.history.changes import ChangePlan, plan_changes
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.boundary import Storage
+from tables.spark.reading.kept import WithKept, with_kept
 from tables.spark.reading.read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 from tables.spark.results import columns_of, read_page, written_columns
 
@@ -48,9 +52,14 @@ def ms_to_datetime(ms: int) -> datetime:
 
 
 def change_data_frame(
-    spark: SparkSession, location: str | Storage, start: int, end: int | None = None, inputs: list[str] | None = None
+    spark: SparkSession,
+    location: str | Storage,
+    start: int,
+    end: int | None = None,
+    inputs: list[str] | None = None,
+    kept: list[str] | tuple[str, ...] = (),
 ) -> tuple[DataFrame, ChangePlan]:
-    storage = as_storage(location)
+    storage = with_kept(location, kept)
     plan = plan_changes(storage, start, end)
     with at_version(f"versions {plan.start} to {plan.end}"):
         return _change_frame(spark, storage, plan, inputs)
@@ -142,11 +151,17 @@ SINGLE_TASK_FILES = 128
 
 
 def change_data(
-    spark: SparkSession, location: str | Storage, start: int, end: int | None, out_dir: str | Path
+    spark: SparkSession,
+    location: str | Storage,
+    start: int,
+    end: int | None,
+    out_dir: str | Path,
+    kept: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Write the changes of versions start..end under out_dir (module contract)."""
     files: list[str] = []
-    df, plan = change_data_frame(spark, location, start, end, inputs=files)
+    storage = with_kept(location, kept)
+    df, plan = change_data_frame(spark, storage, start, end, inputs=files)
     path = Path(out_dir) / "changes"
     order = ["_commit_version", FILE_COL, ROW_COL, "_change_type"]
     size = input_bytes(files)
@@ -169,6 +184,7 @@ def change_data(
         "counts": rows,
         "versions": [v.to_dict() for v in plan.versions],
         "columns": columns,
+        **({"filesFromPin": storage.from_kept} if isinstance(storage, WithKept) else {}),
     }
 
 

@@ -16,7 +16,7 @@ and a change data file at most twice (pre- and post-image). More than MATCH_ROWS
 file read means the key is not unique; the job stops before bringing them all to the driver.
 
 Public API (plain arguments, plain results; no Django):
-- `write_row_history(spark, location, key, start, end, out_dir, progress=None)` -> {"path",
+- `write_row_history(spark, location, key, start, end, out_dir, progress=None, kept=())` -> {"path",
   "key", "from", "to", "total", "counts": {"insert", "update", "delete"}, "files": {"read",
   "skipped"}, "columns": [{name, type}]}. The events are written under
   `<out_dir>/rowhistory/` (replaced if present), newest first, one row each: `version` (long),
@@ -24,7 +24,11 @@ Public API (plain arguments, plain results; no Django):
   core's JSON-safe values; null for an insert's before and a delete's after), `changed`
   (array of column names), `timestamp` (ISO-8601 UTC text, as `delta row-history --json`) and
   `user`. `progress(stage)`, when given, is told when the plan is made and the files are read.
-- `row_history_on_spark(spark, location, key, start, end)` -> the core's RowHistory.
+  `kept`: the kept tables of pins in the range: the files (data, change data, deletion
+  vectors) of versions VACUUM took from the table are read from the kept table that has them
+  (`tables.spark.reading.kept`); the plan is the table's log's.
+- `row_history_on_spark(spark, location, key, start, end, progress=None, kept=())` -> the core's
+  RowHistory.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from tables.delta.history.row_history import (
     replay,
 )
 from tables.delta.storage.boundary import Storage
+from tables.spark.reading.kept import with_kept
 from tables.spark.reading.names import quote_column
 from tables.spark.reading.read import ROW_COL, Layout, ScanEntry, check_readable, scan
 from tables.spark.results import columns_of
@@ -145,9 +150,10 @@ def row_history_on_spark(
     start: int | None = None,
     end: int | None = None,
     progress: Callable[[str], None] | None = None,
+    kept: list[str] | tuple[str, ...] = (),
 ) -> RowHistory:
     """The history of the row with `key` in versions start..end, read on Spark (module contract)."""
-    plan = plan_row_history(location, key, start, end)
+    plan = plan_row_history(with_kept(location, kept), key, start, end)
     if progress is not None:
         progress(f"reading {plan.files_read} of {len(plan.seen)} file(s) on Spark ({plan.files_skipped} pruned)")
     with at_version(f"versions {plan.start} to {plan.end}"):
@@ -183,11 +189,12 @@ def write_row_history(
     end: int | None,
     out_dir: str | Path,
     progress: Callable[[str], None] | None = None,
+    kept: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Write the row's events under out_dir (module contract)."""
     import pyarrow.parquet as pq
 
-    history = row_history_on_spark(spark, location, key, start, end, progress)
+    history = row_history_on_spark(spark, location, key, start, end, progress, kept)
     table = events_table(history)
     path = Path(out_dir) / "rowhistory"
     shutil.rmtree(path, ignore_errors=True)

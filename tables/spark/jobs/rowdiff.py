@@ -20,7 +20,7 @@ first pass (`small_inputs`): one join of whole rows, written by the driver.
   written. Key columns of a map type are refused.
 
 Public API (plain arguments, plain results; no Django):
-- `keyed_diff(spark, location, v_from, v_to, keys, out_dir)` -> {"path", "from", "to", "keys",
+- `keyed_diff(spark, location, v_from, v_to, keys, out_dir, sources=None)` -> {"path", "from", "to", "keys",
   "counts": {"added", "removed", "changed"}, "total", "compared": [columns compared],
   "columns": [{name, type}]}. Rows are written under `<out_dir>/rowdiff/` sorted by the keys,
   with the columns `_diff` ('added' | 'removed' | 'changed'), the key columns,
@@ -28,6 +28,10 @@ Public API (plain arguments, plain results; no Django):
   `_before` (struct of the `v_from` non-key columns, null for added rows) and `_after`
   (struct of the `v_to` non-key columns, null for removed rows); a version whose columns are
   all keys has a null `_before` (or `_after`) on every row.
+  `sources`, when given, is where each side is read from: ((location, version), (location,
+  version)), a version None being that table's latest (a pinned version whose files the table
+  lost is read from its pin's kept table, tables.services.version_source); `v_from` and `v_to`
+  stay the versions the result names.
 - `read_page(path, offset, limit)`: the shared pager (`tables.spark.results.read_page`).
 """
 
@@ -292,6 +296,9 @@ def diff_into(
     return compared
 
 
+Place = tuple[str, int | None]  # (location, version; None: that table's latest)
+
+
 def keyed_diff(
     spark: SparkSession,
     location: str | Storage,
@@ -299,6 +306,7 @@ def keyed_diff(
     v_to: int,
     keys: list[str],
     out_dir: str | Path,
+    sources: tuple[Place, Place] | None = None,
 ) -> dict[str, Any]:
     """Write the keyed diff of two versions under out_dir (module contract)."""
 
@@ -307,7 +315,9 @@ def keyed_diff(
     if not keys:
         raise InvalidColumnsError(f"{storage.display()}: a keyed diff needs at least one key column")
     files: list[str] = []
-    a, b = read_version(spark, storage, v_from, inputs=files), read_version(spark, storage, v_to, inputs=files)
+    # each side from its own place: the table, or the pin store's kept table of a pinned version
+    (loc_a, at_a), (loc_b, at_b) = sources or ((storage, v_from), (storage, v_to))
+    a, b = read_version(spark, loc_a, at_a, inputs=files), read_version(spark, loc_b, at_b, inputs=files)
     for v, df in ((v_from, a), (v_to, b)):
         missing = [k for k in keys if k not in df.columns]
         if missing:
