@@ -188,10 +188,11 @@ def _fail(pin: Pin, why: str, discard: bool) -> dict[str, Any]:
     moved = Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).update(
         state=PinState.FAILED, protection=NOT_PROTECTED, error=message
     )
-    if moved:
-        event(pin, None, PinState.WRITING, PinState.FAILED, f"{NOT_PROTECTED}: {message}")
-        if discard:
-            _delete_kept(pin)
+    if not moved:
+        return {"skipped": True}  # written or failed meanwhile by another
+    event(pin, None, PinState.WRITING, PinState.FAILED, f"{NOT_PROTECTED}: {message}")
+    if discard:
+        _delete_kept(pin)
     return {"failed": message}
 
 
@@ -227,9 +228,8 @@ def write_pin(pk: int) -> dict[str, Any]:
 
 
 def _silent_after() -> timedelta:
-    return timedelta(
-        minutes=float(getattr(settings, "DELTAWEB_PIN_SILENT_MINUTES", settings.DELTAWEB_JOB_SILENT_MINUTES))
-    )
+    """How long a writing pin may show no sign of life (DELTAWEB_JOB_SILENT_MINUTES, as jobs)."""
+    return timedelta(minutes=float(settings.DELTAWEB_JOB_SILENT_MINUTES))
 
 
 def sweep_pins(older_than: timedelta | None = None, resumes: int = MAX_RESUMES) -> dict[str, list[int]]:
