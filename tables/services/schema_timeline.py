@@ -16,6 +16,7 @@ from threading import Lock
 from typing import Any
 
 from tables.delta.history import schema_timeline as core
+from tables.delta.text_bounds import MAX_ECHOED_VALUE, cut
 from tables.models import Commit, Table
 from tables.services.errors import ServiceError
 from tables.services.owner.access import owner_of
@@ -115,7 +116,42 @@ def _pinned_schema(table: Table, version: int, source: Source) -> dict[str, Any]
 
 
 def schema_diff(table: Table, v_from: int, v_to: int) -> dict[str, Any]:
-    """Two versions' schemas compared, renames named when column mapping is on at both."""
+    """Two versions' schemas compared, renames named when column mapping is on at both. A side
+    the table lost and a pin keeps is its pin's (`readFrom` says which side)."""
     if v_from > v_to:
         raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
-    return core.diff_versions(_timeline(table), v_from, v_to)
+    tl = _timeline(table)
+    sources = {side: source_of(table, v) for side, v in (("from", v_from), ("to", v_to))}
+    if all(s.pin is None for s in sources.values()):
+        return {**core.diff_versions(tl, v_from, v_to), "readFrom": {"from": None, "to": None}}
+    states = {}
+    for side, version in (("from", v_from), ("to", v_to)):
+        if sources[side].pin is not None:
+            kept = core.schema_timeline(sources[side].location)
+            states[side] = (core.state_at(kept, kept.latest), version)  # numbered as the table's version
+        else:
+            state = core.state_at(tl, version)
+            states[side] = (state, state.version)
+    (a, a_version), (b, b_version) = states["from"], states["to"]
+    where = f"{table.name} at version"  # never the pin store's directory
+    out = core.diff_schemas(
+        core.parse_schema(a.metadata, f"{where} {a_version}"),
+        a.mode,
+        core.parse_schema(b.metadata, f"{where} {b_version}"),
+        b.mode,
+    )
+    return {
+        "from": v_from,
+        "to": v_to,
+        "fromSchemaVersion": a_version,
+        "toSchemaVersion": b_version,
+        **out,
+        "partitionColumns": {
+            "from": [cut(c, MAX_ECHOED_VALUE) for c in a.metadata.partition_columns],
+            "to": [cut(c, MAX_ECHOED_VALUE) for c in b.metadata.partition_columns],
+        },
+        "columnMapping": {"from": a.mode, "to": b.mode},
+        "readFrom": {
+            side: {"pin": s.pin.pk, "name": s.pin.name} if s.pin is not None else None for side, s in sources.items()
+        },
+    }

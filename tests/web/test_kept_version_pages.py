@@ -242,6 +242,10 @@ def test_after_log_cleanup_the_kept_version_still_reads_and_a_lost_one_says_why(
     assert 'id="range-0-2"' in versions_tab and f'id="version-{PINNED}"' in versions_tab
     # Compare: the kept side reads from its pin; a lost one says why instead of a bare "not found"
     latest = table.last_synced_version
+    schema_diff = browser.get(f"/api/tables/{table.pk}/schema/diff/?from={PINNED}&to={latest}")
+    assert schema_diff.status_code == 200, schema_diff.content
+    assert schema_diff.json()["readFrom"]["from"]["name"] == PIN_NAME and schema_diff.json()["readFrom"]["to"] is None
+    assert str(Path(pin.store_location)) not in schema_diff.content.decode()
     kept_side = browser.get(f"/t/{table.slug}/diff/?from={PINNED}&to={latest}")
     assert kept_side.status_code == 200 and f"kept by pin {PIN_NAME}" in kept_side.content.decode()
     lost_side = browser.get(f"/t/{table.slug}/diff/?from={LOST}&to={latest}")
