@@ -84,7 +84,7 @@ def pin_new(request: HttpRequest, slug: str, version: int) -> HttpResponse:
     except ServiceError as exc:
         if exc.status in (401, 403, 404):
             raise
-        messages.error(request, f"The pin was not made: {exc.message}")
+        messages.error(request, f"The pin was not made, so version {version} is not protected: {exc.message}")
     else:
         if pin.state == PinState.WRITING:
             messages.success(request, f"Version {version} is being kept as pin {pin.name!r} (a worker copies it).")
