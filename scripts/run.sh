@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Start redis-server (loopback), the Spark Connect server (scripts/spark_connect.sh: Spark as one
-# service the worker is a client of, refusing clients without its token; SPARK_CONNECT=0 runs
-# Spark in the worker instead), a Celery worker and the web server; Ctrl-C stops them all.
+# Start redis-server (loopback), the database, static files, roles and demo table in one process
+# (scripts/prepare_run.py), the web server and the beat, then the Spark Connect server
+# (scripts/spark_connect.sh: Spark as one service the worker is a client of, refusing clients
+# without its token; SPARK_CONNECT=0 runs Spark in the worker instead) and the Celery worker;
+# Ctrl-C stops them all. The first page answers before Spark's JVM starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${1:-8000}
@@ -47,7 +49,8 @@ if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   redis_supervisor=$!
 fi
 if [ "${SPARK_CONNECT:-1}" != "0" ] && [ -z "${DELTAWEB_SPARK_REMOTE:-}" ]; then
-  # started now, waited for before the worker (a JVM takes a while; the steps below do not need it)
+  # started once the web server answers (its JVM's start took the CPU the steps below need),
+  # waited for before the worker; its port chosen now, so the web process knows the URL
   connect=started
   # the server refuses clients without its token: DELTAWEB_SPARK_CONNECT_TOKEN, else the one
   # generated into var/spark-connect.token (mode 0600) the first time, kept for the next runs
@@ -58,38 +61,45 @@ if [ "${SPARK_CONNECT:-1}" != "0" ] && [ -z "${DELTAWEB_SPARK_REMOTE:-}" ]; then
     export DELTAWEB_SPARK_CONNECT_TOKEN
     DELTAWEB_SPARK_CONNECT_TOKEN=$(cat var/spark-connect.token)
   fi
-  scripts/spark_connect.sh start >var/log/spark-connect.url 2>var/log/spark-connect.err &
-  connect_pid=$!
+  export DELTAWEB_SPARK_REMOTE
+  if ! DELTAWEB_SPARK_REMOTE=$(scripts/spark_connect.sh status 2>/dev/null); then
+    port=${SPARK_CONNECT_PORT:-15002}
+    if [ -z "${SPARK_CONNECT_PORT:-}" ]; then
+      while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+    fi
+    export SPARK_CONNECT_PORT=$port
+    DELTAWEB_SPARK_REMOTE=sc://127.0.0.1:$port
+  fi
 fi
-echo "[run 2/7] the database (var/deltaweb.sqlite3)"
-$PY manage.py migrate --noinput >/dev/null
-echo "[run 3/7] static files, hashed and compressed (plotly.js 4.8 MB goes out gzipped)"
-$PY manage.py collectstatic --noinput >/dev/null
-echo "[run 4/7] roles and demo users"
-$PY manage.py create_roles --demo-users | grep -v '^group'
-echo "[run 5/7] the demo table"
-$PY manage.py bootstrap_demo || echo "the demo table was not created (see the message above)"
+# one process: Django started once, its checks run once (scripts/prepare_run.py)
+$PY scripts/prepare_run.py || exit 1
+echo "[run 6/7] the web server and the beat"
+$PY -m celery -A deltaweb beat --loglevel=info --schedule var/celerybeat-schedule >var/log/beat.log 2>&1 &
+pids+=($!)
+# --nostatic: WhiteNoise serves the collected files, compressed, as in a deployment;
+# deltaweb/devserver.py: runserver with TCP_NODELAY (a sharing recipient's files were ~0.5 s each);
+# --skip-checks: scripts/prepare_run.py ran them
+$PY -m deltaweb.devserver "127.0.0.1:$PORT" --noreload --nostatic --skip-checks &
+pids+=($!)
+for _ in $(seq 600); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+  kill -0 "${pids[-1]}" 2>/dev/null || break
+  sleep 0.1
+done
+echo "deltaweb is running at http://127.0.0.1:$PORT/  (Ctrl-C stops it; logs in var/log/)"
 if [ -n "$connect" ]; then
-  echo "[run 6/7] the Spark Connect server (var/spark-connect/server.log; SPARK_CONNECT=0: Spark in the worker)"
-  if wait "$connect_pid"; then
-    export DELTAWEB_SPARK_REMOTE
-    DELTAWEB_SPARK_REMOTE=$(tail -1 var/log/spark-connect.url)
+  echo "[run 7/7] the Spark Connect server (var/spark-connect/server.log), then the Celery worker, its client"
+  if scripts/spark_connect.sh start >var/log/spark-connect.url 2>var/log/spark-connect.err; then
     echo "  Spark runs in the Connect server at $DELTAWEB_SPARK_REMOTE"
   else
     cat var/log/spark-connect.err >&2
     echo "  the Spark Connect server did not start: the worker runs its own Spark session"
+    unset DELTAWEB_SPARK_REMOTE
   fi
 else
-  echo "[run 6/7] Spark: ${DELTAWEB_SPARK_REMOTE:-a session in the worker (SPARK_CONNECT=0)}"
+  echo "[run 7/7] the Celery worker (Spark: ${DELTAWEB_SPARK_REMOTE:-a session in the worker, SPARK_CONNECT=0})"
 fi
-echo "[run 7/7] a Celery worker, the beat and the web server"
 $PY -m celery -A deltaweb worker --loglevel=info --concurrency=2 >var/log/worker.log 2>&1 &
 pids+=($!)
-$PY -m celery -A deltaweb beat --loglevel=info --schedule var/celerybeat-schedule >var/log/beat.log 2>&1 &
-pids+=($!)
-echo "deltaweb is running at http://127.0.0.1:$PORT/  (Ctrl-C stops it; logs in var/log/)"
-# --nostatic: WhiteNoise serves the collected files, compressed, as in a deployment;
-# deltaweb/devserver.py: runserver with TCP_NODELAY (a sharing recipient's files were ~0.5 s each)
-$PY -m deltaweb.devserver "127.0.0.1:$PORT" --noreload --nostatic &
-pids+=($!)
+echo "  the worker is up (var/log/worker.log)"
 wait -n "${pids[@]}"
