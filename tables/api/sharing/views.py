@@ -222,7 +222,9 @@ def shared_file(request: HttpRequest, payload: str) -> HttpResponse:
     try:
         # a recipient, share, table or window no longer granting it stops its URLs at once
         ref = file_urls.verify(payload, request.GET.get("se", ""), request.GET.get("sig", ""))
-        store = as_storage(ref.table.location)  # the storage boundary confines the key to the roots
+        # the table's storage, or the pin's kept table the grant names; the storage boundary
+        # confines the key to the roots
+        store = as_storage(ref.location or ref.table.location)
         size = store.head(ref.key).size
         span = _byte_range(request.headers.get("Range"), size)
     except SharingError as exc:

@@ -5,6 +5,7 @@ lines, the version it is of, and what it served (recorded by tables.services.sha
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,11 +17,13 @@ from tables.delta.history.changes import commit_actions
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.snapshot.dv import dv_location
 from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
-from tables.delta.snapshot.state import load_snapshot, load_table_config
+from tables.delta.snapshot.state import Snapshot, load_snapshot, load_table_config
+from tables.delta.storage.boundary import as_storage
 from tables.services.sharing.errors import INVALID, SharingError, from_core
 from tables.services.sharing.file_urls import Grant, Signer
 from tables.services.sharing.predicates import PartitionFilter
 from tables.services.sharing.window import DELTA, Resolved, SharedView, int_param, response_format
+from tables.services.version_source import Source
 
 MAX_HINTS = 100
 
@@ -61,11 +64,21 @@ def _metadata_line(view: SharedView, md: Metadata, fmt: str, version: int | None
     return {"metaData": out}
 
 
+def _pinned_snapshot(source: Source, version: int) -> Snapshot:
+    """The version as its pin keeps it: the kept table's latest, numbered as the table's."""
+    return dataclasses.replace(load_snapshot(source.location, source.version), version=version)
+
+
 def metadata(view: SharedView, caps: dict[str, list[str]]) -> Answer:
-    """The protocol and metadata of the latest version the window shares."""
+    """The protocol and metadata of the latest version the window shares (its pin's, when the
+    table lost it)."""
     version = view.latest
     try:
-        config = load_table_config(view.storage, view.listing, version)
+        source = view.source(version)
+        if source.from_pin:
+            config = _pinned_snapshot(source, version)
+        else:
+            config = load_table_config(view.storage, view.listing, version)
     except DeltaError as exc:
         raise from_core(exc, view.shared.table) from exc
     fmt = response_format(caps, config.protocol)
@@ -75,16 +88,19 @@ def metadata(view: SharedView, caps: dict[str, list[str]]) -> Answer:
 
 class _Urls:
     """Each file's URL, signed once per answer with one expiry, for the recipient, the shared
-    table and the versions (first..last) the answer covers."""
+    table and the versions (first..last) the answer covers; with `pin`, of its kept table's
+    files, the grant naming the pin (file_urls: such a URL serves that kept table only)."""
 
-    def __init__(self, view: SharedView, base: str, first: int, last: int) -> None:
+    def __init__(self, view: SharedView, base: str, first: int, last: int, pin: Source | None = None) -> None:
         self.view = view
-        grant = Grant(view.recipient_id, view.shared.pk, view.shared.table_id, first, last)
-        self.sign = Signer(view.storage, grant, base)
+        self.storage = as_storage(pin.location) if pin is not None else view.storage
+        store = pin.pin.pk if pin is not None and pin.pin is not None else 0
+        grant = Grant(view.recipient_id, view.shared.pk, view.shared.table_id, first, last, store)
+        self.sign = Signer(self.storage, grant, base)
         self.expires = self.sign.expires
 
     def key(self, log_path: str) -> str:
-        return self.view.storage.resolve(log_path)
+        return self.storage.resolve(log_path)
 
     def __call__(self, log_path: str) -> str:
         return self.sign(self.key(log_path))
@@ -94,7 +110,7 @@ class _Urls:
         if not descriptor or descriptor.get("storageType") == "i":
             return descriptor
         where = dv_location(descriptor)
-        key = self.view.storage.resolve(where) if "://" in where else where
+        key = self.storage.resolve(where) if "://" in where else where
         return {**descriptor, "storageType": "p", "pathOrInlineDv": self.sign(key)}
 
 
@@ -130,12 +146,12 @@ def _file_line(
     return {wrapper or {"cdc": "cdf"}.get(kind, kind): out}
 
 
-def _within_limit(view: SharedView, adds: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+def _within_limit(urls: _Urls, adds: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
     """The first files that hold `limit` live rows (their stats, else their Parquet footers);
     a file whose rows cannot be told counts for none, so never fewer rows than asked."""
     if limit is None:
         return adds
-    footers = footer_rows(view.storage, adds) if any(file_rows(a) is None for a in adds) else {}
+    footers = footer_rows(urls.storage, adds) if any(file_rows(a) is None for a in adds) else {}
     out, rows = [], 0
     for add in adds:
         if rows >= limit:
@@ -171,6 +187,14 @@ def snapshot_version(view: SharedView, body: dict[str, Any]) -> Resolved:
     return Resolved(view.latest)
 
 
+def _timestamp(view: SharedView, version: int) -> int | None:
+    """A version's commit timestamp; None for a pinned version whose commit the log lost."""
+    try:
+        return view.timestamp_of(version)
+    except (DeltaError, IndexError, KeyError):
+        return None
+
+
 def query(view: SharedView, body: dict[str, Any], caps: dict[str, list[str]], base: str) -> Answer:
     """A query: a version's files, or (startingVersion) the files its versions added and removed."""
     if body.get("startingVersion") is not None:
@@ -180,15 +204,21 @@ def query(view: SharedView, body: dict[str, Any], caps: dict[str, list[str]], ba
     resolved = snapshot_version(view, body)
     json_hint, sql_hints, limit = _hints(body)
     try:
-        snap = load_snapshot(view.storage, resolved.version, view.listing)
-        adds, _found = log_add_actions(view.storage, snap, snap.files)
+        # the table while it has the version, else the pin that keeps it; neither: refused
+        source = view.source(resolved.version)
+        if source.from_pin:
+            snap = _pinned_snapshot(source, resolved.version)
+            adds, _found = log_add_actions(as_storage(source.location), snap, snap.files)
+        else:
+            snap = load_snapshot(view.storage, resolved.version, view.listing)
+            adds, _found = log_add_actions(view.storage, snap, snap.files)
     except DeltaError as exc:
         raise from_core(exc, view.shared.table) from exc
     fmt = response_format(caps, snap.protocol)
-    urls = _Urls(view, base, snap.version, snap.version)
+    urls = _Urls(view, base, snap.version, snap.version, source if source.from_pin else None)
     pruning = PartitionFilter(snap.metadata, json_hint, sql_hints)
     asked = body.get("version") is not None or body.get("timestamp") is not None
-    ts = view.timestamp_of(snap.version) if asked else None
+    ts = _timestamp(view, snap.version) if asked else None
     answer = Answer(snap.version, fmt, rule=resolved.rule)
     head = _metadata_line(
         view, snap.metadata, fmt, snap.version if asked else None, size=snap.size_bytes, numFiles=snap.num_files
@@ -199,7 +229,7 @@ def query(view: SharedView, body: dict[str, Any], caps: dict[str, list[str]], ba
         for a in sorted(adds, key=lambda a: a["path"])
         if not pruning.active or pruning.keeps(a.get("partitionValues"))
     ]
-    for add in _within_limit(view, kept, limit):
+    for add in _within_limit(urls, kept, limit):
         answer.lines.append(_file_line("add", add, fmt, urls, snap.version if asked else None, ts, "file"))
         answer.files += 1
         answer.bytes += int(add.get("size") or 0)

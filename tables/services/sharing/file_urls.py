@@ -13,6 +13,12 @@ the signature, an expiry within the stated life (DELTAWEB_SHARING_URL_SECONDS), 
 (not revoked nor expired, still given the share), the table still in that share, and the
 window still covering the versions it was issued for. A log file is never served.
 
+A pinned version whose files the table lost is served from its pin's kept table (in the pin
+store): its grant names the pin (`store`), and such a URL serves only a file of that kept
+table (one its log names: a data file or a deletion vector), only while the pin still holds
+the version and the window covers it; never a file of the table itself, nor anything else in
+the pin store. A grant without a pin serves the table's files only, as before.
+
 The query is shaped as a shared access signature (version, expiry, resource, permission,
 signature) because that is how the Delta kernel (the connectors' reader of the delta format)
 tells a pre-signed URL from a path of the table: it fetches a URL whose query is an S3, GCS or
@@ -77,6 +83,7 @@ class Grant:
     table_id: int
     first: int
     last: int
+    store: int = 0  # the pin whose kept table the files are served from; 0: the table itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,7 @@ class FileRef:
     table: Table
     key: str
     expires_ms: int
+    location: str = ""  # where the file is served from: the table's location, or a pin's kept table
 
 
 def _b64(data: bytes) -> str:
@@ -101,7 +109,10 @@ def _mac(key: bytes, payload: str) -> str:
 def signed_path(grant: Grant, path: str, expires_ms: int, key: bytes | None = None) -> str:
     """`files/<payload>?sv=2&se=...&sr=b&sp=r&sig=...`: relative to the sharing prefix."""
     g = grant
-    payload = _b64(orjson.dumps([g.recipient_id, g.shared_id, g.table_id, g.first, g.last, path]))
+    fields: list = [g.recipient_id, g.shared_id, g.table_id, g.first, g.last, path]
+    if g.store:
+        fields.append(g.store)  # a pin's kept table: the signature covers which store serves
+    payload = _b64(orjson.dumps(fields))
     sig = _mac(key or url_key(), f"{payload}.{expires_ms}")
     return f"files/{payload}?sv=2&se={expires_ms}&sr=b&sp=r&sig={sig}"
 
@@ -124,13 +135,17 @@ class Signer:
 
 def _decoded(payload: str) -> tuple[Grant, str]:
     try:
-        recipient_id, shared_id, table_id, first, last, key = orjson.loads(_unb64(payload))
-        numbers = (recipient_id, shared_id, table_id, first, last)
+        fields = orjson.loads(_unb64(payload))
+        if not isinstance(fields, list) or len(fields) not in (6, 7):
+            raise ValueError
+        recipient_id, shared_id, table_id, first, last, key, *more = fields
+        store = more[0] if more else 0
+        numbers = (recipient_id, shared_id, table_id, first, last, store)
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) or not isinstance(key, str):
             raise ValueError
     except (ValueError, TypeError, orjson.JSONDecodeError):
         raise SharingError(DENIED, NOT_VALID) from None
-    return Grant(recipient_id, shared_id, table_id, first, last), key
+    return Grant(recipient_id, shared_id, table_id, first, last, store), key
 
 
 def _still_granted(grant: Grant) -> Table:
@@ -169,4 +184,49 @@ def verify(payload: str, expires: str, signature: str, now_ms: int | None = None
     parts = key.split("/")
     if not key or key.startswith("/") or ".." in parts or "_delta_log" in parts:
         raise SharingError(MISSING, "This file URL names no file of the table.")
-    return FileRef(_still_granted(grant), key, expires_ms)
+    table = _still_granted(grant)
+    if not grant.store:
+        return FileRef(table, key, expires_ms, table.location)
+    return FileRef(table, key, expires_ms, _kept_store(grant, key))
+
+
+def _kept_store(grant: Grant, key: str) -> str:
+    """The kept table a pin grant serves `key` from, refused unless the pin still holds its
+    version, the grant covers exactly that version and the key is a file the kept table's log
+    names (never another file of the pin store)."""
+    from tables.models import Pin, PinState
+
+    pin = Pin.objects.filter(pk=grant.store, table_id=grant.table_id, state__in=PinState.holding()).first()
+    if pin is None or not pin.store_location or not grant.first == grant.last == pin.version:
+        raise SharingError(DENIED, NOT_VALID)
+    if key not in kept_files(pin.pk, pin.store_location):
+        raise SharingError(MISSING, "This file URL names no file of the table.")
+    return pin.store_location
+
+
+_KEPT_FILES: dict[tuple[int, str], tuple[float, frozenset[str]]] = {}
+KEPT_FILES_SECONDS = 300  # a kept table changes only when held objects are copied into it
+
+
+def kept_files(pin_id: int, location: str) -> frozenset[str]:
+    """The keys of the files a kept table's latest version names (data files and deletion
+    vectors), as its storage resolves them; remembered a while per pin (a 10,000-file version
+    is fetched file by file)."""
+    from tables.delta.snapshot.dv import dv_location
+    from tables.delta.snapshot.state import load_snapshot
+    from tables.delta.storage.boundary import as_storage
+
+    now = time.monotonic()
+    known = _KEPT_FILES.get((pin_id, location))
+    if known is not None and now - known[0] < KEPT_FILES_SECONDS:
+        return known[1]
+    storage = as_storage(location)
+    snap = load_snapshot(storage)
+    keys = {storage.resolve(p) for p in snap.file_paths()}
+    for dv in snap.files.column("deletionVector").to_pylist():
+        if dv and dv.get("storageType") in ("u", "p"):
+            keys.add(storage.resolve(dv_location(dv)))
+    if len(_KEPT_FILES) > 256:
+        _KEPT_FILES.clear()
+    _KEPT_FILES[(pin_id, location)] = (now, frozenset(keys))
+    return _KEPT_FILES[(pin_id, location)][1]

@@ -4,7 +4,13 @@ the share gives (first..last version), versions and timestamps resolved by the c
 
 The window is the table as far as the recipient can tell: a timestamp is resolved over the
 shared versions only, and every refusal, rule and metadata line speaks of those versions and
-their times, never of the versions outside it, their times or how many there are."""
+their times, never of the versions outside it, their times or how many there are.
+
+A version is read where the one rule says (tables.services.version_source): from the table
+while it has the version, else from the pin that keeps it (`source`). A window may therefore
+end, or begin, at a pinned version whose log or files the table lost; a version neither the
+table nor a pin gives is refused as missing (`readable`), never answered with URLs of files
+that are gone."""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from tables.delta.log.listing import LogListing, available_versions, list_log
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import SharedTable
 from tables.services.sharing.errors import INVALID, MISSING, UNSUPPORTED, SharingError, from_core
+from tables.services.version_source import Source
 
 PARQUET, DELTA = "parquet", "delta"
 
@@ -59,11 +66,39 @@ class SharedView:
         return replace(full, earliest=self.first, latest=self.latest, ict=ict)
 
     @cached_property
+    def pinned(self) -> list[int]:
+        """The versions of the window a pin holds (each readable from its pin store)."""
+        from tables.services.pins import pins_by_version
+
+        first, last = self.shared.first_version, self.shared.last_version
+        return sorted(
+            v
+            for v in pins_by_version(self.shared.table)
+            if (first is None or v >= first) and (last is None or v <= last)
+        )
+
+    @cached_property
     def _range(self) -> tuple[int, int]:
         found = available_versions(self.listing)
         first, last = self.shared.first_version, self.shared.last_version
+        if found is not None and self.pinned:  # a pinned version older than the log is readable
+            found = (min(found[0], self.pinned[0]), found[1])
         if found is None or (first is not None and found[1] < first) or (last is not None and found[0] > last):
             raise SharingError(MISSING, f"Table {self.shared} has no readable version in the history shared.")
+        return found
+
+    def source(self, version: int) -> Source:
+        """Where `version` is read from (the one rule), refused in the protocol's shape when
+        neither the table nor a pin gives it: its files are gone (VACUUM) or its log is."""
+        from tables.services.version_source import source_of, table_has
+
+        found = source_of(self.shared.table, version, wait=True)
+        if not found.from_pin and table_has(self.shared.table, version, wait=True) is False:
+            raise SharingError(
+                MISSING,
+                f"Version {version} of {self.shared} cannot be read: files it needs were removed from the "
+                "table's storage (VACUUM) and no pin keeps it.",
+            )
         return found
 
     @property
