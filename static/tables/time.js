@@ -14,7 +14,9 @@
     var d = new Date(iso);
     if (isNaN(d.getTime())) { return null; }
     var off = -d.getTimezoneOffset();
-    var ms = /\.\d{3}Z$/.test(iso) && !/T\d\d:\d\d:\d\dZ$/.test(shown) ? "." + pad(d.getMilliseconds(), 3) : "";
+    // the fraction as shown in UTC (milliseconds, or a row value's microseconds): zones are whole minutes
+    var fraction = /\.(\d+)Z$/.exec(shown || "");
+    var ms = fraction ? "." + fraction[1] : "";
     return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" +
       pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + ms + (off < 0 ? "-" : "+") + pad(Math.floor(Math.abs(off) / 60)) +
       ":" + pad(Math.abs(off) % 60);

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import time
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,55 @@ def test_the_list_error_cell_says_the_cause_escaped_not_the_table_name(roots, br
     Table.objects.filter(pk=t.pk).update(last_error=long)
     cell = re.search(r'<span class="cause" title="([^"]*)">(.*?)</span>', browser.get("/").content.decode())
     assert len(cell[2]) <= 160 and len(cell[1]) <= 1000
+
+
+# --- item 3: one time format, through the one filter ------------------------------------------
+
+
+def test_the_one_time_filter_shows_a_row_value_to_the_millisecond_and_keeps_other_text() -> None:
+    from datetime import datetime
+
+    from tables.templatetags.times import when
+
+    assert when("2026-12-01T22:28:13.880000Z") == (
+        '<time datetime="2026-12-01T22:28:13.880000Z">2026-12-01T22:28:13.880Z</time>'
+    )
+    assert when("2026-12-01T22:28:13.880123Z") == (
+        '<time datetime="2026-12-01T22:28:13.880123Z">2026-12-01T22:28:13.880123Z</time>'
+    )
+    assert when("2026-12-01T22:28:13.880Z", "s") == (
+        '<time datetime="2026-12-01T22:28:13.880Z">2026-12-01T22:28:13Z</time>'
+    )
+    assert when(datetime(2027, 3, 1, 22, 58, 7, tzinfo=UTC)) == (
+        '<time datetime="2027-03-01T22:58:07Z">2027-03-01T22:58:07Z</time>'
+    )
+    assert when("2026-12-01T22:28:13Z<b>") == "2026-12-01T22:28:13Z&lt;b&gt;"  # not a time: text, escaped
+    assert when("not a time") == "not a time"
+
+
+def test_commit_bytes_sharing_queries_and_tokens_show_times_as_the_rest_of_the_site(table, browser, client) -> None:
+    from django.contrib.auth import get_user_model
+
+    from tables.models import Recipient, RecipientQuery, Share, SharedTable
+
+    page = browser.get("/t/events/v/5/").content.decode()
+    seen = page[page.index("first seen on") :][:200]
+    assert re.match(r'first seen on <time datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ">', seen), seen
+    assert not re.search(r"\d\d:\d\d:\d\d UTC", page)
+
+    share = Share.objects.create(name="s1")
+    SharedTable.objects.create(share=share, table=table, schema="sc", name="events")
+    recipient = Recipient.objects.create(name="acme")
+    RecipientQuery.objects.create(recipient=recipient, table=table, shared_as="s1.sc.events", kind="query", files=1)
+    overview = browser.get("/t/events/").content.decode()
+    box = overview[overview.index('id="recipient-queries"') :]
+    assert "When (UTC)" not in box and re.search(r'<td class="nowrap"><time datetime="[^"]+Z">', box)
+
+    root = get_user_model().objects.create_superuser("root", password="pw-root-1")
+    client.force_login(root)
+    answer = client.post(
+        "/admin/tables/recipient/", {"action": "issue_token", "_selected_action": [recipient.pk]}, follow=True
+    )
+    text = answer.content.decode()
+    assert re.search(r'valid until <time datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ">', text), text[:2000]
+    assert "tables/time.js" in text
