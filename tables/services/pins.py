@@ -489,6 +489,7 @@ def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
 
 
 QUICK_LOOK = 32  # held objects the sweep looks at per pin, at random
+SETTLED = "held versions copied into the pin store"  # the settling event's words
 
 
 def _live_objects(table: Table) -> set[str]:
@@ -517,6 +518,8 @@ def settle_held_pins(table: Table, quick: bool = False) -> list[int]:
     for pin in holding_pins(table):
         if pin.protection != PROTECTION["hold"] or not pin.store_location:
             continue
+        if pin.events.filter(note__contains=SETTLED).exists():
+            continue  # settled before: its kept table names its own copies
         try:
             if live is None and not quick:
                 live = _live_objects(table)
@@ -529,7 +532,7 @@ def settle_held_pins(table: Table, quick: bool = False) -> list[int]:
             continue
         if done is not None:
             note = f"the held objects were deleted ({len(gone)} looked at behind a delete marker): "
-            note += f"{done['copied']} held versions copied into the pin store"
+            note += f"{done['copied']} {SETTLED}"
             event(pin, None, pin.state, pin.state, f"{note} ({done['bytes']} bytes)")
             settled.append(pin.pk)
     return settled
@@ -549,9 +552,9 @@ def look_at_held(table: Table) -> list[int]:
 
 def settle_after_commit(table: Table) -> None:
     """Called by the sync's look when files vanished, inside its transaction: the table's held
-    pins settled once it commits, outside it (object copies)."""
+    pins looked at once it commits, outside it (object copies)."""
     if Pin.objects.filter(table=table, state__in=PinState.holding(), protection=PROTECTION["hold"]).exists():
-        transaction.on_commit(lambda: settle_held_pins(table))
+        transaction.on_commit(lambda: look_at_held(table))
 
 
 def _present(storage: Any, path: str) -> bool:

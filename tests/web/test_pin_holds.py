@@ -43,7 +43,7 @@ def test_holds_hold_when_vacuum_checkpoint_and_cleanup_run_before_a_sync(
     if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
         client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
     settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
-    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins"
+    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins-{uuid.uuid4().hex[:8]}"  # a new store each run
     location = f"s3://{BUCKET}/allowed/t-{uuid.uuid4().hex[:8]}"
     write_table(s3_server, location)
     expected = s3_rows(s3_server, location, 1)
@@ -111,7 +111,7 @@ def test_a_held_version_with_deletion_vectors_settles_self_contained(
     if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
         client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
     settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
-    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins"
+    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins-{uuid.uuid4().hex[:8]}"  # a new store each run
     prefix = f"allowed/dv-{uuid.uuid4().hex[:8]}"
     for path in sorted(p for p in golden.rglob("*") if p.is_file()):
         client.put_object(Bucket=BUCKET, Key=f"{prefix}/{path.relative_to(golden).as_posix()}", Body=path.read_bytes())
@@ -159,7 +159,7 @@ def test_a_hold_refused_leaves_the_pin_not_protected_and_no_hold_behind(s3_serve
     if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
         client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
     settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
-    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins"
+    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins-{uuid.uuid4().hex[:8]}"  # a new store each run
     location = f"s3://{BUCKET}/allowed/t-{uuid.uuid4().hex[:8]}"
     write_table(s3_server, location)
     table = registration.register_table(f"refused-{uuid.uuid4().hex[:6]}", location)
