@@ -1,13 +1,18 @@
 """Reachability of a registered table's versions (which can still be read or restored, and
 why not), computed by the core and kept in the shared cache (settings.CACHES["shared"]: Redis,
-or a table of the database) as runs (`ReachRuns`), for every process to read: valid until the
-next sync, and recomputed every few minutes, since retention windows move with the clock.
+or a table of the database) as runs (`ReachRuns`), for every process to read: one answer per
+synced state, valid until the next sync. The retention windows move with the clock: each
+process derives the current window's answer from the stored one (`ReachRuns.at`, a vectorised
+pass over the versions' timestamps), never computing it again. The missing files' names are
+stored apart, in blocks, and read only for the one version whose entry lists them
+(`version_reachability`, the API's pages); lists of versions get counts.
 
 Who computes: a log shorter than DELTAWEB_REACHABILITY_INLINE_VERSIONS versions is answered
-where it is asked (it costs little); a longer one only by a Celery worker, after each sync and
-when a page finds the answer of an earlier window. A web process shows the last answer meanwhile
-(or says it is being computed), and the API waits for the worker a few seconds. A first full map
-of a 100,000-version table takes a minute of CPU and hundreds of MB: no web process holds it."""
+where it is asked (it costs little); a longer one only by a Celery worker, after each sync. A
+web process says it is being computed meanwhile, and the API waits for the worker a few
+seconds. A first full map of a 100,000-version table takes a minute of CPU and hundreds of MB:
+no web process holds it. A VACUUM forecast (its horizon moves over every removal) is still
+computed per window, by a worker on a long log."""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from django.conf import settings
 from django.core.cache import caches
 
 from tables.delta import errors as delta_errors
-from tables.delta.history.reach_runs import STORED_FORMAT, ReachRuns
+from tables.delta.history.reach_runs import STORED_FORMAT, MissingNames, ReachRuns
 from tables.delta.history.reachability import (
     Reachability,
     ReachState,
@@ -65,10 +70,15 @@ def parse_retention(text: str | None) -> int:
 MAX_RETENTION_MS = 100 * 366 * 86_400_000
 
 
+def _now_ms() -> int:
+    """The clock the answers' windows read (one place, for tests to move)."""
+    return int(time.time() * 1000)
+
+
 def cache_epoch(now_ms: int | None = None) -> int:
     """The window the reachability cache is valid for: pages that show reachability key their
     own caches by it, so they are never staler than the answer they embed."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = _now_ms() if now_ms is None else now_ms
     return now // (CACHE_SECONDS * 1000)
 
 
@@ -106,12 +116,16 @@ def table_reachability(table: Table, vacuum_retention: int | None = None, *, wai
     now with that retention would break. Kept per retention, since the forecast costs the same
     replay as the answer itself.
 
-    A long log's answer comes from a worker: the current window's, else the last one kept
-    (and a worker is asked for the next). When there is none yet: None with `wait=False`,
-    else the worker is waited for up to `wait_seconds()`, then ServiceError
-    `reachability_pending` (503)."""
-    now = int(time.time() * 1000)
+    The answer is computed once per synced state (a long log's by a worker, after the sync)
+    and stored; a later window's is derived from it in this process (`ReachRuns.at`: only the
+    retention windows move with the clock), never computed again. A forecast's horizon moves
+    with the clock too, through every removal: it is computed per window, as before. When a
+    long log has no answer yet: None with `wait=False`, else the worker is waited for up to
+    `wait_seconds()`, then ServiceError `reachability_pending` (503)."""
+    now = _now_ms()
     state_key, epoch = _state_key(table, vacuum_retention), cache_epoch(now)
+    if vacuum_retention is None:
+        return _window(table, state_key, epoch, now, wait)
     found = _stored(state_key, epoch)
     if found is not None and found[0] == epoch:
         return found[1]
@@ -121,33 +135,60 @@ def table_reachability(table: Table, vacuum_retention: int | None = None, *, wai
         found = _stored(state_key, epoch) or found  # a worker that runs tasks at once (eager) has it
     if found is not None:
         return found[1]  # the previous window's, while the worker computes this one's
+    return _waited(lambda: _stored(state_key, epoch), wait)
+
+
+def _waited(look: Callable[[], tuple[int, ReachRuns] | None], wait: bool) -> ReachRuns | None:
+    """The worker's answer once `look` finds it, within `wait_seconds()` (None at once without
+    `wait`), else ServiceError `reachability_pending`."""
     if not wait:
         return None
     deadline = time.monotonic() + wait_seconds()
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        found = _stored(state_key, epoch)
+        found = look()
         if found is not None:
             return found[1]
     raise ServiceError(PENDING, code="reachability_pending", status=503)
 
 
+def _window(table: Table, state_key: str, epoch: int, now: int, wait: bool) -> ReachRuns | None:
+    """The answer of this window: derived from the state's stored answer (this process's copy,
+    else the shared cache's); computed where asked on a short log without one, by a worker
+    (asked once per state) on a long log."""
+    found = _derived(state_key, epoch, now)
+    if found is not None:
+        return found
+    if not is_long(table):
+        _compute_and_store(table, None, state_key, now)
+        return _derived(state_key, epoch, now)
+    if _send_compute(table.pk, f"{state_key}:answer", None):
+        found = _derived(state_key, epoch, now)  # a worker that runs tasks at once (eager) has it
+    if found is not None:
+        return found
+    return _waited(lambda: _pair(_derived(state_key, epoch, now)), wait)
+
+
+def _pair(found: ReachRuns | None) -> tuple[int, ReachRuns] | None:
+    return None if found is None else (0, found)
+
+
 def answer_token(table: Table) -> str:
-    """Names the answer a page asking now with `wait=False` would show, without decoding it:
+    """Names the answer a page asking now with `wait=False` would show, without deriving it:
     pages that embed it key their own caches by this token (a page rendered while the answer
     is computed is cached too, and replaced once the answer is there)."""
-    now = int(time.time() * 1000)
+    now = _now_ms()
     state_key, epoch = _state_key(table, None), cache_epoch(now)
-    if not is_long(table):
-        return f"{state_key}:{epoch}"  # answered inline, for this window
-    found = _stored(state_key, epoch)
-    return f"{state_key}:pending" if found is None else f"{state_key}:{found[0]}"
+    if not is_long(table) or _base(state_key) is not None:
+        return f"{state_key}:{epoch}"  # this window's, derived from the state's answer
+    return f"{state_key}:pending"
 
 
-# the answers this process read last (state key -> (epoch, answer)): a page reads the shared
-# cache only when its window has passed and another process may have stored a newer one
+# the answers this process read last: per state, the stored answer and the window derived from
+# it (state key -> (epoch, derived, stored)); forecasts per window (state key -> (epoch, answer))
 MAX_KEPT = 8
-_kept: OrderedDict[str, tuple[int, ReachRuns]] = OrderedDict()
+_kept: OrderedDict[str, tuple[int, ReachRuns, ReachRuns]] = OrderedDict()
+_forecasts: OrderedDict[str, tuple[int, ReachRuns]] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
@@ -159,12 +200,44 @@ def _keep_newest(kept: OrderedDict[str, Any], key: str, value: Any, most: int) -
         kept.popitem(last=False)
 
 
+def _base(state_key: str) -> ReachRuns | None:
+    """The answer stored for this state (computed at some time of it): this process's copy,
+    else the shared cache's (without the missing files' names: `_StoredNames` reads them)."""
+    with _kept_lock:
+        mine = _kept.get(state_key)
+    if mine is not None:
+        return mine[2]
+    value = _shared().get(state_key)
+    if value is None:
+        return None
+    base = ReachRuns.from_bytes(value, _StoredNames(state_key))
+    with _kept_lock:
+        _keep_newest(_kept, state_key, (-1, base, base), MAX_KEPT)
+    return base
+
+
+def _derived(state_key: str, epoch: int, now: int) -> ReachRuns | None:
+    """This window's answer: kept once derived in this process (a few ms at 1,000,000 versions,
+    once per window)."""
+    with _kept_lock:
+        mine = _kept.get(state_key)
+    if mine is not None and mine[0] == epoch:
+        return mine[1]
+    base = _base(state_key)
+    if base is None:
+        return None
+    derived = base.at(now)
+    with _kept_lock:
+        _keep_newest(_kept, state_key, (epoch, derived, base), MAX_KEPT)
+    return derived
+
+
 def _stored(state_key: str, epoch: int) -> tuple[int, ReachRuns] | None:
-    """(its window, the answer) last stored for this state, or None: this process's copy when it
+    """A forecast's (its window, the answer) last stored, or None: this process's copy when it
     is the current window's, else from the shared cache (its window read first, a few bytes;
     the answer itself only when it is newer than the copy)."""
     with _kept_lock:
-        mine = _kept.get(state_key)
+        mine = _forecasts.get(state_key)
     if mine is not None and mine[0] == epoch:
         return mine
     shared = _shared()
@@ -174,32 +247,64 @@ def _stored(state_key: str, epoch: int) -> tuple[int, ReachRuns] | None:
     value = shared.get(state_key)
     if value is None:
         return mine
-    found = (value[0], ReachRuns.from_bytes(value[1]))
+    found = (value[0], ReachRuns.from_bytes(value[1], _StoredNames(state_key)))
     with _kept_lock:
-        _keep_newest(_kept, state_key, found, MAX_KEPT)
+        _keep_newest(_forecasts, state_key, found, MAX_KEPT)
     return found
+
+
+class _StoredNames:
+    """The missing files' names of a stored answer, read from the shared cache when a version's
+    own page lists them: the index of the blocks first, then the blocks that can hold the
+    version (`MissingNames`); nothing of them stays in the process between two such reads."""
+
+    def __init__(self, state_key: str) -> None:
+        self.key = f"{state_key}:names"
+
+    def paths(self, version: int) -> list[str] | None:
+        shared = _shared()
+        index = shared.get(self.key)
+        if index is None:
+            return None
+
+        def fetch(wanted: list[int]) -> list[bytes | None]:
+            found = shared.get_many([f"{self.key}:{i}" for i in wanted])
+            return [found.get(f"{self.key}:{i}") for i in wanted]
+
+        return MissingNames.reader(index, fetch).paths(version)
 
 
 def _compute_and_store(table: Table, vacuum_retention: int | None, state_key: str, now: int) -> ReachRuns:
     try:
-        runs = ReachRuns.of(_compute(table.location, now, vacuum_retention))
+        result = _compute(table.location, now, vacuum_retention)
     except delta_errors.DeltaError as exc:
         raise from_delta(exc) from exc
+    runs = ReachRuns.of(result)
     epoch = cache_epoch(now)
     shared = _shared()
+    # the names first: a reader that finds the answer finds its names
+    index, blocks = MissingNames.blocks_of(result.gone)
+    names_key = f"{state_key}:names"
+    shared.set_many({f"{names_key}:{i}": b for i, b in enumerate(blocks)}, KEEP_SECONDS)
+    shared.set(names_key, index, KEEP_SECONDS)
+    runs.names = _StoredNames(state_key)  # type: ignore[assignment]  # the process holds none either
+    if vacuum_retention is None:
+        shared.set(state_key, runs.to_bytes(), KEEP_SECONDS)
+        with _kept_lock:
+            _keep_newest(_kept, state_key, (epoch, runs, runs), MAX_KEPT)
+        return runs
     shared.set(state_key, (epoch, runs.to_bytes()), KEEP_SECONDS)
     shared.set(f"{state_key}:epoch", epoch, KEEP_SECONDS)  # after the answer: a reader never finds the mark first
     with _kept_lock:
-        _keep_newest(_kept, state_key, (epoch, runs), MAX_KEPT)
+        _keep_newest(_forecasts, state_key, (epoch, runs), MAX_KEPT)
     return runs
 
 
 def precompute(table: Table) -> None:
-    """After a sync of a long log: a worker computes the answer now, so no page waits for it
-    (sent once per window and state, whatever the process)."""
+    """After a sync of a long log: a worker computes the state's answer now, so no page waits
+    for it (sent once per state, whatever the process; its later windows are derived)."""
     if is_long(table):
-        now = int(time.time() * 1000)
-        _send_compute(table.pk, f"{_state_key(table, None)}:{cache_epoch(now)}", None)
+        _send_compute(table.pk, f"{_state_key(table, None)}:answer", None)
 
 
 def _send_compute(table_id: int, key: str, vacuum_retention: int | None) -> bool:
@@ -210,14 +315,19 @@ def _send_compute(table_id: int, key: str, vacuum_retention: int | None) -> bool
 
 
 def compute_in_worker(table_id: int, vacuum_retention: int | None = None) -> bool:
-    """The worker's side: the answer computed and stored in the shared cache."""
+    """The worker's side: the answer computed and stored in the shared cache (the state's once;
+    a forecast once per window)."""
     table = Table.objects.filter(pk=table_id).first()
     if table is None:
         return False
-    now = int(time.time() * 1000)
+    now = _now_ms()
     state_key = _state_key(table, vacuum_retention)
+    if vacuum_retention is None:
+        if _base(state_key) is None:  # another worker may have done it
+            _compute_and_store(table, None, state_key, now)
+        return True
     found = _stored(state_key, cache_epoch(now))
-    if found is None or found[0] != cache_epoch(now):  # another worker may have done it
+    if found is None or found[0] != cache_epoch(now):
         _compute_and_store(table, vacuum_retention, state_key, now)
     return True
 
@@ -299,7 +409,7 @@ def recovery_of(location: str) -> tuple[Reachability, Recovery]:
     """The table's reachability now (recoverable versions marked) and its recovery: what a
     restore that recovers files first plans on. NotVersionedError when the store keeps no
     versions; other storage errors as they come."""
-    now = int(time.time() * 1000)
+    now = _now_ms()
     with _states_lock:
         state = _state(location)
         result = answer(state, location, now)

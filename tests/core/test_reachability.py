@@ -400,7 +400,7 @@ def test_sound_golden_checkpoints_are_not_flagged(name: str) -> None:
 def test_runs_give_back_the_same_answer(tmp_path: Path) -> None:
     """Stored as runs and read back, the answer is the core's, entry for entry: vacuumed files,
     an expired log, a VACUUM forecast and a checkpoint that disagrees with the log."""
-    from tables.delta.history.reach_runs import ReachRuns
+    from tables.delta.history.reach_runs import MissingNames, ReachRuns
 
     untouched = history_table(tmp_path / "u")
     vacuumed = tmp_path / "m"
@@ -425,7 +425,9 @@ def test_runs_give_back_the_same_answer(tmp_path: Path) -> None:
     ]
     for r in answers:
         expected = r.to_dict()
-        runs = ReachRuns.from_bytes(ReachRuns.of(r).to_bytes())
+        index, blocks = MissingNames.blocks_of(r.gone, size=2)  # the names stored apart, in blocks
+        names = MissingNames.reader(index, lambda wanted: [blocks[i] for i in wanted])
+        runs = ReachRuns.from_bytes(ReachRuns.of(r).to_bytes(), names=names)
         assert runs.to_dict() == expected
         assert len(runs.starts) < len(expected["versions"])  # fewer runs than versions
         assert [runs.entry(v["version"]) for v in expected["versions"]] == expected["versions"]

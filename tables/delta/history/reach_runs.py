@@ -1,10 +1,16 @@
 """A reachability answer as runs: consecutive versions that share one state (readable,
 restorable, recoverable, reason, retention windows) stored once, beside the versions'
-timestamps in a packed array and the missing files as intervals of versions. A 100,000-version
-answer is a handful of runs, 800 KB of timestamps and one row per missing file instead of
-100,000 nested dicts (each with its own list of up to 100 paths): small enough for every
-process to read from a shared store, and looked up by version in O(log runs) plus a vectorised
-pass over the missing files.
+timestamps and how many files each version misses, in packed arrays. A 100,000-version
+answer is a handful of runs and 1.6 MB of arrays instead of 100,000 nested dicts: small enough
+for every process to read from a shared store, looked up by version in O(log runs).
+
+The missing files' names are kept apart (`MissingNames`: blocks of intervals of versions with
+their names, and a small index of the blocks), so that a process showing a list of versions
+never holds them: one version's names are read from the few blocks that can hold them.
+
+Only the retention windows depend on the clock: `ReachRuns.at(now)` gives the answer of a later
+time from a stored one (the versions' timestamps against the retentions, vectorised), equal to
+computing it again from the table's state at that time.
 
 Entries come out in the API's shape (`VersionReach.to_dict`), built on demand."""
 
@@ -14,7 +20,7 @@ import bisect
 import struct
 import zlib
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,11 +29,15 @@ import orjson
 from tables.delta.history.reachability import MAX_LISTED, Reachability, VersionReach
 
 NO_TIME = -(2**63)  # a version without a timestamp (its commit file is gone)
-STORED_FORMAT = 3  # a new layout of the bytes: a new number (readers never meet an older one)
-# format, length of the JSON part, versions, missing files; then the timestamps, the missing
-# files' first versions and their ends, and the ends of their names in the names' bytes, each
-# int64 little-endian; then the names, UTF-8, one after another
-_HEAD = struct.Struct("<BIQQ")
+STORED_FORMAT = 4  # a new layout of the bytes: a new number (readers never meet an older one)
+# format, length of the JSON part, versions, first version with missing files, versions counted;
+# then the timestamps and the missing counts of [first, first + counted), int64 little-endian
+_HEAD = struct.Struct("<BIQQQ")
+# a block of missing files: how many; then their first versions, their ends and the ends of their
+# names in the names' bytes, int64 little-endian; then the names, UTF-8, one after another
+_BLOCK = struct.Struct("<Q")
+NAMES_PER_BLOCK = 4096  # a version's names come from a few blocks of this many files
+_NOT_REPRODUCIBLE = ("log_expired", "not_reproducible")  # reasons that say no file retention
 
 
 class PackedPaths(Sequence[str]):
@@ -54,6 +64,85 @@ class PackedPaths(Sequence[str]):
     def packed(self) -> tuple[np.ndarray, bytes]:
         end = self._start + (int(self._ends[-1]) if len(self._ends) else 0)
         return self._ends, bytes(self._buf[self._start : end])
+
+
+class MissingNames:
+    """Every missing file of an answer as its versions [start, end) and its name, in the
+    order they went missing (by start), cut in blocks of NAMES_PER_BLOCK files; the index says
+    each block's first start and greatest end, so that one version's names are read from the
+    blocks that can hold it only. The blocks are bytes: in memory (`of`), or fetched by the
+    caller's `fetch` (block numbers in, their bytes out, None for one that is gone)."""
+
+    __slots__ = ("_cache", "_fetch", "firsts", "last_ends")
+
+    def __init__(
+        self, firsts: np.ndarray, last_ends: np.ndarray, fetch: Callable[[list[int]], list[bytes | None]]
+    ) -> None:
+        self.firsts, self.last_ends, self._fetch = firsts, last_ends, fetch
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray, PackedPaths] | None] = {}
+
+    @staticmethod
+    def blocks_of(gone: Sequence[tuple[int, int, str]], size: int = NAMES_PER_BLOCK) -> tuple[bytes, list[bytes]]:
+        """(the index, the blocks) of the missing files `gone` ((start, end, name) by start)."""
+        blocks, firsts, last_ends = [], [], []
+        for at in range(0, len(gone), size):
+            part = gone[at : at + size]
+            starts = np.array([g[0] for g in part], dtype="<i8")
+            ends = np.array([g[1] for g in part], dtype="<i8")
+            ends_of, names = PackedPaths.of([g[2] for g in part]).packed()
+            arrays = b"".join(a.astype("<i8").tobytes() for a in (starts, ends, ends_of))
+            blocks.append(zlib.compress(_BLOCK.pack(len(part)) + arrays + names, 3))
+            firsts.append(int(starts[0]))
+            last_ends.append(int(ends.max()))
+        index = np.array([len(blocks), *firsts, *last_ends], dtype="<i8").tobytes()
+        return index, blocks
+
+    @classmethod
+    def reader(cls, index: bytes, fetch: Callable[[list[int]], list[bytes | None]]) -> MissingNames:
+        arr = np.frombuffer(index, dtype="<i8")
+        n = int(arr[0])
+        return cls(arr[1 : 1 + n], arr[1 + n : 1 + 2 * n], fetch)
+
+    @classmethod
+    def of(cls, gone: Sequence[tuple[int, int, str]], size: int = NAMES_PER_BLOCK) -> MissingNames:
+        """Held in memory (the computing process's, and tests')."""
+        index, blocks = cls.blocks_of(gone, size)
+        return cls.reader(index, lambda wanted: [blocks[i] for i in wanted])
+
+    def _blocks(self, wanted: list[int]) -> list[tuple[np.ndarray, np.ndarray, PackedPaths] | None]:
+        missing = [i for i in wanted if i not in self._cache]
+        if missing:
+            for i, data in zip(missing, self._fetch(missing), strict=True):
+                self._cache[i] = None if data is None else _block(data)
+        return [self._cache[i] for i in wanted]
+
+    def paths(self, version: int, most: int = MAX_LISTED) -> list[str] | None:
+        """The first `most` files `version` misses in the order they went missing, sorted by
+        name (as the core lists them); None when a block it needs is no longer stored."""
+        candidates = np.flatnonzero((self.firsts <= version) & (self.last_ends > version)).tolist()
+        found: list[str] = []
+        for at in range(0, len(candidates), 4):  # a few blocks per fetch: one or two are the rule
+            for block in self._blocks(candidates[at : at + 4]):
+                if block is None:
+                    return None
+                starts, ends, names = block
+                k = int(np.searchsorted(starts, version, side="right"))
+                active = np.flatnonzero(ends[:k] > version)[: most - len(found)]
+                found.extend(names[i] for i in active.tolist())
+                if len(found) >= most:
+                    return sorted(found)
+        return sorted(found)
+
+
+def _block(data: bytes) -> tuple[np.ndarray, np.ndarray, PackedPaths]:
+    raw = zlib.decompress(data)
+    (n,) = _BLOCK.unpack_from(raw)
+    at, arrays = _BLOCK.size, []
+    for _ in range(3):
+        arrays.append(np.frombuffer(raw, dtype="<i8", count=n, offset=at))
+        at += 8 * n
+    starts, ends, name_ends = arrays
+    return starts, ends, PackedPaths(memoryview(raw), name_ends, at)
 
 
 def _state(v: VersionReach) -> tuple[Any, ...]:
@@ -96,11 +185,42 @@ def _runs_of(versions: list[int]) -> list[list[int]]:
     return runs
 
 
+_FLAG = (False, True, None)  # a retention flag as `at` codes it
+
+
+def _moved(state: dict[str, Any], in_log: bool | None, in_files: bool | None) -> dict[str, Any]:
+    """A run's shared state with its retention flags as of another time: `beyond_retention`
+    follows the deleted-file retention unless a stronger reason (files missing, a checkpoint
+    that disagrees, a log that cannot rebuild it) stands."""
+    reason = state["reason"]
+    if reason in (None, "beyond_retention"):
+        reason = "beyond_retention" if in_files is False else None
+    return {
+        **state,
+        "reason": reason,
+        "retention": {"insideLogRetention": in_log, "insideDeletedFileRetention": in_files},
+    }
+
+
+def _counts(gone: Sequence[tuple[int, int, str]]) -> tuple[int, np.ndarray]:
+    """(first version, counts): how many of the missing files each version from the first one
+    that misses any to the last one misses (a difference array summed)."""
+    if not gone:
+        return 0, np.zeros(0, dtype=np.int64)
+    starts = np.array([g[0] for g in gone], dtype=np.int64)
+    ends = np.array([g[1] for g in gone], dtype=np.int64)
+    lo, hi = int(starts.min()), int(ends.max())
+    diff = np.bincount(starts - lo, minlength=hi - lo + 1) - np.bincount(ends - lo, minlength=hi - lo + 1)
+    return lo, np.cumsum(diff[: hi - lo]).astype(np.int64)
+
+
 class ReachRuns:
     """One table's reachability answer, oldest version first inside; `entry`, indexing and
-    slicing answer newest first, as the API pages it."""
+    slicing answer newest first, as the API pages it. Entries list the missing files' names
+    only when asked (`entry(v, paths=True)`, slices and iteration) and `names` is there; `get`
+    gives counts only, for lists of versions."""
 
-    __slots__ = ("gone_ends", "gone_paths", "gone_starts", "head", "stamps", "starts", "states")
+    __slots__ = ("count_lo", "counts", "head", "names", "stamps", "starts", "states")
 
     def __init__(
         self,
@@ -108,14 +228,16 @@ class ReachRuns:
         starts: array,
         states: list[dict[str, Any]],
         stamps: np.ndarray,
-        gone: tuple[np.ndarray, np.ndarray, PackedPaths],
+        counts: tuple[int, np.ndarray],
+        names: MissingNames | None = None,
     ) -> None:
         self.head = head  # latestVersion, retentions, checkpointMismatches, vacuumForecast (as runs)
         self.starts = starts  # first version of each run, ascending
         self.states = states  # each run's entry without version, timestamp and missing files
         self.stamps = stamps  # per version (int64)
-        # each missing file's versions [start, end) and name, by start (Reachability.gone)
-        self.gone_starts, self.gone_ends, self.gone_paths = gone
+        # how many files each version of [count_lo, count_lo + len(counts)) misses (0 outside)
+        self.count_lo, self.counts = counts
+        self.names = names  # the missing files' names, read when an entry lists them
 
     @classmethod
     def of(cls, result: Reachability) -> ReachRuns:
@@ -144,38 +266,65 @@ class ReachRuns:
                 "count": len(result.vacuum_breaks),
                 "runs": _runs_of(result.vacuum_breaks),
             }
-        gone = (
-            np.array([g[0] for g in result.gone], dtype=np.int64),
-            np.array([g[1] for g in result.gone], dtype=np.int64),
-            PackedPaths.of([g[2] for g in result.gone]),
-        )
-        return cls(head, starts, states, stamps, gone)
+        return cls(head, starts, states, stamps, _counts(result.gone), MissingNames.of(result.gone))
+
+    # --- the clock ------------------------------------------------------------------------
+
+    def at(self, now: int) -> ReachRuns:
+        """The answer as of `now` (ms), from this one: only the retention windows move with
+        the clock (a version's timestamp against the log retention, the next version's against
+        the deleted-file retention, and `beyond_retention` with it); what can be read, restored
+        or recovered, and which files are missing, are the table's state, unchanged. Equal to
+        the core's answer computed at `now` from the same state. Not for an answer with a
+        VACUUM forecast (the forecast's horizon needs every removal's time)."""
+        if "vacuumForecast" in self.head:
+            raise ValueError("an answer with a VACUUM forecast is computed at its time, not derived")
+        n = len(self.stamps)
+        if n == 0:
+            return ReachRuns(dict(self.head), array("q"), [], self.stamps, (self.count_lo, self.counts), self.names)
+        stamps = self.stamps
+        known = stamps != NO_TIME
+        in_log = np.where(known, stamps >= now - int(self.head["logRetentionMs"]), 2).astype(np.int8)
+        nxt = np.empty(n, dtype=np.int64)
+        nxt[:-1] = stamps[1:]
+        nxt[-1] = now
+        in_files = np.where(nxt != NO_TIME, nxt >= now - int(self.head["deletedFileRetentionMs"]), 2).astype(np.int8)
+        in_files[-1] = 1  # the latest version holds its files whatever the clock
+        starts = np.frombuffer(self.starts, dtype=np.int64) if len(self.starts) else np.zeros(1, np.int64)
+        run = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+        repro = np.array([s["reason"] not in _NOT_REPRODUCIBLE for s in self.states], dtype=bool)
+        in_files[~repro[run]] = 2  # a version that cannot be rebuilt says nothing of its files
+        key = run * 9 + in_log * 3 + in_files
+        cuts = np.concatenate(([0], np.flatnonzero(key[1:] != key[:-1]) + 1)).tolist()
+        out_starts, out_states = array("q"), []
+        for at in cuts:
+            state = _moved(self.states[int(run[at])], _FLAG[int(in_log[at])], _FLAG[int(in_files[at])])
+            if not out_states or state != out_states[-1]:
+                out_starts.append(at)
+                out_states.append(state)
+        return ReachRuns(dict(self.head), out_starts, out_states, stamps, (self.count_lo, self.counts), self.names)
 
     # --- stored form ----------------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
+        """The answer without the missing files' names (`MissingNames.blocks_of` stores them)."""
         meta = orjson.dumps({"head": self.head, "starts": list(self.starts), "states": self.states})
-        head = _HEAD.pack(STORED_FORMAT, len(meta), len(self.stamps), len(self.gone_paths))
-        ends, names = self.gone_paths.packed()
-        packed = b"".join(a.astype("<i8").tobytes() for a in (self.stamps, self.gone_starts, self.gone_ends, ends))
-        return zlib.compress(head + meta + packed + names, 3)
+        head = _HEAD.pack(STORED_FORMAT, len(meta), len(self.stamps), self.count_lo, len(self.counts))
+        packed = b"".join(a.astype("<i8").tobytes() for a in (self.stamps, self.counts))
+        return zlib.compress(head + meta + packed, 3)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> ReachRuns:
-        """The stored answer; its arrays and names are views of the one decompressed buffer."""
+    def from_bytes(cls, data: bytes, names: MissingNames | None = None) -> ReachRuns:
+        """The stored answer; its arrays are views of the one decompressed buffer."""
         raw = zlib.decompress(data)
-        fmt, size, versions, files = _HEAD.unpack_from(raw)
+        fmt, size, versions, count_lo, counted = _HEAD.unpack_from(raw)
         if fmt != STORED_FORMAT:
             raise ValueError(f"a stored reachability answer of format {fmt}, not {STORED_FORMAT}")
         at = _HEAD.size + size
         meta = orjson.loads(memoryview(raw)[_HEAD.size : at])
-        arrays = []
-        for n in (versions, files, files, files):
-            arrays.append(np.frombuffer(raw, dtype="<i8", count=n, offset=at))
-            at += 8 * n
-        stamps, gone_starts, gone_ends, name_ends = arrays
-        gone = (gone_starts, gone_ends, PackedPaths(memoryview(raw), name_ends, at))
-        return cls(meta["head"], array("q", meta["starts"]), meta["states"], stamps, gone)
+        stamps = np.frombuffer(raw, dtype="<i8", count=versions, offset=at)
+        counts = np.frombuffer(raw, dtype="<i8", count=counted, offset=at + 8 * versions)
+        return cls(meta["head"], array("q", meta["starts"]), meta["states"], stamps, (count_lo, counts), names)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -189,28 +338,36 @@ class ReachRuns:
     def _run(self, version: int) -> int:
         return bisect.bisect_right(self.starts, version) - 1
 
-    def entry(self, version: int) -> dict[str, Any] | None:
-        """The version's entry (`VersionReach.to_dict`'s shape), None outside the table's log."""
+    def entry(self, version: int, *, paths: bool = True) -> dict[str, Any] | None:
+        """The version's entry (`VersionReach.to_dict`'s shape), None outside the table's log;
+        without `paths`, its missing files are counted only (`missingFiles` has no `paths`)."""
         if not 0 <= version < len(self.stamps):
             return None
         state = self.states[self._run(version)]
         ts = int(self.stamps[version])
-        count, paths = self._missing(version) if state["missing"] else (0, [])
+        count = self.missing_count(version) if state["missing"] else 0
         out = {k: v for k, v in state.items() if k != "missing"}
         out["version"] = version
-        out["missingFiles"] = {"count": count, "paths": paths}
+        out["missingFiles"] = {"count": count}
+        if paths:
+            out["missingFiles"]["paths"] = self.missing_paths(version) if count else []
         out["retention"] = {"timestamp": None if ts == NO_TIME else ts, **state["retention"]}
         return {k: out[k] for k in _ENTRY_KEYS}
 
-    def _missing(self, version: int) -> tuple[int, list[str]]:
-        """How many files `version` misses, and the first MAX_LISTED of them in the order they
-        went missing, sorted by name (as the core lists them)."""
-        k = int(np.searchsorted(self.gone_starts, version, side="right"))  # only those gone by then
-        active = np.flatnonzero(self.gone_ends[:k] > version)
-        return int(active.size), sorted(self.gone_paths[i] for i in active[:MAX_LISTED])
+    def missing_count(self, version: int) -> int:
+        at = version - self.count_lo
+        return int(self.counts[at]) if 0 <= at < len(self.counts) else 0
+
+    def missing_paths(self, version: int) -> list[str]:
+        """The first MAX_LISTED files `version` misses in the order they went missing, sorted
+        by name (as the core lists them); none when the names are not at hand."""
+        found = self.names.paths(version) if self.names is not None else None
+        return found or []
 
     def get(self, version: int, default: Any = None) -> dict[str, Any] | None:
-        found = self.entry(version) if isinstance(version, int) else None
+        """The version's entry with its missing files counted, not named: what a list of
+        versions shows (their names are read for one version's own page only)."""
+        found = self.entry(version, paths=False) if isinstance(version, int) else None
         return default if found is None else found
 
     def __getitem__(self, index: int | slice) -> Any:
