@@ -23,6 +23,7 @@ import orjson
 from tables.delta.errors import (
     CommitOwnerError,
     CorruptLogError,
+    DeltaError,
     LogGapError,
     NotADeltaTableError,
     VersionNotFoundError,
@@ -302,14 +303,68 @@ def _without_unfinished_tip(storage: Storage, listing: LogListing) -> LogListing
 
 def list_log_tail(storage: Storage, version: int | None) -> list[FileInfo] | None:
     """What `_delta_log/` holds from `version` on (everything with None), listed with the
-    storage's `start_after`: an object store lists only the tail, a local directory stats only
-    the tail's files. None when there is no log directory."""
+    storage's `start_after`: an object store lists only the tail. A local directory is first
+    probed by name from `version` on (`probe_log_tail`), and read whole only when the probes
+    cannot vouch for the tail. None when there is no log directory."""
     try:
         if version is None:
             return list(storage.list_from(LOG_DIR))
+        try:
+            probed = probe_log_tail(storage, version)
+        except (OSError, DeltaError):
+            probed = None  # the directory could not be probed: its listing says why
+        if probed is not None:
+            return probed
         return list(storage.list_from(LOG_DIR, start_after=f"{LOG_DIR}/{version:020d}"))
     except FileNotFoundError:
         return None
+
+
+PROBE_ROUND = 128  # versions probed by name per round (a stat each of .json, .crc, .checkpoint.parquet)
+PROBE_AHEAD = 32  # names after the first missing commit that must be missing too (a gap lists)
+_PROBED = ("json", "crc", "checkpoint.parquet")
+
+
+def probe_log_tail(storage: Storage, version: int) -> list[FileInfo] | None:
+    """The tail of a local log from `version` on, found by stat'ing the names that follow it
+    (`<v>.json`, `<v>.crc`, `<v>.checkpoint.parquet`, then `_last_checkpoint`) instead of
+    reading a directory of a million names (0.4 s): the same FileInfos as `list_from` gives
+    for them. None when only a listing can tell: an object store (it lists from a key), no
+    commit `version`, a commit found after a missing one (a gap), a checkpoint without its
+    commit (a checkpoint-only tail), or a `_last_checkpoint` naming a checkpoint the probes
+    did not find (multi-part and v2 checkpoints have names no probe can guess).
+
+    Files the probes never name (compaction files, a multi-part or v2 checkpoint older than
+    the hint's) are not in the answer; the sync reads none of them, and its full syncs and the
+    chain's daily look list the whole directory."""
+    file_times = getattr(storage, "file_times", None)
+    if getattr(storage, "remote", True) or file_times is None or version < 0:
+        return None
+    found: dict[str, tuple[int, int]] = {}
+    start, end = version, version + PROBE_ROUND
+    missing: int | None = None  # the first version without a commit file
+    while True:
+        found.update(file_times(LOG_DIR, [f"{v:020d}.{ext}" for v in range(start, end) for ext in _PROBED]))
+        for v in range(start, end):
+            if missing is None and f"{v:020d}.json" not in found:
+                missing = v
+            if missing is not None and any(f"{v:020d}.{ext}" in found for ext in _PROBED):
+                return None  # a gap, or a checkpoint or checksum without its commit: listed
+        if missing == version:
+            return None  # the commit itself is gone: the listing says what is there
+        if missing is not None and end - missing > PROBE_AHEAD:
+            break
+        start, end = end, end + 2 * (end - start)  # a long tail in fewer, longer rounds
+    hint_info = file_times(LOG_DIR, ["_last_checkpoint"]).get("_last_checkpoint")
+    if hint_info is not None:
+        hint = read_last_checkpoint(storage)
+        if hint is None:
+            return None  # unreadable, or replaced since its stat: the listing decides
+        at = hint["version"]
+        if at >= missing or (at >= version and f"{at:020d}.checkpoint.parquet" not in found):
+            return None  # a checkpoint after the commits, or one whose name no probe guesses
+        found["_last_checkpoint"] = hint_info
+    return [FileInfo(f"{LOG_DIR}/{name}", size, mtime) for name, (size, mtime) in sorted(found.items())]
 
 
 def list_log_from(storage: Storage, version: int, infos: list[FileInfo] | None = None) -> LogListing:
