@@ -223,3 +223,40 @@ def test_a_pin_store_that_lost_a_file_fails_before_the_commit(roots, users) -> N
     r = browser(users["analyst"]).post(f"/t/{table.slug}/restore/", {"version": "2", "reason": "undo", "where": ""})
     assert r.status_code == 400 and b"neither in the table nor in the pin" in r.content
     assert b"to restore without them" not in r.content  # ignoring them would not help
+
+
+def test_a_copy_that_fails_midway_leaves_no_commit_and_the_next_restore_copies_the_rest(
+    roots, users, monkeypatch
+) -> None:
+    from tables.delta.restore import from_pin
+
+    path = restore_table(roots / "events")
+    table = register(path, "events")
+    expected = rows(path, 2)
+    pin_and_vacuum(table, 2, users)
+    gone = gone_from_table(table, 2)
+    assert len(gone) >= 2
+    real, calls = from_pin.place_file, []
+
+    def failing(source, key, dest, into):  # an injected failure: the store refuses the second copy
+        calls.append(key)
+        if len(calls) == 2:
+            raise OSError("injected: the store refused the copy")
+        return real(source, key, dest, into)
+
+    monkeypatch.setattr(from_pin, "place_file", failing)
+    head = max(log_versions(path))
+    req = run(restore_requests.request_restore(table, users["analyst"], version=2, reason="undo"), users)
+    assert req.status == S.FAILED and "copying it from the pin failed (injected" in req.error
+    assert max(log_versions(path)) == head  # no commit
+    assert deltalake.DeltaTable(str(path)).version() == head
+    copied = [p for p in gone if (path / p).exists()]
+    assert 1 <= len(copied) < len(gone)  # harmless: no version references them
+
+    monkeypatch.setattr(from_pin, "place_file", real)
+    again = restore_requests.request_restore(table, users["analyst"], version=2, reason="undo, again")
+    assert again.plan["fromPin"]["count"] == len(gone) - len(copied)  # copies already there are not made again
+    again = run(again, users)
+    assert again.status == S.SUCCEEDED, again.error
+    assert again.result["fromPin"]["copied"] == len(gone) - len(copied)
+    assert rows(path) == expected

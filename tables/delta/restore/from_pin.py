@@ -120,13 +120,13 @@ def find_in_pin(
     """For the adds (indexes `bad`) whose files the table lacks: (the files the pin brings
     back, the files neither has, the indexes of the adds still missing a file). Each file's
     key is checked (`file_key`); the table and the pin store are asked once per file."""
-    wanted: dict[str, tuple[str, int, int | None]] = {}  # key -> (kind, add index, add size)
+    wanted: dict[str, tuple[str, list[int], int | None]] = {}  # key -> (kind, its adds, add size)
     for i in sorted(bad):
         add = adds[i]
         for kind, path in _files_of(add):
             key = file_key(table, kept, path)
             size = add.get("size") if kind == "data" and isinstance(add.get("size"), int) else None
-            wanted.setdefault(key, (kind, i, size))
+            wanted.setdefault(key, (kind, [], size))[1].append(i)  # one DV file may serve several adds
     in_table = _heads(table, list(wanted))
     absent = [k for k, size in in_table.items() if size is None]
     in_pin = _heads(kept, absent)
@@ -134,22 +134,23 @@ def find_in_pin(
     missing: list[str] = []
     still: set[int] = set()
     for key in absent:
-        kind, i, expected = wanted[key]
+        kind, owners, expected = wanted[key]
         size = in_pin[key]
         if size is None or (expected is not None and size != expected):
             missing.append(key)
-            still.add(i)
+            still.update(owners)
         else:
             back.append(PinnedFile(key, size, kind))
     for key, size in in_table.items():
-        kind, i, expected = wanted[key]
+        kind, _owners, expected = wanted[key]
         if size is not None and expected is not None and size != expected:
             raise RestoreError(
                 f"{table.display(key)} holds another file ({size} bytes, version's add says {expected}); "
                 f"the restore would not replace it",
                 file=key,
             )
-    back.sort(key=lambda f: f.path)
+    # a file whose every add is left out (another of its files is missing) is not copied
+    back = sorted((f for f in back if set(wanted[f.path][1]) - still), key=lambda f: f.path)
     return back, sorted(missing), still
 
 
@@ -201,15 +202,24 @@ def bring_back(
     report("copying files from the pin", done[0], total)
 
     def one(f: PinnedFile) -> str:
-        return place_file(kept, f.path, table, f.path)
+        try:
+            return place_file(kept, f.path, table, f.path)
+        except OSError as exc:  # a store's refusal, a full disk: said as the restore's failure
+            raise RestoreError(
+                f"{table.display(f.path)}: copying it from the pin failed ({exc}); nothing was committed",
+                file=f.path,
+            ) from exc
 
     threads = THREADS if getattr(table, "remote", False) or getattr(kept, "remote", False) else 1
-    with ThreadPoolExecutor(max_workers=min(threads, max(1, len(todo)))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(threads, max(1, len(todo))))
+    try:
         for how in pool.map(one, todo):
             placed[how] = placed.get(how, 0) + 1
             done[0] += 1
             if done[0] % 100 == 0 or done[0] == total:
                 report("copying files from the pin", done[0], total)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # after a failure, no copy is started
     report("checking the copies", 0, total)
     after = _heads(table, [f.path for f in todo])
     wrong = [f for f in todo if after[f.path] != f.size]
