@@ -5,6 +5,7 @@ test-output/screenshots/ named after the item (57-06-..., 57-04-...)."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -240,3 +241,49 @@ def test_57_04_table_list_fits_1280_and_1366_and_errors_say_why(browser, fleet_1
             text = shown.inner_text()
             assert not text.startswith(failed.name) and text.split("…")[0][:20] in cause, text
             assert errors == []
+
+
+# --- item 3: one time format, converted everywhere when the viewer chose their zone ------------
+
+ISO_NEW_YORK = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?-0[45]:00$")
+UTC_TEXT = re.compile(r"\d\d:\d\d(:\d\d)?(\.\d+)?Z\b|\d\d:\d\d(:\d\d)? UTC\b")
+
+
+def test_57_03_one_time_format_in_new_york(browser, spark_history, django_user_model) -> None:  # noqa: F811
+    from tables.models import Recipient, RecipientQuery, Share, SharedTable
+
+    base, table = spark_history
+    share = Share.objects.create(name="s1")
+    SharedTable.objects.create(share=share, table=table, schema="sc", name="events")
+    recipient = Recipient.objects.create(name="acme")
+    RecipientQuery.objects.create(recipient=recipient, table=table, shared_as="s1.sc.events", kind="query", files=1)
+    django_user_model.objects.create_user("root", password="pw-root-1", is_staff=True, is_superuser=True)
+    with page_of(browser, base, "root", width=LAPTOP["width"], timezone_id="America/New_York") as (page, errors):
+        page.set_viewport_size(LAPTOP)
+        page.goto(f"{base}/t/events/v/5/")
+        page.get_by_role("button", name="Use my time zone (America/New_York)").click()
+        for url in ("/t/events/v/5/", "/t/events/", "/t/events/history/"):
+            page.goto(base + url)
+            shown = page.locator("main time").all_inner_texts()
+            assert shown and all(ISO_NEW_YORK.match(t) for t in shown), (url, shown)
+            # no time written another way beside them (the commit's bytes "first seen", sharing queries)
+            text = page.locator("main").evaluate(
+                "m => { const c = m.cloneNode(true); c.querySelectorAll('pre, code').forEach(e => e.remove());"
+                " document.body.appendChild(c); const t = c.innerText; c.remove(); return t; }"
+            )  # SQL to copy keeps its UTC literal: it is code, not a time shown
+            assert not UTC_TEXT.search(text), (url, UTC_TEXT.search(text))
+            if url == "/t/events/v/5/":
+                expect(page.locator("main")).to_contain_text("first seen on")
+                shot(page, "57-03-version-page-new-york")
+            if url == "/t/events/":
+                expect(page.locator("#recipient-queries thead")).to_contain_text("When")
+        # the admin's token page: the same format, converted too
+        page.goto(f"{base}/admin/tables/recipient/")
+        page.locator(f'input[name="_selected_action"][value="{recipient.pk}"]').check()
+        page.locator('select[name="action"]').select_option("issue_token")
+        page.locator('button[title="Run the selected action"]').click()
+        until = page.locator("#content time")
+        expect(until).to_have_count(1)
+        assert ISO_NEW_YORK.match(until.inner_text()), until.inner_text()
+        shot(page, "57-03-token-valid-until-new-york")
+        assert errors == []
