@@ -483,11 +483,12 @@ class PinnedRuns:
     def _marked(self, entry: dict[str, Any] | None) -> dict[str, Any] | None:
         return None if entry is None else mark_pin(entry, self.pins)
 
-    def entry(self, version: int) -> dict[str, Any] | None:
-        return self._marked(self._runs.entry(version))
+    def entry(self, version: int, *, paths: bool = True) -> dict[str, Any] | None:
+        return self._marked(self._runs.entry(version, paths=paths))
 
     def get(self, version: int, default: Any = None) -> dict[str, Any] | None:
-        found = self.entry(version) if isinstance(version, int) else None
+        """Counts only, as `ReachRuns.get`: what a list of versions shows."""
+        found = self.entry(version, paths=False) if isinstance(version, int) else None
         return default if found is None else found
 
     def __getitem__(self, index: int | slice) -> Any:
