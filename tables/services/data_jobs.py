@@ -246,7 +246,8 @@ def sides(table: Table, start: int, end: int) -> dict[str, Any]:
     (tables.services.version_source) and kept in its parameters, so that a queued job reads
     what was decided and a result read from another place is never taken for it: `sources`,
     each side's place (the table, or a pin's kept table), and `kept`, the places of the pins of
-    the range's versions whose files the table lost (a range reads those files from them)."""
+    the range's versions whose files the table lost (a range reads those files from them).
+    Nothing when the table itself gives every version of the range."""
     from tables.services.pins import pins_by_version
     from tables.services.version_source import source_of
 
@@ -256,6 +257,8 @@ def sides(table: Table, start: int, end: int) -> dict[str, Any]:
         source = source_of(table, version)
         if source.from_pin:
             kept.setdefault(source.pin.pk, source)
+    if not kept:  # the table gives every version: the parameters (and reuse) of any other job
+        return {}
     return {
         "sources": {side: s.as_params() for side, s in ends.items()},
         "kept": [kept[pk].as_params() for pk in sorted(kept)],
