@@ -11,6 +11,9 @@ VENV=${1:?usage: scripts/install.sh VENV [test]}
 EXTRA=${2:-}
 PY=$VENV/bin/python
 PIP=(env PYTHONWARNINGS=ignore "$VENV/bin/pip")
+# no byte-compiling at install: pip compiled every module of every package (pyspark's, pandas's,
+# botocore's, ...) one after the other; Python compiles the ones a process imports, once, on
+# first use.
 start=$(date +%s)
 say() { echo "[$1] $2 ($(($(date +%s) - start)) s)"; }
 
@@ -48,18 +51,20 @@ with_ticker() {
 if [ "$EXTRA" != "test" ]; then
   say 1/4 "virtualenv $VENV"
   test -x "$PY" || python3.11 -m venv "$VENV" || python3 -m venv "$VENV" || exit 1
-  say 2/4 "pip, setuptools, wheel"
-  "${PIP[@]}" install -q --upgrade pip setuptools wheel 2>&1 | grep -v -i 'warning\|deprecat'
+  # the project's build needs setuptools 68 or later (pyproject.toml); the virtualenv's own pip
+  # serves as it is
+  say 2/4 "setuptools"
+  "${PIP[@]}" install -q --no-compile --upgrade 'setuptools>=68' 2>&1 | grep -v -i 'warning\|deprecat'
   say 3/4 "the project and its pinned packages (pyproject.toml; about a minute with pip's cache)"
   # --no-build-isolation: the project is built with the setuptools just installed, instead of
   # pip fetching another copy into a throwaway environment first
-  with_ticker "${PIP[@]}" install --progress-bar off --no-build-isolation -e . || exit 1
+  with_ticker "${PIP[@]}" install --progress-bar off --no-compile --no-build-isolation -e . || exit 1
   say 4/4 "check"
   "$PY" -c "import django, pyarrow, pyspark, prometheus_client, mozilla_django_oidc" || exit 1
   "$PY" -c "import grpc, grpc_status, google.rpc, zstandard, pyspark.sql.connect.session" || exit 1
 else
   say 1/2 "the test suite's packages (pyproject.toml's [test] extra)"
-  with_ticker "${PIP[@]}" install --progress-bar off --no-build-isolation -e '.[test]' || exit 1
+  with_ticker "${PIP[@]}" install --progress-bar off --no-compile --no-build-isolation -e '.[test]' || exit 1
   # delta-sharing 1.4.2 pins pyarrow<=23.0.1, which the project's pyarrow cannot meet
   "${PIP[@]}" install -q --progress-bar off --no-deps delta-sharing==1.4.2 2>&1 | grep -v -i 'warning\|deprecat'
   say 2/2 "check"
