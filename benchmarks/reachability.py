@@ -1,12 +1,20 @@
 """Reachability map of a 10,000-version, 100,000-file table: deltaweb vs delta-rs.
 
 Usage: .venv/bin/python benchmarks/reachability.py [--versions N] [--files-per-commit K] [--reps R]
+       .venv/bin/python benchmarks/reachability.py --window [--versions N] [--all-missing]
 
 The table (written directly, data files empty on disk): each commit adds K files and, from
 version 1000 on, removes K/2 older ones; then 10% of the removed files are deleted as VACUUM
 would. deltaweb computes every version's reachability in one call (fresh process per run).
 delta-rs has no such call: the peer is what a user would do with it, load a version and check
 that its files exist; it is timed on a sample of versions and scaled to all of them.
+
+With `--window`: the next window's answer as pages get it, derived from the stored one
+(`ReachRuns.at`, a day later) against computing it again from the kept state (`answer`, what a
+worker did every 5 minutes), checked equal; and a web worker's memory with the stored answer
+loaded (RSS, fresh process): the compact answer it now reads, against the same plus every
+missing file's name (what it held before the names were stored apart). `--all-missing`
+deletes every data file first, as in the million-commit benchmark (every file missing).
 
 Prints a table and, last, one JSON line with every number.
 """
@@ -114,6 +122,55 @@ assert got.to_dict() == full.to_dict(), "the incremental answer differs from the
 print(ms, cpu)
 """
 
+# the window: the answer a day later, derived from the stored one vs computed again from the
+# kept state; then a fresh process's memory with the stored answer loaded, with and without names
+WINDOW = """
+import sys, time
+sys.path.insert(0, '.')
+from tables.delta.history.reach_runs import MissingNames, ReachRuns
+from tables.delta.history.reachability import DAY_MS, answer, reach_state
+path, reps = sys.argv[1], int(sys.argv[2])
+state = reach_state(path)
+now = int(time.time() * 1000)
+stored = ReachRuns.of(answer(state, path, now))
+index, blocks = MissingNames.blocks_of(answer(state, path, now).gone)
+full_s, derive_s = [], []
+for rep in range(reps):
+    later = now + (rep + 1) * DAY_MS
+    t = time.process_time()
+    expected = ReachRuns.of(answer(state, path, later))
+    full_s.append(time.process_time() - t)
+    kept = ReachRuns.from_bytes(stored.to_bytes())
+    t = time.process_time()
+    got = kept.at(later)
+    derive_s.append(time.process_time() - t)
+    assert list(got.starts) == list(expected.starts) and got.states == expected.states, "the derived window differs"
+    assert (got.stamps == expected.stamps).all() and (got.counts == expected.counts).all()
+open(sys.argv[3], 'wb').write(stored.to_bytes())
+open(sys.argv[3] + '.names', 'wb').write(len(index).to_bytes(8, 'little') + index + b''.join(len(b).to_bytes(8, 'little') + b for b in blocks))
+print(json.dumps({"full_cpu_s": full_s, "derive_cpu_s": derive_s, "runs": len(got.starts), "missing_files": int(len(answer(state, path, now).gone)), "stored_bytes": len(stored.to_bytes()), "names_bytes": sum(map(len, blocks)) + len(index)}))
+""".replace("import sys, time", "import json, sys, time")
+
+# a web worker's memory: RSS before and after loading the stored answer (and deriving a window),
+# then with every missing name decoded as the answer held them before (names in one buffer)
+MEMORY = """
+import sys, resource, time
+sys.path.insert(0, '.')
+import numpy, orjson, zlib
+from tables.delta.history.reach_runs import ReachRuns, _block
+def rss():
+    return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20
+base = rss()
+runs = ReachRuns.from_bytes(open(sys.argv[1], 'rb').read()).at(int(time.time() * 1000))
+compact = rss()
+data, at, held = open(sys.argv[1] + '.names', 'rb').read(), 0, []
+n = int.from_bytes(data[:8], 'little'); at = 8 + n
+while at < len(data):
+    k = int.from_bytes(data[at:at + 8], 'little'); held.append(_block(data[at + 8:at + 8 + k])); at += 8 + k
+names = rss()
+print(compact - base, names - base)
+"""
+
 OURS = """
 import sys, time
 t = time.perf_counter()
@@ -144,13 +201,43 @@ def run(code: str, *args: str) -> list[str]:
     return out.stdout.split()
 
 
+def window(args: argparse.Namespace) -> None:
+    """The next window's answer derived vs computed again, and a worker's memory with it."""
+    import shutil
+
+    table = WORK / f"w{args.versions}x{args.files_per_commit}{'-gone' if args.all_missing else ''}"
+    if not (table / "_delta_log" / f"{args.versions - 1:020}.json").exists():
+        shutil.rmtree(table, ignore_errors=True)
+        generate(table, args.versions, args.files_per_commit)
+        if args.all_missing:
+            for f in table.glob("part-*.parquet"):
+                f.unlink()
+    stored = str(WORK / "window.answer")
+    load = os.getloadavg()[0]
+    found = json.loads(" ".join(run(WINDOW, str(table), str(args.reps), stored)))
+    compact_mb, names_mb = map(float, run(MEMORY, stored))
+    f, d = statistics.median(found["full_cpu_s"]), statistics.median(found["derive_cpu_s"])
+    print(f"\nThe next window, {args.versions:,} versions, {found['missing_files']:,} missing files (load {load:.1f})")
+    print(
+        f"computed again from the kept state  {f:8.3f} s CPU   derived from the stored answer  {d * 1000:8.1f} ms CPU"
+    )
+    print(f"stored answer {found['stored_bytes'] / 2**20:.1f} MB, names apart {found['names_bytes'] / 2**20:.1f} MB")
+    print(f"a worker's RSS with the answer {compact_mb:.0f} MB; with every name too (as before) {names_mb:.0f} MB")
+    print(json.dumps({"benchmark": "reachability_window", "versions": args.versions, **found, "load": load,
+                      "worker_answer_mb": compact_mb, "worker_answer_and_names_mb": names_mb}))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--versions", type=int, default=10_000)
     ap.add_argument("--files-per-commit", type=int, default=10)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sample", type=int, default=10, help="versions delta-rs loads per run")
+    ap.add_argument("--window", action="store_true", help="the next window: derived vs computed again, and memory")
+    ap.add_argument("--all-missing", action="store_true", help="with --window: every data file deleted first")
     args = ap.parse_args()
+    if args.window:
+        return window(args)
     table = WORK / f"t{args.versions}x{args.files_per_commit}"
     if not (table / "_delta_log" / f"{args.versions - 1:020}.json").exists():
         import shutil
