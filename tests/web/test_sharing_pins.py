@@ -175,3 +175,48 @@ def test_a_version_whose_files_are_gone_and_not_pinned_is_refused(live_server, p
     with pytest.raises(Exception, match=r"RESOURCE_DOES_NOT_EXIST|404"):
         delta_sharing.load_as_pandas(site.url("o"), version=0, use_delta_format=True)
     assert_same_rows(delta_sharing.load_as_pandas(site.url("o"), version=2, use_delta_format=True), delta_rs_rows(path))
+
+
+def test_a_pinned_version_of_an_s3_table_is_shared_from_the_pin_store(
+    live_server, s3_server, monkeypatch, settings, analyst, tmp_path
+) -> None:
+    """On moto: the pin's server-side copies in the pin store's prefix are what the pre-signed
+    URLs of a window ending at the pin name, after delta-rs's VACUUM of the table."""
+    import uuid
+
+    from tables.services import pins
+    from tests.conftest import s3_buckets
+    from tests.core.test_keep_s3 import rows as s3_rows
+    from tests.core.test_keep_s3 import write_table
+
+    from .test_sharing import presigned_urls_answered
+
+    bucket = "sharing-pins"
+    client = s3_buckets(s3_server, monkeypatch, settings)
+    if bucket not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=bucket)
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{bucket}/allowed"]
+    settings.DELTAWEB_PIN_STORE = f"s3://{bucket}/allowed/pins"
+    location = f"s3://{bucket}/allowed/t-{uuid.uuid4().hex[:8]}"
+    write_table(s3_server, location)  # version 2 drops a file of versions 0-1
+    want = pa.Table.from_pylist(s3_rows(s3_server, location, 1)).to_pandas()
+    from tables.services import registration
+    from tables.services.sync import store as sync
+
+    table = registration.register_table(f"s3-{uuid.uuid4().hex[:6]}", location)
+    sync.sync_table(table.pk)
+    pin = pins.create_pin(table, 1, "s3 pin", "why", analyst)
+    assert pins.write_pin(pin.pk)["state"] == "active"  # an object store: a worker keeps it
+    pin.refresh_from_db()
+    dt = deltalake.DeltaTable(location, storage_options=s3_server.storage_options())
+    assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    sync.sync_table(table.pk)
+    table.refresh_from_db()
+    site = share_tables(live_server.url, tmp_path, {"k": {"table": table, "last_version": 1}})
+    answer = query(site, "k", {})
+    assert answer.status_code == 200, answer.text
+    kept_prefix = pin.store_location.split("/", 3)[3]
+    urls = file_urls_of(answer)
+    assert urls and all(f"/{bucket}/{kept_prefix}/" in u and "X-Amz-Signature=" in u for u in urls)
+    with presigned_urls_answered(s3_server.endpoint):
+        assert_same_rows(delta_sharing.load_as_pandas(site.url("k"), use_delta_format=True), want)
