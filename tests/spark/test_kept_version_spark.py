@@ -252,3 +252,50 @@ def test_change_data_diff_and_row_history_through_a_pinned_version(spark, place,
             for r in result_rows(run(spark, job))
         ]
         assert events == expected_history(reads, key, 1, latest), key
+
+
+def test_an_s3_table_read_through_its_pin_after_vacuum(spark, place, analyst, s3_server, monkeypatch, settings) -> None:
+    """On moto: version 1 pinned (server-side copies in the pin store's prefix), then delta-rs's
+    VACUUM deletes the file version 2 dropped. The keyed diff 1 -> latest reads version 1 from
+    the pin store, and the change data of 1..latest reads the dropped file's deletes from it."""
+    import uuid
+
+    from tables.services import data_jobs, pins
+    from tests.conftest import s3_buckets
+    from tests.core.test_keep_s3 import rows as s3_rows
+    from tests.core.test_keep_s3 import write_table
+
+    bucket = "kept-spark"
+    client = s3_buckets(s3_server, monkeypatch, settings)
+    if bucket not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=bucket)
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{bucket}/allowed"]
+    settings.DELTAWEB_PIN_STORE = f"s3://{bucket}/allowed/pins"
+    location = f"s3://{bucket}/allowed/t-{uuid.uuid4().hex[:8]}"
+    write_table(s3_server, location)  # 0: ids 0..9, 1: ids 10..19, 2: delete ids < 10 (a whole file)
+    at_1 = s3_rows(s3_server, location, 1)
+    opts = s3_server.storage_options()
+    cdf = pa.table(deltalake.DeltaTable(location, storage_options=opts).load_cdf(starting_version=1).read_all())
+    from tables.services import registration, versions
+    from tables.services.sync import store as sync
+
+    table = registration.register_table(f"s3-{uuid.uuid4().hex[:6]}", location)
+    sync.sync_table(table.pk)
+    table.refresh_from_db()
+    latest = table.last_synced_version
+    pin = pins.create_pin(table, 1, "s3 pin", "why", analyst)
+    assert pins.write_pin(pin.pk)["state"] == "active"  # an object store: a worker keeps it
+    dt = deltalake.DeltaTable(location, storage_options=opts)
+    assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    sync.sync_table(table.pk)
+    table.refresh_from_db()
+    versions._SNAPSHOTS.clear()
+
+    job = data_jobs.start_row_diff(table, 1, table.last_synced_version, ["id"])
+    assert job.params["sources"]["from"]["pin"] == pin.pk
+    assert our_diff(run(spark, job), ["id"]) == expected_diff(at_1, s3_rows(s3_server, location), ["id"])
+
+    got = run(spark, data_jobs.start_changes(table, 1, latest))
+    assert got["filesFromPin"] == 1  # the file VACUUM deleted: version 2's deletes
+    ours = sorted((r["id"], r["v"], r["_change_type"], r["_commit_version"]) for r in result_rows(got))
+    assert ours == sorted((r["id"], r["v"], r["_change_type"], r["_commit_version"]) for r in cdf.to_pylist())
