@@ -26,8 +26,12 @@
     var status = field("status");
     status.textContent = job.status;
     status.className = "badge state-" + job.status;
-    field("stage").textContent = job.stage || "";
-    field("count").textContent = job.total ? job.done + "/" + job.total : "";
+    // a finished job's stage only when it says more than its badge ("failed", "done"), and
+    // no count (the badge and the error say how it ended): as tables/_job.html renders it
+    var stage = job.stage || "", ended = TERMINAL[job.status];
+    var same = stage.toLowerCase() === String(job.status).toLowerCase() || stage === "done";
+    field("stage").textContent = ended && same ? "" : stage;
+    field("count").textContent = job.total && !ended ? job.done + "/" + job.total : "";
     var bar = field("bar");
     if (job.total) { bar.max = job.total; bar.value = job.done; }
     else if (TERMINAL[job.status]) { bar.max = 1; bar.value = 1; }

@@ -8,6 +8,7 @@ pages alike, so that the two never disagree.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tables.delta.errors import DeltaError
@@ -77,6 +78,9 @@ DELTA_STATUS: dict[str, int] = {
     # (a current object with other bytes, another writer meanwhile) or not checking out
     "store_not_versioned": 422,
     "recovery_failed": 409,
+    # a data file a job cannot read (tables.spark.jobs.file_errors): the table is damaged there
+    "data_file_unreadable": 422,
+    "data_file_missing": 422,
 }
 DEFAULT_DELTA_STATUS = 400
 
@@ -204,15 +208,26 @@ def is_spark_error(exc: BaseException) -> bool:
     return module.startswith(("py4j", "pyspark")) or type(exc).__name__ in ("Py4JJavaError", "Py4JError")
 
 
+# a data file's URI or path as Spark's Java exceptions write it
+_DATA_FILE = re.compile(r"((?:file:|[a-z0-9]+://)?/?[^\s'\"\[\],;()]+\.parquet)", re.IGNORECASE)
+DATA_FILE_FIX = "Restore it from a backup or restore the table to a version that does not use it."
+
+
 def spark_failure(exc: BaseException) -> tuple[str, str, str]:
     """(code, one-line message a user can act on, technical detail for staff) of a Spark failure.
-    The detail is bounded and keeps the Java exception's first lines, never a Python traceback."""
+    The detail is bounded and keeps the Java exception's first lines, never a Python traceback.
+    A data file's failure names the file Spark names (made relative to the table's name by
+    public_message when the job's error is stored) and the fix."""
     text = str(exc)
     code, message = "spark_failed", "the Spark job failed"
     for needles, c, m in SPARK_FAILURES:
         if any(n.lower() in text.lower() for n in needles):
             code, message = c, m
             break
+    if code in ("spark_missing_file", "spark_unreadable_parquet") and (found := _DATA_FILE.search(text)):
+        name = found.group(1)
+        name = name[len("file:") :] if name.startswith("file:") and not name.startswith("file://") else name
+        message = f"{message}: {name[:300]}. {DATA_FILE_FIX}"
     lines = [line.rstrip() for line in text.splitlines() if line.strip()][:20]
     detail = f"{type(exc).__name__}: " + "\n".join(lines)
     return code, message, detail[:4000]
