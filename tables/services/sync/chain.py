@@ -43,6 +43,7 @@ from tables.delta.log.listing import classify, list_log_tail
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage
 from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenCommit, Table
 from tables.services.owner.access import owner_of
+from tables.services.sync.commit_rows import copy_rows
 
 logger = logging.getLogger("tables.chain")
 
@@ -295,8 +296,8 @@ _SEEN_COLUMNS = (
 
 def _insert_seen(table: Table, rows: list[tuple], now: datetime) -> None:
     """INSERT the rows, a version stored already left as it is, as the history's rows go in
-    (commit_rows.CommitInsert): SQLite takes 500 rows per statement, other databases one
-    statement run per row. A cold sync of 100,000 commits stores 100,000."""
+    (commit_rows.CommitInsert): SQLite takes 500 rows per statement, PostgreSQL takes them
+    with COPY (commit_rows.copy_rows), other databases one statement run per row. A cold sync of 100,000 commits stores 100,000."""
     if not rows:
         return
     conn = connections[router.db_for_write(SeenCommit)]
@@ -308,6 +309,8 @@ def _insert_seen(table: Table, rows: list[tuple], now: datetime) -> None:
     tail = [f.get_db_prep_save(f.get_default(), conn) for f in others]
     now_ms = int(now.timestamp() * 1000)
     params = [(table.pk, *r, now_ms, stamp, stamp, *tail) for r in rows]
+    if copy_rows(conn, SeenCommit._meta.db_table, [f.column for f in fields], params):
+        return  # PostgreSQL's COPY
     qn = conn.ops.quote_name
     head = f"INSERT INTO {qn(SeenCommit._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
     one = f"({', '.join(['%s'] * len(fields))})"

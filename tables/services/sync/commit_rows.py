@@ -9,7 +9,7 @@ import sqlite3
 from typing import Any
 
 import orjson
-from django.db import connections, router
+from django.db import connections, router, transaction
 from django.db.models.constants import OnConflict
 
 from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
@@ -115,10 +115,10 @@ def head_values(timeline_row: dict[str, Any], table_id: int, sizes: dict[int, tu
 
 class CommitInsert:
     """The prepared INSERT of Commit rows (HEAD then INFO values), leaving versions stored
-    already as they are: SQLite takes hundreds of rows per statement, other databases one
-    statement run for every row (executemany), instead of the ORM's model instances and
-    statements of a few dozen rows each, which made most of a cold sync's time. `params` is
-    plain Python; `run` uses the connection."""
+    already as they are: SQLite takes hundreds of rows per statement, PostgreSQL a COPY
+    (`copy_rows`), other databases one statement run for every row (executemany), instead
+    of the ORM's model instances and statements of a few dozen rows each, which made most of
+    a cold sync's time. `params` is plain Python; `run` uses the connection."""
 
     ROWS_PER_STATEMENT = 500  # SQLite's limit is 32,766 parameters (3.32 on)
 
@@ -171,7 +171,10 @@ class CommitInsert:
     def run(self, params: list[list[Any]]) -> None:
         if not params:
             return
-        with connections[self.alias].cursor() as cursor:
+        conn = connections[self.alias]
+        if copy_rows(conn, Commit._meta.db_table, [f.column for f in self.fields], params):
+            return
+        with conn.cursor() as cursor:
             if not self.sqlite:
                 cursor.executemany(self.sql, params)
                 return
@@ -192,3 +195,41 @@ class CommitInsert:
         if sql is None:
             sql = self._qmarks[rows] = self._statement(rows).replace("%s", "?")
         return sql
+
+
+def copy_rows(conn: Any, table: str, columns: list[str], params: list[list[Any]] | list[tuple]) -> bool:
+    """PostgreSQL's bulk path: the rows sent with COPY (psycopg's `cursor.copy`), one stream
+    instead of a statement run per row. A row whose key is stored already (a sync rebuilding
+    rows, two syncs overlapping) is left as it is, as the INSERT's ON CONFLICT DO NOTHING
+    leaves it: the COPY into the table runs in a savepoint, and when it meets a stored key the
+    rows are copied into a temporary table and inserted from it, skipping those. False (nothing
+    done) on another database or driver."""
+    if conn.vendor != "postgresql":
+        return False
+    qn = conn.ops.quote_name
+    cols = ", ".join(qn(c) for c in columns)
+    with conn.cursor() as cursor:
+        raw = cursor.cursor
+        if not hasattr(raw, "copy"):  # psycopg 2: no COPY of Python rows
+            return False
+        try:
+            with transaction.atomic(using=conn.alias):
+                _copy(raw, f"COPY {qn(table)} ({cols}) FROM STDIN", params)
+            return True
+        except conn.Database.IntegrityError:
+            pass  # some rows are stored already: the staged path below skips them
+        stage = qn(f"{table}_copy")
+        with transaction.atomic(using=conn.alias):
+            raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} AS SELECT {cols} FROM {qn(table)} WITH NO DATA")
+            raw.execute(f"TRUNCATE {stage}")
+            _copy(raw, f"COPY {stage} ({cols}) FROM STDIN", params)
+            raw.execute(f"INSERT INTO {qn(table)} ({cols}) SELECT {cols} FROM {stage} ON CONFLICT DO NOTHING")
+            raw.execute(f"TRUNCATE {stage}")
+    return True
+
+
+def _copy(raw: Any, sql: str, params: list[list[Any]] | list[tuple]) -> None:
+    with raw.copy(sql) as copy:
+        write = copy.write_row
+        for row in params:
+            write(row)
