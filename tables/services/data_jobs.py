@@ -33,7 +33,8 @@ from typing import Any
 from django.conf import settings
 
 from tables.delta import errors as delta_errors
-from tables.delta.history.row_history import json_value, parse_key
+from tables.delta.history.row_history.key import parse_key
+from tables.delta.json_values import json_value
 from tables.delta.snapshot.columnmapping import mapping_mode
 from tables.delta.snapshot.partitions import partition_columns
 from tables.models import Job, JobKind, JobStatus, Table, params_hash

@@ -24,7 +24,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from tables.delta.history.row_history import is_key_type
+from tables.delta.history.row_history.key import is_key_type
 from tables.models import Job, JobStatus, Table
 from tables.services import data_jobs, jobs
 from tables.services.errors import ServiceError

@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from tables.delta.errors import DeltaError
-from tables.delta.history.row_history import is_key_type
+from tables.delta.history.row_history.key import is_key_type
 from tables.models import Job, JobKind, JobStatus, Table
 from tables.services import data_jobs, jobs
 from tables.services.data_kinds import data_kind

@@ -29,7 +29,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tables.delta.errors import InvalidColumnsError
-from tables.delta.history.row_history import RowHistory, row_history
+from tables.delta.history.row_history import row_history
+from tables.delta.history.row_history.replay import RowHistory
 from tables.delta.history.timestamps import commit_times, format_ms
 from tables.delta.json_values import json_value
 from tables.delta.snapshot.dv import inline_descriptor

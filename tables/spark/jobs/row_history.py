@@ -40,18 +40,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import InvalidColumnsError, at_version
-from tables.delta.history.row_history import (
-    FileRead,
-    Match,
-    RowHistory,
-    RowPlan,
-    file_partition_values,
-    json_value,
-    key_holds,
-    logical_value,
-    plan_row_history,
-    replay,
-)
+from tables.delta.history.row_history.key import key_holds
+from tables.delta.history.row_history.plan import RowPlan, plan_row_history
+from tables.delta.history.row_history.pruning import FileRead
+from tables.delta.history.row_history.reader import Match, file_partition_values, logical_value
+from tables.delta.history.row_history.replay import RowHistory, replay
+from tables.delta.json_values import json_value
 from tables.delta.storage.boundary import Storage
 from tables.spark.reading.kept import with_kept
 from tables.spark.reading.names import quote_column
