@@ -37,9 +37,11 @@ Digests = dict[int, str]  # the SHA-256 of each commit's bytes by version (table
 logger = logging.getLogger(__name__)
 
 
-def read_part(storage: Storage, lfs: list[LogFile]) -> list[Read]:
-    """Each commit's bytes and commitInfo, its size and time learnt from the same open. A
-    commit that fails here is read again, in order, by the scan, which reports it."""
+def read_part(storage: Storage, lfs: list[LogFile], digests: Digests | None = None) -> list[Read]:
+    """Each commit's bytes and commitInfo, its size and time learnt from the same open; with
+    `digests`, each commit's SHA-256 put there from the bytes read (a commit too big to keep is
+    not read again to be hashed). A commit that fails here is read again, in order, by the
+    scan, which reports it."""
     with_info = getattr(storage, "read_with_info", None)
     out: list[Read] = []
     for lf in lfs:
@@ -53,14 +55,16 @@ def read_part(storage: Storage, lfs: list[LogFile]) -> list[Read]:
             read = parse_commit_info(data, lf)
         except (FileNotFoundError, delta_errors.DeltaError):
             continue
+        if digests is not None:
+            digests[lf.version] = commit_digest(data)
         out.append((lf, data if len(data) <= KEEP_BYTES else None, read))
     return out
 
 
-def read_commits(storage: Storage, lfs: list[LogFile]) -> list[Read]:
+def read_commits(storage: Storage, lfs: list[LogFile], digests: Digests | None = None) -> list[Read]:
     """`read_part`, a remote store's commits fetched at once (`read_many`)."""
     if not getattr(storage, "remote", False):
-        return read_part(storage, lfs)
+        return read_part(storage, lfs, digests)
     try:
         blobs = storage.read_many([lf.path for lf in lfs])
     except (FileNotFoundError, delta_errors.DeltaError):
@@ -71,6 +75,8 @@ def read_commits(storage: Storage, lfs: list[LogFile]) -> list[Read]:
             out.append((lf, data if len(data) <= KEEP_BYTES else None, parse_commit_info(data, lf)))
         except delta_errors.DeltaError:
             continue
+        if digests is not None:
+            digests[lf.version] = commit_digest(data)
     return out
 
 
@@ -187,4 +193,5 @@ def prepared_in_processes(
         else:
             pool.terminate()
     for chunk in chunks[done:]:
-        yield read_commits(storage, chunk), None, None
+        digests: Digests = {}
+        yield read_commits(storage, chunk, digests), None, digests

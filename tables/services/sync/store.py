@@ -233,13 +233,14 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
         chain.adopt(table)  # synced before the chain was kept: its commits as they are now, once
     owner = owner_of(table)
     tail = _continue(table, storage, listed) if owner is None else None
-    first: list[Read] | None = None
+    first: tuple[list[Read], Digests] | None = None
     if tail is not None:
         times = tail[0]
         new_lfs = times.listing.commits[1:]
         if len(new_lfs) <= BATCH:
-            first = read_commits(storage, new_lfs)
-        if first is None or len(first) != len(new_lfs) or _changes_config(first):
+            digests: Digests = {}
+            first = read_commits(storage, new_lfs, digests), digests
+        if first is None or len(first[0]) != len(new_lfs) or _changes_config(first[0]):
             tail, first = None, None
     if tail is None:
         times = commit_times(storage, owner=owner)
@@ -263,7 +264,7 @@ def _store(
     storage: Storage,
     times: CommitTimes,
     kept: Kept | None,
-    first: list[Read] | None,
+    first: tuple[list[Read], Digests] | None,
 ) -> dict[str, Any]:
     """Store the rows of the commits after the last synced one, in batches: each batch's
     commits are read once (commitInfo, file time and growth). A long local log's next batches
@@ -354,17 +355,19 @@ def _read_batches(
     chunks: list[list[LogFile]],
     base: int,
     insert: CommitInsert,
-    first: list[Read] | None,
+    first: tuple[list[Read], Digests] | None,
     processes: int,
 ) -> Iterator[tuple[list[Read], Infos | None, Digests | None]]:
-    """Each batch's reads, with their info_values and digests when processes made them."""
+    """Each batch's reads, with their digests (each commit hashed where its bytes were read),
+    and their info_values when processes made them."""
     if first is not None:
-        yield first, None, None
+        yield first[0], None, first[1]
     elif processes:
         yield from prepared_in_processes(storage, chunks, base, insert.json_text, processes)
     else:
         for chunk in chunks:
-            yield read_commits(storage, chunk), None, None
+            digests: Digests = {}
+            yield read_commits(storage, chunk, digests), None, digests
 
 
 def _batches(
@@ -391,8 +394,8 @@ def _batches(
                 last_row["fileModificationTime"],
                 last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
             )
-        # each commit's bytes read once for its growth and its first-seen digest
-        # (tables.services.sync.chain); reader processes hashed theirs already
+        # each commit hashed where it was read (tables.services.sync.chain's first-seen
+        # digest); only one the reads missed is read here, and a big one again for growth
         digests = digests or {}
         kept_bytes = {lf.version: data for lf, data, _r in reads}
         grows = files is not None and chunk[-1].version > base
