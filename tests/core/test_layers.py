@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 # lowest first: each layer's packages and modules; one tuple, side by side
@@ -34,6 +36,53 @@ CORE: tuple[tuple[str, ...], ...] = (
     ("tables.delta.restore",),
     ("tables.delta.discover", "tables.delta.cli"),
 )
+# inside a package, lowest first, the same rule: a module imports its own entry (a module, or a
+# folder taken whole) and the layers below, never one above or beside it, at module level or
+# inside a function alike. The imports made inside functions today (to keep a module light to
+# import) all point down this order, so none is an exception.
+ROW_HISTORY: tuple[tuple[str, ...], ...] = tuple(
+    (f"tables.delta.history.row_history.{name}",) for name in ("key", "pruning", "reader", "plan", "replay")
+)
+SERVICES: tuple[tuple[str, ...], ...] = tuple(
+    tuple(f"tables.services.{name}" for name in layer)
+    for layer in (
+        ("errors", "faults", "aws", "broker", "job_durations"),  # failures, injected faults, clients
+        ("access",),  # who may do what
+        ("jobs", "lookup", "registration"),  # the job rows, a table by its key, where tables may live
+        ("history", "owner", "pins", "discovery"),  # a table's stored history, its owner, its pins
+        ("reachability",),  # which versions the log and the pins still give
+        ("version_source",),  # where a version is read from: the table, or a pin's kept table
+        ("versions", "data_kinds", "schema_timeline", "sharing"),
+        ("data_jobs", "row_count"),
+        ("sync", "query", "retention"),  # syncing a table's log runs its counts and reachability
+        ("managed_tables", "ops"),
+        ("restores", "demo"),  # a restore syncs, pins, plans and commits
+    )
+)
+WEB: tuple[tuple[str, ...], ...] = tuple(
+    tuple(f"tables.web.{name}" for name in layer)
+    for layer in (
+        ("ui", "forms", "pages", "charts", "staticfiles", "sso"),  # what every page is made of
+        ("security", "rows", "pins", "account", "discovery", "ops", "restores", "table_list"),
+        ("row_history", "tabs"),  # a table's tabs show its pins and rows
+    )
+)
+API: tuple[tuple[str, ...], ...] = tuple(
+    tuple(f"tables.api.{name}" for name in layer)
+    for layer in (
+        ("tokens", "params", "parsers", "permissions", "shapes"),
+        ("errors", "serializers"),
+        ("common", "restore_serializers"),
+        ("views", "catalog", "sharing"),  # the endpoints: deltaweb's, the catalog's, Delta Sharing's
+        ("urls",),
+    )
+)
+INSIDE = {
+    "tables.delta.history.row_history": ROW_HISTORY,
+    "tables.services": SERVICES,
+    "tables.web": WEB,
+    "tables.api": API,
+}
 CODE = ("tables", "alerts", "credentials")
 
 
@@ -134,3 +183,30 @@ def test_the_host_names_no_plug_in_outside_the_registrys_documentation() -> None
         if "alerts" in line and path != REPO / "tables" / "plugins.py"
     ]
     assert named == []
+
+
+@pytest.mark.parametrize("package", list(INSIDE))
+def test_every_module_inside_a_package_with_an_order_is_in_its_order(package: str) -> None:
+    mine = [p for p in code_files() if module_name(p).startswith(package + ".") or module_name(p) == package]
+    loose = [module_name(p) for p in mine if layer_of(module_name(p), INSIDE[package]) is None]
+    assert loose == [package], f"put these in a layer of {package}: {[m for m in loose if m != package]}"
+
+
+@pytest.mark.parametrize("package", list(INSIDE))
+def test_inside_a_package_no_import_runs_back_up(package: str) -> None:
+    mine = [p for p in code_files() if module_name(p).startswith(package + ".")]
+    found = [
+        v for p in mine for v in violations(module_name(p), p.read_text(), p.name == "__init__.py", INSIDE[package])
+    ]
+    assert found == []
+
+
+def test_an_import_back_up_inside_the_services_or_the_api_is_caught() -> None:
+    """The check itself: a job row importing a restore, a serializer importing a view."""
+    inside = "def f():\n    from tables.services.restores import runs\n    return runs\n"
+    assert violations("tables.services.jobs", inside, layers=SERVICES) == [
+        "tables.services.jobs:2 imports tables.services.restores.runs (a layer above it, or beside it)"
+    ]
+    assert violations("tables.api.serializers", "from .views.pins import PinViewSet\n", layers=API)
+    assert violations("tables.web.ui", "from tables.web.tabs.history import history\n", layers=WEB)
+    assert not violations("tables.services.restores.runs", "from tables.services import pins\n", layers=SERVICES)
