@@ -22,12 +22,16 @@ pids=()
 connect=""
 redis_supervisor=""
 cleanup() {
+  local rc=$?
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   if [ -n "${redis_supervisor:-}" ]; then kill "$redis_supervisor" 2>/dev/null || true; fi
   if [ -n "$connect" ]; then scripts/spark_connect.sh stop; fi
   wait 2>/dev/null || true
   echo "stopped."
+  # and nothing after: an interrupt while the Spark Connect server starts would otherwise go on
+  # to start the worker, left running alone
+  exit "$rc"
 }
 trap cleanup INT TERM EXIT
 
