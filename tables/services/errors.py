@@ -227,7 +227,10 @@ def spark_failure(exc: BaseException) -> tuple[str, str, str]:
     if code in ("spark_missing_file", "spark_unreadable_parquet") and (found := _DATA_FILE.search(text)):
         name = found.group(1)
         name = name[len("file:") :] if name.startswith("file:") and not name.startswith("file://") else name
-        message = f"{message}: {name[:300]}. {DATA_FILE_FIX}"
+        # only a file under the allowed roots, which public_message shows by the table's name:
+        # never a server directory (an object-store table's files are read from a local spool)
+        if any(name.startswith(prefix + "/") for prefix in _server_prefixes()):
+            message = f"{message}: {name[:300]}. {DATA_FILE_FIX}"
     lines = [line.rstrip() for line in text.splitlines() if line.strip()][:20]
     detail = f"{type(exc).__name__}: " + "\n".join(lines)
     return code, message, detail[:4000]

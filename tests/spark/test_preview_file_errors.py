@@ -101,7 +101,7 @@ def test_the_preview_job_and_its_page_say_which_file_and_version(
     assert status["error"] == expected
 
 
-def test_a_spark_failure_names_the_file_spark_names() -> None:
+def test_a_spark_failure_names_the_file_spark_names(settings) -> None:
     """Other jobs' Spark failures (change data, row diffs) name the file in the Java exception,
     which the job's stored error shows by the table's name, and the fix."""
     from types import SimpleNamespace
@@ -116,9 +116,13 @@ def test_a_spark_failure_names_the_file_spark_names() -> None:
         "due to stage failure: ... Caused by: java.lang.RuntimeException: file:/srv/tables/events/part=p1/"
         "part-0001.parquet is not a Parquet file. Expected magic number at tail, but found [1, 2, 3, 4]"
     )
+    settings.DELTAWEB_ALLOWED_ROOTS = ["/srv/tables"]
     code, message, detail = spark_failure(Py4JJavaError(text))
     assert code == "spark_unreadable_parquet" and "o812" in detail and "o812" not in message
     table = SimpleNamespace(name="events", location="/srv/tables/events")
     assert public_message(message, table) == (
         f"a data file of the table is not readable Parquet: events/part=p1/part-0001.parquet. {FIX}"
     )
+    # a file outside the allowed roots (an object-store table's spooled copy) is not named
+    spooled = text.replace("/srv/tables/events/part=p1/part-0001", "/tmp/deltaweb-spool/ab12/cd34")
+    assert spark_failure(Py4JJavaError(spooled))[1] == "a data file of the table is not readable Parquet"

@@ -113,7 +113,9 @@ def named(
     if kind is None:
         return None
     path = file or _file_in(exc)
-    name = relative(storage, path) if path else "a data file"
+    name = relative(storage, path) if path else ""
+    if name.startswith("/") or "://" in name or name.startswith(("file:", "..")):
+        path, name = None, ""  # not inside the table (a spooled copy of an object's): not named
     more = ""
     files = getattr(exc, "details", {}).get("files") if hasattr(exc, "details") else None
     if files and len(files) > 1:
