@@ -203,7 +203,8 @@ def test_a_writer_reads_the_latest_checkpoint_and_the_tail_not_the_log(tmp_path:
     # bounded by the checkpoint interval, not by the log's length
     tail = [p for p in storage.reads if p.endswith(".json") and "/_" not in p]
     assert len(set(tail)) == 50 and len(tail) <= 51 and len(storage.reads) <= 50 + 4
-    assert storage.listed_from == ["_delta_log/00000000000000000200"] and storage.stats <= 50 + 4
+    # the tail listed from the checkpoint, or found by stat'ing its names (a local log)
+    assert storage.listed_from in (["_delta_log/00000000000000000200"], []) and storage.stats <= 50 + 4
 
 
 def _ratified(path: Path, version: int, actions: list, ict: int) -> Commit:
