@@ -3,19 +3,13 @@
 This module imports the use cases; none of them imports it: they enqueue by task name
 (tables.services.jobs), so the names here are a contract (the beat schedule in settings uses them too).
 
-Spark: a worker keeps one Spark session (one driver JVM) for its whole life, in the worker
-process itself. The worker's pool is threads (deltaweb.celery), so every task runs in that
-process and shares the session; a prefork pool would start a JVM in each child. The session
-starts when the worker is ready (in the background, so the worker takes tasks at once, and
-only when SPARK_START_WITH_WORKER is on, the default), and stops when the worker shuts down.
+Spark: a worker keeps one Spark session for its whole life, started when the worker is ready
+and stopped when it shuts down; what runs on it, and how, is tables.spark.engine.worker (this
+module gives it settings.SPARK_MASTER and the data kinds).
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
-from pathlib import Path
 from typing import Any
 
 from celery import shared_task
@@ -30,8 +24,7 @@ from tables.services.data_kinds import data_kind
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import chain, probe, vanished
 from tables.services.sync import store as sync
-
-logger = logging.getLogger(__name__)
+from tables.spark.engine import worker as spark_worker
 
 
 @shared_task(name=jobs.PIN_TASK, acks_late=True)
@@ -131,18 +124,9 @@ def probe_tables(ids: list[int]) -> dict[str, object]:
     return probe.probe_tables([int(i) for i in ids]).as_dict()
 
 
-def _plan_on_spark(location: str, *, progress=None, **kwargs: Any) -> RestorePlan:
-    """The Spark engine: the session for settings.SPARK_MASTER (started on first use in this
-    worker process), then the planning job (file diff, existence check, metrics on Spark)."""
-    # pyspark is imported only by the worker that runs a Spark job, never by the web process
-    from tables.spark.jobs.restore import spark_plan_restore
-    from tables.spark.session import get_spark
-
-    report = progress or (lambda *args: None)
-    report("starting the Spark session", 0, None)
-    spark = get_spark(settings.SPARK_MASTER)
-    report("Spark job started", 0, None)
-    return spark_plan_restore(spark, location, progress=progress, **kwargs)
+def _plan_on_spark(location: str, **kwargs: Any) -> RestorePlan:
+    """The Spark engine: the worker's session for settings.SPARK_MASTER, then the planning job."""
+    return spark_worker.plan_restore(settings.SPARK_MASTER, location, **kwargs)
 
 
 spark_planner = restore_runs.Planner("spark", _plan_on_spark)
@@ -178,46 +162,10 @@ def backfill_managed_tables() -> dict[int, int | None]:
     return owner_services.backfill_all()
 
 
-def spark_data_job(location: str, params: dict[str, Any], out_dir: Path, progress) -> dict[str, Any]:
-    """The Spark side of a data job (tables.services.data_jobs): the worker's long-lived session for
-    settings.SPARK_MASTER, then the job its kind declares (tables.services.data_kinds)."""
-    # pyspark is imported only by the worker that runs a Spark job, never by the web process
-    from tables.spark.session import get_spark
-
-    progress("starting the Spark session", 0, 3)
-    spark = get_spark(settings.SPARK_MASTER)
-    kind = data_kind(params["kind"])  # its declaration (tables.services.data_kinds)
-    progress(kind.doing(params), 1, 3)
-    out = kind.run(spark, location, params, out_dir, lambda stage: progress(stage, 2, 3))
-    progress("written", 3, 3)
-    return out
-
-
-def scoped_data_job(
-    location: str, params: dict[str, Any], out_dir: Path, progress: data_jobs.Progress
-) -> dict[str, Any]:
-    """spark_data_job under the job's own Spark tag: its stages are its progress, and
-    `interrupt_data_job` cancels it (POST /api/jobs/{id}/cancel/, tables.spark.engine.control)."""
-    from tables.spark.engine.control import job_scope, job_tag, stages_line
-    from tables.spark.session import get_spark
-
-    progress("starting the Spark session", 0, 3)
-    spark = get_spark(settings.SPARK_MASTER)
-    with job_scope(spark, job_tag(params["job"]), lambda stages: progress(*stages_line(stages))):
-        return spark_data_job(location, params, out_dir, progress)
-
-
-def interrupt_data_job(job_id: int) -> None:
-    """Cancel the Spark work of a data job this worker runs (its tag on the process's session)."""
-    from tables.spark.engine.control import interrupt, job_tag
-    from tables.spark.session import current_spark
-
-    spark = current_spark()
-    if spark is not None:
-        interrupt(spark, job_tag(job_id))
-
-
-scoped_data_job.interrupt = interrupt_data_job  # type: ignore[attr-defined]  # run_job cancels through it
+def spark_data_jobs() -> spark_worker.SparkDataJobs:
+    """Data jobs on the worker's session for settings.SPARK_MASTER, each kind as
+    tables.services.data_kinds declares it; cancellable (its `interrupt`)."""
+    return spark_worker.SparkDataJobs(settings.SPARK_MASTER, data_kind)
 
 
 @shared_task(name=jobs.DATA_JOB_TASK, acks_late=True)
@@ -225,31 +173,15 @@ def run_data_job(job_id: int) -> dict:
     """Preview / change data / row diff / row history on Spark; the claim makes a redelivered
     message a no-op."""
     with jobs.running(job_id):
-        return data_jobs.run_job(job_id, scoped_data_job)
-
-
-def _start_spark() -> None:
-    from tables.spark.session import get_spark
-
-    try:
-        get_spark(settings.SPARK_MASTER)
-    except Exception:  # a job that needs it later fails with the same error on its row
-        logger.exception("the Spark session did not start with the worker")
+        return data_jobs.run_job(job_id, spark_data_jobs())
 
 
 @worker_ready.connect
 def start_spark_with_worker(sender=None, **kwargs: Any) -> None:
     """Start the worker's Spark session when it is ready (it runs the tasks: threads pool)."""
-    if os.environ.get("SPARK_START_WITH_WORKER", "1") not in ("1", "true", "yes"):
-        return
-    threading.Thread(target=_start_spark, name="spark-session-start", daemon=True).start()
+    spark_worker.start_with_worker(settings.SPARK_MASTER)
 
 
 @worker_shutdown.connect
 def stop_spark_with_worker(sender=None, **kwargs: Any) -> None:
-    import sys
-
-    if "tables.spark.session" in sys.modules:  # never import pyspark just to stop nothing
-        from tables.spark.session import stop_spark
-
-        stop_spark()
+    spark_worker.stop_with_worker()

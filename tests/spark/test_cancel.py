@@ -68,23 +68,28 @@ def test_interrupting_a_tag_cancels_that_work_only(spark) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_running_data_job_cancelled_by_its_user_ends_cancelled(spark, tmp_path, settings, django_user_model) -> None:
-    from tables import tasks
     from tables.models import Job, JobStatus, Table
     from tables.services import data_jobs, jobs
     from tables.spark.engine.control import job_scope, job_tag, stages_line
+    from tables.spark.engine.worker import interrupt_job
 
     settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
     user = django_user_model.objects.create_user("ana", password="x")
     table = Table.objects.create(name="t", slug="t", location=str(tmp_path))
     job = Job.objects.create(kind="rowdiff", table=table, params={"keys": ["id"]}, created_by=user, stage="queued")
 
-    def compute(location, params, out_dir, progress):
-        # the shape of tasks.scoped_data_job, over work slow enough to be cancelled
-        with job_scope(spark, job_tag(params["job"]), lambda s: progress(*stages_line(s))):
-            _slow_query(spark).collect()
-        return {"path": str(out_dir)}
+    class SlowJob:
+        """The shape of the worker's SparkDataJobs, over work slow enough to be cancelled."""
 
-    compute.interrupt = tasks.interrupt_data_job  # the worker's own hook
+        def __call__(self, location, params, out_dir, progress):
+            with job_scope(spark, job_tag(params["job"]), lambda s: progress(*stages_line(s))):
+                _slow_query(spark).collect()
+            return {"path": str(out_dir)}
+
+        def interrupt(self, job_id: int) -> None:
+            interrupt_job(job_id)  # the worker's own hook
+
+    compute = SlowJob()
     runner = threading.Thread(target=data_jobs.run_job, args=(job.pk, compute), daemon=True)
     runner.start()
     _wait_for(lambda: Job.objects.get(pk=job.pk).stage.startswith("Spark: "), what="the job's Spark stages")

@@ -80,7 +80,7 @@ def test_a_data_job_fails_with_spark_unavailable_and_leaves_nothing(spark, tmp_p
     job = Job.objects.create(kind="preview", table=table, params={"version": 0}, stage="queued")
     port = free_port()
     monkeypatch.setenv("DELTAWEB_SPARK_REMOTE", f"sc://127.0.0.1:{port}/;token=hunter2")
-    data_jobs.run_job(job.pk, tasks.scoped_data_job)
+    data_jobs.run_job(job.pk, tasks.spark_data_jobs())
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.result["errorCode"] == "spark_unavailable"
     assert f"sc://127.0.0.1:{port}" in job.error and "not answering" in job.error
@@ -142,7 +142,7 @@ def test_a_data_job_with_a_refused_token_fails_saying_so(spark, spark_connect_se
     port = spark_connect_server.rsplit(":", 1)[1]
     monkeypatch.setenv("DELTAWEB_SPARK_REMOTE", f"sc://localhost:{port}")
     monkeypatch.setenv("DELTAWEB_SPARK_CONNECT_TOKEN", wrong)
-    data_jobs.run_job(job.pk, tasks.scoped_data_job)
+    data_jobs.run_job(job.pk, tasks.spark_data_jobs())
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.result["errorCode"] == "spark_unavailable"
     assert "refused this client's token" in job.error and f"sc://localhost:{port}" in job.error

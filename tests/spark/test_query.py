@@ -279,7 +279,7 @@ def test_a_query_past_its_time_is_cancelled_with_the_reason(spark, tmp_path) -> 
     parsed = parse_statement(slow, here)
     from tables.spark.engine.control import job_scope
 
-    # the job's tag, as the worker runs every data job (tables.tasks.scoped_data_job)
+    # the job's tag, as the worker runs every data job (tables.spark.engine.worker.SparkDataJobs)
     with pytest.raises(QueryTimedOut, match=r"longer than 1 s"), job_scope(spark, "slow-query"):
         run_query(spark, dict(enumerate(parsed.bindings)), parsed.statement, tmp_path / "q", 10, 1, "slow-query")
     # the session is usable after: the same table answers at once
