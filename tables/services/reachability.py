@@ -200,6 +200,22 @@ def _keep_newest(kept: OrderedDict[str, Any], key: str, value: Any, most: int) -
         kept.popitem(last=False)
 
 
+def _keep_answer(state_key: str, value: tuple[int, ReachRuns, ReachRuns]) -> None:
+    """Keep a state's answer in this process, dropping the same table's answers of earlier
+    states (a sync made them stale: a worker living through syncs holds one per table)."""
+    table = _table_part(state_key)
+    with _kept_lock:
+        for key in [k for k in _kept if k != state_key and _table_part(k) == table]:
+            del _kept[key]
+        _keep_newest(_kept, state_key, value, MAX_KEPT)
+
+
+def _table_part(state_key: str) -> tuple[str, str]:
+    """(table id, location hash) of a state key (`_state_key`'s layout)."""
+    parts = state_key.split(":")
+    return parts[1], parts[4] if len(parts) > 4 else ""
+
+
 def _base(state_key: str) -> ReachRuns | None:
     """The answer stored for this state (computed at some time of it): this process's copy,
     else the shared cache's (without the missing files' names: `_StoredNames` reads them)."""
@@ -211,8 +227,7 @@ def _base(state_key: str) -> ReachRuns | None:
     if value is None:
         return None
     base = ReachRuns.from_bytes(value, _StoredNames(state_key))
-    with _kept_lock:
-        _keep_newest(_kept, state_key, (-1, base, base), MAX_KEPT)
+    _keep_answer(state_key, (-1, base, base))
     return base
 
 
@@ -290,8 +305,7 @@ def _compute_and_store(table: Table, vacuum_retention: int | None, state_key: st
     runs.names = _StoredNames(state_key)  # type: ignore[assignment]  # the process holds none either
     if vacuum_retention is None:
         shared.set(state_key, runs.to_bytes(), KEEP_SECONDS)
-        with _kept_lock:
-            _keep_newest(_kept, state_key, (epoch, runs, runs), MAX_KEPT)
+        _keep_answer(state_key, (epoch, runs, runs))
         return runs
     shared.set(state_key, (epoch, runs.to_bytes()), KEEP_SECONDS)
     shared.set(f"{state_key}:epoch", epoch, KEEP_SECONDS)  # after the answer: a reader never finds the mark first
@@ -576,8 +590,13 @@ def unreadable_why(table: Table, version: int, entry: dict[str, Any] | None = No
         if vacuum and vacuum.get("version") is not None:
             when = format_ms(vacuum.get("timestamp"))
             by = f" by the VACUUM at version {vacuum['version']}" + (f" ({when})" if when else "")
+        files = f"{missing:,} of its data file{'' if missing == 1 else 's'}"
+        # no VACUUM in the log removed them: the log names files its storage cannot give
+        # (deleted outside Delta, or a path outside the table's allowed roots)
         why = (
-            f"{missing:,} of its data file{'' if missing == 1 else 's'} {'was' if missing == 1 else 'were'} removed{by}"
+            f"{files} {'was' if missing == 1 else 'were'} removed{by}"
+            if by
+            else f"{files} cannot be opened where its log names {'it' if missing == 1 else 'them'}"
         )
         before = (
             f"the VACUUM at version {vacuum['version']}"
