@@ -591,19 +591,19 @@ def unreadable_why(table: Table, version: int, entry: dict[str, Any] | None = No
             when = format_ms(vacuum.get("timestamp"))
             by = f" by the VACUUM at version {vacuum['version']}" + (f" ({when})" if when else "")
         files = f"{missing:,} of its data file{'' if missing == 1 else 's'}"
-        # no VACUUM in the log removed them: the log names files its storage cannot give
-        # (deleted outside Delta, or a path outside the table's allowed roots)
-        why = (
-            f"{files} {'was' if missing == 1 else 'were'} removed{by}"
-            if by
-            else f"{files} cannot be opened where its log names {'it' if missing == 1 else 'them'}"
-        )
+        why = f"{files} {'was' if missing == 1 else 'were'} removed{by}"
         before = (
             f"the VACUUM at version {vacuum['version']}"
             if vacuum and vacuum.get("version") is not None
             else ("the VACUUM that removed its files")
         )
         hint = f"no pin holds it; a pin made before {before} would have kept it"
+        if not by:
+            # no VACUUM in the log removed them: the log names files its storage cannot give
+            # (deleted outside Delta, or a path outside the table's allowed roots)
+            files = f"{missing:,} data file{'' if missing == 1 else 's'} its log names"
+            why = f"{files} cannot be opened ({'it is' if missing == 1 else 'they are'} gone, or outside the allowed roots)"
+            hint = "no pin holds it"
     elif reason == "log_expired":
         why = "log cleanup removed the commits needed to rebuild it"
         hint = "no pin holds it; a pin made before the log cleanup (while its commits were there) would have kept it"

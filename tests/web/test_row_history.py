@@ -132,9 +132,13 @@ def test_a_log_path_outside_the_roots_is_refused_before_spark_reads_it(
 ) -> None:
     hostile_table, _path, _before = hostile
     reader = token_client(make_user("reader"))
-    job = start(reader, django_capture_on_commit_callbacks, hostile_table, {"key": {"id": "1"}, "from": 0, "to": 1})
-    assert job.status == JobStatus.FAILED
-    assert_refused(job.error, place)
+    with django_capture_on_commit_callbacks(execute=True):
+        r = post(reader, hostile_table, {"key": {"id": "1"}, "from": 0, "to": 1})
+    # refused before any job exists: the version's file cannot be opened where its log names it
+    assert_error(r, 422, "version_unreadable")
+    assert "1 data file its log names cannot be opened" in r.json()["error"]["message"]
+    assert str(place["secret"]) not in r.content.decode()
+    assert not Job.objects.filter(table=hostile_table, kind="rowhistory").exists()
     assert not was_read(place["secret"])
 
 
