@@ -481,6 +481,8 @@ def test_a_corrupt_metadata_line_is_named(tmp_path: Path) -> None:
     path = tmp_path / "t"
     write_deltalake(str(path), pa.table({"a": pa.array([1], pa.int64())}))
     (path / "_delta_log" / f"{1:020d}.json").write_text('{"metaData": {"id": \n')
+    # a commit after it: a cut-off newest commit is one its writer has not finished, not corruption
+    (path / "_delta_log" / f"{2:020d}.json").write_text('{"commitInfo": {"operation": "WRITE"}}\n')
     with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json"):
         schema_timeline(path)
 
