@@ -547,6 +547,7 @@ def test_ui_decisions_follow_the_server_rules(table, users) -> None:
     assert r.status_code == 403 and "another approver" in r.content.decode()
     page = other.get(url).content.decode()
     assert 'id="decision"' in page and req.plan_fingerprint in page
+    assert page.index('id="plan"') < page.index('id="decision"')  # the plan, then the decision
     r = other.post(url + "reject/", {"comment": ""}, follow=True)  # a rejection needs a comment
     assert "Give a comment" in r.content.decode()
     req.refresh_from_db()
@@ -607,6 +608,7 @@ def test_admin_change_page_approves_through_the_service(table, table_path, users
     assert console["approver2"].get(f"/admin/tables/restorerequest/{req.pk}/approve/").status_code == 405
     page = console["approver2"].get(url).content.decode()
     assert "Approve and run" in page and 'name="_save"' not in page
+    assert page.index("Files to add:</strong> 3") < page.index("Approve and run")  # the plan, then the buttons
     RestoreRequest.objects.filter(pk=req.pk).update(stage="written meanwhile")
     console["approver2"].post(url, {"_save": "Save", "events-TOTAL_FORMS": "0", "events-INITIAL_FORMS": "0"})
     assert RestoreRequest.objects.get(pk=req.pk).stage == "written meanwhile"  # the change page saves nothing
