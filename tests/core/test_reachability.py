@@ -426,7 +426,7 @@ def test_runs_give_back_the_same_answer(tmp_path: Path) -> None:
     for r in answers:
         expected = r.to_dict()
         index, blocks = MissingNames.blocks_of(r.gone, size=2)  # the names stored apart, in blocks
-        names = MissingNames.reader(index, lambda wanted: [blocks[i] for i in wanted])
+        names = MissingNames.reader(index, lambda wanted, blocks=blocks: [blocks[i] for i in wanted])
         runs = ReachRuns.from_bytes(ReachRuns.of(r).to_bytes(), names=names)
         assert runs.to_dict() == expected
         assert len(runs.starts) < len(expected["versions"])  # fewer runs than versions
