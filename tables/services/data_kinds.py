@@ -51,31 +51,33 @@ def _preview(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) 
     return write_preview(spark, location, p["version"], out)
 
 
-def _place(p: dict[str, Any], side: str) -> tuple[str, int | None] | None:
+def _place(location: str, p: dict[str, Any], side: str) -> tuple[str, int | None] | None:
     """(location, version) a job's side is read from, as decided when it was started
     (tables.services.version_source); None for a job started before sides were recorded."""
     from tables.services.version_source import from_params
 
     source = (p.get("sources") or {}).get(side)
-    return from_params(source) if source else None
+    return from_params(source, location) if source else None
 
 
-def _kept(p: dict[str, Any]) -> list[str]:
+def _kept(location: str, p: dict[str, Any]) -> list[str]:
     """The kept tables of the pins a job over a range may read files from (decided when it was
     started: the pins of its versions whose files the table lost)."""
-    return [s["location"] for s in p.get("kept") or [] if s.get("location")]
+    from tables.services.version_source import from_params
+
+    return [from_params(s, location)[0] for s in p.get("kept") or [] if s.get("pin") is not None]
 
 
 def _changes(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
     from tables.spark.jobs.changes import change_data
 
-    return change_data(spark, location, p["from"], p["to"], out, kept=_kept(p))
+    return change_data(spark, location, p["from"], p["to"], out, kept=_kept(location, p))
 
 
 def _row_diff(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
     from tables.spark.jobs.rowdiff import keyed_diff
 
-    a, b = _place(p, "from"), _place(p, "to")
+    a, b = _place(location, p, "from"), _place(location, p, "to")
     sources = (a or (location, p["from"]), b or (location, p["to"])) if a or b else None
     return keyed_diff(spark, location, p["from"], p["to"], p["keys"], out, sources=sources)
 
@@ -83,7 +85,7 @@ def _row_diff(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage)
 def _row_history(spark, location: str, p: dict[str, Any], out: Path, stage: Stage) -> dict[str, Any]:
     from tables.spark.jobs.row_history import write_row_history
 
-    return write_row_history(spark, location, p["key"], p["from"], p["to"], out, stage, kept=_kept(p))
+    return write_row_history(spark, location, p["key"], p["from"], p["to"], out, stage, kept=_kept(location, p))
 
 
 def _query(spark, _location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:

@@ -9,7 +9,7 @@ gives.
 
 Readers ask `source_of(table, version)` and open `source.location` at `source.version`
 (None: the kept table's latest). A Spark job receives `source.as_params()` in its parameters
-and rebuilds the place with `from_params`, so a queued job reads what was decided when it
+(the pin's id, never the pin store's directory) and rebuilds the place with `from_params`, so a queued job reads what was decided when it
 was started even if a sync meanwhile learns more.
 """
 
@@ -34,13 +34,22 @@ class Source:
         return self.pin is not None
 
     def as_params(self) -> dict[str, Any]:
-        """What a job's parameters carry of the place (JSON)."""
-        return {"location": self.location, "version": self.version, "pin": self.pin.pk if self.pin else None}
+        """What a job's parameters carry of the place (JSON): the pin by its id, never the pin
+        store's directory, since a job's parameters are shown to whoever may see the job."""
+        return {"version": self.version, "pin": self.pin.pk if self.pin else None}
 
 
-def from_params(p: dict[str, Any]) -> tuple[str, int | None]:
-    """(location, version) of a place a job's parameters carry (`Source.as_params`)."""
-    return p["location"], p.get("version")
+def from_params(p: dict[str, Any], table_location: str) -> tuple[str, int | None]:
+    """(location, version) of a place a job's parameters carry (`Source.as_params`); a pin
+    removed since the job was started is said, not read around."""
+    if p.get("pin") is None:
+        return table_location, p.get("version")
+    from tables.services.pins import kept_location
+
+    kept = kept_location(p["pin"])
+    if kept is None:
+        raise ValueError(f"the pin (id {p['pin']}) that kept a version of this job was removed since it was started")
+    return kept, p.get("version")
 
 
 def table_has(table: Table, version: int, *, wait: bool = False) -> bool | None:

@@ -145,10 +145,11 @@ def check_diffs(spark, table, n: int, keys: list[str], at_n: list[dict], latest:
     last = table.last_synced_version
     job = data_jobs.start_row_diff(table, n, last, keys)
     side = job.params["sources"]["from"]
-    assert side["pin"] is not None and side["location"] != table.location  # decided at start: the pin
+    assert side["pin"] is not None and from_params(side, table.location)[0] != table.location  # the pin
+    assert "location" not in side  # the job's parameters (shown to its readers) never name the pin store
     assert our_diff(run(spark, job), keys) == expected_diff(at_n, latest, keys)
     # latest -> N: the same rule gives each side its place
-    places = (from_params(source_of(table, last).as_params()), from_params(source_of(table, n).as_params()))
+    places = tuple(from_params(source_of(table, v).as_params(), table.location) for v in (last, n))
     back = keyed_diff(spark, table.location, last, n, keys, tmp / "back", sources=places)
     assert our_diff(back, keys) == expected_diff(latest, at_n, keys)
 
