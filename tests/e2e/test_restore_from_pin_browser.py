@@ -154,7 +154,9 @@ def test_55_restore_to_a_pinned_version_after_vacuum_in_a_browser(browser, pinne
         # the restore form says the version comes from the pin; the plan names the files and bytes
         page.goto(f"{base}/t/events/v/{N}/")
         page.locator("#restore-this").click()
-        expect(page.locator("#restore-from-pin")).to_contain_text(f"pin “{PIN}” keeps the version")
+        expect(page.locator("#restore-from-pin")).to_contain_text(
+            f"pin “{PIN}” keeps the version ({len(before['files_n'])} files, "
+        )
         page.get_by_label("Reason").fill("The overwrite at version 3 was a mistake")
         shot(page, "55-restore-from-pin-4-form")
         page.get_by_role("button", name="Plan the restore").click()
