@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from tables import signals
 from tables.delta.history.chain import chain_entries, chain_entry, commit_digest
-from tables.delta.history.reachability import DEFAULT_LOG_RETENTION
+from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.log.listing import classify, list_log_tail
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage
 from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenCommit, Table
@@ -167,7 +167,9 @@ def _compare(s: SeenCommit, context: tuple, result: Look) -> bool:
     table, storage, listed, now, found_by, earliest = context
     entry = listed.get(s.version)
     if entry is None:
-        retention = table.log_retention_ms or DEFAULT_LOG_RETENTION
+        retention = table.log_retention_ms  # 0 is a retention ("interval 0 seconds"), not absent
+        if retention is None:
+            retention = interval_ms(None, DEFAULT_LOG_RETENTION)
         if _retention_allows(s, earliest, retention, int(now.timestamp() * 1000)):
             s.expired = True
         else:
