@@ -17,10 +17,11 @@ no roots provider is installed, which a plain process never does.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -171,7 +172,13 @@ def script() -> int:
     return main()
 
 
-def execute(opts: Mapping[str, Any]) -> int:
+# Where a version asked for by number is read: (path, version) -> None to read the path as
+# given, or (location, version there (None: its latest), note for stderr). The core reads only
+# the path it is given; `manage.py delta` passes one that follows the registered table's pins.
+VersionSource = Callable[[str, int], tuple[str, int | None, str] | None]
+
+
+def execute(opts: Mapping[str, Any], version_source: VersionSource | None = None) -> int:
     """Run the parsed subcommand, print its JSON or text, and return the exit status.
 
     Errors print one `error: ...` line on stderr and return 2; nothing here raises.
@@ -180,7 +187,7 @@ def execute(opts: Mapping[str, Any]) -> int:
     if sub == "audit-verify":
         return _audit_verify(opts)
     try:
-        payload = run(sub, opts)
+        payload = run(sub, opts, version_source)
     except DeltaError as exc:
         return _fail(str(exc))
     except (OSError, ValueError) as exc:
@@ -251,11 +258,11 @@ def key_pairs(given: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def run(sub: str, opts: Mapping[str, Any]) -> Any:
+def run(sub: str, opts: Mapping[str, Any], version_source: VersionSource | None = None) -> Any:
     """The payload of subcommand `sub` with parsed options `opts` (raises on failure)."""
     path = opts["path"]
     if sub == "snapshot":
-        return _snapshot(path, opts.get("version")).summary(files=not opts.get("no_files"))
+        return _snapshot(path, opts.get("version"), version_source).summary(files=not opts.get("no_files"))
     if sub == "history":
         limit = opts.get("limit")
         if limit is not None and limit < 0:
@@ -333,13 +340,20 @@ def _times(path: str) -> Any:
     return times
 
 
-def _snapshot(path: str, version: int | None) -> Any:
+def _snapshot(path: str, version: int | None, version_source: VersionSource | None = None) -> Any:
     """The snapshot at `version`; the latest is the last complete commit's (with a warning
-    when a newer one is still being written). A version asked for by number is read as is."""
+    when a newer one is still being written). A version asked for by number is read as is,
+    or where `version_source` says, numbered as asked."""
     from tables.delta.snapshot.state import load_snapshot
 
     if version is not None:
-        return load_snapshot(path, version)
+        elsewhere = version_source(path, version) if version_source is not None else None
+        if elsewhere is None:
+            return load_snapshot(path, version)
+        location, there, note = elsewhere
+        snap = dataclasses.replace(load_snapshot(location, there), version=version)
+        sys.stderr.write(f"note: {note}\n")
+        return snap
     from tables.delta.log.listing import tail_listing
     from tables.delta.storage.boundary import as_storage
 
