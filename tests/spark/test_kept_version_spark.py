@@ -10,22 +10,20 @@ change data feed on."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import golden_path
 from tests.core.builders import writable
+from tests.web.kept_tables import peer_table, register, vacuum
 
 deltalake = pytest.importorskip("deltalake")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 pytestmark = pytest.mark.django_db
-OLD = 90 * 86_400
 
 
 @pytest.fixture
@@ -55,36 +53,7 @@ def analyst(django_user_model):
 
 
 def peer_rows(path: Path, version: int | None = None) -> list[dict]:
-    """The version as delta-rs reads it (its SQL engine: deletion vectors and column mapping)."""
-    table = deltalake.DeltaTable(str(path), version=version)
-    return pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t").read_all()).to_pylist()
-
-
-def register(path: Path):
-    from tables.services import registration
-    from tables.services.sync import store as sync
-
-    table = registration.register_table(path.name, str(path))
-    sync.sync_table(table.pk)
-    table.refresh_from_db()
-    return table
-
-
-def vacuum(path: Path, table, *, age_log: bool) -> None:
-    """delta-rs's VACUUM with no retention and its log cleanup (the log aged past its 30 days
-    when `age_log`, so commits before the last checkpoint go), then a sync."""
-    from tables.services import versions
-    from tables.services.sync import store as sync
-
-    if age_log:
-        for name in os.listdir(path / "_delta_log"):
-            os.utime(path / "_delta_log" / name, (time.time() - OLD,) * 2)
-    dt = deltalake.DeltaTable(str(path))
-    assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-    dt.cleanup_metadata()
-    sync.sync_table(table.pk)
-    table.refresh_from_db()
-    versions._SNAPSHOTS.clear()
+    return peer_table(path, version).to_pylist()
 
 
 def run(spark, job) -> dict:

@@ -8,7 +8,6 @@ refused with the protocol's error, not answered with URLs that fail."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -22,11 +21,11 @@ from tables.services.sharing import file_urls
 from tests.conftest import golden_path
 from tests.core.builders import writable
 
+from .kept_tables import peer_table, register, vacuum
 from .sharing_site import assert_same_rows, share_tables
 
 delta_sharing = pytest.importorskip("delta_sharing")
 deltalake = pytest.importorskip("deltalake")
-OLD = 90 * 86_400
 N = 5
 
 # golden table -> what it stands for
@@ -58,34 +57,7 @@ def analyst(django_user_model):
 
 
 def delta_rs_rows(path: Path, version: int | None = None):
-    """delta-rs's rows (its SQL engine reads deletion vectors and column mapping)."""
-    table = deltalake.DeltaTable(str(path), version=version)
-    return pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t").read_all()).to_pandas()
-
-
-def register(path: Path):
-    from tables.services import registration
-    from tables.services.sync import store as sync
-
-    table = registration.register_table(path.name, str(path))
-    sync.sync_table(table.pk)
-    table.refresh_from_db()
-    return table
-
-
-def vacuum(path: Path, table, *, age_log: bool) -> None:
-    from tables.services import versions
-    from tables.services.sync import store as sync
-
-    if age_log:  # the log past its 30 days: cleanup takes the commits before the checkpoint
-        for name in os.listdir(path / "_delta_log"):
-            os.utime(path / "_delta_log" / name, (time.time() - OLD,) * 2)
-    dt = deltalake.DeltaTable(str(path))
-    assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-    dt.cleanup_metadata()
-    sync.sync_table(table.pk)
-    table.refresh_from_db()
-    versions._SNAPSHOTS.clear()
+    return peer_table(path, version).to_pandas()
 
 
 def query(site, name: str, body: dict) -> requests.Response:
