@@ -94,8 +94,8 @@ def judge(data: bytes, whole: bool = True) -> str | None:
 
     `whole`: `data` is the whole file, not its end: then every line before the last must be
     JSON too (else the file is corrupt, not cut short)."""
-    if whole and not data.strip():
-        return "the file is empty"
+    # an empty file is an empty commit (it holds no action), not one cut short: writers put a
+    # commit whole (rename, put-if-absent), and the log's replay reads it as such
     lineno, line = _last_line(data)
     if not line:
         return None
