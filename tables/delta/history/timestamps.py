@@ -32,8 +32,8 @@ from tables.delta.log.listing import (
     learn_times,
     list_log,
     modification_times,
+    trim_incomplete_tip,
 )
-from tables.delta.log.tip import trim_incomplete_tip
 from tables.delta.managed.owner import CommitOwner
 from tables.delta.snapshot.state import TableConfig, load_table_config, ratified_listing
 from tables.delta.storage.boundary import Storage, as_storage

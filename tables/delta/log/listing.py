@@ -29,6 +29,7 @@ from tables.delta.errors import (
     VersionNotFoundError,
 )
 from tables.delta.gc_pause import gc_paused
+from tables.delta.log.tip import MAX_RUN, TAIL_READ, IncompleteCommit, judge
 from tables.delta.storage.boundary import FileInfo, Storage
 
 LOG_DIR = "_delta_log"
@@ -295,8 +296,6 @@ def list_log(storage: Storage, include_staged: bool = False) -> LogListing:
 
 
 def _without_unfinished_tip(storage: Storage, listing: LogListing) -> LogListing:
-    from tables.delta.log.tip import trim_incomplete_tip  # it imports this module
-
     trim_incomplete_tip(storage, listing)  # a commit its writer has not finished: read next time
     return listing
 
@@ -629,3 +628,81 @@ def _ranges(values: list[int]) -> str:
             start = prev = v
     shown = ", ".join(out[:20])
     return shown + (f" and {len(out) - 20} more ranges" if len(out) > 20 else "")
+
+
+# --- the tip a writer has not finished (judged by tables.delta.log.tip) ------------------------
+
+
+def _read(storage: Storage, lf: LogFile) -> tuple[bytes, int] | None:
+    """The tip's bytes (the end of a big one, judged there first) and its size; None when it
+    is gone (the caller's own read then says so)."""
+    paths = [lf.path] + ([alt] if (alt := backfilled_path(lf.path)) else [])
+    for path in paths:
+        try:
+            data = storage.read(path)
+        except FileNotFoundError:
+            continue
+        return data, len(data)
+    return None
+
+
+def _judge_file(storage: Storage, lf: LogFile) -> tuple[str, int] | None:
+    got = _read(storage, lf)
+    if got is None:
+        return None
+    data, size = got
+    reason = judge(data)
+    return (reason, size) if reason is not None else None
+
+
+def _first_checked(storage: Storage, lf: LogFile) -> bool:
+    """Whether the tip's last line is whole, judged from its end only when the file is big
+    (the usual answer costs a range read, not the whole commit)."""
+    try:
+        size = lf.size
+    except (DeltaError, OSError):
+        return False
+    if size <= TAIL_READ:
+        return False
+    try:
+        end = storage.read(lf.path, range=(size - TAIL_READ, size))
+    except (FileNotFoundError, OSError, DeltaError):
+        return False
+    if b"\n" not in end.rstrip(b" \t\r\n"):
+        return False  # a last line longer than the read: judged whole
+    return judge(end, whole=False) is None
+
+
+def trim_incomplete_tip(storage: Storage, listing: LogListing) -> IncompleteCommit | None:
+    """Leave the newest commits that a writer has not finished out of `listing` (in place)
+    and say which; None when the tip is whole. Judged once per listing (`tip_checked`).
+
+    A commit is left out only at the tip, only above every complete checkpoint, and never the
+    last one the listing holds: a log of one cut-off commit keeps its error."""
+    if listing.tip_checked:
+        return listing.incomplete
+    listing.tip_checked = True
+    cut: list[tuple[LogFile, str, int]] = []
+    checkpointed = max((v for v, files in listing.checkpoints.items() if complete_checkpoint(files)), default=-1)
+    commits = listing.commits
+    for lf in reversed(commits[-MAX_RUN:]):
+        if lf.version <= checkpointed or (len(cut) + 1 >= len(commits) and checkpointed < 0):
+            break
+        if not cut and _first_checked(storage, lf):
+            break
+        judged = _judge_file(storage, lf)
+        if judged is None:
+            break
+        cut.append((lf, *judged))  # newest first: an older commit is judged only after a newer one
+    if not cut:
+        return None
+    oldest, reason, size = cut[-1]
+    del commits[len(commits) - len(cut) :]
+    listing.incomplete = IncompleteCommit(
+        version=oldest.version,
+        path=oldest.path,
+        reason=reason,
+        size=size,
+        later=tuple(lf.version for lf, _r, _s in reversed(cut[:-1])),
+    )
+    return listing.incomplete

@@ -9,7 +9,8 @@ the file is whole it is an ordinary commit.
 Only the tip is judged so. A commit cut off in the middle of the log (a later commit exists
 that is readable), one whose earlier line is broken, or one whose broken line is not a cut
 JSON value (a wrong character, not the end of the data) is corruption and keeps its
-CorruptLogError. Nothing of an incomplete commit is kept: the listing simply leaves it out.
+CorruptLogError. Nothing of an incomplete commit is kept: the listing simply leaves it out
+(tables.delta.log.listing reads the tip and trims it; this module judges bytes only).
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
-
-from tables.delta.errors import DeltaError
-from tables.delta.log.listing import LogFile, LogListing, backfilled_path, complete_checkpoint
-from tables.delta.storage.boundary import Storage
 
 TAIL_READ = 1 << 16  # bytes read from the end of a big tip: its last line is judged alone
 MAX_RUN = 8  # newest commits judged one after another (a tip cut short by two writers)
@@ -110,78 +107,3 @@ def judge(data: bytes, whole: bool = True) -> str | None:
                 except orjson.JSONDecodeError:
                     return None  # a broken line before the last: corruption
     return f"line {lineno} is not valid JSON at char {pos}"
-
-
-def _read(storage: Storage, lf: LogFile) -> tuple[bytes, int] | None:
-    """The tip's bytes (the end of a big one, judged there first) and its size; None when it
-    is gone (the caller's own read then says so)."""
-    paths = [lf.path] + ([alt] if (alt := backfilled_path(lf.path)) else [])
-    for path in paths:
-        try:
-            data = storage.read(path)
-        except FileNotFoundError:
-            continue
-        return data, len(data)
-    return None
-
-
-def _judge_file(storage: Storage, lf: LogFile) -> tuple[str, int] | None:
-    got = _read(storage, lf)
-    if got is None:
-        return None
-    data, size = got
-    reason = judge(data)
-    return (reason, size) if reason is not None else None
-
-
-def _first_checked(storage: Storage, lf: LogFile) -> bool:
-    """Whether the tip's last line is whole, judged from its end only when the file is big
-    (the usual answer costs a range read, not the whole commit)."""
-    try:
-        size = lf.size
-    except (DeltaError, OSError):
-        return False
-    if size <= TAIL_READ:
-        return False
-    try:
-        end = storage.read(lf.path, range=(size - TAIL_READ, size))
-    except (FileNotFoundError, OSError, DeltaError):
-        return False
-    if b"\n" not in end.rstrip(b" \t\r\n"):
-        return False  # a last line longer than the read: judged whole
-    return judge(end, whole=False) is None
-
-
-def trim_incomplete_tip(storage: Storage, listing: LogListing) -> IncompleteCommit | None:
-    """Leave the newest commits that a writer has not finished out of `listing` (in place)
-    and say which; None when the tip is whole. Judged once per listing (`tip_checked`).
-
-    A commit is left out only at the tip, only above every complete checkpoint, and never the
-    last one the listing holds: a log of one cut-off commit keeps its error."""
-    if listing.tip_checked:
-        return listing.incomplete
-    listing.tip_checked = True
-    cut: list[tuple[LogFile, str, int]] = []
-    checkpointed = max((v for v, files in listing.checkpoints.items() if complete_checkpoint(files)), default=-1)
-    commits = listing.commits
-    for lf in reversed(commits[-MAX_RUN:]):
-        if lf.version <= checkpointed or (len(cut) + 1 >= len(commits) and checkpointed < 0):
-            break
-        if not cut and _first_checked(storage, lf):
-            break
-        judged = _judge_file(storage, lf)
-        if judged is None:
-            break
-        cut.append((lf, *judged))  # newest first: an older commit is judged only after a newer one
-    if not cut:
-        return None
-    oldest, reason, size = cut[-1]
-    del commits[len(commits) - len(cut) :]
-    listing.incomplete = IncompleteCommit(
-        version=oldest.version,
-        path=oldest.path,
-        reason=reason,
-        size=size,
-        later=tuple(lf.version for lf, _r, _s in reversed(cut[:-1])),
-    )
-    return listing.incomplete
