@@ -16,8 +16,8 @@ from django.db.models import Max, QuerySet
 from alerts.models import Alert, Severity
 from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Table
+from tables.services.catalog.lookup import parse_int64, table_by_key
 from tables.services.errors import ServiceError, printable
-from tables.services.lookup import parse_int64, table_by_key
 
 KINDS = ("all", "commits", "alerts")
 MAX_LIMIT = 200

@@ -1,4 +1,4 @@
-"""The alerts app's task names, and sending its tasks by name (tables.services.jobs.send), now or after a delay, without
+"""The alerts app's task names, and sending its tasks by name (tables.services.jobs.lifecycle.send), now or after a delay, without
 ever failing the caller: an unreachable broker leaves the row queued and the beat task
 (alerts.sweep) sends it again."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import current_app
 
-from tables.services import jobs
+from tables.services.jobs import lifecycle as jobs
 
 logger = logging.getLogger("alerts")
 

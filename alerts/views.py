@@ -15,8 +15,8 @@ from alerts import activity, services
 from alerts.forms import RuleForm
 from alerts.models import Channel, CustomRule, Severity
 from tables.models import Table
+from tables.services.catalog.lookup import parse_int64, table_by_key
 from tables.services.errors import ServiceError
-from tables.services.lookup import parse_int64, table_by_key
 from tables.web.ui import MAX_ID, PageError, context, focus_first_error, page
 
 

@@ -208,7 +208,7 @@ def setup(workdir: Path, versions: int) -> str:
     from django.core.management import call_command
 
     from tables.models import Commit, SyncState, Table
-    from tables.services import registration
+    from tables.services.catalog import registration
     from tests.web.ui_tables import ict_table
 
     call_command("migrate", verbosity=0)

@@ -260,7 +260,7 @@ def make_cdf_table(path: Path) -> None:
 
 def register_cdf(path: Path) -> str:
     """Register and sync the change-data table (as the register page's job does); its slug."""
-    from tables.services.registration import register_table
+    from tables.services.catalog.registration import register_table
     from tables.services.sync.store import sync_table
 
     table = register_table(CDF_NAME, str(path))

@@ -20,7 +20,7 @@ registered in a fresh SQLite database as synced. Measured, in this process:
   f) the database: the file before and after registering (per table), and, after a first
      sync of the `--sample` tables, the history rows' bytes per commit (SQLite's dbstat);
   g) discovery of every table under the fleet's prefix, each way in a fresh process, once
-     timed and once under tracemalloc: deltaweb's streamed preview (tables.services.discovery,
+     timed and once under tracemalloc: deltaweb's streamed preview (tables.services.catalog.discovery,
      every table registered already: a look again), its walk alone, the walk as it was
      (breadth first into a list, its bounds lifted), and a plain os.scandir walk (no
      confinement to the allowed roots, no database: the least a walker does).
@@ -251,7 +251,7 @@ def old_way(ids: list[int]) -> dict:
     from django.test.utils import CaptureQueriesContext
 
     from tables.models import Job, JobKind, Table
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
     from tables.services.sync.store import sync_table
 
     w0, c0 = time.perf_counter(), time.process_time()
@@ -353,7 +353,7 @@ def discover_child(mode: str, workdir: Path, traced: bool) -> None:
     setup_django(workdir, migrate=False)
     from tables.delta.discover import Walk, walk_tables
     from tables.delta.storage.boundary import as_storage
-    from tables.services import discovery
+    from tables.services.catalog import discovery
 
     run = {
         "service": lambda: discovery.preview(root, None)["found"],

@@ -8,7 +8,7 @@ benchmarks/fleet.py does). Then `--passes` probe passes, one per beat interval o
 changed tables' syncs run here, as a worker would. Measured: the rows each model gained and
 the database file's growth over the day, split into the history (Commit rows: the tables' own
 data, which grows with their commits) and operational rows (jobs, alert scans and
-deliveries); then the retention prune (tables.services.retention.prune_operational) as it
+deliveries); then the retention prune (tables.services.ops.retention.prune_operational) as it
 runs once those rows are DELTAWEB_RETENTION_DAYS old, and what it leaves. Prints a table and,
 last, one JSON line.
 """
@@ -88,7 +88,7 @@ def main() -> None:
     from django.utils import timezone
 
     from deltaweb.celery import app
-    from tables.services import retention
+    from tables.services.ops import retention
 
     app.conf.task_always_eager = True  # the changed tables' syncs run here
     rows0, bytes0 = row_counts(), db_bytes()

@@ -145,7 +145,7 @@ def setup_child(workdir: Path, catalog: bool) -> None:
     from django.core.management import call_command
     from rest_framework.authtoken.models import Token
 
-    from tables.services import registration
+    from tables.services.catalog import registration
     from tables.services.sync import store as sync
 
     call_command("migrate", verbosity=0)

@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# what the sweep writes on a job it failed as silent (tables/services/jobs.py), in every wording so far
+# what the sweep writes on a job it failed as silent (tables/services/jobs/lifecycle.py), in every wording so far
 SILENT_JOB = "no sign of life since"
 RESTORE_ACTIVE = ("approved", "queued", "running")
 # a running job beats every DELTAWEB_JOB_HEARTBEAT_SECONDS (2 in load.py's --beat); a kill lands

@@ -16,7 +16,7 @@ Measured, in this process unless said:
      latest version, files, bytes). Peers: delta-rs `history()` of every commit, and its
      `update_incremental()` after 100 new commits.
   b) reachability of every version, computed once as the worker does after a sync
-     (tables.services.reachability.compute_in_worker), its time against the cold sync's and
+     (tables.services.versions.reachability.compute_in_worker), its time against the cold sync's and
      the process's peak memory.
   c) lookups (benchmarks/time_travel.py's bench_log): TIMESTAMP AS OF for `--samples` random
      timestamps (each checked against the generated ones), the log's opening, the first history
@@ -67,13 +67,13 @@ def _peak_mb() -> float:
 
 
 def served_lookups(table, known: dict, n: int = 200) -> dict:
-    """TIMESTAMP AS OF as the API answers it (tables.services.versions.resolve, rule and
+    """TIMESTAMP AS OF as the API answers it (tables.services.versions.read.resolve, rule and
     alternatives included) and the History tab's jump, for `n` random times before the last
     synced commit; each checked against the generated timestamps."""
     from datetime import UTC, datetime, timedelta
 
-    from tables.services import versions
     from tables.services.history.query import version_at_time
+    from tables.services.versions import read as versions
 
     eff = known["effective"]
     rng = random.Random(7)
@@ -102,7 +102,7 @@ def sync_and_reach(src: Path, work: Path, known: dict) -> dict:
         run = sync_bench.run_once(src, work, 0, 3, False)
         sync_peak = _peak_mb()
         from tables.models import Table
-        from tables.services import reachability
+        from tables.services.versions import reachability
 
         table = Table.objects.get(location__endswith="table-0")
         t0, c0 = time.perf_counter(), time.process_time()

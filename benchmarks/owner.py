@@ -69,8 +69,8 @@ def run_one(args: argparse.Namespace) -> dict:
     from tables.delta.managed.owner_client import RestOwnerClient
     from tables.delta.write.managed import commit_via_owner
     from tables.models import ManagedTable
-    from tables.services import managed_tables as owner_services
     from tables.services.access.roles import WRITER
+    from tables.services.managed import use_cases as owner_services
     from tables.services.owner.db import table_conf
 
     call_command("migrate", verbosity=0)

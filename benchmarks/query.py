@@ -534,7 +534,7 @@ def main() -> None:
     django.setup()
     load_before = loadavg()
     marks = start(dep)
-    from tables.services.registration import register_table
+    from tables.services.catalog.registration import register_table
     from tables.services.sync.store import sync_table
 
     table = register_table(NAME, str(path))

@@ -170,7 +170,7 @@ def measure_sync(root: Path, n: int) -> dict[str, float | None]:
     """A cold sync into the report's database vs delta-rs reading every commit's history."""
     import deltalake
 
-    from tables.services import registration
+    from tables.services.catalog import registration
     from tables.services.sync import store as sync
 
     table = registration.register_table(f"log{n}-{time.time_ns()}", str(root))

@@ -11,7 +11,7 @@ run of each, in a worker-like process of each kind:
 - connect: `get_spark(remote=...)` is a client of a Spark Connect server started here with
   scripts/spark_connect.sh (local[*], the same configuration), no JVM in the process.
 
-Jobs: a warm preview of the demo table's latest version (tables.services.demo, what `make run`
+Jobs: a warm preview of the demo table's latest version (tables.services.catalog.demo, what `make run`
 registers); a keyed diff of the demo table between its first and latest versions on
 `order_id`; change data over 100 commits of a table with change data (10,000 rows, then 100
 commits cycling append 1,000 / update 100 / delete 100, written as benchmarks/spark_rows.py
@@ -85,7 +85,7 @@ def make_tables(workdir: Path) -> dict[str, str]:
     from deltalake import write_deltalake
 
     from benchmarks.spark_rows import SEED, big_table, write_changes_directly
-    from tables.services.demo import build_demo_table
+    from tables.services.catalog.demo import build_demo_table
 
     demo = build_demo_table(workdir / "demo")
     cdf = workdir / "cdf"

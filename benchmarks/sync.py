@@ -95,7 +95,7 @@ def run_once(src: Path, workdir: Path, rep: int, incremental_reps: int, profile:
     from web import append_commits
 
     from tables.models import Commit, Table
-    from tables.services import registration
+    from tables.services.catalog import registration
     from tables.services.sync import store as sync
 
     table_dir = workdir / f"table-{rep}"

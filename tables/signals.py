@@ -16,6 +16,6 @@ files_removed = Signal()
 # or back with new content: table (a Table), finding (a HistoryRewrite)
 history_rewritten = Signal()
 
-# sent by the daily pruning (tables.services.retention) with before (a datetime): a receiver
+# sent by the daily pruning (tables.services.ops.retention) with before (a datetime): a receiver
 # deletes its own operational rows older than that and answers {what: how many}
 prune = Signal()

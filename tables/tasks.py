@@ -1,7 +1,7 @@
 """Celery tasks: thin wrappers over the use cases and the Spark jobs.
 
 This module imports the use cases; none of them imports it: they enqueue by task name
-(tables.services.jobs), so the names here are a contract (the beat schedule in settings uses them too).
+(tables.services.jobs.lifecycle), so the names here are a contract (the beat schedule in settings uses them too).
 
 Spark: a worker keeps one Spark session for its whole life, started when the worker is ready
 and stopped when it shuts down; what runs on it, and how, is tables.spark.engine.worker (this
@@ -18,18 +18,22 @@ from django.conf import settings
 
 from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
-from tables.services import data_jobs, discovery, jobs, reachability, retention, row_count
-from tables.services import managed_tables as owner_services
-from tables.services.data_kinds import data_kind
+from tables.services.catalog import discovery
+from tables.services.data import jobs as data_jobs
+from tables.services.data.kinds import data_kind
+from tables.services.jobs import lifecycle as jobs
+from tables.services.managed import use_cases as owner_services
+from tables.services.ops import retention
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import chain, probe, vanished
 from tables.services.sync import store as sync
+from tables.services.versions import reachability, row_count
 from tables.spark.engine import worker as spark_worker
 
 
 @shared_task(name=jobs.PIN_TASK, acks_late=True)
 def write_pin(pin_id: int) -> dict:
-    from tables.services import pins
+    from tables.services.pins import lifecycle as pins
 
     return pins.write_pin(pin_id)
 
@@ -62,7 +66,7 @@ def sweep_silent_jobs() -> dict[str, list[int]]:
 def sweep_pins() -> dict[str, list[int]]:
     """Beat: pins left in "writing" resumed or failed with the reason, due pins expired, held
     pins whose objects were deleted settled (see pins.sweep_pins)."""
-    from tables.services import pins
+    from tables.services.pins import lifecycle as pins
 
     return pins.sweep_pins()
 
@@ -164,7 +168,7 @@ def backfill_managed_tables() -> dict[int, int | None]:
 
 def spark_data_jobs() -> spark_worker.SparkDataJobs:
     """Data jobs on the worker's session for settings.SPARK_MASTER, each kind as
-    tables.services.data_kinds declares it; cancellable (its `interrupt`)."""
+    tables.services.data.kinds declares it; cancellable (its `interrupt`)."""
     return spark_worker.SparkDataJobs(settings.SPARK_MASTER, data_kind)
 
 

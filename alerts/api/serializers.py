@@ -18,7 +18,7 @@ from alerts.models import (
     Subscription,
     WebhookEndpoint,
 )
-from tables.services.lookup import INT64_MAX
+from tables.services.catalog.lookup import INT64_MAX
 
 
 class AlertSerializer(serializers.ModelSerializer):

@@ -21,8 +21,8 @@ from tables.api.parsers import BoundedJSONParser
 from tables.api.permissions import CanBrowse
 from tables.api.serializers import ErrorSerializer
 from tables.models import Table
+from tables.services.catalog.lookup import table_by_key
 from tables.services.errors import printable
-from tables.services.lookup import table_by_key
 
 FEED_PARAMS = [
     OpenApiParameter("table", str, description="a table's id or slug"),

@@ -20,8 +20,8 @@ from alerts.detect.rules import BUILTIN, COMMIT, custom
 from alerts.models import Alert, CustomRule, RuleSetting, Scan, ScanStatus
 from alerts.notify import fanout
 from tables.models import Commit, Table
-from tables.services import faults
 from tables.services.errors import one_line
+from tables.services.jobs import faults
 
 logger = logging.getLogger("alerts")
 

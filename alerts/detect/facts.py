@@ -21,7 +21,7 @@ from tables.delta.snapshot.state import Snapshot, ratified_listing, read_commit_
 from tables.delta.storage.boundary import as_storage
 from tables.models import Anomaly, Commit, Table, VersionChecksum
 from tables.services.owner.access import owner_of
-from tables.services.versions import snapshot_at
+from tables.services.versions.read import snapshot_at
 
 # How many earlier commits tell what is usual on a table (writers, users, commit intervals).
 HISTORY_WINDOW = 200

@@ -23,8 +23,8 @@ from alerts.models import Alert, Channel, Delivery, DeliveryAttempt, DeliverySta
 from alerts.notify.webhook import Outcome, bounded_body, post
 from tables.delta.history.timestamps import format_ms
 from tables.models import Commit
-from tables.services import faults
 from tables.services.errors import ServiceError, one_line
+from tables.services.jobs import faults
 
 logger = logging.getLogger("alerts")
 

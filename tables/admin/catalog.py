@@ -9,8 +9,8 @@ from django.contrib import admin, messages
 from tables.models import (
     Table,
 )
+from tables.services.catalog.registration import validate_location
 from tables.services.errors import ServiceError
-from tables.services.registration import validate_location
 from tables.services.sync.store import start_sync
 
 

@@ -17,10 +17,10 @@ from tables.models import (
     PinEvent,
     PinState,
 )
-from tables.services import pins as pin_services
 from tables.services.access import roles
 from tables.services.errors import ServiceError
-from tables.services.pins import approve_unpin, reject_unpin
+from tables.services.pins import lifecycle as pin_services
+from tables.services.pins.lifecycle import approve_unpin, reject_unpin
 
 
 class PinEventInline(AuditTrailInline):

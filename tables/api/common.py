@@ -13,8 +13,8 @@ from rest_framework.response import Response
 
 from tables.api import serializers as s
 from tables.models import Job, Table
+from tables.services.catalog.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.services.errors import BROKER_RETRY_AFTER, ServiceError, error_body, printable, public_message
-from tables.services.lookup import INT64_MAX, parse_int64, table_by_key
 
 
 class Pagination(LimitOffsetPagination):

@@ -95,7 +95,7 @@ def _table_of(context: dict[str, Any]) -> Any:
     key = kwargs.get("id") or kwargs.get("table_id")
     if not key:
         return None
-    from tables.services.lookup import table_by_key
+    from tables.services.catalog.lookup import table_by_key
 
     try:
         return table_by_key(str(key))

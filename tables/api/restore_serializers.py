@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from tables.api.serializers import BlankAsNullCharField, StrictCharField, without_staff_detail
 from tables.models import RecoveredObject, RestoreEvent, RestoreRequest, RestoreStatus
-from tables.services.lookup import INT64_MAX as MAX_VERSION
+from tables.services.catalog.lookup import INT64_MAX as MAX_VERSION
 
 # --- restores ------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from tables.api.shapes import VersionReachabilitySerializer
 from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
 from tables.delta.history.columns import HISTORY_FIELDS, Column
 from tables.models import Anomaly, Commit, Job, JobKind, Table
-from tables.services.lookup import INT64_MAX as MAX_VERSION
+from tables.services.catalog.lookup import INT64_MAX as MAX_VERSION
 from tables.services.sync import incomplete
 
 # --- helpers -------------------------------------------------------------------------

@@ -46,7 +46,7 @@ class JobKind(models.TextChoices):
 
     @classmethod
     def data_kinds(cls) -> tuple[str, ...]:
-        """The kinds run on Spark whose results are rows (tables.services.data_jobs)."""
+        """The kinds run on Spark whose results are rows (tables.services.data.jobs)."""
         return (cls.PREVIEW, cls.CHANGES, cls.ROWDIFF, cls.ROWHISTORY, cls.QUERY)
 
 
@@ -76,7 +76,7 @@ class Job(models.Model):
         ordering = ["-created_at"]
         constraints = [
             # at most one queued or running job per (kind, table, parameters): a second request
-            # joins it (tables.services.jobs.create_or_join), also when two requests race
+            # joins it (tables.services.jobs.lifecycle.create_or_join), also when two requests race
             models.UniqueConstraint(
                 fields=["kind", "table", "params_hash"],
                 condition=models.Q(status__in=["queued", "running"]) & ~models.Q(params_hash=""),

@@ -154,9 +154,9 @@ def public_message(text: object, table: Any = None) -> str:
 
 # The task queue (Celery's broker) did not take a job the request just created: nothing will run
 # it, so the request is answered 503 with Retry-After (the job row ends failed with the reason,
-# tables.services.jobs.check_sent), not 202 for a job that fails a moment later.
+# tables.services.jobs.lifecycle.check_sent), not 202 for a job that fails a moment later.
 BROKER_UNAVAILABLE = "broker_unavailable"
-BROKER_RETRY_AFTER = "10"  # seconds: how often the pages ask the broker again (tables.services.broker)
+BROKER_RETRY_AFTER = "10"  # seconds: how often the pages ask the broker again (tables.services.jobs.broker)
 
 
 # --- Spark failures --------------------------------------------------------------------------

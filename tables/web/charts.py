@@ -14,7 +14,7 @@ from typing import Any
 from tables.delta.history.reach_runs import ReachRuns
 from tables.models import Anomaly, Commit, FileRemovalEvent, Table
 from tables.services.errors import ServiceError
-from tables.services.reachability import table_reachability
+from tables.services.versions.reachability import table_reachability
 
 # The charts draw at most this many of the newest versions.
 MAX_POINTS = 20_000

@@ -13,8 +13,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from tables.services import discovery
 from tables.services.access import roles
+from tables.services.catalog import discovery
 from tables.services.errors import ServiceError
 from tables.web.ui import PageError, context, page
 

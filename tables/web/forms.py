@@ -10,9 +10,9 @@ from django import forms
 from django.conf import settings
 
 from tables.delta.storage.backends import named_schemes
+from tables.services.catalog.lookup import INT64_MAX
 from tables.services.errors import ServiceError
 from tables.services.history.query import check_metric, time_range
-from tables.services.lookup import INT64_MAX
 
 MAX_VERSION = INT64_MAX
 

@@ -71,7 +71,7 @@ def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     reason = entry.get("reason")
     pin = entry.get("readFrom")
-    if pin:  # the table lost it; the pin that keeps it answers (tables.services.reachability.mark_pin)
+    if pin:  # the table lost it; the pin that keeps it answers (tables.services.versions.reachability.mark_pin)
         lost = {
             "files_missing": "its data files were removed from the table (VACUUM)",
             "log_expired": "log cleanup removed its commits from the table",
@@ -166,7 +166,7 @@ def file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def change_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Property and protocol changes from tables.services.versions.diff, values as text."""
+    """Property and protocol changes from tables.services.versions.read.diff, values as text."""
     out = []
     for c in changes:
         (f_text, f_title), (t_text, t_title) = epoch_title(c["key"], c["from"]), epoch_title(c["key"], c["to"])

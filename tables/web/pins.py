@@ -1,5 +1,5 @@
 """Pins on the pages: pinning a version from its page, asking to remove a pin (and withdrawing
-one's own request), an approver's decision on a removal. Each view parses the form and calls tables.services.pins; what the
+one's own request), an approver's decision on a removal. Each view parses the form and calls tables.services.pins.lifecycle; what the
 pages show of pins (the version page, the Versions tab, History, the Overview) comes from
 `pins_context`."""
 
@@ -15,9 +15,9 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from tables.models import Pin, PinState, Table
-from tables.services import pins
 from tables.services.access import roles
 from tables.services.errors import ServiceError
+from tables.services.pins import lifecycle as pins
 from tables.web.ui import MAX_ID, PageError, page, table_of
 
 

@@ -16,7 +16,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from tables.models import RestoreRequest, RestoreStatus
 from tables.services.access import roles
 from tables.services.errors import ServiceError, error_body
-from tables.services.reachability import version_reachability
 from tables.services.restores.requests import (
     approve_restore,
     pin_for_restore,
@@ -25,6 +24,7 @@ from tables.services.restores.requests import (
     selected_partitions,
     withdraw_restore,
 )
+from tables.services.versions.reachability import version_reachability
 from tables.web import pages
 from tables.web.forms import RestoreDecisionForm, RestoreRequestForm
 from tables.web.ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
@@ -142,7 +142,7 @@ def _preview_partitions(table, form: RestoreRequestForm) -> tuple[dict | None, i
 
 def _from_pin(table, raw: str | None) -> dict | None:
     """The pin a restore to the version the form names would read it from, when the table no
-    longer gives it (the one rule, tables.services.version_source); None otherwise."""
+    longer gives it (the one rule, tables.services.versions.source); None otherwise."""
     if not raw or not raw.strip().isdigit() or int(raw) > MAX_ID:
         return None
     try:

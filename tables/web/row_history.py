@@ -26,9 +26,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tables.delta.history.row_history.key import is_key_type
 from tables.models import Job, JobStatus, Table
-from tables.services import data_jobs, jobs
+from tables.services.catalog.lookup import parse_int64
+from tables.services.data import jobs as data_jobs
 from tables.services.errors import ServiceError
-from tables.services.lookup import parse_int64
+from tables.services.jobs import lifecycle as jobs
 from tables.web.rows import (
     ROWS_PAGE,
     _cell,

@@ -4,10 +4,10 @@ The preview links each row to its history (tables.web.row_history) by the key co
 reader picks (?hkey=, several), by default the version's partition columns and a column named
 id or key when there is one; without such a column the section asks which columns to use.
 
-Starting a job is a POST that calls one function of tables.services.data_jobs and redirects back to the
+Starting a job is a POST that calls one function of tables.services.data.jobs and redirects back to the
 page with the job in the query string (?preview= / ?rowjob=); the page shows the job's
 progress (static/tables/job.js polls it) and, once it has succeeded, its counts and a page of
-its rows, read from the Parquet result with pyarrow (tables.services.data_jobs.result_page).
+its rows, read from the Parquet result with pyarrow (tables.services.data.jobs.result_page).
 Cell values are rendered as text (autoescaped) and cut at CELL_CHARS characters.
 """
 
@@ -28,10 +28,11 @@ from django.views.decorators.http import require_POST
 from tables.delta.errors import DeltaError
 from tables.delta.history.row_history.key import is_key_type
 from tables.models import Job, JobKind, JobStatus, Table
-from tables.services import data_jobs, jobs
-from tables.services.data_kinds import data_kind
+from tables.services.data import jobs as data_jobs
+from tables.services.data.kinds import data_kind
 from tables.services.errors import ServiceError
-from tables.services.versions import snapshot_at, version_summary
+from tables.services.jobs import lifecycle as jobs
+from tables.services.versions.read import snapshot_at, version_summary
 from tables.spark.results import part_files, table_to_json
 from tables.web.ui import MAX_ID, PageError, job_param, page, page_error, table_of, version_param
 
@@ -134,7 +135,7 @@ def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
             out = _only(job, out, change, offset)
     except ServiceError as exc:
         return {"rows_error": exc.message}
-    kind = data_kind(job.kind)  # how its kind shows its rows (tables.services.data_kinds)
+    kind = data_kind(job.kind)  # how its kind shows its rows (tables.services.data.kinds)
     shown = out[kind.rows_shown]
     if job.kind == JobKind.QUERY:  # a query's result pages through its first DELTAWEB_QUERY_ROWS_SHOWN rows
         shown = min(shown, int(getattr(settings, "DELTAWEB_QUERY_ROWS_SHOWN", 10_000)))

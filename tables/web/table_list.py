@@ -26,11 +26,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from tables import plugins
 from tables.models import Job, JobKind, JobStatus, SyncState, Table
-from tables.services import jobs
 from tables.services.access import roles
+from tables.services.catalog.registration import check_location, register_table
 from tables.services.errors import ServiceError, error_body
+from tables.services.jobs import lifecycle as jobs
 from tables.services.ops import fleet
-from tables.services.registration import check_location, register_table
 from tables.services.sync.store import start_sync
 from tables.web import pages
 from tables.web.forms import RegisterTableForm

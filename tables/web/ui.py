@@ -17,8 +17,8 @@ from tables.delta import errors as delta_errors
 from tables.models import Job, Table
 from tables.services.access import roles
 from tables.services.access.hot_queries import table_row
+from tables.services.catalog.lookup import INT64_MAX, parse_int64
 from tables.services.errors import ServiceError, http_status, public_message
-from tables.services.lookup import INT64_MAX, parse_int64
 
 MAX_ID = INT64_MAX  # the largest version or id the database can hold
 
@@ -116,7 +116,7 @@ def site_context(request: HttpRequest) -> dict[str, Any]:
     for every tab of a table (tables.plugins), and whether background work is paused (the task
     queue does not answer: a banner says so, to signed-in users)."""
     from tables import plugins
-    from tables.services import broker
+    from tables.services.jobs import broker
 
     signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
     return {

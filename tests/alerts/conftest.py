@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tables.models import Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.alerts.receivers import receiver  # noqa: F401 (a fixture of the delivery tests)
 

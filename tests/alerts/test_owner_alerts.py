@@ -12,8 +12,8 @@ from alerts.detect import evaluate
 from alerts.models import Alert, Scan
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.write.managed import commit_via_owner
-from tables.services import managed_tables as owner_services
-from tables.services import registration
+from tables.services.catalog import registration
+from tables.services.managed import use_cases as owner_services
 from tables.services.sync import store as sync
 from tests.web.test_api import write_table
 from tests.web.test_owner import client, log_versions, roots  # noqa: F401 (fixtures)

@@ -255,7 +255,7 @@ def test_restore_requested_in_the_ui_approved_in_the_admin_console_committed_on_
     from django.core.management import call_command
 
     from tables.models import RestoreRequest
-    from tables.services import registration
+    from tables.services.catalog import registration
     from tables.services.sync import store as sync
     from tests.web.restore_tables import restore_table
 

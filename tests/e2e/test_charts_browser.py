@@ -12,8 +12,8 @@ import pytest
 from django.contrib.auth.models import Group
 
 from tables.models import Commit, SyncState, Table
-from tables.services import registration
 from tables.services.access import roles
+from tables.services.catalog import registration
 from tests.e2e import csp
 from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS, signed_in_page
 from tests.e2e.test_workbench_browser import axe_source, serious_violations

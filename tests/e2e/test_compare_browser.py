@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from tables.services import registration
 from tables.services.access import roles
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM, SHOTS, signed_in_page
 from tests.e2e.test_workbench_browser import axe_source, serious_violations

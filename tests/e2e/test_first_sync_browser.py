@@ -17,8 +17,9 @@ from django.contrib.auth.models import Group
 from django.db import connection
 
 from tables.models import Job, JobStatus, Table
-from tables.services import faults, jobs
 from tables.services.access import roles
+from tables.services.jobs import faults
+from tables.services.jobs import lifecycle as jobs
 from tables.services.sync import store as sync
 from tests.e2e import csp
 from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
-from tables.services import pins, registration
 from tables.services.access import roles
+from tables.services.catalog import registration
+from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM
 from tests.e2e.test_workbench_third import browser, expect, page_of, shot, user  # noqa: F401 (browser: a fixture)

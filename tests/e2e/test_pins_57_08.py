@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 
 from tables.models import Pin, PinState
-from tables.services import registration
 from tables.services.access import roles
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.core.builders import writable
 from tests.e2e.test_workbench_third import (

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tables.models import RestoreRequest, RestoreStatus
-from tables.services import pins, registration
 from tables.services.access import roles
+from tables.services.catalog import registration
+from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 from tests.e2e.test_workbench_third import (
     browser,  # noqa: F401 (a fixture)

@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth.models import Group
 
 from tables.models import Commit
-from tables.services import registration
 from tables.services.access import roles
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.e2e import csp
 from tests.e2e.test_browser import CHROMIUM, SHOTS, signed_in_page

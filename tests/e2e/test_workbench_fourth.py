@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Commit, Table
-from tables.services import registration
 from tables.services.access import roles
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM, SHOTS
 from tests.e2e.test_workbench_third import browser, page_of, shot, user  # noqa: F401  (the module's Chromium)

@@ -19,8 +19,9 @@ from django.test import Client
 from django.utils import timezone
 
 from tables.models import FileRemovalEvent, Job, RestoreRequest, SyncState, Table
-from tables.services import jobs, registration
 from tables.services.access import roles
+from tables.services.catalog import registration
+from tables.services.jobs import lifecycle as jobs
 from tables.services.restores.requests import request_restore
 from tables.services.sync import store as sync
 from tests.e2e import csp
@@ -531,7 +532,7 @@ def test_12_a_rows_history_suggests_its_key(browser, clock, tmp_path) -> None:
 def test_a_page_updates_itself_when_its_worker_is_done(browser, clock, settings, tmp_path, monkeypatch) -> None:
     """The site's one look: no "reload the page" — a long log's Readable column, computed by a
     worker, fills itself in."""
-    from tables.services import reachability
+    from tables.services.versions import reachability
 
     base, _table = clock
     monkeypatch.setattr(jobs, "send", lambda *args: None)  # the worker's part is run below

@@ -1,4 +1,4 @@
-"""The fault-injection suite: workers killed at named points (tables/services/faults.py), the broker
+"""The fault-injection suite: workers killed at named points (tables/services/jobs/faults.py), the broker
 and the database restarted, a full disk, an object store that fails (proxy.py).
 
 Each case runs DELTAWEB_FAULT_RUNS times (1 in `make test`; `make test-faults` runs them 5

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from tables.models import Commit, Job, JobStatus, Table
-from tables.services import broker, jobs, registration
+from tables.services.catalog import registration
+from tables.services.jobs import broker
+from tables.services.jobs import lifecycle as jobs
 from tables.services.sync import store as sync
 from tests.conftest import free_port, stop_process, use_broker
 from tests.core.builders import file_table

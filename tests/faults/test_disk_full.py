@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tables.models import RestoreStatus
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync

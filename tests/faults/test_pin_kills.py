@@ -1,5 +1,5 @@
 """A pin's worker SIGKILLed while it writes the version into the pin store (the files placed, the
-kept log not yet written: the `pin-placed` point of tables/services/faults.py), with a real
+kept log not yet written: the `pin-placed` point of tables/services/jobs/faults.py), with a real
 Celery worker on a real redis-server, SQLite shared with it.
 
 The promise: the pin is never left "writing". The beat's sweep sees no sign of life (the
@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from tables.models import Pin, PinEvent, PinState, Table
-from tables.services import pins, registration
 from tables.services.access.roles import ANALYST
+from tables.services.catalog import registration
+from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 from tests.core.builders import writable
 from tests.faults import RUNS, wait_until

@@ -105,7 +105,7 @@ import django, json; django.setup()
 from django.core.management import call_command
 from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
-from tables.services import registration
+from tables.services.catalog import registration
 call_command("migrate", verbosity=0)
 call_command("create_roles", verbosity=0)
 tokens = {{}}
@@ -222,7 +222,7 @@ def test_requests_fail_cleanly_while_postgres_restarts_and_nothing_is_half_writt
 def _sweep(d: dict) -> None:
     """The beat's sweep of jobs silent for 2 s (their heartbeat beats every second)."""
     time.sleep(2)
-    script = "import django; django.setup(); from datetime import timedelta; from tables.services import jobs; "
+    script = "import django; django.setup(); from datetime import timedelta; from tables.services.jobs import lifecycle as jobs; "
     script += "jobs.sweep_silent_jobs(timedelta(seconds=2))"
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=d["env"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""Workers SIGKILLed at named points (tables/services/faults.py) of a sync and of a restore's commit:
+"""Workers SIGKILLed at named points (tables/services/jobs/faults.py) of a sync and of a restore's commit:
 real Celery worker processes on a real redis-server, SQLite shared with them.
 
 The promises checked after every kill: the job is failed with a reason (a sync) or queued
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from tables.models import Commit, Job, JobStatus, RestoreRequest, RestoreStatus, SyncState, Table
-from tables.services import jobs, registration
+from tables.services.catalog import registration
+from tables.services.jobs import lifecycle as jobs
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync

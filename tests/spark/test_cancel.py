@@ -69,7 +69,8 @@ def test_interrupting_a_tag_cancels_that_work_only(spark) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_a_running_data_job_cancelled_by_its_user_ends_cancelled(spark, tmp_path, settings, django_user_model) -> None:
     from tables.models import Job, JobStatus, Table
-    from tables.services import data_jobs, jobs
+    from tables.services.data import jobs as data_jobs
+    from tables.services.jobs import lifecycle as jobs
     from tables.spark.engine.control import job_scope, job_tag, stages_line
     from tables.spark.engine.worker import interrupt_job
 

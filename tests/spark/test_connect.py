@@ -71,7 +71,7 @@ def test_a_server_that_does_not_answer_is_named(spark) -> None:
 def test_a_data_job_fails_with_spark_unavailable_and_leaves_nothing(spark, tmp_path, monkeypatch, settings) -> None:
     from tables import tasks
     from tables.models import Job, JobStatus, Table
-    from tables.services import data_jobs
+    from tables.services.data import jobs as data_jobs
 
     settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
     root = tmp_path / "t"
@@ -130,7 +130,7 @@ def test_a_client_with_the_token_works(spark, spark_connect_server) -> None:
 def test_a_data_job_with_a_refused_token_fails_saying_so(spark, spark_connect_server, tmp_path, monkeypatch, settings):
     from tables import tasks
     from tables.models import Job, JobStatus, Table
-    from tables.services import data_jobs
+    from tables.services.data import jobs as data_jobs
 
     settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
     root = tmp_path / "t"

@@ -59,8 +59,8 @@ def peer_rows(path: Path, version: int | None = None) -> list[dict]:
 def run(spark, job) -> dict:
     """The job run as the worker runs it, on the test's session."""
     from tables.models import Job
-    from tables.services import data_jobs
-    from tables.services.data_kinds import data_kind
+    from tables.services.data import jobs as data_jobs
+    from tables.services.data.kinds import data_kind
 
     def compute(location, params, out, _progress):
         return data_kind(params["kind"]).run(spark, location, params, out, lambda _s: None)
@@ -107,8 +107,8 @@ def our_diff(result: dict, keys: list[str]) -> dict:
 
 
 def check_diffs(spark, table, n: int, keys: list[str], at_n: list[dict], latest: list[dict], tmp: Path) -> None:
-    from tables.services import data_jobs
-    from tables.services.version_source import from_params, source_of
+    from tables.services.data import jobs as data_jobs
+    from tables.services.versions.source import from_params, source_of
     from tables.spark.jobs.rowdiff import keyed_diff
 
     last = table.last_synced_version
@@ -134,7 +134,7 @@ GOLDEN = [
 def test_a_keyed_diff_either_side_pinned_after_vacuum_and_log_cleanup(
     spark, place, analyst, tmp_path, name, n, keys
 ) -> None:
-    from tables.services import pins
+    from tables.services.pins import lifecycle as pins
 
     path = place / name
     shutil.copytree(golden_path(name), path)
@@ -184,7 +184,8 @@ def expected_history(reads: dict[int, list[dict]], key: int, start: int, end: in
 def test_change_data_diff_and_row_history_through_a_pinned_version(spark, place, analyst, tmp_path) -> None:
     import json
 
-    from tables.services import data_jobs, pins
+    from tables.services.data import jobs as data_jobs
+    from tables.services.pins import lifecycle as pins
 
     path = place / "orders"
     n = cdf_table(path)
@@ -230,7 +231,8 @@ def test_an_s3_table_read_through_its_pin_after_vacuum(spark, place, analyst, s3
     the pin store, and the change data of 1..latest reads the dropped file's deletes from it."""
     import uuid
 
-    from tables.services import data_jobs, pins
+    from tables.services.data import jobs as data_jobs
+    from tables.services.pins import lifecycle as pins
     from tests.conftest import s3_buckets
     from tests.core.test_keep_s3 import rows as s3_rows
     from tests.core.test_keep_s3 import write_table
@@ -246,8 +248,9 @@ def test_an_s3_table_read_through_its_pin_after_vacuum(spark, place, analyst, s3
     at_1 = s3_rows(s3_server, location, 1)
     opts = s3_server.storage_options()
     cdf = pa.table(deltalake.DeltaTable(location, storage_options=opts).load_cdf(starting_version=1).read_all())
-    from tables.services import registration, versions
+    from tables.services.catalog import registration
     from tables.services.sync import store as sync
+    from tables.services.versions import read as versions
 
     table = registration.register_table(f"s3-{uuid.uuid4().hex[:6]}", location)
     sync.sync_table(table.pk)

@@ -70,7 +70,7 @@ def test_the_preview_job_and_its_page_say_which_file_and_version(
     from deltaweb.celery import app
     from tables.delta.storage import boundary
     from tables.models import Job, JobStatus
-    from tables.services import registration
+    from tables.services.catalog import registration
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     boundary.set_roots_provider(lambda: settings.DELTAWEB_ALLOWED_ROOTS)  # the web app's (the fixture puts it back)

@@ -119,7 +119,7 @@ QUERIES = [
 
 @pytest.fixture
 def demo(tmp_path) -> Path:
-    from tables.services.demo import build_demo_table
+    from tables.services.catalog.demo import build_demo_table
 
     return build_demo_table(tmp_path / "demo" / "orders")
 

@@ -23,7 +23,7 @@ def peer_table(path: Path, version: int | None = None) -> pa.Table:
 
 def register(path: Path):
     """The table registered under its directory's name and synced."""
-    from tables.services import registration
+    from tables.services.catalog import registration
     from tables.services.sync import store as sync
 
     table = registration.register_table(path.name, str(path))
@@ -35,8 +35,8 @@ def register(path: Path):
 def vacuum(path: Path, table, *, age_log: bool) -> None:
     """delta-rs's VACUUM with no retention and its log cleanup (the log aged past its 30 days
     when `age_log`, so commits before the last checkpoint go), then a sync."""
-    from tables.services import versions
     from tables.services.sync import store as sync
+    from tables.services.versions import read as versions
 
     if age_log:
         for name in os.listdir(path / "_delta_log"):

@@ -21,9 +21,10 @@ from tables.delta.history.timeline import timeline as core_timeline
 from tables.delta.history.timestamps import commit_times, parse_timestamp, resolve_timestamp
 from tables.delta.write.commit import commit, enable_ict
 from tables.models import Commit, Job, JobStatus, Table
-from tables.services import registration, versions
 from tables.services.access.roles import ANALYST
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
+from tables.services.versions import read as versions
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402

@@ -9,8 +9,11 @@ from django.contrib.auth.models import Group
 from tables import tasks
 from tables.delta.errors import DeltaError, NotADeltaTableError, PathOutsideRootsError
 from tables.models import Job, JobKind, JobStatus, ManagedTable, OwnerState, SyncState, Table
-from tables.services import data_jobs, errors, jobs, registration
+from tables.services import errors
 from tables.services.access import roles
+from tables.services.catalog import registration
+from tables.services.data import jobs as data_jobs
+from tables.services.jobs import lifecycle as jobs
 from tables.services.owner import access as owner_access
 from tables.services.sync import store as sync
 from tests.web.ui_tables import history_table
@@ -182,7 +185,7 @@ call_command("migrate", verbosity=0)
 from django.apps import apps
 from django.contrib.auth.models import User
 from django.test import Client
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 assert not apps.is_installed("alerts")
 t = registration.register_table("Sales", {str(table)!r})

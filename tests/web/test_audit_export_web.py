@@ -19,8 +19,8 @@ from django.utils import timezone
 from tables.delta.cli import main
 from tables.delta.history.audit import export_table, verify_export
 from tables.models import RestoreRequest, RestoreStatus, VersionChecksum
-from tables.services import registration
 from tables.services.access.roles import APPROVER
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 
 from .test_api import assert_error, make_user, token_client

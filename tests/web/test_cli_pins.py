@@ -17,7 +17,8 @@ from django.core.management import call_command
 
 from tables.delta import cli
 from tables.models import Table
-from tables.services import pins, registration
+from tables.services.catalog import registration
+from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 
 deltalake = pytest.importorskip("deltalake")
@@ -80,7 +81,7 @@ def vacuumed(settings, tmp_path, analyst, capsys) -> tuple[Table, Path, dict, st
     dt.create_checkpoint()
     dt.cleanup_metadata()
     assert not (path / "_delta_log" / f"{PINNED:020d}.json").exists()  # the log lost it too
-    from tables.services import versions
+    from tables.services.versions import read as versions
 
     versions._SNAPSHOTS.clear()
     sync.sync_table(table.pk)

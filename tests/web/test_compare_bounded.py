@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tables.models import Job, JobStatus
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tables.web.tabs import compare
 

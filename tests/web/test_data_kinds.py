@@ -1,12 +1,12 @@
 """Every data-job kind the database knows has one declaration, and the declarations drive the
-task's work and the reuse rule (tables.services.data_kinds)."""
+task's work and the reuse rule (tables.services.data.kinds)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tables.models import JobKind
-from tables.services.data_kinds import DATA_KINDS, KEPT, UNCHANGED, data_kind
+from tables.services.data.kinds import DATA_KINDS, KEPT, UNCHANGED, data_kind
 
 
 def test_each_data_kind_is_declared_once() -> None:

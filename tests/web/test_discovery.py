@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from tables.models import Table
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync import probe
 from tests.web.test_api import make_user, token_client
 
@@ -203,7 +203,7 @@ def test_discovery_on_a_schedule_registers_new_tables_and_marks_vanished_ones(tr
     from django.utils import timezone
 
     from tables.models import DiscoverySource
-    from tables.services import discovery
+    from tables.services.catalog import discovery
 
     api = token_client(make_user("sam", group="analyst"))
     done = api.post("/api/discover/", {"prefix": str(tree), "register": True, "everyHours": 6}, format="json").json()
@@ -296,7 +296,7 @@ def test_the_walk_yields_each_table_as_it_finds_it(roots) -> None:
 
 
 def test_a_preview_lists_a_page_counts_the_rest_and_registering_takes_them_all(roots, browser) -> None:
-    from tables.services import discovery
+    from tables.services.catalog import discovery
 
     lake = fleet(roots / "many", 36)
     register_table("t03", str(lake / "g0" / "t03"))
@@ -321,7 +321,7 @@ def test_a_preview_lists_a_page_counts_the_rest_and_registering_takes_them_all(r
 
 
 def test_the_page_registers_beyond_its_rows_only_when_every_listed_one_is_ticked(roots, browser, monkeypatch) -> None:
-    from tables.services import discovery
+    from tables.services.catalog import discovery
 
     monkeypatch.setattr(discovery, "PREVIEW_ROWS", 3)
     lake = fleet(roots / "many", 8)

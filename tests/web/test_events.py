@@ -18,7 +18,7 @@ from django.core.cache import caches
 from django.db import IntegrityError, OperationalError, connection
 
 from tables.models import Commit, Job, JobKind, Table
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync import events, store
 from tables.services.sync.store import sync_table
 from tests.web.test_ops import samples, value

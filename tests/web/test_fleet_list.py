@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tables.models import Table
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync.store import sync_table
 from tests.web.test_probe import small_table
 

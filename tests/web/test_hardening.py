@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tables.models import RestoreRequest, Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.web.ui_tables import history_table
 
@@ -473,7 +473,7 @@ def test_sync_and_job_errors_name_the_table(api, table) -> None:
     import shutil
 
     from tables.models import Job, JobKind
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
 
     shutil.rmtree(f"{table.location}/_delta_log")
     job = sync.start_sync(table)
@@ -508,7 +508,7 @@ Py4JJavaError.__module__ = "py4j.protocol"
 )
 def test_spark_failures_are_named_and_the_detail_is_for_staff(api, table, django_user_model, java, named) -> None:
     from tables.models import Job, JobKind
-    from tables.services import data_jobs
+    from tables.services.data import jobs as data_jobs
 
     job = Job.objects.create(kind=JobKind.PREVIEW, table=table, params={"version": 0})
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from alerts.models import Alert
 from tables.models import ChainLook, HistoryRewrite, SeenCommit, Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import chain
 from tables.services.sync import store as sync
 from tests.conftest import s3_buckets

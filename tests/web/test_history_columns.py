@@ -15,7 +15,7 @@ import pytest
 
 from tables.delta.history.columns import COLUMNS, SHOWN_COLUMNS
 from tables.models import Commit
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync.store import sync_table
 from tests.web.test_api import make_user, token_client
 from tests.web.ui_tables import add_action, history_table, write_raw_commit

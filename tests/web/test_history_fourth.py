@@ -23,7 +23,7 @@ import pytest
 
 from tables.delta.history.columns import COLUMNS
 from tables.models import Commit, Table
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync.store import sync_table
 from tests.web.test_api import make_user, token_client
 

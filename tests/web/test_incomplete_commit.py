@@ -10,7 +10,7 @@ import pytest
 
 from tables.delta.log.listing import commit_name
 from tables.models import Commit, SeenCommit, SyncState, Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync.probe import probe_tables
 from tables.services.sync.store import sync_table
 from tests.conftest import s3_buckets

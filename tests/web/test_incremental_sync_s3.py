@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Commit
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync import chain
 from tables.services.sync.store import sync_table
 from tests.conftest import use_store_environment

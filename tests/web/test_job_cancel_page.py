@@ -10,8 +10,8 @@ from django.template.loader import render_to_string
 from django.test import RequestFactory
 
 from tables.models import Job, JobKind, JobStatus
-from tables.services import registration
 from tables.services.access import roles
+from tables.services.catalog import registration
 from tests.web.ui_tables import ict_table
 
 pytestmark = pytest.mark.django_db

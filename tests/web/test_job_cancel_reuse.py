@@ -13,8 +13,9 @@ from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from tables.models import Job, JobStatus, Table
-from tables.services import data_jobs, jobs
 from tables.services.access import roles
+from tables.services.data import jobs as data_jobs
+from tables.services.jobs import lifecycle as jobs
 
 from .test_api import make_user, token_client
 

@@ -20,7 +20,9 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from tables.models import Job, JobKind, JobStatus, Table
-from tables.services import data_jobs, jobs, registration
+from tables.services.catalog import registration
+from tables.services.data import jobs as data_jobs
+from tables.services.jobs import lifecycle as jobs
 from tables.services.sync import store as sync
 
 from .test_api import assert_error, make_user, token_client

@@ -17,8 +17,10 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Job, Table
-from tables.services import data_jobs, pins, registration
+from tables.services.catalog import registration
+from tables.services.data import jobs as data_jobs
 from tables.services.errors import ServiceError
+from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 
 deltalake = pytest.importorskip("deltalake")
@@ -69,7 +71,7 @@ def kept(settings, tmp_path, analyst) -> tuple[Table, dict, pins.Pin, int]:
     pin = pins.create_pin(table, PINNED, PIN_NAME, "Q3 close", analyst)
     deleted = DeltaTable(str(path)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     assert set(before["files"]) <= set(deleted)  # the pinned version's files are gone from the table
-    from tables.services import versions
+    from tables.services.versions import read as versions
 
     versions._SNAPSHOTS.clear()
     sync.sync_table(table.pk)
@@ -215,7 +217,7 @@ def cleaned(settings, tmp_path, analyst) -> tuple[Table, dict, pins.Pin]:
     dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     dt.cleanup_metadata()
     assert not (path / "_delta_log" / f"{PINNED:020d}.json").exists()
-    from tables.services import versions
+    from tables.services.versions import read as versions
 
     versions._SNAPSHOTS.clear()
     sync.sync_table(table.pk)

@@ -13,7 +13,7 @@ import pytest
 
 from deltaweb.logs import JsonFormatter
 from tables.models import Job, JobStatus
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tests.web.test_probe import small_table
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tables.models import RestoreRequest, RestoreStatus
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync.store import start_sync
 from tables.spark.engine.conf import driver_memory
 from tests.conftest import use_broker
@@ -121,7 +121,7 @@ def test_job_durations_are_cumulative_and_spark_jobs_carry_their_kind(client, ro
     from django.utils import timezone
 
     from tables.models import Job, JobKind, JobStatus
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
 
     table = register_table("events", str(small_table(roots / "events", 2)))
     start_sync(table)  # eager: one real sync ends

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from tables.services import registration
-from tables.services import row_count as row_count_service
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
+from tables.services.versions import row_count as row_count_service
 from tests.conftest import golden_path
 from tests.core.test_row_count import strip_stats, written_by_delta_rs
 
@@ -77,7 +77,7 @@ def test_a_long_log_is_counted_by_a_worker(browser, roots, settings, monkeypatch
     """The sync asks a worker for the count; the page says it is being counted meanwhile and
     counts nothing itself; once the worker has stored it, the page shows it."""
     from tables.models import Table
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
 
     sent = []
     monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append((name, *args)))

@@ -17,9 +17,10 @@ from tables.delta.managed.owner_client import RestOwnerClient
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.write.managed import commit_via_owner
 from tables.models import Commit, ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest
-from tables.services import errors, registration
-from tables.services import managed_tables as owner_services
+from tables.services import errors
 from tables.services.access.roles import APPROVER, WRITER
+from tables.services.catalog import registration
+from tables.services.managed import use_cases as owner_services
 from tables.services.owner.db import DatabaseOwner, table_conf
 from tables.services.sync import store as sync
 from tests.web.test_api import make_user, write_table

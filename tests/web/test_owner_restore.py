@@ -13,8 +13,8 @@ from tables.delta.restore.plan import plan_restore
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.write.managed import commit_via_owner
 from tables.models import Commit, ManagedTable, OwnerRefusal, RatifiedCommit, RestoreRequest, RestoreStatus
-from tables.services import managed_tables as owner_services
-from tables.services import registration
+from tables.services.catalog import registration
+from tables.services.managed import use_cases as owner_services
 from tables.services.owner.db import DatabaseOwner
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs

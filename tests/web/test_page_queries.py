@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.web.ui_tables import history_table
 
@@ -68,8 +68,8 @@ def test_overview_asks_the_expired_flag_once(browser, table) -> None:
 def test_a_long_logs_history_is_cached_while_pending_and_replaced_when_computed(
     browser, table, settings, monkeypatch
 ) -> None:
-    from tables.services import jobs
-    from tables.services import reachability as app_reach
+    from tables.services.jobs import lifecycle as jobs
+    from tables.services.versions import reachability as app_reach
 
     sent = []
     monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append(args))

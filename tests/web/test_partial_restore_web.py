@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from tables.models import RestoreRequest, RestoreStatus
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync

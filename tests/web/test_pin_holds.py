@@ -13,7 +13,8 @@ import uuid
 import pytest
 
 from tables.models import PinEvent, PinState
-from tables.services import pins, registration
+from tables.services.catalog import registration
+from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 from tests.web.test_pins import users  # noqa: F401 (a fixture)
 
@@ -72,7 +73,7 @@ def test_holds_hold_when_vacuum_checkpoint_and_cleanup_run_before_a_sync(
     notes = list(PinEvent.objects.filter(pin=pin).values_list("note", flat=True))
     assert any("held versions copied into the pin store" in n for n in notes), notes
     snap = pins.pinned_snapshot(table, 1)
-    from tables.services.versions import snapshot_at
+    from tables.services.versions.read import snapshot_at
 
     source = snapshot_at(table, 1)
     assert source.version == 1 and sorted(source.file_paths()) == sorted(snap.file_paths())

@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from tables.models import Pin, PinEvent, PinState
-from tables.services import pins
 from tables.services.errors import ServiceError
+from tables.services.pins import lifecycle as pins
 from tests.web.test_pins import VERSION, api, table, users  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +85,7 @@ def test_a_pin_the_queue_never_delivered_is_resumed_then_failed_not_protected(us
     from django.conf import settings
 
     from deltaweb.celery import app
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
 
     # the beat runs the sweep as a registered task
     assert settings.CELERY_BEAT_SCHEDULE["sweep-pins"]["task"] == "tables.sweep_pins"

@@ -19,8 +19,9 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from tables.models import Pin, PinEvent, PinState, Table
-from tables.services import pins, registration
 from tables.services.access.roles import ANALYST, APPROVER
+from tables.services.catalog import registration
+from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 from tests.core.builders import writable
 
@@ -108,7 +109,7 @@ def test_a_pin_keeps_its_version_through_vacuum_and_log_cleanup(client, users, t
         rows(src, VERSION)  # the table itself lost the version
     assert rows(pin.store_location) == expected  # delta-rs reads the kept table
 
-    from tables.services import versions
+    from tables.services.versions import read as versions
 
     versions._SNAPSHOTS.clear()
     got = api(client, users["analyst"], "get", f"/api/tables/{table.pk}/versions/{VERSION}/")
@@ -122,7 +123,7 @@ def test_a_pin_keeps_its_version_through_vacuum_and_log_cleanup(client, users, t
     assert page.status_code == 200 and b"quarter-end" in page.content and b'id="pins"' in page.content
 
     from tables.models import Job
-    from tables.services import data_jobs
+    from tables.services.data import jobs as data_jobs
 
     job = data_jobs.start_preview(table, VERSION, users["analyst"])
     assert Job.objects.get(pk=job.pk).params["pin"] == pin.pk  # the preview reads the pin store

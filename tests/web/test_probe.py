@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from tables.models import Commit, Job, JobKind, SyncState, Table
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync import probe
 from tables.services.sync.store import sync_table
 
@@ -196,7 +196,7 @@ def _swap_log_for_a_link_out_of_the_roots(path: Path, outside: Path) -> None:
 def test_a_log_swapped_for_a_link_out_of_the_roots_fails_the_next_sync_with_path_outside_roots(
     roots, tmp_path_factory, browser
 ) -> None:
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
     from tests.web.test_api import make_user, token_client
 
     path = small_table(roots / "swapped")
@@ -224,7 +224,7 @@ def test_a_table_deltaweb_owns_is_refused_by_the_probe_when_its_log_leads_out_of
 ) -> None:
     """The probe answers an owned table from the database, without a request; the confinement
     of its log is still checked first (a resolve, no request), not only at its next commit."""
-    from tables.services import managed_tables as owner_services
+    from tables.services.managed import use_cases as owner_services
 
     settings.DELTAWEB_OWNER_AUTO_BACKFILL = False
     path = small_table(roots / "owned")

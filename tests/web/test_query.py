@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Job
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.query.run import start_query
 from tables.services.sync import store as sync
 from tests.web import test_rows

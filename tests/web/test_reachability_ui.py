@@ -144,7 +144,7 @@ def test_cli_forecast_matches_a_real_vacuum(settings, tmp_path) -> None:
 @pytest.fixture
 def synced_vacuumed(settings, tmp_path) -> Table:
     """v0..v5 (two overwrites), vacuumed with retention 0 (v6, v7), then synced."""
-    from tables.services import registration
+    from tables.services.catalog import registration
     from tables.services.sync import store as sync
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
@@ -201,8 +201,8 @@ def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, clien
     """Above the inline limit the page answers at once, says the column is being computed and
     asks a worker (once, whatever the number of pages); the web process computes nothing. Once
     the worker has stored its answer, every page shows it, the same as the core's."""
-    from tables.services import jobs
-    from tables.services import reachability as app_reach
+    from tables.services.jobs import lifecycle as jobs
+    from tables.services.versions import reachability as app_reach
 
     sent, computed = [], []
     monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append((name, args)))

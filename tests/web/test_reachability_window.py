@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tables.delta.history.reachability import DAY_MS, reachability
-from tables.services import reachability as app_reach
+from tables.services.versions import reachability as app_reach
 from tests.web.test_kept_version_pages import LOST, PIN_NAME, PINNED, kept  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.django_db

@@ -11,10 +11,11 @@ import pytest
 from tables.delta.errors import NotADeltaTableError, TimestampOutOfRangeError
 from tables.delta.history.timestamps import commit_times, resolve_timestamp
 from tables.delta.storage.boundary import LocalStorage
-from tables.services import registration, versions
+from tables.services.catalog import registration
 from tables.services.errors import ServiceError
 from tables.services.history.query import version_at_time
 from tables.services.sync import store as sync
+from tables.services.versions import read as versions
 from tests.core.builders import add, file_table, ict_table, write_commit
 
 pytestmark = pytest.mark.django_db

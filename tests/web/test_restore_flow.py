@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from tables.models import RestoreEvent, RestoreRequest, RestoreStatus, Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.errors import ServiceError
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs

@@ -17,7 +17,8 @@ import pytest
 from django.test import Client
 
 from tables.models import Pin, RestoreRequest, RestoreStatus, Table
-from tables.services import pins, registration
+from tables.services.catalog import registration
+from tables.services.pins import lifecycle as pins
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync
@@ -91,7 +92,7 @@ def pin_and_vacuum(table: Table, version: int, users: dict) -> Pin:
     assert pin.state == "active"
     vacuum_and_clean(Path(table.location))
     sync.sync_table(table.pk)
-    from tables.services import versions
+    from tables.services.versions import read as versions
 
     versions._SNAPSHOTS.clear()
     return pin

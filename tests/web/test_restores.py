@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from tables.delta.restore.plan import plan_restore
 from tables.models import Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
-from tables.services import errors, registration
+from tables.services import errors
+from tables.services.catalog import registration
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from tables.models import Commit, Job, JobKind, JobStatus, RestoreRequest, RestoreStatus, Table
-from tables.services.data_jobs import results_dir
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
+from tables.services.data.jobs import results_dir
 from tables.services.sync.store import sync_table
 from tests.web.ui_tables import history_table
 

@@ -17,7 +17,8 @@ from rest_framework.test import APIClient
 
 from tables.delta.history.row_history import row_history
 from tables.models import Job, JobStatus
-from tables.services import data_jobs, versions
+from tables.services.data import jobs as data_jobs
+from tables.services.versions import read as versions
 
 from .test_api import assert_error, make_user, token_client
 from .test_confinement import assert_refused, hostile, place, was_read  # noqa: F401  (fixtures)
@@ -223,7 +224,7 @@ def test_values_are_escaped_and_a_table_without_an_id_asks(
 ) -> None:
     from deltalake import DeltaTable
 
-    from tables.services import registration
+    from tables.services.catalog import registration
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     path = tmp_path / "html"

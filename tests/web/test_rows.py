@@ -18,8 +18,10 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from tables.models import Job, JobStatus, Table
-from tables.services import data_jobs, registration, versions
+from tables.services.catalog import registration
+from tables.services.data import jobs as data_jobs
 from tables.services.sync import store as sync
+from tables.services.versions import read as versions
 from tests.spark.conftest import java_executable
 
 from .test_api import assert_error, make_user, token_client
@@ -263,7 +265,7 @@ def test_the_form_that_starts_a_job_waits_a_moment_for_it(spark, table, client, 
     from django.db import connection
 
     from deltaweb.celery import app
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
 
     settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
     settings.DELTAWEB_JOB_SETTLE_SECONDS = 300

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Table
-from tables.services import registration
-from tables.services import schema_timeline as service
 from tables.services.access.roles import ANALYST
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
+from tables.services.versions import schema_timeline as service
 from tests.conftest import golden_path
 from tests.core.test_schema_timeline import (
     find_field,

@@ -24,8 +24,8 @@ from rest_framework.authtoken.models import Token
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from tables.models import FileRemovalEvent
-from tables.services import registration
 from tables.services.access.roles import ANALYST, APPROVER
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 
 from .test_api import make_user

@@ -101,7 +101,7 @@ def test_a_worker_computes_reachability_and_both_processes_show_it(
     import requests
 
     from tables.models import Table
-    from tables.services.registration import register_table
+    from tables.services.catalog.registration import register_table
 
     celery_worker_factory(
         env={k: shared_env[k] for k in ("DELTAWEB_CACHE_URL", "DELTAWEB_REACHABILITY_INLINE_VERSIONS")}

@@ -78,7 +78,7 @@ def file_urls_of(response: requests.Response) -> list[str]:
 def test_a_window_ending_at_a_pinned_version_reads_it_after_vacuum_and_log_cleanup(
     name, live_server, place, analyst, tmp_path
 ) -> None:
-    from tables.services import pins
+    from tables.services.pins import lifecycle as pins
 
     path = place / name
     shutil.copytree(golden_path(name), path)
@@ -156,7 +156,7 @@ def test_a_pinned_version_of_an_s3_table_is_shared_from_the_pin_store(
     URLs of a window ending at the pin name, after delta-rs's VACUUM of the table."""
     import uuid
 
-    from tables.services import pins
+    from tables.services.pins import lifecycle as pins
     from tests.conftest import s3_buckets
     from tests.core.test_keep_s3 import rows as s3_rows
     from tests.core.test_keep_s3 import write_table
@@ -172,7 +172,7 @@ def test_a_pinned_version_of_an_s3_table_is_shared_from_the_pin_store(
     location = f"s3://{bucket}/allowed/t-{uuid.uuid4().hex[:8]}"
     write_table(s3_server, location)  # version 2 drops a file of versions 0-1
     want = pa.Table.from_pylist(s3_rows(s3_server, location, 1)).to_pandas()
-    from tables.services import registration
+    from tables.services.catalog import registration
     from tables.services.sync import store as sync
 
     table = registration.register_table(f"s3-{uuid.uuid4().hex[:6]}", location)

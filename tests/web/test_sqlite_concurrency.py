@@ -13,7 +13,7 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from tables.models import Table
-from tables.services.registration import register_table
+from tables.services.catalog.registration import register_table
 from tables.services.sync.store import sync_table
 
 from .test_api import make_user

@@ -8,7 +8,8 @@ import pytest
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.write.commit import enable_ict
 from tables.models import Anomaly, Commit, SyncState
-from tables.services import errors, registration
+from tables.services import errors
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tables.services.sync import stored_text
 from tests.conftest import golden_path

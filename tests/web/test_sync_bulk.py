@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tables.delta.history.chain import chain_entries
 from tables.models import Commit, SeenCommit
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 
 from .test_sync import _write_commits

@@ -15,7 +15,8 @@ import pytest
 
 from tables.delta.write.commit import enable_ict
 from tables.models import Anomaly, Commit, JobKind, Table
-from tables.services import jobs, registration
+from tables.services.catalog import registration
+from tables.services.jobs import lifecycle as jobs
 from tables.services.sync import reads as sync_reads
 from tables.services.sync import store as sync
 

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from tables.models import Share, SharedTable, Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.web.test_api import make_user, token_client
 

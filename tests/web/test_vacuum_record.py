@@ -21,7 +21,7 @@ import pytest
 from alerts.models import Alert
 from tables.delta.history.vanished import in_ranges
 from tables.models import Commit, FileLook, FileRemovalEvent, Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.conftest import s3_buckets
 
@@ -208,7 +208,7 @@ def test_a_long_logs_first_look_is_a_workers_own(roots, settings, monkeypatch) -
     VERSIONS versions or more (here 3) the first sync sends it to a worker instead of making its
     job wait; the worker's look then lists the table once, as a baseline, with no event."""
     from tables import tasks
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
     from tables.services.sync import vanished
 
     settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 3
@@ -218,7 +218,7 @@ def test_a_long_logs_first_look_is_a_workers_own(roots, settings, monkeypatch) -
     table = register_and_sync("t", churned(path))
     assert not FileLook.objects.filter(table=table).exists()
     # the look, and the reachability and row count every long log's sync asks a worker for
-    from tables.services import reachability, row_count
+    from tables.services.versions import reachability, row_count
 
     assert sent == [
         (vanished.LOOK_TASK, table.pk, 6),

@@ -12,7 +12,7 @@ from tables.delta.history.columns import SHOWN_COLUMNS
 from tables.delta.history.timestamps import format_ms
 from tables.delta.write.commit import enable_ict
 from tables.models import Commit, Job, SyncState, Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tables.web.tabs import history as history_views
 from tables.web.tabs import versions as versions_views

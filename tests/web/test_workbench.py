@@ -15,7 +15,7 @@ import pytest
 
 from tables.delta.history.timestamps import format_ms
 from tables.models import Commit
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.history import export as history_export
 from tables.services.sync import store as sync
 from tables.web import pages
@@ -523,7 +523,7 @@ def test_the_register_form_says_where_tables_may_be(browser, settings, tmp_path)
 def test_a_vacuumed_versions_page_says_so_and_disables_what_cannot_work(roots, browser, settings) -> None:
     import pyarrow as pa
 
-    from tables.services.registration import register_table
+    from tables.services.catalog.registration import register_table
     from tables.services.sync.store import sync_table
 
     deltalake = pytest.importorskip("deltalake")
@@ -544,7 +544,7 @@ def test_a_vacuumed_versions_page_says_so_and_disables_what_cannot_work(roots, b
 
 
 def test_the_overview_shows_the_columns_partitioning_and_properties(roots, browser) -> None:
-    from tables.services.registration import register_table
+    from tables.services.catalog.registration import register_table
     from tables.services.sync.store import sync_table
 
     deltalake = pytest.importorskip("deltalake")

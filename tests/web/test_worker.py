@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Anomaly, Commit, Job, JobStatus, SyncState, Table
-from tables.services import registration
+from tables.services.catalog import registration
 from tables.services.sync import store as sync
 
 deltalake = pytest.importorskip("deltalake")

@@ -20,8 +20,8 @@ from tables.api import serializers as s
 from tables.api.common import TABLE_ID, _errors, table_or_404
 from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse, CanRegister
+from tables.services.catalog.lookup import INT64_MAX
 from tables.services.history import audit
-from tables.services.lookup import INT64_MAX
 
 MEDIA_TYPE = "application/x-ndjson"
 

@@ -2,7 +2,7 @@
 and job results.
 
 Each view checks permissions (signed in, CanBrowse) and calls one function of
-tables.services.data_jobs. Starting a job is a POST and answers 202 with the job (poll /api/jobs/{id}/);
+tables.services.data.jobs. Starting a job is a POST and answers 202 with the job (poll /api/jobs/{id}/);
 a GET only reads (it never starts or re-runs a job); a finished
 job's rows are paged from its Parquet result with pyarrow (`/api/jobs/{id}/results/`), never
 loaded whole. Errors are rendered by tables.api.errors.exception_handler.
@@ -24,9 +24,10 @@ from tables.api.common import TABLE_ID, VERSION, _errors, job_location, table_or
 from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse
 from tables.models import Job, JobStatus
-from tables.services import data_jobs, jobs
+from tables.services.catalog.lookup import INT64_MAX, parse_int64
+from tables.services.data import jobs as data_jobs
 from tables.services.errors import ServiceError
-from tables.services.lookup import INT64_MAX, parse_int64
+from tables.services.jobs import lifecycle as jobs
 from tables.spark.results import MAX_PAGE
 
 MAX_VERSION = INT64_MAX

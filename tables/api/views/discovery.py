@@ -16,7 +16,7 @@ from tables.api import serializers as s
 from tables.api.common import _errors
 from tables.api.permissions import CanRegister
 from tables.delta.storage.backends import named_schemes
-from tables.services import discovery
+from tables.services.catalog import discovery
 
 
 class DiscoverRequest(serializers.Serializer):

@@ -3,7 +3,7 @@
 pins/{id}/reject/ (an approver decides a removal), POST pins/{id}/withdraw/ (the requester takes
 their removal request back).
 
-Each view checks permissions and calls one function of tables.services.pins; errors are
+Each view checks permissions and calls one function of tables.services.pins.lifecycle; errors are
 rendered by tables.api.errors.exception_handler.
 """
 
@@ -19,8 +19,8 @@ from rest_framework.views import APIView
 from tables.api.common import TABLE_ID, _errors, table_or_404
 from tables.api.permissions import CanApprove, CanBrowse, CanRequestRestore
 from tables.models import Pin, PinState
-from tables.services import pins
-from tables.services.lookup import INT64_MAX
+from tables.services.catalog.lookup import INT64_MAX
+from tables.services.pins import lifecycle as pins
 
 LISTED = 500  # a table's pins in one answer, newest first
 

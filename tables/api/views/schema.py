@@ -2,7 +2,7 @@
 every column's history, and two versions' schemas compared.
 
 Each view checks permissions (signed in, CanBrowse), parses its query and calls one function
-of tables.services.schema_timeline; the serializers below describe the answers for the
+of tables.services.versions.schema_timeline; the serializers below describe the answers for the
 OpenAPI schema (the service builds plain dicts). Errors are rendered by
 tables.api.errors.exception_handler: 404 version_not_found outside the log, 400
 invalid_range when from > to, 422 when the log cannot be read.
@@ -21,8 +21,8 @@ from tables.api.common import TABLE_ID, _errors, table_or_404
 from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse
 from tables.models import Table
-from tables.services import schema_timeline as service
-from tables.services.lookup import INT64_MAX
+from tables.services.catalog.lookup import INT64_MAX
+from tables.services.versions import schema_timeline as service
 
 READ_ERRORS = (400, 401, 403, 404, 422)
 MAPPING_MODES = ["none", "name", "id"]

@@ -2,7 +2,7 @@
 
 Reads of history, the timeline and jobs come from the database cache (Commit, Anomaly, Job
 rows, through tables.services.history.query for the history); reads of a version's state, resolve and diff
-go through tables.services.versions. No view parses a log. Errors are rendered by tables.api.errors.exception_handler.
+go through tables.services.versions.read. No view parses a log. Errors are rendered by tables.api.errors.exception_handler.
 """
 
 from __future__ import annotations
@@ -36,15 +36,16 @@ from tables.api.common import (
 from tables.api.params import validated_query
 from tables.api.permissions import CanApprove, CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 from tables.models import Anomaly, Commit, Job, RestoreRequest, Table
-from tables.services import jobs, versions
+from tables.services.catalog.registration import delete_table, register_table
 from tables.services.errors import ServiceError
 from tables.services.history import export as history_export
 from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
-from tables.services.pins import pins_by_version
-from tables.services.reachability import FORECAST_LISTED, parse_retention, table_reachability, with_pins
-from tables.services.registration import delete_table, register_table
+from tables.services.jobs import lifecycle as jobs
+from tables.services.pins.lifecycle import pins_by_version
 from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
 from tables.services.sync.store import start_sync
+from tables.services.versions import read as versions
+from tables.services.versions.reachability import FORECAST_LISTED, parse_retention, table_reachability, with_pins
 
 
 def _history_filter(request) -> HistoryFilter:

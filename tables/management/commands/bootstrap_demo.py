@@ -10,9 +10,9 @@ from django.core.management.base import BaseCommand
 
 from tables.delta.errors import DeltaError
 from tables.models import Table
-from tables.services.demo import build_demo_table
+from tables.services.catalog.demo import build_demo_table
+from tables.services.catalog.registration import register_table
 from tables.services.errors import ServiceError
-from tables.services.registration import register_table
 from tables.services.sync.store import sync_table
 
 

@@ -3,7 +3,7 @@
 Same subcommands, options, JSON, text and exit statuses: the parser's subcommands and the
 running both come from tables.delta.cli. The standalone `delta` script starts faster (no Django)
 and reads only the path it is given; here a version asked for by number on a registered table's
-location follows the one rule (tables.services.version_source): a version the table lost and a
+location follows the one rule (tables.services.versions.source): a version the table lost and a
 pin keeps is read from the pin, and stderr says so.
 """
 
@@ -26,8 +26,8 @@ def registered_table(path: str) -> Any:
     from tables.delta.errors import DeltaError
     from tables.delta.storage.boundary import local_path
     from tables.models import Table
+    from tables.services.catalog.registration import object_location
     from tables.services.errors import ServiceError
-    from tables.services.registration import object_location
 
     try:
         location = object_location(path) or os.path.realpath(local_path(path.strip()))
@@ -41,7 +41,7 @@ def pinned_source(path: str, version: int) -> tuple[str, int | None, str] | None
     is a pin's kept table; None (read the path as given) otherwise."""
     from django.db import DatabaseError
 
-    from tables.services.version_source import source_of
+    from tables.services.versions.source import source_of
 
     try:
         table = registered_table(path)

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from tables.delta.errors import DeltaError
 from tables.delta.storage.backends import named_schemes
-from tables.services import discovery
+from tables.services.catalog import discovery
 from tables.services.errors import ServiceError
 
 

@@ -21,9 +21,9 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from tables.delta.errors import DeltaError
 from tables.models import Table
-from tables.services import managed_tables as owner_services
+from tables.services.catalog.lookup import table_by_key
 from tables.services.errors import ServiceError
-from tables.services.lookup import table_by_key
+from tables.services.managed import use_cases as owner_services
 from tables.services.owner.access import managed_of
 from tables.services.owner.db import summary
 

@@ -19,9 +19,9 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils.dateparse import parse_datetime
 
 from tables.delta.errors import DeltaError
-from tables.services import pins
+from tables.services.catalog.lookup import table_by_key
 from tables.services.errors import ServiceError
-from tables.services.lookup import table_by_key
+from tables.services.pins import lifecycle as pins
 
 
 class Command(BaseCommand):

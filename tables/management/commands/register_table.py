@@ -12,8 +12,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from tables.delta.errors import DeltaError
+from tables.services.catalog.registration import register_table
 from tables.services.errors import ServiceError
-from tables.services.registration import register_table
 from tables.services.sync.store import sync_table
 
 

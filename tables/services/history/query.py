@@ -26,8 +26,8 @@ from django.db.models.functions import Cast
 from tables.delta.errors import InvalidTimestampError
 from tables.delta.history.timestamps import parse_timestamp
 from tables.models import Commit, Table
+from tables.services.catalog.lookup import INT64_MAX
 from tables.services.errors import ServiceError
-from tables.services.lookup import INT64_MAX
 
 CACHE_SECONDS = 3600
 

@@ -34,7 +34,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from tables import plugins
 from tables.models import Job, JobKind, OwnerRefusal, RatifiedCommit, RecipientQuery, RestoreRequest, Table
-from tables.services import job_durations as durations
+from tables.services.jobs import durations
 from tables.services.ops.beat import last_tick
 from tables.services.ops.http_labels import method_label
 from tables.services.sync import events

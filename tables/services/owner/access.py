@@ -2,7 +2,7 @@
 DatabaseOwner (with its hook that schedules a backfill after each ratified commit), and
 whether a table is read and written through it.
 
-Syncs, reads, restores and the owner use cases (tables.services.managed_tables) all take the owner
+Syncs, reads, restores and the owner use cases (tables.services.managed.use_cases) all take the owner
 from here, so it is constructed the same way everywhere.
 """
 
@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from tables.models import ManagedTable, OwnerState, Table
-from tables.services import jobs
+from tables.services.jobs import lifecycle as jobs
 from tables.services.owner.db import DatabaseOwner
 
 logger = logging.getLogger("tables.owner")

@@ -35,10 +35,10 @@ from tables.delta.write.catalog import FEATURE, TABLE_ID_KEY
 from tables.models import ManagedTable, OwnerState, RatifiedCommit, Table, UcStagingTable
 from tables.services.access import roles
 from tables.services.access.hot_queries import managed_row
+from tables.services.catalog.registration import check_new_location, make_new_table_dir, validate_location
 from tables.services.errors import ServiceError
 from tables.services.owner.access import database_owner
 from tables.services.owner.db import table_conf
-from tables.services.registration import check_new_location, make_new_table_dir, validate_location
 
 PROTOCOL_VERSION = "1.0"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,254}$")
@@ -121,7 +121,7 @@ def get_config(catalog: str | None, protocol_versions: str | None) -> dict[str, 
 def storage_root() -> str:
     """Where staging tables are allocated: DELTAWEB_UC_STORAGE_ROOT (a path or an object-store
     location), else `__unitystorage/tables` under the first allowed root."""
-    from tables.services.registration import allowed_roots
+    from tables.services.catalog.registration import allowed_roots
 
     configured = getattr(settings, "DELTAWEB_UC_STORAGE_ROOT", "") or ""
     if configured:

@@ -59,7 +59,7 @@ from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage, open_storage
 from tables.delta.write.catalog import check_maintenance, staged_name_ok
 from tables.models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
-from tables.services import faults
+from tables.services.jobs import faults
 
 
 def _restore_txn(txn: str) -> uuid.UUID | None:

@@ -21,9 +21,10 @@ from typing import Any
 from django.conf import settings
 
 from tables.models import Job, JobKind, JobStatus, ManagedTable, Pin, PinState, Table
-from tables.services import data_jobs, jobs
 from tables.services.access.roles import can_browse
+from tables.services.data import jobs as data_jobs
 from tables.services.errors import ServiceError
+from tables.services.jobs import lifecycle as jobs
 from tables.services.query.statement import Parsed, QueryRefused, Reference, parse_statement
 
 QUERY = JobKind.QUERY
@@ -70,7 +71,7 @@ def _version(table: Table, ref: Reference) -> tuple[int, Pin | None]:
         pin = _pin_named(table, str(ref.value))
         return pin.version, pin
     if ref.by == "timestamp":
-        from tables.services.versions import resolve
+        from tables.services.versions.read import resolve
 
         try:
             version = int(resolve(table, str(ref.value))["version"])
@@ -90,11 +91,11 @@ def _version(table: Table, ref: Reference) -> tuple[int, Pin | None]:
 
 
 def _readable_from(table: Table, version: int, ref: Reference) -> Pin | None:
-    """The pin a version is read from, as the one rule says (tables.services.version_source):
+    """The pin a version is read from, as the one rule says (tables.services.versions.source):
     None while the table gives it, the pin once the table lost it; a version neither gives
     is refused with why and which pin could have kept it."""
-    from tables.services.reachability import unreadable_why
-    from tables.services.version_source import source_of
+    from tables.services.versions.reachability import unreadable_why
+    from tables.services.versions.source import source_of
 
     source = source_of(table, version)
     if source.pin is not None:

@@ -5,7 +5,7 @@ completed after it (the audit: what was copied, from which version id, to which,
 request). Nothing is ever deleted.
 
 A version is recoverable when it cannot be read now and the reachability map computed on a view
-of the table with the noncurrent versions back says it can (tables.services.reachability); the
+of the table with the noncurrent versions back says it can (tables.services.versions.reachability); the
 objects to copy are those it needs (its log segment, its data and deletion-vector files) that
 only the noncurrent versions hold.
 """
@@ -23,7 +23,7 @@ from tables.delta.storage.boundary import Storage, as_storage
 from tables.delta.storage.versions import copy_back, versioned_bucket
 from tables.models import RecoveredObject, RestoreRequest, Table
 from tables.services.errors import ServiceError, from_delta, one_line, public_message
-from tables.services.reachability import Recovery, recovery_of
+from tables.services.versions.reachability import Recovery, recovery_of
 
 SAMPLE = 50  # objects a request's plan lists; the run copies them all
 COMMIT_TIME_NOTE = (

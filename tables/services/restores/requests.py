@@ -22,15 +22,15 @@ from tables.delta.snapshot.diff import dict_diff, schema_changes, schema_fields
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import Storage
 from tables.models import Pin, RestoreEvent, RestoreRequest, RestoreStatus, Table
-from tables.services import jobs
 from tables.services.access import roles
+from tables.services.catalog.lookup import INT64_MAX
 from tables.services.errors import ServiceError, http_status, one_line, public_message
-from tables.services.lookup import INT64_MAX
+from tables.services.jobs import lifecycle as jobs
 from tables.services.owner.access import owner_of
-from tables.services.reachability import version_reachability
 from tables.services.restores.recovery import record_plan, recovery_for, recovery_payload
-from tables.services.version_source import source_of
-from tables.services.versions import snapshot_at
+from tables.services.versions.reachability import version_reachability
+from tables.services.versions.read import snapshot_at
+from tables.services.versions.source import source_of
 
 RESTORE_WARNING = (
     "a restore re-emits its files with dataChange=true; streaming and change-data readers will see them again"
@@ -274,7 +274,7 @@ def request_restore(
 
 def pin_for_restore(table: Table, version: int) -> Pin | None:
     """The pin a restore to `version` reads the version from, by the one rule
-    (tables.services.version_source): None while the table itself gives the version."""
+    (tables.services.versions.source): None while the table itself gives the version."""
     source = source_of(table, version)
     return source.pin if source.from_pin else None
 

@@ -35,14 +35,15 @@ from tables.delta.restore.plan import RestorePlan, plan_restore
 from tables.delta.snapshot.replay import identity_keys
 from tables.delta.storage.boundary import as_storage
 from tables.models import RestoreRequest, RestoreStatus, Table
-from tables.services import faults, jobs
 from tables.services.errors import is_spark_error, one_line, public_message, spark_failure
-from tables.services.managed_tables import backfill
+from tables.services.jobs import faults
+from tables.services.jobs import lifecycle as jobs
+from tables.services.managed.use_cases import backfill
 from tables.services.owner.access import owner_of
 from tables.services.restores.recovery import recover_files
 from tables.services.restores.requests import MAX_TEXT, event, plan_payload, send_restore_on_commit
 from tables.services.sync.store import start_sync
-from tables.services.versions import snapshot_at
+from tables.services.versions.read import snapshot_at
 
 logger = logging.getLogger("tables.restores")
 
@@ -217,7 +218,7 @@ def _pinned_location(req: RestoreRequest) -> str | None:
     ref = (req.plan or {}).get("pin")
     if not ref:
         return None
-    from tables.services.pins import kept_location
+    from tables.services.pins.lifecycle import kept_location
 
     where = kept_location(int(ref["id"]))
     if where is None:

@@ -23,7 +23,7 @@ from tables.services.sharing.errors import INVALID, SharingError, from_core
 from tables.services.sharing.file_urls import Grant, Signer
 from tables.services.sharing.predicates import PartitionFilter
 from tables.services.sharing.window import DELTA, Resolved, SharedView, int_param, response_format
-from tables.services.version_source import Source
+from tables.services.versions.source import Source
 
 MAX_HINTS = 100
 

@@ -6,7 +6,7 @@ The window is the table as far as the recipient can tell: a timestamp is resolve
 shared versions only, and every refusal, rule and metadata line speaks of those versions and
 their times, never of the versions outside it, their times or how many there are.
 
-A version is read where the one rule says (tables.services.version_source): from the table
+A version is read where the one rule says (tables.services.versions.source): from the table
 while it has the version, else from the pin that keeps it (`source`). A window may therefore
 end, or begin, at a pinned version whose log or files the table lost; a version neither the
 table nor a pin gives is refused as missing (`readable`), never answered with URLs of files
@@ -26,7 +26,7 @@ from tables.delta.log.listing import LogListing, available_versions, list_log
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import SharedTable
 from tables.services.sharing.errors import INVALID, MISSING, UNSUPPORTED, SharingError, from_core
-from tables.services.version_source import Source
+from tables.services.versions.source import Source
 
 PARQUET, DELTA = "parquet", "delta"
 
@@ -68,7 +68,7 @@ class SharedView:
     @cached_property
     def pinned(self) -> list[int]:
         """The versions of the window a pin holds (each readable from its pin store)."""
-        from tables.services.pins import pins_by_version
+        from tables.services.pins.lifecycle import pins_by_version
 
         first, last = self.shared.first_version, self.shared.last_version
         return sorted(
@@ -90,7 +90,7 @@ class SharedView:
     def source(self, version: int) -> Source:
         """Where `version` is read from (the one rule), refused in the protocol's shape when
         neither the table nor a pin gives it: its files are gone (VACUUM) or its log is."""
-        from tables.services.version_source import source_of, table_has
+        from tables.services.versions.source import source_of, table_has
 
         found = source_of(self.shared.table, version, wait=True)
         if not found.from_pin and table_has(self.shared.table, version, wait=True) is False:

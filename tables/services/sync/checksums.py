@@ -6,7 +6,7 @@ sync's own growth pass (free: it counts files and bytes after each commit anyway
 of the newest ones against a snapshot of their version (a replay each, hence a few per sync).
 
 What the pages ask of the rows (a version's checksum state, the History badge, the fast
-path of a version's summary) is answered by tables.services.versions.
+path of a version's summary) is answered by tables.services.versions.read.
 """
 
 from __future__ import annotations

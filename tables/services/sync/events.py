@@ -45,7 +45,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, t
 
 from tables.delta.storage.backends import spelled
 from tables.models import Table
-from tables.services import aws
+from tables.services.catalog import aws
 
 logger = logging.getLogger("tables.events")
 

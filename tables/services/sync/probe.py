@@ -175,7 +175,7 @@ def _record_failure(pk: int, failures: int, message: str, now: datetime) -> None
 
 def probe_due(now: datetime | None = None) -> dict[str, int]:
     """The beat's tick: spread new tables, claim the due ones, send them in batches."""
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
 
     spread = spread_unscheduled(now)
     size = max(1, int(settings.DELTAWEB_PROBE_BATCH))

@@ -1,7 +1,7 @@
 """Syncing a table: replaying its log incrementally into the cached history (Commit and
 Anomaly rows) and the table's summary fields.
 
-`start_sync` creates a sync Job and enqueues it on commit (tables.services.jobs); the worker's task
+`start_sync` creates a sync Job and enqueues it on commit (tables.services.jobs.lifecycle); the worker's task
 calls `sync_table`, which claims the job (queued -> running, one row), then takes the
 table's sync lease, so two syncs of one table never interleave.
 """
@@ -33,12 +33,14 @@ from tables.delta.log.listing import LogFile, commit_name, latest_version, list_
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage
 from tables.models import Anomaly, Commit, Job, JobKind, SeenCommit, SyncState, Table
-from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message
+from tables.services.jobs import faults
+from tables.services.jobs import lifecycle as jobs
 from tables.services.owner.access import owner_of
 from tables.services.sync import chain, checksums, incomplete, schedule, vanished
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
 from tables.services.sync.reads import Digests, Infos, Read, prepared_in_processes, read_commits, reader_processes
+from tables.services.versions import reachability, row_count
 
 SYNC_LEASE = timedelta(minutes=15)
 BATCH = 2000
@@ -288,7 +290,7 @@ def _store(
     _mark_synced(table, times, kept, start)
     jobs.progress(job, "looking for files removed outside the log")
     vanished.check_after_sync(table, times.latest, start.new_versions)
-    from tables.services.pins import look_at_held  # held objects gone whatever the log says
+    from tables.services.pins.lifecycle import look_at_held  # held objects gone whatever the log says
 
     look_at_held(table)
     if files is not None and (start.new_versions or kept is not None):

@@ -4,7 +4,7 @@ files and bytes, the versions that became unreadable and the VACUUM commits arou
 
 How it looks (docs/fleet.md, "Files removed outside the log"):
 - the referenced files come from reachability's kept state of the table (the versions still in
-  the log, brought up to date with the new commits; tables.services.reachability);
+  the log, brought up to date with the new commits; tables.services.versions.reachability);
 - a table is never listed at every sync, on local disk (a walk of a 100,000-file table is a
   second of CPU) or in an object store: every DELTAWEB_VACUUM_CHECK_EVERY_SYNCS syncs, or at
   once when the new commits hold a VACUUM START or END, a HEAD (a stat on disk) of each of
@@ -39,7 +39,7 @@ from tables.delta.history.metrics import normalized
 from tables.delta.history.reachability import ReachState, existing_files
 from tables.delta.storage.boundary import Storage, as_storage
 from tables.models import Commit, FileLook, FileRemovalEvent, Table
-from tables.services import reachability
+from tables.services.versions import reachability
 
 logger = logging.getLogger("tables.sync")
 
@@ -83,7 +83,7 @@ def check_after_sync(table: Table, latest: int, new_versions: list[int]) -> File
         return None
     try:
         if not FileLook.objects.filter(table=table).exists() and latest + 1 >= reachability.inline_versions():
-            from tables.services import jobs
+            from tables.services.jobs import lifecycle as jobs
 
             jobs.send(LOOK_TASK, table.pk, latest)  # the first look of a long log: a worker's own
             return None
@@ -225,7 +225,7 @@ def _record(table: Table, look: FileLook | None, latest: int, outcome: core.Outc
         )
         if event is not None:
             signals.files_removed.send(Table, table=table, event=event)
-            from tables.services.pins import settle_after_commit  # pins by legal holds: their objects copied
+            from tables.services.pins.lifecycle import settle_after_commit  # pins by legal holds: their objects copied
 
             settle_after_commit(table)
     return event

@@ -29,16 +29,16 @@ from tables.delta.restore.plan import RestorePlan
 
 logger = logging.getLogger(__name__)
 
-# (stage, done, total): what a data job reports while it runs (tables.services.data_jobs)
+# (stage, done, total): what a data job reports while it runs (tables.services.data.jobs)
 Progress = Callable[[str, int, int | None], None]
 
 
 @dataclass(frozen=True, slots=True)
 class SparkDataJobs:
-    """What the worker hands tables.services.data_jobs.run_job: a data job run on the worker's
+    """What the worker hands tables.services.data.jobs.run_job: a data job run on the worker's
     session for `master` under the job's own Spark tag (its stages are its progress), and
     `interrupt`, which cancels it (POST /api/jobs/{id}/cancel/, tables.spark.engine.control).
-    `kind_of(name)` is the kind's declaration (tables.services.data_kinds): its `doing(params)`
+    `kind_of(name)` is the kind's declaration (tables.services.data.kinds): its `doing(params)`
     and `run(spark, location, params, out_dir, stage)`."""
 
     master: str

@@ -30,7 +30,7 @@ Public API (plain arguments, plain results; no Django):
   all keys has a null `_before` (or `_after`) on every row.
   `sources`, when given, is where each side is read from: ((location, version), (location,
   version)), a version None being that table's latest (a pinned version whose files the table
-  lost is read from its pin's kept table, tables.services.version_source); `v_from` and `v_to`
+  lost is read from its pin's kept table, tables.services.versions.source); `v_from` and `v_to`
   stay the versions the result names.
 - `read_page(path, offset, limit)`: the shared pager (`tables.spark.results.read_page`).
 """

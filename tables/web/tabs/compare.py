@@ -18,10 +18,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from tables.delta import errors as delta_errors
-from tables.services.data_jobs import unreadable_fix
+from tables.services.data.jobs import unreadable_fix
 from tables.services.errors import ServiceError
-from tables.services.reachability import unreadable_why
-from tables.services.versions import diff, diff_commits
+from tables.services.versions.reachability import unreadable_why
+from tables.services.versions.read import diff, diff_commits
 from tables.web import pages
 from tables.web.rows import diff_rows_context
 from tables.web.ui import PageError, context, page, page_error, table_of, version_param

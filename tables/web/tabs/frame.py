@@ -12,10 +12,10 @@ from django.urls import reverse
 from tables.delta import errors as delta_errors
 from tables.delta.history.timestamps import format_ms
 from tables.models import JobKind, JobStatus, SharedTable, SyncState, Table
-from tables.services import reachability
 from tables.services.errors import ServiceError
-from tables.services.reachability import table_reachability
 from tables.services.sync import incomplete
+from tables.services.versions import reachability
+from tables.services.versions.reachability import table_reachability
 from tables.web.ui import context, job_param
 
 _ACTIVE = (SyncState.QUEUED, SyncState.SYNCING)

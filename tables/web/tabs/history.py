@@ -33,11 +33,11 @@ from tables.services.history.query import (
     synced_key,
     version_at_time,
 )
-from tables.services.pins import pins_by_version
-from tables.services.reachability import answer_token, cache_epoch
+from tables.services.pins.lifecycle import pins_by_version
 from tables.services.restores.requests import restore_ids_by_version
 from tables.services.sync import vanished
-from tables.services.versions import mismatched_versions
+from tables.services.versions.reachability import answer_token, cache_epoch
+from tables.services.versions.read import mismatched_versions
 from tables.web import pages
 from tables.web.forms import HistoryFilterForm
 from tables.web.tabs.frame import reach_by_version, tab_context

@@ -18,19 +18,19 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tables import plugins
 from tables.models import Anomaly, RestoreRequest, RestoreStatus, Table
-from tables.services import managed_tables as owner_services
 from tables.services.access import roles
 from tables.services.access.hot_queries import table_row
 from tables.services.errors import ServiceError, error_body
 from tables.services.history.query import CACHE_SECONDS, has_expired, history, synced_key
 from tables.services.history.retention import effective_retention
+from tables.services.managed import use_cases as owner_services
 from tables.services.owner.access import managed_of
 from tables.services.owner.db import summary as owner_summary
-from tables.services.pins import pins_by_version
-from tables.services.reachability import cache_epoch
-from tables.services.row_count import latest_row_count
+from tables.services.pins.lifecycle import pins_by_version
 from tables.services.sharing import records as sharing_records
 from tables.services.sync import vanished
+from tables.services.versions.reachability import cache_epoch
+from tables.services.versions.row_count import latest_row_count
 from tables.web import charts, pages
 from tables.web.forms import RestoreRequestForm
 from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context

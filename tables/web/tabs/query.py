@@ -36,7 +36,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tables.delta.json_values import json_value
 from tables.models import Job, JobKind, JobStatus
-from tables.services import data_jobs
+from tables.services.data import jobs as data_jobs
 from tables.services.errors import ServiceError
 from tables.services.query import compare as comparing
 from tables.services.query import run

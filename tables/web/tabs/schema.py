@@ -1,7 +1,7 @@
 """The table page's Schema tab: the schema as of a version with
 the CREATE TABLE that recreates it (to copy), the schema's timeline (what changed of which
 column, version by version, newest first, with each commit), every column's history, and two
-versions' schemas compared. All of it from tables.services.schema_timeline, as the API.
+versions' schemas compared. All of it from tables.services.versions.schema_timeline, as the API.
 
 A section whose answer fails (a version outside the log, a log that cannot be read) says why
 in its place; the rest of the page still shows.
@@ -19,8 +19,8 @@ from tables.delta import errors as delta_errors
 from tables.delta.history.timestamps import format_ms
 from tables.delta.snapshot.schema_diff import path_text
 from tables.models import Table
-from tables.services import schema_timeline as service
 from tables.services.errors import ServiceError, public_message
+from tables.services.versions import schema_timeline as service
 from tables.web.tabs.frame import tab_context
 from tables.web.ui import PageError, page, table_of, version_param
 

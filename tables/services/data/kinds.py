@@ -43,7 +43,7 @@ def _preview(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) 
     from tables.spark.jobs.preview import write_preview
 
     if p.get("pin") is not None:  # the version as its pin keeps it: the kept table's latest
-        from tables.services.pins import kept_location
+        from tables.services.pins.lifecycle import kept_location
 
         kept = kept_location(p["pin"])
         if kept is not None:
@@ -53,8 +53,8 @@ def _preview(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) 
 
 def _place(location: str, p: dict[str, Any], side: str) -> tuple[str, int | None] | None:
     """(location, version) a job's side is read from, as decided when it was started
-    (tables.services.version_source); None for a job started before sides were recorded."""
-    from tables.services.version_source import from_params
+    (tables.services.versions.source); None for a job started before sides were recorded."""
+    from tables.services.versions.source import from_params
 
     source = (p.get("sources") or {}).get(side)
     return from_params(source, location) if source else None
@@ -63,7 +63,7 @@ def _place(location: str, p: dict[str, Any], side: str) -> tuple[str, int | None
 def _kept(location: str, p: dict[str, Any]) -> list[str]:
     """The kept tables of the pins a job over a range may read files from (decided when it was
     started: the pins of its versions whose files the table lost)."""
-    from tables.services.version_source import from_params
+    from tables.services.versions.source import from_params
 
     return [from_params(s, location)[0] for s in p.get("kept") or [] if s.get("pin") is not None]
 
@@ -90,7 +90,7 @@ def _row_history(spark, location: str, p: dict[str, Any], out: Path, stage: Stag
 
 def _query(spark, _location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
     from tables.models import Table
-    from tables.services.pins import kept_location
+    from tables.services.pins.lifecycle import kept_location
     from tables.spark.engine.control import job_tag
     from tables.spark.jobs.query import run_query
 

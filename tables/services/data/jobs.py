@@ -5,7 +5,7 @@ Each job is a Job row first (kind "preview", "changes", "rowdiff" or "rowhistory
 parameters in `Job.params`), created here after the request has been validated (a bad range,
 an unknown key column, a key value its column's type cannot hold or a missing version raise
 ServiceError and create nothing), then enqueued on
-commit (tables.services.jobs). The Celery task (tables.tasks) hands `run_job` the Spark function;
+commit (tables.services.jobs.lifecycle). The Celery task (tables.tasks) hands `run_job` the Spark function;
 `run_job` claims the row and moves it through
 running -> succeeded/failed with its stages and progress, gives the job its own result
 directory (`<DELTAWEB_RESULTS_DIR>/job-<id>/`) and stores the Spark job's summary (counts,
@@ -15,7 +15,7 @@ The web process never imports pyspark: results are paged from Parquet with
 `tables.spark.results.read_page` (`result_page`).
 
 Jobs start only on purpose (a POST): reading a result never starts or re-runs one. An
-identical job already queued or running is joined, not duplicated (tables.services.jobs.create_or_join,
+identical job already queued or running is joined, not duplicated (tables.services.jobs.lifecycle.create_or_join,
 backed by the database's rule on kind, table and parameters). Previews are also cached per
 (table, version): starting a preview when a succeeded one exists (its file still there)
 returns that job. A row's history is cached the same way per (table, key, range): the
@@ -38,8 +38,7 @@ from tables.delta.json_values import json_value
 from tables.delta.snapshot.columnmapping import mapping_mode
 from tables.delta.snapshot.partitions import partition_columns
 from tables.models import Job, JobKind, JobStatus, Table, params_hash
-from tables.services import jobs
-from tables.services.data_kinds import UNCHANGED, data_kind
+from tables.services.data.kinds import UNCHANGED, data_kind
 from tables.services.errors import (
     SPARK_UNAVAILABLE,
     ServiceError,
@@ -48,7 +47,8 @@ from tables.services.errors import (
     public_message,
     spark_failure,
 )
-from tables.services.versions import snapshot_at
+from tables.services.jobs import lifecycle as jobs
+from tables.services.versions.read import snapshot_at
 from tables.spark.results import read_page
 
 PREVIEW, CHANGES, ROWDIFF, ROWHISTORY = JobKind.PREVIEW, JobKind.CHANGES, JobKind.ROWDIFF, JobKind.ROWHISTORY
@@ -87,7 +87,7 @@ def refuse_unreadable(table: Table, version: int) -> None:
     (Spark would fail later with "N data file(s) are missing"): the version, how many files,
     and what to do instead. A version a pin keeps passes (its job reads the pin); so does one
     whose answer a long log is still computing (the job then says what it finds)."""
-    from tables.services.reachability import unreadable_why
+    from tables.services.versions.reachability import unreadable_why
 
     why = unreadable_why(table, version)
     if why is None:
@@ -177,10 +177,10 @@ def new_job(table: Table, kind: str, params: dict[str, Any], user) -> Job:
 
 def preview_params(table: Table, version: int) -> dict[str, Any]:
     """A preview's parameters: the version, and the pin it is read from when the one rule
-    (tables.services.version_source) says the table lost it and a pin keeps it. The pin is
+    (tables.services.versions.source) says the table lost it and a pin keeps it. The pin is
     named by its id, not its kept table's location: a job's parameters are shown by the API,
     the pin store's directory never is; the worker finds the kept table by the id."""
-    from tables.services.version_source import source_of
+    from tables.services.versions.source import source_of
 
     source = source_of(table, version)
     return {"version": version} if source.pin is None else {"version": version, "pin": source.pin.pk}
@@ -189,7 +189,7 @@ def preview_params(table: Table, version: int) -> dict[str, Any]:
 def _preview_param_sets(table: Table, version: int) -> list[dict[str, Any]]:
     """The parameters a preview of the version may have been started with: read from the
     table, or from each pin that holds it (the same rows)."""
-    from tables.services.pins import holding_pins
+    from tables.services.pins.lifecycle import holding_pins
 
     return [{"version": version}] + [
         {"version": version, "pin": p.pk} for p in holding_pins(table) if p.version == version
@@ -244,13 +244,13 @@ def start_preview(table: Table, version: int, user=None) -> Job:
 
 def sides(table: Table, start: int, end: int) -> dict[str, Any]:
     """Where a job over versions start..end reads, decided now by the one rule
-    (tables.services.version_source) and kept in its parameters, so that a queued job reads
+    (tables.services.versions.source) and kept in its parameters, so that a queued job reads
     what was decided and a result read from another place is never taken for it: `sources`,
     each side's place (the table, or a pin's kept table), and `kept`, the places of the pins of
     the range's versions whose files the table lost (a range reads those files from them).
     Nothing when the table itself gives every version of the range."""
-    from tables.services.pins import pins_by_version
-    from tables.services.version_source import source_of
+    from tables.services.pins.lifecycle import pins_by_version
+    from tables.services.versions.source import source_of
 
     ends = {"from": source_of(table, start), "to": source_of(table, end)}
     kept = {s.pin.pk: s for s in ends.values() if s.from_pin}

@@ -22,8 +22,8 @@ from tables.models import Commit, Table, VersionChecksum
 from tables.services.errors import ServiceError
 from tables.services.history.stored_times import resolve_stored
 from tables.services.owner.access import owner_of
-from tables.services.reachability import version_reachability
-from tables.services.version_source import Source, source_of
+from tables.services.versions.reachability import version_reachability
+from tables.services.versions.source import Source, source_of
 
 _SNAPSHOTS: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
 _SNAPSHOT_LOCK = Lock()
@@ -32,7 +32,7 @@ _SNAPSHOT_CACHE_SIZE = 8
 
 def snapshot_at(table: Table, version: int | None = None) -> Snapshot:
     """A snapshot of a version, cached (a version's state never changes), read where the one
-    rule says (tables.services.version_source): from the table while it gives the version,
+    rule says (tables.services.versions.source): from the table while it gives the version,
     else from the pin that keeps it (its kept table's latest, numbered as the table's
     version; its `location` is the kept table's, where its files' adds and footers are)."""
     return snapshot_and_source(table, version)[0]
@@ -49,7 +49,7 @@ def snapshot_and_source(table: Table, version: int | None = None) -> tuple[Snaps
         snap = _cached((table.location, version), lambda: load_snapshot(table.location, version, owner=owner_of(table)))
     except (delta_errors.VersionNotFoundError, delta_errors.StateReconstructionError, delta_errors.LogGapError):
         # the log lost the version since the reachability answer was made: a pin may keep it
-        from tables.services.pins import holding_pin
+        from tables.services.pins.lifecycle import holding_pin
 
         pin = holding_pin(table, version)
         if pin is None:

@@ -7,7 +7,7 @@ hard links where the store shares the table's file system (no new data bytes), s
 copies inside one object store, else copies. Removing a pin before it expires is a request an
 approver (never the requester) accepts, as restores are; every step is a PinEvent, the audit.
 Reading a pinned version whose log or files the table lost goes to the pin store
-(`pinned_snapshot`, used by tables.services.versions). A pin by legal holds names the held
+(`pinned_snapshot`, used by tables.services.versions.read). A pin by legal holds names the held
 objects; every sync (and the beat's sweep) looks at their current state whatever the log still
 says, and once a VACUUM deleted them (a delete marker above each held version) the held versions
 are copied into the pin store (`settle_held_pins`), so the kept table, self-contained, reads
@@ -33,10 +33,11 @@ from tables.delta.storage.boundary import is_uri
 from tables.delta.write.keep import HELD_LOOKED_AT, discard_kept, held_gone, keep_version, settle_held
 from tables.delta.write.keep_place import check_pin_store
 from tables.models import Pin, PinEvent, PinState, Table
-from tables.services import faults, jobs
 from tables.services.access import roles
+from tables.services.catalog.lookup import INT64_MAX
 from tables.services.errors import ServiceError, from_delta, one_line
-from tables.services.lookup import INT64_MAX
+from tables.services.jobs import faults
+from tables.services.jobs import lifecycle as jobs
 
 logger = logging.getLogger("tables.pins")
 

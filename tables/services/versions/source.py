@@ -3,7 +3,7 @@
 A version is read from the table while the table still has it: its log replays and none of its
 data files were removed. Once VACUUM or log cleanup took any of that, a pin that holds the
 version answers instead: the pin store keeps the version as a table of its own (its latest
-version is the pinned one, tables.services.pins), with the same rows. A version that is
+version is the pinned one, tables.services.pins.lifecycle), with the same rows. A version that is
 neither readable nor pinned is refused by its reader with the reason the reachability answer
 gives.
 
@@ -44,7 +44,7 @@ def from_params(p: dict[str, Any], table_location: str) -> tuple[str, int | None
     removed since the job was started is said, not read around."""
     if p.get("pin") is None:
         return table_location, p.get("version")
-    from tables.services.pins import kept_location
+    from tables.services.pins.lifecycle import kept_location
 
     kept = kept_location(p["pin"])
     if kept is None:
@@ -55,7 +55,7 @@ def from_params(p: dict[str, Any], table_location: str) -> tuple[str, int | None
 def table_has(table: Table, version: int, *, wait: bool = False) -> bool | None:
     """Whether the table's own log and files still give the version: True, False, or None
     while the reachability answer of a long log is still being computed (`wait=False`)."""
-    from tables.services.reachability import table_gives, version_reachability
+    from tables.services.versions.reachability import table_gives, version_reachability
 
     entry = version_reachability(table, version, wait=wait, pins=False)  # the table's own word
     if entry is None:
@@ -67,7 +67,7 @@ def source_of(table: Table, version: int, *, wait: bool = False) -> Source:
     """Where `version` of `table` is read from (see the module's docstring). Without a pin the
     table is the answer, readable or not: its reader then says why it cannot be read. With a
     pin, an answer not yet known reads the pin, which never misses a file."""
-    from tables.services.pins import holding_pin
+    from tables.services.pins.lifecycle import holding_pin
 
     pin = holding_pin(table, version)
     if pin is None or table_has(table, version, wait=wait):

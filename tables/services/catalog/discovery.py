@@ -38,10 +38,10 @@ from tables.delta.storage.api import Storage
 from tables.delta.storage.backends import named_schemes
 from tables.delta.storage.boundary import as_storage
 from tables.models import DiscoverySource, Table
-from tables.services import aws
 from tables.services.access import roles
+from tables.services.catalog import aws
+from tables.services.catalog.registration import allowed_path, not_allowed, object_location, register_table, shown
 from tables.services.errors import ServiceError, from_delta, one_line
-from tables.services.registration import allowed_path, not_allowed, object_location, register_table, shown
 
 MAX_NAME = 200
 READY_CHECKED = 500  # new tables whose log is read (a commit? readable?) first (the page lists 500)

@@ -20,7 +20,7 @@ from tables.delta.text_bounds import MAX_ECHOED_VALUE, cut
 from tables.models import Commit, Table
 from tables.services.errors import ServiceError
 from tables.services.owner.access import owner_of
-from tables.services.version_source import Source, source_of
+from tables.services.versions.source import Source, source_of
 
 _KEPT = 8  # tables whose timeline this process keeps
 _timelines: OrderedDict[tuple[int, str], core.SchemaTimeline] = OrderedDict()
@@ -81,7 +81,7 @@ def schema_timeline(table: Table) -> dict[str, Any]:
 def schema_as_of(table: Table, version: int | None = None) -> dict[str, Any]:
     """The schema as of `version` (the latest when None): columns, partitioning, properties,
     the commit that set it, and the CREATE TABLE that recreates it under the table's name. A
-    version the table lost and a pin keeps (tables.services.version_source) is its pin's
+    version the table lost and a pin keeps (tables.services.versions.source) is its pin's
     (`pinned`, `readFrom`)."""
     tl = _timeline(table)
     if version is not None:

@@ -18,11 +18,11 @@ from tables.delta import errors as delta_errors
 from tables.delta.snapshot.row_count import row_count
 from tables.delta.storage.boundary import as_storage
 from tables.models import Table
-from tables.services import jobs
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import synced_key
-from tables.services.reachability import is_long
-from tables.services.versions import snapshot_and_source
+from tables.services.jobs import lifecycle as jobs
+from tables.services.versions.reachability import is_long
+from tables.services.versions.read import snapshot_and_source
 
 CACHE_SECONDS = 24 * 3600  # keyed by the synced state: the next sync asks anew
 COUNT_TASK = "tables.count_rows"

@@ -26,8 +26,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tables.models import Job, JobKind, JobStatus, SyncState, Table, params_hash
-from tables.services import job_durations as durations
 from tables.services.errors import BROKER_UNAVAILABLE, ServiceError, public_message
+from tables.services.jobs import durations
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ SYNC_TASK = "tables.sync_table"
 DATA_JOB_TASK = "tables.run_data_job"
 RESTORE_TASK = "tables.run_restore"
 BACKFILL_TASK = "tables.backfill_managed_table"
-PIN_TASK = "tables.write_pin"  # a pin whose version is kept in the background (tables.services.pins)
+PIN_TASK = "tables.write_pin"  # a pin whose version is kept in the background (tables.services.pins.lifecycle)
 PROBE_TASK = "tables.probe_tables"  # a batch of table ids, no Job row (tables.services.sync.probe)
 
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from tables.models import Job, JobStatus
-from tables.services.data_jobs import results_dir
+from tables.services.data.jobs import results_dir
 from tables.signals import prune
 
 BATCH = 1000  # rows per DELETE: a long backlog is removed in short transactions

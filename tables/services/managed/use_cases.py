@@ -17,10 +17,10 @@ from tables.delta import errors as delta_errors
 from tables.delta.write import managed as core
 from tables.models import ManagedTable, OwnerState, Table
 from tables.services.access import roles
+from tables.services.catalog.registration import make_new_table_dir
 from tables.services.errors import ServiceError, http_status
 from tables.services.owner.access import database_owner, managed_of
 from tables.services.owner.db import table_conf
-from tables.services.registration import make_new_table_dir
 from tables.services.sync.store import start_sync
 
 logger = logging.getLogger("tables.owner")

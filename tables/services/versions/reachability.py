@@ -323,7 +323,7 @@ def precompute(table: Table) -> None:
 
 def _send_compute(table_id: int, key: str, vacuum_retention: int | None) -> bool:
     """Whether a worker was asked now (not already within this window)."""
-    from tables.services import jobs
+    from tables.services.jobs import lifecycle as jobs
 
     return jobs.send_once(COMPUTE_TASK, f"{key}:sent", CACHE_SECONDS, table_id, vacuum_retention)
 
@@ -447,14 +447,14 @@ def version_reachability(table: Table, version: int, *, wait: bool = True, pins:
     """One version's entry, or None when the version is not in the table's log at all (or,
     with `wait=False`, when the answer for a long log is still being computed). With `pins`
     (the default) a version a pin keeps is marked readable from it (`with_pins`); without,
-    the entry says only what the table itself still gives (tables.services.version_source)."""
+    the entry says only what the table itself still gives (tables.services.versions.source)."""
     data = table_reachability(table, wait=wait)
     if data is None:
         return None
     entry = data.entry(version)
     if not pins or entry is None:
         return entry
-    from tables.services.pins import holding_pin
+    from tables.services.pins.lifecycle import holding_pin
 
     pin = holding_pin(table, version)
     return mark_pin(entry, {version: pin} if pin is not None else {})
@@ -519,7 +519,7 @@ def with_pins(table: Table, runs: ReachRuns | None) -> PinnedRuns | None:
     """The answer with the versions the table's pins keep marked (one query for the pins)."""
     if runs is None:
         return None
-    from tables.services.pins import holding_pins
+    from tables.services.pins.lifecycle import holding_pins
 
     pins: dict[int, Any] = {}
     for pin in holding_pins(table):
@@ -556,7 +556,7 @@ def vacuum_of(table: Table, version: int) -> dict[str, Any] | None:
 
 def _readable_after(table: Table, version: int) -> int | None:
     """The oldest version after `version` the table still gives or a pin keeps, if known."""
-    from tables.services.pins import holding_pins
+    from tables.services.pins.lifecycle import holding_pins
 
     try:
         runs = table_reachability(table, wait=False)
