@@ -102,8 +102,9 @@ test-deps:
 # data source's decoding, the same code on any master).
 # two processes, each test module kept in one (module fixtures start servers once)
 PYTEST_PARALLEL := -n 2 --dist loadfile
-PG_SUITE := $(addprefix tests/web/,test_jobs_on_purpose.py test_sync.py test_owner_stress.py test_uc_api.py \
-	test_worker.py test_app_layer.py test_api.py test_hot_queries.py test_sync_continued.py)
+PG_SUITE := $(addprefix tests/web/,data/test_jobs_on_purpose.py sync/test_sync.py owner/test_owner_stress.py \
+	owner/test_uc_api.py sync/test_worker.py pages/test_app_layer.py pages/test_api.py access/test_hot_queries.py \
+	sync/test_sync_continued.py)
 PG_SUITE_ALL := tests/web tests/alerts
 CLUSTER_SUITE := $(addprefix tests/spark/,test_cluster.py test_changes.py test_rowdiff.py test_preview.py)
 CLUSTER_SUITE_ALL := tests/spark

@@ -245,7 +245,7 @@ def celery_worker_process(celery_worker_factory):
 @pytest.fixture(autouse=True)
 def _no_settle(settings):
     """A view that starts a job does not wait for it here (most tests have no worker, and those
-    with one follow the job as the page does); tests/web/test_rows.py checks the wait."""
+    with one follow the job as the page does); tests/web/data/test_rows.py checks the wait."""
     settings.DELTAWEB_JOB_SETTLE_SECONDS = 0
 
 
@@ -545,13 +545,13 @@ def gcs_server(tmp_path_factory):
 LONG_MODULES_FIRST = (
     "tests/deploy/test_stack.py",
     "tests/deploy/test_image.py",
-    "tests/web/test_restore_worker.py",
+    "tests/web/restores/test_restore_worker.py",
     "tests/e2e/test_browser.py",
     "tests/spark/test_row_history_spark.py",
-    "tests/web/test_owner_stress.py",
+    "tests/web/owner/test_owner_stress.py",
     "tests/spark/test_objectstore_spark.py",
-    "tests/web/test_row_history.py",
-    "tests/web/test_uc_api.py",
+    "tests/web/data/test_row_history.py",
+    "tests/web/owner/test_uc_api.py",
 )
 
 

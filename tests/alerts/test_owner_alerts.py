@@ -15,8 +15,8 @@ from tables.delta.write.managed import commit_via_owner
 from tables.services.catalog import registration
 from tables.services.managed import use_cases as owner_services
 from tables.services.sync import store as sync
-from tests.web.test_api import write_table
-from tests.web.test_owner import client, log_versions, roots  # noqa: F401 (fixtures)
+from tests.web.owner.test_owner import client, log_versions, roots  # noqa: F401 (fixtures)
+from tests.web.pages.test_api import write_table
 
 pytest.importorskip("deltalake")
 pytestmark = pytest.mark.django_db(transaction=True)

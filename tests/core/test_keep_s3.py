@@ -1,7 +1,7 @@
 """Keeping a version on S3 (moto's server): without Object Lock, server-side copies (CopyObject,
 never a download and upload) into the pin store's prefix, in the table's bucket or another one,
 and delta-rs reads the kept table after the source's VACUUM. Object Lock's legal holds are
-proved through a pin in the app (tests/web/test_pins.py), which also releases them."""
+proved through a pin in the app (tests/web/pins/test_pins.py), which also releases them."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM, SHOTS, signed_in_page
 from tests.e2e.test_workbench_browser import axe_source, serious_violations
-from tests.web.test_compare_bounded import APPENDS, write_wide_table
+from tests.web.versions.test_compare_bounded import APPENDS, write_wide_table
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (install Debian's chromium package)"),

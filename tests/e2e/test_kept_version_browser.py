@@ -16,7 +16,7 @@ from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM
 from tests.e2e.test_workbench_third import browser, expect, page_of, shot, user  # noqa: F401 (browser: a fixture)
-from tests.web.test_kept_version_pages import LOST, PIN_NAME, PINNED, _write
+from tests.web.versions.test_kept_version_pages import LOST, PIN_NAME, PINNED, _write
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (install Debian's chromium package)"),

@@ -20,7 +20,7 @@ from tables.services.access import roles
 from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM, SHOTS, signed_in_page
-from tests.web import test_rows
+from tests.web.data import test_rows
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (install Debian's chromium package)"),

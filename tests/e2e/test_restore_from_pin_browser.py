@@ -30,7 +30,7 @@ from tests.e2e.test_workbench_third import (
 )
 from tests.spark.conftest import java_executable
 from tests.web.restore_tables import log_versions, restore_table, rs_paths
-from tests.web.test_restore_from_pin import gone_from_table
+from tests.web.restores.test_restore_from_pin import gone_from_table
 
 deltalake = pytest.importorskip("deltalake")
 pytest.importorskip("pyspark")

@@ -18,7 +18,7 @@ from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM, SHOTS
 from tests.e2e.test_workbench_third import browser, page_of, shot, user  # noqa: F401  (the module's Chromium)
-from tests.web.test_history_fourth import COMMITS, spark_like_table
+from tests.web.history.test_history_fourth import COMMITS, spark_like_table
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (install Debian's chromium package)"),

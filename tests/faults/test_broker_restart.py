@@ -132,7 +132,7 @@ def test_a_sync_asked_for_while_the_broker_is_down_is_a_503_and_leaves_no_queued
     later); the job is ended with the reason, the table's state is as before, and the page's
     sync button says why instead of an error page. Once the broker is back, a sync is queued."""
     from tables.models import JobKind, SyncState
-    from tests.web.test_api import make_user, token_client
+    from tests.web.pages.test_api import make_user, token_client
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
     table = registration.register_table("t", str(file_table(tmp_path / "t", [1_700_000_000_000])))

@@ -99,7 +99,7 @@ def test_a_local_account_an_admin_linked_keeps_its_rights(sso_settings) -> None:
 
 
 def test_only_superusers_link_identities_in_the_admin_console(sso_settings, client) -> None:
-    from tests.web.test_api import make_user
+    from tests.web.pages.test_api import make_user
 
     approver = make_user("appr", group=roles.APPROVER)
     approver.is_staff = True

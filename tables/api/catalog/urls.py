@@ -1,7 +1,7 @@
 """Routes of the Unity Catalog Delta API, included at /api/2.1/unity-catalog/ (tables.api.urls).
 
 Every path of openapi.yaml is a route here and every route but the document's own is in it
-(tests/web/test_uc_schemathesis.py checks both ways). The paths of UC's Delta API that deltaweb
+(tests/web/owner/test_uc_schemathesis.py checks both ways). The paths of UC's Delta API that deltaweb
 does not implement answer 501, anything else under the prefix 404, both in UC's error shape:
 the main API's catch-all (tables.api.urls) would answer in its own.
 """
