@@ -116,8 +116,13 @@ for name, group in (("ana", "analyst"), ("abe", "approver")):
 
 
 @pytest.fixture(scope="module")
-def users(stack) -> dict[str, Client]:
-    password = secrets.token_hex(8)
+def password() -> str:
+    """The stack's users' password (the browser signs in with it)."""
+    return secrets.token_hex(8)
+
+
+@pytest.fixture(scope="module")
+def users(stack, password) -> dict[str, Client]:
     made = stack.exec("web", "python", "manage.py", "shell", "-c", USERS.replace("{password}", password))
     assert made.returncode == 0, made.stderr[-2000:]
     clients = {}
@@ -307,6 +312,76 @@ def test_readyz_names_redis_while_it_is_down_and_is_ready_when_it_is_back(stack,
         stack.start("redis")
     stack.wait_healthy("redis")
     until_ready(stack)
+
+
+def test_57_11_a_user_signs_in_on_the_stack_and_sees_the_tables_history_and_its_health(
+    stack, sales, users, password
+) -> None:
+    """Issue 57, item 11, in a real browser (Debian's Chromium) under the app's own CSP, on the
+    stack's one published port: sign in with the form, the tables list shows the bucket's table
+    in sync at its latest version, its History lists every version the API has with its
+    operation, and no "Background work is paused" banner; /healthz and /readyz answer as a load
+    balancer and an operator read them. Screenshots: test-output/screenshots/57-11-stack.png (the
+    History), 57-11-stack-tables.png (the list)."""
+    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.e2e import csp
+    from tests.e2e.test_browser import ARGS, CHROMIUM, SHOTS
+
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium package)")
+    ana, table = users["ana"], sales["id"]
+    synced = ana.until(f"/api/tables/{table}/", lambda t: t["syncState"] == "ok")
+    status, history = ana.call("GET", f"/api/tables/{table}/history/?limit=200")
+    assert status == 200 and history["results"], history
+    operations = {c["version"]: c["operation"] for c in history["results"]}
+    assert max(operations) == synced["lastSyncedVersion"] and {0, 1, 2} <= operations.keys()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        context = csp.new_context(browser, sink=errors, viewport={"width": 1366, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(60_000)  # a loaded machine: the stack shares its 2 cores
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            page.goto(stack.base + "/accounts/login/")
+            page.get_by_label("Username").fill("ana")
+            page.get_by_label("Password").fill(password)
+            page.get_by_role("button", name="Sign in").click()
+            expect(page.get_by_role("heading", name="Tables")).to_be_visible()
+            # the tables list: the bucket's table, in sync, at the version the log ends at
+            row = page.locator("table.fleet tbody tr", has=page.get_by_role("link", name="sales", exact=True))
+            expect(row).to_have_count(1)
+            expect(row).to_contain_text(TABLE)
+            expect(row.locator("[data-sync-badge]")).to_have_text("in sync")
+            expect(row).to_contain_text(f"version {synced['lastSyncedVersion']}")
+            expect(row).to_contain_text("checked")
+            expect(page.locator(".banner-paused")).to_have_count(0)
+            page.screenshot(path=str(SHOTS / "57-11-stack-tables.png"), full_page=True)
+            # its History: every version the API lists, each with its operation, newest first
+            row.get_by_role("link", name="sales", exact=True).click()
+            page.get_by_role("link", name="History", exact=True).first.click()
+            expect(page.locator("#history-count")).to_contain_text(f"of {len(operations)}")
+            shown = page.locator("table.history tbody tr[id^=v]")
+            versions = [int(v) for v in shown.evaluate_all("rs => rs.map(r => r.id.slice(1))")]
+            assert versions == sorted(operations, reverse=True)
+            for version, operation in operations.items():
+                expect(page.locator(f"#v{version}")).to_contain_text(operation)
+            page.screenshot(path=str(SHOTS / "57-11-stack.png"), full_page=True)
+            # what a load balancer and an operator read: alive, and ready with every check ok
+            alive = page.goto(stack.base + "/healthz")
+            assert alive.status == 200 and alive.text().strip() == "ok"
+            answer = page.goto(stack.base + "/readyz")
+            checks = answer.json()
+            assert answer.status == 200 and checks["status"] == "ok" and checks["down"] == [], checks
+            assert all(c["ok"] for c in checks["checks"].values()), checks
+            csp.assert_no_violations(context)
+        finally:
+            context.close()
+            browser.close()
+    assert errors == []
 
 
 def test_a_worker_killed_in_the_middle_of_a_sync_leaves_the_job_failed_with_the_reason(stack, sales, users) -> None:
