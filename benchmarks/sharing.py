@@ -21,7 +21,8 @@ Measured, median of --reps, each from a new client (no connection reuse between 
   choice for a table without reader features: fsspec and pyarrow fetch ranges), against
   delta-rs's `to_pyarrow_table()` and the same into pandas; for each connector read, the
   requests the server answered (from gunicorn's access log: HEADs, whole-file GETs, range GETs),
-  the bytes they carried, the seconds the server spent on them, and the client's CPU seconds;
+  the bytes they carried, the seconds the server spent on them, the client's and the server's
+  CPU seconds (delta-rs's CPU seconds too: it reads on every core);
 - the query alone: POST .../query at version 0 (the file list with signed URLs), after a few
   queries that take every worker past its first request.
 Prints a table and, last, one JSON line; store it with
@@ -168,16 +169,31 @@ def served(log: Path, since: int, reps: int) -> dict[str, float]:
     return {k: round(v / reps, 3) for k, v in counts.items()}
 
 
-def cpu_timed(reps: int, fn) -> tuple[float, float, Any]:
-    """Median wall seconds, median CPU seconds of this process, and the last result."""
-    walls, cpus, out = [], [], None
+def group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system) of the processes of a process group: the server's workers."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # after the name: state, ppid, pgrp, ..., utime, stime
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_timed(reps: int, fn, server: int = 0) -> tuple[float, float, Any, float]:
+    """Median wall seconds, median CPU seconds of this process, the last result, and the median
+    CPU seconds of the server's process group `server` (0: not measured)."""
+    walls, cpus, served_cpus, out = [], [], [], None
     for _ in range(reps):
-        c0 = os.times()
+        c0, s0 = os.times(), group_cpu(server) if server else 0.0
         wall, out = timed(fn)
-        c1 = os.times()
+        c1, s1 = os.times(), group_cpu(server) if server else 0.0
         walls.append(wall)
         cpus.append(c1.user - c0.user + c1.system - c0.system)
-    return statistics.median(walls), statistics.median(cpus), out
+        served_cpus.append(s1 - s0)
+    return statistics.median(walls), statistics.median(cpus), out, statistics.median(served_cpus)
 
 
 def median_of(reps: int, fn) -> tuple[float, Any]:
@@ -185,7 +201,7 @@ def median_of(reps: int, fn) -> tuple[float, Any]:
     return statistics.median(r[0] for r in runs), runs[-1][1]
 
 
-def measure(profile_path: Path, table_path: Path, reps: int, full: bool) -> dict[str, Any]:
+def measure(profile_path: Path, table_path: Path, reps: int, full: bool, server: int = 0) -> dict[str, Any]:
     import delta_sharing
     import requests
     from deltalake import DeltaTable
@@ -221,18 +237,18 @@ def measure(profile_path: Path, table_path: Path, reps: int, full: bool) -> dict
     if full:
         for fmt, delta in (("delta", True), ("parquet", False)):
             since = log.stat().st_size
-            out[f"full_{fmt}_s"], out[f"full_{fmt}_cpu_s"], df = cpu_timed(
-                reps, lambda delta=delta: delta_sharing.load_as_pandas(url, version=0, use_delta_format=delta)
+            out[f"full_{fmt}_s"], out[f"full_{fmt}_cpu_s"], df, out[f"full_{fmt}_server_cpu_s"] = cpu_timed(
+                reps, lambda delta=delta: delta_sharing.load_as_pandas(url, version=0, use_delta_format=delta), server
             )
             out[f"full_{fmt}_served"] = served(log, since, reps)
             rows = len(df)
             del df
-        out["full_deltars_s"], table = median_of(
+        out["full_deltars_s"], out["full_deltars_cpu_s"], table, _ = cpu_timed(
             reps, lambda: DeltaTable(str(table_path), version=0).to_pyarrow_table()
         )
         assert table.num_rows == rows
         del table
-        out["full_deltars_pandas_s"], _, df = cpu_timed(
+        out["full_deltars_pandas_s"], out["full_deltars_pandas_cpu_s"], df, _ = cpu_timed(
             reps, lambda: DeltaTable(str(table_path), version=0).to_pyarrow_table().to_pandas(self_destruct=True)
         )
         assert len(df) == rows
@@ -266,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     base, _proc = start_server(work, env)
     profile_path = share(table_path, base, work)
-    found = measure(profile_path, table_path, args.reps, not args.no_full)
+    found = measure(profile_path, table_path, args.reps, not args.no_full, _proc.pid)
     found.update(bytes=size, write_s=round(t_write, 1))
     record = {**found, "loadavg_before": list(load0), "loadavg": list(os.getloadavg()), "at": time.time()}
     print(f"version 0: {size / (1 << 30):.2f} GiB, median of {args.reps}")
