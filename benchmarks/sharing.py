@@ -17,7 +17,12 @@ Measured, median of --reps, each from a new client (no connection reuse between 
   in the delta format (the Delta kernel reads the file the answer names), against delta-rs's
   `DeltaTable(path, version=0).to_pyarrow_dataset().head(1000)`;
 - the whole version (unless --no-full): the connector in the delta format (the kernel fetches
-  every file through deltaweb's signed URLs) against delta-rs's `to_pyarrow_table()`;
+  every file through deltaweb's signed URLs) and in the parquet format (the connector's own
+  choice for a table without reader features: fsspec and pyarrow fetch ranges), against
+  delta-rs's `to_pyarrow_table()` and the same into pandas; for each connector read, the
+  requests the server answered (from gunicorn's access log: HEADs, whole-file GETs, range GETs),
+  the bytes they carried, the seconds the server spent on them, the client's and the server's
+  CPU seconds (delta-rs's CPU seconds too: it reads on every core);
 - the query alone: POST .../query at version 0 (the file list with signed URLs), after a few
   queries that take every worker past its first request.
 Prints a table and, last, one JSON line; store it with
@@ -86,11 +91,17 @@ def write_table(path: Path, gib: float) -> int:
     return sum(f.stat().st_size for f in path.rglob("*.parquet"))
 
 
+# one line per request in gunicorn's access log: method, status, seconds, bytes, Range asked
+ACCESS_FORMAT = "%(m)s %(s)s %(L)s %({content-length}o)s %({range}i)s"
+
+
 def start_server(work: Path, env: dict[str, str]) -> tuple[str, subprocess.Popen]:
     subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)
     port = free_port()
+    (work / "access.log").write_bytes(b"")
+    logged = ["--access-logfile", str(work / "access.log"), "--access-logformat", ACCESS_FORMAT]
     proc = subprocess.Popen(
-        [PY, "-m", "gunicorn", "deltaweb.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "--threads", "4"],
+        [PY, "-m", "gunicorn", "deltaweb.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "--threads", "4", *logged],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -136,19 +147,69 @@ def timed(fn) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
+def served(log: Path, since: int, reps: int) -> dict[str, float]:
+    """What the server answered after byte `since` of its access log, per repetition: file
+    requests by kind, their bytes and the seconds the server spent on them."""
+    time.sleep(1.5)  # gunicorn writes a request's line after its last byte
+    # whole_bytes: what the whole-file GETs would carry (fsspec's existence checks close the
+    # connection after the headers); range_bytes: what the ranges carried
+    counts = {"head": 0, "get_whole": 0, "get_range": 0, "other": 0, "whole_bytes": 0, "range_bytes": 0}
+    counts["server_s"] = 0.0
+    with open(log, "rb") as fh:
+        fh.seek(since)
+        for line in fh.read().decode(errors="replace").splitlines():
+            method, _status, seconds, length, asked = (line.split(" ", 4) + ["-"] * 5)[:5]
+            kind = "head" if method == "HEAD" else "other" if method != "GET" else "get_whole"
+            if kind == "get_whole" and asked.startswith("bytes="):
+                kind = "get_range"
+            counts[kind] += 1
+            if kind.startswith("get_") and length.isdigit():
+                counts[f"{kind[4:]}_bytes"] += int(length)
+            counts["server_s"] += float(seconds)
+    return {k: round(v / reps, 3) for k, v in counts.items()}
+
+
+def group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system) of the processes of a process group: the server's workers."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # after the name: state, ppid, pgrp, ..., utime, stime
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_timed(reps: int, fn, server: int = 0) -> tuple[float, float, Any, float]:
+    """Median wall seconds, median CPU seconds of this process, the last result, and the median
+    CPU seconds of the server's process group `server` (0: not measured)."""
+    walls, cpus, served_cpus, out = [], [], [], None
+    for _ in range(reps):
+        c0, s0 = os.times(), group_cpu(server) if server else 0.0
+        wall, out = timed(fn)
+        c1, s1 = os.times(), group_cpu(server) if server else 0.0
+        walls.append(wall)
+        cpus.append(c1.user - c0.user + c1.system - c0.system)
+        served_cpus.append(s1 - s0)
+    return statistics.median(walls), statistics.median(cpus), out, statistics.median(served_cpus)
+
+
 def median_of(reps: int, fn) -> tuple[float, Any]:
     runs = [timed(fn) for _ in range(reps)]
     return statistics.median(r[0] for r in runs), runs[-1][1]
 
 
-def measure(profile_path: Path, table_path: Path, reps: int, full: bool) -> dict[str, float]:
+def measure(profile_path: Path, table_path: Path, reps: int, full: bool, server: int = 0) -> dict[str, Any]:
     import delta_sharing
     import requests
     from deltalake import DeltaTable
 
     url = f"{profile_path}#bench.default.t"
     token = json.loads(profile_path.read_text())
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
+    log = profile_path.parent / "access.log"
 
     def query() -> None:
         requests.post(
@@ -174,15 +235,24 @@ def measure(profile_path: Path, table_path: Path, reps: int, full: bool) -> dict
     )
     assert head.num_rows == 1000
     if full:
-        out["full_delta_s"], df = median_of(
-            reps, lambda: delta_sharing.load_as_pandas(url, version=0, use_delta_format=True)
-        )
-        rows = len(df)
-        del df
-        out["full_deltars_s"], table = median_of(
+        for fmt, delta in (("delta", True), ("parquet", False)):
+            since = log.stat().st_size
+            out[f"full_{fmt}_s"], out[f"full_{fmt}_cpu_s"], df, out[f"full_{fmt}_server_cpu_s"] = cpu_timed(
+                reps, lambda delta=delta: delta_sharing.load_as_pandas(url, version=0, use_delta_format=delta), server
+            )
+            out[f"full_{fmt}_served"] = served(log, since, reps)
+            rows = len(df)
+            del df
+        out["full_deltars_s"], out["full_deltars_cpu_s"], table, _ = cpu_timed(
             reps, lambda: DeltaTable(str(table_path), version=0).to_pyarrow_table()
         )
         assert table.num_rows == rows
+        del table
+        out["full_deltars_pandas_s"], out["full_deltars_pandas_cpu_s"], df, _ = cpu_timed(
+            reps, lambda: DeltaTable(str(table_path), version=0).to_pyarrow_table().to_pandas(self_destruct=True)
+        )
+        assert len(df) == rows
+        del df
         out["rows"] = rows
     return out
 
@@ -212,12 +282,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     base, _proc = start_server(work, env)
     profile_path = share(table_path, base, work)
-    found = measure(profile_path, table_path, args.reps, not args.no_full)
+    found = measure(profile_path, table_path, args.reps, not args.no_full, _proc.pid)
     found.update(bytes=size, write_s=round(t_write, 1))
     record = {**found, "loadavg_before": list(load0), "loadavg": list(os.getloadavg()), "at": time.time()}
     print(f"version 0: {size / (1 << 30):.2f} GiB, median of {args.reps}")
     for key, value in found.items():
-        print(f"  {key:24} {value:,.3f}" if isinstance(value, float) else f"  {key:24} {value:,}")
+        if isinstance(value, dict):
+            print(f"  {key:24} " + ", ".join(f"{k} {v:,}" for k, v in value.items()))
+        else:
+            print(f"  {key:24} {value:,.3f}" if isinstance(value, float) else f"  {key:24} {value:,}")
     print(json.dumps(record), flush=True)
     # the connector's Delta kernel aborts the interpreter's exit (its runtime's threads): the
     # numbers are printed, leave without running the exit handlers but the server's stop
