@@ -2,6 +2,13 @@
 chained to the previous version's entry (tables.delta.history.chain), and every later look at
 an already-seen version compared with it.
 
+What was first seen is packed per block of up to BLOCK commits, one SeenBlock row each: the
+digests side by side, the chain entry before the block and at its end (the entries between
+follow from the digests), sizes and times packed, one first-seen time with per-commit offsets
+only when they differ. A commit a look finds other than first seen (gone, other bytes) gets a
+SeenChange row while it is; the findings themselves are HistoryRewrite rows. `seen_commits`
+unpacks them for the version page and the audit export.
+
 A look lists `_delta_log/` once (one request per 1,000 files on an object store) and hashes
 again only the commits whose listed size or time changed since the last look (a PUT sets a new
 LastModified), those whose time was too close to the read that hashed them to vouch for
@@ -27,23 +34,22 @@ from __future__ import annotations
 
 import logging
 import random
-import sqlite3
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connections, router, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from tables import signals
-from tables.delta.history.chain import chain_entries, chain_entry, commit_digest
+from tables.delta.history.chain import GENESIS, chain_entries, chain_entry, commit_digest
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.log.listing import classify, list_log_tail
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage
-from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenCommit, Table
+from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenBlock, SeenChange, Table
+from tables.models.chain import pack_ints, unpack_ints
 from tables.services.owner.access import owner_of
-from tables.services.sync.commit_rows import copy_rows
 
 logger = logging.getLogger("tables.chain")
 
@@ -69,6 +75,124 @@ class Look:
             "compared": self.compared,
             "cpuSeconds": round(self.cpu_seconds, 6),
         }
+
+
+# A block packs up to this many commits in one row (about 64 bytes each, against a row and an
+# index entry per commit): a cold sync of 100,000 commits writes 100 rows, and a sync's few new
+# commits are added to the last block while it has room.
+BLOCK = 1000
+_UTC = UTC
+
+
+@dataclass(slots=True)
+class Seen:
+    """One seen commit, as its SeenBlock and any SeenChange hold it."""
+
+    version: int
+    sha256: str
+    size: int
+    first_seen_at: datetime
+    timestamp: int | None
+    listed_size: int | None
+    listed_time: int | None
+    hashed_ms: int | None
+    checked_at: datetime | None
+    gone_at: datetime | None = None
+    expired: bool = False
+    last_sha256: str = ""  # blank: the bytes last read are the first seen
+    entry: str = ""  # the chain entry (filled when asked for)
+    block: int = 0  # its SeenBlock's id
+    index: int = 0  # its place in the block
+
+    @property
+    def matches(self) -> bool:
+        """Whether the bytes were, at the last look, those first seen."""
+        return self.gone_at is None and self.last_sha256 in ("", self.sha256)
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+def _block_versions(b: SeenBlock) -> list[int]:
+    if b.versions:
+        return unpack_ints(b.versions, b.count)  # type: ignore[return-value]
+    return list(range(b.first_version, b.last_version + 1))
+
+
+def _block_seen_at(b: SeenBlock) -> list[datetime]:
+    if not b.seen_after:
+        return [b.first_seen_at] * b.count
+    return [b.first_seen_at + timedelta(microseconds=us) for us in unpack_ints(b.seen_after, b.count)]
+
+
+def _block_hashed(b: SeenBlock, seen_at: list[datetime] | None = None) -> list[int]:
+    if b.hashed:
+        return unpack_ints(b.hashed, b.count)  # type: ignore[return-value]
+    return [_ms(at) for at in (seen_at or _block_seen_at(b))]
+
+
+def _block_entries(b: SeenBlock, versions: list[int], digests: list[str]) -> list[str]:
+    if not b.previous:  # a single commit whose entry did not follow from the one before
+        return [b.entry]
+    return chain_entries(b.previous, zip(versions, digests, strict=True))
+
+
+def unpack(b: SeenBlock, entries: bool = False, changes: dict[int, SeenChange] | None = None) -> list[Seen]:
+    """The commits of block `b` (their chain entries too with `entries`), with the state a
+    look found kept in `changes` ({version: SeenChange}) laid over."""
+    versions = _block_versions(b)
+    raw = bytes(b.digests)
+    digests = [raw[i * 32 : i * 32 + 32].hex() for i in range(b.count)]
+    seen_at = _block_seen_at(b)
+    hashed = _block_hashed(b, seen_at)
+    sizes = unpack_ints(b.sizes, b.count)
+    stamps = unpack_ints(b.timestamps, b.count)
+    listed = unpack_ints(b.listed_times, b.count)
+    expired = bytes(b.expired) if b.expired else b""
+    chain = _block_entries(b, versions, digests) if entries else None
+    out = []
+    for i, v in enumerate(versions):
+        checked = seen_at[i] if not b.hashed else datetime.fromtimestamp(hashed[i] / 1000, _UTC)
+        s = Seen(v, digests[i], sizes[i] or 0, seen_at[i], stamps[i], sizes[i] if listed[i] is not None else None,
+                 listed[i], hashed[i], checked, expired=bool(expired and expired[i]), block=b.pk, index=i)  # fmt: skip
+        if chain is not None:
+            s.entry = chain[i]
+        c = changes.get(v) if changes else None
+        if c is not None:
+            s.listed_size, s.listed_time, s.hashed_ms = c.listed_size, c.listed_time, c.hashed_ms
+            s.checked_at, s.gone_at, s.last_sha256 = c.checked_at, c.gone_at, c.last_sha256
+        out.append(s)
+    return out
+
+
+def seen_commits(table: Table, lo: int | None = None, hi: int | None = None, entries: bool = True) -> list[Seen]:
+    """The seen commits of `table` from version `lo` to `hi` (default: all), in version order;
+    the first seen of a version seen twice (two syncs overlapping)."""
+    blocks = SeenBlock.objects.filter(table=table)
+    changes = SeenChange.objects.filter(table=table)
+    if lo is not None:
+        blocks, changes = blocks.filter(last_version__gte=lo), changes.filter(version__gte=lo)
+    if hi is not None:
+        blocks, changes = blocks.filter(first_version__lte=hi), changes.filter(version__lte=hi)
+    by_version = {c.version: c for c in changes}
+    out: dict[int, Seen] = {}
+    for b in blocks.order_by("first_seen_at", "first_version"):
+        for s in unpack(b, entries, by_version):
+            if (lo is None or s.version >= lo) and (hi is None or s.version <= hi):
+                out.setdefault(s.version, s)
+    return [out[v] for v in sorted(out)]
+
+
+def entry_before(table: Table, version: int) -> str | None:
+    """The chain entry of the last seen version before `version`; None when there is none."""
+    b = SeenBlock.objects.filter(table=table, first_version__lt=version).order_by("-first_version").first()
+    if b is None:
+        return None
+    if b.last_version < version:
+        return b.entry
+    inside = [s for s in unpack(b, entries=True) if s.version < version]
+    return inside[-1].entry
 
 
 def _requests(storage: Storage) -> int | None:
@@ -105,12 +229,34 @@ def _trusted(listed: tuple[int | None, int | None, int | None], size: int, mtime
     return mtime < hashed_ms - RACY_MS
 
 
-def _retention_allows(seen: SeenCommit, earliest_listed: int | None, retention_ms: int, now_ms: int) -> bool:
+def _retention_allows(seen: Seen, earliest_listed: int | None, retention_ms: int, now_ms: int) -> bool:
     """Whether log cleanup may have taken `seen`: older than the log's earliest commit and
     than the retention (cleanup takes the oldest commits, and only past it)."""
     if earliest_listed is not None and seen.version > earliest_listed:
         return False
     return seen.timestamp is not None and seen.timestamp + retention_ms <= now_ms
+
+
+def _light(table: Table, since: int | None) -> tuple[list[tuple], dict[int, SeenChange]]:
+    """Each seen, unexpired commit from `since` on as (block id, index, version, listed size,
+    listed time, hashed ms, gone at): what the listing is compared with, without the digests."""
+    changes = {c.version: c for c in SeenChange.objects.filter(table=table, version__gte=since or 0)}
+    fields = ("pk", "first_version", "last_version", "count", "versions", "sizes", "listed_times", "hashed",
+              "expired", "first_seen_at", "seen_after")  # fmt: skip
+    out = []
+    for row in SeenBlock.objects.filter(table=table, last_version__gte=since or 0).values_list(*fields):
+        b = SeenBlock(**dict(zip(fields, row, strict=True)))
+        versions, sizes = _block_versions(b), unpack_ints(b.sizes, b.count)
+        listed, hashed, expired = unpack_ints(b.listed_times, b.count), _block_hashed(b), bytes(b.expired or b"")
+        for i, v in enumerate(versions):
+            if v < (since or 0) or (expired and expired[i]):
+                continue
+            c = changes.get(v)
+            if c is not None:
+                out.append((b.pk, i, v, c.listed_size, c.listed_time, c.hashed_ms, c.gone_at))
+            else:
+                out.append((b.pk, i, v, sizes[i] if listed[i] is not None else None, listed[i], hashed[i], None))
+    return out, changes
 
 
 def look(
@@ -124,36 +270,31 @@ def look(
     """Compare every seen, unexpired commit of `table` (from version `since` on) with its log
     now (`infos`: the log listed from `since`, by a caller that uses the listing too);
     `rehash` more of the least recently hashed are read again whatever the listing says.
-    Only the commits that need a read or a change are loaded as rows."""
+    Only the blocks of the commits that need a read or a change are loaded whole."""
     cpu0 = time.process_time()
     storage = storage or as_storage(table.location)
     req0 = _requests(storage)
     result = Look(requests=1)
     listed = _listed(storage, since, infos)
     now = timezone.now()
-    light = list(
-        SeenCommit.objects.filter(table=table, expired=False, version__gte=since or 0).values_list(
-            "pk", "version", "listed_size", "listed_time", "hashed_ms", "gone_at"
-        )
-    )
+    light, changes = _light(table, since)
     result.compared = len(light)
     # a table deltaweb owns: its newest commits may be ratified and not backfilled yet
     unbackfilled_above = (max(listed) if listed else -1) if owner_of(table) is not None else None
-    deep = {r[0] for r in sorted(light, key=lambda r: (r[4] or 0, r[1]))[:rehash]} if rehash else set()
-    need = []
-    for pk, version, *last, gone_at in light:
+    deep = {(r[0], r[1]) for r in sorted(light, key=lambda r: (r[5] or 0, r[2]))[:rehash]} if rehash else set()
+    need: dict[int, set[int]] = {}
+    for block, index, version, *last, gone_at in light:
         entry = listed.get(version)
         if entry is None:
             if gone_at is None and (unbackfilled_above is None or version <= unbackfilled_above):
-                need.append(pk)
-        elif gone_at is not None or pk in deep or not _trusted(tuple(last), entry[1], entry[2]):
-            need.append(pk)
-    changed = []
+                need.setdefault(block, set()).add(index)
+        elif gone_at is not None or (block, index) in deep or not _trusted(tuple(last), entry[1], entry[2]):
+            need.setdefault(block, set()).add(index)
     context = (table, storage, listed, now, found_by, min(listed) if listed and not since else None)
-    for s in SeenCommit.objects.filter(pk__in=need).order_by("version") if need else ():
-        if _compare(s, context, result):
-            changed.append(s)
-    _save_looked(changed)
+    blocks = {b.pk: b for b in SeenBlock.objects.filter(pk__in=list(need))} if need else {}
+    todo = [s for pk, b in blocks.items() for s in unpack(b, changes=changes) if s.index in need[pk]]
+    changed = [s for s in sorted(todo, key=lambda s: s.version) if _compare(s, context, result)]
+    _save_looked(table, changed, blocks, changes)
     req1 = _requests(storage)
     result.requests = (req1 - req0) if req0 is not None and req1 is not None else 1 + result.hashed
     result.cpu_seconds = time.process_time() - cpu0
@@ -161,7 +302,7 @@ def look(
     return result
 
 
-def _compare(s: SeenCommit, context: tuple, result: Look) -> bool:
+def _compare(s: Seen, context: tuple, result: Look) -> bool:
     """Look at one seen commit the listing could not vouch for: expired, vanished, or read and
     compared. Whether its row changed."""
     table, storage, listed, now, found_by, earliest = context
@@ -191,26 +332,49 @@ def _compare(s: SeenCommit, context: tuple, result: Look) -> bool:
     return True
 
 
-_LOOKED = ("listed_size", "listed_time", "hashed_ms", "checked_at", "gone_at", "expired", "last_sha256")
+def _save_looked(table: Table, rows: list[Seen], blocks: dict[int, SeenBlock], changes: dict[int, SeenChange]) -> None:
+    """Keep what the look found: a commit read with its first bytes has its listed time and
+    hashing time updated in its block (its SeenChange, if any, deleted), an expired one is
+    marked in its block, one gone or with other bytes has a SeenChange row. One UPDATE per
+    block touched."""
+    touched: dict[int, tuple[list, list, bytearray]] = {}
+    keep, clear = [], []
+    for s in rows:
+        b = blocks[s.block]
+        if b.pk not in touched:
+            expired = bytearray(b.expired) if b.expired else bytearray(b.count)
+            touched[b.pk] = (unpack_ints(b.listed_times, b.count), _block_hashed(b), expired)
+        listed, hashed, expired = touched[b.pk]
+        if s.expired:
+            expired[s.index] = 1
+        elif s.matches:
+            listed[s.index], hashed[s.index] = s.listed_time, s.hashed_ms
+            if s.version in changes:
+                clear.append(s.version)
+        else:
+            keep.append(s)
+    for pk, (listed, hashed, expired) in touched.items():
+        SeenBlock.objects.filter(pk=pk).update(
+            listed_times=pack_ints(listed), hashed=pack_ints(hashed), expired=bytes(expired) if any(expired) else b""
+        )
+    if clear:
+        SeenChange.objects.filter(table=table, version__in=clear).delete()
+    for s in keep:
+        SeenChange.objects.update_or_create(
+            table=table,
+            version=s.version,
+            defaults={
+                "last_sha256": s.last_sha256,
+                "listed_size": s.listed_size,
+                "listed_time": s.listed_time,
+                "hashed_ms": s.hashed_ms,
+                "checked_at": s.checked_at,
+                "gone_at": s.gone_at,
+            },
+        )
 
 
-def _save_looked(rows: list[SeenCommit]) -> None:
-    """One prepared UPDATE run per changed row (the ORM's bulk_update built a CASE per field and row)."""
-    if not rows:
-        return
-    conn = connections[router.db_for_write(SeenCommit)]
-    fields = [SeenCommit._meta.get_field(n) for n in _LOOKED]
-    qn = conn.ops.quote_name
-    sql = (
-        f"UPDATE {qn(SeenCommit._meta.db_table)} SET {', '.join(f'{qn(f.column)} = %s' for f in fields)} "
-        f"WHERE {qn(SeenCommit._meta.pk.column)} = %s"
-    )
-    params = [[*(f.get_db_prep_save(getattr(r, f.attname), conn) for f in fields), r.pk] for r in rows]
-    with conn.cursor() as cursor:
-        cursor.executemany(sql, params)
-
-
-def _found(table: Table, seen: SeenCommit, kind: str, digest: str, now: datetime, found_by: str) -> int:
+def _found(table: Table, seen: Seen, kind: str, digest: str, now: datetime, found_by: str) -> int:
     """Store one finding (once per version, kind and bytes found) and announce it; 1 when new."""
     try:
         with transaction.atomic():
@@ -260,85 +424,109 @@ def record_seen(
     table: Table, commits: list[tuple[int, str, int, int | None, int | None, int | None]], found_by: str = SYNC
 ) -> int:
     """Store the first look at each of `commits` (version, sha256, size, listed size, listed
-    time, commit timestamp; ascending), chained to the entry of the version before. A version
-    seen already (a history rebuilt after a shorter log) is compared instead: other bytes are
-    a finding. Returns the findings."""
+    time, commit timestamp; ascending), chained to the entry of the version before, packed in
+    blocks. A version seen already (a history rebuilt after a shorter log) is compared
+    instead: other bytes are a finding. Returns the findings."""
     if not commits:
         return 0
     now = timezone.now()
     lo, hi = commits[0][0], commits[-1][0]
-    known = {s.version: s for s in SeenCommit.objects.filter(table=table, version__gte=lo, version__lte=hi)}
-    before = SeenCommit.objects.filter(table=table, version__lt=lo).order_by("-version").first()
-    previous = before.entry if before is not None else None
+    known = {s.version: s for s in seen_commits(table, lo, hi)}
+    previous = entry_before(table, lo)
     if not known:  # the common case, a sync's new commits: chained in one loop
         entries = chain_entries(previous, [(c[0], c[1]) for c in commits])
-        # last_sha256 blank: the bytes last read are the first seen (64 bytes less a row)
-        rows = [(v, d, e, size, ts, ls, lt, "") for (v, d, size, ls, lt, ts), e in zip(commits, entries, strict=True)]
-        _insert_seen(table, rows, now)
+        _store_run(table, previous, commits, entries, now)
         return 0
-    rows, findings = [], 0
-    for version, digest, size, listed_size, listed_time, ts in commits:
+    run: list[tuple] = []
+    run_entries: list[str] = []
+    run_previous, findings = previous, 0
+    for commit in commits:
+        version, digest = commit[0], commit[1]
         old = known.get(version)
-        if old is not None:
-            if digest != old.sha256:
-                kind = RewriteKind.REAPPEARED if old.gone_at is not None or old.expired else RewriteKind.REWRITTEN
-                findings += _found(table, old, kind, digest, now, found_by)
-            previous = old.entry
+        if old is None:
+            previous = chain_entry(previous, version, digest)
+            run.append(commit)
+            run_entries.append(previous)
             continue
-        previous = chain_entry(previous, version, digest)
-        rows.append((version, digest, previous, size, ts, listed_size, listed_time, ""))
-    _insert_seen(table, rows, now)
+        if digest != old.sha256:
+            kind = RewriteKind.REAPPEARED if old.gone_at is not None or old.expired else RewriteKind.REWRITTEN
+            findings += _found(table, old, kind, digest, now, found_by)
+        # the new commits between two seen ones are a block of their own, chained from the one before
+        _store_run(table, run_previous, run, run_entries, now, append=False)
+        run, run_entries, previous = [], [], old.entry
+        run_previous = previous
+    _store_run(table, run_previous, run, run_entries, now, append=False)
     return findings
 
 
-_SEEN_COLUMNS = (
-    "version", "sha256", "entry", "size", "timestamp", "listed_size", "listed_time", "last_sha256", "hashed_ms",
-)  # fmt: skip
-
-
-def _insert_seen(table: Table, rows: list[tuple], now: datetime) -> None:
-    """INSERT the rows, a version stored already left as it is, as the history's rows go in
-    (commit_rows.CommitInsert): SQLite takes 500 rows per statement, PostgreSQL takes them
-    with COPY (commit_rows.copy_rows), other databases one statement run per row. A cold sync of 100,000 commits stores 100,000."""
-    if not rows:
+def _store_run(
+    table: Table, previous: str | None, commits: list[tuple], entries: list[str], now: datetime, append: bool = True
+) -> None:
+    """Store `commits` (chained after `previous`, their `entries`) in blocks: first into the
+    table's last block while it has room and they follow it (`append`), the rest in new ones."""
+    if not commits:
         return
-    conn = connections[router.db_for_write(SeenCommit)]
-    named = [SeenCommit._meta.get_field(n) for n in ("table", *_SEEN_COLUMNS, "first_seen_at", "checked_at")]
-    # the other columns (gone_at, expired, and any added later) get their field's default
-    others = [f for f in SeenCommit._meta.concrete_fields if not f.primary_key and f not in named]
-    fields = named + others
-    stamp = conn.ops.adapt_datetimefield_value(now)
-    tail = [f.get_db_prep_save(f.get_default(), conn) for f in others]
-    now_ms = int(now.timestamp() * 1000)
-    params = [(table.pk, *r, now_ms, stamp, stamp, *tail) for r in rows]
-    if copy_rows(conn, SeenCommit._meta.db_table, [f.column for f in fields], params):
-        return  # PostgreSQL's COPY
-    qn = conn.ops.quote_name
-    head = f"INSERT INTO {qn(SeenCommit._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
-    one = f"({', '.join(['%s'] * len(fields))})"
-    with conn.cursor() as cursor:
-        if conn.vendor != "sqlite":
-            cursor.executemany(f"{head}{one} ON CONFLICT DO NOTHING", params)
-            return
-        step, raw = _SQLITE_ROWS, cursor.cursor
-        whole = len(params) - len(params) % step
-        if whole:
-            sql = f"{head}{', '.join([one] * step)} ON CONFLICT DO NOTHING".replace("%s", "?")
-            batches = [[x for row in params[i : i + step] for x in row] for i in range(0, whole, step)]
-            sqlite3.Cursor.executemany(raw, sql, batches)
-        if whole < len(params):
-            rest = params[whole:]
-            sql = f"{head}{', '.join([one] * len(rest))} ON CONFLICT DO NOTHING".replace("%s", "?")
-            sqlite3.Cursor.execute(raw, sql, [x for row in rest for x in row])
+    if append:
+        last = SeenBlock.objects.filter(table=table).select_for_update().order_by("-first_version").first()
+        if last is not None and last.count < BLOCK and last.last_version < commits[0][0] and last.previous:
+            if last.entry == (previous or GENESIS):  # it ends where these are chained from
+                room = min(BLOCK - last.count, len(commits))
+                _extend(table, last, commits[:room], entries[:room], now)
+                commits, entries, previous = commits[room:], entries[room:], entries[room - 1]
+                if not commits:
+                    return
+    blocks = []
+    for i in range(0, len(commits), BLOCK):
+        part = commits[i : i + BLOCK]
+        blocks.append(_packed(table, previous, part, entries[i : i + BLOCK], now))
+        previous = entries[min(i + BLOCK, len(commits)) - 1]
+    # a block stored already (two syncs overlapping) is left as it is
+    SeenBlock.objects.bulk_create(blocks, ignore_conflicts=True)
 
 
-_SQLITE_ROWS = 500  # rows per statement (SQLite takes 32,766 parameters from 3.32 on)
+def _packed(table: Table, previous: str | None, commits: list[tuple], entries: list[str], now: datetime) -> SeenBlock:
+    """One block of `commits` (version, sha256, size, listed size, listed time, commit time)."""
+    versions = [c[0] for c in commits]
+    contiguous = versions[-1] - versions[0] + 1 == len(versions)
+    return SeenBlock(
+        table=table,
+        first_version=versions[0],
+        last_version=versions[-1],
+        count=len(commits),
+        versions=b"" if contiguous else pack_ints(versions),
+        digests=b"".join(bytes.fromhex(c[1]) for c in commits),
+        previous=previous or GENESIS,
+        entry=entries[-1],
+        sizes=pack_ints([c[2] for c in commits]),
+        timestamps=pack_ints([c[5] for c in commits]),
+        first_seen_at=now,
+        listed_times=pack_ints([c[4] if c[3] is not None else None for c in commits]),
+    )
+
+
+def _extend(table: Table, b: SeenBlock, commits: list[tuple], entries: list[str], now: datetime) -> None:
+    """Add `commits` to the end of block `b` (first seen `now`, maybe later than its others)."""
+    add = _packed(table, b.entry, commits, entries, now)
+    old_versions, new_versions = _block_versions(b), _block_versions(add)
+    contiguous = not b.versions and not add.versions and new_versions[0] == b.last_version + 1
+    offsets = unpack_ints(b.seen_after, b.count) if b.seen_after else [0] * b.count
+    offsets += [int((now - b.first_seen_at) / timedelta(microseconds=1))] * len(commits)
+    b.versions = b"" if contiguous else pack_ints(old_versions + new_versions)
+    b.seen_after = pack_ints(offsets) if any(offsets) else b""
+    if b.hashed:  # each one hashed when first seen, unless kept apart
+        b.hashed = bytes(b.hashed) + pack_ints([_ms(now)] * len(commits))
+    if b.expired:
+        b.expired = bytes(b.expired) + bytes(len(commits))
+    for name in ("digests", "sizes", "timestamps", "listed_times"):
+        setattr(b, name, bytes(getattr(b, name)) + bytes(getattr(add, name)))
+    b.last_version, b.count, b.entry = new_versions[-1], b.count + len(commits), entries[-1]
+    b.save()
 
 
 def adopt(table: Table) -> Look | None:
     """A table synced before the chain was kept (none of its commits seen): its commits up to
     the last synced version recorded as they are now, once. None when it has seen commits."""
-    if table.last_synced_version is None or SeenCommit.objects.filter(table=table).exists():
+    if table.last_synced_version is None or SeenBlock.objects.filter(table=table).exists():
         return None
     cpu0 = time.process_time()
     storage = as_storage(table.location)
@@ -373,7 +561,7 @@ def check_due(limit: int | None = None) -> dict[str, float]:
     limit = limit or int(getattr(settings, "DELTAWEB_CHAIN_CHECK_BATCH", 500))
     rehash = int(getattr(settings, "DELTAWEB_CHAIN_REHASH_PER_LOOK", 10))
     unscheduled = Table.objects.filter(chain_look__isnull=True, last_synced_version__isnull=False)
-    with_seen = set(SeenCommit.objects.filter(table__in=unscheduled).values_list("table_id", flat=True).distinct())
+    with_seen = set(SeenBlock.objects.filter(table__in=unscheduled).values_list("table_id", flat=True).distinct())
     for t in unscheduled.values_list("pk", flat=True)[:limit]:
         # a table synced before the chain was kept is recorded at once; others spread over the interval
         first = spread_first(now) if t in with_seen else now
@@ -396,16 +584,17 @@ def check_due(limit: int | None = None) -> dict[str, float]:
 def state_of(table: Table, version: int) -> dict[str, object] | None:
     """What the version page shows: whether the bytes still match what was first seen, and
     if not, both digests and when."""
-    seen = SeenCommit.objects.filter(table=table, version=version).first()
-    if seen is None:
+    found = seen_commits(table, version, version)
+    if not found:
         return None
+    seen = found[0]
     findings = list(HistoryRewrite.objects.filter(table=table, version=version).order_by("found_at"))
     return {
         "sha256": seen.sha256,
         "entry": seen.entry,
         "firstSeenAt": seen.first_seen_at,
         "checkedAt": seen.checked_at,
-        "matches": seen.gone_at is None and not seen.expired and seen.last_sha256 in ("", seen.sha256),
+        "matches": seen.matches and not seen.expired,
         "expired": seen.expired,
         "findings": [
             {"kind": f.get_kind_display(), "found": f.found_sha256, "foundAt": f.found_at, "by": f.found_by}

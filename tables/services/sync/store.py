@@ -32,7 +32,7 @@ from tables.delta.history.timestamps import CommitTimes, commit_times, times_of
 from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from, list_log_tail
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage
-from tables.models import Anomaly, Commit, Job, JobKind, SeenCommit, SyncState, Table
+from tables.models import Anomaly, Commit, Job, JobKind, SeenBlock, SyncState, Table
 from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message
 from tables.services.owner.access import owner_of
@@ -223,7 +223,7 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     storage.resolve(commit_name(0))
     jobs.progress(job, "listing the log")
     listed = None  # the look's listing, the continuation's too: a directory of 1,000,000 commits is read once
-    if SeenCommit.objects.filter(table=table).exists():
+    if SeenBlock.objects.filter(table=table).exists():
         # first: a log with a commit taken out may not replay at all, and the finding must stay
         since = chain.sync_window_start(table)  # None (the whole log) while it is short
         if since is not None:  # the window starts at or before the last synced version
