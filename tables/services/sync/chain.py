@@ -294,7 +294,7 @@ def look(
     blocks = {b.pk: b for b in SeenBlock.objects.filter(pk__in=list(need))} if need else {}
     todo = [s for pk, b in blocks.items() for s in unpack(b, changes=changes) if s.index in need[pk]]
     changed = [s for s in sorted(todo, key=lambda s: s.version) if _compare(s, context, result)]
-    _save_looked(table, changed, blocks, changes)
+    _save_looked(table, changed, changes)
     req1 = _requests(storage)
     result.requests = (req1 - req0) if req0 is not None and req1 is not None else 1 + result.hashed
     result.cpu_seconds = time.process_time() - cpu0
@@ -332,46 +332,49 @@ def _compare(s: Seen, context: tuple, result: Look) -> bool:
     return True
 
 
-def _save_looked(table: Table, rows: list[Seen], blocks: dict[int, SeenBlock], changes: dict[int, SeenChange]) -> None:
+def _save_looked(table: Table, rows: list[Seen], changes: dict[int, SeenChange]) -> None:
     """Keep what the look found: a commit read with its first bytes has its listed time and
     hashing time updated in its block (its SeenChange, if any, deleted), an expired one is
     marked in its block, one gone or with other bytes has a SeenChange row. One UPDATE per
-    block touched."""
-    touched: dict[int, tuple[list, list, bytearray]] = {}
+    block touched, on the block as it is now (a sync may have added commits to it since)."""
+    by_block: dict[int, list[Seen]] = {}
     keep, clear = [], []
     for s in rows:
-        b = blocks[s.block]
-        if b.pk not in touched:
-            expired = bytearray(b.expired) if b.expired else bytearray(b.count)
-            touched[b.pk] = (unpack_ints(b.listed_times, b.count), _block_hashed(b), expired)
-        listed, hashed, expired = touched[b.pk]
-        if s.expired:
-            expired[s.index] = 1
-        elif s.matches:
-            listed[s.index], hashed[s.index] = s.listed_time, s.hashed_ms
-            if s.version in changes:
+        if s.expired or s.matches:
+            by_block.setdefault(s.block, []).append(s)
+            if s.matches and not s.expired and s.version in changes:
                 clear.append(s.version)
         else:
             keep.append(s)
-    for pk, (listed, hashed, expired) in touched.items():
-        SeenBlock.objects.filter(pk=pk).update(
-            listed_times=pack_ints(listed), hashed=pack_ints(hashed), expired=bytes(expired) if any(expired) else b""
-        )
-    if clear:
-        SeenChange.objects.filter(table=table, version__in=clear).delete()
-    for s in keep:
-        SeenChange.objects.update_or_create(
-            table=table,
-            version=s.version,
-            defaults={
-                "last_sha256": s.last_sha256,
-                "listed_size": s.listed_size,
-                "listed_time": s.listed_time,
-                "hashed_ms": s.hashed_ms,
-                "checked_at": s.checked_at,
-                "gone_at": s.gone_at,
-            },
-        )
+    with transaction.atomic():
+        for b in SeenBlock.objects.select_for_update().filter(pk__in=list(by_block)).order_by("pk"):
+            listed, hashed = unpack_ints(b.listed_times, b.count), _block_hashed(b)
+            expired = bytearray(b.expired) if b.expired else bytearray(b.count)
+            for s in by_block[b.pk]:
+                if s.expired:
+                    expired[s.index] = 1
+                else:
+                    listed[s.index], hashed[s.index] = s.listed_time, s.hashed_ms
+            SeenBlock.objects.filter(pk=b.pk).update(
+                listed_times=pack_ints(listed),
+                hashed=pack_ints(hashed),
+                expired=bytes(expired) if any(expired) else b"",
+            )
+        if clear:
+            SeenChange.objects.filter(table=table, version__in=clear).delete()
+        for s in keep:
+            SeenChange.objects.update_or_create(
+                table=table,
+                version=s.version,
+                defaults={
+                    "last_sha256": s.last_sha256,
+                    "listed_size": s.listed_size,
+                    "listed_time": s.listed_time,
+                    "hashed_ms": s.hashed_ms,
+                    "checked_at": s.checked_at,
+                    "gone_at": s.gone_at,
+                },
+            )
 
 
 def _found(table: Table, seen: Seen, kind: str, digest: str, now: datetime, found_by: str) -> int:
