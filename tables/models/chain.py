@@ -88,8 +88,11 @@ class SeenChange(models.Model):
 
 def pack_ints(values: list[int | None]) -> bytes:
     """`values` as 8-byte little-endian signed integers, None as SeenBlock.NONE."""
-    none = SeenBlock.NONE
-    return struct.pack(f"<{len(values)}q", *(none if v is None else v for v in values))
+    try:
+        return struct.pack(f"<{len(values)}q", *values)
+    except struct.error:  # a None among them
+        none = SeenBlock.NONE
+        return struct.pack(f"<{len(values)}q", *(none if v is None else v for v in values))
 
 
 def unpack_ints(data: bytes | memoryview, count: int) -> list[int | None]:

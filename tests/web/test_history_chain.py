@@ -19,6 +19,7 @@ import pytest
 from django.utils import timezone
 
 from alerts.models import Alert
+from tables.delta.history.chain import chain_entry
 from tables.models import ChainLook, HistoryRewrite, SeenBlock, SeenChange, Table
 from tables.models.chain import pack_ints, unpack_ints
 from tables.services import registration
@@ -141,7 +142,7 @@ def test_a_commit_replaced_by_another_valid_one(log, django_capture_on_commit_ca
     write_deltalake(log.location, pa.table({"id": pa.array([99], pa.int64())}), mode="append", **log.options)
     synced(table, django_capture_on_commit_callbacks)
     three, four = chain.seen_commits(table, 3, 4)
-    assert four.entry == chain.chain_entry(three.entry, 4, four.sha256) and three.sha256 == first
+    assert four.entry == chain_entry(three.entry, 4, four.sha256) and three.sha256 == first
     assert Alert.objects.count() == 1
 
 
@@ -232,4 +233,4 @@ def test_a_long_logs_sync_looks_at_its_window_and_the_rolling_check_at_all(tmp_p
     sync.sync_table(table.pk)
     seen = chain.seen_commits(table)
     assert [s.version for s in seen] == [0, 1, 2, 3, 4]
-    assert seen[4].entry == chain.chain_entry(seen[3].entry, 4, seen[4].sha256)
+    assert seen[4].entry == chain_entry(seen[3].entry, 4, seen[4].sha256)

@@ -32,6 +32,7 @@ as its commits are then (`adopt`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import time
@@ -43,7 +44,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from tables import signals
-from tables.delta.history.chain import GENESIS, chain_entries, chain_entry, commit_digest
+from tables.delta.history.chain import DOMAIN, GENESIS, chain_entries, commit_digest
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.log.listing import classify, list_log_tail
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage
@@ -436,70 +437,71 @@ def record_seen(
     lo, hi = commits[0][0], commits[-1][0]
     known = {s.version: s for s in seen_commits(table, lo, hi)}
     previous = entry_before(table, lo)
-    if not known:  # the common case, a sync's new commits: chained in one loop
-        entries = chain_entries(previous, [(c[0], c[1]) for c in commits])
-        _store_run(table, previous, commits, entries, now)
+    if not known:  # the common case, a sync's new commits
+        _store_run(table, previous, commits, now)
         return 0
     run: list[tuple] = []
-    run_entries: list[str] = []
-    run_previous, findings = previous, 0
+    findings = 0
     for commit in commits:
-        version, digest = commit[0], commit[1]
-        old = known.get(version)
+        old = known.get(commit[0])
         if old is None:
-            previous = chain_entry(previous, version, digest)
             run.append(commit)
-            run_entries.append(previous)
             continue
-        if digest != old.sha256:
+        if commit[1] != old.sha256:
             kind = RewriteKind.REAPPEARED if old.gone_at is not None or old.expired else RewriteKind.REWRITTEN
-            findings += _found(table, old, kind, digest, now, found_by)
+            findings += _found(table, old, kind, commit[1], now, found_by)
         # the new commits between two seen ones are a block of their own, chained from the one before
-        _store_run(table, run_previous, run, run_entries, now, append=False)
-        run, run_entries, previous = [], [], old.entry
-        run_previous = previous
-    _store_run(table, run_previous, run, run_entries, now, append=False)
+        _store_run(table, previous, run, now, append=False)
+        run, previous = [], old.entry
+    _store_run(table, previous, run, now, append=False)
     return findings
 
 
-def _store_run(
-    table: Table, previous: str | None, commits: list[tuple], entries: list[str], now: datetime, append: bool = True
-) -> None:
-    """Store `commits` (chained after `previous`, their `entries`) in blocks: first into the
-    table's last block while it has room and they follow it (`append`), the rest in new ones."""
+def _chained(previous: str | None, commits: list[tuple], raws: list[bytes]) -> str:
+    """The chain entry of the last of `commits` (their digests' bytes `raws`) after `previous`:
+    tables.delta.history.chain's entry, the 32 bytes carried on (a block needs only its last)."""
+    prev, sha = bytes.fromhex(previous or GENESIS), hashlib.sha256
+    for c, raw in zip(commits, raws, strict=True):
+        prev = sha(DOMAIN + prev + c[0].to_bytes(8, "big") + raw).digest()
+    return prev.hex()
+
+
+def _store_run(table: Table, previous: str | None, commits: list[tuple], now: datetime, append: bool = True) -> None:
+    """Store `commits`, chained after `previous`, in blocks: first into the table's last block
+    while it has room and they follow it (`append`), the rest in new ones."""
     if not commits:
         return
+    raws = [bytes.fromhex(c[1]) for c in commits]
     if append:
         last = SeenBlock.objects.filter(table=table).select_for_update().order_by("-first_version").first()
         if last is not None and last.count < BLOCK and last.last_version < commits[0][0] and last.previous:
             if last.entry == (previous or GENESIS):  # it ends where these are chained from
                 room = min(BLOCK - last.count, len(commits))
-                _extend(table, last, commits[:room], entries[:room], now)
-                commits, entries, previous = commits[room:], entries[room:], entries[room - 1]
+                previous = _extend(table, last, commits[:room], raws[:room], now)
+                commits, raws = commits[room:], raws[room:]
                 if not commits:
                     return
     blocks = []
     for i in range(0, len(commits), BLOCK):
-        part = commits[i : i + BLOCK]
-        blocks.append(_packed(table, previous, part, entries[i : i + BLOCK], now))
-        previous = entries[min(i + BLOCK, len(commits)) - 1]
+        block = _packed(table, previous, commits[i : i + BLOCK], raws[i : i + BLOCK], now)
+        blocks.append(block)
+        previous = block.entry
     # a block stored already (two syncs overlapping) is left as it is
     SeenBlock.objects.bulk_create(blocks, ignore_conflicts=True)
 
 
-def _packed(table: Table, previous: str | None, commits: list[tuple], entries: list[str], now: datetime) -> SeenBlock:
+def _packed(table: Table, previous: str | None, commits: list[tuple], raws: list[bytes], now: datetime) -> SeenBlock:
     """One block of `commits` (version, sha256, size, listed size, listed time, commit time)."""
-    versions = [c[0] for c in commits]
-    contiguous = versions[-1] - versions[0] + 1 == len(versions)
+    first, last = commits[0][0], commits[-1][0]
     return SeenBlock(
         table=table,
-        first_version=versions[0],
-        last_version=versions[-1],
+        first_version=first,
+        last_version=last,
         count=len(commits),
-        versions=b"" if contiguous else pack_ints(versions),
-        digests=b"".join(bytes.fromhex(c[1]) for c in commits),
+        versions=b"" if last - first + 1 == len(commits) else pack_ints([c[0] for c in commits]),
+        digests=b"".join(raws),
         previous=previous or GENESIS,
-        entry=entries[-1],
+        entry=_chained(previous, commits, raws),
         sizes=pack_ints([c[2] for c in commits]),
         timestamps=pack_ints([c[5] for c in commits]),
         first_seen_at=now,
@@ -507,9 +509,10 @@ def _packed(table: Table, previous: str | None, commits: list[tuple], entries: l
     )
 
 
-def _extend(table: Table, b: SeenBlock, commits: list[tuple], entries: list[str], now: datetime) -> None:
-    """Add `commits` to the end of block `b` (first seen `now`, maybe later than its others)."""
-    add = _packed(table, b.entry, commits, entries, now)
+def _extend(table: Table, b: SeenBlock, commits: list[tuple], raws: list[bytes], now: datetime) -> str:
+    """Add `commits` to the end of block `b` (first seen `now`, maybe later than its others);
+    the block's new last entry."""
+    add = _packed(table, b.entry, commits, raws, now)
     old_versions, new_versions = _block_versions(b), _block_versions(add)
     contiguous = not b.versions and not add.versions and new_versions[0] == b.last_version + 1
     offsets = unpack_ints(b.seen_after, b.count) if b.seen_after else [0] * b.count
@@ -522,8 +525,9 @@ def _extend(table: Table, b: SeenBlock, commits: list[tuple], entries: list[str]
         b.expired = bytes(b.expired) + bytes(len(commits))
     for name in ("digests", "sizes", "timestamps", "listed_times"):
         setattr(b, name, bytes(getattr(b, name)) + bytes(getattr(add, name)))
-    b.last_version, b.count, b.entry = new_versions[-1], b.count + len(commits), entries[-1]
+    b.last_version, b.count, b.entry = new_versions[-1], b.count + len(commits), add.entry
     b.save()
+    return add.entry
 
 
 def adopt(table: Table) -> Look | None:
