@@ -82,7 +82,6 @@ class Look:
 # index entry per commit): a cold sync of 100,000 commits writes 100 rows, and a sync's few new
 # commits are added to the last block while it has room.
 BLOCK = 1000
-_UTC = UTC
 
 
 @dataclass(slots=True)
@@ -154,7 +153,8 @@ def unpack(b: SeenBlock, entries: bool = False, changes: dict[int, SeenChange] |
     chain = _block_entries(b, versions, digests) if entries else None
     out = []
     for i, v in enumerate(versions):
-        checked = seen_at[i] if not b.hashed else datetime.fromtimestamp(hashed[i] / 1000, _UTC)
+        # the time last hashed, or first seen when never hashed since (a stored row's time may be unknown)
+        checked = seen_at[i] if not b.hashed or hashed[i] is None else datetime.fromtimestamp(hashed[i] / 1000, UTC)
         s = Seen(v, digests[i], sizes[i] or 0, seen_at[i], stamps[i], sizes[i] if listed[i] is not None else None,
                  listed[i], hashed[i], checked, expired=bool(expired and expired[i]), block=b.pk, index=i)  # fmt: skip
         if chain is not None:
