@@ -435,11 +435,13 @@ def record_seen(
         return 0
     now = timezone.now()
     lo, hi = commits[0][0], commits[-1][0]
+    # the common case, a sync's new commits: all after the last block, chained on from its end
+    last = SeenBlock.objects.filter(table=table).select_for_update().order_by("-last_version").first()
+    if last is None or last.last_version < lo:
+        _store_run(table, last.entry if last is not None else None, commits, now, last)
+        return 0
     known = {s.version: s for s in seen_commits(table, lo, hi)}
     previous = entry_before(table, lo)
-    if not known:  # the common case, a sync's new commits
-        _store_run(table, previous, commits, now)
-        return 0
     run: list[tuple] = []
     findings = 0
     for commit in commits:
@@ -451,9 +453,9 @@ def record_seen(
             kind = RewriteKind.REAPPEARED if old.gone_at is not None or old.expired else RewriteKind.REWRITTEN
             findings += _found(table, old, kind, commit[1], now, found_by)
         # the new commits between two seen ones are a block of their own, chained from the one before
-        _store_run(table, previous, run, now, append=False)
+        _store_run(table, previous, run, now)
         run, previous = [], old.entry
-    _store_run(table, previous, run, now, append=False)
+    _store_run(table, previous, run, now)
     return findings
 
 
@@ -466,21 +468,21 @@ def _chained(previous: str | None, commits: list[tuple], raws: list[bytes]) -> s
     return prev.hex()
 
 
-def _store_run(table: Table, previous: str | None, commits: list[tuple], now: datetime, append: bool = True) -> None:
-    """Store `commits`, chained after `previous`, in blocks: first into the table's last block
-    while it has room and they follow it (`append`), the rest in new ones."""
+def _store_run(
+    table: Table, previous: str | None, commits: list[tuple], now: datetime, last: SeenBlock | None = None
+) -> None:
+    """Store `commits`, chained after `previous`, in blocks: first into the table's `last`
+    block (locked by the caller) while it has room and they follow it, the rest in new ones."""
     if not commits:
         return
     raws = [bytes.fromhex(c[1]) for c in commits]
-    if append:
-        last = SeenBlock.objects.filter(table=table).select_for_update().order_by("-first_version").first()
-        if last is not None and last.count < BLOCK and last.last_version < commits[0][0] and last.previous:
-            if last.entry == (previous or GENESIS):  # it ends where these are chained from
-                room = min(BLOCK - last.count, len(commits))
-                previous = _extend(table, last, commits[:room], raws[:room], now)
-                commits, raws = commits[room:], raws[room:]
-                if not commits:
-                    return
+    if last is not None and last.count < BLOCK and last.last_version < commits[0][0] and last.previous:
+        if last.entry == (previous or GENESIS):  # it ends where these are chained from
+            room = min(BLOCK - last.count, len(commits))
+            previous = _extend(table, last, commits[:room], raws[:room], now)
+            commits, raws = commits[room:], raws[room:]
+            if not commits:
+                return
     blocks = []
     for i in range(0, len(commits), BLOCK):
         block = _packed(table, previous, commits[i : i + BLOCK], raws[i : i + BLOCK], now)
