@@ -1,6 +1,6 @@
 """The daily chain check of a fleet on S3 (moto in server mode on loopback): storage requests and
 CPU per table for the rolling look that compares every table's log with what was first seen
-(tables.services.sync.chain), and the change probe's requests with the chain kept beside it.
+(tables.services.chain.look), and the change probe's requests with the chain kept beside it.
 
 Usage: .venv/bin/python benchmarks/chain_check.py [--tables 1000] [--commits 10] [--rehash 10]
 
@@ -97,7 +97,7 @@ def _pass(px, ids: list[int], label: str) -> dict[str, float]:
     from django.utils import timezone
 
     from tables.models import ChainLook
-    from tables.services.sync import chain
+    from tables.services.chain import look as chain
 
     ChainLook.objects.update(next_at=timezone.now() - timedelta(seconds=1))
     before = len(px.seen())

@@ -305,7 +305,7 @@ DELTAWEB_VACUUM_CHECK_EVERY_SYNCS = int(env("DELTAWEB_VACUUM_CHECK_EVERY_SYNCS",
 DELTAWEB_VACUUM_CHECK_SAMPLE = int(env("DELTAWEB_VACUUM_CHECK_SAMPLE", "16"))
 DELTAWEB_VACUUM_CHECK_LIST_ON_MISS = env_bool("DELTAWEB_VACUUM_CHECK_LIST_ON_MISS", True)
 DELTAWEB_VACUUM_MISSING_KEPT = int(env("DELTAWEB_VACUUM_MISSING_KEPT", "500000"))
-# the chain of what was seen (tables/services/sync/chain.py): every table's log compared with its
+# the chain of what was seen (tables/services/chain/look.py): every table's log compared with its
 # first-seen digests once per DELTAWEB_CHAIN_CHECK_HOURS (besides each sync), at most
 # DELTAWEB_CHAIN_CHECK_BATCH tables per tick of DELTAWEB_CHAIN_CHECK_TICK_SECONDS, each look
 # reading again DELTAWEB_CHAIN_REHASH_PER_LOOK of its least recently hashed commits (0: none)

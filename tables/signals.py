@@ -11,7 +11,7 @@ commits_stored = Signal()
 # files the log still references were found gone: table (a Table), event (a FileRemovalEvent)
 files_removed = Signal()
 
-# sent by a look at a table's log (tables.services.sync.chain), in the transaction that stores
+# sent by a look at a table's log (tables.services.chain.look), in the transaction that stores
 # the finding, when an already-seen commit was found rewritten, vanished before its retention
 # or back with new content: table (a Table), finding (a HistoryRewrite)
 history_rewritten = Signal()

@@ -19,13 +19,14 @@ from django.conf import settings
 from tables.delta.restore.plan import RestorePlan
 from tables.models import Job, Table
 from tables.services.catalog import discovery
+from tables.services.chain import look as chain
 from tables.services.data import jobs as data_jobs
 from tables.services.data.kinds import data_kind
 from tables.services.jobs import lifecycle as jobs
 from tables.services.managed import use_cases as owner_services
 from tables.services.ops import retention
 from tables.services.restores import runs as restore_runs
-from tables.services.sync import chain, probe, vanished
+from tables.services.sync import probe, vanished
 from tables.services.sync import store as sync
 from tables.services.versions import reachability, row_count
 from tables.spark.engine import worker as spark_worker

@@ -1,4 +1,4 @@
-"""The rule on rewritten history: a look at a table's log (tables.services.sync.chain) stores
+"""The rule on rewritten history: a look at a table's log (tables.services.chain.look) stores
 a HistoryRewrite and sends tables.signals.history_rewritten; the built-in rules `on` HISTORY
 look at the finding and each firing is stored as an Alert on its version (once per version)."""
 

@@ -4,7 +4,7 @@ chain, jobs, restores, owner, access, pins, sharing. Everything is importable fr
 
 from tables.models.access import SsoIdentity, TokenExpiry
 from tables.models.catalog import DiscoverySource, SyncState, Table
-from tables.models.chain import ChainLook, HistoryRewrite, RewriteKind, SeenCommit
+from tables.models.chain import ChainLook, HistoryRewrite, RewriteKind, SeenBlock, SeenChange
 from tables.models.history import Anomaly, Commit, FileLook, FileRemovalEvent, VersionChecksum
 from tables.models.jobs import Job, JobDuration, JobKind, JobStatus, params_hash
 from tables.models.owner import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, UcStagingTable
@@ -39,7 +39,8 @@ __all__ = [
     "RestoreRequest",
     "RestoreStatus",
     "RewriteKind",
-    "SeenCommit",
+    "SeenBlock",
+    "SeenChange",
     "Share",
     "SharedTable",
     "SsoIdentity",

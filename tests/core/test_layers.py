@@ -51,6 +51,7 @@ SERVICES: tuple[tuple[str, ...], ...] = tuple(
         ("jobs",),  # the job rows, the broker, injected faults
         ("catalog",),  # registering and finding tables, where tables may live
         ("history", "owner", "pins"),  # a table's stored history, its owner, its pins
+        ("chain",),  # what was first seen of each commit, and the signed audit export made from it
         ("versions",),  # reading a version, from the table or a pin; reachability
         ("data", "sharing"),  # data jobs on Spark; Delta Sharing's answers
         ("sync", "query"),  # syncing a table's log runs its counts and reachability

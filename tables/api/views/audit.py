@@ -1,5 +1,5 @@
 """REST API for the signed audit export: GET tables/{id}/audit-export/?from=&to= answers the
-same signed file as the History tab's download (tables.services.history.audit), named by the
+same signed file as the History tab's download (tables.services.chain.audit), named by the
 table and the version range.
 
 Analysts and approvers only (CanRegister), as on the page. Errors are rendered by
@@ -21,7 +21,7 @@ from tables.api.common import TABLE_ID, _errors, table_or_404
 from tables.api.params import validated_query
 from tables.api.permissions import CanBrowse, CanRegister
 from tables.services.catalog.lookup import INT64_MAX
-from tables.services.history import audit
+from tables.services.chain import audit
 
 MEDIA_TYPE = "application/x-ndjson"
 

@@ -32,12 +32,13 @@ from tables.delta.history.timestamps import CommitTimes, commit_times, times_of
 from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from, list_log_tail
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage
-from tables.models import Anomaly, Commit, Job, JobKind, SeenCommit, SyncState, Table
+from tables.models import Anomaly, Commit, Job, JobKind, SeenBlock, SyncState, Table
+from tables.services.chain import look as chain
 from tables.services.errors import public_message
 from tables.services.jobs import faults
 from tables.services.jobs import lifecycle as jobs
 from tables.services.owner.access import owner_of
-from tables.services.sync import chain, checksums, incomplete, schedule, vanished
+from tables.services.sync import checksums, incomplete, schedule, vanished
 from tables.services.sync.commit_rows import CommitInsert, head_values, info_values
 from tables.services.sync.reads import Digests, Infos, Read, prepared_in_processes, read_commits, reader_processes
 from tables.services.versions import reachability, row_count
@@ -225,7 +226,7 @@ def _sync(table: Table, job: Job | None) -> dict[str, Any]:
     storage.resolve(commit_name(0))
     jobs.progress(job, "listing the log")
     listed = None  # the look's listing, the continuation's too: a directory of 1,000,000 commits is read once
-    if SeenCommit.objects.filter(table=table).exists():
+    if SeenBlock.objects.filter(table=table).exists():
         # first: a log with a commit taken out may not replay at all, and the finding must stay
         since = chain.sync_window_start(table)  # None (the whole log) while it is short
         if since is not None:  # the window starts at or before the last synced version
@@ -396,7 +397,7 @@ def _batches(
                 last_row["fileModificationTime"],
                 last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
             )
-        # each commit hashed where it was read (tables.services.sync.chain's first-seen
+        # each commit hashed where it was read (tables.services.chain.look's first-seen
         # digest); only one the reads missed is read here, and a big one again for growth
         digests = digests or {}
         kept_bytes = {lf.version: data for lf, data, _r in reads}

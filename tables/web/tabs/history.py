@@ -19,8 +19,8 @@ from django.views.decorators.http import require_GET
 from tables.delta.history.columns import SHOWN_COLUMNS
 from tables.models import FileRemovalEvent, Table
 from tables.services.access.roles import can_register
+from tables.services.chain import audit
 from tables.services.errors import ServiceError
-from tables.services.history import audit
 from tables.services.history import export as history_export
 from tables.services.history.query import (
     CACHE_SECONDS,

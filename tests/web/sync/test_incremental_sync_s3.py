@@ -12,7 +12,7 @@ import pytest
 
 from tables.models import Commit
 from tables.services.catalog.registration import register_table
-from tables.services.sync import chain
+from tables.services.chain import look as chain
 from tables.services.sync.store import sync_table
 from tests.conftest import use_store_environment
 from tests.faults.proxy import FaultProxy

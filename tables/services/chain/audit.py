@@ -1,6 +1,6 @@
 """The server's signed audit export: the same file as `delta audit-export`
 (tables.delta.history.audit), made from what deltaweb first saw of each commit (the chain of
-tables.services.sync.chain, not the bytes as they are now: an export made before a rewrite
+tables.services.chain.look, not the bytes as they are now: an export made before a rewrite
 proves it afterwards), the cached history's metadata, and who requested and approved which
 restore. Signed with the key the deployment configures (DELTAWEB_AUDIT_KEY, or a file named by
 DELTAWEB_AUDIT_KEY_FILE). Without one, a development start (not DELTAWEB_PRODUCTION) signs with
@@ -34,7 +34,8 @@ from tables.delta.history.audit import (
 )
 from tables.delta.history.chain import GENESIS
 from tables.delta.log.commitinfo import bounded
-from tables.models import Commit, RestoreRequest, SeenCommit, Table, VersionChecksum
+from tables.models import Commit, RestoreRequest, SeenBlock, Table, VersionChecksum
+from tables.services.chain.look import Seen, entry_before, seen_commits
 from tables.services.errors import ServiceError
 
 MAX_VERSIONS = 200_000  # versions one export may hold (a longer history is exported in ranges)
@@ -114,7 +115,7 @@ def export_file_name(table: Table, first: int, last: int) -> str:
 
 def _range(table: Table, first: int | None, last: int | None) -> tuple[int, int]:
     """The versions to export: `first`..`last` within those seen (default: all of them)."""
-    span = SeenCommit.objects.filter(table=table).aggregate(lo=Min("version"), hi=Max("version"))
+    span = SeenBlock.objects.filter(table=table).aggregate(lo=Min("first_version"), hi=Max("last_version"))
     lo, hi = span["lo"], span["hi"]
     if lo is None or hi is None:
         raise ServiceError("Nothing to export yet: no commit of this table has been synced.", "nothing_to_export", 409)
@@ -127,14 +128,14 @@ def _range(table: Table, first: int | None, last: int | None) -> tuple[int, int]
     return a, b
 
 
-def _commit_row(seen: SeenCommit, c: Commit | None, before: Commit | None) -> dict[str, Any]:
+def _commit_row(seen: Seen, c: Commit | None, before: Commit | None) -> dict[str, Any]:
     row: dict[str, Any] = {
         "version": seen.version,
         "sha256": seen.sha256,
         "entry": seen.entry,
         "size": seen.size,
         "firstSeenAt": seen.first_seen_at.isoformat(),
-        "stillMatches": seen.gone_at is None and seen.last_sha256 in ("", seen.sha256),
+        "stillMatches": seen.matches,
     }
     if c is None:
         return {**row, "operation": None, "commitInfo": None, "files": None}
@@ -214,8 +215,8 @@ def audit_export_file(table: Table, first: int | None = None, last: int | None =
     if state.key is None:
         raise ServiceError(f"Signed audit exports are unavailable: {state.reason}.", "audit_unavailable", 503)
     a, b = _range(table, first, last)
-    seen = list(SeenCommit.objects.filter(table=table, version__gte=a, version__lte=b).order_by("version"))
-    before = SeenCommit.objects.filter(table=table, version__lt=a).order_by("-version").first()
+    seen = seen_commits(table, a, b)
+    before = entry_before(table, a)
     commits = {c.version: c for c in Commit.objects.filter(table=table, version__gte=a - 1, version__lte=b)}
     rows = [_commit_row(s, commits.get(s.version), commits.get(s.version - 1)) for s in seen]
     who = user.get_username() if user is not None and getattr(user, "is_authenticated", False) else None
@@ -223,7 +224,7 @@ def audit_export_file(table: Table, first: int | None = None, last: int | None =
         table={"name": table.name, "location": table.location, "id": table.pk},
         first=a,
         last=b,
-        previous=before.entry if before is not None else GENESIS,
+        previous=before if before is not None else GENESIS,
         commits=rows,
         made_by="deltaweb",
         approvals=_approvals(table, a, b),
