@@ -454,7 +454,7 @@ def version_reachability(table: Table, version: int, *, wait: bool = True, pins:
     entry = data.entry(version)
     if not pins or entry is None:
         return entry
-    from tables.services.pins.lifecycle import holding_pin
+    from tables.services.pins.queries import holding_pin
 
     pin = holding_pin(table, version)
     return mark_pin(entry, {version: pin} if pin is not None else {})
@@ -519,7 +519,7 @@ def with_pins(table: Table, runs: ReachRuns | None) -> PinnedRuns | None:
     """The answer with the versions the table's pins keep marked (one query for the pins)."""
     if runs is None:
         return None
-    from tables.services.pins.lifecycle import holding_pins
+    from tables.services.pins.queries import holding_pins
 
     pins: dict[int, Any] = {}
     for pin in holding_pins(table):
@@ -556,7 +556,7 @@ def vacuum_of(table: Table, version: int) -> dict[str, Any] | None:
 
 def _readable_after(table: Table, version: int) -> int | None:
     """The oldest version after `version` the table still gives or a pin keeps, if known."""
-    from tables.services.pins.lifecycle import holding_pins
+    from tables.services.pins.queries import holding_pins
 
     try:
         runs = table_reachability(table, wait=False)

@@ -17,7 +17,7 @@ from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Table
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import history
-from tables.services.pins.lifecycle import held_bytes, holding_pins
+from tables.services.pins.queries import held_bytes, holding_pins
 from tables.services.sync.chain import state_of
 from tables.services.versions.reachability import parse_retention, table_reachability, unreadable_why
 from tables.services.versions.read import resolve, snapshot_at, version_files, version_summary
