@@ -45,7 +45,8 @@ from tables.services.pins.queries import pins_by_version
 from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
 from tables.services.sync.store import start_sync
 from tables.services.versions import read as versions
-from tables.services.versions.reachability import FORECAST_LISTED, parse_retention, table_reachability, with_pins
+from tables.services.versions.pinned import with_pins
+from tables.services.versions.reachability import FORECAST_LISTED, parse_retention, table_reachability
 
 
 def _history_filter(request) -> HistoryFilter:

@@ -87,7 +87,7 @@ def refuse_unreadable(table: Table, version: int) -> None:
     (Spark would fail later with "N data file(s) are missing"): the version, how many files,
     and what to do instead. A version a pin keeps passes (its job reads the pin); so does one
     whose answer a long log is still computing (the job then says what it finds)."""
-    from tables.services.versions.reachability import unreadable_why
+    from tables.services.versions.unreadable import unreadable_why
 
     why = unreadable_why(table, version)
     if why is None:
@@ -97,7 +97,7 @@ def refuse_unreadable(table: Table, version: int) -> None:
 
 
 def unreadable_fix(why: dict[str, Any]) -> str:
-    """What to do about an unreadable version (`reachability.unreadable_why`), in one sentence."""
+    """What to do about an unreadable version (`unreadable.unreadable_why`), in one sentence."""
     steps = []
     if why.get("readableAfter") is not None:
         steps.append(f"choose a readable version (the oldest after it is version {why['readableAfter']})")

@@ -55,7 +55,8 @@ def from_params(p: dict[str, Any], table_location: str) -> tuple[str, int | None
 def table_has(table: Table, version: int, *, wait: bool = False) -> bool | None:
     """Whether the table's own log and files still give the version: True, False, or None
     while the reachability answer of a long log is still being computed (`wait=False`)."""
-    from tables.services.versions.reachability import table_gives, version_reachability
+    from tables.services.versions.pinned import table_gives
+    from tables.services.versions.reachability import version_reachability
 
     entry = version_reachability(table, version, wait=wait, pins=False)  # the table's own word
     if entry is None:
