@@ -116,12 +116,12 @@ def create_pin(
 
 
 def _send(pk: int) -> None:
-    try:
-        jobs.send(jobs.PIN_TASK, pk)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
+    def wait(exc: Exception) -> None:
         Pin.objects.filter(pk=pk, state=PinState.WRITING).update(
-            error=f"the task queue is unreachable ({type(exc).__name__}); the pin waits to be written"
+            error=jobs.unreachable_message(exc, "the pin waits to be written")
         )
+
+    jobs.send_or_mark(jobs.PIN_TASK, pk, mark=wait)
 
 
 def sweep_pins(older_than: timedelta | None = None, resumes: int = MAX_RESUMES) -> dict[str, list[int]]:

@@ -424,12 +424,13 @@ def send_restore_on_commit(pk: int) -> None:
 def send_restore(pk: int) -> None:
     """Send the run to the broker; if it is unreachable the request stays queued and
     requeue_stuck_restores (tables.services.restores.runs) sends it again later."""
-    try:
-        jobs.send(jobs.RESTORE_TASK, pk)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
+
+    def stay_queued(exc: Exception) -> None:
         RestoreRequest.objects.filter(pk=pk, status=RestoreStatus.QUEUED).update(
-            error=f"the task queue is unreachable ({type(exc).__name__}); the restore stays queued and is sent again"
+            error=jobs.unreachable_message(exc, "the restore stays queued and is sent again")
         )
+
+    jobs.send_or_mark(jobs.RESTORE_TASK, pk, mark=stay_queued)
 
 
 def restore_ids_by_version(table: Table, commits) -> dict[int, int]:
