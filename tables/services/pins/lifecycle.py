@@ -4,11 +4,12 @@ readable, whatever VACUUM and log cleanup any engine runs on the table.
 Creating a pin writes the version into the pin store deltaweb owns (`DELTAWEB_PIN_STORE`) with
 the core's `keep_version`: a table of its own whose version 0 is the pinned version, its files
 hard links where the store shares the table's file system (no new data bytes), server-side
-copies inside one object store, else copies. Removing a pin before it expires is a request an
-approver (never the requester) accepts, as restores are; every step is a PinEvent, the audit.
-Reading a pinned version whose log or files the table lost goes to the pin store
-(`pinned_snapshot`, used by tables.services.versions.read). A pin by legal holds names the held
-objects; every sync (and the beat's sweep) looks at their current state whatever the log still
+copies inside one object store, else copies (tables.services.pins.store). Removing a pin before
+it expires is a request an approver (never the requester) accepts, as restores are
+(tables.services.approvals); every step is a PinEvent, the audit. Reading a pinned version whose
+log or files the table lost goes to the pin store (`pinned_snapshot` of
+tables.services.pins.queries, used by tables.services.versions.read). A pin by legal holds
+names the held objects; every sync (and the beat's sweep) looks at their current state whatever the log still
 says, and once a VACUUM deleted them (a delete marker above each held version) the held versions
 are copied into the pin store (`settle_held_pins`), so the kept table, self-contained, reads
 again in any engine, the holds staying until the pin goes. A pin left "writing" is resumed or
@@ -28,6 +29,7 @@ from django.utils import timezone
 from tables.delta import errors as delta_errors
 from tables.delta.storage.boundary import is_uri
 from tables.models import Pin, PinEvent, PinState, Table
+from tables.services import approvals
 from tables.services.access import roles
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.errors import ServiceError, from_delta
@@ -171,13 +173,13 @@ def request_unpin(pin: Pin, user: Any, reason: Any) -> Pin:
     if _expired(pin):
         return _remove(pin, user, PinState.EXPIRED, f"removed after its expiry: {reason}")
     with transaction.atomic():
-        moved = Pin.objects.filter(pk=pin.pk, state=PinState.ACTIVE).update(
-            state=PinState.UNPIN_REQUESTED, removal_requested_by=user, removal_reason=reason
-        )
-        if moved != 1:
-            raise ServiceError(f"Pin #{pin.pk} is not active; only an active pin's removal can be requested.",
-                               "invalid_state", 409)  # fmt: skip
-        event(pin, user, PinState.ACTIVE, PinState.UNPIN_REQUESTED, f"removal requested: {reason}")
+        approvals.transition(
+            Pin.objects.filter(pk=pin.pk, state=PinState.ACTIVE),
+            {"state": PinState.UNPIN_REQUESTED, "removal_requested_by": user, "removal_reason": reason},
+            ServiceError(f"Pin #{pin.pk} is not active; only an active pin's removal can be requested.",
+                         "invalid_state", 409),
+            lambda: event(pin, user, PinState.ACTIVE, PinState.UNPIN_REQUESTED, f"removal requested: {reason}"),
+        )  # fmt: skip
     pin.refresh_from_db()
     return pin
 
@@ -188,17 +190,18 @@ def withdraw_unpin(pin: Pin, user: Any) -> Pin:
     current = Pin.objects.filter(pk=pin.pk).values_list("state", "removal_requested_by_id").first()
     if current is None or current[0] != PinState.UNPIN_REQUESTED:
         raise ServiceError(f"Pin #{pin.pk} has no removal request to withdraw.", "invalid_state", 409)
-    if current[1] is None or current[1] != getattr(user, "pk", None):
-        raise ServiceError(
-            "Only the person who asked to remove a pin can withdraw the request.", "permission_denied", 403
-        )
+    approvals.check_withdrawer(
+        user, current[1], refused="Only the person who asked to remove a pin can withdraw the request."
+    )
     with transaction.atomic():
-        moved = Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED, removal_requested_by=user).update(
-            state=PinState.ACTIVE, removal_requested_by=None, removal_reason=""
+        approvals.transition(
+            Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED, removal_requested_by=user),
+            {"state": PinState.ACTIVE, "removal_requested_by": None, "removal_reason": ""},
+            ServiceError(f"Pin #{pin.pk} has no removal request to withdraw.", "invalid_state", 409),
+            lambda: event(
+                pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, "removal request withdrawn by its requester"
+            ),
         )
-        if moved != 1:
-            raise ServiceError(f"Pin #{pin.pk} has no removal request to withdraw.", "invalid_state", 409)
-        event(pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, "removal request withdrawn by its requester")
     pin.refresh_from_db()
     return pin
 
@@ -231,10 +234,12 @@ def held_by(pin: Pin) -> str:
 
 
 def _check_can_decide(pin: Pin, user: Any) -> None:
-    if not roles.can_approve(user):
-        raise ServiceError("Deciding a pin's removal needs the approver role (or staff).", "permission_denied", 403)
-    if pin.removal_requested_by_id is not None and pin.removal_requested_by_id == user.pk:
-        raise ServiceError(f"You asked to remove pin #{pin.pk}; another approver must decide.", "own_request", 403)
+    approvals.check_can_decide(
+        user,
+        pin.removal_requested_by_id,
+        role_needed="Deciding a pin's removal needs the approver role (or staff).",
+        own_request=f"You asked to remove pin #{pin.pk}; another approver must decide.",
+    )
 
 
 def approve_unpin(pin: Pin, user: Any, comment: Any = "") -> Pin:
@@ -251,12 +256,12 @@ def reject_unpin(pin: Pin, user: Any, comment: Any) -> Pin:
     _check_can_decide(pin, user)
     comment = _text(comment, "comment saying why the removal is rejected", MAX_TEXT)
     with transaction.atomic():
-        moved = Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED).update(
-            state=PinState.ACTIVE, decided_by=user, decided_at=timezone.now()
+        approvals.transition(
+            Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED),
+            {"state": PinState.ACTIVE, "decided_by": user, "decided_at": timezone.now()},
+            ServiceError(f"Pin #{pin.pk} has no removal awaiting a decision.", "invalid_state", 409),
+            lambda: event(pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, f"removal rejected: {comment}"),
         )
-        if moved != 1:
-            raise ServiceError(f"Pin #{pin.pk} has no removal awaiting a decision.", "invalid_state", 409)
-        event(pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, f"removal rejected: {comment}")
     pin.refresh_from_db()
     return pin
 
