@@ -34,9 +34,9 @@ from tables.spark.engine import worker as spark_worker
 
 @shared_task(name=jobs.PIN_TASK, acks_late=True)
 def write_pin(pin_id: int) -> dict:
-    from tables.services.pins import lifecycle as pins
+    from tables.services.pins import store
 
-    return pins.write_pin(pin_id)
+    return store.write_pin(pin_id)
 
 
 @shared_task(name=jobs.SYNC_TASK, acks_late=True)

@@ -247,7 +247,7 @@ def pinned_vacuum(event: Any, _t: float | None) -> str | None:
     """Files removed outside the log (a VACUUM) that pinned versions need: the VACUUM's
     commit, each pin and the bytes it alone now keeps (the version stays readable from the
     pin store)."""
-    from tables.services.pins.lifecycle import pins_met
+    from tables.services.pins.queries import pins_met
 
     met = pins_met(event.table)
     if not met:

@@ -5,20 +5,17 @@ they asked for. Pins are never added, edited or deleted here; their events are t
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
-from django.urls import path, reverse
+from django.contrib import admin
+from django.urls import reverse
 from django.utils.html import format_html
 
-from tables.admin.base import AuditTrailInline, BulkDecision, DecisionForm
+from tables.admin.approvals import ApprovalAdmin
+from tables.admin.base import AuditTrailInline
 from tables.models import (
     Pin,
     PinEvent,
     PinState,
 )
-from tables.services.access import roles
-from tables.services.errors import ServiceError
 from tables.services.pins import lifecycle as pin_services
 from tables.services.pins.lifecycle import approve_unpin, reject_unpin
 
@@ -42,10 +39,12 @@ class PinStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Pin)
-class PinAdmin(BulkDecision, admin.ModelAdmin):
+class PinAdmin(ApprovalAdmin, admin.ModelAdmin):
     """Pins, their removals awaiting an approver, and each pin's audit trail."""
 
     decide = (approve_unpin, reject_unpin)
+    missing = "pin"
+    decided = ("Pin #{pk} removed; its kept files are deleted.", "Pin #{pk} kept; the removal is rejected.")
     done_words = ("removed", "kept")
     titles = ("Approve pin removals", "Reject pin removals")
     action_names = ("approve_removal", "reject_removal")
@@ -94,59 +93,16 @@ class PinAdmin(BulkDecision, admin.ModelAdmin):
         last = pin_services.decisions([obj.pk]).get(obj.pk)
         return f"{last['by']}: {last['note']}" if last else "—"
 
-    # --- approve / reject: buttons on the change page and bulk actions ---------------------
+    # --- approve / reject: buttons on the change page (ApprovalAdmin) and bulk actions -------
 
-    def get_urls(self):
-        view = self.admin_site.admin_view
-        return [
-            path("<path:object_id>/approve/", view(self.approve_view), name="tables_pin_approve"),
-            path("<path:object_id>/reject/", view(self.reject_view), name="tables_pin_reject"),
-            *super().get_urls(),
-        ]
+    def awaiting(self, obj: Pin) -> bool:
+        return obj.state == PinState.UNPIN_REQUESTED
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id)
-        extra = {
-            "show_save": False,
-            "show_save_and_continue": False,
-            "show_save_and_add_another": False,
-            "show_delete": False,
-            "decision_form": DecisionForm(),
-        }
-        if obj is not None:
-            awaiting = obj.state == PinState.UNPIN_REQUESTED
-            own = obj.removal_requested_by_id == request.user.pk
-            extra["can_decide"] = awaiting and roles.can_approve(request.user) and not own
-            extra["own_request"] = awaiting and own
-            extra["ui_url"] = reverse("tables:version_detail", args=[obj.table.slug, obj.version]) + "#pins"
-        return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
+    def requester_id(self, obj: Pin) -> int | None:
+        return obj.removal_requested_by_id
 
-    def _decide(self, request, object_id: str, approve: bool):
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        obj = self.get_object(request, object_id)
-        if obj is None:
-            raise Http404(f"There is no pin {object_id}.")
-        if not self.has_change_permission(request, obj):
-            raise PermissionDenied
-        form = DecisionForm(request.POST)
-        comment = form.cleaned_data["comment"] if form.is_valid() else ""
-        try:
-            if approve:
-                approve_unpin(obj, request.user, comment)
-                messages.success(request, f"Pin #{obj.pk} removed; its kept files are deleted.")
-            else:
-                reject_unpin(obj, request.user, comment)
-                messages.success(request, f"Pin #{obj.pk} kept; the removal is rejected.")
-        except ServiceError as exc:
-            messages.error(request, exc.message)
-        return HttpResponseRedirect(reverse("admin:tables_pin_change", args=[obj.pk]))
-
-    def approve_view(self, request, object_id: str):
-        return self._decide(request, object_id, approve=True)
-
-    def reject_view(self, request, object_id: str):
-        return self._decide(request, object_id, approve=False)
+    def ui_url(self, obj: Pin) -> str:
+        return reverse("tables:version_detail", args=[obj.table.slug, obj.version]) + "#pins"
 
     @admin.action(description="Approve the removal of the selected pins…", permissions=["change"])
     def approve_removal(self, request, queryset):

@@ -7,23 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.contrib import admin
 from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
-from django.urls import path, reverse
+from django.urls import reverse
 from django.utils.html import format_html
 
-from tables.admin.base import AuditTrailInline, BulkDecision, DecisionForm
+from tables.admin.approvals import ApprovalAdmin
+from tables.admin.base import AuditTrailInline
 from tables.delta.restore.rules import protocol_outcome_words
 from tables.models import (
     RestoreEvent,
     RestoreRequest,
     RestoreStatus,
 )
-from tables.services.access import roles
-from tables.services.errors import ServiceError
 from tables.services.restores.requests import RESTORE_WARNING, approve_restore, reject_restore
 from tables.web import pages
 
@@ -63,8 +60,10 @@ class RestoreEventInline(AuditTrailInline):
 
 
 @admin.register(RestoreRequest)
-class RestoreRequestAdmin(BulkDecision, admin.ModelAdmin):
+class RestoreRequestAdmin(ApprovalAdmin, admin.ModelAdmin):
     decide = (approve_restore, reject_restore)
+    missing = "restore request"
+    decided = ("Restore #{pk} approved; it is queued for a worker.", "Restore #{pk} rejected.")
     done_words = ("approved and queued", "rejected")
     titles = ("Approve restore requests", "Reject restore requests")
     action_names = ("approve_selected", "reject_selected")
@@ -155,60 +154,26 @@ class RestoreRequestAdmin(BulkDecision, admin.ModelAdmin):
         view = pages.restore_view(obj.plan)
         return render_to_string("admin/tables/restorerequest/plan.html", {"plan": view, "req": obj})
 
-    # --- approve / reject: buttons on the change page and bulk actions ---------------------
+    # --- approve / reject: buttons on the change page (ApprovalAdmin) and bulk actions -------
 
-    def get_urls(self):
-        view = self.admin_site.admin_view
-        return [
-            path("<path:object_id>/approve/", view(self.approve_view), name="tables_restorerequest_approve"),
-            path("<path:object_id>/reject/", view(self.reject_view), name="tables_restorerequest_reject"),
-            *super().get_urls(),
-        ]
+    def awaiting(self, obj: RestoreRequest) -> bool:
+        return obj.awaiting_approval
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id)
-        extra = {
-            "show_save": False,
-            "show_save_and_continue": False,
-            "show_save_and_add_another": False,
-            "show_delete": False,
-            "decision_form": DecisionForm(),
-            "restore_warning": RESTORE_WARNING,
-        }
+    def requester_id(self, obj: RestoreRequest) -> int | None:
+        return obj.requested_by_id
+
+    def ui_url(self, obj: RestoreRequest) -> str:
+        return reverse("tables:restore_detail", args=[obj.pk])
+
+    def decision_context(self, obj: RestoreRequest | None) -> dict[str, Any]:
+        extra: dict[str, Any] = {"restore_warning": RESTORE_WARNING}
         if obj is not None:
-            own = obj.requested_by_id == request.user.pk
-            extra["can_decide"] = obj.awaiting_approval and roles.can_approve(request.user) and not own
-            extra["own_request"] = obj.awaiting_approval and own
             extra["fingerprint"] = obj.plan_fingerprint
-            extra["ui_url"] = reverse("tables:restore_detail", args=[obj.pk])
-        return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
+        return extra
 
-    def _decide(self, request, object_id: str, approve: bool):
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        obj = self.get_object(request, object_id)
-        if obj is None:
-            raise Http404(f"There is no restore request {object_id}.")
-        if not self.has_change_permission(request, obj):
-            raise PermissionDenied
-        form = DecisionForm(request.POST)
-        comment = form.cleaned_data["comment"] if form.is_valid() else ""
-        try:
-            if approve:
-                approve_restore(obj, request.user, comment, request.POST.get("fingerprint") or None)
-                messages.success(request, f"Restore #{obj.pk} approved; it is queued for a worker.")
-            else:
-                reject_restore(obj, request.user, comment)
-                messages.success(request, f"Restore #{obj.pk} rejected.")
-        except ServiceError as exc:
-            messages.error(request, exc.message)
-        return HttpResponseRedirect(reverse("admin:tables_restorerequest_change", args=[obj.pk]))
-
-    def approve_view(self, request, object_id: str):
-        return self._decide(request, object_id, approve=True)
-
-    def reject_view(self, request, object_id: str):
-        return self._decide(request, object_id, approve=False)
+    def decision_kwargs(self, request, approve: bool) -> dict[str, Any]:
+        # the approver approves the plan they saw: a plan changed since is refused
+        return {"fingerprint": request.POST.get("fingerprint") or None} if approve else {}
 
     @admin.action(description="Approve the selected restore requests…", permissions=["change"])
     def approve_selected(self, request, queryset):

@@ -71,7 +71,7 @@ def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     reason = entry.get("reason")
     pin = entry.get("readFrom")
-    if pin:  # the table lost it; the pin that keeps it answers (tables.services.versions.reachability.mark_pin)
+    if pin:  # the table lost it; the pin that keeps it answers (tables.services.versions.pinned.mark_pin)
         lost = {
             "files_missing": "its data files were removed from the table (VACUUM)",
             "log_expired": "log cleanup removed its commits from the table",

@@ -48,6 +48,7 @@ SERVICES: tuple[tuple[str, ...], ...] = tuple(
     for layer in (
         ("errors",),  # the app's errors and their statuses
         ("access",),  # who may do what
+        ("approvals",),  # request, decide, audit: what pins and restores share
         ("jobs",),  # the job rows, the broker, injected faults
         ("catalog",),  # registering and finding tables, where tables may live
         ("history", "owner", "pins"),  # a table's stored history, its owner, its pins

@@ -233,6 +233,7 @@ def test_an_s3_table_read_through_its_pin_after_vacuum(spark, place, analyst, s3
 
     from tables.services.data import jobs as data_jobs
     from tables.services.pins import lifecycle as pins
+    from tables.services.pins import store as pin_store
     from tests.conftest import s3_buckets
     from tests.core.test_keep_s3 import rows as s3_rows
     from tests.core.test_keep_s3 import write_table
@@ -257,7 +258,7 @@ def test_an_s3_table_read_through_its_pin_after_vacuum(spark, place, analyst, s3
     table.refresh_from_db()
     latest = table.last_synced_version
     pin = pins.create_pin(table, 1, "s3 pin", "why", analyst)
-    assert pins.write_pin(pin.pk)["state"] == "active"  # an object store: a worker keeps it
+    assert pin_store.write_pin(pin.pk)["state"] == "active"  # an object store: a worker keeps it
     dt = deltalake.DeltaTable(location, storage_options=opts)
     assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     sync.sync_table(table.pk)

@@ -41,11 +41,12 @@ from tables.services.errors import ServiceError
 from tables.services.history import export as history_export
 from tables.services.history.query import CACHE_SECONDS, HistoryFilter, history, synced_key, time_range
 from tables.services.jobs import lifecycle as jobs
-from tables.services.pins.lifecycle import pins_by_version
+from tables.services.pins.queries import pins_by_version
 from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
 from tables.services.sync.store import start_sync
 from tables.services.versions import read as versions
-from tables.services.versions.reachability import FORECAST_LISTED, parse_retention, table_reachability, with_pins
+from tables.services.versions.pinned import with_pins
+from tables.services.versions.reachability import FORECAST_LISTED, parse_retention, table_reachability
 
 
 def _history_filter(request) -> HistoryFilter:

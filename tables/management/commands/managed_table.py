@@ -25,7 +25,7 @@ from tables.services.catalog.lookup import table_by_key
 from tables.services.errors import ServiceError
 from tables.services.managed import use_cases as owner_services
 from tables.services.owner.access import managed_of
-from tables.services.owner.db import summary
+from tables.services.owner.summary import summary
 
 DEFAULT_SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
 

@@ -87,7 +87,7 @@ def refuse_unreadable(table: Table, version: int) -> None:
     (Spark would fail later with "N data file(s) are missing"): the version, how many files,
     and what to do instead. A version a pin keeps passes (its job reads the pin); so does one
     whose answer a long log is still computing (the job then says what it finds)."""
-    from tables.services.versions.reachability import unreadable_why
+    from tables.services.versions.unreadable import unreadable_why
 
     why = unreadable_why(table, version)
     if why is None:
@@ -97,7 +97,7 @@ def refuse_unreadable(table: Table, version: int) -> None:
 
 
 def unreadable_fix(why: dict[str, Any]) -> str:
-    """What to do about an unreadable version (`reachability.unreadable_why`), in one sentence."""
+    """What to do about an unreadable version (`unreadable.unreadable_why`), in one sentence."""
     steps = []
     if why.get("readableAfter") is not None:
         steps.append(f"choose a readable version (the oldest after it is version {why['readableAfter']})")
@@ -189,7 +189,7 @@ def preview_params(table: Table, version: int) -> dict[str, Any]:
 def _preview_param_sets(table: Table, version: int) -> list[dict[str, Any]]:
     """The parameters a preview of the version may have been started with: read from the
     table, or from each pin that holds it (the same rows)."""
-    from tables.services.pins.lifecycle import holding_pins
+    from tables.services.pins.queries import holding_pins
 
     return [{"version": version}] + [
         {"version": version, "pin": p.pk} for p in holding_pins(table) if p.version == version
@@ -249,7 +249,7 @@ def sides(table: Table, start: int, end: int) -> dict[str, Any]:
     each side's place (the table, or a pin's kept table), and `kept`, the places of the pins of
     the range's versions whose files the table lost (a range reads those files from them).
     Nothing when the table itself gives every version of the range."""
-    from tables.services.pins.lifecycle import pins_by_version
+    from tables.services.pins.queries import pins_by_version
     from tables.services.versions.source import source_of
 
     ends = {"from": source_of(table, start), "to": source_of(table, end)}

@@ -43,7 +43,7 @@ def _preview(spark, location: str, p: dict[str, Any], out: Path, _stage: Stage) 
     from tables.spark.jobs.preview import write_preview
 
     if p.get("pin") is not None:  # the version as its pin keeps it: the kept table's latest
-        from tables.services.pins.lifecycle import kept_location
+        from tables.services.pins.queries import kept_location
 
         kept = kept_location(p["pin"])
         if kept is not None:
@@ -90,7 +90,7 @@ def _row_history(spark, location: str, p: dict[str, Any], out: Path, stage: Stag
 
 def _query(spark, _location: str, p: dict[str, Any], out: Path, _stage: Stage) -> dict[str, Any]:
     from tables.models import Table
-    from tables.services.pins.lifecycle import kept_location
+    from tables.services.pins.queries import kept_location
     from tables.spark.engine.control import job_tag
     from tables.spark.jobs.query import run_query
 

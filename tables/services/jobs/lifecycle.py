@@ -45,14 +45,34 @@ PIN_TASK = "tables.write_pin"  # a pin whose version is kept in the background (
 PROBE_TASK = "tables.probe_tables"  # a batch of table ids, no Job row (tables.services.sync.probe)
 
 
-def send(task_name: str, *args: Any) -> None:
-    """Send a task by name (it runs at once when Celery is eager); raises if the broker is down."""
+def send(task_name: str, *args: Any, countdown: float | None = None) -> None:
+    """Send a task by name (it runs at once when Celery is eager), after `countdown` seconds
+    when given; raises if the broker is down (see `send_or_mark`)."""
     app = current_app
     if task_name not in app.tasks:
         # autodiscovery of the task modules is lazy outside a worker; a signature of an unknown
         # task would go to the broker even when Celery is eager
         app.loader.import_default_modules()
-    app.signature(task_name, args=args).apply_async()
+    if countdown is None:
+        app.signature(task_name, args=args).apply_async()
+    else:
+        app.signature(task_name, args=args).apply_async(countdown=countdown)
+
+
+def send_or_mark(task_name: str, *args: Any, mark: Callable[[Exception], None], countdown: float | None = None) -> bool:
+    """Send a task by name, or, when the broker cannot be reached, `mark` what was not sent (a
+    job failed, a pin's or a restore's error said, a send forgotten, a warning logged; it is
+    called inside the handler, so a log line can carry the traceback) and answer False: the
+    one place the broker's absence is handled, and never raised at the caller."""
+    try:
+        if countdown is None:
+            send(task_name, *args)
+        else:
+            send(task_name, *args, countdown=countdown)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        mark(exc)
+        return False
+    return True
 
 
 def settle(job: Job) -> Job:
@@ -78,17 +98,18 @@ def send_once(task_name: str, mark: str, seconds: float, *args: Any) -> bool:
     shared = caches["shared"]
     if not shared.add(mark, 1, seconds):
         return False
-    try:
-        send(task_name, *args)
-    except Exception:
+
+    def forget(_exc: Exception) -> None:
         shared.delete(mark)
         logger.warning("could not send %s%s to a worker", task_name, args, exc_info=True)
-        return False
-    return True
+
+    return send_or_mark(task_name, *args, mark=forget)
 
 
-def unreachable_message(exc: Exception) -> str:
-    return f"the task queue is unreachable ({type(exc).__name__}); is the worker's Redis running?"
+def unreachable_message(exc: Exception, then: str = "is the worker's Redis running?") -> str:
+    """The words a row keeps when its task could not be sent: the broker's error's type, then
+    what becomes of the work (`then`)."""
+    return f"the task queue is unreachable ({type(exc).__name__}); {then}"
 
 
 NOT_SENT = "not sent"  # the stage of a job the broker refused: no worker will ever see it
@@ -163,14 +184,15 @@ def _send(job: Job, task_name: str, on_unreachable: Callable[[], None] | None) -
     """If the broker is unreachable, say so on the job instead of failing the request that
     already saved its rows; only the job is marked, and `on_unreachable` undoes the caller's
     own bookkeeping (e.g. a table marked queued for this job)."""
-    try:
-        send(task_name, job.pk)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
+
+    def fail(exc: Exception) -> None:
         Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(
             status=JobStatus.FAILED, error=unreachable_message(exc), stage=NOT_SENT, finished_at=timezone.now()
         )
         if on_unreachable is not None:
             on_unreachable()
+
+    send_or_mark(task_name, job.pk, mark=fail)
 
 
 def claim(job_id: int, kinds: Iterable[str] | None = None) -> bool:

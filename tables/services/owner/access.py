@@ -22,10 +22,11 @@ logger = logging.getLogger("tables.owner")
 
 def send_backfill(table_pk: int) -> None:
     """Queue a backfill of the table's ratified commits; the beat catches up if the broker is down."""
-    try:
-        jobs.send(jobs.BACKFILL_TASK, table_pk)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
+
+    def later(exc: Exception) -> None:
         logger.warning("backfill of table %s not queued (%s); the beat schedule will do it", table_pk, exc)
+
+    jobs.send_or_mark(jobs.BACKFILL_TASK, table_pk, mark=later)
 
 
 def _schedule_backfill(mt: ManagedTable, version: int) -> None:

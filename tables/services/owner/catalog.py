@@ -27,7 +27,7 @@ from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
 from tables.delta.log.listing import STAGED_COMMITS_DIR, commit_name, list_log
-from tables.delta.managed.owner import CommitConflict, CommitRefused, CommitResponse, parse_commit
+from tables.delta.managed.owner import parse_commit
 from tables.delta.snapshot.state import load_table_config
 from tables.delta.storage.api import is_uri
 from tables.delta.storage.boundary import open_storage
@@ -38,7 +38,7 @@ from tables.services.access.hot_queries import managed_row
 from tables.services.catalog.registration import check_new_location, make_new_table_dir, validate_location
 from tables.services.errors import ServiceError
 from tables.services.owner.access import database_owner
-from tables.services.owner.db import table_conf
+from tables.services.owner.commits import UcError, add_commit, bad, commit_fields, int_param, set_backfilled
 
 PROTOCOL_VERSION = "1.0"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,254}$")
@@ -61,31 +61,9 @@ REQUIRED_PROTOCOL = {
 }
 
 
-class UcError(ServiceError):
-    """An error in Unity Catalog's model: `type` (e.g. NoSuchTableException) and HTTP status."""
-
-    def __init__(self, uc_type: str, status: int, message: str) -> None:
-        super().__init__(message, uc_type, status)
-        self.uc_type = uc_type
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"type": self.uc_type, "code": self.status, "message": self.message}}
-
-
-def bad(message: str) -> UcError:
-    return UcError("InvalidParameterValueException", 400, message)
-
-
 def _name(value: Any, what: str) -> str:
     if not isinstance(value, str) or not _NAME.match(value):
         raise bad(f"{what} must be 1-255 letters, digits, '_' or '-'")
-    return value
-
-
-def _int(body: dict[str, Any], key: str, *, minimum: int = 0) -> int:
-    value = body.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum or value > 2**63 - 1:
-        raise bad(f"'{key}' must be an integer >= {minimum}")
     return value
 
 
@@ -368,86 +346,6 @@ _ACTIONS = {
 }
 
 
-def max_unpublished() -> int:
-    """How many ratified commits may wait for publishing before new ones are refused (429)."""
-    return int(getattr(settings, "DELTAWEB_UC_MAX_UNPUBLISHED", 1000))
-
-
-def _commit_fields(commit: Any) -> dict[str, Any]:
-    if not isinstance(commit, dict):
-        raise bad("'commit' must be an object")
-    out = {
-        "version": _int(commit, "version", minimum=1),
-        "timestamp": _int(commit, "timestamp", minimum=1),
-        "file-size": _int(commit, "file-size", minimum=1),
-        "file-modification-timestamp": _int(commit, "file-modification-timestamp"),
-    }
-    name = commit.get("file-name")
-    if not isinstance(name, str) or not name:
-        raise bad("'file-name' is required")
-    out["file-name"] = name
-    return out
-
-
-def add_commit(
-    mt: ManagedTable,
-    user,
-    commit: dict[str, Any],
-    *,
-    etag_version: int | None = None,
-    idempotent: bool = False,
-) -> None:
-    """Ratify the client's staged commit as `commit["version"]`, or raise UC's error.
-
-    `etag_version`: the metadata version an assert-etag named (checked under the owner's row
-    lock, so a metadata commit cannot slip between check and ratification). `idempotent`: the
-    preview API answers a resent accepted commit (same version and file) with success.
-    """
-    version, file_name = commit["version"], commit["file-name"]
-    if mt.latest_version - mt.backfilled_version >= max_unpublished():
-        raise UcError(
-            "ResourceExhaustedException",
-            429,
-            f"{mt.latest_version - mt.backfilled_version} ratified commits are not published yet; publish them and "
-            f"report set-latest-backfilled-version before committing more",
-        )
-    outcome = database_owner().commit_staged(
-        table_conf(mt),
-        version,
-        file_name,
-        committed_by=user.get_username(),
-        claimed=(commit["timestamp"], commit["file-size"]),
-        etag_version=etag_version,
-        known=mt,
-    )
-    if isinstance(outcome, CommitResponse):
-        return
-    if isinstance(outcome, CommitConflict):
-        if idempotent:  # the preview API: resending the accepted commit (same version and file) is success
-            same = RatifiedCommit.objects.filter(table_id=mt.table_id, version=version).values_list("path", flat=True)
-            if any(p.rpartition("/")[2] == file_name for p in same):
-                return
-        raise UcError(
-            "CommitVersionConflictException",
-            409,
-            f"Commit version {version} was ratified already; the latest table version is {outcome.winning_version}",
-        )
-    assert isinstance(outcome, CommitRefused)
-    if outcome.code == "requirement_conflict":
-        raise UcError("UpdateRequirementConflictException", 409, outcome.reason)
-    if outcome.code in ("policy", "not_owned", "handing_back"):
-        raise UcError("PermissionDeniedException", 403, f"deltaweb refused version {version}: {outcome.reason}")
-    raise bad(f"Version {version} refused ({outcome.code}): {outcome.reason}")
-
-
-def set_backfilled(mt: ManagedTable, version: int, *, fresh: bool = False) -> None:
-    """`fresh`: `mt` was read in this request and nothing changed it since (no commit before)."""
-    try:
-        database_owner().mark_published(table_conf(mt), version, known=mt if fresh else None)
-    except ValueError as exc:
-        raise bad(str(exc)) from exc
-
-
 def update_table(user, catalog: str, schema: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
     """updateTable: requirements, then add-commit, then set-latest-backfilled-version."""
     _can_write(user)
@@ -486,9 +384,9 @@ def update_table(user, catalog: str, schema: str, name: str, body: dict[str, Any
     if "set-table-comment" in acts and "add-commit" not in acts:
         raise bad("deltaweb keeps the comment in the table's metadata: change it with a commit")
     if "add-commit" in acts:
-        add_commit(mt, user, _commit_fields(acts["add-commit"].get("commit")), etag_version=etag_version)
+        add_commit(mt, user, commit_fields(acts["add-commit"].get("commit")), etag_version=etag_version)
     if "set-latest-backfilled-version" in acts:
-        set_backfilled(mt, _int(acts["set-latest-backfilled-version"], "latest-published-version"))
+        set_backfilled(mt, int_param(acts["set-latest-backfilled-version"], "latest-published-version"))
     mt.refresh_from_db()
     return table_response(mt)
 
@@ -518,7 +416,7 @@ def preview_commit(user, body: dict[str, Any]) -> dict[str, Any]:
     if info is not None:
         if not isinstance(info, dict):
             raise bad("'commit_info' must be an object")
-        commit = _commit_fields({k.replace("_", "-"): v for k, v in info.items()})
+        commit = commit_fields({k.replace("_", "-"): v for k, v in info.items()})
         add_commit(mt, user, commit, idempotent=True)
     if backfilled is not None:
         if not isinstance(backfilled, int) or isinstance(backfilled, bool) or backfilled < 0:
@@ -533,7 +431,7 @@ def preview_get_commits(user, body: dict[str, Any]) -> dict[str, Any]:
     """GET /delta/preview/commits: unpublished ratified commits in [start, end], the latest version."""
     _can_read(user)
     mt = _by_id(body)
-    start = _int(body, "start_version") if "start_version" in body else 0
+    start = int_param(body, "start_version") if "start_version" in body else 0
     end = body.get("end_version")
     if end is not None and (not isinstance(end, int) or isinstance(end, bool) or end < start):
         raise bad("'end_version' must be an integer >= start_version")

@@ -35,12 +35,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max
 from django.utils import timezone
 
-from tables.delta.errors import CommitConflictError, CommitOwnerError, ManagedTableError
-from tables.delta.log.checkpoint import write_checkpoint
-from tables.delta.log.listing import LOG_DIR, STAGED_COMMITS_DIR, commit_name, staged_commit_name, tail_listing
+from tables.delta.errors import ManagedTableError
+from tables.delta.log.listing import STAGED_COMMITS_DIR, commit_name, staged_commit_name
 from tables.delta.managed.owner import (
     Commit,
     CommitConflict,
@@ -55,11 +53,11 @@ from tables.delta.managed.owner import (
     installs_owner,
     parse_commit,
 )
-from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.boundary import FileInfo, Storage, as_storage, open_storage
-from tables.delta.write.catalog import check_maintenance, staged_name_ok
+from tables.delta.write.catalog import staged_name_ok
 from tables.models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
 from tables.services.jobs import faults
+from tables.services.owner.publish import Publishing
 
 
 def _restore_txn(txn: str) -> uuid.UUID | None:
@@ -79,7 +77,7 @@ def table_conf(managed: ManagedTable) -> TableConf:
     return TableConf(managed.table.location, owner_name(), {"tableId": managed.owner_table_id}, managed.feature)
 
 
-class DatabaseOwner:
+class DatabaseOwner(Publishing):
     """The commit-owner whose state is in deltaweb's database (see the module doc)."""
 
     def __init__(
@@ -239,77 +237,6 @@ class DatabaseOwner:
             latest = ManagedTable.objects.filter(pk=mt.pk).values_list("latest_version", flat=True).first()
             return CommitConflict(version, max(version, latest if latest is not None else version))
         return outcome
-
-    def mark_published(self, tc: TableConf, version: int, *, known: ManagedTable | None = None) -> int:
-        """A client published every ratified commit up to `version` (set-latest-backfilled-version):
-        each `_delta_log/<u>.json` is checked to exist before the owner forgets the staged copy.
-        Idempotent; a version above the latest ratified one is refused (ValueError). `known`: the
-        caller's fresh row of an active table (one query less)."""
-        mt = known if known is not None and known.state == OwnerState.ACTIVE else self.managed(tc)
-        if mt is None:
-            raise ManagedTableError(f"commit-owner '{self.name}' does not own {tc.location}", owner=self.name)
-        if version > mt.latest_version:
-            raise ValueError(f"version {version} is after the latest ratified version {mt.latest_version}")
-        storage = open_storage(mt.table.location)
-        for u in range(mt.backfilled_version + 1, version + 1):
-            if not storage.exists(commit_name(u)):
-                raise ValueError(f"{commit_name(u)} is not published; publish versions in order before reporting them")
-        with transaction.atomic():
-            RatifiedCommit.objects.filter(
-                table_id=mt.table_id, version__gt=mt.backfilled_version, version__lte=version, backfilled=False
-            ).update(backfilled=True)
-            ManagedTable.objects.filter(pk=mt.pk, backfilled_version__lt=version).update(backfilled_version=version)
-        self._checkpoint_if_due(storage, mt.backfilled_version, version)
-        return max(version, mt.backfilled_version)
-
-    def _checkpoint_if_due(self, storage: Storage, before: int, after: int) -> str | None:
-        """Publishing crossed a multiple of DELTAWEB_OWNER_CHECKPOINT_INTERVAL (default 100):
-        checkpoint that version, so a writer or reader replays at most that many commits after
-        it instead of the whole log. Only published versions are checkpointed (the
-        maintenance rule of catalogManaged); an existing checkpoint is kept."""
-        every = int(getattr(settings, "DELTAWEB_OWNER_CHECKPOINT_INTERVAL", 100))
-        if every <= 0 or after <= 0:
-            return None
-        target = after - after % every
-        if target <= before or target <= 0:
-            return None
-        check_maintenance("CHECKPOINT", target, after)
-        name = f"{LOG_DIR}/{target:020d}.checkpoint.parquet"
-        if storage.exists(name):
-            return None
-        # from the previous checkpoint on, not the whole log: O(interval) per checkpoint
-        listing = tail_listing(storage)
-        if any(v > target for v in listing.checkpoints):
-            return None  # a later checkpoint exists already
-        return write_checkpoint(storage, load_snapshot(storage, target, listing=listing))
-
-    def cleanup_staged(self, tc: TableConf, retention_seconds: float | None = None) -> int:
-        """Delete staged files of published versions (ratified or losers) older than the
-        retention (DELTAWEB_OWNER_STAGED_RETENTION_SECONDS, default a day): readers that
-        listed before publishing may still open the ratified copy for a while. Returns how
-        many were deleted."""
-        mt = self.managed(tc)
-        if mt is None or mt.state == OwnerState.PROPOSED:
-            return 0
-        keep = float(
-            retention_seconds
-            if retention_seconds is not None
-            else getattr(settings, "DELTAWEB_OWNER_STAGED_RETENTION_SECONDS", 86400)
-        )
-        storage = open_storage(mt.table.location)
-        cutoff = timezone.now().timestamp() * 1000 - keep * 1000
-        deleted = 0
-        for directory in (tc.staged_dir,):
-            if not storage.is_dir(directory):
-                continue
-            for info in list(storage.list_from(directory)):
-                name = info.path.rpartition("/")[2]
-                version = int(name[:20]) if name[:20].isdigit() else None
-                if version is None or version > mt.backfilled_version or info.modification_time > cutoff:
-                    continue
-                storage.delete(info.path if "/" in info.path else f"{directory}/{name}")
-                deleted += 1
-        return deleted
 
     def _releasing(self, mt: ManagedTable) -> bool:
         return ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.RELEASING).exists()
@@ -510,117 +437,3 @@ class DatabaseOwner:
         return GetCommitsResponse(
             [Commit(r.version, r.path, r.size, r.modification_time, r.in_commit_timestamp) for r in rows], latest
         )
-
-    def backfill_to_version(self, tc: TableConf, version: int) -> int | None:
-        mt = self.managed(tc)
-        if mt is None or mt.state == OwnerState.PROPOSED:
-            return None
-        self._backfill(open_storage(mt.table.location), mt, version)
-        return ManagedTable.objects.filter(pk=mt.pk).values_list("backfilled_version", flat=True).first()
-
-    # --- backfill and hand-back ----------------------------------------------------------------
-
-    def _put_same(self, storage: Storage, rel: str, data: bytes) -> None:
-        """put-if-absent; an identical file there already is success (a re-run after a crash)."""
-        try:
-            storage.put_if_absent(rel, data)
-        except CommitConflictError:
-            if storage.read(rel) != data:
-                raise CommitOwnerError(
-                    f"{storage.display(rel)} exists with other content than the ratified commit; the log was "
-                    f"written around commit-owner '{self.name}'",
-                    file=rel,
-                ) from None
-
-    def _backfill(self, storage: Storage, mt: ManagedTable, upto: int) -> None:
-        mt.refresh_from_db(fields=["latest_version", "backfilled_version"])
-        before = mt.backfilled_version
-        self._publish(storage, mt, upto)
-        mt.refresh_from_db(fields=["backfilled_version"])
-        self._checkpoint_if_due(storage, before, mt.backfilled_version)
-
-    def _publish(self, storage: Storage, mt: ManagedTable, upto: int) -> None:
-        for u in range(mt.backfilled_version + 1, min(upto, mt.latest_version) + 1):
-            row = RatifiedCommit.objects.filter(table_id=mt.table_id, version=u).first()
-            if row is None:  # never skip a version
-                raise CommitOwnerError(f"{storage.display()}: the owner has no ratified commit {u} to backfill")
-            self._put_same(storage, commit_name(u), storage.read(row.path))
-            self.fault("backfill:written")
-            with transaction.atomic():
-                RatifiedCommit.objects.filter(pk=row.pk).update(backfilled=True)
-                ManagedTable.objects.filter(pk=mt.pk, backfilled_version__lt=u).update(backfilled_version=u)
-            self.fault("backfill:marked")
-
-    def _finish_release(self, storage: Storage, mt: ManagedTable) -> Commit:
-        version, staged = mt.releasing_version, mt.releasing_path
-        assert version is not None
-        self._backfill(storage, mt, version - 1)
-        data = storage.read(staged)
-        self._put_same(storage, commit_name(version), data)
-        self.fault("handback:written")
-        info = storage.stat(commit_name(version))
-        ict = parse_commit(data).in_commit_timestamp
-        with transaction.atomic():
-            RatifiedCommit.objects.filter(table_id=mt.table_id, version=version).update(backfilled=True)
-            ManagedTable.objects.filter(pk=mt.pk, state=OwnerState.RELEASING).update(
-                state=OwnerState.RELEASED,
-                latest_version=version,
-                backfilled_version=version,
-                released_version=version,
-                releasing_version=None,
-                releasing_path="",
-                latest_ict=ict,
-                frozen=False,
-            )
-        return Commit(version, commit_name(version), info.size, info.modification_time, ict)
-
-
-def summary(mt: ManagedTable, refusals: int = 10, versions: int = 50, clients_window: int = 1000) -> dict[str, Any]:
-    """What the table page and the API show of a managed table's owner state: staged (ratified,
-    not yet published) against published versions, the publish lag in versions and in time (the
-    oldest unpublished commit's age), refusals, and which clients committed (the API user and
-    commitInfo.engineInfo) among the latest `clients_window` versions."""
-    unpublished = RatifiedCommit.objects.filter(
-        table_id=mt.table_id, version__gt=mt.backfilled_version, backfilled=False
-    )
-    ratified = list(unpublished.order_by("version").values_list("version", flat=True)[:versions])
-    oldest = unpublished.order_by("version").values_list("created_at", flat=True).first()
-    clients = list(
-        RatifiedCommit.objects.filter(table_id=mt.table_id, version__gt=mt.latest_version - clients_window)
-        .values("committed_by", "engine_info")
-        .annotate(commits=Count("id"), lastVersion=Max("version"))
-        .order_by("-lastVersion")[:20]
-    )
-    return {
-        "tableId": mt.owner_table_id,
-        "state": mt.state,
-        "stateLabel": OwnerState(mt.state).label,
-        "feature": mt.feature,
-        "catalogName": f"{mt.uc_catalog}.{mt.uc_schema}.{mt.uc_name}" if mt.uc_name else None,
-        "latestRatifiedVersion": mt.latest_version,
-        "backfilledVersion": mt.backfilled_version,
-        "stagedVersions": mt.backfill_lag,
-        "unbackfilledVersions": ratified,
-        "backfillLag": mt.backfill_lag,
-        "publishLagSeconds": round((timezone.now() - oldest).total_seconds(), 1) if oldest else 0.0,
-        "frozen": mt.frozen,
-        "frozenBy": mt.frozen_by.get_username() if mt.frozen_by else None,
-        "frozenReason": mt.frozen_reason,
-        "frozenAt": mt.frozen_at,
-        "refusalCount": OwnerRefusal.objects.filter(table_id=mt.table_id).count(),
-        "refusals": list(
-            OwnerRefusal.objects.filter(table_id=mt.table_id).values("version", "code", "reason", "operation", "at")[
-                :refusals
-            ]
-        ),
-        "clients": [
-            {
-                "user": c["committed_by"] or None,
-                "engine": c["engine_info"] or None,
-                "commits": c["commits"],
-                "lastVersion": c["lastVersion"],
-            }
-            for c in clients
-        ],
-        "clientsWindow": clients_window,
-    }

@@ -4,11 +4,12 @@ readable, whatever VACUUM and log cleanup any engine runs on the table.
 Creating a pin writes the version into the pin store deltaweb owns (`DELTAWEB_PIN_STORE`) with
 the core's `keep_version`: a table of its own whose version 0 is the pinned version, its files
 hard links where the store shares the table's file system (no new data bytes), server-side
-copies inside one object store, else copies. Removing a pin before it expires is a request an
-approver (never the requester) accepts, as restores are; every step is a PinEvent, the audit.
-Reading a pinned version whose log or files the table lost goes to the pin store
-(`pinned_snapshot`, used by tables.services.versions.read). A pin by legal holds names the held
-objects; every sync (and the beat's sweep) looks at their current state whatever the log still
+copies inside one object store, else copies (tables.services.pins.store). Removing a pin before
+it expires is a request an approver (never the requester) accepts, as restores are
+(tables.services.approvals); every step is a PinEvent, the audit. Reading a pinned version whose
+log or files the table lost goes to the pin store (`pinned_snapshot` of
+tables.services.pins.queries, used by tables.services.versions.read). A pin by legal holds
+names the held objects; every sync (and the beat's sweep) looks at their current state whatever the log still
 says, and once a VACUUM deleted them (a delete marker above each held version) the held versions
 are copied into the pin store (`settle_held_pins`), so the kept table, self-contained, reads
 again in any engine, the holds staying until the pin goes. A pin left "writing" is resumed or
@@ -17,8 +18,6 @@ failed by the beat's sweep (`sweep_pins`), with the reason.
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,36 +27,29 @@ from django.db.models import Max
 from django.utils import timezone
 
 from tables.delta import errors as delta_errors
-from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import is_uri
-from tables.delta.write.keep import HELD_LOOKED_AT, discard_kept, held_gone, keep_version, settle_held
-from tables.delta.write.keep_place import check_pin_store
 from tables.models import Pin, PinEvent, PinState, Table
+from tables.services import approvals
 from tables.services.access import roles
 from tables.services.catalog.lookup import INT64_MAX
-from tables.services.errors import ServiceError, from_delta, one_line
-from tables.services.jobs import faults
+from tables.services.errors import ServiceError, from_delta
 from tables.services.jobs import lifecycle as jobs
-
-logger = logging.getLogger("tables.pins")
+from tables.services.pins.store import (
+    MAX_TEXT,
+    NOT_PROTECTED,
+    PROTECTION,
+    check_store,
+    delete_kept,
+    event,
+    fail_pin,
+    settle_held_pins,
+    silent_after,
+    store_location,
+    write_version,
+)
 
 MAX_NAME = 200
-MAX_TEXT = 5000
-PROTECTION = {
-    "link": "hard links",
-    "present": "hard links",
-    "copy": "copies",
-    "server-copy": "server-side copies",
-    "hold": "legal holds",
-}
-NOT_PROTECTED = "not protected"  # a pin whose version could not be kept: said, never a silent fallback
 MAX_RESUMES = 2  # times the sweep sends a pin left in "writing" again before it fails it
-WORKER_WRITING = "a worker is writing it"  # the worker's event; its time is the last sign of life
-
-
-def event(pin: Pin, actor: Any, from_state: str, to_state: str, note: str = "") -> None:
-    """One step of a pin's life, with who and when (the audit trail)."""
-    PinEvent.objects.create(pin=pin, actor=actor, from_state=from_state, to_state=to_state, note=note[:MAX_TEXT])
 
 
 def _text(value: Any, what: str, limit: int, required: bool = True) -> str:
@@ -75,36 +67,6 @@ def _version(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
         raise ServiceError(f"The version to pin must be a number (0 or more), not {str(value)[:40]!r}.", "invalid_pin")
     return value
-
-
-STORE_REFUSED = (
-    "Pins cannot be written: the pin store is {why}; an administrator must set DELTAWEB_PIN_STORE to a "
-    "directory of its own outside every table and allowed root (see docs/pins.md)."
-)
-
-
-def check_store(look: bool = True) -> None:
-    """The pin store's rule (the core's `check_pin_store`: not a system directory, not an
-    allowed root nor above one, not inside a Delta table), checked again before each pin is
-    written (the app's start checks it too, tables/apps.py). A ServiceError that names no
-    server directory."""
-    try:
-        check_pin_store(str(settings.DELTAWEB_PIN_STORE), list(settings.DELTAWEB_ALLOWED_ROOTS), look=look)
-    except delta_errors.PinStoreRefusedError as exc:
-        raise ServiceError(STORE_REFUSED.format(why=exc.details.get("why", "refused")), exc.code, 503) from None
-
-
-def store_location(table: Table, pin: Pin) -> str:
-    """Where a pin's kept table lives: <store>/<table id>/<pin id>-v<version>."""
-    root = str(settings.DELTAWEB_PIN_STORE).rstrip("/")
-    return f"{root}/{table.pk}/{pin.pk}-v{pin.version}"
-
-
-def _protection(placed: dict[str, int]) -> str:
-    kinds = {PROTECTION.get(k, k) for k, n in placed.items() if n}
-    if not kinds:
-        return "nothing to hold (no files)"  # an empty version: its log alone keeps it
-    return " and ".join(sorted(kinds))
 
 
 def create_pin(
@@ -147,90 +109,21 @@ def create_pin(
     if background:
         return pin
     try:
-        return _write(pin, user)
+        return write_version(pin, user)
     except delta_errors.DeltaError as exc:
         if not isinstance(exc, delta_errors.KeepTargetError):  # never another's kept table
-            _delete_kept(pin)
+            delete_kept(pin)
         pin.delete()  # nothing was promised: the row goes with the refusal
         raise from_delta(exc, table=table) from exc
 
 
 def _send(pk: int) -> None:
-    try:
-        jobs.send(jobs.PIN_TASK, pk)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
+    def wait(exc: Exception) -> None:
         Pin.objects.filter(pk=pk, state=PinState.WRITING).update(
-            error=f"the task queue is unreachable ({type(exc).__name__}); the pin waits to be written"
+            error=jobs.unreachable_message(exc, "the pin waits to be written")
         )
 
-
-def _write(pin: Pin, actor: Any) -> Pin:
-    """Keep the pin's version in the store (hold=None: legal holds where the table's bucket has
-    Object Lock, else links or copies) and make the pin active; the store checked first."""
-    check_store()
-    kept = keep_version(
-        pin.table.location, pin.version, pin.store_location, hold=None,
-        on_placed=lambda _result: faults.reached("pin-placed"),  # the fault suite stops a worker here
-    )  # fmt: skip
-    protection = _protection(kept.placed)
-    Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).update(
-        state=PinState.ACTIVE, protection=protection, files=kept.files, bytes=kept.bytes,
-        bytes_copied=kept.bytes_copied, error="",
-    )  # fmt: skip
-    event(pin, actor, PinState.WRITING, PinState.ACTIVE, f"kept version {pin.version} ({protection})")
-    pin.refresh_from_db()
-    return pin
-
-
-def _fail(pin: Pin, why: str, discard: bool) -> dict[str, Any]:
-    """A pin the store could not protect: failed, "not protected", with why; what was written
-    of it deleted (never another's kept table: `discard` False)."""
-    message = one_line(why)
-    moved = Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).update(
-        state=PinState.FAILED, protection=NOT_PROTECTED, error=message
-    )
-    if not moved:
-        return {"skipped": True}  # written or failed meanwhile by another
-    event(pin, None, PinState.WRITING, PinState.FAILED, f"{NOT_PROTECTED}: {message}")
-    if discard:
-        _delete_kept(pin)
-    return {"failed": message}
-
-
-def _last_sign(pin: Pin) -> datetime | None:
-    return PinEvent.objects.filter(pin=pin).aggregate(at=Max("at"))["at"]
-
-
-def write_pin(pk: int) -> dict[str, Any]:
-    """The worker's part: keep a `writing` pin's version, leaving a sign of life (an event whose
-    time a heartbeat moves on) that the beat's sweep reads; a version that cannot be kept makes
-    the pin `failed` and "not protected", with why, and what was written of it is deleted. A pin
-    another worker is writing (its sign of life fresh) is left to it."""
-    pin = Pin.objects.select_related("table").filter(pk=pk, state=PinState.WRITING).first()
-    if pin is None:
-        return {"skipped": True}
-    last = PinEvent.objects.filter(pin=pin).order_by("-at", "-pk").first()
-    if last is not None and last.note == WORKER_WRITING and last.at > timezone.now() - _silent_after():
-        return {"skipped": True, "writing": "another worker"}
-    sign = PinEvent.objects.create(pin=pin, from_state=PinState.WRITING, to_state=PinState.WRITING, note=WORKER_WRITING)
-
-    def touch() -> None:
-        PinEvent.objects.filter(pk=sign.pk).update(at=timezone.now())
-
-    try:
-        with jobs.heartbeat(touch, float(settings.DELTAWEB_JOB_HEARTBEAT_SECONDS), f"pin-{pk}-heartbeat"):
-            pin = _write(pin, None)
-    except ServiceError as exc:  # the store refused: nothing was written
-        return _fail(pin, exc.message, discard=False)
-    except delta_errors.DeltaError as exc:
-        why = from_delta(exc, table=pin.table).message
-        return _fail(pin, why, discard=not isinstance(exc, delta_errors.KeepTargetError))
-    return {"state": pin.state, "protection": pin.protection}
-
-
-def _silent_after() -> timedelta:
-    """How long a writing pin may show no sign of life (DELTAWEB_JOB_SILENT_MINUTES, as jobs)."""
-    return timedelta(minutes=float(settings.DELTAWEB_JOB_SILENT_MINUTES))
+    jobs.send_or_mark(jobs.PIN_TASK, pk, mark=wait)
 
 
 def sweep_pins(older_than: timedelta | None = None, resumes: int = MAX_RESUMES) -> dict[str, list[int]]:
@@ -240,7 +133,7 @@ def sweep_pins(older_than: timedelta | None = None, resumes: int = MAX_RESUMES) 
     most `resumes` times, then failed, each with the reason as an event; due pins expire; held
     pins whose objects are gone are settled (`settle_held_pins`), whatever the log says.
     {"resumed": [...], "failed": [...], "expired": [n], "settled": [...]}."""
-    horizon = timezone.now() - (older_than if older_than is not None else _silent_after())
+    horizon = timezone.now() - (older_than if older_than is not None else silent_after())
     resumed, failed = [], []
     writing = Pin.objects.filter(state=PinState.WRITING).select_related("table").annotate(last=Max("events__at"))
     for pin in writing.filter(last__lt=horizon):
@@ -251,14 +144,14 @@ def sweep_pins(older_than: timedelta | None = None, resumes: int = MAX_RESUMES) 
             f"or the task queue lost its message)"
         )
         if done < resumes:
-            _delete_kept(pin)  # what a stopped writer left: the next write starts clean
+            delete_kept(pin)  # what a stopped writer left: the next write starts clean
             if Pin.objects.filter(pk=pin.pk, state=PinState.WRITING).exists():
                 event(
                     pin, None, PinState.WRITING, PinState.WRITING, f"resumed by the sweep ({done + 1}/{resumes}): {why}"
                 )
                 _send(pin.pk)
                 resumed.append(pin.pk)
-        elif "failed" in _fail(pin, f"{why}; resumed {done} times, given up", discard=True):
+        elif "failed" in fail_pin(pin, f"{why}; resumed {done} times, given up", discard=True):
             failed.append(pin.pk)
     settled = []
     held = Pin.objects.filter(state__in=PinState.holding(), protection=PROTECTION["hold"])
@@ -280,13 +173,13 @@ def request_unpin(pin: Pin, user: Any, reason: Any) -> Pin:
     if _expired(pin):
         return _remove(pin, user, PinState.EXPIRED, f"removed after its expiry: {reason}")
     with transaction.atomic():
-        moved = Pin.objects.filter(pk=pin.pk, state=PinState.ACTIVE).update(
-            state=PinState.UNPIN_REQUESTED, removal_requested_by=user, removal_reason=reason
-        )
-        if moved != 1:
-            raise ServiceError(f"Pin #{pin.pk} is not active; only an active pin's removal can be requested.",
-                               "invalid_state", 409)  # fmt: skip
-        event(pin, user, PinState.ACTIVE, PinState.UNPIN_REQUESTED, f"removal requested: {reason}")
+        approvals.transition(
+            Pin.objects.filter(pk=pin.pk, state=PinState.ACTIVE),
+            {"state": PinState.UNPIN_REQUESTED, "removal_requested_by": user, "removal_reason": reason},
+            ServiceError(f"Pin #{pin.pk} is not active; only an active pin's removal can be requested.",
+                         "invalid_state", 409),
+            lambda: event(pin, user, PinState.ACTIVE, PinState.UNPIN_REQUESTED, f"removal requested: {reason}"),
+        )  # fmt: skip
     pin.refresh_from_db()
     return pin
 
@@ -297,17 +190,18 @@ def withdraw_unpin(pin: Pin, user: Any) -> Pin:
     current = Pin.objects.filter(pk=pin.pk).values_list("state", "removal_requested_by_id").first()
     if current is None or current[0] != PinState.UNPIN_REQUESTED:
         raise ServiceError(f"Pin #{pin.pk} has no removal request to withdraw.", "invalid_state", 409)
-    if current[1] is None or current[1] != getattr(user, "pk", None):
-        raise ServiceError(
-            "Only the person who asked to remove a pin can withdraw the request.", "permission_denied", 403
-        )
+    approvals.check_withdrawer(
+        user, current[1], refused="Only the person who asked to remove a pin can withdraw the request."
+    )
     with transaction.atomic():
-        moved = Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED, removal_requested_by=user).update(
-            state=PinState.ACTIVE, removal_requested_by=None, removal_reason=""
+        approvals.transition(
+            Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED, removal_requested_by=user),
+            {"state": PinState.ACTIVE, "removal_requested_by": None, "removal_reason": ""},
+            ServiceError(f"Pin #{pin.pk} has no removal request to withdraw.", "invalid_state", 409),
+            lambda: event(
+                pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, "removal request withdrawn by its requester"
+            ),
         )
-        if moved != 1:
-            raise ServiceError(f"Pin #{pin.pk} has no removal request to withdraw.", "invalid_state", 409)
-        event(pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, "removal request withdrawn by its requester")
     pin.refresh_from_db()
     return pin
 
@@ -340,10 +234,12 @@ def held_by(pin: Pin) -> str:
 
 
 def _check_can_decide(pin: Pin, user: Any) -> None:
-    if not roles.can_approve(user):
-        raise ServiceError("Deciding a pin's removal needs the approver role (or staff).", "permission_denied", 403)
-    if pin.removal_requested_by_id is not None and pin.removal_requested_by_id == user.pk:
-        raise ServiceError(f"You asked to remove pin #{pin.pk}; another approver must decide.", "own_request", 403)
+    approvals.check_can_decide(
+        user,
+        pin.removal_requested_by_id,
+        role_needed="Deciding a pin's removal needs the approver role (or staff).",
+        own_request=f"You asked to remove pin #{pin.pk}; another approver must decide.",
+    )
 
 
 def approve_unpin(pin: Pin, user: Any, comment: Any = "") -> Pin:
@@ -360,12 +256,12 @@ def reject_unpin(pin: Pin, user: Any, comment: Any) -> Pin:
     _check_can_decide(pin, user)
     comment = _text(comment, "comment saying why the removal is rejected", MAX_TEXT)
     with transaction.atomic():
-        moved = Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED).update(
-            state=PinState.ACTIVE, decided_by=user, decided_at=timezone.now()
+        approvals.transition(
+            Pin.objects.filter(pk=pin.pk, state=PinState.UNPIN_REQUESTED),
+            {"state": PinState.ACTIVE, "decided_by": user, "decided_at": timezone.now()},
+            ServiceError(f"Pin #{pin.pk} has no removal awaiting a decision.", "invalid_state", 409),
+            lambda: event(pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, f"removal rejected: {comment}"),
         )
-        if moved != 1:
-            raise ServiceError(f"Pin #{pin.pk} has no removal awaiting a decision.", "invalid_state", 409)
-        event(pin, user, PinState.UNPIN_REQUESTED, PinState.ACTIVE, f"removal rejected: {comment}")
     pin.refresh_from_db()
     return pin
 
@@ -377,20 +273,9 @@ def _remove(pin: Pin, user: Any, to_state: str, note: str) -> Pin:
             raise ServiceError(f"Pin #{pin.pk} is {current}; it holds nothing to remove.", "invalid_state", 409)
         Pin.objects.filter(pk=pin.pk).update(state=to_state, decided_by=user, decided_at=timezone.now())
         event(pin, user, current, to_state, note)
-    _delete_kept(pin)
+    delete_kept(pin)
     pin.refresh_from_db()
     return pin
-
-
-def _delete_kept(pin: Pin) -> None:
-    """Delete the kept table's files (hard links: the table's own files stay); a failure is
-    recorded on the pin, never raised at the approver (the row says it is removed)."""
-    if not pin.store_location:
-        return
-    try:
-        discard_kept(pin.store_location, pin.table.location)  # holds released, the files, the log last
-    except (delta_errors.DeltaError, OSError) as exc:
-        Pin.objects.filter(pk=pin.pk).update(error=one_line(f"the kept files were not all deleted: {exc}"))
 
 
 def expire_pins(now: datetime | None = None) -> int:
@@ -404,165 +289,6 @@ def expire_pins(now: datetime | None = None) -> int:
         except ServiceError:
             continue  # removed by someone else meanwhile
     return count
-
-
-def holding_pins(table: Table) -> list[Pin]:
-    return list(Pin.objects.filter(table=table, state__in=PinState.holding()).order_by("version", "pk"))
-
-
-def pins_by_version(table: Table) -> dict[int, list[Pin]]:
-    """{version: its holding pins}, one query: what History, Versions and the map mark."""
-    out: dict[int, list[Pin]] = {}
-    for pin in holding_pins(table):
-        out.setdefault(pin.version, []).append(pin)
-    return out
-
-
-def holding_pin(table: Table, version: int) -> Pin | None:
-    """The first pin that holds `version` of `table`, if any."""
-    pin = Pin.objects.filter(table=table, version=version, state__in=PinState.holding()).order_by("pk").first()
-    return pin if pin is not None and pin.store_location else None
-
-
-def kept_location(pin_id: int) -> str | None:
-    """The kept table of a pin that still holds its version (a preview job reads it)."""
-    pin = Pin.objects.filter(pk=pin_id, state__in=PinState.holding()).first()
-    return pin.store_location if pin is not None and pin.store_location else None
-
-
-def pinned_snapshot(table: Table, version: int) -> Snapshot | None:
-    """The version as its pin keeps it (the kept table's version 0, numbered as the table's
-    version), None when no pin holds it."""
-    pin = holding_pin(table, version)
-    if pin is None:
-        return None
-    snap = load_snapshot(pin.store_location)  # the kept version: 0, or 1 once held objects were copied
-    return dataclasses.replace(snap, version=version)
-
-
-def held_bytes(table: Table, pins: list[Pin], latest: Snapshot) -> dict[int, int]:
-    """{pin id: bytes its version's files take that the latest version does not reference}:
-    what a VACUUM of the table would delete but the pin keeps (the pin alone holds them)."""
-    live = set(latest.file_paths())
-    out: dict[int, int] = {}
-    for pin in pins:
-        try:
-            kept = load_snapshot(pin.store_location)  # latest: settled held pins are at version 1
-        except delta_errors.DeltaError:
-            out[pin.pk] = 0
-            continue
-        paths, sizes = kept.file_paths(), kept.files.column("size").to_pylist()
-        out[pin.pk] = sum(s for p, s in zip(paths, sizes, strict=True) if p not in live)
-    return out
-
-
-MAX_CHECKED = 5000  # kept files looked for in the table per pin (HEADs on an object store)
-
-
-def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
-    """(pin, files, bytes) of each holding pin whose version's files are gone from the table:
-    what the pin alone now keeps (a VACUUM met it). Only files the latest version no longer
-    references are looked for, at most MAX_CHECKED per pin; the rest of those count as gone."""
-    from tables.delta.storage.boundary import as_storage
-
-    pins = holding_pins(table)
-    if not pins:
-        return []
-    storage = as_storage(table.location)
-    live = set(load_snapshot(table.location).file_paths())
-    out = []
-    for pin in pins:
-        try:
-            kept = load_snapshot(pin.store_location)  # latest: settled held pins are at version 1
-        except delta_errors.DeltaError:
-            continue
-        sizes = kept.files.column("size").to_pylist()
-        files = nbytes = 0
-        for i, (path, size) in enumerate(zip(kept.file_paths(), sizes, strict=True)):
-            if path in live:
-                continue
-            if i < MAX_CHECKED and _present(storage, path):
-                continue
-            files, nbytes = files + 1, nbytes + int(size or 0)
-        if files:
-            out.append((pin, files, nbytes))
-    return out
-
-
-QUICK_LOOK = 32  # held objects the sweep looks at per pin, at random
-SETTLED = "held versions copied into the pin store"  # the settling event's words
-
-
-def _live_objects(table: Table) -> set[str]:
-    """The object paths the table's latest version names (no VACUUM deletes them)."""
-    from tables.delta.storage.boundary import as_storage
-
-    storage = as_storage(table.location)
-    out = set()
-    for path in load_snapshot(table.location).file_paths():
-        try:
-            out.add(storage.object_ref(storage.resolve(path))[1])
-        except (delta_errors.DeltaError, ValueError):
-            continue
-    return out
-
-
-def settle_held_pins(table: Table, quick: bool = False) -> list[int]:
-    """The pins by legal holds of `table` whose held objects are gone from the table's bucket
-    (a delete marker above the held version: a VACUUM, whatever the log still says after a
-    checkpoint and a log cleanup) settled: each held version copied into the pin store and the
-    kept table given a version naming the copies by relative paths (keep.settle_held), with an
-    event on the pin. The ids of the pins settled; a pin that could not be settled says why in
-    an event and stays. `quick` (the beat's sweep, every minute, for deletes no commit tells
-    of): a sample of the held objects, without replaying the table's latest version."""
-    settled, live = [], None
-    for pin in holding_pins(table):
-        if pin.protection != PROTECTION["hold"] or not pin.store_location:
-            continue
-        if pin.events.filter(note__contains=SETTLED).exists():
-            continue  # settled before: its kept table names its own copies
-        try:
-            if live is None and not quick:
-                live = _live_objects(table)
-            gone = held_gone(table.location, pin.store_location, live, limit=QUICK_LOOK if quick else HELD_LOOKED_AT)
-            if not gone:
-                continue
-            done = settle_held(table.location, pin.store_location)
-        except (delta_errors.DeltaError, OSError) as exc:
-            event(pin, None, pin.state, pin.state, one_line(f"the held objects could not be copied: {exc}")[:1000])
-            continue
-        if done is not None:
-            note = f"the held objects were deleted ({len(gone)} looked at behind a delete marker): "
-            note += f"{done['copied']} {SETTLED}"
-            event(pin, None, pin.state, pin.state, f"{note} ({done['bytes']} bytes)")
-            settled.append(pin.pk)
-    return settled
-
-
-def look_at_held(table: Table) -> list[int]:
-    """The sync's look at its table's pins by legal holds (every sync, whatever its commits
-    say: the log may no longer name what a VACUUM deleted); never fails the sync."""
-    if not Pin.objects.filter(table=table, state__in=PinState.holding(), protection=PROTECTION["hold"]).exists():
-        return []
-    try:
-        return settle_held_pins(table)
-    except Exception:  # a look never fails the sync: the next one looks again
-        logger.warning("the look at table %s's held pins failed", table.pk, exc_info=True)
-        return []
-
-
-def settle_after_commit(table: Table) -> None:
-    """Called by the sync's look when files vanished, inside its transaction: the table's held
-    pins looked at once it commits, outside it (object copies)."""
-    if Pin.objects.filter(table=table, state__in=PinState.holding(), protection=PROTECTION["hold"]).exists():
-        transaction.on_commit(lambda: look_at_held(table))
-
-
-def _present(storage: Any, path: str) -> bool:
-    try:
-        return bool(storage.exists(storage.resolve(path)))
-    except (delta_errors.DeltaError, OSError, AttributeError):
-        return False
 
 
 def store_note(table: Table) -> str | None:

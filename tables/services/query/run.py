@@ -94,8 +94,8 @@ def _readable_from(table: Table, version: int, ref: Reference) -> Pin | None:
     """The pin a version is read from, as the one rule says (tables.services.versions.source):
     None while the table gives it, the pin once the table lost it; a version neither gives
     is refused with why and which pin could have kept it."""
-    from tables.services.versions.reachability import unreadable_why
     from tables.services.versions.source import source_of
+    from tables.services.versions.unreadable import unreadable_why
 
     source = source_of(table, version)
     if source.pin is not None:

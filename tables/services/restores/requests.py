@@ -22,6 +22,7 @@ from tables.delta.snapshot.diff import dict_diff, schema_changes, schema_fields
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.boundary import Storage
 from tables.models import Pin, RestoreEvent, RestoreRequest, RestoreStatus, Table
+from tables.services import approvals
 from tables.services.access import roles
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.errors import ServiceError, http_status, one_line, public_message
@@ -296,14 +297,12 @@ def _recovery(table: Table, version: int | None) -> tuple[dict[str, Any], Storag
 
 def check_can_decide(req: RestoreRequest, user) -> None:
     """Approvers (or staff) decide, never on their own request; ServiceError 403 otherwise."""
-    if not roles.can_approve(user):
-        raise ServiceError(
-            "Approving or rejecting restores needs the approver role (or staff).", "permission_denied", 403
-        )
-    if req.requested_by_id is not None and req.requested_by_id == user.pk:
-        raise ServiceError(
-            f"You requested restore #{req.pk}; another approver must approve or reject it.", "own_request", 403
-        )
+    approvals.check_can_decide(
+        user,
+        req.requested_by_id,
+        role_needed="Approving or rejecting restores needs the approver role (or staff).",
+        own_request=f"You requested restore #{req.pk}; another approver must approve or reject it.",
+    )
 
 
 def _decide(req: RestoreRequest, user, to_status: str, comment: str, fingerprint: str | None) -> None:
@@ -322,12 +321,12 @@ def _decide(req: RestoreRequest, user, to_status: str, comment: str, fingerprint
         raise ServiceError(
             f"The plan of restore #{req.pk} changed since you looked at it; review the new plan.", "plan_changed", 409
         )
-    decided = RestoreRequest.objects.filter(pk=req.pk, status=status).update(
-        status=to_status, approver=user, approver_comment=comment, decided_at=timezone.now()
+    approvals.transition(
+        RestoreRequest.objects.filter(pk=req.pk, status=status),
+        {"status": to_status, "approver": user, "approver_comment": comment, "decided_at": timezone.now()},
+        ServiceError(f"Restore #{req.pk} was decided by someone else just now.", "invalid_state", 409),
+        lambda: event(req, user, status, to_status, comment),
     )
-    if decided != 1:
-        raise ServiceError(f"Restore #{req.pk} was decided by someone else just now.", "invalid_state", 409)
-    event(req, user, status, to_status, comment)
 
 
 def approve_restore(req: RestoreRequest, user, comment: str = "", fingerprint: str | None = None) -> RestoreRequest:
@@ -369,11 +368,10 @@ def _check_none_in_flight(req: RestoreRequest) -> None:
 def withdraw_restore(req: RestoreRequest, user, comment: str = "") -> RestoreRequest:
     """The requester (or staff) withdraws a pending or stale request; it can no longer be
     approved. 403 for anyone else, 409 once it was decided."""
-    own = req.requested_by_id is not None and req.requested_by_id == getattr(user, "pk", None)
-    if not (own or getattr(user, "is_staff", False)):
-        raise ServiceError(
-            f"Only the requester of restore #{req.pk} (or staff) can withdraw it.", "permission_denied", 403
-        )
+    approvals.check_withdrawer(
+        user, req.requested_by_id, refused=f"Only the requester of restore #{req.pk} (or staff) can withdraw it.",
+        staff=True,
+    )  # fmt: skip
     comment = _text(comment, "comment", False, "invalid_comment")
     with transaction.atomic():
         status = RestoreRequest.objects.filter(pk=req.pk).values_list("status", flat=True).first()
@@ -386,12 +384,12 @@ def withdraw_restore(req: RestoreRequest, user, comment: str = "") -> RestoreReq
                 409,
             )
         # conditional on the status read: an approval landing meanwhile wins, and this refuses
-        withdrawn = RestoreRequest.objects.filter(pk=req.pk, status=status).update(
-            status=RestoreStatus.WITHDRAWN, stage="withdrawn", finished_at=timezone.now()
+        approvals.transition(
+            RestoreRequest.objects.filter(pk=req.pk, status=status),
+            {"status": RestoreStatus.WITHDRAWN, "stage": "withdrawn", "finished_at": timezone.now()},
+            ServiceError(f"Restore #{req.pk} was decided by someone else just now.", "invalid_state", 409),
+            lambda: event(req, user, status, RestoreStatus.WITHDRAWN, comment or "withdrawn by the requester"),
         )
-        if withdrawn != 1:
-            raise ServiceError(f"Restore #{req.pk} was decided by someone else just now.", "invalid_state", 409)
-        event(req, user, status, RestoreStatus.WITHDRAWN, comment or "withdrawn by the requester")
     req.refresh_from_db()
     return req
 
@@ -424,12 +422,13 @@ def send_restore_on_commit(pk: int) -> None:
 def send_restore(pk: int) -> None:
     """Send the run to the broker; if it is unreachable the request stays queued and
     requeue_stuck_restores (tables.services.restores.runs) sends it again later."""
-    try:
-        jobs.send(jobs.RESTORE_TASK, pk)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
+
+    def stay_queued(exc: Exception) -> None:
         RestoreRequest.objects.filter(pk=pk, status=RestoreStatus.QUEUED).update(
-            error=f"the task queue is unreachable ({type(exc).__name__}); the restore stays queued and is sent again"
+            error=jobs.unreachable_message(exc, "the restore stays queued and is sent again")
         )
+
+    jobs.send_or_mark(jobs.RESTORE_TASK, pk, mark=stay_queued)
 
 
 def restore_ids_by_version(table: Table, commits) -> dict[int, int]:

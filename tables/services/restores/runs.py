@@ -218,7 +218,7 @@ def _pinned_location(req: RestoreRequest) -> str | None:
     ref = (req.plan or {}).get("pin")
     if not ref:
         return None
-    from tables.services.pins.lifecycle import kept_location
+    from tables.services.pins.queries import kept_location
 
     where = kept_location(int(ref["id"]))
     if where is None:

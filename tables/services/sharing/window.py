@@ -68,7 +68,7 @@ class SharedView:
     @cached_property
     def pinned(self) -> list[int]:
         """The versions of the window a pin holds (each readable from its pin store)."""
-        from tables.services.pins.lifecycle import pins_by_version
+        from tables.services.pins.queries import pins_by_version
 
         first, last = self.shared.first_version, self.shared.last_version
         return sorted(

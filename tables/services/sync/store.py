@@ -291,7 +291,7 @@ def _store(
     _mark_synced(table, times, kept, start)
     jobs.progress(job, "looking for files removed outside the log")
     vanished.check_after_sync(table, times.latest, start.new_versions)
-    from tables.services.pins.lifecycle import look_at_held  # held objects gone whatever the log says
+    from tables.services.pins.store import look_at_held  # held objects gone whatever the log says
 
     look_at_held(table)
     if files is not None and (start.new_versions or kept is not None):

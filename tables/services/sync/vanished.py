@@ -225,7 +225,7 @@ def _record(table: Table, look: FileLook | None, latest: int, outcome: core.Outc
         )
         if event is not None:
             signals.files_removed.send(Table, table=table, event=event)
-            from tables.services.pins.lifecycle import settle_after_commit  # pins by legal holds: their objects copied
+            from tables.services.pins.store import settle_after_commit  # pins by legal holds: their objects copied
 
             settle_after_commit(table)
     return event

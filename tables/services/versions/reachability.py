@@ -46,6 +46,7 @@ from tables.delta.storage.versions import Recoverable, RecoveryView, recoverable
 from tables.models import Table
 from tables.services.errors import ServiceError, from_delta, printable
 from tables.services.history.query import synced_key
+from tables.services.versions.pinned import mark_pin
 
 CACHE_SECONDS = 300  # an answer's window
 KEEP_SECONDS = 7 * 86400  # an answer is shown after its window while the next one is computed
@@ -454,171 +455,10 @@ def version_reachability(table: Table, version: int, *, wait: bool = True, pins:
     entry = data.entry(version)
     if not pins or entry is None:
         return entry
-    from tables.services.pins.lifecycle import holding_pin
+    from tables.services.pins.queries import holding_pin
 
     pin = holding_pin(table, version)
     return mark_pin(entry, {version: pin} if pin is not None else {})
 
 
-# --- pins: a version the table lost, readable from the pin that keeps it ---------------------------
-
-
-def table_gives(entry: dict[str, Any]) -> bool:
-    """Whether the table's own log and files still give the version of this (unmarked) entry."""
-    return bool(entry.get("readable")) and not int((entry.get("missingFiles") or {}).get("count") or 0)
-
-
-def mark_pin(entry: dict[str, Any], pins: dict[int, Any]) -> dict[str, Any]:
-    """The entry as the app answers it: `readFrom` null while the table gives the version;
-    a version the table lost (files vacuumed, log cleaned up) that a pin in `pins` ({version:
-    pin}) keeps is readable, `readFrom: {"pin": id, "name": name}`. The rest (reason,
-    missingFiles, restorable) still says what the table itself lost. The core's runs stay
-    free of pins: this is the service's word over them."""
-    pin = pins.get(entry["version"])
-    if pin is None or table_gives(entry):
-        return {**entry, "readFrom": None}
-    return {**entry, "readable": True, "readFrom": {"pin": pin.pk, "name": pin.name}}
-
-
-class PinnedRuns:
-    """A table's answer (`ReachRuns`) with the versions its pins keep marked (`mark_pin`) in
-    every entry it gives (by version, by index newest first, by slice, iterated); the runs,
-    the head and the forecast are the core's, unchanged."""
-
-    def __init__(self, runs: ReachRuns, pins: dict[int, Any]) -> None:
-        self._runs, self.pins = runs, pins
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runs, name)
-
-    def __len__(self) -> int:
-        return len(self._runs)
-
-    def _marked(self, entry: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if entry is None else mark_pin(entry, self.pins)
-
-    def entry(self, version: int, *, paths: bool = True) -> dict[str, Any] | None:
-        return self._marked(self._runs.entry(version, paths=paths))
-
-    def get(self, version: int, default: Any = None) -> dict[str, Any] | None:
-        """Counts only, as `ReachRuns.get`: what a list of versions shows."""
-        found = self.entry(version, paths=False) if isinstance(version, int) else None
-        return default if found is None else found
-
-    def __getitem__(self, index: int | slice) -> Any:
-        found = self._runs[index]
-        if isinstance(index, slice):
-            return [self._marked(e) for e in found]
-        return self._marked(found)
-
-    def __iter__(self) -> Any:
-        return (self._marked(e) for e in self._runs)
-
-
-def with_pins(table: Table, runs: ReachRuns | None) -> PinnedRuns | None:
-    """The answer with the versions the table's pins keep marked (one query for the pins)."""
-    if runs is None:
-        return None
-    from tables.services.pins.lifecycle import holding_pins
-
-    pins: dict[int, Any] = {}
-    for pin in holding_pins(table):
-        if pin.store_location:
-            pins.setdefault(pin.version, pin)
-    return PinnedRuns(runs, pins)
-
-
 FORECAST_LISTED = 1000  # versions a forecast lists: a 100,000-version table must not answer with them all
-
-
-# --- why a version cannot be read, and which pin could have kept it -------------------------------
-
-
-def vacuum_of(table: Table, version: int) -> dict[str, Any] | None:
-    """The VACUUM that made `version` unreadable, as the sync recorded it (the first file
-    removal whose unreadable versions hold it), else the first VACUUM commit after it:
-    `{"version", "timestamp"}` (ms), or None when neither is known."""
-    from tables.models import Commit, FileRemovalEvent
-
-    found = FileRemovalEvent.objects.filter(table=table, unreadable_from__lte=version, unreadable_to__gte=version)
-    for event in found.order_by("version", "pk")[:20]:
-        if any(lo <= version <= hi for lo, hi in (event.unreadable or [])):
-            at = event.vacuum_end_version if event.vacuum_end_version is not None else event.vacuum_start_version
-            return {"version": at, "timestamp": event.vacuum_timestamp}
-    commit = (
-        Commit.objects.filter(table=table, version__gt=version, operation__in=("VACUUM START", "VACUUM END"))
-        .order_by("version")
-        .values("version", "timestamp")
-        .first()
-    )
-    return dict(commit) if commit else None
-
-
-def _readable_after(table: Table, version: int) -> int | None:
-    """The oldest version after `version` the table still gives or a pin keeps, if known."""
-    from tables.services.pins.lifecycle import holding_pins
-
-    try:
-        runs = table_reachability(table, wait=False)
-    except (ServiceError, delta_errors.DeltaError):
-        return None
-    found = None
-    for first, _last, state in runs.runs(version + 1) if runs is not None else ():
-        if state["readable"] and not state["missing"]:
-            found = first
-            break
-    kept = [p.version for p in holding_pins(table) if p.store_location and version < p.version]
-    return min([v for v in (found, *kept) if v is not None], default=None)
-
-
-def unreadable_why(table: Table, version: int, entry: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """Why a version can be read neither from the table nor from a pin, in words a page and a
-    refusal share, with which pin could have kept it: `{"version", "reason", "missing",
-    "vacuum", "readableAfter", "why", "pinHint", "text"}`; None when it can be read (from the
-    table or a pin) or while a long log's answer is computed."""
-    from tables.delta.history.timestamps import format_ms
-
-    if entry is None:
-        entry = version_reachability(table, version, wait=False)
-    if entry is None or entry.get("readable"):
-        return None
-    reason = entry.get("reason")
-    missing = int((entry.get("missingFiles") or {}).get("count") or 0)
-    vacuum = vacuum_of(table, version) if reason == "files_missing" else None
-    if reason == "files_missing":
-        by = ""
-        if vacuum and vacuum.get("version") is not None:
-            when = format_ms(vacuum.get("timestamp"))
-            by = f" by the VACUUM at version {vacuum['version']}" + (f" ({when})" if when else "")
-        files = f"{missing:,} of its data file{'' if missing == 1 else 's'}"
-        why = f"{files} {'was' if missing == 1 else 'were'} removed{by}"
-        before = (
-            f"the VACUUM at version {vacuum['version']}"
-            if vacuum and vacuum.get("version") is not None
-            else ("the VACUUM that removed its files")
-        )
-        hint = f"no pin holds it; a pin made before {before} would have kept it"
-        if not by:
-            # no VACUUM in the log removed them: the log names files its storage cannot give
-            # (deleted outside Delta, or a path outside the table's allowed roots)
-            files = f"{missing:,} data file{'' if missing == 1 else 's'} its log names"
-            why = f"{files} cannot be opened ({'it is' if missing == 1 else 'they are'} gone, or outside the allowed roots)"
-            hint = "no pin holds it"
-    elif reason == "log_expired":
-        why = "log cleanup removed the commits needed to rebuild it"
-        hint = "no pin holds it; a pin made before the log cleanup (while its commits were there) would have kept it"
-    else:
-        why = "its state cannot be rebuilt from the log"
-        hint = "no pin holds it; a pin made while it could still be read would have kept it"
-    return {
-        "version": version,
-        "reason": reason,
-        "missing": missing,
-        "vacuum": vacuum,
-        "recoverable": bool(entry.get("recoverable")),
-        "restorable": bool(entry.get("restorable")),
-        "readableAfter": _readable_after(table, version),
-        "why": why,
-        "pinHint": hint,
-        "text": f"Version {version} of {table.name} cannot be read: {why}, and {hint}.",
-    }

@@ -49,7 +49,7 @@ def snapshot_and_source(table: Table, version: int | None = None) -> tuple[Snaps
         snap = _cached((table.location, version), lambda: load_snapshot(table.location, version, owner=owner_of(table)))
     except (delta_errors.VersionNotFoundError, delta_errors.StateReconstructionError, delta_errors.LogGapError):
         # the log lost the version since the reachability answer was made: a pin may keep it
-        from tables.services.pins.lifecycle import holding_pin
+        from tables.services.pins.queries import holding_pin
 
         pin = holding_pin(table, version)
         if pin is None:

@@ -44,7 +44,7 @@ def from_params(p: dict[str, Any], table_location: str) -> tuple[str, int | None
     removed since the job was started is said, not read around."""
     if p.get("pin") is None:
         return table_location, p.get("version")
-    from tables.services.pins.lifecycle import kept_location
+    from tables.services.pins.queries import kept_location
 
     kept = kept_location(p["pin"])
     if kept is None:
@@ -55,7 +55,8 @@ def from_params(p: dict[str, Any], table_location: str) -> tuple[str, int | None
 def table_has(table: Table, version: int, *, wait: bool = False) -> bool | None:
     """Whether the table's own log and files still give the version: True, False, or None
     while the reachability answer of a long log is still being computed (`wait=False`)."""
-    from tables.services.versions.reachability import table_gives, version_reachability
+    from tables.services.versions.pinned import table_gives
+    from tables.services.versions.reachability import version_reachability
 
     entry = version_reachability(table, version, wait=wait, pins=False)  # the table's own word
     if entry is None:
@@ -67,7 +68,7 @@ def source_of(table: Table, version: int, *, wait: bool = False) -> Source:
     """Where `version` of `table` is read from (see the module's docstring). Without a pin the
     table is the answer, readable or not: its reader then says why it cannot be read. With a
     pin, an answer not yet known reads the pin, which never misses a file."""
-    from tables.services.pins.lifecycle import holding_pin
+    from tables.services.pins.queries import holding_pin
 
     pin = holding_pin(table, version)
     if pin is None or table_has(table, version, wait=wait):

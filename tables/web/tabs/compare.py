@@ -20,8 +20,8 @@ from django.views.decorators.http import require_GET
 from tables.delta import errors as delta_errors
 from tables.services.data.jobs import unreadable_fix
 from tables.services.errors import ServiceError
-from tables.services.versions.reachability import unreadable_why
 from tables.services.versions.read import diff, diff_commits
+from tables.services.versions.unreadable import unreadable_why
 from tables.web import pages
 from tables.web.rows import diff_rows_context
 from tables.web.ui import PageError, context, page, page_error, table_of, version_param

@@ -14,7 +14,7 @@ from tables.delta.history.timestamps import format_ms
 from tables.models import JobKind, JobStatus, SharedTable, SyncState, Table
 from tables.services.errors import ServiceError
 from tables.services.sync import incomplete
-from tables.services.versions import reachability
+from tables.services.versions import pinned, reachability
 from tables.services.versions.reachability import table_reachability
 from tables.web.ui import context, job_param
 
@@ -73,12 +73,12 @@ def _window(first: int | None, last: int | None) -> str:
     return f"versions {first} to {last}" if last is not None else f"versions from {first}"
 
 
-def reach_by_version(table: Table) -> reachability.PinnedRuns | dict[int, Any] | None:
+def reach_by_version(table: Table) -> pinned.PinnedRuns | dict[int, Any] | None:
     """One reachability answer for a whole page, looked up with `.get(version)`; empty when
     the log cannot be read now: the cached history still shows, its column blank. None while
     a long log's answer is computed by a worker (the page does not wait for it). A version a
     pin keeps reads as readable from its pin (`readFrom`), as the API says it."""
     try:
-        return reachability.with_pins(table, table_reachability(table, wait=False))
+        return pinned.with_pins(table, table_reachability(table, wait=False))
     except (ServiceError, delta_errors.DeltaError):
         return {}

@@ -33,7 +33,7 @@ from tables.services.history.query import (
     synced_key,
     version_at_time,
 )
-from tables.services.pins.lifecycle import pins_by_version
+from tables.services.pins.queries import pins_by_version
 from tables.services.restores.requests import restore_ids_by_version
 from tables.services.sync import vanished
 from tables.services.versions.reachability import answer_token, cache_epoch

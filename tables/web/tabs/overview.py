@@ -25,8 +25,8 @@ from tables.services.history.query import CACHE_SECONDS, has_expired, history, s
 from tables.services.history.retention import effective_retention
 from tables.services.managed import use_cases as owner_services
 from tables.services.owner.access import managed_of
-from tables.services.owner.db import summary as owner_summary
-from tables.services.pins.lifecycle import pins_by_version
+from tables.services.owner.summary import summary as owner_summary
+from tables.services.pins.queries import pins_by_version
 from tables.services.sharing import records as sharing_records
 from tables.services.sync import vanished
 from tables.services.versions.reachability import cache_epoch

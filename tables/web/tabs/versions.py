@@ -18,9 +18,10 @@ from tables.models import Commit, Table
 from tables.services.chain.look import state_of
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import history
-from tables.services.pins.lifecycle import held_bytes, holding_pins
-from tables.services.versions.reachability import parse_retention, table_reachability, unreadable_why
+from tables.services.pins.queries import held_bytes, holding_pins
+from tables.services.versions.reachability import parse_retention, table_reachability
 from tables.services.versions.read import resolve, snapshot_at, version_files, version_summary
+from tables.services.versions.unreadable import unreadable_why
 from tables.web import pages
 from tables.web.forms import TimeTravelForm
 from tables.web.pins import pins_context

@@ -19,6 +19,7 @@ from tables.delta import cli
 from tables.models import Table
 from tables.services.catalog import registration
 from tables.services.pins import lifecycle as pins
+from tables.services.pins import queries as pin_queries
 from tables.services.sync import store as sync
 
 deltalake = pytest.importorskip("deltalake")
@@ -86,7 +87,7 @@ def vacuumed(settings, tmp_path, analyst, capsys) -> tuple[Table, Path, dict, st
     versions._SNAPSHOTS.clear()
     sync.sync_table(table.pk)
     table.refresh_from_db()
-    return table, path, before, pins.holding_pin(table, PINNED).store_location
+    return table, path, before, pin_queries.holding_pin(table, PINNED).store_location
 
 
 def test_manage_delta_snapshot_reads_a_kept_version_from_its_pin(vacuumed, capsys) -> None:

@@ -15,6 +15,8 @@ import pytest
 from tables.models import PinEvent, PinState
 from tables.services.catalog import registration
 from tables.services.pins import lifecycle as pins
+from tables.services.pins import queries as pin_queries
+from tables.services.pins import store as pin_store
 from tables.services.sync import store as sync
 from tests.web.pins.test_pins import users  # noqa: F401 (a fixture)
 
@@ -51,7 +53,7 @@ def test_holds_hold_when_vacuum_checkpoint_and_cleanup_run_before_a_sync(
     table = registration.register_table(f"held-{uuid.uuid4().hex[:6]}", location)
     sync.sync_table(table.pk)
     pin = pins.create_pin(table, 1, "quarter end", "close", users["analyst"])
-    assert pins.write_pin(pin.pk)["state"] == PinState.ACTIVE
+    assert pin_store.write_pin(pin.pk)["state"] == PinState.ACTIVE
     pin.refresh_from_db()
     assert pin.protection == "legal holds"
 
@@ -72,7 +74,7 @@ def test_holds_hold_when_vacuum_checkpoint_and_cleanup_run_before_a_sync(
 
     notes = list(PinEvent.objects.filter(pin=pin).values_list("note", flat=True))
     assert any("held versions copied into the pin store" in n for n in notes), notes
-    snap = pins.pinned_snapshot(table, 1)
+    snap = pin_queries.pinned_snapshot(table, 1)
     from tables.services.versions.read import snapshot_at
 
     source = snapshot_at(table, 1)
@@ -121,7 +123,7 @@ def test_a_held_version_with_deletion_vectors_settles_self_contained(
     sync.sync_table(table.pk)
     table.refresh_from_db()
     pin = pins.create_pin(table, table.last_synced_version, "dv", "why", users["analyst"])
-    assert pins.write_pin(pin.pk)["state"] == PinState.ACTIVE
+    assert pin_store.write_pin(pin.pk)["state"] == PinState.ACTIVE
     pin.refresh_from_db()
     assert pin.protection == "legal holds"
     assert pins.sweep_pins()["settled"] == []  # nothing deleted yet: nothing copied
@@ -179,7 +181,7 @@ def test_a_hold_refused_leaves_the_pin_not_protected_and_no_hold_behind(s3_serve
 
     monkeypatch.setattr(S3VersionedBucket, "hold_current", hold)
     pin = pins.create_pin(table, 1, "refused", "why", users["analyst"])
-    assert "failed" in pins.write_pin(pin.pk)
+    assert "failed" in pin_store.write_pin(pin.pk)
     pin.refresh_from_db()
     assert pin.state == PinState.FAILED and pin.protection == "not protected" and "AccessDenied" in pin.error
     assert pins.held_by(pin) == "not protected"

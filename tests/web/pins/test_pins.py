@@ -18,10 +18,13 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from tables.delta.snapshot.state import load_snapshot
 from tables.models import Pin, PinEvent, PinState, Table
 from tables.services.access.roles import ANALYST, APPROVER
 from tables.services.catalog import registration
 from tables.services.pins import lifecycle as pins
+from tables.services.pins import queries as pin_queries
+from tables.services.pins import store as pin_store
 from tables.services.sync import store as sync
 from tests.core.builders import writable
 
@@ -117,7 +120,7 @@ def test_a_pin_keeps_its_version_through_vacuum_and_log_cleanup(client, users, t
     assert got.json()["version"] == VERSION and got.json()["numFiles"] == body["files"]
     schema = api(client, users["analyst"], "get", f"/api/tables/{table.pk}/schema/?version={VERSION}")
     assert schema.status_code == 200 and schema.json()["pinned"] == "quarter-end"
-    fields = [f["name"] for f in pins.load_snapshot(pin.store_location, 0).metadata.schema["fields"]]
+    fields = [f["name"] for f in load_snapshot(pin.store_location, 0).metadata.schema["fields"]]
     assert [c["path"][-1] for c in schema.json()["columns"]] == fields and fields
     page = client.get(f"/t/{table.slug}/v/{VERSION}/")
     assert page.status_code == 200 and b"quarter-end" in page.content and b'id="pins"' in page.content
@@ -138,7 +141,7 @@ def test_pins_on_history_versions_forecast_and_overview(client, users, table):
     assert 'class="badge pinned"' in history and "training set" in history
     versions = client.get(f"/t/{table.slug}/versions/?vacuum_retention=0+hours").content.decode()
     assert 'id="table-pins"' in versions and "training set" in versions
-    held = pins.held_bytes(table, [pin], pins.load_snapshot(table.location))[pin.pk]
+    held = pin_queries.held_bytes(table, [pin], load_snapshot(table.location))[pin.pk]
     assert held > 0 and f"({held} bytes)" in versions
     overview = client.get(f"/t/{table.slug}/").content.decode()
     assert 'id="reach-pinned"' in overview
@@ -210,7 +213,7 @@ def test_a_vacuum_that_meets_a_pin_is_an_alert(users, table, django_capture_on_c
 
     src = Path(table.location)
     pin = pins.create_pin(table, VERSION, "close", "Q3", users["analyst"])
-    kept = pins.load_snapshot(pin.store_location, 0)
+    kept = load_snapshot(pin.store_location, 0)
     sizes = dict(zip(kept.file_paths(), kept.files.column("size").to_pylist(), strict=True))
     dt = deltalake.DeltaTable(str(src))
     deleted = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
@@ -272,7 +275,7 @@ def test_a_pin_of_an_s3_table(s3_server, monkeypatch, settings, users, locked, d
     sync.sync_table(table.pk)
     pin = pins.create_pin(table, 1, "s3 pin", "why", users["analyst"])
     assert pin.state == PinState.WRITING  # an object store: a worker keeps it (as the task does here)
-    assert pins.write_pin(pin.pk)["state"] == PinState.ACTIVE
+    assert pin_store.write_pin(pin.pk)["state"] == PinState.ACTIVE
     pin.refresh_from_db()
     assert pin.protection == ("legal holds" if locked else "server-side copies") and pin.bytes_copied == 0
     dt = deltalake.DeltaTable(location, storage_options=s3_server.storage_options())
@@ -291,7 +294,7 @@ def test_a_pin_of_an_s3_table(s3_server, monkeypatch, settings, users, locked, d
             legal = client.get_object_legal_hold(Bucket=bucket, Key=h["key"], VersionId=h["versionId"])
             assert legal["LegalHold"]["Status"] == "ON"
     assert s3_rows(s3_server, pin.store_location) == expected
-    kept = pins.pinned_snapshot(table, 1)  # what deltaweb reads of the version now
+    kept = pin_queries.pinned_snapshot(table, 1)  # what deltaweb reads of the version now
     assert kept.version == 1 and kept.num_files == len(
         deltalake.DeltaTable(pin.store_location, storage_options=s3_server.storage_options()).file_uris()
     )
@@ -302,11 +305,11 @@ def test_a_pin_written_by_a_worker_fails_clearly(users, table):
     failed, saying why; nothing is left in the store."""
     pin = pins.create_pin(table, 999, "too far", "why", users["analyst"], background=True)
     assert pin.state == PinState.WRITING
-    assert "failed" in pins.write_pin(pin.pk)
+    assert "failed" in pin_store.write_pin(pin.pk)
     pin.refresh_from_db()
     assert pin.state == PinState.FAILED and "999" in pin.error
     assert not Path(pin.store_location).exists() or not any(Path(pin.store_location).rglob("*.json"))
-    assert pins.write_pin(pin.pk) == {"skipped": True}  # claimed once: a failed pin is not written again
+    assert pin_store.write_pin(pin.pk) == {"skipped": True}  # claimed once: a failed pin is not written again
 
 
 def test_pins_are_never_written_where_they_may_not_be(client, users, table, settings, tmp_path, golden_copy):

@@ -19,6 +19,7 @@ from django.test import Client
 from tables.models import Pin, RestoreRequest, RestoreStatus, Table
 from tables.services.catalog import registration
 from tables.services.pins import lifecycle as pins
+from tables.services.pins import queries as pin_queries
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync
@@ -102,7 +103,7 @@ def gone_from_table(table: Table, version: int) -> list[str]:
     """The files of `version` (as its pin keeps them) the table no longer has."""
     from tables.delta.snapshot.dv import deletion_vector_file
 
-    kept = pins.pinned_snapshot(table, version)
+    kept = pin_queries.pinned_snapshot(table, version)
     dvs = {deletion_vector_file(d) for d in kept.files.column("deletionVector").to_pylist()} - {None}
     return sorted(p for p in {*kept.file_paths(), *dvs} if not (Path(table.location) / p).exists())
 

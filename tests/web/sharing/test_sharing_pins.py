@@ -157,6 +157,7 @@ def test_a_pinned_version_of_an_s3_table_is_shared_from_the_pin_store(
     import uuid
 
     from tables.services.pins import lifecycle as pins
+    from tables.services.pins import store as pin_store
     from tests.conftest import s3_buckets
     from tests.core.test_keep_s3 import rows as s3_rows
     from tests.core.test_keep_s3 import write_table
@@ -178,7 +179,7 @@ def test_a_pinned_version_of_an_s3_table_is_shared_from_the_pin_store(
     table = registration.register_table(f"s3-{uuid.uuid4().hex[:6]}", location)
     sync.sync_table(table.pk)
     pin = pins.create_pin(table, 1, "s3 pin", "why", analyst)
-    assert pins.write_pin(pin.pk)["state"] == "active"  # an object store: a worker keeps it
+    assert pin_store.write_pin(pin.pk)["state"] == "active"  # an object store: a worker keeps it
     pin.refresh_from_db()
     dt = deltalake.DeltaTable(location, storage_options=s3_server.storage_options())
     assert dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)

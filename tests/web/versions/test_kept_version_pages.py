@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables.models import Job, Table
+from tables.models import Job, Pin, Table
 from tables.services.catalog import registration
 from tables.services.data import jobs as data_jobs
 from tables.services.errors import ServiceError
@@ -57,7 +57,7 @@ def _delta_rs_view(path: Path, version: int) -> dict:
 
 
 @pytest.fixture
-def kept(settings, tmp_path, analyst) -> tuple[Table, dict, pins.Pin, int]:
+def kept(settings, tmp_path, analyst) -> tuple[Table, dict, Pin, int]:
     """The table pinned at PINNED, vacuumed by delta-rs with retention 0, then synced."""
     src = tmp_path / "tables"
     src.mkdir()
@@ -195,7 +195,7 @@ def test_the_versions_tab_lists_every_version_with_vacuumed_ones_as_ranges(brows
 
 
 @pytest.fixture
-def cleaned(settings, tmp_path, analyst) -> tuple[Table, dict, pins.Pin]:
+def cleaned(settings, tmp_path, analyst) -> tuple[Table, dict, Pin]:
     """The table pinned at PINNED, checkpointed, its log aged past its retention, then VACUUM
     (retention 0) and log cleanup by delta-rs: the table lost versions 0-4 whole; a sync."""
     import os
