@@ -24,7 +24,7 @@ from tables.api.base.common import TABLE_ID, Pagination, _errors, job_location, 
 from tables.api.base.fields import StrictCharField, created_by_field
 from tables.api.base.permissions import CanBrowse, CanDeleteTable, CanRegister, CanRequestRestore
 from tables.api.history.commits import HistoryActions
-from tables.api.history.timeline import IctSerializer, TimelineActions, ict_payload
+from tables.api.history.timeline import IctSerializer, TimelineActions
 from tables.api.jobs import JobSerializer
 from tables.api.restores import RestoreActions
 from tables.api.versions.diff import DiffActions
@@ -86,7 +86,7 @@ class TableSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(IctSerializer)
     def get_ict(self, table: Table) -> dict[str, Any]:
-        return ict_payload(table)
+        return IctSerializer(table).data
 
     @extend_schema_field(IncompleteCommitSerializer(allow_null=True))
     def get_incompleteCommit(self, table: Table) -> dict[str, Any] | None:

@@ -3,38 +3,32 @@ anomalies the sync found (GET tables/{id}/timeline/), and the ICT block a table'
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from tables.api.base.common import TABLE_ID, _errors
-from tables.models import Anomaly, Commit, Table
+from tables.models import Anomaly, Commit
 
 
+# a table's in-commit timestamps, as its latest sync found them
 class IctSerializer(serializers.Serializer):
-    enabled = serializers.BooleanField()
-    enablementVersion = serializers.IntegerField(allow_null=True)
-    enablementTimestamp = serializers.IntegerField(allow_null=True, help_text="ms since the epoch")
+    enabled = serializers.BooleanField(source="ict_enabled")
+    enablementVersion = serializers.IntegerField(source="ict_enablement_version", allow_null=True)
+    enablementTimestamp = serializers.IntegerField(
+        source="ict_enablement_timestamp", allow_null=True, help_text="ms since the epoch"
+    )
 
 
-def ict_payload(table: Table) -> dict[str, Any]:
-    return {
-        "enabled": table.ict_enabled,
-        "enablementVersion": table.ict_enablement_version,
-        "enablementTimestamp": table.ict_enablement_timestamp,
-    }
-
-
+# one cached commit's timestamps: a Commit row's values
 class TimelineVersionSerializer(serializers.Serializer):
     version = serializers.IntegerField()
-    fileModificationTime = serializers.IntegerField()
-    commitInfoTimestamp = serializers.IntegerField(allow_null=True)
-    inCommitTimestamp = serializers.IntegerField(allow_null=True)
+    fileModificationTime = serializers.IntegerField(source="file_modification_time")
+    commitInfoTimestamp = serializers.IntegerField(source="commit_info_timestamp", allow_null=True)
+    inCommitTimestamp = serializers.IntegerField(source="in_commit_timestamp", allow_null=True)
     timestamp = serializers.IntegerField(allow_null=True)
-    source = serializers.CharField(help_text="'ict' or 'file'")
+    source = serializers.CharField(source="timestamp_source", help_text="'ict' or 'file'")
     adjusted = serializers.BooleanField(help_text="the file time was monotonized")
 
 
@@ -44,6 +38,7 @@ class AnomalySerializer(serializers.ModelSerializer):
         fields = ["version", "kind", "detail"]
 
 
+# built from {"ict": the table, "versions": its Commit rows\' values, "anomalies": its Anomaly rows}
 class TimelineSerializer(serializers.Serializer):
     ict = IctSerializer()
     versions = TimelineVersionSerializer(many=True)
@@ -63,12 +58,9 @@ class TimelineActions:
         """Every cached version's file time, commitInfo timestamp, ICT and effective timestamp (ascending),
         the ICT enablement boundary and the anomalies found by the sync."""
         table = self.get_object()
-        names = ("version", "fileModificationTime", "commitInfoTimestamp", "inCommitTimestamp", "timestamp")
-        columns = ("version", "file_modification_time", "commit_info_timestamp", "in_commit_timestamp", "timestamp")
-        versions = []
-        for *values, source, adjusted in (
-            Commit.objects.filter(table=table).order_by("version").values_list(*columns, "timestamp_source", "adjusted")
-        ):
-            versions.append({**dict(zip(names, values, strict=True)), "source": source, "adjusted": adjusted})
-        anomalies = list(Anomaly.objects.filter(table=table).values("version", "kind", "detail"))
-        return Response({"ict": ict_payload(table), "versions": versions, "anomalies": anomalies})
+        columns = ("file_modification_time", "commit_info_timestamp", "in_commit_timestamp", "timestamp_source")
+        rows = (
+            Commit.objects.filter(table=table).order_by("version").values("version", *columns, "timestamp", "adjusted")
+        )
+        body = {"ict": table, "versions": rows, "anomalies": Anomaly.objects.filter(table=table)}
+        return Response(TimelineSerializer(body).data)

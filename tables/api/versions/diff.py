@@ -89,13 +89,15 @@ class FilesChangeSerializer(serializers.Serializer):
     sampleFiles = DiffFileSerializer(many=True, help_text="the same files with size, partitions and row count")
 
 
+# a cached commit between the two versions: a row of tables.services.versions.read.diff_commits
+# (a docstring would become the schema's description)
 class DiffCommitSerializer(serializers.Serializer):
     version = serializers.IntegerField()
     timestamp = serializers.IntegerField(allow_null=True)
-    timestampSource = serializers.CharField()
+    timestampSource = serializers.CharField(source="timestamp_source")
     operation = serializers.CharField()
-    userName = serializers.CharField()
-    operationMetrics = serializers.JSONField(allow_null=True)
+    userName = serializers.CharField(source="user_name")
+    operationMetrics = serializers.JSONField(source="operation_metrics", allow_null=True)
 
 
 class DiffSerializer(serializers.Serializer):
@@ -129,15 +131,5 @@ class DiffActions:
         table = self.get_object()
         q = validated_query(DiffQuerySerializer, request)
         out = versions.diff(table, q["from"], q["to"], sample=q["sample"])
-        out["commits"] = [
-            {
-                "version": c["version"],
-                "timestamp": c["timestamp"],
-                "timestampSource": c["timestamp_source"],
-                "operation": c["operation"],
-                "userName": c["user_name"],
-                "operationMetrics": c["operation_metrics"],
-            }
-            for c in out.get("commits", [])
-        ]
+        out["commits"] = DiffCommitSerializer(out.get("commits", []), many=True).data
         return Response(out)
