@@ -237,7 +237,7 @@ DELTAWEB_TOKEN_RATE = env("DELTAWEB_TOKEN_RATE", "10/minute")
 DELTAWEB_TRUSTED_PROXIES = int(env("DELTAWEB_TRUSTED_PROXIES", "0"))
 # Only the app's own scripts, styles, images and fonts (plotly is served from /vendor/, Swagger UI
 # from the sidecar under /static/); no inline script or style, no framing. Swagger UI's page alone
-# adds 'unsafe-inline' to style-src (tables.api.views.auth.DocsView): it styles itself inline.
+# adds 'unsafe-inline' to style-src (tables.api.auth.DocsView): it styles itself inline.
 DELTAWEB_CSP = env(
     "DELTAWEB_CSP",
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
@@ -460,20 +460,20 @@ if DELTAWEB_ALERTS:
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "tables.api.tokens.RoleTokenAuthentication",
-        "tables.api.tokens.CsrfSessionAuthentication",
+        "tables.api.base.tokens.RoleTokenAuthentication",
+        "tables.api.base.tokens.CsrfSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # DRF's JSON parser with the nesting bounded (tables/api/parsers.py), and its form parsers
+    # DRF's JSON parser with the nesting bounded (tables/api/base/parsers.py), and its form parsers
     "DEFAULT_PARSER_CLASSES": [
-        "tables.api.parsers.BoundedJSONParser",
+        "tables.api.base.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "tables.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "tables.api.base.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "deltaweb API",
@@ -488,9 +488,9 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "tables.models.JobStatus",
         "JobKindEnum": "tables.models.JobKind",
         "RestoreStatusEnum": "tables.models.RestoreStatus",
-        "ColumnMappingModeEnum": "tables.api.views.schema.MAPPING_MODES",
-        "SchemaEventKindEnum": "tables.api.views.schema.EVENT_KINDS",
-        "TableSchemaEventKindEnum": "tables.api.views.schema.TABLE_EVENT_KINDS",
+        "ColumnMappingModeEnum": "tables.api.versions.schema.MAPPING_MODES",
+        "SchemaEventKindEnum": "tables.api.versions.schema.EVENT_KINDS",
+        "TableSchemaEventKindEnum": "tables.api.versions.schema.TABLE_EVENT_KINDS",
         **({"SeverityEnum": "alerts.models.Severity"} if DELTAWEB_ALERTS else {}),
     },
 }

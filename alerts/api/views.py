@@ -16,10 +16,10 @@ from rest_framework.views import APIView
 from alerts import activity, services
 from alerts.api import serializers as s
 from alerts.models import Alert, CustomRule, Severity
-from tables.api.common import TABLE_ID, Pagination
-from tables.api.parsers import BoundedJSONParser
-from tables.api.permissions import CanBrowse
-from tables.api.serializers import ErrorSerializer
+from tables.api.base.common import TABLE_ID, Pagination
+from tables.api.base.fields import ErrorSerializer
+from tables.api.base.parsers import BoundedJSONParser
+from tables.api.base.permissions import CanBrowse
 from tables.models import Table
 from tables.services.catalog.lookup import table_by_key
 from tables.services.errors import printable

@@ -3,11 +3,10 @@
 from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
-from tables.api.errors import not_found_view
-from tables.api.views import query as query_views
-from tables.api.views.audit import AuditExportView
-from tables.api.views.auth import DocsView, SchemaView, TokenView
-from tables.api.views.data import (
+from tables.api.auth import DocsView, SchemaView, TokenView
+from tables.api.base.errors import not_found_view
+from tables.api.data import query as query_views
+from tables.api.data.rows import (
     ChangesView,
     JobCancelView,
     JobResultsView,
@@ -15,12 +14,15 @@ from tables.api.views.data import (
     RowHistoryView,
     VersionRowsView,
 )
-from tables.api.views.discovery import DiscoverView
-from tables.api.views.owner import OwnerBackfillView, OwnerCommitsView
-from tables.api.views.pins import PinDecisionView, PinUnpinView, PinView, PinWithdrawView, TablePinsView
-from tables.api.views.removals import VacuumsExportView, VacuumsView
-from tables.api.views.schema import SchemaDiffView, SchemaTimelineView, TableSchemaView
-from tables.api.views.tables import ApiRootView, JobViewSet, RestoreViewSet, TableViewSet
+from tables.api.discovery import DiscoverView
+from tables.api.history.audit import AuditExportView
+from tables.api.history.removals import VacuumsExportView, VacuumsView
+from tables.api.jobs import JobViewSet
+from tables.api.owner import OwnerBackfillView, OwnerCommitsView
+from tables.api.pins import PinDecisionView, PinUnpinView, PinView, PinWithdrawView, TablePinsView
+from tables.api.restores import RestoreViewSet
+from tables.api.tables import ApiRootView, TableViewSet
+from tables.api.versions.schema import SchemaDiffView, SchemaTimelineView, TableSchemaView
 
 app_name = "api"
 

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.csrf import csrf_failure as django_csrf_failure
 
-from tables.api.errors import (
+from tables.api.base.errors import (
     DATABASE_RETRY_AFTER,
     DATABASE_UNAVAILABLE,
     api_csrf_failure,

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse
 
-from tables.api.errors import api_error, is_api_path, too_large_message
-from tables.api.parsers import MAX_JSON_DEPTH
+from tables.api.base.errors import api_error, is_api_path, too_large_message
+from tables.api.base.parsers import MAX_JSON_DEPTH
 from tables.site import errors
 
 logger = logging.getLogger("tables.site.middleware")
@@ -128,7 +128,7 @@ def plotly_style_hashes() -> tuple[str, ...]:
 
 # The pages whose scripts add style elements: exactly those, by their hashes (never
 # 'unsafe-inline', which would let any injected markup style itself). Swagger UI's page sets a
-# policy of its own (tables.api.views.auth.DocsView).
+# policy of its own (tables.api.auth.DocsView).
 STYLE_ELEMENTS: dict[str, Callable[[], tuple[str, ...]]] = {
     "tables:table_charts_page": plotly_style_hashes,
     "tables:table_query": plotly_style_hashes,

@@ -71,10 +71,14 @@ WEB: tuple[tuple[str, ...], ...] = tuple(
 API: tuple[tuple[str, ...], ...] = tuple(
     tuple(f"tables.api.{name}" for name in layer)
     for layer in (
-        ("tokens", "params", "parsers", "permissions", "shapes"),
-        ("errors", "serializers"),
-        ("common", "restore_serializers"),
-        ("views", "catalog", "sharing"),  # the endpoints: deltaweb's, the catalog's, Delta Sharing's
+        ("base",),  # tokens, parameters, parsers, roles, the error format, shared fields, paging
+        ("jobs", "pins"),  # a job's body (every answer that starts one carries it); pins
+        ("history",),  # commits, their export, the timeline (a table's ICT block), audit, removals
+        ("versions",),  # one version, reachability, resolve (reachability's entry), diff, schema
+        # what stands on the versions (data jobs take diff's two-version query) and on base alone:
+        # deltaweb's other endpoints, the catalog's, Delta Sharing's
+        ("data", "restores", "owner", "discovery", "auth", "catalog", "sharing"),
+        ("tables",),  # TableViewSet: composed of the concepts' table actions
         ("urls",),
     )
 )
@@ -170,7 +174,7 @@ def test_an_import_against_the_order_is_caught_even_inside_a_function() -> None:
     assert violations("tables.spark.jobs.preview", "from ...services.jobs import send\n")
     assert violations("tables.web.ui", "from tables.api.errors import api_error\n")
     assert violations("tables.models", "import alerts.models\n")
-    assert not violations("tables.api.views.data", "from tables.spark.results import read_page\n")
+    assert not violations("tables.api.data.rows", "from tables.spark.results import read_page\n")
 
 
 def test_the_host_names_no_plug_in_outside_the_registrys_documentation() -> None:
@@ -203,12 +207,14 @@ def test_inside_a_package_no_import_runs_back_up(package: str) -> None:
 
 
 def test_an_import_back_up_inside_the_services_or_the_api_is_caught() -> None:
-    """The check itself: a job row importing a restore, a serializer importing a view."""
+    """The check itself: a job row importing a restore, a job's body importing the table's view."""
     inside = "def f():\n    from tables.services.restores import runs\n    return runs\n"
     assert violations("tables.services.jobs.lifecycle", inside, layers=SERVICES) == [
         "tables.services.jobs.lifecycle:2 imports tables.services.restores.runs (a layer above it, or beside it)"
     ]
-    assert violations("tables.api.serializers", "from .views.pins import PinViewSet\n", layers=API)
+    assert violations("tables.api.jobs", "from .tables import TableViewSet\n", layers=API)
+    assert violations("tables.api.history.timeline", "from tables.api.versions.diff import DiffActions\n", layers=API)
+    assert not violations("tables.api.tables", "from tables.api.restores import RestoreActions\n", layers=API)
     assert violations("tables.web.ui", "from tables.web.tabs.history import history\n", layers=WEB)
     assert not violations(
         "tables.services.restores.runs", "from tables.services.pins import lifecycle\n", layers=SERVICES

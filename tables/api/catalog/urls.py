@@ -8,8 +8,8 @@ the main API's catch-all (tables.api.urls) would answer in its own.
 
 from django.urls import re_path
 
+from tables.api.base.errors import uc_not_found_view
 from tables.api.catalog import views as v
-from tables.api.errors import uc_not_found_view
 
 _NAME = r"[^/]+"
 _TABLE = rf"^delta/v1/catalogs/(?P<catalog>{_NAME})/schemas/(?P<schema>{_NAME})/tables/(?P<table>{_NAME})"

@@ -35,8 +35,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
 
-from tables.api.catalog import openapi as uc_openapi
-from tables.api.errors import (
+from tables.api.base.errors import (
     DATABASE_RETRY_AFTER,
     DATABASE_UNAVAILABLE,
     INTERNAL_MESSAGE,
@@ -44,8 +43,9 @@ from tables.api.errors import (
     is_database_unavailable,
     too_large_message,
 )
-from tables.api.parsers import BoundedJSONParser
-from tables.api.tokens import RoleTokenAuthentication
+from tables.api.base.parsers import BoundedJSONParser
+from tables.api.base.tokens import RoleTokenAuthentication
+from tables.api.catalog import openapi as uc_openapi
 from tables.delta.errors import DeltaError
 from tables.services.errors import ServiceError, http_status, uc_error_body
 from tables.services.owner import catalog as uc

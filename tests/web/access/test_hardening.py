@@ -696,7 +696,7 @@ def test_a_lost_database_is_a_503_in_each_api_s_shape(api, uc_client, monkeypatc
     """What a restarting database looks like to a view (tests/faults/ restarts a real one)."""
     from django.db import OperationalError
 
-    from tables.api.views import tables as views
+    from tables.api import tables as views
     from tables.services.owner import catalog as owner_uc
 
     def gone(*args, **kwargs):

@@ -53,7 +53,7 @@ def table(roots):
 
 def test_every_declared_column_is_a_model_field_an_api_field_and_an_export_column() -> None:
     assert {c.name for c in COLUMNS} == set(EVERY_KIND), "a declared column this test gives no value"
-    from tables.api.serializers import CommitSerializer
+    from tables.api.history.commits import CommitSerializer
     from tables.services.history import export
 
     fields = CommitSerializer().fields

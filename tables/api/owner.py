@@ -21,7 +21,7 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables.api import serializers as s
+from tables.api.base.fields import ErrorSerializer
 from tables.delta.managed.owner import encode_actions
 from tables.delta.managed.owner_client import outcome_to_http
 from tables.models import ManagedTable
@@ -77,7 +77,7 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
         404: "No managed table with that tableId",
         409: "commit_conflict: the version was ratified for another writer; `winningVersion` is the latest",
     }
-    return {c: OpenApiResponse(s.ErrorSerializer, description=text[c]) for c in codes}
+    return {c: OpenApiResponse(ErrorSerializer, description=text[c]) for c in codes}
 
 
 class _OwnerView(APIView):

@@ -1,17 +1,26 @@
-"""API shapes of restore requests: the request body, decisions, events, a request with its
-plan and its query parameters."""
+"""Restore requests: the request body, decisions, events, a request with its plan, and their
+endpoints (a table's requests and requesting one, under TableViewSet; every table's requests,
+one request, approving, rejecting and withdrawing it, under RestoreViewSet)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.core.validators import RegexValidator
-from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
 
-from tables.api.serializers import BlankAsNullCharField, StrictCharField, without_staff_detail
+from tables.api.base.common import TABLE_ID, Pagination, _errors
+from tables.api.base.fields import BlankAsNullCharField, StrictCharField, without_staff_detail
+from tables.api.base.params import validated_query
+from tables.api.base.permissions import CanApprove, CanBrowse
 from tables.models import RecoveredObject, RestoreEvent, RestoreRequest, RestoreStatus
 from tables.services.catalog.lookup import INT64_MAX as MAX_VERSION
+from tables.services.restores.requests import approve_restore, reject_restore, request_restore, withdraw_restore
 
 # --- restores ------------------------------------------------------------------------
 
@@ -271,3 +280,151 @@ class RestoreQuerySerializer(serializers.Serializer):
                 f"unknown state {', '.join(bad)[:100]}; states are {', '.join(RestoreStatus.values)}."
             )
         return wanted
+
+
+def _restore_location(request, req: RestoreRequest) -> str:
+    return request.build_absolute_uri(reverse("api:restore-detail", args=[req.pk]))
+
+
+RESTORES = RestoreRequest.objects.select_related("table", "requested_by", "approver")
+
+
+class RestoreActions:
+    """TableViewSet's restores action: a table's requests, and requesting one."""
+
+    @extend_schema(
+        methods=["GET"],
+        summary="The table's restore requests, newest first (paged with limit/offset)",
+        parameters=[TABLE_ID, RestoreQuerySerializer],
+        responses={200: RestoreSummarySerializer(many=True), **_errors(400, 401, 403, 404)},
+    )
+    @extend_schema(
+        methods=["POST"],
+        summary="Request a restore: dry-run plan now, commit after an approver approves",
+        parameters=[TABLE_ID],
+        request=RestoreCreateSerializer,
+        responses={
+            201: OpenApiResponse(RestoreRequestSerializer, description="The pending request with its plan"),
+            **_errors(400, 401, 403, 404, 422),
+        },
+    )
+    @action(detail=True, methods=["get", "post"])
+    def restores(self, request, id=None):
+        """GET lists the table's restore requests (?status=pending,stale filters). POST plans a RESTORE
+        TO VERSION (or TIMESTAMP, latest version at or before it) on the latest version and saves a
+        pending request with the plan: files to add and remove with counts and bytes, operationMetrics,
+        the protocol outcome and the side-by-side comparison. Needs the analyst or approver role (or
+        staff); another approver must approve it. Refusals save nothing: 400 invalid_target,
+        invalid_reason, invalid_timestamp, timestamp_out_of_range, restore_invalid (e.g. the version
+        is not lower than the latest), restore_missing_files (with `files`, up to 100; set
+        ignoreMissingFiles to restore without them); 422 when the log cannot be read. With
+        recoverFilesFirst, the version's gone objects are copied back from the bucket's noncurrent
+        versions before the restore runs (the plan is made on the table as it will be then): 422
+        store_not_versioned, 400 version_not_recoverable."""
+        table = self.get_object()
+        if request.method == "GET":
+            q = validated_query(RestoreQuerySerializer, request)
+            rows = RESTORES.filter(table=table)
+            if q.get("status"):
+                rows = rows.filter(status__in=q["status"])
+            page = self.paginate_queryset(rows.defer("plan", "verification", "result"))
+            return self.get_paginated_response(RestoreSummarySerializer(page, many=True).data)
+        ser = RestoreCreateSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        req = request_restore(
+            table,
+            request.user,
+            reason=data["reason"],
+            version=data.get("version"),
+            timestamp=data.get("timestamp"),
+            ignore_missing_files=data["ignoreMissingFiles"],
+            allow_protocol_downgrade=data["allowProtocolDowngrade"],
+            where=data.get("where"),
+            recover_files_first=data["recoverFilesFirst"],
+        )
+        body = RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": _restore_location(request, req)})
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Restore requests of every table, newest first (paged with limit/offset)",
+        parameters=[RestoreQuerySerializer],
+        responses={200: RestoreSummarySerializer(many=True), **_errors(400, 401, 403)},
+    ),
+    retrieve=extend_schema(
+        summary="A restore request: status, plan, progress (stage, done/total), result, error, events",
+        responses={200: RestoreRequestSerializer, **_errors(401, 403, 404)},
+    ),
+)
+class RestoreViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Restore requests: poll one until isTerminal (or awaitingApproval, when it went stale)."""
+
+    queryset = RESTORES
+    serializer_class = RestoreRequestSerializer
+    pagination_class = Pagination
+    lookup_value_regex = "[0-9]{1,18}"
+
+    def get_permissions(self):
+        if self.action in ("approve", "reject"):
+            return [IsAuthenticated(), CanApprove()]
+        return [IsAuthenticated(), CanBrowse()]
+
+    def list(self, request):
+        q = validated_query(RestoreQuerySerializer, request)
+        rows = self.get_queryset()
+        if q.get("status"):
+            rows = rows.filter(status__in=q["status"])
+        page = self.paginate_queryset(rows.defer("plan", "verification", "result"))
+        return self.get_paginated_response(RestoreSummarySerializer(page, many=True).data)
+
+    def _decision(self) -> dict[str, Any]:
+        ser = RestoreDecisionSerializer(data=self.request.data)
+        ser.is_valid(raise_exception=True)
+        return ser.validated_data
+
+    @extend_schema(
+        summary="Approve the plan: the restore is queued for a worker",
+        request=RestoreDecisionSerializer,
+        responses={
+            202: OpenApiResponse(RestoreRequestSerializer, description="Approved and queued"),
+            **_errors(400, 401, 403, 404, 409),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        """Approvers (or staff) only, and never the requester (403 own_request). Only pending or stale
+        requests (409 invalid_state); with `fingerprint`, only if the plan is still that one (409
+        plan_changed); not while another restore of the table is approved, queued or running (409
+        restore_in_flight, naming it). The run re-plans on the current head: it commits the approved change (also on top
+        of appends made meanwhile), or goes back to stale with a new plan."""
+        data = self._decision()
+        req = approve_restore(self.get_object(), request.user, data["comment"], data.get("fingerprint"))
+        body = RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": _restore_location(request, req)})
+
+    @extend_schema(
+        summary="Reject the request (a comment saying why is required)",
+        request=RestoreRejectSerializer,
+        responses={200: RestoreRequestSerializer, **_errors(400, 401, 403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        """Approvers (or staff) only, never the requester; only pending or stale requests."""
+        data = self._decision()
+        req = reject_restore(self.get_object(), request.user, data["comment"])
+        return Response(RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data)
+
+    @extend_schema(
+        summary="Withdraw your own request (pending or stale); it can no longer be approved",
+        request=RestoreDecisionSerializer,
+        responses={200: RestoreRequestSerializer, **_errors(400, 401, 403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request, pk=None):
+        """The requester (or staff) only (403 otherwise); only pending or stale requests (409
+        invalid_state). The comment, optional, goes into the audit trail."""
+        data = self._decision()
+        req = withdraw_restore(self.get_object(), request.user, data["comment"])
+        return Response(RestoreRequestSerializer(RESTORES.get(pk=req.pk)).data)

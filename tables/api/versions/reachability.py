@@ -1,9 +1,17 @@
-"""Response shapes that exist for the OpenAPI schema only (the views build plain dicts):
-reachability of versions."""
+"""Which versions of a table can still be read or restored, and why not
+(GET tables/{id}/reachability/), with a VACUUM forecast."""
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from tables.api.base.common import READ_ERRORS, TABLE_ID, Pagination, _errors
+from tables.services.pins.queries import pins_by_version
+from tables.services.versions.pinned import with_pins
+from tables.services.versions.reachability import FORECAST_LISTED, parse_retention, table_reachability
 
 
 class MissingFilesSerializer(serializers.Serializer):
@@ -70,3 +78,50 @@ class ReachabilityPageSerializer(serializers.Serializer):
     vacuumForecast = VacuumForecastSerializer(
         required=False, help_text="Only with the vacuumRetention parameter: what a VACUUM now would break."
     )
+
+
+VACUUM_RETENTION = OpenApiParameter(
+    "vacuumRetention",
+    str,
+    OpenApiParameter.QUERY,
+    required=False,
+    description='Forecast a VACUUM run now with this retention ("7 days", "interval 1 week", "24 hours"): '
+    "adds vacuumForecast with the readable versions it would make unreadable. 400 invalid when unreadable.",
+)
+# limit/offset of actions that page (list actions get them from Pagination's schema)
+PAGE_PARAMS = [
+    OpenApiParameter(p["name"], p["schema"], OpenApiParameter.QUERY, description=p["description"])
+    for p in Pagination().get_schema_operation_parameters(None)
+]
+
+
+class ReachabilityActions:
+    """TableViewSet's reachability action."""
+
+    @extend_schema(
+        summary="Which versions can still be read or restored, and why not (newest first, paged)",
+        parameters=[TABLE_ID, *PAGE_PARAMS, VACUUM_RETENTION],
+        responses={200: ReachabilityPageSerializer, **_errors(*READ_ERRORS)},
+    )
+    @action(detail=True, methods=["get"])
+    def reachability(self, request, id=None):
+        """For every version: readable (log and files present), restorable (readable, or missing only
+        files a restore would not add), recoverable (in a versioned bucket: unreadable, and readable
+        once the noncurrent versions of its gone objects are back), the reason when not (log_expired, not_reproducible,
+        files_missing with the count and the first 100 paths, beyond_retention) and the retention
+        windows (delta.logRetentionDuration, delta.deletedFileRetentionDuration; Delta's defaults).
+        With `vacuumRetention`, also `vacuumForecast`: the readable versions a VACUUM run now with
+        that retention would make unreadable (400 invalid when the retention cannot be read)."""
+        table = self.get_object()
+        raw = request.query_params.get("vacuumRetention")
+        retention = None if raw is None else parse_retention(raw)
+        # a version a pin keeps counts as readable, its entry saying which pin it is read from
+        data = with_pins(table, table_reachability(table, vacuum_retention=retention))
+        page = self.paginate_queryset(data)  # newest first, each page's entries built alone
+        body = self.get_paginated_response(page).data
+        body.update({k: data.head[k] for k in ("latestVersion", "logRetentionMs", "deletedFileRetentionMs")})
+        # the versions pins keep readable through any VACUUM and log cleanup (GET tables/{id}/pins/)
+        body["pinnedVersions"] = sorted(pins_by_version(table))
+        if retention is not None:
+            body["vacuumForecast"] = data.forecast(FORECAST_LISTED)
+        return Response(body)

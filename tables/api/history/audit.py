@@ -3,7 +3,7 @@ same signed file as the History tab's download (tables.services.chain.audit), na
 table and the version range.
 
 Analysts and approvers only (CanRegister), as on the page. Errors are rendered by
-tables.api.errors.exception_handler: 400 for a bad range, 409 before the first sync, 503
+tables.api.base.errors.exception_handler: 400 for a bad range, 409 before the first sync, 503
 audit_unavailable when no signing key is configured in production.
 """
 
@@ -16,10 +16,10 @@ from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
-from tables.api import serializers as s
-from tables.api.common import TABLE_ID, _errors, table_or_404
-from tables.api.params import validated_query
-from tables.api.permissions import CanBrowse, CanRegister
+from tables.api.base.common import TABLE_ID, _errors, table_or_404
+from tables.api.base.fields import add_field
+from tables.api.base.params import validated_query
+from tables.api.base.permissions import CanBrowse, CanRegister
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.chain import audit
 
@@ -32,7 +32,7 @@ class AuditRangeSerializer(serializers.Serializer):
     )
 
 
-s._add_field(
+add_field(
     AuditRangeSerializer,
     "from",
     serializers.IntegerField(

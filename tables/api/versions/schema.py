@@ -4,7 +4,7 @@ every column's history, and two versions' schemas compared.
 Each view checks permissions (signed in, CanBrowse), parses its query and calls one function
 of tables.services.versions.schema_timeline; the serializers below describe the answers for the
 OpenAPI schema (the service builds plain dicts). Errors are rendered by
-tables.api.errors.exception_handler: 404 version_not_found outside the log, 400
+tables.api.base.errors.exception_handler: 404 version_not_found outside the log, 400
 invalid_range when from > to, 422 when the log cannot be read.
 """
 
@@ -16,10 +16,11 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables.api import serializers as s
-from tables.api.common import TABLE_ID, _errors, table_or_404
-from tables.api.params import validated_query
-from tables.api.permissions import CanBrowse
+from tables.api.base.common import TABLE_ID, _errors, table_or_404
+from tables.api.base.fields import add_field
+from tables.api.base.params import validated_query
+from tables.api.base.permissions import CanBrowse
+from tables.api.versions.diff import FromToListSerializer, RangeQuerySerializer
 from tables.models import Table
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.versions import schema_timeline as service
@@ -104,7 +105,7 @@ class SchemaChangeEventSerializer(serializers.Serializer):
     to = serializers.BooleanField(required=False, help_text="nullability_changed: nullable after.")
 
 
-s._add_field(
+add_field(
     SchemaChangeEventSerializer,
     "from",
     serializers.BooleanField(required=False, help_text="nullability_changed: nullable before."),
@@ -137,7 +138,7 @@ class TableSchemaEventSerializer(serializers.Serializer):
     to = serializers.JSONField(required=False)
 
 
-s._add_field(TableSchemaEventSerializer, "from", serializers.JSONField(required=False), before="to")
+add_field(TableSchemaEventSerializer, "from", serializers.JSONField(required=False), before="to")
 
 
 class SchemaTimelineSerializer(serializers.Serializer):
@@ -154,7 +155,7 @@ class FromToModeSerializer(serializers.Serializer):
     to = serializers.ChoiceField(choices=MAPPING_MODES)
 
 
-s._add_field(FromToModeSerializer, "from", serializers.ChoiceField(choices=MAPPING_MODES), before="to")
+add_field(FromToModeSerializer, "from", serializers.ChoiceField(choices=MAPPING_MODES), before="to")
 
 
 class SchemaDiffSerializer(serializers.Serializer):
@@ -163,11 +164,11 @@ class SchemaDiffSerializer(serializers.Serializer):
     toSchemaVersion = serializers.IntegerField()
     matchedBy = serializers.ChoiceField(choices=["columnMapping", "name"])
     changes = SchemaChangeEventSerializer(many=True)
-    partitionColumns = s.FromToListSerializer()
+    partitionColumns = FromToListSerializer()
     columnMapping = FromToModeSerializer()
 
 
-s._add_field(SchemaDiffSerializer, "from", serializers.IntegerField(), before="to")
+add_field(SchemaDiffSerializer, "from", serializers.IntegerField(), before="to")
 
 
 # --- views -----------------------------------------------------------------------------------
@@ -209,12 +210,12 @@ class SchemaTimelineView(_SchemaView):
 class SchemaDiffView(_SchemaView):
     @extend_schema(
         summary="Two versions' schemas compared, renames named as renames",
-        parameters=[TABLE_ID, s.RangeQuerySerializer],
+        parameters=[TABLE_ID, RangeQuerySerializer],
         responses={200: SchemaDiffSerializer, **_errors(*READ_ERRORS)},
     )
     def get(self, request, id: str):
         """Columns matched by column mapping's id (or physical name) when mapping is on at both
         versions, else by name. 400 invalid_range when from > to."""
         table = self.table(id)
-        q = validated_query(s.RangeQuerySerializer, request)
+        q = validated_query(RangeQuerySerializer, request)
         return Response(service.schema_diff(table, q["from"], q["to"]))

@@ -41,7 +41,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from tables.api.tokens import CSRF_MESSAGE, CsrfFailed
+from tables.api.base.tokens import CSRF_MESSAGE, CsrfFailed
 from tables.delta.errors import DeltaError
 from tables.services.errors import (
     ServiceError,

@@ -4,7 +4,7 @@ pins/{id}/reject/ (an approver decides a removal), POST pins/{id}/withdraw/ (the
 their removal request back).
 
 Each view checks permissions and calls one function of tables.services.pins.lifecycle; errors are
-rendered by tables.api.errors.exception_handler.
+rendered by tables.api.base.errors.exception_handler.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables.api.common import TABLE_ID, _errors, table_or_404
-from tables.api.permissions import CanApprove, CanBrowse, CanRequestRestore
+from tables.api.base.common import TABLE_ID, _errors, table_or_404
+from tables.api.base.permissions import CanApprove, CanBrowse, CanRequestRestore
 from tables.models import Pin, PinState
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.pins import lifecycle as pins

@@ -17,11 +17,11 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables.api import serializers as s
-from tables.api.common import TABLE_ID, _errors, table_or_404
-from tables.api.params import validated_query
-from tables.api.permissions import CanBrowse
-from tables.api.views.data import DataJobSerializer, _accepted
+from tables.api.base.common import TABLE_ID, _errors, table_or_404
+from tables.api.base.fields import add_field
+from tables.api.base.params import validated_query
+from tables.api.base.permissions import CanBrowse
+from tables.api.data.rows import DataJobSerializer, _accepted
 from tables.models import Job, JobKind
 from tables.services.query import compare as comparing
 from tables.services.query import run
@@ -49,7 +49,7 @@ class CompareRequestSerializer(serializers.Serializer):
     to = serializers.CharField(max_length=100, help_text="The second version (a number) or time.")
 
 
-s._add_field(
+add_field(
     CompareRequestSerializer,
     "from",
     serializers.CharField(max_length=100, help_text="The first version (a number) or time."),

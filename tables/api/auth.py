@@ -8,6 +8,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.cache import caches
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework import serializers
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -16,12 +17,21 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
-from tables.api import serializers as s
-from tables.api.parsers import BoundedJSONParser
+from tables.api.base.fields import ErrorSerializer
+from tables.api.base.parsers import BoundedJSONParser
 from tables.services.access import api_tokens
 from tables.services.access.signin_throttle import client_address, login_refused_for, record_login
 
 # --- sign-in and the schema -----------------------------------------------------------------
+
+
+class TokenRequestSerializer(serializers.Serializer):
+    username = serializers.CharField(min_length=1, max_length=150)
+    password = serializers.CharField(min_length=1, max_length=4096, style={"input_type": "password"})
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Send as 'Authorization: Token <token>'.")
 
 
 class TokenRateThrottle(ScopedRateThrottle):
@@ -53,12 +63,12 @@ class TokenView(ObtainAuthToken):
 
     @extend_schema(
         summary="Exchange a username and password for the user's API token",
-        request=s.TokenRequestSerializer,
+        request=TokenRequestSerializer,
         responses={
-            200: s.TokenSerializer,
-            400: OpenApiResponse(s.ErrorSerializer, description="Missing fields or wrong credentials"),
-            401: OpenApiResponse(s.ErrorSerializer, description="A malformed or unknown Authorization header"),
-            429: OpenApiResponse(s.ErrorSerializer, description="Too many requests; retry after Retry-After"),
+            200: TokenSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Missing fields or wrong credentials"),
+            401: OpenApiResponse(ErrorSerializer, description="A malformed or unknown Authorization header"),
+            429: OpenApiResponse(ErrorSerializer, description="Too many requests; retry after Retry-After"),
         },
         auth=[],
     )

@@ -51,4 +51,4 @@ class CsrfSessionScheme(SessionScheme):
     """The schema's `cookieAuth` for the session authentication above (drf-spectacular matches
     Django REST framework's class only, not subclasses)."""
 
-    target_class = "tables.api.tokens.CsrfSessionAuthentication"
+    target_class = "tables.api.base.tokens.CsrfSessionAuthentication"

@@ -3,7 +3,7 @@ FileRemovalEvent rows, newest first, paged) and tables/{id}/vacuums/csv/ or parq
 same as one file, the history export's companion).
 
 Each view checks permissions (signed in, CanBrowse) and reads the rows through
-tables.services.sync.vanished; errors are rendered by tables.api.errors.exception_handler.
+tables.services.sync.vanished; errors are rendered by tables.api.base.errors.exception_handler.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
-from tables.api.common import TABLE_ID, Pagination, _errors, table_or_404
-from tables.api.permissions import CanBrowse
+from tables.api.base.common import TABLE_ID, Pagination, _errors, table_or_404
+from tables.api.base.permissions import CanBrowse
 from tables.models import FileRemovalEvent, Table
 from tables.services.history import export
 from tables.services.sync import vanished

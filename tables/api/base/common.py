@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 
-from tables.api import serializers as s
+from tables.api.base.fields import ErrorSerializer
 from tables.models import Job, Table
 from tables.services.catalog.lookup import INT64_MAX, parse_int64, table_by_key
 from tables.services.errors import BROKER_RETRY_AFTER, ServiceError, error_body, printable, public_message
@@ -75,9 +75,11 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
         422: "The table's log cannot be read",
         503: "A service it needs does not answer (e.g. broker_unavailable: the task queue); retry after Retry-After",
     }
-    return {c: OpenApiResponse(s.ErrorSerializer, description=text[c]) for c in codes}
+    return {c: OpenApiResponse(ErrorSerializer, description=text[c]) for c in codes}
 
 
+# the errors a read of a table's history or versions may answer
+READ_ERRORS = (400, 401, 403, 404, 422)
 TABLE_ID = OpenApiParameter(
     "id",
     {"type": "string", "minLength": 1, "maxLength": 200},

@@ -12,9 +12,9 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables.api import serializers as s
-from tables.api.common import _errors
-from tables.api.permissions import CanRegister
+from tables.api.base.common import _errors
+from tables.api.base.fields import ErrorSerializer
+from tables.api.base.permissions import CanRegister
 from tables.delta.storage.backends import named_schemes
 from tables.services.catalog import discovery
 
@@ -112,9 +112,7 @@ class DiscoverView(APIView):
             200: PREVIEW,
             201: REGISTERED,
             **_errors(400, 401, 403),
-            502: OpenApiResponse(
-                s.ErrorSerializer, description="glue_error: the Glue catalog refused or did not answer"
-            ),
+            502: OpenApiResponse(ErrorSerializer, description="glue_error: the Glue catalog refused or did not answer"),
         },
         summary="Find the Delta tables under a prefix; register them",
     )

@@ -5,7 +5,7 @@ Each view checks permissions (signed in, CanBrowse) and calls one function of
 tables.services.data.jobs. Starting a job is a POST and answers 202 with the job (poll /api/jobs/{id}/);
 a GET only reads (it never starts or re-runs a job); a finished
 job's rows are paged from its Parquet result with pyarrow (`/api/jobs/{id}/results/`), never
-loaded whole. Errors are rendered by tables.api.errors.exception_handler.
+loaded whole. Errors are rendered by tables.api.base.errors.exception_handler.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables.api import serializers as s
-from tables.api.common import TABLE_ID, VERSION, _errors, job_location, table_or_404, version_param
-from tables.api.params import validated_query
-from tables.api.permissions import CanBrowse
+from tables.api.base.common import TABLE_ID, VERSION, _errors, job_location, table_or_404, version_param
+from tables.api.base.fields import ErrorSerializer, add_field
+from tables.api.base.params import validated_query
+from tables.api.base.permissions import CanBrowse
+from tables.api.jobs import JobSerializer
+from tables.api.versions.diff import RangeQuerySerializer
 from tables.models import Job, JobStatus
 from tables.services.catalog.lookup import INT64_MAX, parse_int64
 from tables.services.data import jobs as data_jobs
@@ -40,7 +42,7 @@ class PageQuerySerializer(serializers.Serializer):
     )
 
 
-class RowDiffQuerySerializer(s.RangeQuerySerializer):
+class RowDiffQuerySerializer(RangeQuerySerializer):
     keys = serializers.CharField(
         max_length=2000, help_text="Key columns, comma-separated (unique in both versions), e.g. keys=id or keys=a,b."
     )
@@ -57,7 +59,7 @@ class RowHistoryRequestSerializer(serializers.Serializer):
     to = serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The last version of the range.")
 
 
-s._add_field(
+add_field(
     RowHistoryRequestSerializer,
     "from",
     serializers.IntegerField(min_value=0, max_value=MAX_VERSION, help_text="The first version of the range."),
@@ -108,14 +110,14 @@ class ResultsPageSerializer(RowsPageSerializer):
     compared = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-class DataJobSerializer(s.JobSerializer):
+class DataJobSerializer(JobSerializer):
     reused = serializers.SerializerMethodField(
         help_text="True when this answer is a finished identical job's result, reused because the table "
         "has not changed since (its synced version and newest commit); no job was started."
     )
 
-    class Meta(s.JobSerializer.Meta):
-        fields = [*s.JobSerializer.Meta.fields, "reused"]
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "reused"]
         read_only_fields = fields
 
     @extend_schema_field(OpenApiTypes.BOOL)
@@ -198,7 +200,7 @@ def _preview_answer(request, job: Job, version: int, q: dict) -> Response:
 class ChangesView(_DataView):
     @extend_schema(
         summary="Start a change-data job for versions from..to",
-        parameters=[TABLE_ID, s.RangeQuerySerializer],
+        parameters=[TABLE_ID, RangeQuerySerializer],
         request=None,
         responses={200: JOB_REUSED, 202: JOB_202, **_errors(400, 401, 403, 404, 422)},
     )
@@ -211,7 +213,7 @@ class ChangesView(_DataView):
         and counts per version and change type at /api/jobs/{id}/results/.
         400 invalid_range when from > to; 404 version_not_found. No job is created on an error."""
         table = table_or_404(id)
-        q = validated_query(s.RangeQuerySerializer, request)
+        q = validated_query(RangeQuerySerializer, request)
         with transaction.atomic():
             job = data_jobs.start_changes(table, q["from"], q["to"], user=request.user)
         job.refresh_from_db()
@@ -280,7 +282,7 @@ class JobResultsView(_DataView):
         responses={
             200: ResultsPageSerializer,
             **_errors(400, 401, 403, 404, 409),
-            410: OpenApiResponse(s.ErrorSerializer, description="The result files were removed"),
+            410: OpenApiResponse(ErrorSerializer, description="The result files were removed"),
         },
     )
     def get(self, request, id: str):
@@ -301,8 +303,8 @@ class JobCancelView(_DataView):
         parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The job's id.")],
         request=None,
         responses={
-            200: OpenApiResponse(s.JobSerializer, description="Cancelled before it started"),
-            202: OpenApiResponse(s.JobSerializer, description="Running: its worker interrupts it within seconds"),
+            200: OpenApiResponse(JobSerializer, description="Cancelled before it started"),
+            202: OpenApiResponse(JobSerializer, description="Running: its worker interrupts it within seconds"),
             **_errors(401, 403, 404, 409),
         },
     )
@@ -319,4 +321,4 @@ class JobCancelView(_DataView):
             raise NotFound(f"There is no job {id[:40]}.")
         job = jobs.request_cancel(job, request.user)
         code = status.HTTP_202_ACCEPTED if job.status == JobStatus.RUNNING else status.HTTP_200_OK
-        return Response(s.JobSerializer(job).data, status=code)
+        return Response(JobSerializer(job).data, status=code)
