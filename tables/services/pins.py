@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import is_uri
+from tables.delta.storage.api import is_uri
 from tables.delta.write.keep import HELD_LOOKED_AT, discard_kept, held_gone, keep_version, settle_held
 from tables.delta.write.keep_place import check_pin_store
 from tables.models import Pin, PinEvent, PinState, Table
@@ -462,7 +462,7 @@ def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
     """(pin, files, bytes) of each holding pin whose version's files are gone from the table:
     what the pin alone now keeps (a VACUUM met it). Only files the latest version no longer
     references are looked for, at most MAX_CHECKED per pin; the rest of those count as gone."""
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     pins = holding_pins(table)
     if not pins:
@@ -494,7 +494,7 @@ SETTLED = "held versions copied into the pin store"  # the settling event's word
 
 def _live_objects(table: Table) -> set[str]:
     """The object paths the table's latest version names (no VACUUM deletes them)."""
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     storage = as_storage(table.location)
     out = set()

@@ -19,8 +19,9 @@ from tables.delta.log.listing import list_log
 from tables.delta.restore.actions import missing_files
 from tables.delta.snapshot.dv import read_deletion_vector
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage import boundary as storage_module
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage import api as storage_module
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import write_deltalake  # noqa: E402

@@ -16,7 +16,7 @@ from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse, S
 from django.views.decorators.csrf import csrf_exempt
 
 from tables.delta.errors import DeltaError
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.models import Recipient, SharedTable
 from tables.services.errors import ServiceError
 from tables.services.sharing import answers, catalog, file_urls, records

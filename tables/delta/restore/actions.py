@@ -16,7 +16,7 @@ from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.replay import identity_keys
 from tables.delta.snapshot.state import Snapshot
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 MAX_LISTED_MISSING = 100
 

@@ -25,7 +25,8 @@ from tables.delta.restore.predicate import PartitionPredicate, partition_predica
 from tables.delta.restore.rules import listing_for, same_protocol
 from tables.delta.snapshot.replay import action_identity, canonical_path, identity_keys
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.write.commit import ENGINE_INFO, CommitResult, commit, now_ms
 
 MAX_COMMIT_ATTEMPTS = 5

@@ -72,7 +72,8 @@ from tables.delta.restore.rules import check_writable, listing_for, restore_doma
 from tables.delta.snapshot.files import log_add_actions
 from tables.delta.snapshot.replay import action_identity
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.write.commit import now_ms
 
 # Metric names and order as Delta Lake writes them (golden basic-with-inserts-overwrite-restore).

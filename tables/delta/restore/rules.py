@@ -13,7 +13,7 @@ from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.log.ict import ENABLE_KEYS, ICT_FEATURES, TIMESTAMP_KEYS, VERSION_KEYS
 from tables.delta.log.listing import LogListing, list_log
 from tables.delta.snapshot.state import ratified_listing
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 # Legacy features and the (reader, writer) versions that imply them (Delta's TableFeature).
 LEGACY_FEATURES: dict[str, tuple[int, int]] = {

@@ -39,7 +39,8 @@ from tables.delta.log.listing import LOG_DIR, commit_name
 from tables.delta.snapshot.dv import deletion_vector_file, dv_location, z85_encode
 from tables.delta.snapshot.files import log_add_actions
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage, place_file
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage, place_file
 from tables.delta.write.keep_place import check_keep_place
 
 KEPT_DIR = "_kept"  # where files whose own path cannot be kept go (a name VACUUM leaves alone)

@@ -20,7 +20,7 @@ from tables.delta.log.actions import Metadata, dv_unique_id
 from tables.delta.restore.plan import plan_restore
 from tables.delta.snapshot.diff import dict_diff, schema_changes, schema_fields
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 from tables.models import Pin, RestoreEvent, RestoreRequest, RestoreStatus, Table
 from tables.services import jobs
 from tables.services.access import roles

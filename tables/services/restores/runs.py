@@ -33,7 +33,7 @@ from tables.delta.restore.commit import approved_change_on, commit_restore, file
 from tables.delta.restore.from_pin import bring_back
 from tables.delta.restore.plan import RestorePlan, plan_restore
 from tables.delta.snapshot.replay import identity_keys
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.models import RestoreRequest, RestoreStatus, Table
 from tables.services import faults, jobs
 from tables.services.errors import is_spark_error, one_line, public_message, spark_failure

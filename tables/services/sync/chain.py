@@ -40,7 +40,8 @@ from tables import signals
 from tables.delta.history.chain import chain_entries, chain_entry, commit_digest
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.log.listing import classify, list_log_tail
-from tables.delta.storage.boundary import FileInfo, Storage, as_storage
+from tables.delta.storage.api import FileInfo, Storage
+from tables.delta.storage.opening import as_storage
 from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenCommit, Table
 from tables.services.owner.access import owner_of
 from tables.services.sync.commit_rows import copy_rows

@@ -24,7 +24,7 @@ from tables.delta import errors as delta_errors
 from tables.delta.history.chain import commit_digest
 from tables.delta.log.commitinfo import CommitInfoRead, parse_commit_info
 from tables.delta.log.listing import LogFile
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 from tables.services.sync.commit_rows import info_values
 
 KEEP_BYTES = 1 << 20  # a bigger commit is read again for growth (memory-mapped when big)

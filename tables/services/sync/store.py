@@ -31,7 +31,8 @@ from tables.delta.history.timeline import scan_versions, table_anomalies
 from tables.delta.history.timestamps import CommitTimes, commit_times, times_of
 from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from, list_log_tail
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
-from tables.delta.storage.boundary import FileInfo, Storage, as_storage
+from tables.delta.storage.api import FileInfo, Storage
+from tables.delta.storage.opening import as_storage
 from tables.models import Anomaly, Commit, Job, JobKind, SeenCommit, SyncState, Table
 from tables.services import faults, jobs, reachability, row_count
 from tables.services.errors import public_message

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import at_version
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.spark.jobs import file_errors
 from tables.spark.jobs.changes import write_on_driver
 from tables.spark.reading.read import (

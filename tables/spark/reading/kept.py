@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from tables.delta.errors import DeltaError
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 
 LOG_PREFIX = "_delta_log/"
 

@@ -43,8 +43,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from tables.delta.errors import StorageError
 from tables.delta.snapshot.columnmapping import PARQUET_FIELD_ID
+from tables.delta.storage.api import Storage
 from tables.delta.storage.backends import all_backends, backend_of
-from tables.delta.storage.boundary import Storage
 from tables.delta.storage.objectstore_config import parse_location, scrubbed_line, secrets_of
 from tables.spark.engine.control import default_parallelism
 from tables.spark.engine.masters import is_local

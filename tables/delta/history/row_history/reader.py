@@ -22,7 +22,7 @@ from tables.delta.history.row_history.pruning import FileRead
 from tables.delta.log.actions import bool_mask
 from tables.delta.snapshot.columnmapping import field_id, physical_name
 from tables.delta.snapshot.partitions import PartitionColumn, parse_partition_value
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 CHANGE_TYPE_COLUMN = "_change_type"
 FIELD_ID_KEY = b"PARQUET:field_id"
