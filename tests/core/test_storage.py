@@ -175,6 +175,23 @@ def test_only_the_storage_module_names_the_local_implementation() -> None:
     assert offenders == []
 
 
+def test_every_backend_declares_exactly_the_capabilities_it_has(tmp_path: Path) -> None:
+    """A caller asks `storage.capabilities`, never probes for a method: so each backend's
+    declared capabilities are the optional methods it has, no more and no fewer, and every
+    backend says whether its reads cost round trips."""
+    from tables.delta.storage.api import Capability
+    from tables.delta.storage.versions import RecoveryView
+
+    backends = [as_storage(str(tmp_path)), as_storage("s3://bucket/t"), RecoveryView]
+    for st in backends:
+        assert isinstance(st.remote, bool), st
+        has = {c for c in Capability if hasattr(st, c.value)}
+        assert set(st.capabilities) == has, (st, sorted(has ^ set(st.capabilities)))
+    local, s3, _view = backends
+    assert local.remote is False and s3.remote is True
+    assert {Capability.PLACE, Capability.OPEN_INPUT} <= local.capabilities & s3.capabilities
+
+
 # --- paths no storage holds ---------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse, S
 from django.views.decorators.csrf import csrf_exempt
 
 from tables.delta.errors import DeltaError
+from tables.delta.storage.api import Capability
 from tables.delta.storage.opening import as_storage
 from tables.models import Recipient, SharedTable
 from tables.services.errors import ServiceError
@@ -236,7 +237,7 @@ def shared_file(request: HttpRequest, payload: str) -> HttpResponse:
     start, end = span or (0, size)
     if request.method == "HEAD":
         response: HttpResponse = HttpResponse(b"", status=206 if span else 200)
-    elif span is None and hasattr(store, "open_file"):
+    elif span is None and Capability.OPEN_FILE in store.capabilities:
         # the whole local file: a real file object, which the server may send with sendfile
         response = FileResponse(store.open_file(ref.key))
     else:

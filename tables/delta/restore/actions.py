@@ -69,7 +69,7 @@ def file_sizes(storage: Storage, keys: list[str]) -> dict[str, int | None]:
     1,000 a request) instead of a HEAD per key; the other keys get a HEAD each, concurrently.
     On local disk, a stat each."""
     out: dict[str, int | None] = {}
-    remote = bool(getattr(storage, "remote", False))
+    remote = storage.remote
     if remote:
         by_dir: dict[str, list[str]] = {}
         for key in keys:

@@ -211,7 +211,7 @@ def bring_back(
                 file=f.path,
             ) from exc
 
-    threads = THREADS if getattr(table, "remote", False) or getattr(kept, "remote", False) else 1
+    threads = THREADS if table.remote or kept.remote else 1
     pool = ThreadPoolExecutor(max_workers=min(threads, max(1, len(todo))))
     try:
         for how in pool.map(one, todo):

@@ -24,6 +24,7 @@ from tables.delta.errors import CommitConflictError, PathOutsideRootsError, Path
 from tables.delta.storage.api import (
     MAX_LOG_PATH_CHARS,
     MAX_PATH_BYTES,
+    Capability,
     FileInfo,
     Storage,
     allowed_roots,
@@ -52,6 +53,16 @@ class LocalStorage:
     """A table root on the local file system, confined to the allowed roots."""
 
     remote = False  # reads are cheap one by one (and big commits are memory-mapped)
+    capabilities = frozenset(
+        {
+            Capability.READ_WITH_INFO,
+            Capability.FILE_TIMES,
+            Capability.OPEN_INPUT,
+            Capability.OPEN_FILE,
+            Capability.PLACE,
+            Capability.SET_MTIME,
+        }
+    )
 
     def __init__(self, location: str | os.PathLike[str], roots: Iterable[str] | None = None) -> None:
         self.location = str(location)

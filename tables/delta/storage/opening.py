@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tables.delta.storage.api import Storage, is_uri, local_path, options_for
+from tables.delta.storage.api import Capability, Storage, is_uri, local_path, options_for
 from tables.delta.storage.local import LocalStorage, resolved
 
 
@@ -35,9 +35,8 @@ def place_file(source: Storage, key: str, dest: Storage, into: str) -> str:
     """Put the file `key` of `source` at `into` in `dest` the cheapest way the two allow: a
     hard link ("link"), a server-side copy ("server-copy"), else its bytes read and written
     once ("copy"); "present" when `into` holds it already. Both ends confined."""
-    place = getattr(dest, "place", None)
-    if place is not None:
-        return place(source, key, into)
+    if Capability.PLACE in dest.capabilities:
+        return dest.place(source, key, into)
     return "copy" if dest.put(into, source.read(key)) else "present"
 
 

@@ -123,7 +123,7 @@ class Signer:
     def __init__(self, storage: Storage, grant: Grant, base: str) -> None:
         self.storage, self.grant, self.base = storage, grant, base
         self.expires = int(time.time() * 1000) + url_seconds() * 1000
-        self._key = None if getattr(storage, "remote", False) else url_key()
+        self._key = None if storage.remote else url_key()
 
     def __call__(self, key: str) -> str:
         """The URL of one file of the table: pre-signed by its object store, else signed here."""

@@ -40,7 +40,7 @@ from tables import signals
 from tables.delta.history.chain import chain_entries, chain_entry, commit_digest
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.log.listing import classify, list_log_tail
-from tables.delta.storage.api import FileInfo, Storage
+from tables.delta.storage.api import Capability, FileInfo, Storage
 from tables.delta.storage.opening import as_storage
 from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenCommit, Table
 from tables.services.owner.access import owner_of
@@ -73,7 +73,7 @@ class Look:
 
 
 def _requests(storage: Storage) -> int | None:
-    return getattr(storage, "requests", None)
+    return storage.requests if Capability.REQUEST_COUNT in storage.capabilities else None
 
 
 def _listed(

@@ -444,7 +444,7 @@ def _write_batches(
     stored = 0
     # a remote store's next batch is fetched in a thread while this one is written (its reads
     # wait on the network); a local log's in processes or, when short, here
-    remote = bool(getattr(storage, "remote", False))
+    remote = storage.remote
     for params, anomalies, seen in _ahead(batches, remote and num_chunks > 1):
         with transaction.atomic():
             insert.run(params)

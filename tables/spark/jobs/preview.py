@@ -105,7 +105,7 @@ def write_preview(
     with file_errors.files_named(storage, snap.version, ACTION):
         with at_version(f"version {snap.version}"):
             entries = version_entries(storage, snap)
-            if not getattr(storage, "remote", False):
+            if not storage.remote:
                 entries, total = first_files(spark, storage, entries, limit, snap.version)
             df: DataFrame = scan(spark, storage, layout, entries, with_position=True)
         ordered = df.orderBy(FILE_COL, ROW_COL).limit(limit)

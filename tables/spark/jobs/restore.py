@@ -300,7 +300,7 @@ def spark_plan_restore(
         log_names: dict[str, str] = {}
         # an object-store table's files have no path an executor can open (no Hadoop
         # connectors here): the core's check through the storage layer (below) does them
-        remote = bool(getattr(storage, "remote", False))
+        remote = storage.remote
         gone_sums: Observation | None = None
         if check_files and total and not remote:
             job, gone_sums = _start_check(spark, storage, add_rows, add_idx, log_names, progress)

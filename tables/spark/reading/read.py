@@ -506,7 +506,7 @@ def _read_data(
     the join key -> the table's own URI when they differ, the number of files)."""
     from pyspark.sql import functions as F
 
-    remote = getattr(storage, "remote", False)
+    remote = storage.remote
     if remote:
         from tables.spark.reading.hadoop_route import read_hadoop
         from tables.spark.reading.objectstore_source import objectstore_route, read_objects
