@@ -17,7 +17,7 @@ import orjson
 
 from tables.delta.errors import DeltaError
 from tables.delta.log.actions import Metadata
-from tables.delta.predicates import UNREADABLE, And, Compare, IsNull, Known, Node, Not, all_of, any_of, evaluate
+from tables.delta.predicates import UNREADABLE, And, Compare, IsNull, Known, Node, Not, Or, all_of, any_of, evaluate
 from tables.delta.snapshot.partitions import PartitionColumn, parse_partition_value, partition_columns
 
 MAX_DEPTH = 32
@@ -85,10 +85,9 @@ def _typed_value(raw: str | None, col: PartitionColumn) -> Any:
 def _columns_of(node: Node) -> list[PartitionColumn]:
     if isinstance(node, Not):
         return _columns_of(node.child)
-    if hasattr(node, "left"):
-        return _columns_of(node.left) + _columns_of(node.right)  # type: ignore[union-attr]
-    column = getattr(node, "column", None)
-    return [column] if column is not None else []
+    if isinstance(node, And | Or):
+        return _columns_of(node.left) + _columns_of(node.right)
+    return [node.column] if node.column is not None else []
 
 
 def _parsed_json(text: str) -> dict[str, Any] | None:
