@@ -48,7 +48,7 @@ from tables.delta.snapshot.checksum import (  # noqa: E402
     verify_checksums,
 )
 from tables.delta.snapshot.state import load_snapshot  # noqa: E402
-from tables.delta.storage.boundary import as_storage  # noqa: E402
+from tables.delta.storage.opening import as_storage  # noqa: E402
 
 # Delta Spark's bins, the first of them (its histogram goes on to 256 GiB in coarser steps)
 BOUNDARIES = [0, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576, 2097152, 4194304, 8388608]

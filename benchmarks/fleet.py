@@ -312,7 +312,7 @@ def old_find_tables(root: str) -> list[str]:
     from collections import deque
 
     from tables.delta.discover import LOG_DIR
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     storage = as_storage(root)
     tables: list[str] = []
@@ -352,7 +352,7 @@ def discover_child(mode: str, workdir: Path, traced: bool) -> None:
     root = str(workdir / "fleet")
     setup_django(workdir, migrate=False)
     from tables.delta.discover import Walk, walk_tables
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
     from tables.services.catalog import discovery
 
     run = {

@@ -76,8 +76,8 @@ def worker(lib: str, op: str, location: str) -> None:
         from tables.delta.history.timeline import history_rows
         from tables.delta.history.timestamps import commit_times
         from tables.delta.snapshot.state import load_snapshot
-        from tables.delta.storage.boundary import open_storage
         from tables.delta.storage.objectstore import ObjectStoreStorage
+        from tables.delta.storage.opening import open_storage
 
         if lib == "deltaweb-serial":
             ObjectStoreStorage.read_many = lambda self, paths: [self.read(p) for p in paths]  # type: ignore[method-assign]

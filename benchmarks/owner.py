@@ -234,7 +234,7 @@ def make_uc_table(user, name: str, length: int) -> tuple[str, str, Path]:
     100 as the owner writes them, the owner state at the latest version."""
     from tables.delta.log.checkpoint import write_checkpoint
     from tables.delta.snapshot.state import load_snapshot
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
     from tables.delta.write import catalog as cm
     from tables.delta.write.commit import commit_bytes
     from tables.models import ManagedTable, RatifiedCommit

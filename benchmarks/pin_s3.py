@@ -84,7 +84,7 @@ class BotoCount:
 
 
 def pin_s3(bucket: str, n: int, hold: bool, boto: BotoCount) -> dict:
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
     from tables.delta.write.keep import keep_version
 
     src, dest = as_storage(f"s3://{bucket}/table"), as_storage(f"s3://{bucket}/pins/1-v0")

@@ -66,7 +66,7 @@ def measure(n: int) -> dict:
     from tables.delta.restore.commit import commit_restore
     from tables.delta.restore.from_pin import bring_back
     from tables.delta.restore.plan import plan_restore
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     table_uri, kept_uri = f"s3://{BUCKET}/table", f"s3://{BUCKET}/pins/1-v0"
     table, kept = as_storage(table_uri), as_storage(kept_uri)

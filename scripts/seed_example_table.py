@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 
 from tables.delta.errors import DeltaError
 from tables.delta.log.listing import commit_name
-from tables.delta.storage.boundary import Storage, open_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import open_storage
 from tables.delta.write.commit import commit, new_table_metadata, now_ms, write_commit
 
 SCHEMA = {

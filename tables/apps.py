@@ -10,7 +10,7 @@ class TablesConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from tables.delta.storage.boundary import set_roots_provider
+        from tables.delta.storage.api import set_roots_provider
 
         # every storage the app opens (pages, API, workers, Spark jobs) is confined to these:
         # the tables' roots and the pin store deltaweb writes kept versions into

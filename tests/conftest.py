@@ -95,7 +95,7 @@ def wait_until_answering(url: str, proc: subprocess.Popen, name: str, seconds: f
 def use_store_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
     """Only `env` of the object stores' standard variables (AWS_*, AZURE_*, GOOGLE_*), and no
     allowed roots: a test's store sees exactly the credentials it sets."""
-    from tables.delta.storage import boundary as storage_module
+    from tables.delta.storage import api as storage_module
 
     for name in list(os.environ):
         if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):
@@ -266,18 +266,16 @@ def _fresh_cache():
 def _table_root_confinement(request):
     """Core and Spark tests read tables they build under tmp paths: each is confined to its own
     root (as the `delta` command is), not to the web app's allowed roots."""
-    from tables.delta.storage import boundary as storage
-
     if not {"core", "spark"} & set(Path(str(request.node.fspath)).parts):
         yield
         return
     from tables.delta.storage import api as storage_api
 
-    saved, saved_options = storage.roots_provider(), storage_api.options_provider()
-    storage.set_roots_provider(None)
+    saved, saved_options = storage_api.roots_provider(), storage_api.options_provider()
+    storage_api.set_roots_provider(None)
     storage_api.set_options_provider(None)  # no stored credentials (they live in the database)
     yield
-    storage.set_roots_provider(saved)
+    storage_api.set_roots_provider(saved)
     storage_api.set_options_provider(saved_options)
 
 

@@ -18,7 +18,7 @@ from tables.delta.log.actions import Metadata, Protocol, parse_actions
 from tables.delta.log.listing import LogFile, list_log
 from tables.delta.snapshot.files import file_rows, log_add_actions
 from tables.delta.snapshot.state import Snapshot, ratified_listing, read_commit_bytes
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.models import Anomaly, Commit, Table, VersionChecksum
 from tables.services.owner.access import owner_of
 from tables.services.versions.read import snapshot_at

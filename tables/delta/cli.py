@@ -355,7 +355,7 @@ def _snapshot(path: str, version: int | None, version_source: VersionSource | No
         sys.stderr.write(f"note: {note}\n")
         return snap
     from tables.delta.log.listing import tail_listing
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     storage = as_storage(path)
     listing = tail_listing(storage)  # without a commit its writer has not finished

@@ -51,7 +51,8 @@ from tables.delta.managed.owner import (
     installs_owner,
     parse_commit,
 )
-from tables.delta.storage.boundary import Storage, open_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import open_storage
 
 Policy = Callable[[TableConf, int, ParsedCommit], str | None]  # a refusal reason, or None
 

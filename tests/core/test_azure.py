@@ -16,7 +16,7 @@ from tables.delta.errors import BucketNotFoundError, CommitConflictError, Object
 from tables.delta.history.timeline import history_rows
 from tables.delta.history.timestamps import commit_times
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import open_storage
+from tables.delta.storage.opening import open_storage
 from tables.delta.write.commit import commit
 from tests.conftest import delta_snapshot_cli, golden_path, use_store_environment
 

@@ -18,7 +18,7 @@ from tables.delta.errors import CommitConflictError, ManagedTableError
 from tables.delta.log.checkpoint import write_checkpoint
 from tables.delta.managed.owner import Commit, CommitResponse
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import LocalStorage
+from tables.delta.storage.local import LocalStorage
 from tables.delta.write import catalog as cm
 from tables.delta.write import commit as fs_commit
 from tables.delta.write.commit import commit_bytes

@@ -21,7 +21,7 @@ import pytest
 from tables.delta.errors import CorruptCheckpointError
 from tables.delta.log.checkpoint import ParquetPart, _all_equal
 from tables.delta.snapshot.state import Snapshot, _has_byte, load_snapshot
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake  # noqa: E402

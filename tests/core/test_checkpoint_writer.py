@@ -9,7 +9,7 @@ import pytest
 
 from tables.delta.log.checkpoint import write_checkpoint
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import open_storage
+from tables.delta.storage.opening import open_storage
 
 deltalake = pytest.importorskip("deltalake")
 

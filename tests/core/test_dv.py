@@ -27,7 +27,7 @@ from tables.delta.snapshot.dv import (
     z85_encode,
     z85_uuid,
 )
-from tables.delta.storage.boundary import open_storage
+from tables.delta.storage.opening import open_storage
 from tests.conftest import golden_path
 
 DV_TABLES = ["dv-with-columnmapping", "dv-partitioned-with-checkpoint"]

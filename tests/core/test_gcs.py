@@ -22,8 +22,8 @@ from tables.delta.history.timeline import history_rows
 from tables.delta.history.timestamps import commit_times
 from tables.delta.log.listing import list_log_from
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import open_storage
 from tables.delta.storage.objectstore import ObjectStoreStorage
+from tables.delta.storage.opening import open_storage
 from tests.conftest import delta_snapshot_cli, golden_path, use_store_environment
 
 pytest.importorskip("obstore")

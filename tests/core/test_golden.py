@@ -16,7 +16,7 @@ import pytest
 from tables.delta import errors
 from tables.delta.log.listing import list_log
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import open_storage
+from tables.delta.storage.opening import open_storage
 from tests.conftest import GOLDEN, golden_names
 from tests.core.reference import has_all_commits, replay_json
 

@@ -16,7 +16,7 @@ import pytest
 from tables.delta.history.timestamps import commit_times
 from tables.delta.log.listing import list_log
 from tables.delta.log.tip import judge
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 
 deltalake = pytest.importorskip("deltalake")
 REPO = Path(__file__).resolve().parents[2]

@@ -31,6 +31,7 @@ CORE: tuple[tuple[str, ...], ...] = (
     ("tables.delta.log",),
     ("tables.delta.managed",),
     ("tables.delta.snapshot",),
+    ("tables.delta.predicates",),  # the one partition-predicate evaluator (restore, sharing)
     ("tables.delta.history",),
     ("tables.delta.write",),
     ("tables.delta.restore",),

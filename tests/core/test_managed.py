@@ -54,7 +54,7 @@ from tables.delta.managed.owner import (
 )
 from tables.delta.managed.owner_client import RestOwnerClient, outcome_to_http
 from tables.delta.snapshot.state import load_snapshot, load_table_config
-from tables.delta.storage.boundary import LocalStorage
+from tables.delta.storage.local import LocalStorage
 from tables.delta.write import commit as fs_commit
 from tables.delta.write.managed import commit_via_owner, create_managed_table, hand_back, take_over
 from tests.conftest import REPO

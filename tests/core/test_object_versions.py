@@ -21,8 +21,8 @@ from tables.delta.history.reachability import (
     recovery_state,
 )
 from tables.delta.storage.backends.s3_versions import S3VersionedBucket, build_client
-from tables.delta.storage.boundary import as_storage
 from tables.delta.storage.objectstore_config import parse_location
+from tables.delta.storage.opening import as_storage
 from tables.delta.storage.versions import RecoveryView, copy_back, recoverable_objects, versioned_bucket
 from tests.conftest import use_store_environment
 

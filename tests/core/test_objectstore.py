@@ -26,10 +26,12 @@ from tables.delta.errors import (
 from tables.delta.history.timeline import history_rows
 from tables.delta.history.timestamps import commit_times, resolve_timestamp
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage import boundary as storage_module
-from tables.delta.storage.boundary import LocalStorage, allowed_roots, open_storage
+from tables.delta.storage import api as storage_module
+from tables.delta.storage.api import allowed_roots
+from tables.delta.storage.local import LocalStorage
 from tables.delta.storage.objectstore import ObjectStoreStorage
 from tables.delta.storage.objectstore_config import parse_location
+from tables.delta.storage.opening import open_storage
 from tables.delta.write.commit import commit, enable_ict, write_commit
 from tests.conftest import REPO, delta_snapshot_cli, free_port, golden_path, use_store_environment
 
@@ -498,8 +500,8 @@ def test_a_registered_backend_serves_its_scheme_through_the_storage(monkeypatch)
     from obstore.store import MemoryStore
 
     from tables.delta.storage import backends
-    from tables.delta.storage.boundary import as_storage
     from tables.delta.storage.objectstore_config import is_object_location
+    from tables.delta.storage.opening import as_storage
 
     local = golden_path("checkpoint")
     ours = load_snapshot(str(local))

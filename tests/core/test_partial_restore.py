@@ -24,17 +24,10 @@ import pyarrow as pa
 import pytest
 
 from tables.delta.errors import CommitConflictError, RestoreError
+from tables.delta.predicates import And, Compare, Not, Or
 from tables.delta.restore.commit import commit_restore
 from tables.delta.restore.plan import RestorePlan, plan_restore
-from tables.delta.restore.predicate import (
-    And,
-    Compare,
-    InvalidPredicateError,
-    Not,
-    Or,
-    parse_predicate,
-    tokenize,
-)
+from tables.delta.restore.predicate import InvalidPredicateError, parse_predicate, tokenize
 from tables.delta.snapshot.partitions import PartitionColumn
 from tables.delta.snapshot.replay import identity_keys
 from tables.delta.snapshot.state import load_snapshot

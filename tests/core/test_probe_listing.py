@@ -16,7 +16,7 @@ import pytest
 
 from tables.delta.log import listing as listing_module
 from tables.delta.log.listing import LOG_DIR, list_log_from, list_log_tail, probe_log_tail, trim_incomplete_tip
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 
 deltalake = pytest.importorskip("deltalake")
 

@@ -359,7 +359,7 @@ def test_a_checkpoint_listing_a_file_never_added(tmp_path: Path, monkeypatch: py
 def test_an_update_checks_a_checkpoint_written_since(tmp_path: Path) -> None:
     from tables.delta.history.reachability import answer, reach_state, update_state
     from tables.delta.log.listing import read_last_checkpoint
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     table = _appends(tmp_path / "t", 3)
     state = reach_state(str(table))

@@ -161,7 +161,7 @@ def test_a_commit_info_nested_too_deep_is_a_corrupt_log_for_history_and_changes(
     from tables.delta.history.changes import commit_actions
     from tables.delta.history.timeline import history_rows
     from tables.delta.history.timestamps import commit_times
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
     from tests.core.builders import file_table
 
     file_table(tmp_path, [1000, 2000, 3000])

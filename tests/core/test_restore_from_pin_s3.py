@@ -15,7 +15,7 @@ from tables.delta.errors import RestoreError
 from tables.delta.restore.commit import commit_restore
 from tables.delta.restore.from_pin import bring_back
 from tables.delta.restore.plan import plan_restore
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.write.keep import keep_version
 from tests.core.test_keep_s3 import PLAIN, rows, s3, write_table  # noqa: F401 (the fixture)
 

@@ -15,7 +15,7 @@ import pytest
 
 from tables.delta.snapshot.row_count import row_count
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tests.conftest import golden_path
 
 deltalake = pytest.importorskip("deltalake")

@@ -19,8 +19,9 @@ from tables.delta.log.listing import list_log
 from tables.delta.restore.actions import missing_files
 from tables.delta.snapshot.dv import read_deletion_vector
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage import boundary as storage_module
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage import api as storage_module
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import write_deltalake  # noqa: E402
@@ -172,6 +173,23 @@ def test_only_the_storage_module_names_the_local_implementation() -> None:
         if re.search(r"\bLocalStorage\b|\.root\s*/|\.root\.joinpath|\bstorage\.root\b", text):
             offenders.append(str(path.relative_to(REPO)))
     assert offenders == []
+
+
+def test_every_backend_declares_exactly_the_capabilities_it_has(tmp_path: Path) -> None:
+    """A caller asks `storage.capabilities`, never probes for a method: so each backend's
+    declared capabilities are the optional methods it has, no more and no fewer, and every
+    backend says whether its reads cost round trips."""
+    from tables.delta.storage.api import Capability
+    from tables.delta.storage.versions import RecoveryView
+
+    backends = [as_storage(str(tmp_path)), as_storage("s3://bucket/t"), RecoveryView]
+    for st in backends:
+        assert isinstance(st.remote, bool), st
+        has = {c for c in Capability if hasattr(st, c.value)}
+        assert set(st.capabilities) == has, (st, sorted(has ^ set(st.capabilities)))
+    local, s3, _view = backends
+    assert local.remote is False and s3.remote is True
+    assert {Capability.PLACE, Capability.OPEN_INPUT} <= local.capabilities & s3.capabilities
 
 
 # --- paths no storage holds ---------------------------------------------------------------------

@@ -329,7 +329,7 @@ def test_commit_never_overwrites(tmp_path: Path) -> None:
     with pytest.raises(CommitConflictError) as exc:
         commit(str(t), [add("b.parquet")], "WRITE", read_version=1)
     assert exc.value.version == 2
-    from tables.delta.storage.boundary import open_storage
+    from tables.delta.storage.opening import open_storage
     from tables.delta.write.commit import write_commit as raw_write
 
     with pytest.raises(CommitConflictError, match="version 2"):

@@ -14,7 +14,7 @@ import pytest
 
 from tables.delta.history import vanished
 from tables.delta.history.reachability import existing_files, reach_state, update_state
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tests.conftest import golden_path
 
 deltalake = pytest.importorskip("deltalake")

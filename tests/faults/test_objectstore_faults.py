@@ -27,8 +27,8 @@ from tables.delta.errors import CommitConflictError, StorageError, StorageUnavai
 from tables.delta.log.listing import list_log
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage import api as storage_api
-from tables.delta.storage.boundary import open_storage
 from tables.delta.storage.objectstore_config import RETRY_CONFIG
+from tables.delta.storage.opening import open_storage
 from tables.delta.write.commit import commit, write_commit
 from tests.conftest import S3Server, golden_path, use_store_environment
 from tests.faults.proxy import FaultProxy
@@ -66,22 +66,21 @@ def proxy(s3_server: S3Server) -> Iterator[FaultProxy]:
     the standard AWS_* variables (endpoint: the proxy), no allowed roots or stored options
     (a table is confined to its own location), and retry backoffs in milliseconds so that
     exhausting the retries takes a moment (the number of retries stays the production one)."""
-    from tables.delta.storage import boundary as storage
 
     client = s3_server.boto3()
     client.create_bucket(Bucket=BUCKET)
     upload_table(client, "base")
-    saved_roots, saved_options = storage.roots_provider(), storage_api.options_provider()
+    saved_roots, saved_options = storage_api.roots_provider(), storage_api.options_provider()
     with FaultProxy(s3_server.endpoint, seed=20240611) as px, pytest.MonkeyPatch.context() as mp:
         use_store_environment(mp, {**s3_server.env(), "AWS_ENDPOINT_URL": px.url})
         fast = {"init_backoff": timedelta(milliseconds=5), "max_backoff": timedelta(milliseconds=50), "base": 2}
         mp.setitem(RETRY_CONFIG, "backoff", fast)
-        storage.set_roots_provider(None)
+        storage_api.set_roots_provider(None)
         storage_api.set_options_provider(None)
         try:
             yield px
         finally:
-            storage.set_roots_provider(saved_roots)
+            storage_api.set_roots_provider(saved_roots)
             storage_api.set_options_provider(saved_options)
 
 

@@ -33,11 +33,11 @@ def place(settings, tmp_path) -> Path:
     settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
     settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
     settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
-    from tables.delta.storage import boundary
+    from tables.delta.storage import api as storage_api
 
     # the app's confinement (tables/apps.py): the allowed roots and the pin store (the Spark
     # tests' own fixture confines each table to its root and is restored after the test)
-    boundary.set_roots_provider(lambda: [*settings.DELTAWEB_ALLOWED_ROOTS, settings.DELTAWEB_PIN_STORE])
+    storage_api.set_roots_provider(lambda: [*settings.DELTAWEB_ALLOWED_ROOTS, settings.DELTAWEB_PIN_STORE])
     return src
 
 

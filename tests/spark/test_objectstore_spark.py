@@ -13,7 +13,7 @@ import pytest
 
 from tables.delta.errors import MissingFilesError, StorageError
 from tables.delta.restore.plan import plan_restore
-from tables.delta.storage import boundary as storage_module
+from tables.delta.storage import api as storage_module
 from tests.conftest import golden_path, use_store_environment
 from tests.spark.compare import multiset
 from tests.spark.objectstore_tables import (
@@ -222,8 +222,8 @@ def test_the_executors_get_the_credentials_in_options_that_no_plan_shows(spark, 
 
 
 def test_executor_options_forward_the_environment_and_stored_options(s3, monkeypatch) -> None:
-    from tables.delta.storage.boundary import open_storage
     from tables.delta.storage.objectstore_config import build_store, parse_location
+    from tables.delta.storage.opening import open_storage
 
     st = open_storage(f"s3://{BUCKET}/t", options={"aws_region": "eu-west-3"})
     opts = executor_options(st)
@@ -261,7 +261,7 @@ def test_a_cluster_master_refuses_the_spool_and_an_unknown_route_is_named(monkey
 
 
 def test_hadoop_route_configuration_for_s3(s3, monkeypatch) -> None:
-    from tables.delta.storage.boundary import open_storage
+    from tables.delta.storage.opening import open_storage
 
     monkeypatch.setenv("AWS_SESSION_TOKEN", "tok-123456")
     st = open_storage(f"s3a://{BUCKET}/tables/t")
@@ -282,7 +282,7 @@ def test_hadoop_route_configuration_for_s3(s3, monkeypatch) -> None:
 def test_hadoop_route_configuration_for_azure_and_gcs(monkeypatch, tmp_path) -> None:
     import json
 
-    from tables.delta.storage.boundary import open_storage
+    from tables.delta.storage.opening import open_storage
 
     for name in list(os.environ):
         if name.startswith(("AWS_", "AZURE_", "GOOGLE_")):

@@ -68,12 +68,12 @@ def test_the_preview_job_and_its_page_say_which_file_and_version(
     from django.contrib.auth.models import User
 
     from deltaweb.celery import app
-    from tables.delta.storage import boundary
+    from tables.delta.storage import api as storage_api
     from tables.models import Job, JobStatus
     from tables.services.catalog import registration
 
     settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
-    boundary.set_roots_provider(lambda: settings.DELTAWEB_ALLOWED_ROOTS)  # the web app's (the fixture puts it back)
+    storage_api.set_roots_provider(lambda: settings.DELTAWEB_ALLOWED_ROOTS)  # the web app's (the fixture puts it back)
     settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
     root = tmp_path / "events"
     name = write_table(root)

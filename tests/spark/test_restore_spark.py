@@ -176,7 +176,7 @@ def test_deltars_partitioned_table_same_plan(spark, tmp_path: Path) -> None:
 def test_absolute_and_file_uri_paths_resolve_as_in_the_core(spark, tmp_path: Path) -> None:
     """Paths the log holds as absolute, file URIs and URL-encoded, checked on Spark's workers
     (the data lies beside the table, so both are under the allowed root)."""
-    from tables.delta.storage import boundary as storage
+    from tables.delta.storage import api as storage
 
     storage.set_roots_provider(lambda: [str(tmp_path)])  # reset by the confinement fixture
     t = tmp_path / "abs"

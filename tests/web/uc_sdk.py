@@ -145,7 +145,7 @@ class SdkCatalogOwner:
         from tables.delta.log.listing import STAGED_COMMITS_DIR, staged_commit_name
         from tables.delta.managed.owner import Commit as OwnerCommit
         from tables.delta.managed.owner import CommitConflict, CommitRefused, CommitResponse, parse_commit
-        from tables.delta.storage.boundary import as_storage
+        from tables.delta.storage.opening import as_storage
         from tables.delta.write.catalog import StagedCommit
 
         storage = as_storage(self.root)

@@ -16,7 +16,8 @@ from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse, S
 from django.views.decorators.csrf import csrf_exempt
 
 from tables.delta.errors import DeltaError
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.api import Capability
+from tables.delta.storage.opening import as_storage
 from tables.models import Recipient, SharedTable
 from tables.services.errors import ServiceError
 from tables.services.sharing import answers, catalog, file_urls, records
@@ -239,7 +240,7 @@ def shared_file(request: HttpRequest, payload: str) -> HttpResponse:
     start, end = span or (0, size)
     if request.method == "HEAD":
         response: HttpResponse = HttpResponse(b"", status=206 if span else 200)
-    elif hasattr(store, "open_file"):
+    elif Capability.OPEN_FILE in store.capabilities:
         # a local file, whole or a range: a real file object positioned at the range's start,
         # which gunicorn sends with sendfile (Content-Length bytes from there), one copy in the
         # kernel instead of reads and writes through Python; pyarrow over fsspec (the parquet

@@ -37,7 +37,8 @@ from tables.delta.log.commitinfo import bounded
 from tables.delta.log.jsonline import loads_line
 from tables.delta.log.listing import LogFile, list_log
 from tables.delta.snapshot.checksum import verify_checksums
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 
 FORMAT = "deltaweb-audit-export"
 FORMAT_VERSION = 1

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from tables.delta.log.listing import LogFile, commit_name
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 DOMAIN = b"deltaweb-chain-v1\n"
 GENESIS = "0" * 64  # the entry "before" a chain's first version

@@ -36,7 +36,8 @@ from tables.delta.log.listing import commit_name, list_log
 from tables.delta.snapshot.dv import read_deletion_vector
 from tables.delta.snapshot.replay import canonical_path
 from tables.delta.snapshot.state import load_snapshot, load_table_config
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 
 CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")
 

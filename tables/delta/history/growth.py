@@ -16,7 +16,7 @@ from tables.delta.history.timestamps import CommitTimes
 from tables.delta.log.actions import Source, read_json_actions
 from tables.delta.snapshot.replay import identity_keys
 from tables.delta.snapshot.state import Snapshot, load_snapshot, read_commit_bytes
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 # A replay from the earliest version gives complete growth charts unless the log before the
 # newest checkpoint is longer than this; then it starts at the checkpoint.

@@ -47,7 +47,8 @@ from tables.delta.snapshot.checkpoint_check import (
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.replay import canonical_paths, identity_keys
 from tables.delta.snapshot.state import read_commit_bytes
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.text_bounds import echoed_path
 
 MAX_LISTED = 100

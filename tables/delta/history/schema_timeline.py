@@ -53,7 +53,8 @@ from tables.delta.snapshot.schema_diff import (
     type_text,
 )
 from tables.delta.snapshot.state import ratified_listing, read_commits
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.text_bounds import MAX_ECHOED_VALUE, cut
 
 MAX_EVENTS = 50_000  # events kept; a longer history is marked truncated (the state still advances)

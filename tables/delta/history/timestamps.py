@@ -36,7 +36,8 @@ from tables.delta.log.listing import (
 )
 from tables.delta.managed.owner import CommitOwner
 from tables.delta.snapshot.state import TableConfig, load_table_config, ratified_listing
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 
 
 def monotonize(times: list[int], before: int | None = None) -> list[int]:

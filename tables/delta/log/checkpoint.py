@@ -31,7 +31,7 @@ from tables.delta.log.actions import (
 )
 from tables.delta.log.jsonline import loads_line
 from tables.delta.log.listing import LOG_DIR, LogFile
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 _FILE_FIELDS = {
     "add": ("path", "partitionValues", "size", "modificationTime", "dataChange", "deletionVector"),

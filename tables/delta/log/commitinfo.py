@@ -13,7 +13,7 @@ from typing import Any
 from tables.delta.errors import CorruptLogError, DeltaError
 from tables.delta.log.jsonline import loads_line
 from tables.delta.log.listing import LogFile, backfilled_path
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 MAX_STRING = 10_000  # a log is untrusted input: bound what we carry around
 

@@ -30,7 +30,7 @@ from tables.delta.errors import (
 )
 from tables.delta.gc_pause import gc_paused
 from tables.delta.log.tip import MAX_RUN, TAIL_READ, IncompleteCommit, judge
-from tables.delta.storage.boundary import FileInfo, Storage
+from tables.delta.storage.api import FileInfo, Storage
 
 LOG_DIR = "_delta_log"
 COMMITS_DIR = f"{LOG_DIR}/_commits"  # managedCommit / coordinatedCommits-preview

@@ -16,7 +16,7 @@ from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.replay import identity_keys
 from tables.delta.snapshot.state import Snapshot
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 MAX_LISTED_MISSING = 100
 
@@ -69,7 +69,7 @@ def file_sizes(storage: Storage, keys: list[str]) -> dict[str, int | None]:
     1,000 a request) instead of a HEAD per key; the other keys get a HEAD each, concurrently.
     On local disk, a stat each."""
     out: dict[str, int | None] = {}
-    remote = bool(getattr(storage, "remote", False))
+    remote = storage.remote
     if remote:
         by_dir: dict[str, list[str]] = {}
         for key in keys:

@@ -22,11 +22,13 @@ from tables.delta.log.listing import LogListing, commit_name
 from tables.delta.restore.actions import MAX_LISTED_MISSING, missing_error, missing_files
 from tables.delta.restore.plan import RestorePlan, plan_fingerprint, restore_metrics
 from tables.delta.restore.predicate import PartitionPredicate, partition_predicate
-from tables.delta.restore.rules import listing_for, same_protocol
+from tables.delta.restore.rules import same_protocol
 from tables.delta.snapshot.replay import action_identity, canonical_path, identity_keys
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
-from tables.delta.write.commit import ENGINE_INFO, CommitResult, commit, now_ms
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
+from tables.delta.write.commit import ENGINE_INFO, CommitResult, now_ms
+from tables.delta.write.committer import FILESYSTEM, Committer
 
 MAX_COMMIT_ATTEMPTS = 5
 
@@ -98,11 +100,13 @@ def _find_txn(storage: Storage, listing: Any, after: int, txn_id: str) -> int | 
     return None
 
 
-def find_restore_commit(location: str | Storage, after: int, txn_id: str, owner: Any = None) -> int | None:
+def find_restore_commit(
+    location: str | Storage, after: int, txn_id: str, committer: Committer = FILESYSTEM
+) -> int | None:
     """The version of the RESTORE commit with `txn_id` after version `after`, if any (a
     retried job finds its own earlier commit instead of planning on top of it)."""
     storage = as_storage(location)
-    return _find_txn(storage, listing_for(storage, owner), after, txn_id)
+    return _find_txn(storage, committer.listing(storage), after, txn_id)
 
 
 def approved_change(current: RestorePlan, approved: RestorePlan) -> RestorePlan | None:
@@ -173,11 +177,15 @@ def _rebase(plan: RestorePlan, head: Snapshot) -> RestorePlan:
 
 
 def verify_restore(
-    storage: Storage, plan: RestorePlan, version: int, head: Snapshot | None = None, owner: Any = None
+    storage: Storage,
+    plan: RestorePlan,
+    version: int,
+    head: Snapshot | None = None,
+    committer: Committer = FILESYSTEM,
 ) -> dict:
     """Read `version` back: its files must be the head's less the removes plus the adds, its
     metadata and protocol the plan's."""
-    listing = listing_for(storage, owner)
+    listing = committer.listing(storage)
     new = load_snapshot(storage, version, listing)
     head = head if head is not None else load_snapshot(storage, version - 1, listing)
     expected = set(identity_keys(head.files).to_pylist()) if head.num_files else set()
@@ -203,7 +211,7 @@ def commit_restore(
     txn_id: str | None = None,
     clock: Callable[[], int] = now_ms,
     recheck_files: bool = True,
-    owner: Any = None,
+    committer: Committer = FILESYSTEM,
     extra_parameters: dict[str, str] | None = None,
     user_name: str | None = None,
 ) -> dict[str, Any]:
@@ -218,11 +226,11 @@ def commit_restore(
     txn = txn_id or str(uuid.uuid4())
     last_error: CommitConflictError | None = None
     for _attempt in range(MAX_COMMIT_ATTEMPTS):
-        listing = listing_for(storage, owner)
+        listing = committer.listing(storage)
         head_version = _head_version(listing, plan, where)
         done = _find_txn(storage, listing, plan.read_version, txn) if txn_id else None
         if done is not None:
-            return _already_committed(storage, plan, listing, done, txn, owner)
+            return _already_committed(storage, plan, listing, done, txn, committer)
         newer = range(plan.read_version + 1, head_version + 1)
         if len(newer):
             _raise_conflicts(storage, plan, newer, listing, where)
@@ -233,7 +241,7 @@ def commit_restore(
         now = clock()
         actions = _restore_actions(current, now)
         try:
-            result = (commit if owner is None else _owner_commit(owner))(
+            result = committer.commit(
                 storage,
                 actions,
                 "RESTORE",
@@ -248,7 +256,7 @@ def commit_restore(
         except CommitConflictError as exc:
             last_error = exc  # another writer won the version: check again on the new head
             continue
-        check = verify_restore(storage, current, result.version, head, owner)
+        check = verify_restore(storage, current, result.version, head, committer)
         return _committed(current, result, check, txn, head_version, newer)
     raise CommitConflictError(
         f"{where}: gave up committing the restore after {MAX_COMMIT_ATTEMPTS} attempts: other writers keep "
@@ -266,11 +274,11 @@ def _head_version(listing: LogListing, plan: RestorePlan, where: str) -> int:
 
 
 def _already_committed(
-    storage: Storage, plan: RestorePlan, listing: LogListing, done: int, txn: str, owner: Any
+    storage: Storage, plan: RestorePlan, listing: LogListing, done: int, txn: str, committer: Committer
 ) -> dict[str, Any]:
     """commit_restore's answer for a retry whose commit (version `done`) is in the log already."""
     info = read_commit_info(storage, next(c for c in listing.commits if c.version == done)).info or {}
-    check = verify_restore(storage, plan, done, owner=owner)
+    check = verify_restore(storage, plan, done, committer=committer)
     return {
         "version": done,
         "alreadyCommitted": True,
@@ -358,13 +366,3 @@ def operation_parameters(plan: RestorePlan) -> dict[str, Any]:
     if plan.predicate is not None:
         params["predicate"] = plan.predicate
     return params
-
-
-def _owner_commit(owner: Any) -> Callable[..., Any]:
-    """commit.commit's signature, committing through the managed table's commit-owner."""
-    from tables.delta.write.managed import commit_via_owner
-
-    def commit_managed(storage: Storage, actions: list[dict[str, Any]], operation: str, params, **kw: Any):
-        return commit_via_owner(storage, owner, actions, operation, params, **kw)
-
-    return commit_managed

@@ -34,7 +34,8 @@ from tables.delta.errors import MissingFilesError, PathOutsideRootsError, Restor
 from tables.delta.restore.actions import file_sizes
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage, place_file
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import place_file
 from tables.delta.write.keep import KEPT_DIR, kept_key
 
 MAX_LISTED = 100  # files a refusal names
@@ -210,7 +211,7 @@ def bring_back(
                 file=f.path,
             ) from exc
 
-    threads = THREADS if getattr(table, "remote", False) or getattr(kept, "remote", False) else 1
+    threads = THREADS if table.remote or kept.remote else 1
     pool = ThreadPoolExecutor(max_workers=min(threads, max(1, len(todo))))
     try:
         for how in pool.map(one, todo):

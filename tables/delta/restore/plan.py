@@ -68,12 +68,14 @@ from tables.delta.restore.actions import (
 )
 from tables.delta.restore.from_pin import PinnedFile, find_in_pin, pin_missing_error, pinned_target
 from tables.delta.restore.predicate import PartitionPredicate, parse_predicate, table_partition_columns
-from tables.delta.restore.rules import check_writable, listing_for, restore_domains, restore_metadata, restore_protocol
+from tables.delta.restore.rules import check_writable, restore_domains, restore_metadata, restore_protocol
 from tables.delta.snapshot.files import log_add_actions
 from tables.delta.snapshot.replay import action_identity
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.write.commit import now_ms
+from tables.delta.write.committer import FILESYSTEM, Committer
 
 # Metric names and order as Delta Lake writes them (golden basic-with-inserts-overwrite-restore).
 METRIC_NAMES = (
@@ -333,7 +335,7 @@ def prepare_restore(
     version: int | None = None,
     timestamp: str | int | None = None,
     allow_protocol_downgrade: bool = False,
-    owner: Any = None,
+    committer: Committer = FILESYSTEM,
     where: str | None = None,
     pinned: str | Storage | None = None,
 ) -> RestoreSetup:
@@ -349,7 +351,7 @@ def prepare_restore(
         raise RestoreError(f"{where}: a restore from a pin names the pinned version, not a timestamp")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
         raise RestoreError(f"{where}: the version to restore must be a non-negative integer, not {version!r}")
-    listing = listing_for(storage, owner)
+    listing = committer.listing(storage)
     latest = load_snapshot(storage, None, listing)
     resolution = None
     ts_text = None
@@ -380,7 +382,7 @@ def prepare_restore(
         target = pinned_target(pin, target_version, where)
     else:
         target = load_snapshot(storage, target_version, listing)
-    check_writable(latest.protocol, f"{where} at version {latest.version}", owner)
+    check_writable(latest.protocol, f"{where} at version {latest.version}", committer)
     setup_base = dict(
         storage=storage,
         pin=pin,
@@ -398,7 +400,7 @@ def prepare_restore(
         return partial
 
     protocol, outcome, note = restore_protocol(latest.protocol, target.protocol, allow_protocol_downgrade)
-    check_writable(protocol, f"{where}: the restored protocol", owner)
+    check_writable(protocol, f"{where}: the restored protocol", committer)
     metadata, notes = restore_metadata(latest.metadata, target.metadata, protocol)
     if Metadata.from_dict(metadata) != latest.metadata:
         notes.insert(0, f"metadata: the metadata of version {target_version} is restored")
@@ -569,16 +571,18 @@ def plan_restore(
     allow_protocol_downgrade: bool = False,
     check_files: bool = True,
     clock: Callable[[], int] = now_ms,
-    owner: Any = None,
+    committer: Committer = FILESYSTEM,
     where: str | None = None,
     with_row_impact: bool = True,
     pinned: str | Storage | None = None,
 ) -> RestorePlan:
     """Plan RESTORE TO VERSION `version` or TIMESTAMP `timestamp` on the table's latest version
-    (a managed table's as its commit-owner `owner` knows it); with `where`, a partition
+    (a managed table's as its commit-owner knows it: `committer`, write/committer.py); with `where`, a partition
     predicate, only the partitions it selects (a partial restore, see the module's contract).
     `pinned`: the kept table of the pin that keeps `version` (restore/from_pin.py)."""
-    setup = prepare_restore(location, version, timestamp, allow_protocol_downgrade, owner, where=where, pinned=pinned)
+    setup = prepare_restore(
+        location, version, timestamp, allow_protocol_downgrade, committer, where=where, pinned=pinned
+    )
     add_rows, remove_rows = diff_files(*setup.scoped_files())
     check_removals(setup, remove_rows.num_rows)
     return build_plan(

@@ -22,7 +22,8 @@ Literals are typed by their column's Delta type (partitions.parse_partition_valu
 a zone is UTC, as the log's own partition values are. `DATE` and `TIMESTAMP` are keywords only
 before a string, so a column named `date` needs no quotes.
 
-Evaluation follows SQL: a comparison with a null (a null partition value or a NULL literal) is
+Evaluation (tables/delta/predicates.py, the one evaluator restore and sharing share) follows
+SQL: a comparison with a null (a null partition value or a NULL literal) is
 unknown, NOT unknown is unknown, and only partitions where the predicate is true are selected;
 `IS NULL` selects null partition values. Errors are InvalidPredicateError (code
 `invalid_predicate`) naming the 1-based position of the offending token.
@@ -33,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ import pyarrow as pa
 
 from tables.delta.errors import CorruptLogError, DeltaError
 from tables.delta.log.actions import Metadata, Protocol
+from tables.delta.predicates import And, Compare, InList, IsNull, Node, Not, Or, evaluate
 from tables.delta.snapshot.columnmapping import mapping_mode
 from tables.delta.snapshot.partitions import (
     PartitionColumn,
@@ -133,48 +135,6 @@ def tokenize(text: str) -> list[Token]:
     out.append(Token("end", "", n))
     return out
 
-
-# --- the tree ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Compare:
-    column: PartitionColumn
-    op: str  # = != < <= > >=
-    value: Any  # typed by the column's type; None for NULL
-
-
-@dataclass(frozen=True, slots=True)
-class InList:
-    column: PartitionColumn
-    values: tuple[Any, ...]
-    negated: bool
-
-
-@dataclass(frozen=True, slots=True)
-class IsNull:
-    column: PartitionColumn
-    negated: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Not:
-    child: Node
-
-
-@dataclass(frozen=True, slots=True)
-class And:
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True, slots=True)
-class Or:
-    left: Node
-    right: Node
-
-
-Node = Compare | InList | IsNull | Not | And | Or
 
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -426,60 +386,6 @@ class _Parser:
             raise self.fail(f"column '{name}' is not a partition column; partition columns: {names}", tok)
         self.used[col.name] = col
         return col
-
-
-# --- evaluation -----------------------------------------------------------------------------------
-
-
-def _compare(op: str, a: Any, b: Any) -> bool | None:
-    if a is None or b is None:
-        return None
-    try:
-        if op == "=":
-            return a == b
-        if op == "!=":
-            return a != b
-        if op == "<":
-            return a < b
-        if op == "<=":
-            return a <= b
-        if op == ">":
-            return a > b
-        return a >= b
-    except (TypeError, InvalidOperation):  # NaN against a decimal literal, and the like
-        return None
-
-
-def evaluate(node: Node, values: dict[str, Any]) -> bool | None:
-    """SQL three-valued truth of `node` for one partition: `values` maps each column's logical
-    name to its typed value (None for null). None is unknown."""
-    if isinstance(node, Compare):
-        return _compare(node.op, values.get(node.column.name), node.value)
-    if isinstance(node, IsNull):
-        return (values.get(node.column.name) is not None) if node.negated else (values.get(node.column.name) is None)
-    if isinstance(node, InList):
-        v = values.get(node.column.name)
-        if v is None:
-            return None
-        hits = [_compare("=", v, x) for x in node.values]
-        found: bool | None = True if any(h is True for h in hits) else (None if None in hits else False)
-        if node.negated:
-            return None if found is None else not found
-        return found
-    if isinstance(node, Not):
-        r = evaluate(node.child, values)
-        return None if r is None else not r
-    if isinstance(node, And):
-        a, b = evaluate(node.left, values), evaluate(node.right, values)
-        if a is False or b is False:
-            return False
-        return None if a is None or b is None else True
-    if isinstance(node, Or):
-        a, b = evaluate(node.left, values), evaluate(node.right, values)
-        if a is True or b is True:
-            return True
-        return None if a is None or b is None else False
-    raise TypeError(f"not a predicate node: {node!r}")  # pragma: no cover
 
 
 @dataclass(frozen=True)

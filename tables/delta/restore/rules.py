@@ -11,9 +11,7 @@ import orjson
 from tables.delta.errors import UnsupportedFeatureError
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.log.ict import ENABLE_KEYS, ICT_FEATURES, TIMESTAMP_KEYS, VERSION_KEYS
-from tables.delta.log.listing import LogListing, list_log
-from tables.delta.snapshot.state import ratified_listing
-from tables.delta.storage.boundary import Storage
+from tables.delta.write.committer import FILESYSTEM, Committer
 
 # Legacy features and the (reader, writer) versions that imply them (Delta's TableFeature).
 LEGACY_FEATURES: dict[str, tuple[int, int]] = {
@@ -160,14 +158,10 @@ def restore_protocol(latest: Protocol, target: Protocol, allow_downgrade: bool) 
 
 
 # --- managed tables: a RESTORE through the table's commit-owner (issue 7) ----------------------
-# With `owner` (the table's commit-owner client) the restore reads the log with the owner's
+# With an OwnerCommitter (write/committer.py) the restore reads the log with the owner's
 # ratified, un-backfilled commits merged in and commits through managed.commit_via_owner, so
-# the owner's policy sees the commit (and its txnId) before it lands. Without one, a managed
-# table is refused: a RESTORE written around its owner would break the table.
-
-
-def listing_for(storage: Storage, owner: Any = None) -> LogListing:
-    return ratified_listing(storage, owner) if owner is not None else list_log(storage)
+# the owner's policy sees the commit (and its txnId) before it lands. With the filesystem's, a
+# managed table is refused: a RESTORE written around its owner would break the table.
 
 
 def _owner_keys() -> frozenset[str]:
@@ -179,9 +173,9 @@ def _owner_keys() -> frozenset[str]:
 # --- end of managed tables ----------------------------------------------------------------------
 
 
-def check_writable(protocol: Protocol, where: str, owner: Any = None) -> None:
+def check_writable(protocol: Protocol, where: str, committer: Committer = FILESYSTEM) -> None:
     """Refuse a protocol whose writer requirements a RESTORE commit cannot honour (a managed
-    table's only with its commit-owner: `owner`)."""
+    table's only through its commit-owner: a `committer` that is `managed`)."""
     from tables.delta.managed.owner import MANAGED_FEATURES
 
     if protocol.min_writer_version > 7:
@@ -190,7 +184,7 @@ def check_writable(protocol: Protocol, where: str, owner: Any = None) -> None:
             feature=f"writerVersion{protocol.min_writer_version}",
         )
     managed = sorted(feature_names(protocol) & MANAGED_FEATURES)
-    if managed and owner is None:
+    if managed and not committer.managed:
         raise UnsupportedFeatureError(
             f"{where}: the table is managed by a commit-owner ({', '.join(managed)}); a RESTORE must be "
             f"committed through its owner",

@@ -26,7 +26,7 @@ from tables.delta.errors import CheckpointMismatchError, CorruptLogError
 from tables.delta.log.checkpoint import CheckpointReader, ParquetPart
 from tables.delta.log.listing import LogFile, LogListing, complete_checkpoint, read_last_checkpoint
 from tables.delta.snapshot.replay import identity_keys
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 from tables.delta.text_bounds import cut
 
 _SHOWN = 200  # characters of a table id quoted in a detail (log strings are untrusted)

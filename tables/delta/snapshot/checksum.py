@@ -32,7 +32,8 @@ from tables.delta.log.jsonline import MAX_NESTING, deeper_than
 from tables.delta.log.listing import LogFile, LogListing, available_versions, list_log
 from tables.delta.snapshot.replay import action_identity, identity_keys
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.text_bounds import MAX_ECHOED_PATH, cut, echoed_json
 
 MAX_CHECKSUM_BYTES = 512 << 20  # a checksum listing a million files is about 300 MB

@@ -16,7 +16,8 @@ from tables.delta.log.actions import Metadata
 from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.replay import identity_keys
 from tables.delta.snapshot.state import Snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.text_bounds import echoed_path, echoed_values
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from pyroaring import BitMap, BitMap64
 
 from tables.delta.errors import CorruptDeletionVectorError, MissingDeletionVectorError
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 PORTABLE_MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376

@@ -18,7 +18,7 @@ from tables.delta.log.jsonline import loads_line
 from tables.delta.log.listing import commit_name
 from tables.delta.snapshot.replay import action_identity, identity_keys
 from tables.delta.snapshot.state import Snapshot
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 
 def _clean_add(body: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.state import Snapshot
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 
 @dataclass(frozen=True)

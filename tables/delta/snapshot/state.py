@@ -49,7 +49,8 @@ from tables.delta.log.listing import (
 from tables.delta.managed.owner import CommitOwner, ManagedConfig, OwnerView, managed_config
 from tables.delta.snapshot.checkpoint_check import check_hint
 from tables.delta.snapshot.replay import NonFileState, reconcile_files
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.text_bounds import echoed_path, echoed_values
 
 MAX_READER_VERSION = 3

@@ -1,5 +1,6 @@
 """The storage interface and its rules, apart from any implementation: the `Storage` protocol
-every backend speaks, `FileInfo`, and the allowed roots every backend confines paths to (set
+every backend speaks, the optional `Capability`s a backend declares beyond it, `FileInfo`, and
+the allowed roots every backend confines paths to (set
 by the web app, else from the environment, else each table's own root)."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
@@ -49,11 +51,40 @@ class FileInfo:
     modification_time: int
 
 
+class Capability(StrEnum):
+    """What a backend offers beyond the `Storage` protocol. Each backend lists its own in
+    `capabilities`; a caller asks `Capability.X in storage.capabilities` before it calls the
+    method named here, and takes the protocol's plain way otherwise."""
+
+    # read_with_info(path) -> (bytes, FileInfo): the bytes and their size and time from one open
+    READ_WITH_INFO = "read_with_info"
+    # file_times(rel_dir, names) -> {name: (size, mtime ms)}: a stat per name, no listing
+    FILE_TIMES = "file_times"
+    # open_input(path) -> a seekable pyarrow file: a Parquet footer read in place, not the whole file
+    OPEN_INPUT = "open_input"
+    # place(source, key, into) -> "link" | "server-copy" | "copy" | "present": a file of another
+    # storage put here without writing its bytes again where the two allow
+    PLACE = "place"
+    # store_options() -> the options (credentials included) another process builds the same store with
+    STORE_OPTIONS = "store_options"
+    # requests: int, the requests made so far (a sync's and a benchmark's report)
+    REQUEST_COUNT = "requests"
+    # open_file(path) -> a real file object, for a web server's sendfile
+    OPEN_FILE = "open_file"
+    # set_mtime(path, millis): a file's modification time set (a kept copy keeps its source's)
+    SET_MTIME = "set_mtime"
+
+
 @runtime_checkable
 class Storage(Protocol):
     """A table root; paths are keys relative to it (or absolute locations `resolve` returned)."""
 
     location: str
+    # whether a read costs a round trip (an object store): callers batch reads (read_many)
+    # and never fetch a file at a time where they can avoid it
+    remote: bool
+    # the optional methods this backend has (see Capability)
+    capabilities: frozenset[Capability]
 
     def list_from(self, prefix: str, start_after: str | None = None) -> Iterator[FileInfo]:
         """Files directly under the directory `prefix`, sorted by name, after `start_after`."""

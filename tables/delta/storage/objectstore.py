@@ -48,7 +48,7 @@ from tables.delta.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from tables.delta.storage.api import MAX_LOG_PATH_CHARS, FileInfo, Storage, allowed_roots, refuse_long_path
+from tables.delta.storage.api import MAX_LOG_PATH_CHARS, Capability, FileInfo, Storage, allowed_roots, refuse_long_path
 from tables.delta.storage.backends import backend_for_scheme, backend_of
 from tables.delta.storage.objectstore_config import (
     ERROR_CODE,
@@ -129,6 +129,9 @@ class ObjectStoreStorage:
     (its own location when none are configured)."""
 
     remote = True  # many small requests cost round trips: callers batch reads (read_many)
+    capabilities = frozenset(
+        {Capability.OPEN_INPUT, Capability.PLACE, Capability.STORE_OPTIONS, Capability.REQUEST_COUNT}
+    )
 
     def __init__(
         self,

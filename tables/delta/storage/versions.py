@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tables.delta.errors import NotVersionedError, PathOutsideRootsError, RecoveryError, StorageError
-from tables.delta.storage.api import FileInfo, Storage
+from tables.delta.storage.api import Capability, FileInfo, Storage
 from tables.delta.storage.backends.registry import ObjectVersion, VersionedBucket
 
 MAX_RECOVERABLE_BYTES = 5 * 1024**3  # a larger object is not copied (one PUT's limit)
@@ -85,6 +85,8 @@ class RecoveryView:
     planners and the reachability map run on it to see what recovery would make readable."""
 
     remote = True
+    # read-only: nothing is placed here; a footer is read from the bytes (open_input)
+    capabilities = frozenset({Capability.OPEN_INPUT, Capability.STORE_OPTIONS})
 
     def __init__(self, storage: Storage, bucket: VersionedBucket, recoverable: Recoverable) -> None:
         self.base, self.bucket, self.recoverable = storage, bucket, recoverable

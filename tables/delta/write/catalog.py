@@ -26,7 +26,8 @@ import orjson
 
 from tables.delta.errors import CommitConflictError, ManagedTableError
 from tables.delta.log.listing import LOG_DIR, STAGED_COMMITS_DIR, commit_name, ratified_commit_path, staged_commit_name
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.write.commit import ENGINE_INFO, commit_bytes, new_table_metadata, now_ms
 
 FEATURE = "catalogManaged"

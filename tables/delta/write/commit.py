@@ -21,7 +21,8 @@ from tables.delta.log.ict import ICT_FEATURES, ict_config
 from tables.delta.log.listing import LOG_DIR, commit_name, list_log
 from tables.delta.managed.owner import CATALOG_MANAGED
 from tables.delta.snapshot.state import TableConfig, load_table_config
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 
 ENGINE_INFO = "deltaweb/0.1.0"
 

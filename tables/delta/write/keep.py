@@ -39,7 +39,8 @@ from tables.delta.log.listing import LOG_DIR, commit_name
 from tables.delta.snapshot.dv import deletion_vector_file, dv_location, z85_encode
 from tables.delta.snapshot.files import log_add_actions
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage, place_file
+from tables.delta.storage.api import Capability, Storage
+from tables.delta.storage.opening import as_storage, place_file
 from tables.delta.write.keep_place import check_keep_place
 
 KEPT_DIR = "_kept"  # where files whose own path cannot be kept go (a name VACUUM leaves alone)
@@ -171,7 +172,7 @@ class _Placer:
             return into, place_file(self.source, key, self.dest, into), size
 
         items = list(self.todo.items())
-        threads = 1 if not getattr(self.dest, "remote", False) else min(self.THREADS, max(1, len(items)))
+        threads = 1 if not self.dest.remote else min(self.THREADS, max(1, len(items)))
         with ThreadPoolExecutor(max_workers=threads) as pool:
             for into, how, size in pool.map(one, items):
                 self.result.placed[how] = self.result.placed.get(how, 0) + 1
@@ -339,10 +340,9 @@ def keep_version(
     dest.make_dir(LOG_DIR)
     body = b"\n".join(orjson.dumps(a) for a in [{"commitInfo": commit_info}, *actions]) + b"\n"
     dest.put_if_absent(commit_name(0), body)
-    set_mtime = getattr(dest, "set_mtime", None)
-    if set_mtime is not None and result.commit_timestamp:
+    if Capability.SET_MTIME in dest.capabilities and result.commit_timestamp:
         # the kept version keeps its time: TIMESTAMP AS OF on the kept table finds it
-        set_mtime(commit_name(0), result.commit_timestamp)
+        dest.set_mtime(commit_name(0), result.commit_timestamp)
     write_actions_checkpoint(dest, 0, actions)
     return result
 

@@ -8,7 +8,8 @@ start imports it. Pure: no Django, no Spark.
 from __future__ import annotations
 
 from tables.delta.errors import KeepAtRootError, KeepInsideTableError, ObjectStoreAccessError, PinStoreRefusedError
-from tables.delta.storage.boundary import allowed_roots, canonical, is_uri, table_around
+from tables.delta.storage.api import allowed_roots, is_uri
+from tables.delta.storage.opening import canonical, table_around
 
 # where no pin store may be: the root and the operating system's own trees
 SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",

@@ -40,7 +40,8 @@ from tables.delta.managed.owner import (
     parse_commit,
 )
 from tables.delta.snapshot.state import TableConfig, check_reader_protocol, load_table_config, ratified_listing
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.write.commit import (
     ENGINE_INFO,
     CommitResult,

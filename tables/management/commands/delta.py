@@ -17,14 +17,14 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from tables.delta import cli
 from tables.delta.storage import api as storage_api
-from tables.delta.storage.boundary import set_roots_provider
+from tables.delta.storage.api import set_roots_provider
 
 
 def registered_table(path: str) -> Any:
     """The Table registered at `path` (compared as registration stores locations: an object
     store's canonical URI, a local path resolved), or None."""
     from tables.delta.errors import DeltaError
-    from tables.delta.storage.boundary import local_path
+    from tables.delta.storage.api import local_path
     from tables.models import Table
     from tables.services.catalog.registration import object_location
     from tables.services.errors import ServiceError

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.log.checkpoint import write_checkpoint
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import open_storage
+from tables.delta.storage.opening import open_storage
 from tables.delta.write.commit import ENGINE_INFO, commit, enable_ict, write_commit
 
 SCHEMA = {

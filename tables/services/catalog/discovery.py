@@ -36,7 +36,7 @@ from tables.delta.log.listing import list_log
 from tables.delta.snapshot.state import load_table_config
 from tables.delta.storage.api import Storage
 from tables.delta.storage.backends import named_schemes
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.models import DiscoverySource, Table
 from tables.services.access import roles
 from tables.services.catalog import aws

@@ -13,8 +13,9 @@ from django.utils.text import slugify
 
 from tables.delta import errors as delta_errors
 from tables.delta.log.listing import list_log
-from tables.delta.storage.boundary import allowed_roots as storage_allowed_roots
-from tables.delta.storage.boundary import as_storage, is_uri, local_path
+from tables.delta.storage.api import allowed_roots as storage_allowed_roots
+from tables.delta.storage.api import is_uri, local_path
+from tables.delta.storage.opening import as_storage
 from tables.models import Table
 from tables.services.errors import ServiceError, from_delta, printable
 

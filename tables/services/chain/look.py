@@ -47,7 +47,8 @@ from tables import signals
 from tables.delta.history.chain import DOMAIN, GENESIS, chain_entries, commit_digest
 from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.log.listing import classify, list_log_tail
-from tables.delta.storage.boundary import FileInfo, Storage, as_storage
+from tables.delta.storage.api import Capability, FileInfo, Storage
+from tables.delta.storage.opening import as_storage
 from tables.models import ChainLook, HistoryRewrite, RewriteKind, SeenBlock, SeenChange, Table
 from tables.models.chain import pack_ints, unpack_ints
 from tables.services.owner.access import owner_of
@@ -197,7 +198,7 @@ def entry_before(table: Table, version: int) -> str | None:
 
 
 def _requests(storage: Storage) -> int | None:
-    return getattr(storage, "requests", None)
+    return storage.requests if Capability.REQUEST_COUNT in storage.capabilities else None
 
 
 def _listed(

@@ -25,7 +25,7 @@ from tables.delta.errors import TimestampOutOfRangeError
 from tables.delta.history.timestamps import resolve_timestamp
 from tables.delta.log.ict import IctConfig
 from tables.delta.log.listing import commit_name
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.models import Commit, Table
 
 _ROW_SQL = (

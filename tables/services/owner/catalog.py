@@ -30,7 +30,7 @@ from tables.delta.log.listing import STAGED_COMMITS_DIR, commit_name, list_log
 from tables.delta.managed.owner import parse_commit
 from tables.delta.snapshot.state import load_table_config
 from tables.delta.storage.api import is_uri
-from tables.delta.storage.boundary import open_storage
+from tables.delta.storage.opening import open_storage
 from tables.delta.write.catalog import FEATURE, TABLE_ID_KEY
 from tables.models import ManagedTable, OwnerState, RatifiedCommit, Table, UcStagingTable
 from tables.services.access import roles

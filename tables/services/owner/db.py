@@ -53,7 +53,8 @@ from tables.delta.managed.owner import (
     installs_owner,
     parse_commit,
 )
-from tables.delta.storage.boundary import FileInfo, Storage, as_storage, open_storage
+from tables.delta.storage.api import FileInfo, Storage
+from tables.delta.storage.opening import as_storage, open_storage
 from tables.delta.write.catalog import staged_name_ok
 from tables.models import ManagedTable, OwnerRefusal, OwnerState, RatifiedCommit, RestoreRequest, RestoreStatus, Table
 from tables.services.jobs import faults

@@ -21,7 +21,8 @@ from tables.delta.managed.owner import (
     parse_commit,
 )
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import Storage, open_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import open_storage
 from tables.delta.write.catalog import check_maintenance
 from tables.models import ManagedTable, OwnerState, RatifiedCommit
 

@@ -27,7 +27,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from tables.delta import errors as delta_errors
-from tables.delta.storage.boundary import is_uri
+from tables.delta.storage.api import is_uri
 from tables.models import Pin, PinEvent, PinState, Table
 from tables.services import approvals
 from tables.services.access import roles

@@ -68,7 +68,7 @@ def pins_met(table: Table) -> list[tuple[Pin, int, int]]:
     """(pin, files, bytes) of each holding pin whose version's files are gone from the table:
     what the pin alone now keeps (a VACUUM met it). Only files the latest version no longer
     references are looked for, at most MAX_CHECKED per pin; the rest of those count as gone."""
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     pins = holding_pins(table)
     if not pins:

@@ -159,7 +159,7 @@ SETTLED = "held versions copied into the pin store"  # the settling event's word
 
 def _live_objects(table: Table) -> set[str]:
     """The object paths the table's latest version names (no VACUUM deletes them)."""
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     storage = as_storage(table.location)
     out = set()

@@ -18,8 +18,9 @@ from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.history.reachability import Reachability, recovery_needs
+from tables.delta.storage.api import Storage
 from tables.delta.storage.backends.registry import ObjectVersion
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.opening import as_storage
 from tables.delta.storage.versions import copy_back, versioned_bucket
 from tables.models import RecoveredObject, RestoreRequest, Table
 from tables.services.errors import ServiceError, from_delta, one_line, public_message

@@ -20,7 +20,8 @@ from tables.delta.log.actions import Metadata, dv_unique_id
 from tables.delta.restore.plan import plan_restore
 from tables.delta.snapshot.diff import dict_diff, schema_changes, schema_fields
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
+from tables.delta.write.committer import committer_for
 from tables.models import Pin, RestoreEvent, RestoreRequest, RestoreStatus, Table
 from tables.services import approvals
 from tables.services.access import roles
@@ -231,7 +232,7 @@ def request_restore(
             timestamp=timestamp,
             ignore_missing_files=bool(ignore_missing_files),
             allow_protocol_downgrade=bool(allow_protocol_downgrade),
-            owner=owner_of(table),  # a managed table: as its owner knows it
+            committer=committer_for(owner_of(table)),  # a managed table: as its owner knows it
             where=(where or "").strip() or None,
             pinned=pin.store_location if pin is not None else None,
         )

@@ -33,7 +33,8 @@ from tables.delta.restore.commit import approved_change_on, commit_restore, file
 from tables.delta.restore.from_pin import bring_back
 from tables.delta.restore.plan import RestorePlan, plan_restore
 from tables.delta.snapshot.replay import identity_keys
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
+from tables.delta.write.committer import committer_for
 from tables.models import RestoreRequest, RestoreStatus, Table
 from tables.services.errors import is_spark_error, one_line, public_message, spark_failure
 from tables.services.jobs import faults
@@ -255,13 +256,13 @@ def restore_commit_version(req: RestoreRequest) -> int | None:
     """The version an earlier attempt committed with this request's txnId, if any: looked
     for after the head of the request's first plan (txn ids are per request)."""
     after = (req.plan or {}).get("firstReadVersion", req.plan_head_version)
-    after, owner = -1 if after is None else int(after), owner_of(req.table)
-    found = find_restore_commit(req.table.location, after, req.txn, owner=owner)
+    after, committer = -1 if after is None else int(after), committer_for(owner_of(req.table))
+    found = find_restore_commit(req.table.location, after, req.txn, committer=committer)
     if found is None and req.attempts > 0:
         # a request in flight when txn_id was introduced may have committed, on an earlier
         # attempt, with the id derived from its primary key: a retry must find that commit too
         # (`req` is as loaded before this run's claim, so attempts counts earlier claims only)
-        found = find_restore_commit(req.table.location, after, f"deltaweb-restore-{req.pk}", owner=owner)
+        found = find_restore_commit(req.table.location, after, f"deltaweb-restore-{req.pk}", committer=committer)
     return found
 
 
@@ -407,7 +408,7 @@ def apply_approved_plan(
     requested = approved.get("requested") or {}
     timestamp = requested.get("timestamp")
     if owner is not None:  # a managed table: planned as its owner knows it (the local engine reads through it)
-        planner = Planner(local_planner.name, functools.partial(_plan_locally, owner=owner))
+        planner = Planner(local_planner.name, functools.partial(_plan_locally, committer=committer_for(owner)))
     current = planner(
         location,
         version=requested.get("version") if timestamp is None else None,
@@ -435,7 +436,7 @@ def apply_approved_plan(
             on_brought_back(brought)
     progress("committing", 0, 1)
     faults.reached("restore-committing")
-    result = commit_restore(location, plan, txn_id=txn_id, owner=owner, **(who or {}))
+    result = commit_restore(location, plan, txn_id=txn_id, committer=committer_for(owner), **(who or {}))
     faults.reached("restore-committed")
     progress("committing", 1, 1)
     if brought is not None:

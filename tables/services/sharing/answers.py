@@ -18,7 +18,7 @@ from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.snapshot.dv import dv_location
 from tables.delta.snapshot.files import file_rows, footer_rows, log_add_actions
 from tables.delta.snapshot.state import Snapshot, load_snapshot, load_table_config
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.services.sharing.errors import INVALID, SharingError, from_core
 from tables.services.sharing.file_urls import Grant, Signer
 from tables.services.sharing.predicates import PartitionFilter

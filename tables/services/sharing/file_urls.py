@@ -40,7 +40,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from deltaweb.kept_secrets import kept_secret, rotate_secret
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 from tables.models import Recipient, SharedTable, Table
 from tables.services.sharing.errors import DENIED, MISSING, SharingError
 
@@ -123,7 +123,7 @@ class Signer:
     def __init__(self, storage: Storage, grant: Grant, base: str) -> None:
         self.storage, self.grant, self.base = storage, grant, base
         self.expires = int(time.time() * 1000) + url_seconds() * 1000
-        self._key = None if getattr(storage, "remote", False) else url_key()
+        self._key = None if storage.remote else url_key()
 
     def __call__(self, key: str) -> str:
         """The URL of one file of the table: pre-signed by its object store, else signed here."""
@@ -214,7 +214,7 @@ def kept_files(pin_id: int, location: str) -> frozenset[str]:
     is fetched file by file)."""
     from tables.delta.snapshot.dv import dv_location
     from tables.delta.snapshot.state import load_snapshot
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     now = time.monotonic()
     known = _KEPT_FILES.get((pin_id, location))

@@ -2,32 +2,29 @@
 the older `predicateHints` (simple SQL comparisons). Best effort, as the protocol says: a hint
 that cannot be parsed, names a column that is not a partition column, or cannot be evaluated
 on a file keeps the file (the recipient filters its rows anyway); a file is left out only when
-its partition values prove the predicate false. Bounded: depth 32, 256 nodes."""
+its partition values prove the predicate false. Bounded: depth 32, 256 nodes.
+
+A hint is turned once into the core's predicate tree (tables/delta/predicates.py, the evaluator
+a partial RESTORE's predicate uses too), each part this server cannot judge an unknown, and
+judged for each file against its partition values."""
 
 from __future__ import annotations
 
-import operator
 import re
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from tables.delta.errors import DeltaError
 from tables.delta.log.actions import Metadata
+from tables.delta.predicates import UNREADABLE, And, Compare, IsNull, Known, Node, Not, Or, all_of, any_of, evaluate
 from tables.delta.snapshot.partitions import PartitionColumn, parse_partition_value, partition_columns
 
 MAX_DEPTH = 32
 MAX_NODES = 256
-UNKNOWN = None  # three-valued logic: True, False or unknown (keep the file)
+UNKNOWN = Known(None)  # a part this server does not judge: unknown, whatever the file (keep it)
 
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "equal": operator.eq,
-    "lessThan": operator.lt,
-    "lessThanOrEqual": operator.le,
-    "greaterThan": operator.gt,
-    "greaterThanOrEqual": operator.ge,
-}
+_COMPARE = {"equal": "=", "lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">", "greaterThanOrEqual": ">="}
 _SQL_OPS = {"=": "equal", "<": "lessThan", "<=": "lessThanOrEqual", ">": "greaterThan", ">=": "greaterThanOrEqual"}
 _SQL = re.compile(
     r"^\s*(?:(?P<col>[A-Za-z_][\w]*)\s*(?P<op><>|<=|>=|=|<|>)\s*(?P<lit>'(?:[^']|'')*'|-?[\d.]+)"
@@ -52,15 +49,19 @@ class PartitionFilter:
         except DeltaError:
             columns = []
         self.columns: dict[str, PartitionColumn] = {c.name.lower(): c for c in columns}
-        self.trees: list[dict[str, Any]] = []
+        trees: list[dict[str, Any]] = []
         if json_hint:
             tree = _parsed_json(json_hint)
             if tree is not None:
-                self.trees.append(tree)
+                trees.append(tree)
         for hint in sql_hints or []:
             tree = _parsed_sql(hint) if isinstance(hint, str) else None
             if tree is not None:
-                self.trees.append(tree)
+                trees.append(tree)
+        self.trees = trees
+        self.nodes: list[Node] = [_maybe(tree, self.columns, 0) for tree in trees]
+        used = {id(c): c for node in self.nodes for c in _columns_of(node)}
+        self._used: list[PartitionColumn] = list(used.values())
 
     @property
     def active(self) -> bool:
@@ -68,13 +69,25 @@ class PartitionFilter:
 
     def keeps(self, partition_values: dict[str, str | None] | None) -> bool:
         values = partition_values or {}
-        for tree in self.trees:
-            try:
-                if _eval(tree, values, self.columns, 0) is False:
-                    return False
-            except (_Skip, DeltaError, TypeError, ValueError, ArithmeticError):
-                continue
-        return True
+        typed = {c.name: _typed_value(values.get(c.key), c) for c in self._used}
+        return not any(evaluate(node, typed) is False for node in self.nodes)
+
+
+def _typed_value(raw: str | None, col: PartitionColumn) -> Any:
+    """A file's partition value as its column's type; UNREADABLE when it does not parse, so
+    that every test on it is unknown (the file is kept)."""
+    try:
+        return parse_partition_value(raw, col.type, col.name)
+    except (DeltaError, TypeError, ValueError, ArithmeticError):
+        return UNREADABLE
+
+
+def _columns_of(node: Node) -> list[PartitionColumn]:
+    if isinstance(node, Not):
+        return _columns_of(node.child)
+    if isinstance(node, And | Or):
+        return _columns_of(node.left) + _columns_of(node.right)
+    return [node.column] if node.column is not None else []
 
 
 def _parsed_json(text: str) -> dict[str, Any] | None:
@@ -111,62 +124,68 @@ def _parsed_sql(text: str) -> dict[str, Any] | None:
     return {"op": _SQL_OPS[op], "children": pair}
 
 
-def _leaf(node: dict[str, Any], values: dict[str, str | None], columns: dict[str, PartitionColumn]) -> tuple[str, Any]:
-    """('column', typed value) or ('literal', raw text) of a leaf."""
+def _leaf(node: Any, columns: dict[str, PartitionColumn]) -> tuple[str, Any]:
+    """('column', its partition column) or ('literal', raw value) of a leaf."""
+    if not isinstance(node, dict):
+        raise _Skip
     op = node.get("op")
     if op == "column":
         col = columns.get(str(node.get("name", "")).lower())
         if col is None:
             raise _Skip  # not a partition column: the files' rows decide, not this server
-        return "column", (col, parse_partition_value(values.get(col.key), col.type, col.name))
+        return "column", col
     if op == "literal":
         return "literal", node.get("value")
     raise _Skip
 
 
-def _compare(
-    op: str, kids: list[Any], values: dict[str, str | None], columns: dict[str, PartitionColumn]
-) -> bool | None:
-    if len(kids) != 2 or not all(isinstance(k, dict) for k in kids):
+def _compare(op: str, kids: list[Any], columns: dict[str, PartitionColumn]) -> Node:
+    if len(kids) != 2:
         raise _Skip
-    a, b = (_leaf(k, values, columns) for k in kids)
-    swapped = a[0] == "literal"
-    (kind_c, (col, value)), (_kind_l, literal) = (b, a) if swapped else (a, b)
-    if kind_c != "column" or _kind_l != "literal":
+    a, b = (_leaf(k, columns) for k in kids)
+    (kind_c, col), (kind_l, literal) = (b, a) if a[0] == "literal" else (a, b)
+    if kind_c != "column" or kind_l != "literal":
         raise _Skip
-    if value is None or literal is None:
-        return UNKNOWN if value is None and literal is not None else False
+    if literal is None:
+        # no row equals or orders against a null: false for the file, once its value is read
+        return Known(False, col)
+    # the literal as the column's type; `literal < column` is `column > literal`
+    flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(_COMPARE[op], _COMPARE[op])
     typed = parse_partition_value(str(literal), col.type, col.name)
-    left, right = (typed, value) if swapped else (value, typed)
-    return _COMPARE[op](left, right)
+    if typed is None:  # a literal that reads as null ('' for a string): equal to no value, ordered against none
+        return And(UNKNOWN, IsNull(col, negated=False)) if op == "equal" else UNKNOWN
+    return Compare(col, flipped if a[0] == "literal" else _COMPARE[op], typed)
 
 
-def _maybe(node: Any, values: dict[str, str | None], columns: dict[str, PartitionColumn], depth: int) -> bool | None:
-    """A child of and/or/not: one this server cannot evaluate is unknown, not the whole hint."""
+def _maybe(node: Any, columns: dict[str, PartitionColumn], depth: int) -> Node:
+    """A hint's node in the core's tree: one this server cannot judge is unknown, not the
+    whole hint."""
     try:
-        return _eval(node, values, columns, depth)
+        return _node(node, columns, depth)
     except (_Skip, DeltaError, TypeError, ValueError, ArithmeticError):
         return UNKNOWN
 
 
-def _eval(node: Any, values: dict[str, str | None], columns: dict[str, PartitionColumn], depth: int) -> bool | None:
+def _node(node: Any, columns: dict[str, PartitionColumn], depth: int) -> Node:
     if depth > MAX_DEPTH or not isinstance(node, dict):
         raise _Skip
     op, kids = node.get("op"), node.get("children") or []
+    if not isinstance(kids, list):
+        raise _Skip
     if op in _COMPARE:
-        return _compare(op, kids, values, columns)
+        return _compare(op, kids, columns)
     if op == "isNull":
         if len(kids) != 1:
             raise _Skip
-        kind, found = _leaf(kids[0], values, columns)
+        kind, col = _leaf(kids[0], columns)
         if kind != "column":
             raise _Skip
-        return found[1] is None
-    results = [_maybe(k, values, columns, depth + 1) for k in kids]
-    if op == "not" and len(results) == 1:
-        return None if results[0] is None else not results[0]
-    if op == "and" and results:
-        return False if False in results else (None if None in results else True)
-    if op == "or" and results:
-        return True if True in results else (None if None in results else False)
+        return IsNull(col, negated=False)
+    parts = [_maybe(k, columns, depth + 1) for k in kids]
+    if op == "not" and len(parts) == 1:
+        return Not(parts[0])
+    if op == "and" and parts:
+        return all_of(parts)
+    if op == "or" and parts:
+        return any_of(parts)
     raise _Skip

@@ -23,7 +23,8 @@ from tables.delta.history.timestamps import CommitTimes, commit_times, format_ms
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.log.ict import TIMESTAMP_KEYS, VERSION_KEYS, IctConfig
 from tables.delta.log.listing import LogListing, available_versions, list_log
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.models import SharedTable
 from tables.services.sharing.errors import INVALID, MISSING, UNSUPPORTED, SharingError, from_core
 from tables.services.versions.source import Source

@@ -27,7 +27,7 @@ from tables.delta.snapshot.checksum import (
     replayed_state,
 )
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 from tables.models import Table, VersionChecksum
 
 # versions checked in every field per sync (a snapshot each), newest first; the older new

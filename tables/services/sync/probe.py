@@ -26,7 +26,8 @@ from django.utils import timezone
 
 from tables.delta import errors as delta_errors
 from tables.delta.log.listing import commit_name
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.models import OwnerState, SyncState, Table
 from tables.services.errors import one_line, public_message
 from tables.services.sync import incomplete

@@ -24,7 +24,7 @@ from tables.delta import errors as delta_errors
 from tables.delta.history.chain import commit_digest
 from tables.delta.log.commitinfo import CommitInfoRead, parse_commit_info
 from tables.delta.log.listing import LogFile
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Capability, Storage
 from tables.services.sync.commit_rows import info_values
 
 KEEP_BYTES = 1 << 20  # a bigger commit is read again for growth (memory-mapped when big)
@@ -42,12 +42,12 @@ def read_part(storage: Storage, lfs: list[LogFile], digests: Digests | None = No
     `digests`, each commit's SHA-256 put there from the bytes read (a commit too big to keep is
     not read again to be hashed). A commit that fails here is read again, in order, by the
     scan, which reports it."""
-    with_info = getattr(storage, "read_with_info", None)
+    with_info = Capability.READ_WITH_INFO in storage.capabilities
     out: list[Read] = []
     for lf in lfs:
         try:
-            if with_info is not None:
-                data, info = with_info(lf.path)
+            if with_info:
+                data, info = storage.read_with_info(lf.path)
                 lf.known(info.size, info.modification_time)
             else:
                 data = storage.read(lf.path)
@@ -63,7 +63,7 @@ def read_part(storage: Storage, lfs: list[LogFile], digests: Digests | None = No
 
 def read_commits(storage: Storage, lfs: list[LogFile], digests: Digests | None = None) -> list[Read]:
     """`read_part`, a remote store's commits fetched at once (`read_many`)."""
-    if not getattr(storage, "remote", False):
+    if not storage.remote:
         return read_part(storage, lfs, digests)
     try:
         blobs = storage.read_many([lf.path for lf in lfs])
@@ -84,7 +84,7 @@ def reader_processes(storage: Storage, commits: int) -> int:
     """How many processes read `commits` new commits of the log in `storage`: none for a
     remote store (its reads wait on the network, not on a core), a storage that cannot read a
     file with its size and time at once, a short log or one core."""
-    if getattr(storage, "remote", False) or not hasattr(storage, "read_with_info") or commits < PROCESS_MIN:
+    if storage.remote or Capability.READ_WITH_INFO not in storage.capabilities or commits < PROCESS_MIN:
         return 0
     if "fork" not in multiprocessing.get_all_start_methods():
         return 0

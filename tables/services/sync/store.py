@@ -31,7 +31,8 @@ from tables.delta.history.timeline import scan_versions, table_anomalies
 from tables.delta.history.timestamps import CommitTimes, commit_times, times_of
 from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from, list_log_tail
 from tables.delta.snapshot.state import TableConfig, read_commit_bytes
-from tables.delta.storage.boundary import FileInfo, Storage, as_storage
+from tables.delta.storage.api import FileInfo, Storage
+from tables.delta.storage.opening import as_storage
 from tables.models import Anomaly, Commit, Job, JobKind, SeenBlock, SyncState, Table
 from tables.services.chain import look as chain
 from tables.services.errors import public_message
@@ -446,7 +447,7 @@ def _write_batches(
     stored = 0
     # a remote store's next batch is fetched in a thread while this one is written (its reads
     # wait on the network); a local log's in processes or, when short, here
-    remote = bool(getattr(storage, "remote", False))
+    remote = storage.remote
     for params, anomalies, seen in _ahead(batches, remote and num_chunks > 1):
         with transaction.atomic():
             insert.run(params)

@@ -39,9 +39,10 @@ from tables.delta.history.reachability import (
     recovery_state,
     update_state,
 )
+from tables.delta.storage.api import Storage
 from tables.delta.storage.backends.registry import VersionedBucket
-from tables.delta.storage.boundary import Storage, as_storage
 from tables.delta.storage.objectstore_config import is_object_location
+from tables.delta.storage.opening import as_storage
 from tables.delta.storage.versions import Recoverable, RecoveryView, recoverable_objects, versioned_bucket
 from tables.models import Table
 from tables.services.errors import ServiceError, from_delta, printable

@@ -17,7 +17,7 @@ from tables.delta.history.timestamps import commit_times, parse_timestamp, resol
 from tables.delta.snapshot.checksum import summary_if_unchanged
 from tables.delta.snapshot.diff import snapshot_diff
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.models import Commit, Table, VersionChecksum
 from tables.services.errors import ServiceError
 from tables.services.history.stored_times import resolve_stored

@@ -16,7 +16,7 @@ from django.core.cache import caches
 
 from tables.delta import errors as delta_errors
 from tables.delta.snapshot.row_count import row_count
-from tables.delta.storage.boundary import as_storage
+from tables.delta.storage.opening import as_storage
 from tables.models import Table
 from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import synced_key

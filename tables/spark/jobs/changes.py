@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import at_version
 from tables.delta.history.changes import ChangePlan, plan_changes
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 from tables.spark.reading.kept import WithKept, with_kept
 from tables.spark.reading.read import FILE_COL, ROW_COL, Layout, ScanEntry, check_readable, input_bytes, scan
 from tables.spark.results import columns_of, read_page, written_columns

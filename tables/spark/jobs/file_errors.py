@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from urllib.parse import unquote, urlparse
 
 from tables.delta.errors import StorageError
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 MAGIC = b"PAR1"
 FIX = "Restore it from a backup or restore the table to a version that does not use it."

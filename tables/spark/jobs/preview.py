@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import at_version
 from tables.delta.snapshot.state import load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.spark.jobs import file_errors
 from tables.spark.jobs.changes import write_on_driver
 from tables.spark.reading.read import (
@@ -104,7 +105,7 @@ def write_preview(
     with file_errors.files_named(storage, snap.version, ACTION):
         with at_version(f"version {snap.version}"):
             entries = version_entries(storage, snap)
-            if not getattr(storage, "remote", False):
+            if not storage.remote:
                 entries, total = first_files(spark, storage, entries, limit, snap.version)
             df: DataFrame = scan(spark, storage, layout, entries, with_position=True)
         ordered = df.orderBy(FILE_COL, ROW_COL).limit(limit)

@@ -41,7 +41,8 @@ from tables.delta.restore.from_pin import bring_back
 from tables.delta.restore.plan import RestorePlan, build_plan, check_removals, metrics_from_totals, prepare_restore
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.replay import canonical_paths, dv_id_column
-from tables.delta.storage.boundary import Storage, as_storage, same_table
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage, same_table
 from tables.delta.write.commit import now_ms
 from tables.spark.engine.connect import is_connect
 from tables.spark.engine.control import StageProgress, default_parallelism, interrupt, job_scope, stages_line
@@ -299,7 +300,7 @@ def spark_plan_restore(
         log_names: dict[str, str] = {}
         # an object-store table's files have no path an executor can open (no Hadoop
         # connectors here): the core's check through the storage layer (below) does them
-        remote = bool(getattr(storage, "remote", False))
+        remote = storage.remote
         gone_sums: Observation | None = None
         if check_files and total and not remote:
             job, gone_sums = _start_check(spark, storage, add_rows, add_idx, log_names, progress)

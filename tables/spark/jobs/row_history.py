@@ -46,7 +46,7 @@ from tables.delta.history.row_history.pruning import FileRead
 from tables.delta.history.row_history.reader import Match, file_partition_values, logical_value
 from tables.delta.history.row_history.replay import RowHistory, replay
 from tables.delta.json_values import json_value
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 from tables.spark.reading.kept import with_kept
 from tables.spark.reading.names import quote_column
 from tables.spark.reading.read import ROW_COL, Layout, ScanEntry, check_readable, scan

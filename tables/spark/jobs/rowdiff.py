@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.delta.errors import InvalidColumnsError
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.spark.jobs.changes import write_part, write_sorted
 from tables.spark.reading.names import quote_column
 from tables.spark.reading.read import input_bytes, input_rows, read_version

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from tables.delta.errors import StorageError
+from tables.delta.storage.api import Storage
 from tables.delta.storage.backends import Backend, all_backends, backend_of
-from tables.delta.storage.boundary import Storage
 from tables.delta.storage.objectstore_config import ObjectLocation, is_secret_option, parse_location
 from tables.spark.reading.names import escape_glob, quote_column
 from tables.spark.reading.objectstore_source import (

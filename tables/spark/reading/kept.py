@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from tables.delta.errors import DeltaError
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Capability, Storage
+from tables.delta.storage.opening import as_storage
 
 LOG_PREFIX = "_delta_log/"
 
@@ -33,6 +34,15 @@ class WithKept:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._table, name)
+
+    @property
+    def remote(self) -> bool:
+        return self._table.remote
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """The table's: each method it names opens a file from the table or a kept table."""
+        return self._table.capabilities
 
     def owner(self, key: str) -> Storage:
         """The storage to open `key` from: the table while it has it, else a kept table."""

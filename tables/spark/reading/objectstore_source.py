@@ -43,8 +43,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from tables.delta.errors import StorageError
 from tables.delta.snapshot.columnmapping import PARQUET_FIELD_ID
+from tables.delta.storage.api import Capability, Storage
 from tables.delta.storage.backends import all_backends, backend_of
-from tables.delta.storage.boundary import Storage
 from tables.delta.storage.objectstore_config import parse_location, scrubbed_line, secrets_of
 from tables.spark.engine.control import default_parallelism
 from tables.spark.engine.masters import is_local
@@ -93,8 +93,8 @@ def executor_options(storage: Storage) -> dict[str, Any]:
     this process's environment for the store's kind (executors' environments need not hold
     them), overridden by the location's stored options. Secrets included: never log this."""
     backend = backend_of(parse_location(storage.location).kind)
-    stored = getattr(storage, "store_options", None)
-    out: dict[str, Any] = dict(stored() if stored else {})
+    stored = storage.store_options() if Capability.STORE_OPTIONS in storage.capabilities else {}
+    out: dict[str, Any] = dict(stored)
     canonical = _canonical_names()
     given = {canonical(k) for k in out}
     for name in backend.forwarded_env:

@@ -50,7 +50,8 @@ from tables.delta.snapshot.columnmapping import logical_schema, mapping_mode, ph
 from tables.delta.snapshot.dv import read_deletion_vector
 from tables.delta.snapshot.partitions import PartitionColumn, partition_columns, typed_partition_values
 from tables.delta.snapshot.state import MAX_READER_VERSION, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 from tables.spark.engine.connect import is_connect
 from tables.spark.engine.control import master_of
 from tables.spark.reading.names import escape_glob, quote_column
@@ -505,7 +506,7 @@ def _read_data(
     the join key -> the table's own URI when they differ, the number of files)."""
     from pyspark.sql import functions as F
 
-    remote = getattr(storage, "remote", False)
+    remote = storage.remote
     if remote:
         from tables.spark.reading.hadoop_route import read_hadoop
         from tables.spark.reading.objectstore_source import objectstore_route, read_objects

@@ -16,7 +16,7 @@ from credentials.admin import StorageCredentialForm
 from credentials.lookup import options_for
 from credentials.models import StorageCredential
 from tables.delta.errors import StorageError
-from tables.delta.storage.boundary import open_storage
+from tables.delta.storage.opening import open_storage
 from tables.models import Table
 from tables.services.sync.store import sync_table
 

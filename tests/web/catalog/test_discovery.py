@@ -280,7 +280,7 @@ def fleet(root, n: int):
 
 def test_the_walk_yields_each_table_as_it_finds_it(roots) -> None:
     from tables.delta.discover import Walk, walk_tables
-    from tables.delta.storage.boundary import as_storage
+    from tables.delta.storage.opening import as_storage
 
     lake = fleet(roots / "many", 36)
     (lake / "g0" / "t00" / "inner" / "_delta_log").mkdir(parents=True)  # inside a table: not one

@@ -10,7 +10,7 @@ import pytest
 
 from tables.delta.errors import NotADeltaTableError, TimestampOutOfRangeError
 from tables.delta.history.timestamps import commit_times, resolve_timestamp
-from tables.delta.storage.boundary import LocalStorage
+from tables.delta.storage.local import LocalStorage
 from tables.services.catalog import registration
 from tables.services.errors import ServiceError
 from tables.services.history.query import version_at_time

@@ -11,6 +11,7 @@ from tables.delta.errors import CommitRefusedError, UnsupportedFeatureError
 from tables.delta.restore.commit import commit_restore
 from tables.delta.restore.plan import plan_restore
 from tables.delta.snapshot.state import load_snapshot
+from tables.delta.write.committer import OwnerCommitter
 from tables.delta.write.managed import commit_via_owner
 from tables.models import Commit, ManagedTable, OwnerRefusal, RatifiedCommit, RestoreRequest, RestoreStatus
 from tables.services.catalog import registration
@@ -98,13 +99,13 @@ def test_an_unapproved_restore_is_refused_by_the_owner_with_the_reason_recorded(
     table, path = managed
     users = people()
     owner = DatabaseOwner()
-    plan = plan_restore(str(path), version=2, owner=owner)
+    plan = plan_restore(str(path), version=2, committer=OwnerCommitter(owner))
     assert plan.read_version == 5
     # a pending (not approved) request's txnId, and no request at all: refused, recorded, nothing lands
     pending = restore_requests.request_restore(table, users["analyst"], version=2, reason="not yet approved")
     for txn in (pending.txn, "deltaweb-restore-999999", None):
         with pytest.raises(CommitRefusedError, match="approved restore request") as err:
-            commit_restore(str(path), plan, txn_id=txn, owner=owner)
+            commit_restore(str(path), plan, txn_id=txn, committer=OwnerCommitter(owner))
         assert err.value.refusal == "policy"
     refusals = list(OwnerRefusal.objects.filter(table=table).order_by("pk"))
     assert [(r.version, r.code, r.operation) for r in refusals] == [(6, "policy", "RESTORE")] * 3

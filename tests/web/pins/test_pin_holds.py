@@ -99,7 +99,7 @@ def test_a_held_version_with_deletion_vectors_settles_self_contained(
     from tables.delta.snapshot.dv import read_deletion_vector
     from tables.delta.snapshot.files import log_add_actions
     from tables.delta.snapshot.state import load_snapshot
-    from tables.delta.storage.boundary import as_storage, open_storage
+    from tables.delta.storage.opening import as_storage, open_storage
     from tests.conftest import golden_path, s3_buckets
 
     golden = golden_path("dv-with-columnmapping")

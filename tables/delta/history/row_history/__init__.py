@@ -52,7 +52,7 @@ from tables.delta.history.row_history.plan import plan_row_history
 from tables.delta.history.row_history.reader import ParquetKeyReader
 from tables.delta.history.row_history.replay import RowHistory
 from tables.delta.history.row_history.replay import replay as replay_plan
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 __all__ = ["row_history"]
 

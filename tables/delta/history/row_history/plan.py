@@ -29,7 +29,8 @@ from tables.delta.snapshot.files import log_add_actions
 from tables.delta.snapshot.partitions import distinct_partitions, partition_columns
 from tables.delta.snapshot.replay import canonical_path
 from tables.delta.snapshot.state import check_reader_protocol, load_snapshot
-from tables.delta.storage.boundary import Storage, as_storage
+from tables.delta.storage.api import Storage
+from tables.delta.storage.opening import as_storage
 
 
 @dataclass(slots=True)

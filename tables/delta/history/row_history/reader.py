@@ -22,7 +22,7 @@ from tables.delta.history.row_history.pruning import FileRead
 from tables.delta.log.actions import bool_mask
 from tables.delta.snapshot.columnmapping import field_id, physical_name
 from tables.delta.snapshot.partitions import PartitionColumn, parse_partition_value
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Capability, Storage
 
 CHANGE_TYPE_COLUMN = "_change_type"
 FIELD_ID_KEY = b"PARQUET:field_id"
@@ -143,9 +143,9 @@ class ParquetKeyReader:
 
     def _open(self, path: str) -> pq.ParquetFile:
         key = self.storage.resolve(path)
-        opener = getattr(self.storage, "open_input", None)
+        opens = Capability.OPEN_INPUT in self.storage.capabilities
         try:
-            return pq.ParquetFile(opener(key) if opener else pa.BufferReader(self.storage.read(key)))
+            return pq.ParquetFile(self.storage.open_input(key) if opens else pa.BufferReader(self.storage.read(key)))
         except FileNotFoundError as exc:
             raise StorageError(
                 f"{self.storage.display(key)}: data file is missing (removed by VACUUM?)", file=key

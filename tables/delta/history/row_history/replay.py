@@ -19,7 +19,7 @@ from tables.delta.history.row_history.reader import Match, ReadFile
 from tables.delta.history.timestamps import format_ms
 from tables.delta.json_values import json_value
 from tables.delta.snapshot.dv import read_deletion_vector
-from tables.delta.storage.boundary import Storage
+from tables.delta.storage.api import Storage
 
 _REMOVED = ("delete", "update_preimage")
 _ADDED = ("insert", "update_postimage")

@@ -1,18 +1,11 @@
-"""The storage boundary: every byte the core (and the Spark readers) read or write passes here.
+"""The local file system behind the `Storage` protocol: `LocalStorage`, confined to the
+allowed roots.
 
-`Storage` is the small interface object stores offer too (list sorted from a prefix, ranged
-read, head, put with or without overwrite, delete). `LocalStorage` is the local file system;
-`objectstore.ObjectStoreStorage` serves s3://, s3a://, gs://, az:// and abfss:// locations.
-`open_storage(location)` picks one by the location's scheme; `as_storage(location)` is the one
-way to get one.
-
-Confinement lives here and nowhere else: a path a table's log names (add/remove/cdc files,
-deletion vectors, sidecars, checkpoints) is hostile input. `resolve` turns it into a key under
-the table root or an absolute location, and every open checks, after resolving `..` and
-symlinks, that the file lies under the allowed roots; a path outside is refused with
-`PathOutsideRootsError` before anything opens it. Allowed roots are local directories or
-object-store prefixes (`s3://bucket/prefix`); a table is confined to those of its own kind.
-"""
+Confinement lives in each backend's `resolve` and opens: a path a table's log names (add,
+remove and cdc files, deletion vectors, sidecars, checkpoints) is hostile input. `resolve`
+turns it into a key under the table root or an absolute location, and every open checks,
+after resolving `..` and symbolic links, that the file lies under the allowed roots; a path
+outside is refused with `PathOutsideRootsError` before anything opens it."""
 
 from __future__ import annotations
 
@@ -31,40 +24,15 @@ from tables.delta.errors import CommitConflictError, PathOutsideRootsError, Path
 from tables.delta.storage.api import (
     MAX_LOG_PATH_CHARS,
     MAX_PATH_BYTES,
-    ROOTS_ENV,
+    Capability,
     FileInfo,
     Storage,
     allowed_roots,
     is_under,
     is_uri,
     local_path,
-    options_for,
     refuse_long_path,
-    roots_provider,
-    set_roots_provider,
 )
-
-__all__ = [
-    "ROOTS_ENV",
-    "FileInfo",
-    "LocalStorage",
-    "Storage",
-    "allowed_roots",
-    "as_storage",
-    "canonical",
-    "is_under",
-    "is_uri",
-    "local_path",
-    "open_storage",
-    "place_file",
-    "roots_provider",
-    "same_table",
-    "set_roots_provider",
-    "table_around",
-]
-
-
-# --- the local file system -------------------------------------------------------------------------
 
 NAME_MAX = 255  # bytes of one file name on Linux's file systems, when the root cannot be asked
 # directories whose checked path a storage remembers: a table's few, not each of the 100,000
@@ -72,7 +40,7 @@ NAME_MAX = 255  # bytes of one file name on Linux's file systems, when the root 
 CHECKED_DIRS_KEPT = 1024
 
 
-def _resolved(path: str) -> str | None:
+def resolved(path: str) -> str | None:
     """A path with its links resolved, or None where the server may not read one (/proc/1/cwd)
     or they loop: a path that cannot be resolved cannot be shown to lie under the roots."""
     try:
@@ -85,6 +53,16 @@ class LocalStorage:
     """A table root on the local file system, confined to the allowed roots."""
 
     remote = False  # reads are cheap one by one (and big commits are memory-mapped)
+    capabilities = frozenset(
+        {
+            Capability.READ_WITH_INFO,
+            Capability.FILE_TIMES,
+            Capability.OPEN_INPUT,
+            Capability.OPEN_FILE,
+            Capability.PLACE,
+            Capability.SET_MTIME,
+        }
+    )
 
     def __init__(self, location: str | os.PathLike[str], roots: Iterable[str] | None = None) -> None:
         self.location = str(location)
@@ -114,7 +92,7 @@ class LocalStorage:
     def _checked_dir(self, directory: str, key: str) -> str:
         real = self._dirs.get(directory)
         if real is None:
-            real = _resolved(directory)
+            real = resolved(directory)
             if real is None or not is_under(real, self.roots):
                 raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
             if len(self._dirs) >= CHECKED_DIRS_KEPT:
@@ -145,7 +123,7 @@ class LocalStorage:
         """`_full` with a symlinked file resolved and checked (for openers that follow links)."""
         full = self._full(key)
         if os.path.islink(full):
-            real = _resolved(full)
+            real = resolved(full)
             if real is None or not is_under(real, self.roots):
                 raise PathOutsideRootsError(self.refusal(key), file=self.shown(key))
             return real
@@ -546,100 +524,3 @@ class LocalStorage:
         if not path:
             return self._root_text
         return os.path.join(self._root_text, path) if not os.path.isabs(path) else path
-
-
-def open_storage(location: str | os.PathLike[str], options: dict[str, Any] | None = None) -> Storage:
-    """Storage for a table location; the one place that picks an implementation: an object
-    store for s3://, s3a://, gs://, az://, abfs(s):// (with `options`, or else the options the
-    installed provider stores for the location, over the environment's credentials), else the local file system (which refuses other schemes)."""
-    text = os.fspath(location)
-    if is_uri(text):
-        from tables.delta.storage.objectstore import ObjectStoreStorage, is_object_location
-
-        if is_object_location(text):
-            return ObjectStoreStorage(text, options=options if options is not None else options_for(text))
-    return LocalStorage(location)
-
-
-def as_storage(location: Storage | str | os.PathLike[str]) -> Storage:
-    """A storage given one already, or opened for a location."""
-    return open_storage(location) if isinstance(location, (str, os.PathLike)) else location
-
-
-def place_file(source: Storage, key: str, dest: Storage, into: str) -> str:
-    """Put the file `key` of `source` at `into` in `dest` the cheapest way the two allow: a
-    hard link ("link"), a server-side copy ("server-copy"), else its bytes read and written
-    once ("copy"); "present" when `into` holds it already. Both ends confined."""
-    place = getattr(dest, "place", None)
-    if place is not None:
-        return place(source, key, into)
-    return "copy" if dest.put(into, source.read(key)) else "present"
-
-
-def same_table(a: Storage | str, b: Storage | str) -> bool:
-    """Whether two locations name the same table root."""
-    return as_storage(a).display() == as_storage(b).display()
-
-
-LOG_DIR_NAME = "_delta_log"
-
-
-def _local_table_around(location: str, itself: bool) -> str | None:
-    # both where its symbolic links lead (the writes land there) and the path as written, with
-    # '..' taken away (a reader may list a table through a link)
-    raw = os.path.abspath(local_path(location))
-    real = _resolved(raw)
-    for path in dict.fromkeys(p for p in (real, raw) if p):
-        for parent in [Path(path)][: int(itself)] + list(Path(path).parents):
-            try:
-                if os.path.isdir(os.path.join(parent, LOG_DIR_NAME)):
-                    return str(parent)
-            except (OSError, ValueError):
-                continue
-    return None
-
-
-def _object_table_around(location: str, options: dict[str, Any] | None, itself: bool) -> str | None:
-    from tables.delta.storage.objectstore import ObjectStoreStorage
-    from tables.delta.storage.objectstore_config import parse_location
-
-    loc = parse_location(location)
-    parts = loc.prefix.split("/") if loc.prefix else []
-    opts = options if options is not None else options_for(location)
-    for n in range(len(parts) - (0 if itself else 1), -1, -1):  # the nearest prefix first, the bucket's root last
-        above = loc.uri("/".join(parts[:n]))
-        storage = ObjectStoreStorage(above, roots=(above,), options=opts)
-        if storage.is_dir(LOG_DIR_NAME):  # one listing of `<prefix>/_delta_log/` each
-            return above
-    return None
-
-
-def table_around(
-    location: str | os.PathLike[str], options: dict[str, Any] | None = None, itself: bool = False
-) -> str | None:
-    """The Delta table a location lies inside, or None: the nearest directory (object-store
-    prefix) above it (with `itself`, the location too) that holds a `_delta_log`, whether any catalog knows the table or
-    not. A local location is looked at as written (its '..' taken away) and with its symbolic
-    links resolved; an object-store location by one listing per prefix above it, up to its
-    bucket. Whatever is written there, that table's VACUUM would count as its own to delete."""
-    text = os.fspath(location)
-    if is_uri(text):
-        from tables.delta.storage.objectstore import is_object_location
-
-        if is_object_location(text):
-            return _object_table_around(text, options, itself)
-    return _local_table_around(text, itself)
-
-
-def canonical(location: str | os.PathLike[str]) -> str:
-    """A location as confinement compares it: a local one absolute with its symbolic links and
-    '..' resolved, an object-store one as its canonical prefix URI (no trailing slash)."""
-    text = os.fspath(location)
-    if is_uri(text):
-        from tables.delta.storage.objectstore import is_object_location
-        from tables.delta.storage.objectstore_config import parse_location
-
-        if is_object_location(text):
-            return parse_location(text).root
-    raw = os.path.abspath(local_path(text))
-    return _resolved(raw) or raw

@@ -23,7 +23,7 @@ from django.urls import resolve
 
 from tests.conftest import REPO, database_url, free_port, stop_process, wait_until_answering
 
-from .sharing_site import assert_same_rows, register, share_tables
+from ..sharing_site import assert_same_rows, register, share_tables
 
 delta_sharing = pytest.importorskip("delta_sharing")
 deltalake = pytest.importorskip("deltalake")
