@@ -105,7 +105,7 @@ import shutil, sys, time
 sys.path.insert(0, '.')
 from pathlib import Path
 from benchmarks.reachability import append_commits
-from tables.delta.history.reachability import answer, reach_state, reachability, update_state
+from tables.delta.history.reachability.compute import answer, reach_state, reachability, update_state
 src, work, versions, per_commit, added = Path(sys.argv[1]), Path(sys.argv[2]), *map(int, sys.argv[3:6])
 shutil.rmtree(work, ignore_errors=True)
 shutil.copytree(src, work)
@@ -127,8 +127,8 @@ print(ms, cpu)
 WINDOW = """
 import sys, time
 sys.path.insert(0, '.')
-from tables.delta.history.reach_runs import MissingNames, ReachRuns
-from tables.delta.history.reachability import DAY_MS, answer, reach_state
+from tables.delta.history.reachability.runs import MissingNames, ReachRuns
+from tables.delta.history.reachability.compute import DAY_MS, answer, reach_state
 path, reps = sys.argv[1], int(sys.argv[2])
 state = reach_state(path)
 now = int(time.time() * 1000)
@@ -158,7 +158,7 @@ MEMORY = """
 import sys, resource, time
 sys.path.insert(0, '.')
 import numpy, orjson, zlib
-from tables.delta.history.reach_runs import ReachRuns, _block
+from tables.delta.history.reachability.runs import ReachRuns, _block
 def rss():
     return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20
 base = rss()
@@ -175,7 +175,7 @@ print(compact - base, names - base)
 OURS = """
 import sys, time
 t = time.perf_counter()
-from tables.delta.history.reachability import reachability
+from tables.delta.history.reachability.compute import reachability
 r = reachability(sys.argv[1], int(time.time() * 1000))
 ms = (time.perf_counter() - t) * 1000
 bad = sum(1 for v in r.versions if not v.readable)

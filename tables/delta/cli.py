@@ -291,7 +291,7 @@ def run(sub: str, opts: Mapping[str, Any], version_source: VersionSource | None 
     if sub == "restore":
         return restore_payload(path, opts)
     if sub == "reachability":
-        from tables.delta.history.reachability import parse_interval, reachability
+        from tables.delta.history.reachability.compute import parse_interval, reachability
         from tables.delta.history.timestamps import parse_timestamp
 
         at = parse_timestamp(opts["at"]) if opts.get("at") else int(time.time() * 1000)

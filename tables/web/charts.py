@@ -11,7 +11,7 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
-from tables.delta.history.reach_runs import ReachRuns
+from tables.delta.history.reachability.runs import ReachRuns
 from tables.models import Anomaly, Commit, FileRemovalEvent, Table
 from tables.services.errors import ServiceError
 from tables.services.versions.reachability import table_reachability

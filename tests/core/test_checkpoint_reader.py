@@ -273,7 +273,7 @@ def test_a_checkpoint_that_disagrees_with_last_checkpoint_is_refused(source: Pat
     import json
 
     from tables.delta.errors import CheckpointMismatchError
-    from tables.delta.history.reachability import reachability
+    from tables.delta.history.reachability.compute import reachability
 
     path = tmp_path / "t"
     shutil.copytree(source, path)

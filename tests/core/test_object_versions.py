@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from tables.delta.errors import NotVersionedError, ObjectStoreAccessError, RecoveryError, StorageError
-from tables.delta.history.reachability import (
+from tables.delta.history.reachability.compute import (
     answer,
     mark_recoverable,
     reach_state,

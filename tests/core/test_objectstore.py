@@ -547,7 +547,7 @@ def test_a_registered_backend_serves_its_scheme_through_the_storage(monkeypatch)
 
 
 def test_reachability_on_s3_matches_the_local_copy(s3, golden_bucket) -> None:
-    from tables.delta.history.reachability import reachability
+    from tables.delta.history.reachability.compute import reachability
 
     name = "snapshot-vacuumed" if "snapshot-vacuumed" in golden_bucket else "basic-with-inserts-deletes-checkpoint"
     local = golden_path(name)

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pytest
 
-from tables.delta.history.reachability import DEFAULT_DELETED_FILE_RETENTION, interval_ms, reachability
+from tables.delta.history.reachability.compute import DEFAULT_DELETED_FILE_RETENTION, interval_ms, reachability
 from tests.conftest import golden_names, golden_path
 
 deltalake = pytest.importorskip("deltalake")
@@ -234,7 +234,7 @@ def test_vacuum_forecast_agrees_with_a_real_vacuum(tmp_path: Path) -> None:
 
 
 def test_an_update_after_new_commits_equals_the_full_computation(tmp_path: Path) -> None:
-    from tables.delta.history.reachability import answer, reach_state, update_state
+    from tables.delta.history.reachability.compute import answer, reach_state, update_state
 
     path = history_table(tmp_path / "t")
     state = reach_state(str(path))
@@ -261,7 +261,7 @@ def test_an_update_after_new_commits_equals_the_full_computation(tmp_path: Path)
 
 
 def test_an_update_recomputes_when_the_old_log_or_the_metadata_changed(tmp_path: Path) -> None:
-    from tables.delta.history.reachability import answer, reach_state, update_state
+    from tables.delta.history.reachability.compute import answer, reach_state, update_state
 
     path = history_table(tmp_path / "t")
     DeltaTable(str(path)).create_checkpoint()
@@ -337,7 +337,7 @@ def test_a_checkpoint_listing_a_file_never_added(tmp_path: Path, monkeypatch: py
     """Same table, one file more than the commits added: found path by path, and by the
     footers' count for an older checkpoint beyond the budget of full comparisons. Versions
     read from a later, sound checkpoint stay readable."""
-    from tables.delta.history import reachability as reach
+    from tables.delta.history.reachability import compute as reach
 
     table = _appends(tmp_path / "t", 4)
     DeltaTable(str(table)).create_checkpoint()  # at 3
@@ -357,7 +357,7 @@ def test_a_checkpoint_listing_a_file_never_added(tmp_path: Path, monkeypatch: py
 
 
 def test_an_update_checks_a_checkpoint_written_since(tmp_path: Path) -> None:
-    from tables.delta.history.reachability import answer, reach_state, update_state
+    from tables.delta.history.reachability.compute import answer, reach_state, update_state
     from tables.delta.log.listing import read_last_checkpoint
     from tables.delta.storage.opening import as_storage
 
@@ -382,7 +382,7 @@ def test_sound_golden_checkpoints_are_not_flagged(name: str) -> None:
     """Every golden checkpoint (classic, multi-part, v2 with sidecars, deletion vectors,
     column mapping) agrees with its commits path by path, and by its footers' count."""
     from tables.delta.errors import StateReconstructionError
-    from tables.delta.history import reachability as reach
+    from tables.delta.history.reachability import compute as reach
 
     try:
         state = reach.reach_state(str(golden_path(name)))
@@ -400,7 +400,7 @@ def test_sound_golden_checkpoints_are_not_flagged(name: str) -> None:
 def test_runs_give_back_the_same_answer(tmp_path: Path) -> None:
     """Stored as runs and read back, the answer is the core's, entry for entry: vacuumed files,
     an expired log, a VACUUM forecast and a checkpoint that disagrees with the log."""
-    from tables.delta.history.reach_runs import MissingNames, ReachRuns
+    from tables.delta.history.reachability.runs import MissingNames, ReachRuns
 
     untouched = history_table(tmp_path / "u")
     vacuumed = tmp_path / "m"
@@ -445,7 +445,7 @@ def test_runs_give_back_the_same_answer(tmp_path: Path) -> None:
 
 
 def test_missing_file_names_are_kept_packed_and_read_back_whole() -> None:
-    from tables.delta.history.reach_runs import PackedPaths
+    from tables.delta.history.reachability.runs import PackedPaths
 
     names = ["part-0.parquet", "région=é/ü ß.parquet", "", "x" * 300, "a\nb"]
     packed = PackedPaths.of(names)

@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from tables.delta.errors import DeltaError
-from tables.delta.history.reachability import reachability
+from tables.delta.history.reachability.compute import reachability
 from tables.delta.snapshot.dv import deletion_vector_file
 from tables.delta.snapshot.state import load_snapshot
 from tests.conftest import golden_names, golden_path

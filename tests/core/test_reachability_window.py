@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables.delta.history.reach_runs import MissingNames, ReachRuns
-from tables.delta.history.reachability import DAY_MS, answer, reach_state
+from tables.delta.history.reachability.compute import DAY_MS, answer, reach_state
+from tables.delta.history.reachability.runs import MissingNames, ReachRuns
 from tests.core.test_reachability import clean_log_before, vacuum_all_removed
 
 deltalake = pytest.importorskip("deltalake")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from tables.delta.history import vanished
-from tables.delta.history.reachability import existing_files, reach_state, update_state
+from tables.delta.history.reachability.compute import existing_files, reach_state, update_state
 from tables.delta.storage.opening import as_storage
 from tests.conftest import golden_path
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tables.delta.errors import PathOutsideRootsError, PathTooLongError
-from tables.delta.history.reachability import ReachState, answer
-from tables.delta.history.reachability import _present as present_in  # the one rule for "there"
-from tables.delta.history.reachability import _shown as shown_path  # paths as answers show them
+from tables.delta.history.reachability.compute import ReachState, answer
+from tables.delta.history.reachability.compute import _present as present_in  # the one rule for "there"
+from tables.delta.history.reachability.compute import _shown as shown_path  # paths as answers show them
 from tables.delta.storage.api import Storage
 
 MAX_PATHS = 20  # vanished paths an outcome names (the counts are whole)

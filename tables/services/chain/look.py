@@ -45,7 +45,7 @@ from django.utils import timezone
 
 from tables import signals
 from tables.delta.history.chain import DOMAIN, GENESIS, chain_entries, commit_digest
-from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
+from tables.delta.history.reachability.compute import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.log.listing import classify, list_log_tail
 from tables.delta.storage.api import Capability, FileInfo, Storage
 from tables.delta.storage.opening import as_storage

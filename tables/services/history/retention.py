@@ -2,13 +2,13 @@
 log cleanup keeps commits (`delta.logRetentionDuration`) and how long VACUUM keeps files a
 commit removed (`delta.deletedFileRetentionDuration`), Delta's defaults (30 days, 7 days) when
 the table does not set them. The Overview says both; the core's reachability reads them by the
-same rule (`tables.delta.history.reachability.interval_ms`)."""
+same rule (`tables.delta.history.reachability.compute.interval_ms`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tables.delta.history.reachability import (
+from tables.delta.history.reachability.compute import (
     DEFAULT_DELETED_FILE_RETENTION,
     DEFAULT_LOG_RETENTION,
     _parse_interval,

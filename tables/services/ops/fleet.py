@@ -15,7 +15,7 @@ from operator import or_
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
+from tables.delta.history.reachability.compute import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Table
 

@@ -17,7 +17,7 @@ from typing import Any
 from django.utils import timezone
 
 from tables.delta import errors as delta_errors
-from tables.delta.history.reachability import Reachability, recovery_needs
+from tables.delta.history.reachability.compute import Reachability, recovery_needs
 from tables.delta.storage.api import Storage
 from tables.delta.storage.backends.registry import ObjectVersion
 from tables.delta.storage.opening import as_storage

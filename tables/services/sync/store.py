@@ -26,7 +26,7 @@ from tables.delta import errors as delta_errors
 from tables.delta.gc_pause import gc_paused
 from tables.delta.history.chain import commit_digest
 from tables.delta.history.growth import FileState, growth_base, growth_start
-from tables.delta.history.reachability import DEFAULT_LOG_RETENTION, interval_ms
+from tables.delta.history.reachability.compute import DEFAULT_LOG_RETENTION, interval_ms
 from tables.delta.history.timeline import scan_versions, table_anomalies
 from tables.delta.history.timestamps import CommitTimes, commit_times, times_of
 from tables.delta.log.listing import LogFile, commit_name, latest_version, list_log_from, list_log_tail

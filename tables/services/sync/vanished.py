@@ -36,7 +36,7 @@ from django.utils import timezone
 from tables import signals
 from tables.delta.history import vanished as core
 from tables.delta.history.metrics import normalized
-from tables.delta.history.reachability import ReachState, existing_files
+from tables.delta.history.reachability.compute import ReachState, existing_files
 from tables.delta.storage.api import Storage
 from tables.delta.storage.opening import as_storage
 from tables.models import Commit, FileLook, FileRemovalEvent, Table

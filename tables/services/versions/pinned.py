@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tables.delta.history.reach_runs import ReachRuns
+from tables.delta.history.reachability.runs import ReachRuns
 from tables.models import Table
 
 

@@ -29,8 +29,7 @@ from django.conf import settings
 from django.core.cache import caches
 
 from tables.delta import errors as delta_errors
-from tables.delta.history.reach_runs import STORED_FORMAT, MissingNames, ReachRuns
-from tables.delta.history.reachability import (
+from tables.delta.history.reachability.compute import (
     Reachability,
     ReachState,
     answer,
@@ -39,6 +38,7 @@ from tables.delta.history.reachability import (
     recovery_state,
     update_state,
 )
+from tables.delta.history.reachability.runs import STORED_FORMAT, MissingNames, ReachRuns
 from tables.delta.storage.api import Storage
 from tables.delta.storage.backends.registry import VersionedBucket
 from tables.delta.storage.objectstore_config import is_object_location
@@ -349,7 +349,7 @@ def compute_in_worker(table_id: int, vacuum_retention: int | None = None) -> boo
 
 
 # The states of the last few tables answered, in this process: the next answer after a sync
-# reads only the new commits and compares the file listing (tables.delta.history.reachability
+# reads only the new commits and compares the file listing (tables.delta.history.reachability.compute
 # update_state), instead of replaying the whole log again. A process without one (another
 # worker, after a restart) computes it in full once.
 MAX_STATES = 4

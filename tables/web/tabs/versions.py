@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
 from tables.delta import errors as delta_errors
-from tables.delta.history.reachability import MAX_INTERVAL_TEXT
+from tables.delta.history.reachability.compute import MAX_INTERVAL_TEXT
 from tables.delta.history.timestamps import format_ms
 from tables.models import Commit, Table
 from tables.services.chain.look import state_of

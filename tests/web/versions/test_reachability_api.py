@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from rest_framework.test import APIClient
 
-from tables.delta.history.reachability import reachability
+from tables.delta.history.reachability.compute import reachability
 from tables.models import Table
 
 from ..pages.test_api import assert_error, make_user, token_client

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tables.delta.history.reachability import reachability
+from tables.delta.history.reachability.compute import reachability
 from tables.models import Table
 
 from ..pages.test_api import assert_error, make_user, token_client
@@ -279,8 +279,8 @@ def test_chart_bands_match_the_reachability_answer(synced_vacuumed, client) -> N
 
 
 def test_bands_of_a_long_table_are_few() -> None:
-    from tables.delta.history.reach_runs import ReachRuns
-    from tables.delta.history.reachability import Reachability, VersionReach
+    from tables.delta.history.reachability.compute import Reachability, VersionReach
+    from tables.delta.history.reachability.runs import ReachRuns
     from tables.web.charts import _band_shapes, reachability_bands
 
     def entry(v: int) -> VersionReach:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tables.delta.history.reachability import DAY_MS, reachability
+from tables.delta.history.reachability.compute import DAY_MS, reachability
 from tables.services.versions import reachability as app_reach
 from tests.web.versions.test_kept_version_pages import LOST, PIN_NAME, PINNED, kept  # noqa: F401 (the fixture)
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tables.delta.history.reachability import MAX_LISTED, Reachability, VersionReach
+from tables.delta.history.reachability.compute import MAX_LISTED, Reachability, VersionReach
 
 NO_TIME = -(2**63)  # a version without a timestamp (its commit file is gone)
 STORED_FORMAT = 4  # a new layout of the bytes: a new number (readers never meet an older one)
