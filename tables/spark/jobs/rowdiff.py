@@ -40,6 +40,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from tables.delta.errors import InvalidColumnsError, at_version
 from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.boundary import Storage, as_storage
@@ -359,11 +361,10 @@ def _diff_by_arrow(
         if small_inputs([p.as_uri() for side_files in files for p in dict.fromkeys(side_files)]):
             return None
         a, b = (rowdiff_arrow.read_side(s, f) for s, f in zip(sides, files, strict=True))
-    except rowdiff_arrow.Declined:
+        compared = [c for c in a.column_names if c not in keys and c in b.column_names]
+        outcome = rowdiff_arrow.arrow_diff(a, b, keys, compared)
+    except (rowdiff_arrow.Declined, pa.ArrowNotImplementedError):  # a key type Arrow's join lacks
         return None
-    compared = [c for c in a.column_names if c not in keys and c in b.column_names]
-    outcome = rowdiff_arrow.arrow_diff(a, b, keys, compared)
-    del a, b
     if outcome.table is None:
         _refuse_repeated(keys, versions, outcome.repeated, shown)
     write_part(outcome.table, path)

@@ -248,45 +248,134 @@ class Outcome:
     repeated: tuple[int, int]
 
 
+def _repeated(t: pa.Table, keys: list[str]) -> int:
+    """How many key values repeat in `t` (a null key value is one value, as Spark's null-safe
+    join matches it)."""
+    counts = t.select(keys).group_by(keys).aggregate([([], "count_all")]).column("count_all")
+    return pc.sum(pc.greater(counts, 1)).as_py() or 0
+
+
+def _any_repeated(joined: pa.Table, a: pa.Table, b: pa.Table, keys: list[str]) -> bool:
+    """Whether a key repeats on either side, read from their join: a row matched more than once (a key of both sides repeated on one), or a key repeated among the rows of
+    one side only (few, usually; a distinct count over all rows took longer than the join)."""
+    ja, jb = joined.column("__ia"), joined.column("__ib")
+    for idx, n in ((ja, a.num_rows), (jb, b.num_rows)):
+        matched = pc.drop_null(idx).to_numpy()
+        if len(matched) and np.bincount(matched, minlength=n).max() > 1:
+            return True
+    for t, idx, other in ((a, ja, jb), (b, jb, ja)):
+        alone = pc.filter(idx, pc.is_null(other))
+        if len(alone) > 1 and _repeated(t.select(keys).take(alone), keys):
+            return True
+    return False
+
+
+def _join_keys(a: pa.Table, b: pa.Table, keys: list[str]) -> tuple[pa.Table, pa.Table, list[str]]:
+    """Both sides' key columns for a hash join that matches null with null (Spark's `<=>`): a
+    key column holding nulls is joined as (its value, nulls filled; whether it was null)."""
+    left: dict[str, Any] = {}
+    right: dict[str, Any] = {}
+    for i, k in enumerate(keys):
+        x, y = a.column(k), b.column(k)
+        if x.null_count or y.null_count:
+            present = pc.drop_null(x) if len(x) > x.null_count else pc.drop_null(y)
+            if len(present):  # any value stands for null beside the flag
+                left[f"__k{i}"], right[f"__k{i}"] = pc.fill_null(x, present[0]), pc.fill_null(y, present[0])
+            left[f"__n{i}"], right[f"__n{i}"] = pc.is_null(x), pc.is_null(y)
+        else:
+            left[f"__k{i}"], right[f"__k{i}"] = x, y
+    left["__ia"] = pa.array(np.arange(a.num_rows, dtype=np.int64))
+    right["__ib"] = pa.array(np.arange(b.num_rows, dtype=np.int64))
+    on = [c for c in left if c != "__ia"]
+    return pa.table(left), pa.table(right), on
+
+
+def _sortable_key(a: pa.Table, b: pa.Table, keys: list[str]) -> bool:
+    """Whether the keys are one integer, date or timestamp column without nulls: matched by
+    sorting with numpy (an Arrow hash join of 10 M keys took several times longer)."""
+    if len(keys) != 1:
+        return False
+    x, y = a.column(keys[0]), b.column(keys[0])
+    t = x.type
+    return not (x.null_count or y.null_count) and (
+        pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+    )
+
+
+def _runs(sorted_keys: np.ndarray) -> int:
+    """How many values repeat in a sorted array."""
+    dup = sorted_keys[1:] == sorted_keys[:-1]
+    return int(np.count_nonzero(dup[1:] & ~dup[:-1]) + (1 if len(dup) and dup[0] else 0))
+
+
+Match = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # pairs (a, b), a alone, b alone
+
+
+def _match_sorted(a: pa.Table, b: pa.Table, key: str) -> tuple[Match | None, tuple[int, int]]:
+    """Rows of both sides matched on one sortable key: each side sorted, then found in the
+    other by binary search; the repeated values counted from the sorted keys."""
+    ka = a.column(key).to_numpy()
+    kb = b.column(key).to_numpy()
+    sa, sb = np.argsort(ka, kind="stable"), np.argsort(kb, kind="stable")
+    ka_s, kb_s = ka[sa], kb[sb]
+    repeated = (_runs(ka_s), _runs(kb_s))
+    if any(repeated):
+        return None, repeated
+    pos = np.searchsorted(kb_s, ka_s)
+    found = pos < len(kb_s)
+    found[found] = kb_s[pos[found]] == ka_s[found]
+    in_b = np.zeros(len(kb_s), dtype=bool)
+    in_b[pos[found]] = True
+    return (sa[found], sb[pos[found]], sa[~found], sb[~in_b]), (0, 0)
+
+
+def _match_joined(a: pa.Table, b: pa.Table, keys: list[str]) -> tuple[Match | None, tuple[int, int]]:
+    """Rows of both sides matched by a full outer hash join of their keys and row numbers."""
+    left, right, on = _join_keys(a, b, keys)
+    joined = left.join(right, keys=on, join_type="full outer", use_threads=True).combine_chunks()
+    if _any_repeated(joined, a, b, keys):  # counted exactly only then, for the refusal
+        return None, (_repeated(a, keys), _repeated(b, keys))
+    ja, jb = joined.column("__ia"), joined.column("__ib")
+    both = pc.and_(pc.is_valid(ja), pc.is_valid(jb))
+    return (
+        pc.filter(ja, both).to_numpy(),
+        pc.filter(jb, both).to_numpy(),
+        pc.filter(ja, pc.is_null(jb)).to_numpy(),
+        pc.filter(jb, pc.is_null(ja)).to_numpy(),
+    ), (0, 0)
+
+
 def arrow_diff(a: pa.Table, b: pa.Table, keys: list[str], compared: list[str]) -> Outcome:
     """The keyed diff of two versions' rows, as `tables.spark.jobs.rowdiff` writes it."""
-    n_a, n_b = a.num_rows, b.num_rows
-    # one hash aggregation over both sides' keys: per key value, how many rows of each side
-    # hold it and (for one row) which; Arrow groups null keys together as Spark's null-safe join
-    ia = pa.concat_arrays([pa.array(np.arange(n_a, dtype=np.int64)), pa.nulls(n_b, pa.int64())])
-    ib = pa.concat_arrays([pa.nulls(n_a, pa.int64()), pa.array(np.arange(n_b, dtype=np.int64))])
-    both_keys = pa.concat_tables([a.select(keys), b.select(keys)])
-    per_key = (
-        both_keys.append_column("__ia", ia)
-        .append_column("__ib", ib)
-        .group_by(keys)
-        .aggregate([("__ia", "count"), ("__ib", "count"), ("__ia", "max"), ("__ib", "max")])
-    )
-    ca, cb = per_key.column("__ia_count"), per_key.column("__ib_count")
-    repeated = (pc.sum(pc.greater(ca, 1)).as_py() or 0, pc.sum(pc.greater(cb, 1)).as_py() or 0)
-    if any(repeated):
+    if _sortable_key(a, b, keys):
+        match, repeated = _match_sorted(a, b, keys[0])
+    else:
+        match, repeated = _match_joined(a, b, keys)
+    if match is None:
         return Outcome(None, repeated)
-
-    pairs = per_key.filter(pc.and_(pc.equal(ca, 1), pc.equal(cb, 1)))
-    pa_idx, pb_idx = pairs.column("__ia_max"), pairs.column("__ib_max")
-    differs = np.zeros((pairs.num_rows, len(compared)), dtype=bool)
+    pair_a, pair_b, alone_a, alone_b = match
+    pa_idx, pb_idx = pa.array(pair_a, pa.int64()), pa.array(pair_b, pa.int64())
+    differs = np.zeros((len(pair_a), len(compared)), dtype=bool)
     for j, c in enumerate(compared):
         same = _same(a.column(c).take(pa_idx), b.column(c).take(pb_idx))
         differs[:, j] = ~same.to_numpy()
     changed_rows = np.flatnonzero(differs.any(axis=1))
-    changed = pairs.take(pa.array(changed_rows, pa.int64()))
-    one_side = per_key.filter(pc.or_(pc.equal(ca, 0), pc.equal(cb, 0)))
-
-    rows = pa.concat_tables([changed, one_side]).combine_chunks()
-    idx_a, idx_b = rows.column("__ia_max").combine_chunks(), rows.column("__ib_max").combine_chunks()
+    n_changed, n_a, n_b = len(changed_rows), len(alone_a), len(alone_b)
+    idx_a = pa.concat_arrays(
+        [pa.array(pair_a[changed_rows], pa.int64()), pa.array(alone_a, pa.int64()), pa.nulls(n_b, pa.int64())]
+    )
+    idx_b = pa.concat_arrays(
+        [pa.array(pair_b[changed_rows], pa.int64()), pa.nulls(n_a, pa.int64()), pa.array(alone_b, pa.int64())]
+    )
+    key_values = [pc.coalesce(a.column(k).take(idx_a), b.column(k).take(idx_b)) for k in keys]
     kind = pc.if_else(pc.is_null(idx_a), "added", pc.if_else(pc.is_null(idx_b), "removed", pa.scalar("changed")))
-    flags = np.zeros((rows.num_rows, len(compared)), dtype=bool)
-    flags[: len(changed_rows)] = differs[changed_rows]
+    flags = np.zeros((n_changed + n_a + n_b, len(compared)), dtype=bool)
+    flags[:n_changed] = differs[changed_rows]
     offsets = np.concatenate([[0], np.cumsum(flags.sum(axis=1))]).astype(np.int32)
     names = np.array(compared, dtype=object)[np.nonzero(flags)[1]] if compared else np.array([], dtype=object)
     changed_columns = pa.ListArray.from_arrays(pa.array(offsets), pa.array(names.tolist(), pa.string()))
     before, after = _row_struct(a, keys, idx_a), _row_struct(b, keys, idx_b)
-    columns = [kind, *(rows.column(k) for k in keys), changed_columns, before, after]
+    columns = [kind, *key_values, changed_columns, before, after]
     # as Spark writes them: the kind and the changed columns never null, the rest nullable
     schema = pa.schema(
         [
