@@ -219,3 +219,33 @@ def test_a_missing_data_file_is_named_as_spark_names_it(spark, monkeypatch, tmp_
     ours, taken = run(spark, monkeypatch, tmp_path, "arrow", str(root), 0, 1, ["id"])
     theirs, _ = run(spark, monkeypatch, tmp_path, "spark", str(root), 0, 1, ["id"])
     assert not taken and ours == theirs and ours[0] == "StorageError" and "missing" in ours[1]
+
+
+REPEATS = {
+    "a new key twice": ([(1, "a"), (2, "b")], [(1, "a"), (2, "b"), (3, "c"), (3, "d")]),
+    "the same row twice on both sides": ([(1, "a"), (1, "a"), (2, "b")], [(1, "a"), (1, "a"), (2, "c")]),
+    "a removed key twice, another kept key twice": ([(1, "a"), (5, "x"), (5, "y"), (2, "b"), (2, "c")], [(2, "b")]),
+    "a changed key twice on one side": ([(1, "a"), (2, "b")], [(1, "z"), (1, "y"), (2, "b")]),
+}
+
+
+@pytest.mark.parametrize("key", ["id", "name"], ids=["sorted integer key", "hashed string key"])
+@pytest.mark.parametrize("before,after", REPEATS.values(), ids=REPEATS.keys())
+def test_every_kind_of_repeated_key_is_refused_as_spark_refuses_it(
+    spark, monkeypatch, tmp_path, before, after, key
+) -> None:
+    root = tmp_path / "t"
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    tables = [pa.Table.from_pylist([{"id": i, "v": v} for i, v in rows], schema=schema) for rows in (before, after)]
+    if key == "name":  # the same rows keyed by a string
+        tables = [t.append_column("name", pc_cast(t.column("id"))) for t in tables]
+    write_deltalake(str(root), tables[0])
+    write_deltalake(str(root), tables[1], mode="overwrite")
+    refused, _ = both_routes(spark, monkeypatch, tmp_path, str(root), 0, 1, [key])
+    assert refused[0] == "InvalidColumnsError" and "is not unique in version" in refused[1]
+
+
+def pc_cast(column):
+    import pyarrow.compute as pc
+
+    return pc.cast(column, pa.string())
