@@ -8,7 +8,9 @@ few bytes per row. A second pass joins only those keys' rows, with a full outer 
 null-safe key equality, and compares them column by column (a differing fingerprint whose
 columns are all equal, e.g. 0.0 and -0.0, is no change). Two rows with equal fingerprints are
 taken as equal: a change is missed only if two 64-bit hashes collide. Small versions skip the
-first pass (`small_inputs`): one join of whole rows, written by the driver.
+first pass (`small_inputs`): one join of whole rows, written by the driver. Larger local
+versions of flat columns are diffed by pyarrow in this process, each read once, with the same
+result (`tables.spark.jobs.rowdiff_arrow`, which says what it takes; the rest comes here).
 
 - added: the key is only in `v_to`; removed: only in `v_from`;
 - changed: in both, and at least one compared column differs (null-safe; NaN equals NaN).
