@@ -2,10 +2,11 @@
 
 A keyed diff on Spark reads both versions twice and shuffles a fingerprint of every row (see
 `tables.spark.jobs.rowdiff`): on two cores, a 10 M-row diff took 1.9x a pyarrow join over
-delta-rs's reads. Here each version's files are read once, by pyarrow, and the diff is one
-hash aggregation over both versions' keys (which rows of each side hold a key: its
-repetitions, the keys of one side only and the pairs to compare in the same pass), the pairs'
-columns compared by Arrow's kernels, and only the differing rows' values taken.
+delta-rs's reads. Here each version's files are read once, by pyarrow; the rows of both
+versions are matched on the keys (one integer, date or timestamp key without nulls by sorting
+with numpy, other keys by a hash join of the keys and row numbers, nulls matching nulls),
+which also finds repeated keys, the keys of one side only and the pairs to compare; the pairs'
+columns are compared by Arrow's kernels, and only the differing rows' values taken.
 
 It answers exactly what the Spark route answers (the same file of rows, sorted as Spark
 sorts them), so it takes only what it can answer the same way, else `Declined` and Spark
