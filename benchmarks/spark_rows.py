@@ -1,7 +1,7 @@
 """Row-level jobs on local Spark: keyed diff of a big table, change data over many commits, preview.
 
 Usage: .venv/bin/python benchmarks/spark_rows.py [--quick] [--rows N] [--commits N]
-       [--many-commits N] [--workdir DIR] [--master URL]
+       [--many-commits N] [--workdir DIR] [--master URL] [--diff-only] [--diff-on-spark]
 
 a) keyed diff: a table of `--rows` rows (default 10,000,000; id, region, amount, qty, note)
    written by delta-rs; version 1 overwrites it with 1% of the rows updated, 0.1% deleted and
@@ -11,6 +11,9 @@ a) keyed diff: a table of `--rows` rows (default 10,000,000; id, region, amount,
    size of input while it runs).
    Peer, same run: both versions read by delta-rs and joined on the key by pyarrow (full
    outer join, then the changed rows found column by column), with the same counts.
+   The diff takes pyarrow's route (tables.spark.jobs.rowdiff_arrow: local files, flat columns,
+   up to its bounds); `--diff-on-spark` switches that route off to time Spark's two passes.
+   `--diff-only` runs this part alone.
 b) change data: a table with delta.enableChangeDataFeed=true written by delta-rs: 10,000 rows,
    then `--commits` commits (default 100) cycling append 1,000 rows / update 100 rows /
    delete 100 rows. `tables.spark.jobs.changes.change_data` over versions 0..commits, and
@@ -305,11 +308,17 @@ def main() -> None:
     ap.add_argument("--many-commits", type=int, default=0, help="a second change-data range (goal: 10,000)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--master", default=None, help="Spark master (default: SPARK_MASTER or local[*])")
+    ap.add_argument("--diff-only", action="store_true", help="the keyed diff alone")
+    ap.add_argument("--diff-on-spark", action="store_true", help="the keyed diff by Spark's two passes")
     args = ap.parse_args()
     rows, commits = (1_000_000, 20) if args.quick else (args.rows, args.commits)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="deltaweb-spark-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    many = None
+    if args.diff_on_spark:
+        from tables.spark.jobs import rowdiff_arrow
+
+        rowdiff_arrow.ARROW_BYTES = -1
+    many = changes = preview = None
     try:
         # the table the cold preview reads (10 files of 10,000 rows), written before the session starts
         rng = np.random.default_rng(SEED)
@@ -323,9 +332,10 @@ def main() -> None:
         cold_preview = time.perf_counter() - t
         warm_up(spark, workdir)
         diff = bench_diff(spark, workdir, rows)
-        changes = bench_changes(spark, workdir, commits, reps=5)
-        preview = bench_preview(spark, workdir / "cdf", workdir)
-        if args.many_commits:
+        if not args.diff_only:
+            changes = bench_changes(spark, workdir, commits, reps=5)
+            preview = bench_preview(spark, workdir / "cdf", workdir)
+        if args.many_commits and not args.diff_only:
             many = bench_changes(spark, workdir, args.many_commits, name="cdf-many", batch=100, direct=True)
     finally:
         if args.workdir is None:
@@ -336,7 +346,7 @@ def main() -> None:
     print("| job | input | deltaweb on Spark | rows/s | peer (same run) |")
     print("| --- | --- | --- | --- | --- |")
     print(
-        f"| keyed diff, 2 versions | {diff['rows']:,} rows, {sum(diff['counts'].values()):,} differences | "
+        f"| keyed diff, 2 versions{' (Spark)' if args.diff_on_spark else ''} | {diff['rows']:,} rows, {sum(diff['counts'].values()):,} differences | "
         f"{diff['keyed_diff_s']:.1f} s{_runs(diff['keyed_diff_runs_s'])} | {diff['rows_per_s']:,.0f} | delta-rs read + pyarrow join "
         f"{diff['peer_pyarrow_s']:.1f} s ({diff['peer_rows_per_s']:,.0f} rows/s) |"
     )
@@ -349,6 +359,9 @@ def main() -> None:
             f"load_cdf {c['delta_rs_load_cdf_s']:.2f} s "
             f"({c['delta_rs_rows_per_s']:,.0f} rows/s) |"
         )
+    if preview is None:
+        print(json.dumps({"startup_s": startup, "load": load, "diff": diff, "diff_on_spark": args.diff_on_spark}))
+        return
     print(
         f"| preview, first 100 rows + count | {preview['total']:,} rows | warm {preview['preview_s']:.2f} s; "
         f"first job of a fresh session {cold_preview - startup:.1f} s (+ session start {startup:.1f} s) | — | delta-rs head + count "

@@ -112,12 +112,14 @@ def spark(request):
     stop_spark()
 
 
-@pytest.fixture(params=["on the driver", "in two passes"])
+@pytest.fixture(params=["on the driver", "in two passes", "by pyarrow"])
 def diff_route(request, monkeypatch):
-    """Each keyed-diff test runs both ways a diff is made: small versions in one job whose rows
-    the driver writes, and the two passes larger ones take (forced here on the same tables).
-    The driver's route must have been taken where it was asked for."""
-    from tables.spark.jobs import rowdiff
+    """Each keyed-diff test runs every way a diff is made: small versions in one job whose rows
+    the driver writes, the two passes larger ones take (forced here on the same tables), and
+    pyarrow's route for larger local versions of flat columns (taken where it answers as Spark
+    would: the others fall back to the two passes). The driver's route must have been taken
+    where it was asked for."""
+    from tables.spark.jobs import rowdiff, rowdiff_arrow
 
     taken = []
     on_driver = rowdiff._diff_on_driver
@@ -127,7 +129,9 @@ def diff_route(request, monkeypatch):
         return on_driver(*args, **kwargs)
 
     monkeypatch.setattr(rowdiff, "_diff_on_driver", recorded)
-    if request.param == "in two passes":
+    if request.param != "on the driver":
         monkeypatch.setattr(rowdiff, "DRIVER_BYTES", -1)
+    if request.param == "in two passes":
+        monkeypatch.setattr(rowdiff_arrow, "ARROW_BYTES", -1)
     yield request.param
     assert bool(taken) == (request.param == "on the driver")

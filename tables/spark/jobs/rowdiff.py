@@ -8,7 +8,9 @@ few bytes per row. A second pass joins only those keys' rows, with a full outer 
 null-safe key equality, and compares them column by column (a differing fingerprint whose
 columns are all equal, e.g. 0.0 and -0.0, is no change). Two rows with equal fingerprints are
 taken as equal: a change is missed only if two 64-bit hashes collide. Small versions skip the
-first pass (`small_inputs`): one join of whole rows, written by the driver.
+first pass (`small_inputs`): one join of whole rows, written by the driver. Larger local
+versions of flat columns are diffed by pyarrow in this process, each read once, with the same
+result (`tables.spark.jobs.rowdiff_arrow`, which says what it takes; the rest comes here).
 
 - added: the key is only in `v_to`; removed: only in `v_from`;
 - changed: in both, and at least one compared column differs (null-safe; NaN equals NaN).
@@ -40,12 +42,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tables.delta.errors import InvalidColumnsError
+import pyarrow as pa
+
+from tables.delta.errors import InvalidColumnsError, at_version
+from tables.delta.snapshot.state import load_snapshot
 from tables.delta.storage.api import Storage
 from tables.delta.storage.opening import as_storage
+from tables.spark.jobs import rowdiff_arrow
 from tables.spark.jobs.changes import write_part, write_sorted
+from tables.spark.jobs.rowdiff_arrow import Side
 from tables.spark.reading.names import quote_column
-from tables.spark.reading.read import input_bytes, input_rows, read_version
+from tables.spark.reading.read import Layout, check_readable, input_bytes, input_rows, scan, version_entries
 from tables.spark.results import part_files, read_page, written_columns
 
 if TYPE_CHECKING:
@@ -282,13 +289,7 @@ def diff_into(
         repeated_a, repeated_b, n_flagged = flagged.select(
             F.count_if(F.col("__na") > 1), F.count_if(F.col("__nb") > 1), F.count("*")
         ).first()
-        for v, n in zip(versions, (repeated_a, repeated_b), strict=True):
-            if n:
-                raise InvalidColumnsError(
-                    f"{shown}: key ({', '.join(keys)}) is not unique in version {v}: {n} key value(s) repeat",
-                    version=v,
-                    columns=keys,
-                )
+        _refuse_repeated(keys, versions, (repeated_a, repeated_b), shown)
         # second pass: whole rows only for those keys, compared column by column
         out, compared = diff_frame(_only_keys(a, flagged, keys), _only_keys(b, flagged, keys), keys)
         write_sorted(out, path, [*keys, "_diff"], single=n_flagged <= SINGLE_TASK_ROWS)
@@ -315,24 +316,13 @@ def keyed_diff(
     keys = [k for k in dict.fromkeys(keys)]
     if not keys:
         raise InvalidColumnsError(f"{storage.display()}: a keyed diff needs at least one key column")
-    files: list[str] = []
     # each side from its own place: the table, or the pin store's kept table of a pinned version
     (loc_a, at_a), (loc_b, at_b) = sources or ((storage, v_from), (storage, v_to))
-    a, b = read_version(spark, loc_a, at_a, inputs=files), read_version(spark, loc_b, at_b, inputs=files)
-    for v, df in ((v_from, a), (v_to, b)):
-        missing = [k for k in keys if k not in df.columns]
-        if missing:
-            raise InvalidColumnsError(
-                f"{storage.display()}: key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                f"not in version {v} (its columns: {', '.join(df.columns)})",
-                version=v,
-                columns=missing,
-            )
-    for key in keys:
-        if _has_map(a.schema[key].dataType) or _has_map(b.schema[key].dataType):
-            raise InvalidColumnsError(f"{storage.display()}: key column {key} holds a map, which cannot be compared")
+    sides = (_side(loc_a, at_a), _side(loc_b, at_b))
     path = Path(out_dir) / "rowdiff"
-    compared = diff_into(a, b, keys, path, (v_from, v_to), storage.display(), small_inputs(files))
+    compared = _diff_by_arrow(sides, keys, path, (v_from, v_to), storage.display())
+    if compared is None:
+        compared = _diff_on_spark(spark, sides, keys, path, (v_from, v_to), storage.display())
     counts = _written_counts(path)
     return {
         "path": str(path),
@@ -344,6 +334,81 @@ def keyed_diff(
         "compared": compared,
         "columns": written_columns(path),
     }
+
+
+def _side(location: str | Storage, version: int | None) -> Side:
+    """A version to diff: its log replayed and its files' deletion vectors decoded, nothing read."""
+    storage = as_storage(location)
+    snap = load_snapshot(storage, version)
+    check_readable(snap.protocol, f"{storage.display()} at version {snap.version}")
+    layout = Layout.of(snap.metadata, snap.protocol)
+    with at_version(f"version {snap.version}"):
+        return Side(storage, snap.version, layout, version_entries(storage, snap))
+
+
+def _diff_by_arrow(
+    sides: tuple[Side, Side], keys: list[str], path: Path, versions: tuple[int, int], shown: str
+) -> list[str] | None:
+    """The diff written by pyarrow (`rowdiff_arrow`) when that route answers it as Spark would
+    and the versions are not small (those take the driver's route, one short Spark job);
+    the compared columns, or None when Spark makes the diff."""
+    if any(k not in s.layout.names for s in sides for k in keys):
+        return None  # refused, as always, by the Spark route's checks
+    try:
+        rowdiff_arrow.check_types(sides, keys)
+        files = []
+        for side in sides:
+            with at_version(f"version {side.version}"):
+                files.append(rowdiff_arrow.local_files(side))
+        rowdiff_arrow.check_size(files)
+        if small_inputs([p.as_uri() for side_files in files for p in dict.fromkeys(side_files)]):
+            return None
+        a, b = (rowdiff_arrow.read_side(s, f) for s, f in zip(sides, files, strict=True))
+        compared = [c for c in a.column_names if c not in keys and c in b.column_names]
+        outcome = rowdiff_arrow.arrow_diff(a, b, keys, compared)
+    except (rowdiff_arrow.Declined, pa.ArrowNotImplementedError):  # a key type Arrow's join lacks
+        return None
+    if outcome.table is None:
+        _refuse_repeated(keys, versions, outcome.repeated, shown)
+    write_part(outcome.table, path)
+    return compared
+
+
+def _refuse_repeated(keys: list[str], versions: tuple[int, int], repeated: tuple[int, int], shown: str) -> None:
+    """InvalidColumnsError naming the first version in which key values repeat, and how many."""
+    for v, n in zip(versions, repeated, strict=True):
+        if n:
+            raise InvalidColumnsError(
+                f"{shown}: key ({', '.join(keys)}) is not unique in version {v}: {n} key value(s) repeat",
+                version=v,
+                columns=keys,
+            )
+
+
+def _diff_on_spark(
+    spark: SparkSession, sides: tuple[Side, Side], keys: list[str], path: Path, versions: tuple[int, int], shown: str
+) -> list[str]:
+    """The diff made by Spark: both versions read by `scan`, the driver's route for small ones
+    and the two passes for the others; the compared columns."""
+    files: list[str] = []
+    frames = []
+    for side in sides:
+        with at_version(f"version {side.version}"):
+            frames.append(scan(spark, side.storage, side.layout, side.entries, inputs=files))
+    a, b = frames
+    for v, df in zip(versions, frames, strict=True):
+        missing = [k for k in keys if k not in df.columns]
+        if missing:
+            raise InvalidColumnsError(
+                f"{shown}: key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                f"not in version {v} (its columns: {', '.join(df.columns)})",
+                version=v,
+                columns=missing,
+            )
+    for key in keys:
+        if _has_map(a.schema[key].dataType) or _has_map(b.schema[key].dataType):
+            raise InvalidColumnsError(f"{shown}: key column {key} holds a map, which cannot be compared")
+    return diff_into(a, b, keys, path, versions, shown, small_inputs(files))
 
 
 def _written_counts(path: Path) -> dict[str, int]:
