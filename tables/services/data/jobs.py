@@ -373,6 +373,13 @@ def run_job(job_id: int, compute: Compute) -> dict[str, Any]:
             code, message, detail = failure(exc)
             jobs.fail(job, one_line(message), stage="failed", detail=detail, code=code)
         return {"error": job.error}
+    asked = jobs.cancel_request(job.pk)
+    if asked is not None:
+        # work with nothing to interrupt (a keyed diff read by pyarrow in this process) runs to
+        # its end; the user asked to stop it, so it ends cancelled and its result is dropped
+        shutil.rmtree(out_dir, ignore_errors=True)
+        jobs.cancelled(job, asked)
+        return {"error": job.error}
     result = {"params": params, "tableState": state, **summary}
     jobs.succeed(job, result)
     return result

@@ -169,3 +169,23 @@ def test_a_cancel_asked_before_the_spark_work_starts_stops_the_work_that_starts_
         time.sleep(1.0)  # starting the session: the first interrupts find nothing
         started.set()  # the Spark work starts
         assert stopped.wait(5), "the work that started after the ask was never interrupted"
+
+
+def test_a_cancel_asked_while_uninterruptible_work_runs_ends_the_job_cancelled(table, client_of, settings) -> None:
+    """Work with nothing to interrupt (a keyed diff read by pyarrow in the worker) runs to its
+    end; a cancel its user asked meanwhile still ends the job cancelled, with no result kept."""
+    ana = make_user("ana")
+    job = Job.objects.create(kind="rowdiff", table=table, params={"from": 0, "to": 1, "key": ["id"]}, created_by=ana)
+    written = []
+
+    def compute(location, params, out_dir, progress) -> dict:
+        jobs.request_cancel(Job.objects.get(pk=job.pk), ana)  # the user's click, mid-run
+        (out_dir / "part-00000.parquet").write_bytes(b"x")
+        written.append(out_dir)
+        return {"path": str(out_dir), "total": 1}
+
+    data_jobs.run_job(job.pk, compute)
+    body = client_of(ana).get(f"/api/jobs/{job.pk}/").json()
+    assert body["status"] == "failed" and body["stage"] == "cancelled", body
+    assert "Cancelled by ana" in body["error"]
+    assert written and not written[0].exists()  # the result files are gone
