@@ -423,10 +423,16 @@ DELTAWEB_PASSWORD_RESET_RATE = env("DELTAWEB_PASSWORD_RESET_RATE", "5/hour")
 # by a worker after each sync and read by the web processes from there, never computed by them.
 # The "default" cache holds what a process may keep for itself (rendered history pages, per
 # synced state): in Redis too when it is configured, else in the process's memory.
+# Redis down is a miss, never an error page (deltaweb/cache.py says what that means for the
+# counters and once-only marks); the timeouts keep an unreachable host from holding a request.
 DELTAWEB_CACHE_URL = env("DELTAWEB_CACHE_URL", "")
 SHARED_CACHE_TABLE = "deltaweb_shared_cache"
 if DELTAWEB_CACHE_URL:
-    _redis = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": DELTAWEB_CACHE_URL}
+    _redis = {
+        "BACKEND": "deltaweb.cache.TolerantRedisCache",
+        "LOCATION": DELTAWEB_CACHE_URL,
+        "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 2.0},
+    }
     CACHES = {"default": {**_redis, "KEY_PREFIX": "deltaweb"}, "shared": {**_redis, "KEY_PREFIX": "deltaweb-shared"}}
 else:
     CACHES = {
