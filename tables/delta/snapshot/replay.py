@@ -8,39 +8,18 @@ active, a remove leaves a tombstone. commitInfo and cdc do not change state.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tables.delta.log.actions import Metadata, Protocol, dv_unique_id, empty_table, int64_array
-
-
-@dataclass(slots=True)
-class NonFileState:
-    protocol: Protocol | None = None
-    metadata: Metadata | None = None
-    txns: dict[str, dict[str, Any]] = field(default_factory=dict)
-    domains: dict[str, dict[str, Any]] = field(default_factory=dict)
-    protocol_version: int | None = None
-    metadata_version: int | None = None
-
-    def apply(self, version: int, name: str, body: dict[str, Any]) -> None:
-        if name == "protocol":
-            self.protocol, self.protocol_version = Protocol.from_dict(body), version
-        elif name == "metaData":
-            self.metadata, self.metadata_version = Metadata.from_dict(body), version
-        elif name == "txn":
-            self.txns[str(body.get("appId"))] = body
-        elif name == "domainMetadata":
-            domain = str(body.get("domain"))
-            if body.get("removed"):
-                self.domains.pop(domain, None)
-            else:
-                self.domains[domain] = body
+from tables.delta.log.actions import dv_unique_id, empty_table, int64_array
+from tables.delta.log.model import FILE_URI as _FILE_URI
+from tables.delta.log.model import (  # noqa: F401 (re-exported: their home before log.model)
+    NonFileState,
+    canonical_path,
+)
 
 
 def dv_id_column(dv: pa.Array) -> pa.Array:
@@ -52,20 +31,11 @@ def dv_id_column(dv: pa.Array) -> pa.Array:
     return pc.if_else(pc.is_valid(dv), out, pa.scalar(None, pa.string()))
 
 
-_FILE_URI = r"^file:(?://(?:localhost)?)?/"
-_FILE_URI_RE = re.compile(_FILE_URI)
-
-
 def canonical_paths(path: pa.Array) -> pa.Array:
     """`file:/x`, `file:///x` and `/x` name the same file (Delta Lake canonicalizes them)."""
     if not pc.any(pc.starts_with(path, "file:")).as_py():
         return path
     return pc.replace_substring_regex(path, _FILE_URI, "/")
-
-
-def canonical_path(path: str) -> str:
-    """One path as canonical_paths makes them."""
-    return _FILE_URI_RE.sub("/", path) if path.startswith("file:") else path
 
 
 def action_identity(body: dict[str, Any]) -> str:
