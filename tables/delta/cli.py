@@ -262,8 +262,6 @@ def run(sub: str, opts: Mapping[str, Any], version_source: VersionSource | None 
     """The payload of subcommand `sub` with parsed options `opts` (raises on failure)."""
     path = opts["path"]
     if sub == "snapshot":
-        if opts.get("no_files") and opts.get("version") is None:
-            return _latest_summary(path)
         return _snapshot(path, opts.get("version"), version_source).summary(files=not opts.get("no_files"))
     if sub == "history":
         limit = opts.get("limit")
@@ -369,20 +367,6 @@ def _latest_listing(path: str) -> tuple[Any, Any]:
     listing = tail_listing(storage)  # without a commit its writer has not finished
     warn_incomplete(listing)
     return storage, listing
-
-
-def _latest_summary(path: str) -> dict[str, Any]:
-    """`snapshot --no-files` of the latest version: a log of JSON commits alone is summed up
-    without pyarrow (snapshot.json_summary, the same answer), anything else loaded in full."""
-    from tables.delta.snapshot.json_summary import latest_summary
-
-    storage, listing = _latest_listing(path)
-    summary = latest_summary(storage, listing)
-    if summary is not None:
-        return summary
-    from tables.delta.snapshot.state import load_snapshot
-
-    return load_snapshot(storage, None, listing=listing).summary(files=False)
 
 
 def _signing_key_bytes(opts: Mapping[str, Any]) -> bytes:
