@@ -131,8 +131,10 @@ def run_process(lib: str, path: Path) -> float:
     else:
         cmd = [sys.executable, "-c", "import sys, deltalake; print(deltalake.DeltaTable(sys.argv[1]).version())",
                str(path)]  # fmt: skip
+    # this checkout's code, wherever the console script's editable install points
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{lib} process on {path} failed (exit {proc.returncode}):\n{proc.stderr}")

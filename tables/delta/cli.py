@@ -354,13 +354,19 @@ def _snapshot(path: str, version: int | None, version_source: VersionSource | No
         snap = dataclasses.replace(load_snapshot(location, there), version=version)
         sys.stderr.write(f"note: {note}\n")
         return snap
+    storage, listing = _latest_listing(path)
+    return load_snapshot(storage, None, listing=listing)
+
+
+def _latest_listing(path: str) -> tuple[Any, Any]:
+    """The table's storage and its log up to the last complete commit, warning about a newer one."""
     from tables.delta.log.listing import tail_listing
     from tables.delta.storage.opening import as_storage
 
     storage = as_storage(path)
     listing = tail_listing(storage)  # without a commit its writer has not finished
     warn_incomplete(listing)
-    return load_snapshot(storage, None, listing=listing)
+    return storage, listing
 
 
 def _signing_key_bytes(opts: Mapping[str, Any]) -> bytes:

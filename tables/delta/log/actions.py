@@ -9,17 +9,23 @@ lines with orjson, because their maps (configuration, options) do not fit that r
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from tables.delta.errors import CorruptLogError
 from tables.delta.log.jsonline import loads_line
+from tables.delta.log.model import (  # noqa: F401 (re-exported: their home before log.model)
+    NON_FILE_ACTIONS,
+    SKIP_PREFIXES,
+    Metadata,
+    Protocol,
+    dv_unique_id,
+)
 
 DV_TYPE = pa.struct(
     [
@@ -30,8 +36,6 @@ DV_TYPE = pa.struct(
         ("cardinality", pa.int64()),
     ]
 )
-
-NON_FILE_ACTIONS = ("metaData", "protocol", "txn", "domainMetadata", "sidecar", "checkpointMetadata")
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:
@@ -94,107 +98,6 @@ def _json_schema(keys: list[str], lean: bool = False) -> pa.Schema:
 
 _DV_PROBE = pa.struct([("storageType", pa.string())])
 _REMOVE_PROBE = pa.struct([("path", pa.string())])
-
-
-@dataclass(frozen=True, slots=True)
-class Protocol:
-    min_reader_version: int
-    min_writer_version: int
-    reader_features: tuple[str, ...] | None = None
-    writer_features: tuple[str, ...] | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Protocol:
-        rf, wf = d.get("readerFeatures"), d.get("writerFeatures")
-        return cls(
-            int(d.get("minReaderVersion") or 1),
-            int(d.get("minWriterVersion") or 2),
-            tuple(rf) if rf is not None else None,
-            tuple(wf) if wf is not None else None,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"minReaderVersion": self.min_reader_version, "minWriterVersion": self.min_writer_version}
-        if self.reader_features is not None:
-            d["readerFeatures"] = list(self.reader_features)
-        if self.writer_features is not None:
-            d["writerFeatures"] = list(self.writer_features)
-        return d
-
-    def has_writer_feature(self, name: str) -> bool:
-        return self.min_writer_version >= 7 and name in (self.writer_features or ())
-
-
-@dataclass(frozen=True, slots=True)
-class Metadata:
-    id: str
-    name: str | None
-    description: str | None
-    format: dict[str, Any]
-    schema_string: str
-    partition_columns: tuple[str, ...]
-    configuration: dict[str, str] = field(default_factory=dict)
-    created_time: int | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Metadata:
-        return cls(
-            id=d.get("id") or "",
-            name=d.get("name"),
-            description=d.get("description"),
-            format=d.get("format") or {"provider": "parquet", "options": {}},
-            schema_string=d.get("schemaString") or '{"type":"struct","fields":[]}',
-            partition_columns=tuple(d.get("partitionColumns") or ()),
-            configuration=dict(d.get("configuration") or {}),
-            created_time=d.get("createdTime"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "description": self.description,
-            "format": self.format,
-            "schemaString": self.schema_string,
-            "partitionColumns": list(self.partition_columns),
-            "configuration": self.configuration,
-            "createdTime": self.created_time,
-        }
-
-    def summary(self) -> dict[str, Any]:
-        """The metaData as a version's summary shows it: the schema parsed, no format."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "description": self.description,
-            "schema": self.schema,
-            "partitionColumns": list(self.partition_columns),
-            "configuration": self.configuration,
-            "createdTime": self.created_time,
-        }
-
-    @property
-    def schema(self) -> dict[str, Any]:
-        return orjson.loads(self.schema_string)
-
-    def partition_keys(self) -> list[str]:
-        """Keys of `partitionValues`: physical names when column mapping gives them."""
-        physical = {}
-        try:
-            for f in self.schema.get("fields", []):
-                pn = (f.get("metadata") or {}).get("delta.columnMapping.physicalName")
-                physical[f["name"]] = pn or f["name"]
-        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
-            pass
-        return [physical.get(c, c) for c in self.partition_columns]
-
-
-def dv_unique_id(dv: dict[str, Any] | None) -> str | None:
-    """The protocol's deletion-vector unique id: storageType + pathOrInlineDv [+ '@' offset]."""
-    if not dv:
-        return None
-    uid = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
-    return f"{uid}@{dv['offset']}" if dv.get("offset") is not None else uid
 
 
 @dataclass(slots=True)
@@ -369,7 +272,7 @@ def read_json_actions(sources: list[Source], keys: list[str]) -> ActionBatch:
     return ActionBatch(pa.concat_tables(tables) if len(tables) > 1 else tables[0], others)
 
 
-_SKIP_PREFIXES = (b'{"commitInfo"', b'{"cdc"', b'{"add"', b'{"remove"')
+_SKIP_PREFIXES = SKIP_PREFIXES
 _WALK_LIMIT = 64  # rows per file located by walking from an end; more and the file is split
 
 
@@ -407,7 +310,9 @@ def _other_actions(rows: np.ndarray, chunk: list[Source], counts: list[int]) -> 
         return out
     starts = np.concatenate([[0], np.cumsum(counts)])
     files = np.searchsorted(starts, rows, side="right") - 1
-    for fi in np.unique(files):
+    # the distinct file numbers of a sorted array by hand: np.unique imports numpy.ma (30-60 ms
+    # of a cold `delta snapshot`) to ask whether its input is masked
+    for fi in files[np.flatnonzero(np.diff(files, prepend=-1))]:
         name, version, data = chunk[fi]
         local = rows[files == fi] - starts[fi]
         if len(local) > _WALK_LIMIT or len(data) < (1 << 20):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tables.delta.log.actions import Metadata
-from tables.delta.log.actions import Protocol as DeltaProtocol
+from tables.delta.log.model import Metadata
+from tables.delta.log.model import Protocol as DeltaProtocol
 
 
 class Configured(Protocol):

@@ -32,11 +32,11 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from tables.delta.errors import CommitOwnerError, CorruptLogError, InvalidManagedTableError
-from tables.delta.log.actions import Metadata
-from tables.delta.log.actions import Protocol as DeltaProtocol
 from tables.delta.log.ict import ENABLE_KEYS, ICT_FEATURES
 from tables.delta.log.jsonline import loads_line
 from tables.delta.log.listing import COMMITS_DIR, STAGED_COMMITS_DIR
+from tables.delta.log.model import Metadata
+from tables.delta.log.model import Protocol as DeltaProtocol
 
 # --- table features -----------------------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from tables.delta.errors import (
     LogGapError,
     ManagedTableError,
     StateReconstructionError,
-    UnsupportedFeatureError,
     VersionNotFoundError,
 )
 from tables.delta.log.actions import Metadata, Protocol, dv_unique_id, read_json_actions
@@ -46,32 +45,17 @@ from tables.delta.log.listing import (
     ratified_log_file,
     tail_listing,
 )
+from tables.delta.log.model import (  # noqa: F401 (re-exported: their home before log.model)
+    MAX_READER_VERSION,
+    SUPPORTED_READER_FEATURES,
+    check_reader_protocol,
+)
 from tables.delta.managed.owner import CommitOwner, ManagedConfig, OwnerView, managed_config
 from tables.delta.snapshot.checkpoint_check import check_hint
 from tables.delta.snapshot.replay import NonFileState, reconcile_files
 from tables.delta.storage.api import Storage
 from tables.delta.storage.opening import as_storage
 from tables.delta.text_bounds import echoed_path, echoed_values
-
-MAX_READER_VERSION = 3
-# Reader features whose log semantics this reader implements (data reading is Spark's job).
-SUPPORTED_READER_FEATURES = frozenset(
-    {
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "v2Checkpoint",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding-preview",
-        # read through the catalog when one is given, else with a staleness warning
-        "catalogManaged",
-        "catalogOwned-preview",
-    }
-)
 
 
 @dataclass(slots=True)
@@ -176,22 +160,6 @@ def _has_byte(strings: pa.Array, byte: bytes) -> bool:
         if np.equal(piece, byte[0], out=scratch[: len(piece)]).any():
             return True
     return False
-
-
-def check_reader_protocol(protocol: Protocol, where: str) -> None:
-    if protocol.min_reader_version > MAX_READER_VERSION:
-        raise UnsupportedFeatureError(
-            f"{where}: reader version {protocol.min_reader_version} is not supported "
-            f"(this reader implements up to {MAX_READER_VERSION})",
-            feature=f"readerVersion{protocol.min_reader_version}",
-        )
-    if protocol.min_reader_version == 3:
-        unknown = sorted(set(protocol.reader_features or ()) - SUPPORTED_READER_FEATURES)
-        if unknown:
-            raise UnsupportedFeatureError(
-                f"{where}: unsupported reader feature{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
-                feature=unknown[0],
-            )
 
 
 _HEAD_BYTES = 1 << 16
