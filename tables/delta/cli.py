@@ -10,7 +10,7 @@ Installed as the `delta` console script (`tables.delta.cli:main`); `manage.py de
 wrapper over the same parser and `execute`. This module imports no Django, Celery or Spark, and
 the core modules (which bring pyarrow and numpy) only once a subcommand runs, so `--help` and
 usage errors start at interpreter speed. Reads are confined to DELTAWEB_ALLOWED_ROOTS from the
-environment when it is set, else to the table's own root: tables.delta.storage.boundary's default when
+environment when it is set, else to the table's own root: tables.delta.storage.api's default when
 no roots provider is installed, which a plain process never does.
 """
 

@@ -53,7 +53,7 @@ def open_parquet(storage: Storage, rel: str, mapped: bool = False) -> pq.Parquet
     """A checkpoint's Parquet file; `mapped`: over a memory map of a local file, so column
     chunks are decoded in place instead of being copied into memory first."""
     try:
-        if mapped and not getattr(storage, "remote", False):
+        if mapped and not storage.remote:
             return pq.ParquetFile(pa.BufferReader(pa.py_buffer(storage.read_mapped(rel))))
         return pq.ParquetFile(storage.open_input(rel))
     except FileNotFoundError as exc:

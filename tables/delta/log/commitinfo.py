@@ -107,7 +107,7 @@ class CommitInfoReader:
         self.commits = commits
         self.reads = 0
         self._cache: dict[int, CommitInfoRead] = {}
-        self._remote = bool(getattr(storage, "remote", False))
+        self._remote = bool(storage.remote)
         self._last: int | None = None
         self._ahead = 4
 

@@ -30,7 +30,7 @@ from tables.delta.errors import (
 )
 from tables.delta.gc_pause import gc_paused
 from tables.delta.log.tip import MAX_RUN, TAIL_READ, IncompleteCommit, judge
-from tables.delta.storage.api import FileInfo, Storage
+from tables.delta.storage.api import Capability, FileInfo, Storage
 
 LOG_DIR = "_delta_log"
 COMMITS_DIR = f"{LOG_DIR}/_commits"  # managedCommit / coordinatedCommits-preview
@@ -336,9 +336,9 @@ def probe_log_tail(storage: Storage, version: int) -> list[FileInfo] | None:
     Files the probes never name (compaction files, a multi-part or v2 checkpoint older than
     the hint's) are not in the answer; the sync reads none of them, and its full syncs and the
     chain's daily look list the whole directory."""
-    file_times = getattr(storage, "file_times", None)
-    if getattr(storage, "remote", True) or file_times is None or version < 0:
+    if storage.remote or Capability.FILE_TIMES not in storage.capabilities or version < 0:
         return None
+    file_times = storage.file_times
     found: dict[str, tuple[int, int]] = {}
     start, end = version, version + PROBE_ROUND
     missing: int | None = None  # the first version without a commit file

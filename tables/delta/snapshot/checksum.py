@@ -109,7 +109,7 @@ def read_checksum(storage: Storage, lf: LogFile) -> Checksum:
 def read_checksums(storage: Storage, lfs: list[LogFile]) -> list[Checksum | CorruptLogError]:
     """Each checksum file of `lfs` decoded, or the reason it could not be: an object store
     fetches them concurrently (a sync meets one per new commit), a local disk one by one."""
-    if not getattr(storage, "remote", False) or len(lfs) < 2:
+    if not storage.remote or len(lfs) < 2:
         return [_read_or_reason(storage, lf) for lf in lfs]
     out: list[Checksum | CorruptLogError] = []
     try:

@@ -227,7 +227,7 @@ def read_commits(storage: Storage, commits: list[LogFile]) -> list[Any]:
     (`read_many`: concurrent requests, not one round trip after another); a local one reads
     them one by one (big commits memory-mapped). A commit missing from the bulk read is read
     again alone, which finds a ratified commit's backfilled copy or names the file."""
-    remote = getattr(storage, "remote", False)
+    remote = storage.remote
     if remote and len(commits) > 1:
         try:
             return storage.read_many([c.path for c in commits])
@@ -486,7 +486,7 @@ def load_table_config(
     if segment.checkpoint:
         for name, body in read_checkpoint_others(storage, segment.checkpoint, only=("protocol", "metaData")):
             state.apply(segment.checkpoint[0].version, name, body)
-    bulk = read_commits(storage, segment.commits) if getattr(storage, "remote", False) else None
+    bulk = read_commits(storage, segment.commits) if storage.remote else None
     for i, c in enumerate(segment.commits):
         data = bulk[i] if bulk is not None else read_commit_bytes(storage, c.path)
         for name in ("protocol", "metaData"):
