@@ -10,7 +10,7 @@ from tables.delta.history.columns import COLUMNS as HISTORY_COLUMNS
 from tables.delta.history.columns import SHOWN_COLUMNS, Column
 from tables.delta.history.timestamps import format_ms
 from tables.delta.restore.rules import protocol_outcome_words
-from tables.delta.snapshot.schema_diff import type_text
+from tables.delta.snapshot.schema.schema_diff import type_text
 from tables.models import Commit
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from tables.delta.errors import CorruptLogError, UnsupportedFeatureError
 from tables.delta.log.actions import Protocol
-from tables.delta.snapshot.columnmapping import (
+from tables.delta.snapshot.partitions import parse_partition_value, partition_columns
+from tables.delta.snapshot.schema.columnmapping import (
     PARQUET_FIELD_ID,
     logical_names,
     logical_schema,
@@ -19,7 +20,6 @@ from tables.delta.snapshot.columnmapping import (
     read_schema,
     rename_physical_paths,
 )
-from tables.delta.snapshot.partitions import parse_partition_value, partition_columns
 from tables.delta.snapshot.state import load_snapshot
 from tests.conftest import golden_path
 

@@ -30,8 +30,8 @@ from tables.delta.history.schema_timeline import (
     timeline_answer,
 )
 from tables.delta.log.actions import Metadata, Protocol
-from tables.delta.snapshot.ddl import create_table_ddl, quote_identifier, sql_string, sql_type
-from tables.delta.snapshot.schema_diff import is_widening, parse_schema, path_text
+from tables.delta.snapshot.schema.ddl import create_table_ddl, quote_identifier, sql_string, sql_type
+from tables.delta.snapshot.schema.schema_diff import is_widening, parse_schema, path_text
 from tests.conftest import golden_path
 
 deltalake = pytest.importorskip("deltalake")

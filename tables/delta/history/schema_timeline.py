@@ -6,7 +6,7 @@ recreates it); and two versions' schemas compared, renames named as renames.
 Only metaData actions change a schema (and a protocol action the column mapping mode that
 is honoured), so the walk reads each commit once and parses only the commits that hold one:
 a search for the action's name decides, and no file action is parsed, no version's state is
-rebuilt. Columns are matched from one metaData to the next by snapshot/schema_diff.py's
+rebuilt. Columns are matched from one metaData to the next by snapshot/schema/schema_diff.py's
 rules (column-mapping identity, else the path of names).
 
 A log whose oldest commits were cleaned up starts at its earliest checkpoint: the columns it
@@ -38,9 +38,9 @@ from tables.delta.log.listing import (
     list_log_from,
 )
 from tables.delta.managed.owner import CommitOwner
-from tables.delta.snapshot.columnmapping import mapping_mode
-from tables.delta.snapshot.ddl import create_table_ddl
-from tables.delta.snapshot.schema_diff import (
+from tables.delta.snapshot.schema.columnmapping import mapping_mode
+from tables.delta.snapshot.schema.ddl import create_table_ddl
+from tables.delta.snapshot.schema.schema_diff import (
     FieldInfo,
     diff_schemas,
     dropped,

@@ -43,13 +43,13 @@ import pyarrow as pa
 from tables.delta.errors import CorruptLogError, DeltaError
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.predicates import And, Compare, InList, IsNull, Node, Not, Or, evaluate
-from tables.delta.snapshot.columnmapping import mapping_mode
 from tables.delta.snapshot.partitions import (
     PartitionColumn,
     distinct_partitions,
     parse_partition_value,
     partition_columns,
 )
+from tables.delta.snapshot.schema.columnmapping import mapping_mode
 
 
 class InvalidPredicateError(DeltaError):

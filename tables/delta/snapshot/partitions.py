@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from tables.delta.errors import CorruptLogError, UnsupportedFeatureError
 from tables.delta.log.actions import Metadata
-from tables.delta.snapshot.columnmapping import physical_name
+from tables.delta.snapshot.schema.columnmapping import physical_name
 
 _INT_RANGES = {"byte": 8, "short": 16, "integer": 32, "long": 64}
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")

@@ -35,8 +35,8 @@ from django.conf import settings
 from tables.delta import errors as delta_errors
 from tables.delta.history.row_history.key import parse_key
 from tables.delta.json_values import json_value
-from tables.delta.snapshot.columnmapping import mapping_mode
 from tables.delta.snapshot.partitions import partition_columns
+from tables.delta.snapshot.schema.columnmapping import mapping_mode
 from tables.models import Job, JobKind, JobStatus, Table, params_hash
 from tables.services.data.kinds import UNCHANGED, data_kind
 from tables.services.errors import (

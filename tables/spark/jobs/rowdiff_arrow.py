@@ -37,8 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tables.delta.snapshot.columnmapping import physical_name
 from tables.delta.snapshot.partitions import typed_partition_values
+from tables.delta.snapshot.schema.columnmapping import physical_name
 from tables.delta.storage.api import Storage
 from tables.spark.reading.read import Layout, ScanEntry, local_file
 

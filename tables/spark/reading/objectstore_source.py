@@ -42,7 +42,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from tables.delta.errors import StorageError
-from tables.delta.snapshot.columnmapping import PARQUET_FIELD_ID
+from tables.delta.snapshot.schema.columnmapping import PARQUET_FIELD_ID
 from tables.delta.storage.api import Capability, Storage
 from tables.delta.storage.backends import all_backends, backend_of
 from tables.delta.storage.objectstore_config import parse_location, scrubbed_line, secrets_of

@@ -7,7 +7,7 @@ plain file list and rebuilds what a Delta reader returns:
 - partition values come from the log (never from directory names), typed from the schema
   (`tables.delta.snapshot.partitions`: dates, UTC timestamps, timestamp_ntz, decimals, booleans,
   numbers, strings; empty or missing is null);
-- column mapping (`tables.delta.snapshot.columnmapping`): name mode reads the physical column names,
+- column mapping (`tables.delta.snapshot.schema.columnmapping`): name mode reads the physical column names,
   id mode matches Parquet field ids (Spark's `spark.sql.parquet.fieldId.read.enabled`,
   switched on for the session when an id-mode table is read); columns are then renamed, and
   nested structs cast, to the logical names;
@@ -46,9 +46,9 @@ import pyarrow as pa
 
 from tables.delta.errors import InvalidColumnsError, StorageError, UnsupportedFeatureError, at_version
 from tables.delta.log.actions import Metadata, Protocol
-from tables.delta.snapshot.columnmapping import logical_schema, mapping_mode, physical_name, read_schema
 from tables.delta.snapshot.dv import read_deletion_vector
 from tables.delta.snapshot.partitions import PartitionColumn, partition_columns, typed_partition_values
+from tables.delta.snapshot.schema.columnmapping import logical_schema, mapping_mode, physical_name, read_schema
 from tables.delta.snapshot.state import MAX_READER_VERSION, load_snapshot
 from tables.delta.storage.api import Storage
 from tables.delta.storage.opening import as_storage

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 
 from tables.delta import errors as delta_errors
 from tables.delta.history.timestamps import format_ms
-from tables.delta.snapshot.schema_diff import path_text
+from tables.delta.snapshot.schema.schema_diff import path_text
 from tables.models import Table
 from tables.services.errors import ServiceError, public_message
 from tables.services.versions import schema_timeline as service

@@ -17,8 +17,8 @@ from typing import Any
 
 from tables.delta.errors import InvalidColumnsError
 from tables.delta.json_values import json_value
-from tables.delta.snapshot.columnmapping import physical_name
 from tables.delta.snapshot.partitions import PartitionColumn
+from tables.delta.snapshot.schema.columnmapping import physical_name
 
 KEY_TYPES = "byte, short, integer, long, string, date, decimal(p,s), boolean"
 _INT_BITS = {"byte": 8, "short": 16, "integer": 32, "long": 64}

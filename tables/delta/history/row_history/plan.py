@@ -24,10 +24,10 @@ from tables.delta.history.row_history.pruning import FileRead, Pruner, partition
 from tables.delta.history.row_history.reader import RowLayout
 from tables.delta.log.actions import Metadata, Protocol
 from tables.delta.log.listing import available_versions, list_log
-from tables.delta.snapshot.columnmapping import mapping_mode
 from tables.delta.snapshot.files import log_add_actions
 from tables.delta.snapshot.partitions import distinct_partitions, partition_columns
 from tables.delta.snapshot.replay import canonical_path
+from tables.delta.snapshot.schema.columnmapping import mapping_mode
 from tables.delta.snapshot.state import check_reader_protocol, load_snapshot
 from tables.delta.storage.api import Storage
 from tables.delta.storage.opening import as_storage

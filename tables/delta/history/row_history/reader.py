@@ -20,8 +20,8 @@ from tables.delta.errors import StorageError
 from tables.delta.history.row_history.key import KeyColumn, key_holds
 from tables.delta.history.row_history.pruning import FileRead
 from tables.delta.log.actions import bool_mask
-from tables.delta.snapshot.columnmapping import field_id, physical_name
 from tables.delta.snapshot.partitions import PartitionColumn, parse_partition_value
+from tables.delta.snapshot.schema.columnmapping import field_id, physical_name
 from tables.delta.storage.api import Capability, Storage
 
 CHANGE_TYPE_COLUMN = "_change_type"

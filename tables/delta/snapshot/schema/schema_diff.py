@@ -29,7 +29,7 @@ import orjson
 from tables.delta.errors import CorruptLogError
 from tables.delta.log.actions import Metadata
 from tables.delta.log.jsonline import MAX_NESTING, deeper_than
-from tables.delta.snapshot.columnmapping import FIELD_ID, PHYSICAL_NAME
+from tables.delta.snapshot.schema.columnmapping import FIELD_ID, PHYSICAL_NAME
 from tables.delta.text_bounds import MAX_ECHOED_VALUE, cut
 
 TYPE_CHANGES = "delta.typeChanges"

@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from tables.delta.log.actions import Metadata, Protocol
-from tables.delta.snapshot.schema_diff import parse_schema
+from tables.delta.snapshot.schema.schema_diff import parse_schema
 from tables.delta.text_bounds import cut
 
 MAX_DDL = 1 << 20  # characters: a statement longer than this is cut, and says so
