@@ -22,7 +22,7 @@ from tables.models import (
     RestoreStatus,
 )
 from tables.services.restores.requests import RESTORE_WARNING, approve_restore, reject_restore
-from tables.web import pages
+from tables.web.base import pages
 
 
 class DecisionFilter(admin.SimpleListFilter):

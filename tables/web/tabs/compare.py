@@ -22,9 +22,9 @@ from tables.services.data.jobs import unreadable_fix
 from tables.services.errors import ServiceError
 from tables.services.versions.read import diff, diff_commits
 from tables.services.versions.unreadable import unreadable_why
-from tables.web import pages
-from tables.web.rows import diff_rows_context
-from tables.web.ui import PageError, context, page, page_error, table_of, version_param
+from tables.web.base import pages
+from tables.web.base.ui import PageError, context, page, page_error, table_of, version_param
+from tables.web.data.rows import diff_rows_context
 
 PAGE = 50  # rows of each long list on the page at once
 PARTITIONS_SHOWN = 10  # partitions listed before the rest fold behind a disclosure

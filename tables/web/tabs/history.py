@@ -38,10 +38,10 @@ from tables.services.restores.requests import restore_ids_by_version
 from tables.services.sync import vanished
 from tables.services.versions.reachability import answer_token, cache_epoch
 from tables.services.versions.read import mismatched_versions
-from tables.web import pages
-from tables.web.forms import HistoryFilterForm
+from tables.web.base import pages
+from tables.web.base.forms import HistoryFilterForm
+from tables.web.base.ui import PageError, page, query, table_of, version_param
 from tables.web.tabs.frame import reach_by_version, tab_context
-from tables.web.ui import PageError, page, query, table_of, version_param
 
 HISTORY_PAGE_SIZE = 50
 PAGE_SIZES = (25, 50, 100, 200)

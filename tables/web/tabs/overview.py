@@ -31,10 +31,10 @@ from tables.services.sharing import records as sharing_records
 from tables.services.sync import vanished
 from tables.services.versions.reachability import cache_epoch
 from tables.services.versions.row_count import latest_row_count
-from tables.web import charts, pages
-from tables.web.forms import RestoreRequestForm
+from tables.web.base import charts, pages
+from tables.web.base.forms import RestoreRequestForm
+from tables.web.base.ui import PageError, page, table_of
 from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context
-from tables.web.ui import PageError, page, table_of
 
 ANOMALIES_SHOWN = 50
 

@@ -22,12 +22,12 @@ from tables.services.pins.queries import held_bytes, holding_pins
 from tables.services.versions.reachability import parse_retention, table_reachability
 from tables.services.versions.read import resolve, snapshot_at, version_files, version_summary
 from tables.services.versions.unreadable import unreadable_why
-from tables.web import pages
-from tables.web.forms import TimeTravelForm
-from tables.web.pins import pins_context
-from tables.web.rows import version_rows_context
+from tables.web.approvals.pins import pins_context
+from tables.web.base import pages
+from tables.web.base.forms import TimeTravelForm
+from tables.web.base.ui import MAX_ID, PageError, context, page, table_of, version_param
+from tables.web.data.rows import version_rows_context
 from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context
-from tables.web.ui import MAX_ID, PageError, context, page, table_of, version_param
 
 FILES_PAGE_SIZE = 100
 

@@ -18,7 +18,7 @@ from tables.models import Commit
 from tables.services.catalog import registration
 from tables.services.history import export as history_export
 from tables.services.sync import store as sync
-from tables.web import pages
+from tables.web.base import pages
 from tests.web.ui_tables import EVIL, history_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -386,7 +386,7 @@ def test_each_order_of_the_table_list_and_its_search_read_an_index(many) -> None
     from django.db import connection
     from django.test import RequestFactory
 
-    from tables.web.table_list import TABLE_SORTS, _table_rows
+    from tables.web.catalog.table_list import TABLE_SORTS, _table_rows
 
     if connection.vendor != "sqlite":
         pytest.skip("the plans are SQLite's")

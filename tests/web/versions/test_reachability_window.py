@@ -42,7 +42,7 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _cell(entry, pinned: bool) -> str:
-    """The History column's words for the core's entry (tables.web.pages.reach_text)."""
+    """The History column's words for the core's entry (tables.web.base.pages.reach_text)."""
     if pinned:
         return f"✓ kept by pin {PIN_NAME}"
     if entry.readable:

@@ -1,7 +1,7 @@
 """Browser UI: the table list, registering a table, starting a sync, a job's status, and the
 addresses of static files.
 
-Every view requires a signed-in user (tables.web.ui.page). The table page's tabs have their own
+Every view requires a signed-in user (tables.web.base.ui.page). The table page's tabs have their own
 modules: overview_views (Overview, Timeline & growth, Restores, the owner card),
 history_views (History and its export), versions_views (Versions and a version's page),
 compare_views (Compare); restore pages are restore_views, the data-job sections of the
@@ -32,9 +32,9 @@ from tables.services.errors import ServiceError, error_body
 from tables.services.jobs import lifecycle as jobs
 from tables.services.ops import fleet
 from tables.services.sync.store import start_sync
-from tables.web import pages
-from tables.web.forms import RegisterTableForm
-from tables.web.ui import (
+from tables.web.base import pages
+from tables.web.base.forms import RegisterTableForm
+from tables.web.base.ui import (
     MAX_ID,
     PageError,
     context,
@@ -260,7 +260,7 @@ def job_status(request: HttpRequest, pk: int) -> JsonResponse:
     return resp
 
 
-# --- plotly.js and the favicon: static files (tables/web/staticfiles.py), hashed and compressed -----
+# --- plotly.js and the favicon: static files (tables/web/base/staticfiles.py), hashed and compressed -----
 
 
 @require_GET

@@ -25,9 +25,9 @@ from tables.services.restores.requests import (
     withdraw_restore,
 )
 from tables.services.versions.reachability import version_reachability
-from tables.web import pages
-from tables.web.forms import RestoreDecisionForm, RestoreRequestForm
-from tables.web.ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
+from tables.web.base import pages
+from tables.web.base.forms import RestoreDecisionForm, RestoreRequestForm
+from tables.web.base.ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
 
 RESTORES_PAGE_SIZE = 50
 RECOVERED_SHOWN = 200  # recovered objects listed on a request's page; the API has them all
