@@ -32,7 +32,6 @@ from tables.services.errors import ServiceError, error_body
 from tables.services.jobs import lifecycle as jobs
 from tables.services.ops import fleet
 from tables.services.sync.store import start_sync
-from tables.web.base import pages
 from tables.web.base.forms import RegisterTableForm
 from tables.web.base.ui import (
     MAX_ID,
@@ -250,7 +249,7 @@ def job_status(request: HttpRequest, pk: int) -> JsonResponse:
     if job is None:
         resp = JsonResponse(error_body("not_found", f"There is no job {pk}."), status=404)
     else:
-        payload = pages.job_payload(job)
+        payload = job_payload(job)
         if job.kind == JobKind.SYNC and job.table_id:
             # the table's sync state as it is now: the page's label follows the job's end (job.js)
             t = job.table
@@ -279,3 +278,17 @@ def _static_redirect(name: str) -> HttpResponse:
     resp = redirect(staticfiles_storage.url(name))
     resp["Cache-Control"] = "public, max-age=86400"  # not for ever: the hashed name changes with the file
     return resp
+
+
+def job_payload(job) -> dict[str, Any]:
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "table": job.table.slug if job.table_id else None,
+        "status": job.status,
+        "stage": job.stage,
+        "done": job.done,
+        "total": job.total,
+        "error": job.error,
+        "terminal": job.is_terminal,
+    }

@@ -234,7 +234,7 @@ def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, clien
 
 
 def test_reach_words() -> None:
-    from tables.web.base.pages import reach_text
+    from tables.web.tabs.commit_rows import reach_text
 
     gone = {"readable": False, "restorable": False, "reason": "files_missing", "missingFiles": {"count": 1}}
     assert reach_text(gone)["text"] == "1 file vacuumed"
