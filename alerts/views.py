@@ -17,7 +17,7 @@ from alerts.models import Channel, CustomRule, Severity
 from tables.models import Table
 from tables.services.catalog.lookup import parse_int64, table_by_key
 from tables.services.errors import ServiceError
-from tables.web.ui import MAX_ID, PageError, context, focus_first_error, page
+from tables.web.base.ui import MAX_ID, PageError, context, focus_first_error, page
 
 
 @page

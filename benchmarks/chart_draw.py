@@ -69,7 +69,7 @@ VENV_BIN = Path(sys.executable).parent
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--enable-unsafe-swiftshader"]
 T0 = 1_700_000_000_000
-DENSE = 1_000  # tables/web/charts.py
+DENSE = 1_000  # tables/web/base/charts.py
 RANGESLIDER_FROM = 50
 VARIANTS = ("served", "svg", "svg-no-slider", "svg-lines", "webgl-strict", "webgl")
 
@@ -151,7 +151,7 @@ def free_port() -> int:
 
 
 def plotly_version() -> str:
-    from tables.web.staticfiles import plotly_file
+    from tables.web.base.staticfiles import plotly_file
 
     path = plotly_file()
     head = path.read_text(errors="replace")[:400] if path else ""

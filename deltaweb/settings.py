@@ -124,7 +124,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "tables.web.ui.site_context",  # alerts installed? background work paused?
+                "tables.web.base.ui.site_context",  # alerts installed? background work paused?
             ],
             "builtins": ["tables.templatetags.times"],  # {{ moment|when }}: the one time format
         },
@@ -167,15 +167,15 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("DELTAWEB_STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 # collectstatic gives every file a content-hashed name and a .gz copy; WhiteNoise serves them
 # compressed with a far-future cache. Files not collected yet (a fresh checkout, the tests) keep
-# their plain names and are served from the finders (tables/web/staticfiles.py).
+# their plain names and are served from the finders (tables/web/base/staticfiles.py).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "tables.web.staticfiles.StaticStorage"},
+    "staticfiles": {"BACKEND": "tables.web.base.staticfiles.StaticStorage"},
 }
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "tables.web.staticfiles.PlotlyFinder",  # plotly.min.js from the installed package
+    "tables.web.base.staticfiles.PlotlyFinder",  # plotly.min.js from the installed package
 ]
 # Static files from the apps' own directories (no collectstatic needed: a checkout, the tests);
 # make run sets both to 0 after collectstatic, so the collected, compressed files are served

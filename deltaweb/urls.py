@@ -1,15 +1,16 @@
 """URL configuration: the browser UI at /, the REST API at /api/, the admin console.
 
 The error handlers answer the API's JSON error for paths under /api/ and the project's own
-pages elsewhere (tables.web.ui).
+pages elsewhere (tables.web.base.ui).
 """
 
 from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
-from tables.web import ops, security, sso
-from tables.web.security import ThrottledLoginView
+from tables.web import ops
+from tables.web.account import security, sso
+from tables.web.account.security import ThrottledLoginView
 
 urlpatterns = [
     path("healthz", ops.healthz, name="healthz"),

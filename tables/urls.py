@@ -2,13 +2,13 @@
 
 from django.urls import path, re_path
 
-from tables.web import account as account_views
-from tables.web import discovery as discovery_views
-from tables.web import pins as pin_views
-from tables.web import restores as restore_views
-from tables.web import row_history as row_history_views
-from tables.web import rows as rows_views
-from tables.web import table_list as views
+from tables.web.account import page as account_views
+from tables.web.approvals import pins as pin_views
+from tables.web.approvals import restores as restore_views
+from tables.web.catalog import discovery as discovery_views
+from tables.web.catalog import table_list as views
+from tables.web.data import row_history as row_history_views
+from tables.web.data import rows as rows_views
 from tables.web.tabs import compare as compare_views
 from tables.web.tabs import history as history_views
 from tables.web.tabs import overview as overview_views

@@ -22,7 +22,7 @@ from tables.models import (
     RestoreStatus,
 )
 from tables.services.restores.requests import RESTORE_WARNING, approve_restore, reject_restore
-from tables.web import pages
+from tables.web.approvals.restore_plan import restore_view
 
 
 class DecisionFilter(admin.SimpleListFilter):
@@ -151,7 +151,7 @@ class RestoreRequestAdmin(ApprovalAdmin, admin.ModelAdmin):
 
     @admin.display(description="plan")
     def plan_summary(self, obj: RestoreRequest) -> str:
-        view = pages.restore_view(obj.plan)
+        view = restore_view(obj.plan)
         return render_to_string("admin/tables/restorerequest/plan.html", {"plan": view, "req": obj})
 
     # --- approve / reject: buttons on the change page (ApprovalAdmin) and bulk actions -------

@@ -53,7 +53,7 @@ class Table(models.Model):
 
     class Meta:
         ordering = ["name"]
-        # the tables list's orders (tables.web.table_list.TABLE_SORTS), each with its tie-break
+        # the tables list's orders (tables.web.catalog.table_list.TABLE_SORTS), each with its tie-break
         # by name, so a page of 25 is read off an index instead of sorting every table; the
         # search's covering index is SQLite's only (migration 0028_table_list_indexes)
         indexes = [

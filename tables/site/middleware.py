@@ -116,7 +116,7 @@ def plotly_style_hashes() -> tuple[str, ...]:
     its rules through CSSOM, which the policy does not restrict) and the map library's
     stylesheet, which it carries as a string. Read from the installed plotly.min.js, so an
     upgrade brings its own."""
-    from tables.web.staticfiles import plotly_file
+    from tables.web.base.staticfiles import plotly_file
 
     texts = {""}
     path = plotly_file()

@@ -64,9 +64,11 @@ SERVICES: tuple[tuple[str, ...], ...] = tuple(
 WEB: tuple[tuple[str, ...], ...] = tuple(
     tuple(f"tables.web.{name}" for name in layer)
     for layer in (
-        ("ui", "forms", "pages", "charts", "staticfiles", "sso"),  # what every page is made of
-        ("security", "rows", "pins", "account", "discovery", "ops", "restores", "table_list"),
-        ("row_history", "tabs"),  # a table's tabs show its pins and rows
+        ("base",),  # what every page is made of: ui, forms, presentation, charts, static files
+        # sign-in and the account; operators' endpoints; data jobs' rows and a row's history;
+        # pins and restore requests; the table list and discovery
+        ("account", "ops", "data", "approvals", "catalog"),
+        ("tabs",),  # a table's tabs show its pins and rows
     )
 )
 API: tuple[tuple[str, ...], ...] = tuple(
@@ -173,7 +175,7 @@ def test_an_import_against_the_order_is_caught_even_inside_a_function() -> None:
         "tables.delta.write.commit:2 imports tables.services.jobs.lifecycle (a layer above it, or beside it)"
     ]
     assert violations("tables.spark.jobs.preview", "from ...services.jobs import send\n")
-    assert violations("tables.web.ui", "from tables.api.errors import api_error\n")
+    assert violations("tables.web.base.ui", "from tables.api.errors import api_error\n")
     assert violations("tables.models", "import alerts.models\n")
     assert not violations("tables.api.data.rows", "from tables.spark.results import read_page\n")
 
@@ -216,7 +218,8 @@ def test_an_import_back_up_inside_the_services_or_the_api_is_caught() -> None:
     assert violations("tables.api.jobs", "from .tables import TableViewSet\n", layers=API)
     assert violations("tables.api.history.timeline", "from tables.api.versions.diff import DiffActions\n", layers=API)
     assert not violations("tables.api.tables", "from tables.api.restores import RestoreActions\n", layers=API)
-    assert violations("tables.web.ui", "from tables.web.tabs.history import history\n", layers=WEB)
+    assert violations("tables.web.base.ui", "from tables.web.tabs.history import history\n", layers=WEB)
+    assert violations("tables.web.data.rows", "from tables.web.approvals.pins import pins_context\n", layers=WEB)
     assert not violations(
         "tables.services.restores.runs", "from tables.services.pins import lifecycle\n", layers=SERVICES
     )

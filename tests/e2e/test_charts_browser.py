@@ -128,7 +128,7 @@ def assert_drawn_as_svg(page, errors, versions: int) -> None:
         assert line["markers"] == 0, (chart, line)  # dense: the line alone
     timeline = page.evaluate(DRAWN, "chart-timeline")
     # the inCommitTimestamp and file-time traces (versions 1,200 on): a marker per version up
-    # to 1,000 of them (tables/web/charts.py DENSE), a line beyond
+    # to 1,000 of them (tables/web/base/charts.py DENSE), a line beyond
     ict = versions - 1_200
     assert timeline["points"][1:3] == [ict, ict]
     for trace in timeline["traces"][1:3]:
@@ -184,7 +184,7 @@ def test_zooming_on_versions_refits_the_time_axis(long_table) -> None:
     assert lo <= _time(6_000) and hi >= _time(7_000)
     assert hi - lo < 2 * (_time(7_000) - _time(6_000))
     page.evaluate("() => Plotly.relayout('chart-timeline', {'xaxis.autorange': true})")
-    # back to the whole history: the effective times' span (tables/web/charts.py), not autorange
+    # back to the whole history: the effective times' span (tables/web/base/charts.py), not autorange
     page.wait_for_function(
         "() => { const r = document.getElementById('chart-timeline').layout.yaxis.range;"
         f" return Date.parse(r[1].replace(' ', 'T') + 'Z') >= {_time(VERSIONS - 1)}; }}"

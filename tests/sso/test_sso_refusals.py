@@ -14,7 +14,7 @@ from django.core.exceptions import SuspiciousOperation
 
 from tables.models import SsoIdentity
 from tables.services.access import oidc, roles
-from tables.web.sso import MESSAGES
+from tables.web.account.sso import MESSAGES
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.django_db

@@ -166,7 +166,7 @@ class Backend(OIDCAuthenticationBackend):
                 self.update_user(link.user, claims)
             logger.warning("sign-in refused: %s is in no group mapped to a role", _describe(claims))
             if getattr(self, "request", None) is not None:
-                self.request.sso_failure = "refused"  # the page says why (tables/web/sso.py)
+                self.request.sso_failure = "refused"  # the page says why (tables/web/account/sso.py)
             return False
         return super().verify_claims(claims)
 

@@ -1,4 +1,4 @@
-"""The sign-in throttle both doors share, the form (tables.web.security) and the API's token
+"""The sign-in throttle both doors share, the form (tables.web.account.security) and the API's token
 endpoint: failed passwords counted per client address (X-Forwarded-For only from
 DELTAWEB_TRUSTED_PROXIES proxies) and normalised username, in the cache every process shares
 (settings.CACHES["shared"])."""

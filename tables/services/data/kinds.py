@@ -1,7 +1,7 @@
 """One declaration per data-job kind: a version's preview, change data, a keyed row diff, a row's
 history, a SQL query at versions. Each says what the worker runs on Spark and reports while it runs (tables.tasks), how a
 finished one is reused (data_jobs.reusable), and how its result page shows its rows
-(tables.web.rows). Its `kind` is the Job's kind, its metrics label (deltaweb_spark_job_seconds)
+(tables.web.data.rows). Its `kind` is the Job's kind, its metrics label (deltaweb_spark_job_seconds)
 and the API's; cancelling is the same for every kind (the job's Spark tag, tables.spark.engine.control).
 
 A new kind: its JobKind choice (tables/models/jobs.py, a migration), its Spark job (tables/spark/),

@@ -18,13 +18,16 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from tables.delta import errors as delta_errors
+from tables.delta.history.timestamps import format_ms
 from tables.services.data.jobs import unreadable_fix
 from tables.services.errors import ServiceError
 from tables.services.versions.read import diff, diff_commits
 from tables.services.versions.unreadable import unreadable_why
-from tables.web import pages
-from tables.web.rows import diff_rows_context
-from tables.web.ui import PageError, context, page, page_error, table_of, version_param
+from tables.web.base.formatting import compact_json, human_count, partition_text, source_label
+from tables.web.base.metadata import change_rows, schema_change_rows
+from tables.web.base.sql import diff_sql
+from tables.web.base.ui import PageError, context, page, page_error, table_of, version_param
+from tables.web.data.rows import diff_rows_context
 
 PAGE = 50  # rows of each long list on the page at once
 PARTITIONS_SHOWN = 10  # partitions listed before the rest fold behind a disclosure
@@ -61,9 +64,9 @@ def _list_nav(
 
     number = offset // PAGE + 1
     return {
-        "first": pages.human_count(offset + 1 if shown else 0),
-        "last": pages.human_count(offset + shown),
-        "total": pages.human_count(total),
+        "first": human_count(offset + 1 if shown else 0),
+        "last": human_count(offset + shown),
+        "total": human_count(total),
         "prev": link(number - 1) if offset > 0 else None,
         "next": link(number + 1) if offset + shown < total else None,
         "size": PAGE,
@@ -76,9 +79,9 @@ def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
             "path": f["path"],
-            "partition": pages.partition_text(f["partitionValues"]) if f["partitionValues"] else "",
+            "partition": partition_text(f["partitionValues"]) if f["partitionValues"] else "",
             "size": f["size"],
-            "rows": None if f["numRecords"] is None else pages.human_count(f["numRecords"]),
+            "rows": None if f["numRecords"] is None else human_count(f["numRecords"]),
         }
         for f in files
     ]
@@ -87,15 +90,15 @@ def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _files_side(request: HttpRequest, side: dict[str, Any], name: str, anchor: str) -> dict[str, Any]:
     """One side's files (added or removed) as the page shows them: a page of files with its
     links, the first partitions listed and the others folded."""
-    partitions = [pages.partition_text(p) for p in side["partitions"]]
+    partitions = [partition_text(p) for p in side["partitions"]]
     files = _diff_file_rows(side["sampleFiles"])
     return {
-        "count": pages.human_count(side["count"]),
+        "count": human_count(side["count"]),
         "files": files,
         "nav": _list_nav(request, name, side.get("sampleFrom", 0), len(files), side["count"], anchor),
         "partitions": partitions[:PARTITIONS_SHOWN],
         "more_partitions": partitions[PARTITIONS_SHOWN:],
-        "partition_count": pages.human_count(side["partitionCount"]),
+        "partition_count": human_count(side["partitionCount"]),
         "partitions_listed": len(partitions),
         "partitions_cut": side["partitionCount"] > len(partitions),
     }
@@ -107,7 +110,7 @@ def _commits(request: HttpRequest, table, v_from: int, v_to: int) -> dict[str, A
     offset = _page_offset(request, "commits_page")
     rows, total = diff_commits(table, v_from, v_to, offset, PAGE)
     return {
-        "commits": pages.diff_commit_rows(rows),
+        "commits": diff_commit_rows(rows),
         "commit_total": total,
         "commits_nav": _list_nav(request, "commits_page", offset, len(rows), total, "commits-title"),
         "commits_expected": max(0, v_to - v_from),
@@ -180,18 +183,32 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
     added, removed = result["filesAdded"], result["filesRemoved"]
     ctx.update(
         result=result,
-        schema_changes=pages.schema_change_rows(result["schema"]),
-        property_changes=pages.change_rows(result["properties"]),
-        protocol_changes=pages.change_rows(result["protocol"]),
+        schema_changes=schema_change_rows(result["schema"]),
+        property_changes=change_rows(result["properties"]),
+        protocol_changes=change_rows(result["protocol"]),
         partitioning_changed=result["partitionColumns"]["from"] != result["partitionColumns"]["to"],
         added=added,
         removed=removed,
         added_side=_files_side(request, added, "added_page", "added-title"),
         removed_side=_files_side(request, removed, "removed_page", "removed-title"),
-        sql_snippets=pages.diff_sql(table.location, v_from, v_to),
+        sql_snippets=diff_sql(table.location, v_from, v_to),
         **_commits(request, table, v_from, v_to),
     )
     ctx.update(diff_rows_context(request, table, v_from, v_to))
     ctx.update(_sides(table, v_from, v_to, result.get("readFrom") or {}))
     _change_counts(request, ctx)
     return render(request, "tables/diff.html", ctx)
+
+
+def diff_commit_rows(commits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "version": c["version"],
+            "timestamp": format_ms(c["timestamp"]) or "",
+            "source": source_label(c["timestamp_source"]),
+            "operation": c["operation"],
+            "user_name": c["user_name"],
+            "operation_metrics": compact_json(c["operation_metrics"]),
+        }
+        for c in commits
+    ]

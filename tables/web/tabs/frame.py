@@ -16,7 +16,7 @@ from tables.services.errors import ServiceError
 from tables.services.sync import incomplete
 from tables.services.versions import pinned, reachability
 from tables.services.versions.reachability import table_reachability
-from tables.web.ui import context, job_param
+from tables.web.base.ui import context, job_param
 
 _ACTIVE = (SyncState.QUEUED, SyncState.SYNCING)
 SHARES_SHOWN = 20  # the shares named above the tabs (a table in more says how many more)

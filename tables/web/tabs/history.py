@@ -38,10 +38,10 @@ from tables.services.restores.requests import restore_ids_by_version
 from tables.services.sync import vanished
 from tables.services.versions.reachability import answer_token, cache_epoch
 from tables.services.versions.read import mismatched_versions
-from tables.web import pages
-from tables.web.forms import HistoryFilterForm
+from tables.web.base.forms import HistoryFilterForm
+from tables.web.base.ui import PageError, page, query, table_of, version_param
+from tables.web.tabs.commit_rows import history_row
 from tables.web.tabs.frame import reach_by_version, tab_context
-from tables.web.ui import PageError, page, query, table_of, version_param
 
 HISTORY_PAGE_SIZE = 50
 PAGE_SIZES = (25, 50, 100, 200)
@@ -123,7 +123,7 @@ def _history(request: HttpRequest, table: Table) -> dict[str, Any]:
         reach_pending = reach is None
         reach = reach or {}
         restores = restore_ids_by_version(table, page_obj.object_list)
-        rows = [pages.history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
+        rows = [history_row(c, reach.get(c.version), restores.get(c.version)) for c in page_obj.object_list]
         bad = mismatched_versions(table, [r["version"] for r in rows])
         for r in rows:
             r["checksum_mismatch"] = r["version"] in bad

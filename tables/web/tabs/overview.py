@@ -31,10 +31,13 @@ from tables.services.sharing import records as sharing_records
 from tables.services.sync import vanished
 from tables.services.versions.reachability import cache_epoch
 from tables.services.versions.row_count import latest_row_count
-from tables.web import charts, pages
-from tables.web.forms import RestoreRequestForm
+from tables.web.base import charts
+from tables.web.base.formatting import human_count
+from tables.web.base.forms import RestoreRequestForm
+from tables.web.base.metadata import stored_metadata
+from tables.web.base.ui import PageError, page, table_of
+from tables.web.tabs.commit_rows import history_row
 from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context
-from tables.web.ui import PageError, page, table_of
 
 ANOMALIES_SHOWN = 50
 
@@ -80,7 +83,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
         if any(k in request.GET for k in keys):
             return redirect(f"{reverse(name, args=[table.slug])}?{request.GET.urlencode()}")
     ctx = tab_context(request, table, "overview")
-    ctx["last_commits"] = [pages.history_row(c) for c in history(table)[:LAST_COMMITS]]
+    ctx["last_commits"] = [history_row(c) for c in history(table)[:LAST_COMMITS]]
     ctx["reach_summary"] = _reach_summary(table) if ctx["synced"] else []
     ctx["reach_pending"] = REACH_PENDING if ctx["reach_summary"] is None else ""
     ctx["pinned_versions"] = sorted(pins_by_version(table))
@@ -91,7 +94,7 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
         table=table, status__in=RestoreStatus.awaiting_approval() | RestoreStatus.in_flight()
     ).count()
     ctx.update(_owner_card(request, table))
-    ctx.update(pages.stored_metadata(table.latest_metadata))  # columns, partitioning, properties
+    ctx.update(stored_metadata(table.latest_metadata))  # columns, partitioning, properties
     ctx["row_count"] = _row_count(table) if ctx["synced"] else None
     ctx["plugin_panels"] = [(p.template, p.context(table)) for p in plugins.overview_panels()]
     ctx["shared_as"] = sharing_records.shared_as(table)
@@ -109,7 +112,7 @@ def _row_count(table: Table) -> dict[str, Any]:
         return {"error": found["error"]}
     return {
         **found,
-        "text": pages.human_count(found["rows"]),
+        "text": human_count(found["rows"]),
         "unknown": found["files"] > 0 and found["unknownFiles"] == found["files"],
     }
 

@@ -42,9 +42,9 @@ from tables.services.query import compare as comparing
 from tables.services.query import run
 from tables.services.query.compare import is_numeric, number
 from tables.spark.results import part_files
-from tables.web.rows import job_rows_context
+from tables.web.base.ui import PageError, job_param, page, table_of
+from tables.web.data.rows import job_rows_context
 from tables.web.tabs.frame import tab_context
-from tables.web.ui import PageError, job_param, page, table_of
 
 HISTORY_SHOWN = 20
 CHART_ROWS = 500  # a result's first rows charted

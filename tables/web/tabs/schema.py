@@ -21,8 +21,8 @@ from tables.delta.snapshot.schema.schema_diff import path_text
 from tables.models import Table
 from tables.services.errors import ServiceError, public_message
 from tables.services.versions import schema_timeline as service
+from tables.web.base.ui import PageError, page, table_of, version_param
 from tables.web.tabs.frame import tab_context
-from tables.web.ui import PageError, page, table_of, version_param
 
 VERSIONS_SHOWN = 200  # schema-changing versions on the page (the API has them all)
 COLUMNS_SHOWN = 1000

@@ -22,12 +22,15 @@ from tables.services.pins.queries import held_bytes, holding_pins
 from tables.services.versions.reachability import parse_retention, table_reachability
 from tables.services.versions.read import resolve, snapshot_at, version_files, version_summary
 from tables.services.versions.unreadable import unreadable_why
-from tables.web import pages
-from tables.web.forms import TimeTravelForm
-from tables.web.pins import pins_context
-from tables.web.rows import version_rows_context
+from tables.web.approvals.pins import pins_context
+from tables.web.base.formatting import compact_json, human_count, source_label
+from tables.web.base.forms import TimeTravelForm
+from tables.web.base.metadata import file_rows, metadata_context
+from tables.web.base.sql import sql_snippets
+from tables.web.base.ui import MAX_ID, PageError, context, page, table_of, version_param
+from tables.web.data.rows import version_rows_context
+from tables.web.tabs.commit_rows import history_row, reach_text
 from tables.web.tabs.frame import REACH_PENDING, reach_by_version, tab_context
-from tables.web.ui import MAX_ID, PageError, context, page, table_of, version_param
 
 FILES_PAGE_SIZE = 100
 
@@ -58,11 +61,11 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
         alts = result.get("alternatives") or {}
         result = {
             **result,
-            "source_label": pages.source_label(result["source"]),
+            "source_label": source_label(result["source"]),
             "requested_iso": format_ms(result["requestedTimestamp"]),
             "by_info": alts.get("commitInfoTimestamp"),
             "by_file": alts.get("fileModificationTime"),
-            "sql": pages.sql_snippets(table.location, result["version"], result["requestedTimestamp"]),
+            "sql": sql_snippets(table.location, result["version"], result["requestedTimestamp"]),
         }
     return {"tt_form": form, "tt_result": result, "tt_error": error, **flags}
 
@@ -187,7 +190,7 @@ def _version_rows(table: Table, rows: list[tuple[int, int]], reach: Any) -> list
                 {
                     "range": False,
                     "version": hi,
-                    **(pages.history_row(c, entry) if c else {"reach": pages.reach_text(entry)}),
+                    **(history_row(c, entry) if c else {"reach": reach_text(entry)}),
                 }
             )
             continue
@@ -201,9 +204,9 @@ def _version_rows(table: Table, rows: list[tuple[int, int]], reach: Any) -> list
             restore = "not restorable"
         out.append({
             "range": True, "first": lo, "last": hi, "count": hi - lo + 1, "reason": entry.get("reason"),
-            "span": pages.human_count(lo) if lo == hi else f"{pages.human_count(lo)}–{pages.human_count(hi)}",
-            "count_text": pages.human_count(hi - lo + 1),
-            "why": why.get("why") or pages.reach_text(entry)["title"],
+            "span": human_count(lo) if lo == hi else f"{human_count(lo)}–{human_count(hi)}",
+            "count_text": human_count(hi - lo + 1),
+            "why": why.get("why") or reach_text(entry)["title"],
             "vacuum_version": vacuum.get("version"), "vacuum_time": format_ms(vacuum.get("timestamp")),
             "restore": restore, "recoverable": bool(entry.get("recoverable")),
         })  # fmt: skip
@@ -215,7 +218,7 @@ def _all_versions(request: HttpRequest, table: Table) -> dict[str, Any]:
     reach = reach_by_version(table)
     if not reach:  # being computed, or the log cannot be read now: the cached commits alone
         page_obj = Paginator(history(table), VERSIONS_PAGE).get_page(request.GET.get("page"))
-        rows = [{"range": False, "version": c.version, **pages.history_row(c)} for c in page_obj.object_list]
+        rows = [{"range": False, "version": c.version, **history_row(c)} for c in page_obj.object_list]
         return {"version_page": page_obj, "version_rows": rows, "versions_pending": reach is None}
     page_obj = Paginator(_VersionList(reach), VERSIONS_PAGE).get_page(request.GET.get("page"))
     return {"version_page": page_obj, "version_rows": _version_rows(table, list(page_obj.object_list), reach)}
@@ -261,13 +264,13 @@ class _VersionFiles:
         if stop <= start:
             return []
         _total, files = version_files(self.table, self.version, start, stop - start)
-        return pages.file_rows(files)
+        return file_rows(files)
 
 
 def _checksum_view(state: dict[str, Any]) -> dict[str, Any]:
     """The version's checksum as its page shows it: each differing field with both values."""
     rows = [
-        {"field": m["field"], "expected": pages.compact_json(m["expected"]), "found": pages.compact_json(m["found"])}
+        {"field": m["field"], "expected": compact_json(m["expected"]), "found": compact_json(m["found"])}
         for m in state["mismatches"]
     ]
     return {**state, "rows": rows}
@@ -299,22 +302,22 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         tab="versions",
         version=version,
         summary=summary,
-        commit=pages.history_row(commit) if commit else None,
+        commit=history_row(commit) if commit else None,
         timestamp=format_ms(summary.get("timestamp")),
-        timestamp_source=pages.source_label(summary["timestampSource"]) if summary.get("timestampSource") else None,
-        **pages.metadata_context(md.get("schema"), md.get("partitionColumns") or [], md.get("configuration") or {}),
-        sql_snippets=pages.sql_snippets(table.location, version, summary.get("timestamp")),
+        timestamp_source=source_label(summary["timestampSource"]) if summary.get("timestampSource") else None,
+        **metadata_context(md.get("schema"), md.get("partitionColumns") or [], md.get("configuration") or {}),
+        sql_snippets=sql_snippets(table.location, version, summary.get("timestamp")),
         protocol=protocol,
         reader_features=protocol.get("readerFeatures"),
         writer_features=protocol.get("writerFeatures"),
         created_time=format_ms(md.get("createdTime")),
-        commit_info=pages.pretty_json(summary["commitInfo"]) if summary.get("commitInfo") is not None else None,
+        commit_info=summary.get("commitInfo"),  # |pretty_json in the template
         checksum=_checksum_view(summary["checksum"]),
-        set_transactions=[pages.compact_json(t) for t in summary.get("setTransactions") or []],
-        domain_metadata=[pages.compact_json(d) for d in summary.get("domainMetadata") or []],
+        set_transactions=summary.get("setTransactions") or [],  # each |compact_json
+        domain_metadata=summary.get("domainMetadata") or [],
         page_obj=page_obj,
         seen=state_of(table, version),
-        reach=pages.reach_text(reach),
+        reach=reach_text(reach),
         kept_by=kept_by,
         unreadable=unreadable,
         why=unreadable_why(table, version, reach) if unreadable else None,

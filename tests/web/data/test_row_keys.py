@@ -1,4 +1,4 @@
-"""The preview's key for a row's history (tables.web.rows): which column is suggested, and the
+"""The preview's key for a row's history (tables.web.data.rows): which column is suggested, and the
 page's rows in its order."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from django.test import RequestFactory
 
-from tables.web.rows import default_keys, preview_history
+from tables.web.data.rows import default_keys, preview_history
 
 
 def col(name: str, type_: str = "long", nullable: bool | None = True) -> dict:

@@ -18,7 +18,8 @@ from tables.models import Commit
 from tables.services.catalog import registration
 from tables.services.history import export as history_export
 from tables.services.sync import store as sync
-from tables.web import pages
+from tables.web.base import formatting
+from tables.web.base.sql import sql_identifier
 from tests.web.ui_tables import EVIL, history_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -144,24 +145,24 @@ def test_history_has_user_metadata_and_chips_with_units(browser, table) -> None:
     metrics = {c["key"]: c["text"] for c in chips["shown"] + chips["more"]}
     raw = Commit.objects.get(table=table, version=4).operation_metrics
     # delta-rs names its metrics in snake_case; each number carries its unit
-    rows_key = next(k for k in raw if pages.metric_unit(k) == "rows")
+    rows_key = next(k for k in raw if formatting.metric_unit(k) == "rows")
     assert metrics[rows_key] == f"{int(raw[rows_key]):,} row{'' if int(raw[rows_key]) == 1 else 's'}"
-    ms_key = next(k for k in raw if pages.metric_unit(k) == "ms")
+    ms_key = next(k for k in raw if formatting.metric_unit(k) == "ms")
     assert metrics[ms_key].endswith(("ms", " s", "min"))
     assert 'class="chip"' in page and '<details class="more-chips">' in page
 
 
 def test_metric_units() -> None:
-    assert pages.metric_text("numOutputRows", "12345") == "12,345 rows"
-    assert pages.metric_text("numOutputRows", 1) == "1 row"
-    assert pages.metric_text("numRemovedBytes", 1536) == "1.5 KB"
-    assert pages.metric_text("numTargetFilesAdded", "3") == "3 files"
-    assert pages.metric_text("executionTimeMs", 65_000) == "1 min 5 s"
-    assert pages.metric_text("scanTimeMs", 250) == "250 ms"
-    assert pages.metric_text("predicate", '["x > 1"]') == '["x > 1"]'
-    assert pages.metric_text("numFiles", "1.5") == "1.5"  # not an integer: as given
-    c = pages.chips({str(i): i for i in range(10)}, units=True)
-    assert len(c["shown"]) == pages.CHIPS_SHOWN and len(c["more"]) == 10 - pages.CHIPS_SHOWN
+    assert formatting.metric_text("numOutputRows", "12345") == "12,345 rows"
+    assert formatting.metric_text("numOutputRows", 1) == "1 row"
+    assert formatting.metric_text("numRemovedBytes", 1536) == "1.5 KB"
+    assert formatting.metric_text("numTargetFilesAdded", "3") == "3 files"
+    assert formatting.metric_text("executionTimeMs", 65_000) == "1 min 5 s"
+    assert formatting.metric_text("scanTimeMs", 250) == "250 ms"
+    assert formatting.metric_text("predicate", '["x > 1"]') == '["x > 1"]'
+    assert formatting.metric_text("numFiles", "1.5") == "1.5"  # not an integer: as given
+    c = formatting.chips({str(i): i for i in range(10)}, units=True)
+    assert len(c["shown"]) == formatting.CHIPS_SHOWN and len(c["more"]) == 10 - formatting.CHIPS_SHOWN
 
 
 def test_history_sorts_and_keeps_the_sort_in_links(browser, table, monkeypatch) -> None:
@@ -386,7 +387,7 @@ def test_each_order_of_the_table_list_and_its_search_read_an_index(many) -> None
     from django.db import connection
     from django.test import RequestFactory
 
-    from tables.web.table_list import TABLE_SORTS, _table_rows
+    from tables.web.catalog.table_list import TABLE_SORTS, _table_rows
 
     if connection.vendor != "sqlite":
         pytest.skip("the plans are SQLite's")
@@ -402,7 +403,7 @@ def test_each_order_of_the_table_list_and_its_search_read_an_index(many) -> None
 
 def test_chart_hover_names_version_time_source_and_anomaly(browser, table) -> None:
     from tables.models import Anomaly
-    from tables.web import charts
+    from tables.web.base import charts
 
     Anomaly.objects.create(table=table, version=2, kind="non_monotonic", detail=f"went back {EVIL}")
     from django.core.cache import cache
@@ -465,7 +466,7 @@ def test_copy_as_sql_for_a_version_a_time_travel_and_a_diff(browser, table) -> N
     assert f"SELECT * FROM delta.`{loc}` VERSION AS OF 2" in page and 'id="sql-tt-1"' in page
     page = text(browser.get("/t/sales/diff/", {"from": 1, "to": 3}))
     assert f"VERSION AS OF 3\nEXCEPT ALL\nSELECT * FROM delta.`{loc}` VERSION AS OF 1" in page
-    assert pages.sql_identifier("/a/b`c") == "delta.`/a/b``c`"
+    assert sql_identifier("/a/b`c") == "delta.`/a/b``c`"
 
 
 def test_diff_lists_files_with_size_partitions_and_rows_as_delta_rs_reads_them(browser, table) -> None:

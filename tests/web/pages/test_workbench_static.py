@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client, override_settings
 
-from tables.web.staticfiles import plotly_file
+from tables.web.base.staticfiles import plotly_file
 
 pytestmark = pytest.mark.django_db
 

@@ -234,7 +234,7 @@ def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, clien
 
 
 def test_reach_words() -> None:
-    from tables.web.pages import reach_text
+    from tables.web.tabs.commit_rows import reach_text
 
     gone = {"readable": False, "restorable": False, "reason": "files_missing", "missingFiles": {"count": 1}}
     assert reach_text(gone)["text"] == "1 file vacuumed"
@@ -281,7 +281,7 @@ def test_chart_bands_match_the_reachability_answer(synced_vacuumed, client) -> N
 def test_bands_of_a_long_table_are_few() -> None:
     from tables.delta.history.reachability.compute import Reachability, VersionReach
     from tables.delta.history.reachability.runs import ReachRuns
-    from tables.web.charts import _band_shapes, reachability_bands
+    from tables.web.base.charts import _band_shapes, reachability_bands
 
     def entry(v: int) -> VersionReach:
         if v < 100:

@@ -42,7 +42,7 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _cell(entry, pinned: bool) -> str:
-    """The History column's words for the core's entry (tables.web.pages.reach_text)."""
+    """The History column's words for the core's entry (tables.web.tabs.commit_rows.reach_text)."""
     if pinned:
         return f"✓ kept by pin {PIN_NAME}"
     if entry.readable:
@@ -78,11 +78,11 @@ def test_lists_count_missing_files_and_a_versions_entry_names_them(kept, browser
     real = app_reach._StoredNames.paths
     monkeypatch.setattr(app_reach._StoredNames, "paths", lambda self, v: read.append(v) or real(self, v))
     shown: list[dict] = []
-    from tables.web import pages
+    from tables.web.tabs import history as history_tab
 
-    real_row = pages.history_row
+    real_row = history_tab.history_row
     monkeypatch.setattr(
-        pages, "history_row", lambda c, reach=None, *a, **k: shown.append(reach) or real_row(c, reach, *a, **k)
+        history_tab, "history_row", lambda c, reach=None, *a, **k: shown.append(reach) or real_row(c, reach, *a, **k)
     )
     html = browser.get(f"/t/{table.slug}/history/").content.decode()
     assert _column(html)[LOST].endswith("vacuumed")

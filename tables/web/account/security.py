@@ -25,7 +25,7 @@ class ThrottledLoginView(LoginView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         from tables.services.access import oidc
-        from tables.web.sso import MESSAGES
+        from tables.web.account.sso import MESSAGES
 
         return super().get_context_data(
             sso=oidc.enabled(),

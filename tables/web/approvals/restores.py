@@ -6,6 +6,8 @@ Requesting, approving, rejecting and withdrawing call the same use cases as the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -25,9 +27,9 @@ from tables.services.restores.requests import (
     withdraw_restore,
 )
 from tables.services.versions.reachability import version_reachability
-from tables.web import pages
-from tables.web.forms import RestoreDecisionForm, RestoreRequestForm
-from tables.web.ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
+from tables.web.approvals.restore_plan import restore_view
+from tables.web.base.forms import RestoreDecisionForm, RestoreRequestForm
+from tables.web.base.ui import MAX_ID, PageError, context, focus_first_error, page, query, table_of
 
 RESTORES_PAGE_SIZE = 50
 RECOVERED_SHOWN = 200  # recovered objects listed on a request's page; the API has them all
@@ -173,7 +175,7 @@ def restore_detail(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         req=req,
         table=req.table,
-        plan=pages.restore_view(req.plan),
+        plan=restore_view(req.plan),
         recovery=(req.plan or {}).get("recovery"),
         recovered=list(req.recovered_objects.all()[:RECOVERED_SHOWN]) if req.recover_files_first else [],
         events=list(req.events.select_related("actor")),
@@ -243,6 +245,22 @@ def restore_status(request: HttpRequest, pk: int) -> JsonResponse:
     if req is None:
         resp = JsonResponse(error_body("not_found", f"There is no restore request {pk}."), status=404)
     else:
-        resp = JsonResponse(pages.restore_payload(req))
+        resp = JsonResponse(restore_payload(req))
     resp["Cache-Control"] = "no-store"
     return resp
+
+
+def restore_payload(req) -> dict[str, Any]:
+    """The request page's polling answer (/restores/<id>.json)."""
+    return {
+        "id": req.pk,
+        "status": req.status,
+        "statusLabel": req.get_status_display(),
+        "stage": req.stage,
+        "done": req.done,
+        "total": req.total,
+        "error": req.error,
+        "resultVersion": req.result_version,
+        "terminal": req.is_terminal,
+        "awaitingApproval": req.awaiting_approval,
+    }

@@ -1,6 +1,6 @@
 """Browser UI for data on Spark: the version page's row preview and the diff page's rows section.
 
-The preview links each row to its history (tables.web.row_history) by the key columns the
+The preview links each row to its history (tables.web.data.row_history) by the key columns the
 reader picks (?hkey=, several), by default the version's partition columns and a column named
 id or key when there is one; without such a column the section asks which columns to use.
 
@@ -34,7 +34,7 @@ from tables.services.errors import ServiceError
 from tables.services.jobs import lifecycle as jobs
 from tables.services.versions.read import snapshot_at, version_summary
 from tables.spark.results import part_files, table_to_json
-from tables.web.ui import MAX_ID, PageError, job_param, page, page_error, table_of, version_param
+from tables.web.base.ui import MAX_ID, PageError, job_param, page, page_error, table_of, version_param
 
 ROWS_PAGE = 25
 CELL_CHARS = 80

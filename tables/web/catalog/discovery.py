@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods
 from tables.services.access import roles
 from tables.services.catalog import discovery
 from tables.services.errors import ServiceError
-from tables.web.ui import PageError, context, page
+from tables.web.base.ui import PageError, context, page
 
 
 @page

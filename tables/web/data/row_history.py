@@ -8,7 +8,7 @@ columns that changed highlighted with their values before and after, the others 
 Starting is a POST (/t/<slug>/row/start/) that calls data_jobs.start_row_history and comes
 back with the job (?job=); a key, range or version the form can fix is said next to it.
 
-The preview of a version links each of its rows here (tables.web.rows.preview_history). Values
+The preview of a version links each of its rows here (tables.web.data.rows.preview_history). Values
 are rendered as text (autoescaped) and cut at rows.CELL_CHARS characters. Without a key in the
 query or a job, the form starts with rows.default_keys.
 """
@@ -30,7 +30,8 @@ from tables.services.catalog.lookup import parse_int64
 from tables.services.data import jobs as data_jobs
 from tables.services.errors import ServiceError
 from tables.services.jobs import lifecycle as jobs
-from tables.web.rows import (
+from tables.web.base.ui import MAX_ID, context, job_param, page, page_error, table_of
+from tables.web.data.rows import (
     ROWS_PAGE,
     _cell,
     _numeric,
@@ -40,7 +41,6 @@ from tables.web.rows import (
     key_query,
     schema_columns,
 )
-from tables.web.ui import MAX_ID, context, job_param, page, page_error, table_of
 
 FORM_ERRORS = ("invalid_keys", "invalid_range", "version_not_found", "invalid")
 MESSAGE_TAG = "rowhistory"

@@ -18,7 +18,7 @@ from tables.models import Pin, PinState, Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError
 from tables.services.pins import lifecycle as pins
-from tables.web.ui import MAX_ID, PageError, page, table_of
+from tables.web.base.ui import MAX_ID, PageError, page, table_of
 
 
 class PinForm(forms.Form):

@@ -1,7 +1,7 @@
 """Browser UI: the table list, registering a table, starting a sync, a job's status, and the
 addresses of static files.
 
-Every view requires a signed-in user (tables.web.ui.page). The table page's tabs have their own
+Every view requires a signed-in user (tables.web.base.ui.page). The table page's tabs have their own
 modules: overview_views (Overview, Timeline & growth, Restores, the owner card),
 history_views (History and its export), versions_views (Versions and a version's page),
 compare_views (Compare); restore pages are restore_views, the data-job sections of the
@@ -32,9 +32,8 @@ from tables.services.errors import ServiceError, error_body
 from tables.services.jobs import lifecycle as jobs
 from tables.services.ops import fleet
 from tables.services.sync.store import start_sync
-from tables.web import pages
-from tables.web.forms import RegisterTableForm
-from tables.web.ui import (
+from tables.web.base.forms import RegisterTableForm
+from tables.web.base.ui import (
     MAX_ID,
     PageError,
     context,
@@ -250,7 +249,7 @@ def job_status(request: HttpRequest, pk: int) -> JsonResponse:
     if job is None:
         resp = JsonResponse(error_body("not_found", f"There is no job {pk}."), status=404)
     else:
-        payload = pages.job_payload(job)
+        payload = job_payload(job)
         if job.kind == JobKind.SYNC and job.table_id:
             # the table's sync state as it is now: the page's label follows the job's end (job.js)
             t = job.table
@@ -260,7 +259,7 @@ def job_status(request: HttpRequest, pk: int) -> JsonResponse:
     return resp
 
 
-# --- plotly.js and the favicon: static files (tables/web/staticfiles.py), hashed and compressed -----
+# --- plotly.js and the favicon: static files (tables/web/base/staticfiles.py), hashed and compressed -----
 
 
 @require_GET
@@ -279,3 +278,17 @@ def _static_redirect(name: str) -> HttpResponse:
     resp = redirect(staticfiles_storage.url(name))
     resp["Cache-Control"] = "public, max-age=86400"  # not for ever: the hashed name changes with the file
     return resp
+
+
+def job_payload(job) -> dict[str, Any]:
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "table": job.table.slug if job.table_id else None,
+        "status": job.status,
+        "stage": job.stage,
+        "done": job.done,
+        "total": job.total,
+        "error": job.error,
+        "terminal": job.is_terminal,
+    }

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from tables.services.access import api_tokens, roles
-from tables.web.ui import context, page
+from tables.web.base.ui import context, page
 
 
 @page

@@ -1,0 +1,1 @@
+"""What is asked for and decided: pins and restore requests."""

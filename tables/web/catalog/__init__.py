@@ -1,0 +1,1 @@
+"""Pages outside a table: the table list, registering, discovery of a prefix's tables."""
