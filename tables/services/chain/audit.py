@@ -35,7 +35,7 @@ from tables.delta.history.audit import (
 from tables.delta.history.chain import GENESIS
 from tables.delta.log.commitinfo import bounded
 from tables.models import Commit, RestoreRequest, SeenBlock, Table, VersionChecksum
-from tables.services.chain.look import Seen, entry_before, seen_commits
+from tables.services.chain.seen import Seen, entry_before, seen_commits
 from tables.services.errors import ServiceError
 
 MAX_VERSIONS = 200_000  # versions one export may hold (a longer history is exported in ranges)

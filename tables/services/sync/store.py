@@ -35,6 +35,7 @@ from tables.delta.storage.api import FileInfo, Storage
 from tables.delta.storage.opening import as_storage
 from tables.models import Anomaly, Commit, Job, JobKind, SeenBlock, SyncState, Table
 from tables.services.chain import look as chain
+from tables.services.chain import seen as seen_store
 from tables.services.errors import public_message
 from tables.services.jobs import faults
 from tables.services.jobs import lifecycle as jobs
@@ -398,7 +399,7 @@ def _batches(
                 last_row["fileModificationTime"],
                 last_row["inCommitTimestamp"] if ict.applies(last_row["version"]) else None,
             )
-        # each commit hashed where it was read (tables.services.chain.look's first-seen
+        # each commit hashed where it was read (tables.services.chain.seen's first-seen
         # digest); only one the reads missed is read here, and a big one again for growth
         digests = digests or {}
         kept_bytes = {lf.version: data for lf, data, _r in reads}
@@ -426,7 +427,7 @@ def _batches(
 
 
 def _seen(lf: LogFile, digest: str, timestamp: int | None) -> tuple[int, str, int, int | None, int | None, int | None]:
-    """A commit's first look for chain.record_seen: its digest, size, listed size and time."""
+    """A commit's first look for record_seen (chain/seen.py): its digest, size, listed size and time."""
     try:
         listed: tuple[int | None, int | None] = (lf.size, lf.modification_time)
     except delta_errors.DeltaError:
@@ -452,7 +453,7 @@ def _write_batches(
         with transaction.atomic():
             insert.run(params)
             Anomaly.objects.bulk_create([Anomaly(table=table, **a) for a in anomalies])
-            chain.record_seen(table, seen)
+            seen_store.record_seen(table, seen)
         stored += len(params)
         jobs.progress(job, "storing history rows", stored, total)
         faults.reached("sync-batch-stored")

@@ -24,6 +24,7 @@ from tables.models import ChainLook, HistoryRewrite, SeenBlock, SeenChange, Tabl
 from tables.models.chain import pack_ints, unpack_ints
 from tables.services.catalog import registration
 from tables.services.chain import look as chain
+from tables.services.chain import seen as seen_store
 from tables.services.sync import store as sync
 from tests.conftest import s3_buckets
 
@@ -92,7 +93,7 @@ def synced(table: Table, capture) -> Table:
 
 def first_sync(log, capture) -> Table:
     table = synced(registration.register_table("t", log.location), capture)
-    seen = chain.seen_commits(table)
+    seen = seen_store.seen_commits(table)
     assert [s.version for s in seen] == [0, 1, 2, 3]
     for s in seen:  # each digest is the stored file's own SHA-256, the chain as documented
         assert s.sha256 == hashlib.sha256(log.read(s.version)).hexdigest()
@@ -141,7 +142,7 @@ def test_a_commit_replaced_by_another_valid_one(log, django_capture_on_commit_ca
     # delta-rs writes on: the new version is chained after the replaced one's first entry
     write_deltalake(log.location, pa.table({"id": pa.array([99], pa.int64())}), mode="append", **log.options)
     synced(table, django_capture_on_commit_callbacks)
-    three, four = chain.seen_commits(table, 3, 4)
+    three, four = seen_store.seen_commits(table, 3, 4)
     assert four.entry == chain_entry(three.entry, 4, four.sha256) and three.sha256 == first
     assert Alert.objects.count() == 1
 
@@ -154,7 +155,7 @@ def test_a_commit_past_its_retention_is_no_finding(log, django_capture_on_commit
     block.save()
     log.delete(0)  # log cleanup takes the oldest commit (the table stays readable from 1: all adds)
     chain.look(table)
-    assert [s.expired for s in chain.seen_commits(table)] == [True, False, False, False]
+    assert [s.expired for s in seen_store.seen_commits(table)] == [True, False, False, False]
     assert not HistoryRewrite.objects.exists() and not SeenChange.objects.exists()
 
 
@@ -195,7 +196,7 @@ def test_the_version_page_says_whether_the_bytes_still_match(tmp_path, settings,
     table = registration.register_table("t", log.location)
     sync.sync_table(table.pk)
     page = browser.get(f"/t/{table.slug}/v/1/").content.decode()
-    (seen,) = chain.seen_commits(table, 1, 1)
+    (seen,) = seen_store.seen_commits(table, 1, 1)
     assert "still match what was first seen" in page and seen.sha256 in page
     first = seen.sha256
     log.write(1, log.read(1).replace(b'"WRITE"', b'"write"'))
@@ -217,7 +218,7 @@ def test_a_long_logs_sync_looks_at_its_window_and_the_rolling_check_at_all(tmp_p
     SeenBlock.objects.filter(table=table).delete()
     ChainLook.objects.all().delete()
     chain.check_due()
-    assert [s.version for s in chain.seen_commits(table)] == [0, 1, 2, 3]
+    assert [s.version for s in seen_store.seen_commits(table)] == [0, 1, 2, 3]
     look = ChainLook.objects.get(table=table)
     assert (look.requests, look.hashed) == (5, 4)
     time.sleep(0.01)
@@ -231,6 +232,6 @@ def test_a_long_logs_sync_looks_at_its_window_and_the_rolling_check_at_all(tmp_p
     SeenBlock.objects.filter(table=table).delete()
     write_deltalake(log.location, pa.table({"id": pa.array([9], pa.int64())}), mode="append")
     sync.sync_table(table.pk)
-    seen = chain.seen_commits(table)
+    seen = seen_store.seen_commits(table)
     assert [s.version for s in seen] == [0, 1, 2, 3, 4]
     assert seen[4].entry == chain_entry(seen[3].entry, 4, seen[4].sha256)

@@ -23,6 +23,7 @@ from tables.delta.history.chain import GENESIS, chain_entries, chain_entry
 from tables.models import HistoryRewrite, SeenBlock, SeenChange, Table
 from tables.services.catalog import registration
 from tables.services.chain import look as chain
+from tables.services.chain import seen as seen_store
 from tables.services.chain.audit import audit_export
 from tables.services.sync import store as sync
 
@@ -55,7 +56,7 @@ def test_a_rewrite_inside_a_block_is_found_with_both_digests(roots, settings) ->
     blocks = list(SeenBlock.objects.filter(table=table).order_by("first_version"))
     assert [(b.first_version, b.last_version) for b in blocks] == [(0, 999), (1000, 1999), (2000, 2499)]
     first = _digest(path, REWRITTEN)
-    first_seen = chain.seen_commits(table, REWRITTEN, REWRITTEN)[0].first_seen_at
+    first_seen = seen_store.seen_commits(table, REWRITTEN, REWRITTEN)[0].first_seen_at
     assert first_seen == blocks[1].first_seen_at
 
     # the same size, another byte, a later modification time: as a tool "fixing" a log would
@@ -112,7 +113,7 @@ def test_a_few_new_commits_fill_the_last_block(roots) -> None:
     sync.sync_table(table.pk)
     (block,) = SeenBlock.objects.filter(table=table)
     assert (block.first_version, block.last_version, block.count) == (0, 14, 15) and block.seen_after
-    seen = chain.seen_commits(table)
+    seen = seen_store.seen_commits(table)
     digests = [_digest(path, v) for v in range(15)]
     assert [s.sha256 for s in seen] == digests
     assert [s.entry for s in seen] == chain_entries(None, list(enumerate(digests)))
@@ -169,7 +170,7 @@ def test_the_migration_packs_seen_commits_and_back() -> None:
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
     t = Table.objects.get(pk=table.pk)
-    seen = chain.seen_commits(t)
+    seen = seen_store.seen_commits(t)
     assert [tuple(getattr(s, f) for f in _OLD) for s in seen] == expected
     assert sorted(SeenChange.objects.filter(table=t).values_list("version", flat=True)) == [306, 307]
     blocks = SeenBlock.objects.filter(table=t).order_by("first_version")
@@ -178,7 +179,7 @@ def test_the_migration_packs_seen_commits_and_back() -> None:
         (5, 1004), (1005, 1504), (1505, 1505), (1506, 2104)]  # fmt: skip
     assert blocks[0].previous == GENESIS and blocks[2].previous == ""
     assert blocks[3].previous == "ab" * 32 and blocks[3].entry == entries[-1]
-    assert chain.entry_before(t, 1507) == chain_entry("ab" * 32, 1506, digests[1501])
+    assert seen_store.entry_before(t, 1507) == chain_entry("ab" * 32, 1506, digests[1501])
 
     executor = MigrationExecutor(connection)
     executor.migrate(before)

@@ -11,7 +11,7 @@ import pytest
 from tables.delta.log.listing import commit_name
 from tables.models import Commit, SyncState, Table
 from tables.services.catalog import registration
-from tables.services.chain import look as chain
+from tables.services.chain import seen as seen_store
 from tables.services.sync.probe import probe_tables
 from tables.services.sync.store import sync_table
 from tests.conftest import s3_buckets
@@ -56,7 +56,7 @@ def assert_shown_up_to_nine(api, client, table: Table, expected: list[tuple[int,
     assert history_rows(api, table) == expected and [v for v, _o, _t in expected] == list(range(10))
     # nothing of version 10 is kept: no history row, no first-seen digest
     assert not Commit.objects.filter(table=table, version=10).exists()
-    assert not chain.seen_commits(table, 10, 10)
+    assert not seen_store.seen_commits(table, 10, 10)
     detail = api.get(f"/api/tables/{table.pk}/").json()
     notice = detail["incompleteCommit"]
     assert notice["version"] == 10 and notice["shownUpTo"] == 9

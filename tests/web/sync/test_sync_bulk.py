@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from tables.delta.history.chain import chain_entries
 from tables.models import Commit, SeenBlock
 from tables.services.catalog import registration
-from tables.services.chain import look as chain
+from tables.services.chain import seen as seen_store
 from tables.services.sync import store as sync
 
 from .test_sync import _write_commits
@@ -59,8 +59,8 @@ def test_a_cold_sync_stores_the_logs_history_and_digests_in_bulk(roots) -> None:
         assert row.is_blind_append is h["isBlindAppend"] and row.read_version == h.get("readVersion")
         assert row.commit_info["operationParameters"]["predicate"].endswith("ünïcode")
     # packed: a row per block of commits, the last block filled before another is begun
-    assert SeenBlock.objects.filter(table=table).count() == -(-COMMITS // chain.BLOCK)
-    seen = chain.seen_commits(table)
+    assert SeenBlock.objects.filter(table=table).count() == -(-COMMITS // seen_store.BLOCK)
+    seen = seen_store.seen_commits(table)
     digests = [
         hashlib.sha256((path / "_delta_log" / f"{v:020d}.json").read_bytes()).hexdigest() for v in range(COMMITS)
     ]
@@ -83,7 +83,7 @@ def test_rows_stored_already_are_left_as_they_are(roots) -> None:
     assert sorted(Commit.objects.filter(table=table).values_list("version", flat=True)) == list(range(300))
     assert Commit.objects.get(table=table, version=80).operation == "KEPT"
     assert Commit.objects.get(table=table, version=82).operation == "WRITE"
-    seen = chain.seen_commits(table)
+    seen = seen_store.seen_commits(table)
     digests = [hashlib.sha256((path / "_delta_log" / f"{v:020d}.json").read_bytes()).hexdigest() for v in range(300)]
     assert [s.version for s in seen] == list(range(300)) and [s.sha256 for s in seen] == digests
     assert [s.entry for s in seen] == chain_entries(None, list(enumerate(digests)))  # chained across the blocks
@@ -93,7 +93,7 @@ def _forget_seen_from(table, version: int) -> None:
     """The first-seen digests of `version` on taken out of the table's one contiguous block."""
     (block,) = SeenBlock.objects.filter(table=table)
     n = version - block.first_version
-    kept = chain.unpack(block, entries=True)[:n]
+    kept = seen_store.unpack(block, entries=True)[:n]
     for name, width in (("digests", 32), ("sizes", 8), ("timestamps", 8), ("listed_times", 8)):
         setattr(block, name, bytes(getattr(block, name))[: n * width])
     block.count, block.last_version, block.entry = n, version - 1, kept[-1].entry
