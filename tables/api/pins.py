@@ -9,6 +9,10 @@ rendered by tables.api.base.errors.exception_handler.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
@@ -17,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tables.api.base.common import TABLE_ID, _errors, table_or_404
+from tables.api.base.fields import BlankAsNullCharField, add_field
 from tables.api.base.permissions import CanApprove, CanBrowse, CanRequestRestore
 from tables.models import Pin, PinState
 from tables.services.catalog.lookup import INT64_MAX
@@ -25,41 +30,75 @@ from tables.services.pins import lifecycle as pins
 LISTED = 500  # a table's pins in one answer, newest first
 
 
+class IsoDateTimeField(serializers.CharField):
+    """A stored time as Python's ISO 8601 text (`+00:00`, microseconds kept), as pins always said it."""
+
+    def to_representation(self, value: datetime) -> str:
+        return value.isoformat()
+
+
+class UsernameField(serializers.CharField):
+    """Who did something: the user's name, null for none."""
+
+    def to_representation(self, value: Any) -> str:
+        return value.get_username()
+
+
+class PinFactField(serializers.CharField):
+    """A pin's value the services work out (who decided, what holds it): `fact(pin)`."""
+
+    def __init__(self, fact: Callable[[Pin], str | None], **kwargs: Any) -> None:
+        self.fact = fact
+        super().__init__(source="*", **kwargs)
+
+    def to_representation(self, value: Pin) -> str | None:
+        return self.fact(value)
+
+
+# one PinEvent row of a pin's audit trail
 class PinEventSerializer(serializers.Serializer):
-    at = serializers.CharField()
-    actor = serializers.CharField(allow_null=True)
-    to = serializers.CharField()
+    at = IsoDateTimeField()
+    actor = UsernameField(allow_null=True)
+    to = serializers.CharField(source="to_state")
     note = serializers.CharField(allow_blank=True)
+
+
+# 'from' cannot be a class attribute: the state the pin left (null for its creation)
+add_field(PinEventSerializer, "from", BlankAsNullCharField(source="from_state", read_only=False), before="to")
+
+
+def _decision_comment(pin: Pin) -> str | None:
+    return (pins.decisions([pin.pk]).get(pin.pk) or {}).get("note")
 
 
 class PinSerializer(serializers.Serializer):
     """A pin: what it keeps, how the pin store holds it, its state and its audit trail."""
 
     id = serializers.IntegerField()
-    table = serializers.IntegerField()
+    table = serializers.IntegerField(source="table_id")
     version = serializers.IntegerField()
     name = serializers.CharField()
     reason = serializers.CharField()
-    expiresAt = serializers.CharField(allow_null=True)
+    expiresAt = IsoDateTimeField(source="expires_at", allow_null=True)
     state = serializers.ChoiceField(choices=[c for c, _ in Pin._meta.get_field("state").choices])
-    createdBy = serializers.CharField(allow_null=True)
-    createdAt = serializers.CharField(allow_null=True)
-    protection = serializers.CharField(
-        allow_null=True,
+    createdBy = UsernameField(source="created_by", allow_null=True)
+    createdAt = IsoDateTimeField(source="created_at", allow_null=True)
+    protection = BlankAsNullCharField(
+        read_only=False,
         help_text="hard links, copies, server-side copies or legal holds: how the pin store holds the files; "
         "'not protected' when the store could not keep the version",
     )
     files = serializers.IntegerField()
     bytes = serializers.IntegerField()
-    bytesCopied = serializers.IntegerField(help_text="bytes written anew (0 with hard links)")
-    removalRequestedBy = serializers.CharField(allow_null=True)
-    removalReason = serializers.CharField(allow_null=True)
-    decidedBy = serializers.CharField(allow_null=True)
-    decisionComment = serializers.CharField(
-        allow_null=True, help_text="the approver's last decision on a removal, with their comment"
+    bytesCopied = serializers.IntegerField(source="bytes_copied", help_text="bytes written anew (0 with hard links)")
+    removalRequestedBy = UsernameField(source="removal_requested_by", allow_null=True)
+    removalReason = BlankAsNullCharField(source="removal_reason", read_only=False)
+    decidedBy = UsernameField(source="decided_by", allow_null=True)
+    decisionComment = PinFactField(
+        _decision_comment, allow_null=True, help_text="the approver's last decision on a removal, with their comment"
     )
-    heldBy = serializers.CharField(help_text="what holds the version now: the protection, or nothing once removed")
-    error = serializers.CharField(allow_null=True, help_text="why a pin failed (or a removal left files)")
+    heldBy = PinFactField(pins.held_by, help_text="what holds the version now: the protection, or nothing once removed")
+    error = BlankAsNullCharField(read_only=False, help_text="why a pin failed (or a removal left files)")
     events = PinEventSerializer(many=True)
 
 
@@ -91,9 +130,9 @@ def _pin_or_404(pk: str) -> Pin:
 
 
 def _body(pin: Pin) -> dict:
-    return pins.pin_payload(
+    return PinSerializer(
         Pin.objects.select_related("created_by", "removal_requested_by", "decided_by").get(pk=pin.pk)
-    )
+    ).data
 
 
 class TablePinsView(APIView):
@@ -108,7 +147,8 @@ class TablePinsView(APIView):
     def get(self, request, id: str):
         table = table_or_404(id)
         rows = Pin.objects.filter(table=table).select_related("created_by", "removal_requested_by", "decided_by")
-        return Response({"pins": [pins.pin_payload(p) for p in rows[:LISTED]], "note": pins.store_note(table)})
+        body = {"pins": rows[:LISTED], "note": pins.store_note(table)}
+        return Response(PinTableListSerializer(body).data)
 
     @extend_schema(
         parameters=[TABLE_ID],

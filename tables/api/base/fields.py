@@ -39,6 +39,14 @@ class BlankAsNullCharField(serializers.CharField):
         return None if value in ("", None) else str(value)
 
 
+class StoredDateTimeField(serializers.DateTimeField):
+    """A stored time as Python's ISO 8601 text (`+00:00`, microseconds kept) where the API always
+    said it so, rather than DRF's (`Z`)."""
+
+    def to_representation(self, value: Any) -> str:
+        return value.isoformat()
+
+
 # DRF refuses NUL in every CharField, but says so in no schema: this pattern documents it, so
 # that clients (and the schema's own fuzzing) know a NUL is not text here.
 NO_NUL = r"^[^\x00]*$"

@@ -9,6 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from tables.api.base.common import READ_ERRORS, TABLE_ID, VERSION, _errors, version_param
+from tables.api.base.fields import StoredDateTimeField
 from tables.services.versions import read as versions
 
 
@@ -35,6 +36,7 @@ class ChecksumMismatchSerializer(serializers.Serializer):
     found = serializers.JSONField(allow_null=True, help_text="the log replay's value (bounded)")
 
 
+# built from a tables.services.versions.read.ChecksumState
 class ChecksumStateSerializer(serializers.Serializer):
     state = serializers.ChoiceField(
         ["ok", "mismatch", "unreadable", "none"],
@@ -43,7 +45,7 @@ class ChecksumStateSerializer(serializers.Serializer):
     mismatches = ChecksumMismatchSerializer(many=True)
     error = serializers.CharField(allow_null=True, help_text="why the checksum file could not be decoded")
     full = serializers.BooleanField(allow_null=True, help_text="every field compared (false: the counts only)")
-    checkedAt = serializers.DateTimeField(allow_null=True)
+    checkedAt = StoredDateTimeField(source="checked_at", allow_null=True)
 
 
 class VersionSummarySerializer(serializers.Serializer):
@@ -99,7 +101,9 @@ class VersionActions:
         """Replays the log to the version (cached per version). 404 version_not_found names the versions
         that are available; 422 when the log cannot be read."""
         table = self.get_object()
-        return Response(versions.version_summary(table, version_param(version)))
+        out = versions.version_summary(table, version_param(version))
+        out["checksum"] = ChecksumStateSerializer(out["checksum"]).data
+        return Response(out)
 
     @extend_schema(
         summary="The active files of a version (paged with limit/offset)",

@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils.dateparse import parse_datetime
 
+from tables.api.pins import PinSerializer
 from tables.delta.errors import DeltaError
 from tables.services.catalog.lookup import table_by_key
 from tables.services.errors import ServiceError
@@ -62,7 +63,7 @@ class Command(BaseCommand):
             pin = pins.create_pin(table, options["version"], options["name"], options["reason"], user, expires)
         except (ServiceError, DeltaError) as exc:
             self._fail(str(exc))
-        self.stdout.write(json.dumps(pins.pin_payload(pin)))
+        self.stdout.write(json.dumps(PinSerializer(pin).data))
 
     def _expiry(self, text: str | None) -> datetime | None:
         if not text:

@@ -298,38 +298,3 @@ def store_note(table: Table) -> str | None:
     if is_uri(store) != is_uri(location):
         return "the pin store is on another kind of storage than this table: pinning copies every file"
     return None
-
-
-def pin_payload(pin: Pin) -> dict[str, Any]:
-    """A pin as the API and pages show it (never the store's location on the server)."""
-    return {
-        "id": pin.pk,
-        "table": pin.table_id,
-        "version": pin.version,
-        "name": pin.name,
-        "reason": pin.reason,
-        "expiresAt": pin.expires_at.isoformat() if pin.expires_at else None,
-        "state": pin.state,
-        "createdBy": pin.created_by.get_username() if pin.created_by else None,
-        "createdAt": pin.created_at.isoformat() if pin.created_at else None,
-        "protection": pin.protection or None,
-        "files": pin.files,
-        "bytes": pin.bytes,
-        "bytesCopied": pin.bytes_copied,
-        "removalRequestedBy": pin.removal_requested_by.get_username() if pin.removal_requested_by else None,
-        "removalReason": pin.removal_reason or None,
-        "decidedBy": pin.decided_by.get_username() if pin.decided_by else None,
-        "decisionComment": (decisions([pin.pk]).get(pin.pk) or {}).get("note"),
-        "heldBy": held_by(pin),
-        "error": pin.error or None,
-        "events": [
-            {
-                "at": e.at.isoformat(),
-                "actor": e.actor.get_username() if e.actor else None,
-                "from": e.from_state or None,
-                "to": e.to_state,
-                "note": e.note,
-            }
-            for e in pin.events.all()
-        ],
-    }

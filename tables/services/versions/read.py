@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
 from threading import Lock
 from typing import Any
 
@@ -90,7 +92,7 @@ def read_from(source: Source | None) -> dict[str, Any] | None:
 
 def version_summary(table: Table, version: int) -> dict[str, Any]:
     """A version's protocol, metadata, size and (from the cache) its commitInfo and timestamp,
-    with what its checksum file said. A version whose checksum was found to agree with the
+    with what its checksum file said (`checksum`: a ChecksumState). A version whose checksum was found to agree with the
     log is answered from the checksum (`summaryFrom: "checksum"`), without a replay. A version
     the table lost and a pin keeps is its pin's (`summaryFrom: "pin"`, `readFrom` names it):
     its files are the kept ones, which a reader can open."""
@@ -106,7 +108,7 @@ def version_summary(table: Table, version: int) -> dict[str, Any]:
             out_from = "pin"
     out["summaryFrom"] = out_from
     out["readFrom"] = read_from(source)
-    out["checksum"] = checksum_state(table, version)
+    out["checksum"] = checksum_state(table, version)  # data: the API and the page each render it
     row = Commit.objects.filter(table=table, version=version).first()
     out["commitInfo"] = row.commit_info if row else None
     out["timestamp"] = row.timestamp if row else None
@@ -185,20 +187,27 @@ def diff_commits(table: Table, v_from: int, v_to: int, offset: int, limit: int) 
     return list(rows), qs.count()
 
 
-def checksum_state(table: Table, version: int) -> dict[str, Any]:
-    """What the version page and the API say of a version's checksum: `{"state": "ok" |
-    "mismatch" | "unreadable" | "none", "mismatches", "error", "full", "checkedAt"}`."""
+@dataclass(frozen=True)
+class ChecksumState:
+    """What is known of a version's checksum file against the log: `state` is "ok",
+    "mismatch", "unreadable" or "none" (no checksum file checked); the rest is the check's
+    (tables.services.sync.checksums), None for none. The API's ChecksumStateSerializer and
+    the version page each show it."""
+
+    state: str
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    full: bool | None = None
+    checked_at: datetime | None = None
+
+
+def checksum_state(table: Table, version: int) -> ChecksumState:
+    """The version's checksum as the sync's check found it."""
     row = VersionChecksum.objects.filter(table=table, version=version).first()
     if row is None:
-        return {"state": "none", "mismatches": [], "error": None, "full": None, "checkedAt": None}
+        return ChecksumState("none")
     state = "ok" if row.ok else ("unreadable" if row.error else "mismatch")
-    return {
-        "state": state,
-        "mismatches": row.mismatches,
-        "error": row.error or None,
-        "full": row.full,
-        "checkedAt": row.checked_at.isoformat(),
-    }
+    return ChecksumState(state, row.mismatches, row.error or None, row.full, row.checked_at)
 
 
 def mismatched_versions(table: Table, versions: list[int]) -> set[int]:

@@ -20,7 +20,7 @@ from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import history
 from tables.services.pins.queries import held_bytes, holding_pins
 from tables.services.versions.reachability import parse_retention, table_reachability
-from tables.services.versions.read import resolve, snapshot_at, version_files, version_summary
+from tables.services.versions.read import ChecksumState, resolve, snapshot_at, version_files, version_summary
 from tables.services.versions.unreadable import unreadable_why
 from tables.web.approvals.pins import pins_context
 from tables.web.base.formatting import compact_json, human_count, source_label
@@ -267,13 +267,13 @@ class _VersionFiles:
         return file_rows(files)
 
 
-def _checksum_view(state: dict[str, Any]) -> dict[str, Any]:
+def _checksum_view(state: ChecksumState) -> dict[str, Any]:
     """The version's checksum as its page shows it: each differing field with both values."""
     rows = [
         {"field": m["field"], "expected": compact_json(m["expected"]), "found": compact_json(m["found"])}
-        for m in state["mismatches"]
+        for m in state.mismatches
     ]
-    return {**state, "rows": rows}
+    return {"state": state.state, "error": state.error, "full": state.full, "rows": rows}
 
 
 @page
