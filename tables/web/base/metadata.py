@@ -63,7 +63,7 @@ def file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {
             "path": f.get("path"),
             "size": f.get("size"),
-            "partition_values": compact_json(f.get("partitionValues")),
+            "partition_values": f.get("partitionValues"),  # |compact_json in the template
             "modification_time": format_ms(f.get("modificationTime")),
             "deletion_vector": (f.get("deletionVector") or {}).get("uniqueId"),
         }
