@@ -22,7 +22,7 @@ def schema_rows(schema: dict[str, Any] | None, partition_columns: list[str]) -> 
                 "name": f.get("name"),
                 "type": type_text(f.get("type")),
                 "nullable": f.get("nullable"),
-                "metadata": compact_json(f.get("metadata")),
+                "metadata": f.get("metadata"),  # |compact_json in the template
                 "partition": f.get("name") in parts,
             }
         )
