@@ -5,6 +5,7 @@ pages show of pins (the version page, the Versions tab, History, the Overview) c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, time
 from typing import Any
 
@@ -104,50 +105,59 @@ def _text(request: HttpRequest, pin: Pin) -> str:
     return form.cleaned_data["text"]
 
 
+def _act(request: HttpRequest, pin: Pin, action: Callable[[], str], raised: tuple[int, ...]) -> HttpResponse:
+    """Run one of a pin's actions and go back to its version's page: the action's own success
+    message, or the service's refusal as an error message. The statuses in `raised` go on to
+    the error page instead (signed out, not allowed, no such pin)."""
+    try:
+        messages.success(request, action())
+    except ServiceError as exc:
+        if exc.status in raised:
+            raise
+        messages.error(request, exc.message)
+    return _after(request, pin)
+
+
 @page
 @require_POST
 def pin_unpin(request: HttpRequest, pk: int) -> HttpResponse:
     pin = _pin(pk)
-    try:
-        pin = pins.request_unpin(pin, request.user, _text(request, pin))
-        done = "removed (it had expired)" if pin.state == PinState.EXPIRED else "to be removed once an approver accepts"
-        messages.success(request, f"Pin {pin.name!r}: {done}.")
-    except ServiceError as exc:
-        if exc.status in (401, 403, 404):
-            raise
-        messages.error(request, exc.message)
-    return _after(request, pin)
+
+    def unpin() -> str:
+        done = pins.request_unpin(pin, request.user, _text(request, pin))
+        what = (
+            "removed (it had expired)" if done.state == PinState.EXPIRED else "to be removed once an approver accepts"
+        )
+        return f"Pin {done.name!r}: {what}."
+
+    return _act(request, pin, unpin, raised=(401, 403, 404))
 
 
 @page
 @require_POST
 def pin_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
     pin = _pin(pk)
-    try:
-        pin = pins.withdraw_unpin(pin, request.user)
-        messages.success(request, f"Pin {pin.name!r}: your removal request is withdrawn; the pin holds its version.")
-    except ServiceError as exc:
-        if exc.status in (401, 404):
-            raise
-        messages.error(request, exc.message)
-    return _after(request, pin)
+
+    def withdraw() -> str:
+        done = pins.withdraw_unpin(pin, request.user)
+        return f"Pin {done.name!r}: your removal request is withdrawn; the pin holds its version."
+
+    # withdrawing someone else's request (403) is refused as a message on the version's page
+    return _act(request, pin, withdraw, raised=(401, 404))
 
 
 def _decide(request: HttpRequest, pk: int, approve: bool) -> HttpResponse:
     pin = _pin(pk)
     text = _text(request, pin)
-    try:
+
+    def decide() -> str:
         if approve:
             pins.approve_unpin(pin, request.user, text)
-            messages.success(request, f"Pin {pin.name!r} removed.")
-        else:
-            pins.reject_unpin(pin, request.user, text)
-            messages.success(request, f"Pin {pin.name!r} kept.")
-    except ServiceError as exc:
-        if exc.status in (401, 403, 404):
-            raise
-        messages.error(request, exc.message)
-    return _after(request, pin)
+            return f"Pin {pin.name!r} removed."
+        pins.reject_unpin(pin, request.user, text)
+        return f"Pin {pin.name!r} kept."
+
+    return _act(request, pin, decide, raised=(401, 403, 404))
 
 
 @page

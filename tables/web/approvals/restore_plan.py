@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from tables.delta.restore.rules import protocol_outcome_words
-from tables.web.base.formatting import compact_json
 from tables.web.base.metadata import change_rows, schema_change_rows
 
 _BYTE_METRICS = {"removedFilesSize", "restoredFilesSize", "tableSizeAfterRestore"}
@@ -53,7 +52,7 @@ def restore_samples(files: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         {
             "path": f.get("path"),
             "size": f.get("size"),
-            "partition_values": compact_json(f.get("partitionValues")),
+            "partition_values": f.get("partitionValues"),  # |compact_json in the template
             "deletion_vector": f.get("deletionVector") or "",
         }
         for f in files or []

@@ -1,7 +1,9 @@
 """Values as a page shows them: JSON compact or pretty, partition values, counts, bytes and
 durations, a Delta metric with its unit, a JSON object as chips, an epoch-milliseconds property
 as a date. Pure text from plain values; templates escape what they print. The counts, bytes,
-durations and JSON are template filters too (tables/templatetags/formatting.py)."""
+durations, JSON and timestamp sources are template filters too
+(tables/templatetags/formatting.py): pages format in their templates; Python callers (exports,
+chips, the admin) call these functions."""
 
 from __future__ import annotations
 

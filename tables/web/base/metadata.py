@@ -22,7 +22,7 @@ def schema_rows(schema: dict[str, Any] | None, partition_columns: list[str]) -> 
                 "name": f.get("name"),
                 "type": type_text(f.get("type")),
                 "nullable": f.get("nullable"),
-                "metadata": compact_json(f.get("metadata")),
+                "metadata": f.get("metadata"),  # |compact_json in the template
                 "partition": f.get("name") in parts,
             }
         )
@@ -63,7 +63,7 @@ def file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {
             "path": f.get("path"),
             "size": f.get("size"),
-            "partition_values": compact_json(f.get("partitionValues")),
+            "partition_values": f.get("partitionValues"),  # |compact_json in the template
             "modification_time": format_ms(f.get("modificationTime")),
             "deletion_vector": (f.get("deletionVector") or {}).get("uniqueId"),
         }

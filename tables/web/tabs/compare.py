@@ -23,7 +23,6 @@ from tables.services.data.jobs import unreadable_fix
 from tables.services.errors import ServiceError
 from tables.services.versions.read import diff, diff_commits
 from tables.services.versions.unreadable import unreadable_why
-from tables.web.base.formatting import compact_json, human_count, partition_text, source_label
 from tables.web.base.metadata import change_rows, schema_change_rows
 from tables.web.base.sql import diff_sql
 from tables.web.base.ui import PageError, context, page, page_error, table_of, version_param
@@ -64,9 +63,9 @@ def _list_nav(
 
     number = offset // PAGE + 1
     return {
-        "first": human_count(offset + 1 if shown else 0),
-        "last": human_count(offset + shown),
-        "total": human_count(total),
+        "first": offset + 1 if shown else 0,
+        "last": offset + shown,
+        "total": total,
         "prev": link(number - 1) if offset > 0 else None,
         "next": link(number + 1) if offset + shown < total else None,
         "size": PAGE,
@@ -74,14 +73,14 @@ def _list_nav(
 
 
 def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The diff's sampled files as table rows: partition values as key=value, the row count
-    with thousands separators (None when neither the add's stats nor the file's footer say)."""
+    """The diff's sampled files as table rows: partition values (the template writes them as
+    key=value), the row count (None when neither the add's stats nor the file's footer say)."""
     return [
         {
             "path": f["path"],
-            "partition": partition_text(f["partitionValues"]) if f["partitionValues"] else "",
+            "partition": f["partitionValues"] or {},
             "size": f["size"],
-            "rows": None if f["numRecords"] is None else human_count(f["numRecords"]),
+            "rows": f["numRecords"],
         }
         for f in files
     ]
@@ -90,15 +89,15 @@ def _diff_file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _files_side(request: HttpRequest, side: dict[str, Any], name: str, anchor: str) -> dict[str, Any]:
     """One side's files (added or removed) as the page shows them: a page of files with its
     links, the first partitions listed and the others folded."""
-    partitions = [partition_text(p) for p in side["partitions"]]
+    partitions = side["partitions"]
     files = _diff_file_rows(side["sampleFiles"])
     return {
-        "count": human_count(side["count"]),
+        "count": side["count"],
         "files": files,
         "nav": _list_nav(request, name, side.get("sampleFrom", 0), len(files), side["count"], anchor),
         "partitions": partitions[:PARTITIONS_SHOWN],
         "more_partitions": partitions[PARTITIONS_SHOWN:],
-        "partition_count": human_count(side["partitionCount"]),
+        "partition_count": side["partitionCount"],
         "partitions_listed": len(partitions),
         "partitions_cut": side["partitionCount"] > len(partitions),
     }
@@ -205,10 +204,10 @@ def diff_commit_rows(commits: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {
             "version": c["version"],
             "timestamp": format_ms(c["timestamp"]) or "",
-            "source": source_label(c["timestamp_source"]),
+            "source": c["timestamp_source"],
             "operation": c["operation"],
             "user_name": c["user_name"],
-            "operation_metrics": compact_json(c["operation_metrics"]),
+            "operation_metrics": c["operation_metrics"],
         }
         for c in commits
     ]

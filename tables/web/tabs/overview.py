@@ -32,7 +32,6 @@ from tables.services.sync import vanished
 from tables.services.versions.reachability import cache_epoch
 from tables.services.versions.row_count import latest_row_count
 from tables.web.base import charts
-from tables.web.base.formatting import human_count
 from tables.web.base.forms import RestoreRequestForm
 from tables.web.base.metadata import stored_metadata
 from tables.web.base.ui import PageError, page, table_of
@@ -103,8 +102,8 @@ def table_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _row_count(table: Table) -> dict[str, Any]:
-    """The latest version's rows as the Overview says them: the count (thousands separated),
-    how many files were counted from their footers or could not be counted, or pending."""
+    """The latest version's rows as the Overview says them: the count (the template separates
+    the thousands), how many files were counted from their footers or could not be counted, or pending."""
     found = latest_row_count(table, wait=False)
     if found is None:
         return {"pending": True}
@@ -112,7 +111,6 @@ def _row_count(table: Table) -> dict[str, Any]:
         return {"error": found["error"]}
     return {
         **found,
-        "text": human_count(found["rows"]),
         "unknown": found["files"] > 0 and found["unknownFiles"] == found["files"],
     }
 

@@ -20,10 +20,9 @@ from tables.services.errors import ServiceError, public_message
 from tables.services.history.query import history
 from tables.services.pins.queries import held_bytes, holding_pins
 from tables.services.versions.reachability import parse_retention, table_reachability
-from tables.services.versions.read import ChecksumState, resolve, snapshot_at, version_files, version_summary
+from tables.services.versions.read import resolve, snapshot_at, version_files, version_summary
 from tables.services.versions.unreadable import unreadable_why
 from tables.web.approvals.pins import pins_context
-from tables.web.base.formatting import compact_json, human_count, source_label
 from tables.web.base.forms import TimeTravelForm
 from tables.web.base.metadata import file_rows, metadata_context
 from tables.web.base.sql import sql_snippets
@@ -61,7 +60,6 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
         alts = result.get("alternatives") or {}
         result = {
             **result,
-            "source_label": source_label(result["source"]),
             "requested_iso": format_ms(result["requestedTimestamp"]),
             "by_info": alts.get("commitInfoTimestamp"),
             "by_file": alts.get("fileModificationTime"),
@@ -204,8 +202,6 @@ def _version_rows(table: Table, rows: list[tuple[int, int]], reach: Any) -> list
             restore = "not restorable"
         out.append({
             "range": True, "first": lo, "last": hi, "count": hi - lo + 1, "reason": entry.get("reason"),
-            "span": human_count(lo) if lo == hi else f"{human_count(lo)}–{human_count(hi)}",
-            "count_text": human_count(hi - lo + 1),
             "why": why.get("why") or reach_text(entry)["title"],
             "vacuum_version": vacuum.get("version"), "vacuum_time": format_ms(vacuum.get("timestamp")),
             "restore": restore, "recoverable": bool(entry.get("recoverable")),
@@ -267,15 +263,6 @@ class _VersionFiles:
         return file_rows(files)
 
 
-def _checksum_view(state: ChecksumState) -> dict[str, Any]:
-    """The version's checksum as its page shows it: each differing field with both values."""
-    rows = [
-        {"field": m["field"], "expected": compact_json(m["expected"]), "found": compact_json(m["found"])}
-        for m in state.mismatches
-    ]
-    return {"state": state.state, "error": state.error, "full": state.full, "rows": rows}
-
-
 @page
 @require_GET
 def version_detail(request: HttpRequest, slug: str, version: int) -> HttpResponse:
@@ -304,7 +291,7 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         summary=summary,
         commit=history_row(commit) if commit else None,
         timestamp=format_ms(summary.get("timestamp")),
-        timestamp_source=source_label(summary["timestampSource"]) if summary.get("timestampSource") else None,
+        timestamp_source=summary.get("timestampSource") or None,  # |source_label in the template
         **metadata_context(md.get("schema"), md.get("partitionColumns") or [], md.get("configuration") or {}),
         sql_snippets=sql_snippets(table.location, version, summary.get("timestamp")),
         protocol=protocol,
@@ -312,7 +299,7 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         writer_features=protocol.get("writerFeatures"),
         created_time=format_ms(md.get("createdTime")),
         commit_info=summary.get("commitInfo"),  # |pretty_json in the template
-        checksum=_checksum_view(summary["checksum"]),
+        checksum=summary["checksum"],  # each mismatch's values |compact_json in the template
         set_transactions=summary.get("setTransactions") or [],  # each |compact_json
         domain_metadata=summary.get("domainMetadata") or [],
         page_obj=page_obj,
