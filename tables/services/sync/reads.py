@@ -11,6 +11,7 @@ while this process stores the batches before; the commits come back in order.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -166,6 +167,11 @@ def prepared_in_processes(
     tasks = [([(lf.version, lf.path) for lf in chunk], keep_after, json_text) for chunk in chunks]
     ctx = multiprocessing.get_context("fork")
     done = 0
+    # The heap the readers inherit (a million LogFiles, the ORM's state) is frozen first, so
+    # no collector walks it while they run: a reader's full collection touched, and so copied,
+    # every inherited page, and this process's walked it again at every full collection (at
+    # 1 M commits: the readers' CPU 69 s -> 36 s, this process's 27 s -> 17 s).
+    gc.freeze()
     pool = ctx.Pool(processes, initializer=_start, initargs=(storage,))
     stuck = False
     try:
@@ -192,6 +198,7 @@ def prepared_in_processes(
             _abandon(pool)
         else:
             pool.terminate()
+        gc.unfreeze()  # what the sync let go of can be collected again
     for chunk in chunks[done:]:
         digests: Digests = {}
         yield read_commits(storage, chunk, digests), None, digests
