@@ -721,7 +721,3 @@ def _restore_text(p: dict[str, Any]) -> str:
         if more:
             text += f"... and {more} more file actions (--json lists them all)\n"
     return text
-
-
-if __name__ == "__main__":  # `python -m tables.delta.cli` where the script is not installed
-    sys.exit(script())
