@@ -44,6 +44,16 @@ CORE: tuple[tuple[str, ...], ...] = (
 ROW_HISTORY: tuple[tuple[str, ...], ...] = tuple(
     (f"tables.delta.history.row_history.{name}",) for name in ("key", "pruning", "reader", "plan", "replay")
 )
+CLI: tuple[tuple[str, ...], ...] = tuple(
+    tuple(f"tables.delta.cli.{name}" for name in layer)
+    for layer in (
+        ("base",),  # exit statuses, the `error:` line, the text table
+        # the options beside one module per subcommand or group of them (its payload, its text)
+        ("parser", "snapshot", "history", "restore", "reachability", "keep", "row_history", "verify", "audit"),
+        ("entry",),  # main, script, execute: a subcommand's module is imported once it runs
+        ("__main__",),  # python -m tables.delta.cli
+    )
+)
 SERVICES: tuple[tuple[str, ...], ...] = tuple(
     tuple(f"tables.services.{name}" for name in layer)
     for layer in (
@@ -87,6 +97,7 @@ API: tuple[tuple[str, ...], ...] = tuple(
 )
 INSIDE = {
     "tables.delta.history.row_history": ROW_HISTORY,
+    "tables.delta.cli": CLI,
     "tables.services": SERVICES,
     "tables.web": WEB,
     "tables.api": API,
