@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -403,7 +404,24 @@ def failure(exc: BaseException) -> tuple[str | None, str, str | None]:
 # --- reading results (pyarrow only) -----------------------------------------------------------
 
 
-def result_page(job: Job, offset: int, limit: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ResultPage:
+    """A page of a finished data job's rows and what its Spark work reported beside them; the
+    API's answer is made of it by tables.api.data.rows.ResultsPageSerializer, the pages read it."""
+
+    job: int
+    kind: str
+    columns: list[dict[str, str]]  # [{name, type}], the types by Delta's names
+    rows: list[dict[str, Any]]  # {column: JSON-safe value}
+    total: int  # rows in the result; a preview's: rows in the version
+    offset: int
+    limit: int
+    cached: int | None  # a preview's: the version's first rows it keeps; None for the other kinds
+    # the job's summary as it was stored (Job.result): counts, keys, key, files, its versions...
+    summary: Mapping[str, Any]
+
+
+def result_page(job: Job, offset: int, limit: int) -> ResultPage:
     """A page of a finished data job's rows, with its counts; ServiceError while not ready."""
     if job.kind not in DATA_KINDS:
         raise ServiceError(f"Job {job.pk} is a {job.kind} job; it has no rows to page.", "no_results", 404)
@@ -418,13 +436,16 @@ def result_page(job: Job, offset: int, limit: int) -> dict[str, Any]:
     if not path or not Path(path).exists():
         raise ServiceError(f"The results of job {job.pk} are gone; start the job again.", "results_gone", 410)
     page = read_page(path, offset, limit)
-    out: dict[str, Any] = {"job": job.pk, "kind": job.kind, **page}
-    for key in ("counts", "versions", "compared", "keys", "key", "files", "from", "to", "start", "end", "version"):
-        if key in result:
-            out[key] = result[key]
-    if data_kind(job.kind).rows_shown == "cached":
-        # the cached preview holds the first rows; `total` is the version's row count
-        out["total"], out["cached"] = result.get("total", page["total"]), page["total"]
-    else:
-        out["total"] = page["total"]
-    return out
+    # the cached preview holds the version's first rows; its `total` is the version's row count
+    cached = data_kind(job.kind).rows_shown == "cached"
+    return ResultPage(
+        job=job.pk,
+        kind=job.kind,
+        columns=page["columns"],
+        rows=page["rows"],
+        total=result.get("total", page["total"]) if cached else page["total"],
+        offset=page["offset"],
+        limit=page["limit"],
+        cached=page["total"] if cached else None,
+        summary=result,
+    )
