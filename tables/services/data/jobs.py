@@ -390,7 +390,7 @@ def failure(exc: BaseException) -> tuple[str | None, str, str | None]:
     """(error code, message a user may read, technical detail for staff) of a failed job."""
     code = getattr(exc, "code", None)
     if isinstance(exc, ServiceError | delta_errors.DeltaError):
-        return code, exc.message, None
+        return code, exc.message, reader_detail(exc)
     if code == SPARK_UNAVAILABLE:
         # the Connect server is down: its address (no secret), and what to do
         return code, str(exc), None
@@ -399,6 +399,19 @@ def failure(exc: BaseException) -> tuple[str | None, str, str | None]:
         # users get what went wrong in words, staff the technical detail in the job's result
         return spark_failure(exc)
     return None, f"{type(exc).__name__}: {exc}", None
+
+
+def reader_detail(exc: BaseException) -> str | None:
+    """The technical detail of a failure our words name in place of a reader's (a data file
+    Spark or pyarrow could not read, tables.spark.jobs.file_errors: raised from the reader's
+    exception): the reader's own, as spark_failure keeps it for staff; None for our own errors."""
+    cause = exc.__cause__
+    if cause is None or isinstance(cause, ServiceError | delta_errors.DeltaError):
+        return None
+    if is_spark_error(cause):
+        return spark_failure(cause)[2]
+    lines = [line.rstrip() for line in str(cause).splitlines() if line.strip()][:20]
+    return (f"{type(cause).__name__}: " + "\n".join(lines))[:4000]
 
 
 # --- reading results (pyarrow only) -----------------------------------------------------------
