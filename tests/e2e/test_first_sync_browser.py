@@ -62,7 +62,7 @@ def test_the_first_sync_is_not_news_and_the_state_follows_the_job(
     user.groups.add(Group.objects.get_or_create(name=roles.ANALYST)[0])
     # the job stays queued, as when a worker has not taken it yet; the test runs it below
     sent: list[tuple[str, int]] = []
-    monkeypatch.setattr(jobs, "send", lambda task, *args: sent.append((task, *args)))
+    monkeypatch.setattr(jobs, "send", lambda task, *args, **_kw: sent.append((task, *args)))
     monkeypatch.setattr(sync, "BATCH", 4)
     first_batch, go = threading.Event(), threading.Event()
 

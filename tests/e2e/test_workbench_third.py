@@ -250,7 +250,7 @@ def test_14_a_restore_plan_speaks_plainly(browser, clock, django_user_model) -> 
 
 def test_02_register_checks_as_typed_and_follows_its_sync(browser, clock, tmp_path, monkeypatch) -> None:
     base, _table = clock
-    monkeypatch.setattr(jobs, "send", lambda *args: None)  # queued, as before a worker takes it; run below
+    monkeypatch.setattr(jobs, "send", lambda *args, **_kw: None)  # queued, as before a worker takes it; run below
     fresh = ict_table(tmp_path / "fresh")
     with page_of(browser, base, "ana") as (page, errors):
         page.goto(base + "/tables/register/")
@@ -535,7 +535,7 @@ def test_a_page_updates_itself_when_its_worker_is_done(browser, clock, settings,
     from tables.services.versions import reachability
 
     base, _table = clock
-    monkeypatch.setattr(jobs, "send", lambda *args: None)  # the worker's part is run below
+    monkeypatch.setattr(jobs, "send", lambda *args, **_kw: None)  # the worker's part is run below
     settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 3  # a 6-version log is "long" here
     long = registration.register_table("Long", str(ict_table(tmp_path / "long")))
     sync.sync_table(long.pk)

@@ -99,6 +99,12 @@ def test_the_preview_job_and_its_page_say_which_file_and_version(
     assert 'data-field="stage"></span>' in html and 'data-field="count"></span>' in html
     status = client.get(f"/jobs/{job.pk}.json").json()
     assert status["error"] == expected
+    # the reader's own words (pyarrow's, reading the footer) are kept for staff, never shown to users
+    detail = job.result["errorDetail"]
+    assert detail.startswith("ArrowInvalid: ") and "Parquet" in detail and detail not in html
+    assert "errorDetail" not in client.get(f"/api/jobs/{job.pk}/").json()["result"]
+    client.force_login(User.objects.create_user("boss", password="pw-boss-1", is_staff=True))
+    assert client.get(f"/api/jobs/{job.pk}/").json()["result"]["errorDetail"] == detail
 
 
 def test_a_spark_failure_names_the_file_spark_names(settings) -> None:
@@ -126,3 +132,52 @@ def test_a_spark_failure_names_the_file_spark_names(settings) -> None:
     # a file outside the allowed roots (an object-store table's spooled copy) is not named
     spooled = text.replace("/srv/tables/events/part=p1/part-0001", "/tmp/deltaweb-spool/ab12/cd34")
     assert spark_failure(Py4JJavaError(spooled))[1] == "a data file of the table is not readable Parquet"
+
+
+@pytest.mark.django_db
+def test_a_spark_failure_on_a_data_file_keeps_sparks_words_for_staff(tmp_path, settings, client) -> None:
+    """Spark's executors meet a data file that is gone: the job's error names the file in
+    words, and the Java exception Spark raised is the detail staff read (an injected failure:
+    the exception as py4j raises it, through the preview's own mapping)."""
+    from django.contrib.auth.models import User
+
+    from tables.delta.storage import api as storage_api
+    from tables.delta.storage.opening import as_storage
+    from tables.models import Job, JobKind, JobStatus
+    from tables.services.catalog import registration
+    from tables.services.data import jobs as data_jobs
+    from tables.spark.jobs import file_errors
+
+    class Py4JJavaError(Exception):  # what py4j raises: the Java exception's text
+        pass
+
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    storage_api.set_roots_provider(lambda: settings.DELTAWEB_ALLOWED_ROOTS)  # the web app's (the fixture puts it back)
+    settings.DELTAWEB_RESULTS_DIR = str(tmp_path / "results")
+    root = tmp_path / "events"
+    name = write_table(root)
+    table = registration.register_table("events", str(root))
+    java = (
+        "An error occurred while calling o812.collectToPython.\n: org.apache.spark.SparkException: Job aborted due to "
+        f"stage failure: java.io.FileNotFoundException: File file:{root / name} does not exist\n"
+        "\tat org.apache.hadoop.fs.RawLocalFileSystem.deprecatedGetFileStatus(RawLocalFileSystem.java:779)"
+    )
+
+    def compute(location, params, out_dir, progress):
+        with file_errors.files_named(as_storage(location), params["version"], "previewed"):
+            raise Py4JJavaError(java)
+
+    job = Job.objects.create(kind=JobKind.PREVIEW, table=table, params={"version": 2})
+    data_jobs.run_job(job.pk, compute)
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and job.result["errorCode"] == "data_file_missing"
+    assert job.error == (
+        f"Version 2 cannot be previewed: data file {name} is missing (FileNotFound: removed by VACUUM or by hand?). "
+        f"{FIX}"
+    )
+    detail = job.result["errorDetail"]
+    assert detail.startswith("Py4JJavaError: ") and "o812" in detail and "RawLocalFileSystem" in detail
+    client.force_login(User.objects.create_user("viewer", password="pw-viewer-1"))
+    assert "errorDetail" not in client.get(f"/api/jobs/{job.pk}/").json()["result"]
+    client.force_login(User.objects.create_user("boss", password="pw-boss-1", is_staff=True))
+    assert client.get(f"/api/jobs/{job.pk}/").json()["result"]["errorDetail"] == detail

@@ -10,11 +10,20 @@ loaded whole. Errors are rendered by tables.api.base.errors.exception_handler.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
+from rest_framework.fields import SkipField
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -72,15 +81,48 @@ class ColumnSerializer(serializers.Serializer):
     type = serializers.CharField(help_text="Delta's type name (long, string, decimal(10,2), struct<...>...).")
 
 
-class RowsPageSerializer(serializers.Serializer):
+class RowsField(serializers.ListField):
+    """A result's rows as read: their values are JSON-safe already (tables.delta.json_values),
+    so a page of up to 10,000 rows is passed on, not copied value by value."""
+
+    def to_representation(self, data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return data
+
+
+class SetIntegerField(serializers.IntegerField):
+    """An integer said only when it is set: a None leaves the key out of the answer."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        value = super().get_attribute(instance)
+        if value is None:
+            raise SkipField()
+        return value
+
+
+# A payload whose keys come in `order`, the order its clients have always read (the schema lists
+# the fields in their declaration order); a key not in `order` comes after. (Comments, not
+# docstrings, on these serializers: the schema would take a docstring as their description.)
+class OrderedSerializer(serializers.Serializer):
+    order: tuple[str, ...] = ()
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        return {k: data[k] for k in self.order if k in data} | data
+
+
+class RowsPageSerializer(OrderedSerializer):
     columns = ColumnSerializer(many=True)
-    rows = serializers.ListField(child=serializers.DictField(), help_text="Rows as {column: JSON-safe value}.")
+    rows = RowsField(child=serializers.DictField(), help_text="Rows as {column: JSON-safe value}.")
     total = serializers.IntegerField(help_text="Rows in the result (for a preview: rows in the version).")
     offset = serializers.IntegerField()
     limit = serializers.IntegerField()
 
 
+# A version's cached preview: a preview job's ResultPage with the version asked for and whether a
+# POST found it cached (`preview_page`).
 class PreviewPageSerializer(RowsPageSerializer):
+    order = ("job", "columns", "rows", "total", "offset", "limit", "cached", "version", "reused")
+
     job = serializers.IntegerField(help_text="The preview job whose cached result this is.")
     version = serializers.IntegerField()
     cached = serializers.IntegerField(help_text="Rows kept in the cached preview (the version's first rows).")
@@ -89,25 +131,59 @@ class PreviewPageSerializer(RowsPageSerializer):
     )
 
 
+def preview_page(page: data_jobs.ResultPage, version: int, reused: bool) -> dict[str, Any]:
+    """The answer of a version's cached preview (PreviewPageSerializer)."""
+    return PreviewPageSerializer({**vars(page), "version": version, "reused": reused}).data
+
+
+# A page of a finished data job's rows (data_jobs.ResultPage): what its job's summary says beside
+# them (`summary`) is given when the job's kind reported it. The range and version a summary
+# names and a preview's cached rows are answered as they always were but left out of the
+# schema, which says what it always said.
+@extend_schema_serializer(exclude_fields=("from", "to", "start", "end", "version", "cached"))
 class ResultsPageSerializer(RowsPageSerializer):
+    order = (
+        "job", "kind", "columns", "rows", "total", "offset", "limit",
+        "counts", "versions", "compared", "keys", "key", "files", "from", "to", "start", "end", "version", "cached",
+    )  # fmt: skip
+
     job = serializers.IntegerField()
     kind = serializers.CharField(help_text="preview, changes, rowdiff or rowhistory")
     counts = serializers.JSONField(
         required=False,
+        source="summary.counts",
         help_text="changes: [{version, changeType, rows}]; rowdiff: {added, removed, changed}; "
         "rowhistory: {insert, update, delete}.",
     )
-    key = serializers.DictField(required=False, help_text="rowhistory: the row's key, typed (column -> value).")
+    key = serializers.DictField(
+        required=False, source="summary.key", help_text="rowhistory: the row's key, typed (column -> value)."
+    )
     files = serializers.DictField(
         child=serializers.IntegerField(),
         required=False,
+        source="summary.files",
         help_text="rowhistory: data files read and skipped (pruned by partition values and statistics).",
     )
     versions = serializers.JSONField(
-        required=False, help_text="changes: each version's commit timestamp, its source and operation."
+        required=False,
+        source="summary.versions",
+        help_text="changes: each version's commit timestamp, its source and operation.",
     )
-    keys = serializers.ListField(child=serializers.CharField(), required=False)
-    compared = serializers.ListField(child=serializers.CharField(), required=False)
+    keys = serializers.ListField(child=serializers.CharField(), required=False, source="summary.keys")
+    compared = serializers.ListField(child=serializers.CharField(), required=False, source="summary.compared")
+    start = serializers.IntegerField(required=False, source="summary.start")
+    end = serializers.IntegerField(required=False, source="summary.end")
+    version = serializers.IntegerField(required=False, source="summary.version")
+    cached = SetIntegerField(required=False)
+
+
+for _name in ("from", "to"):
+    add_field(
+        ResultsPageSerializer,
+        _name,
+        serializers.IntegerField(required=False, source=f"summary.{_name}"),
+        before="start",
+    )
 
 
 class DataJobSerializer(JobSerializer):
@@ -193,8 +269,7 @@ def _preview_answer(request, job: Job, version: int, q: dict) -> Response:
             )
         return _accepted(request, job)
     page = data_jobs.result_page(job, q["offset"], q["limit"])
-    body = {k: page[k] for k in ("job", "columns", "rows", "total", "offset", "limit", "cached")}
-    return Response({**body, "version": version, "reused": bool(getattr(job, "reused", False))})
+    return Response(preview_page(page, version, bool(getattr(job, "reused", False))))
 
 
 class ChangesView(_DataView):
@@ -294,7 +369,7 @@ class JobResultsView(_DataView):
         if job is None:
             raise NotFound(f"There is no job {id[:40]}.")
         q = validated_query(PageQuerySerializer, request)
-        return Response(data_jobs.result_page(job, q["offset"], q["limit"]))
+        return Response(ResultsPageSerializer(data_jobs.result_page(job, q["offset"], q["limit"])).data)
 
 
 class JobCancelView(_DataView):

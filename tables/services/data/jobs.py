@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -389,7 +390,7 @@ def failure(exc: BaseException) -> tuple[str | None, str, str | None]:
     """(error code, message a user may read, technical detail for staff) of a failed job."""
     code = getattr(exc, "code", None)
     if isinstance(exc, ServiceError | delta_errors.DeltaError):
-        return code, exc.message, None
+        return code, exc.message, reader_detail(exc)
     if code == SPARK_UNAVAILABLE:
         # the Connect server is down: its address (no secret), and what to do
         return code, str(exc), None
@@ -400,10 +401,40 @@ def failure(exc: BaseException) -> tuple[str | None, str, str | None]:
     return None, f"{type(exc).__name__}: {exc}", None
 
 
+def reader_detail(exc: BaseException) -> str | None:
+    """The technical detail of a failure our words name in place of a reader's (a data file
+    Spark or pyarrow could not read, tables.spark.jobs.file_errors: raised from the reader's
+    exception): the reader's own, as spark_failure keeps it for staff; None for our own errors."""
+    cause = exc.__cause__
+    if cause is None or isinstance(cause, ServiceError | delta_errors.DeltaError):
+        return None
+    if is_spark_error(cause):
+        return spark_failure(cause)[2]
+    lines = [line.rstrip() for line in str(cause).splitlines() if line.strip()][:20]
+    return (f"{type(cause).__name__}: " + "\n".join(lines))[:4000]
+
+
 # --- reading results (pyarrow only) -----------------------------------------------------------
 
 
-def result_page(job: Job, offset: int, limit: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ResultPage:
+    """A page of a finished data job's rows and what its Spark work reported beside them; the
+    API's answer is made of it by tables.api.data.rows.ResultsPageSerializer, the pages read it."""
+
+    job: int
+    kind: str
+    columns: list[dict[str, str]]  # [{name, type}], the types by Delta's names
+    rows: list[dict[str, Any]]  # {column: JSON-safe value}
+    total: int  # rows in the result; a preview's: rows in the version
+    offset: int
+    limit: int
+    cached: int | None  # a preview's: the version's first rows it keeps; None for the other kinds
+    # the job's summary as it was stored (Job.result): counts, keys, key, files, its versions...
+    summary: Mapping[str, Any]
+
+
+def result_page(job: Job, offset: int, limit: int) -> ResultPage:
     """A page of a finished data job's rows, with its counts; ServiceError while not ready."""
     if job.kind not in DATA_KINDS:
         raise ServiceError(f"Job {job.pk} is a {job.kind} job; it has no rows to page.", "no_results", 404)
@@ -418,13 +449,16 @@ def result_page(job: Job, offset: int, limit: int) -> dict[str, Any]:
     if not path or not Path(path).exists():
         raise ServiceError(f"The results of job {job.pk} are gone; start the job again.", "results_gone", 410)
     page = read_page(path, offset, limit)
-    out: dict[str, Any] = {"job": job.pk, "kind": job.kind, **page}
-    for key in ("counts", "versions", "compared", "keys", "key", "files", "from", "to", "start", "end", "version"):
-        if key in result:
-            out[key] = result[key]
-    if data_kind(job.kind).rows_shown == "cached":
-        # the cached preview holds the first rows; `total` is the version's row count
-        out["total"], out["cached"] = result.get("total", page["total"]), page["total"]
-    else:
-        out["total"] = page["total"]
-    return out
+    # the cached preview holds the version's first rows; its `total` is the version's row count
+    cached = data_kind(job.kind).rows_shown == "cached"
+    return ResultPage(
+        job=job.pk,
+        kind=job.kind,
+        columns=page["columns"],
+        rows=page["rows"],
+        total=result.get("total", page["total"]) if cached else page["total"],
+        offset=page["offset"],
+        limit=page["limit"],
+        cached=page["total"] if cached else None,
+        summary=result,
+    )

@@ -65,10 +65,7 @@ def send_or_mark(task_name: str, *args: Any, mark: Callable[[Exception], None], 
     called inside the handler, so a log line can carry the traceback) and answer False: the
     one place the broker's absence is handled, and never raised at the caller."""
     try:
-        if countdown is None:
-            send(task_name, *args)
-        else:
-            send(task_name, *args, countdown=countdown)
+        send(task_name, *args, countdown=countdown)
     except Exception as exc:  # kombu raises several types for an unreachable broker
         mark(exc)
         return False

@@ -89,14 +89,14 @@ def _events(request: HttpRequest, job: Job, columns: list[dict[str, Any]]) -> di
         return {"events_error": exc.message}
     names = [c["name"] for c in columns]
     numeric = {c["name"] for c in columns if isinstance(c.get("type"), str) and _numeric(c["type"])}
-    total = out["total"]
+    total = out.total
     return {
-        "events": [_event(r, names, numeric) for r in out["rows"]],
+        "events": [_event(r, names, numeric) for r in out.rows],
         "events_total": total,
-        "events_counts": out.get("counts") or {},
-        "events_files": out.get("files") or {},
-        "events_first": offset + 1 if out["rows"] else 0,
-        "events_last": offset + len(out["rows"]),
+        "events_counts": out.summary.get("counts") or {},
+        "events_files": out.summary.get("files") or {},
+        "events_first": offset + 1 if out.rows else 0,
+        "events_last": offset + len(out.rows),
         "events_prev": _page_link(request, max(0, offset - ROWS_PAGE)) if offset else None,
         "events_next": _page_link(request, offset + ROWS_PAGE) if offset + ROWS_PAGE < total else None,
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -105,7 +106,7 @@ def _change_filter(request: HttpRequest, job: Job) -> str:
     return change if data_kind(job.kind).pairs and change in CHANGE_TYPES else ""
 
 
-def _only(job: Job, out: dict[str, Any], change: str, offset: int) -> dict[str, Any]:
+def _only(job: Job, out: data_jobs.ResultPage, change: str, offset: int) -> data_jobs.ResultPage:
     """The page of a keyed diff's rows of one change type: the result files scanned in order
     for that type (batch by batch, never the whole result in memory)."""
     import pyarrow as pa
@@ -122,7 +123,7 @@ def _only(job: Job, out: dict[str, Any], change: str, offset: int) -> dict[str, 
         if seen >= offset + ROWS_PAGE:
             break
     page = pa.Table.from_batches(pieces, schema=data.schema)
-    return {**out, **table_to_json(page), "total": (out.get("counts") or {}).get(change, 0)}
+    return replace(out, **table_to_json(page), total=(out.summary.get("counts") or {}).get(change, 0))
 
 
 def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
@@ -136,34 +137,34 @@ def _rows(request: HttpRequest, job: Job) -> dict[str, Any]:
     except ServiceError as exc:
         return {"rows_error": exc.message}
     kind = data_kind(job.kind)  # how its kind shows its rows (tables.services.data.kinds)
-    shown = out[kind.rows_shown]
+    shown = getattr(out, kind.rows_shown)
     if job.kind == JobKind.QUERY:  # a query's result pages through its first DELTAWEB_QUERY_ROWS_SHOWN rows
         shown = min(shown, int(getattr(settings, "DELTAWEB_QUERY_ROWS_SHOWN", 10_000)))
-    names = [c["name"] for c in out["columns"]]
-    numeric = {c["name"] for c in out["columns"] if _numeric(c.get("type", ""))}
-    counts = out.get("counts")
-    pairs = _side_by_side(out["columns"], out["rows"], out.get("keys") or []) if kind.pairs else None
-    history = preview_history(request, job, out["columns"], out["rows"]) if kind.row_links else {}
-    cells = [[_cell(r.get(n), n in numeric) for n in names] for r in out["rows"]]
+    names = [c["name"] for c in out.columns]
+    numeric = {c["name"] for c in out.columns if _numeric(c.get("type", ""))}
+    counts = out.summary.get("counts")
+    pairs = _side_by_side(out.columns, out.rows, out.summary.get("keys") or []) if kind.pairs else None
+    history = preview_history(request, job, out.columns, out.rows) if kind.row_links else {}
+    cells = [[_cell(r.get(n), n in numeric) for n in names] for r in out.rows]
     if history:
         links = history.pop("history_links")
         history["rows_linked"] = [{"cells": c, "history": h} for c, h in zip(cells, links, strict=True)]
     return {
         **history,
         "rows_job": job,
-        "rows_columns": [{**c, "num": c["name"] in numeric} for c in out["columns"]],
+        "rows_columns": [{**c, "num": c["name"] in numeric} for c in out.columns],
         "rows_cells": cells,
         "rows_pairs": pairs,
         "rows_change": change,
-        "rows_total": out["total"],
+        "rows_total": out.total,
         "rows_shown": shown,
-        "rows_first": offset + 1 if out["rows"] else 0,
-        "rows_last": offset + len(out["rows"]),
+        "rows_first": offset + 1 if out.rows else 0,
+        "rows_last": offset + len(out.rows),
         "rows_prev": _link(request, max(0, offset - ROWS_PAGE)) if offset > 0 else None,
         "rows_next": _link(request, offset + ROWS_PAGE) if offset + ROWS_PAGE < shown else None,
         "change_counts": counts if kind.counts == "change" else None,
         "diff_counts": counts if kind.counts == "diff" else None,
-        "diff_keys": out.get("keys"),
+        "diff_keys": out.summary.get("keys"),
     }
 
 

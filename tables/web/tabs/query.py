@@ -159,10 +159,10 @@ def _result_chart(job: Job) -> dict[str, Any] | None:
         page = data_jobs.result_page(job, 0, CHART_ROWS)
     except ServiceError:
         return None
-    fig = chart_of(page["columns"], page["rows"])
+    fig = chart_of(page.columns, page.rows)
     if fig is not None:
-        fig["cut"] = page["total"] > CHART_ROWS
-        fig["rows"] = min(page["total"], CHART_ROWS)
+        fig["cut"] = page.total > CHART_ROWS
+        fig["rows"] = min(page.total, CHART_ROWS)
     return fig
 
 

@@ -279,7 +279,7 @@ def test_the_form_that_starts_a_job_waits_a_moment_for_it(spark, table, client, 
         finally:
             connection.close()  # the thread's own connection
 
-    def send(name: str, *args) -> None:  # the message goes to a thread instead of a broker
+    def send(name: str, *args, **_kw) -> None:  # the message goes to a thread instead of a broker
         threads.append(threading.Thread(target=worker, args=(name, args)))
         threads[-1].start()
 

@@ -213,7 +213,7 @@ def test_a_long_logs_first_look_is_a_workers_own(roots, settings, monkeypatch) -
 
     settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 3
     sent = []
-    monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append((name, *args)))
+    monkeypatch.setattr(jobs, "send", lambda name, *args, **_kw: sent.append((name, *args)))
     path = roots / "t"
     table = register_and_sync("t", churned(path))
     assert not FileLook.objects.filter(table=table).exists()

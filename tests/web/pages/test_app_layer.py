@@ -75,7 +75,7 @@ def test_broker_down_for_a_data_job_does_not_touch_the_tables_state(
 
 def test_a_sent_job_is_sent_by_task_name(table, monkeypatch, django_capture_on_commit_callbacks) -> None:
     sent = []
-    monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append((name, args)))
+    monkeypatch.setattr(jobs, "send", lambda name, *args, **_kw: sent.append((name, args)))
     with django_capture_on_commit_callbacks(execute=True):
         job = sync.start_sync(table)
     assert sent == [("tables.sync_table", (job.pk,))]

@@ -72,7 +72,7 @@ def test_a_long_logs_history_is_cached_while_pending_and_replaced_when_computed(
     from tables.services.versions import reachability as app_reach
 
     sent = []
-    monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append(args))
+    monkeypatch.setattr(jobs, "send", lambda name, *args, **_kw: sent.append(args))
     settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 2  # 4 versions: a "long" log here
     first = browser.get("/t/sales/history/").content.decode()
     with CaptureQueriesContext(connection) as q:

@@ -80,7 +80,7 @@ def test_a_long_log_is_counted_by_a_worker(browser, roots, settings, monkeypatch
     from tables.services.jobs import lifecycle as jobs
 
     sent = []
-    monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append((name, *args)))
+    monkeypatch.setattr(jobs, "send", lambda name, *args, **_kw: sent.append((name, *args)))
     settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 1  # every log is long
     register("long", written_by_delta_rs(roots / "long"))
     table = Table.objects.get(name="long")

@@ -205,7 +205,7 @@ def test_pages_of_a_long_log_do_not_wait_for_reachability(synced_vacuumed, clien
     from tables.services.versions import reachability as app_reach
 
     sent, computed = [], []
-    monkeypatch.setattr(jobs, "send", lambda name, *args: sent.append((name, args)))
+    monkeypatch.setattr(jobs, "send", lambda name, *args, **_kw: sent.append((name, args)))
     real_compute = app_reach._compute
     monkeypatch.setattr(app_reach, "_compute", lambda *a: computed.append(a) or real_compute(*a))
     settings.DELTAWEB_REACHABILITY_INLINE_VERSIONS = 5  # v7 is "long" here
