@@ -82,7 +82,7 @@ def served_lookups(table, known: dict, n: int = 200) -> dict:
         t = rng.randrange(eff[0], eff[-1])
         text = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=t)).isoformat()
         t0 = time.perf_counter()
-        v = versions.resolve(table, text)["version"]
+        v = versions.resolve(table, text).version
         t1 = time.perf_counter()
         w = version_at_time(table, text)
         jump.append(time.perf_counter() - t1)

@@ -3,6 +3,8 @@ the commits in between (GET tables/{id}/diff/), and the two-version query other 
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
@@ -11,8 +13,10 @@ from rest_framework.response import Response
 from tables.api.base.common import READ_ERRORS, TABLE_ID, _errors
 from tables.api.base.fields import add_field
 from tables.api.base.params import validated_query
+from tables.api.versions.reachability import pin_source
 from tables.services.catalog.lookup import INT64_MAX as MAX_VERSION
 from tables.services.versions import read as versions
+from tables.services.versions.read import VersionDiff
 
 
 class RangeQuerySerializer(serializers.Serializer):
@@ -112,6 +116,15 @@ class DiffSerializer(serializers.Serializer):
     sizeBytes = FromToIntSerializer()
     commits = DiffCommitSerializer(many=True, help_text="commits after 'from' up to 'to' (at most 500)")
 
+    def to_representation(self, instance: VersionDiff) -> dict[str, Any]:
+        """The core's comparison as it gives it, then the pin each side was read from and the
+        commits in between."""
+        out = {**instance.changes, "from": instance.v_from, "to": instance.v_to}
+        out["readFrom"] = {"from": pin_source(instance.from_pin), "to": pin_source(instance.to_pin)}
+        if instance.commits is not None:
+            out["commits"] = DiffCommitSerializer(instance.commits, many=True).data
+        return out
+
 
 add_field(DiffSerializer, "from", serializers.IntegerField(), before="to")
 
@@ -130,6 +143,4 @@ class DiffActions:
         in between. 400 invalid_range when from > to; 404 version_not_found for a missing version."""
         table = self.get_object()
         q = validated_query(DiffQuerySerializer, request)
-        out = versions.diff(table, q["from"], q["to"], sample=q["sample"])
-        out["commits"] = DiffCommitSerializer(out.get("commits", []), many=True).data
-        return Response(out)
+        return Response(DiffSerializer(versions.diff(table, q["from"], q["to"], sample=q["sample"])).data)

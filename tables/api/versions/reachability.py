@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from tables.api.base.common import READ_ERRORS, TABLE_ID, Pagination, _errors
+from tables.models import Pin
 from tables.services.pins.queries import pins_by_version
 from tables.services.versions.pinned import with_pins
 from tables.services.versions.reachability import FORECAST_LISTED, parse_retention, table_reachability
@@ -25,9 +28,15 @@ class RetentionSerializer(serializers.Serializer):
     insideDeletedFileRetention = serializers.BooleanField(allow_null=True)
 
 
+# built from a Pin: where a version the table lost is read from (readFrom in every answer)
 class PinSourceSerializer(serializers.Serializer):
-    pin = serializers.IntegerField(help_text="The pin's id (GET pins/{id}/).")
+    pin = serializers.IntegerField(source="pk", help_text="The pin's id (GET pins/{id}/).")
     name = serializers.CharField(help_text="The pin's name.")
+
+
+def pin_source(pin: Pin | None) -> dict[str, Any] | None:
+    """An answer's `readFrom`: the pin a version is read from, or None (the table)."""
+    return None if pin is None else dict(PinSourceSerializer(pin).data)
 
 
 class VersionReachabilitySerializer(serializers.Serializer):
@@ -53,6 +62,13 @@ class VersionReachabilitySerializer(serializers.Serializer):
         help_text="The pin a version the table lost (files vacuumed, log cleaned up) is read from: it counts as "
         "readable then, reason and missingFiles still saying what the table lost. null while the table gives it.",
     )
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        """The core's entry as it gives it (tables.services.versions.pinned.mark_pin), then the
+        pin it is read from."""
+        out = {k: v for k, v in instance.items() if k != "pin"}
+        out["readFrom"] = pin_source(instance.get("pin"))
+        return out
 
 
 class VacuumForecastSerializer(serializers.Serializer):
@@ -118,7 +134,7 @@ class ReachabilityActions:
         # a version a pin keeps counts as readable, its entry saying which pin it is read from
         data = with_pins(table, table_reachability(table, vacuum_retention=retention))
         page = self.paginate_queryset(data)  # newest first, each page's entries built alone
-        body = self.get_paginated_response(page).data
+        body = self.get_paginated_response(VersionReachabilitySerializer(page, many=True).data).data
         body.update({k: data.head[k] for k in ("latestVersion", "logRetentionMs", "deletedFileRetentionMs")})
         # the versions pins keep readable through any VACUUM and log cleanup (GET tables/{id}/pins/)
         body["pinnedVersions"] = sorted(pins_by_version(table))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
@@ -11,6 +13,7 @@ from tables.api.base.common import READ_ERRORS, TABLE_ID, _errors
 from tables.api.base.params import validated_query
 from tables.api.versions.reachability import VersionReachabilitySerializer
 from tables.services.versions import read as versions
+from tables.services.versions.read import Resolution
 
 
 class ResolveQuerySerializer(serializers.Serializer):
@@ -51,6 +54,12 @@ class ResolveSerializer(serializers.Serializer):
         allow_null=True, help_text="Whether the version can still be read or restored (as /reachability/)."
     )
 
+    def to_representation(self, instance: Resolution) -> dict[str, Any]:
+        """The core's answer as it gives it, then the version's reachability entry."""
+        entry = instance.reachability
+        reach = None if entry is None else VersionReachabilitySerializer(entry).data
+        return {**instance.answer, "reachability": reach}
+
 
 class ResolveActions:
     """TableViewSet's resolve action."""
@@ -68,6 +77,7 @@ class ResolveActions:
         allow_latest=true."""
         table = self.get_object()
         q = validated_query(ResolveQuerySerializer, request)
-        return Response(
-            versions.resolve(table, q["timestamp"], allow_latest=q["allow_latest"], allow_earliest=q["allow_earliest"])
+        found = versions.resolve(
+            table, q["timestamp"], allow_latest=q["allow_latest"], allow_earliest=q["allow_earliest"]
         )
+        return Response(ResolveSerializer(found).data)

@@ -2,13 +2,16 @@
 every column's history, and two versions' schemas compared.
 
 Each view checks permissions (signed in, CanBrowse), parses its query and calls one function
-of tables.services.versions.schema_timeline; the serializers below describe the answers for the
-OpenAPI schema (the service builds plain dicts). Errors are rendered by
+of tables.services.versions.schema_timeline; the serializers below build the answers from the
+service's data (the core's answers, the commits' cached times, the pin a version is read from)
+and describe them for the OpenAPI schema. Errors are rendered by
 tables.api.base.errors.exception_handler: 404 version_not_found outside the log, 400
 invalid_range when from > to, 422 when the log cannot be read.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -21,6 +24,7 @@ from tables.api.base.fields import add_field
 from tables.api.base.params import validated_query
 from tables.api.base.permissions import CanBrowse
 from tables.api.versions.diff import FromToListSerializer, RangeQuerySerializer
+from tables.api.versions.reachability import pin_source
 from tables.models import Table
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.versions import schema_timeline as service
@@ -58,6 +62,10 @@ class SchemaCommitSerializer(serializers.Serializer):
     userId = serializers.CharField(allow_null=True, allow_blank=True)
     engineInfo = serializers.CharField(allow_null=True, allow_blank=True)
 
+    def to_representation(self, instance: service.SchemaCommit) -> dict[str, Any]:
+        """The core's commit as it gives it, with its effective timestamp and that one's source."""
+        return {**instance.info, "timestamp": instance.timestamp, "timestampSource": instance.timestamp_source}
+
 
 class SchemaColumnSerializer(serializers.Serializer):
     path = names()
@@ -86,6 +94,20 @@ class SchemaAsOfSerializer(serializers.Serializer):
     pinned = serializers.CharField(
         required=False, help_text="The pin whose kept copy answered: the log no longer holds the version."
     )
+
+    def to_representation(self, instance: service.SchemaAsOf) -> dict[str, Any]:
+        """The core's schema as it gives it with the commit that set it; then, for a version a
+        pin keeps, the pin and the log's versions, else the log's versions and readFrom null."""
+        out = dict(instance.schema)
+        out["commit"] = None if instance.commit is None else SchemaCommitSerializer(instance.commit).data
+        if instance.pin is not None:
+            out["pinned"] = instance.pin.name
+            out["readFrom"] = pin_source(instance.pin)
+            out["latestVersion"], out["earliestVersion"] = instance.latest, instance.earliest
+        else:
+            out["latestVersion"], out["earliestVersion"] = instance.latest, instance.earliest
+            out["readFrom"] = None
+        return out
 
 
 class SchemaChangeEventSerializer(serializers.Serializer):
@@ -150,6 +172,10 @@ class SchemaTimelineSerializer(serializers.Serializer):
     commits = SchemaCommitSerializer(many=True, help_text="The commits the events happened in.")
     truncated = serializers.BooleanField(help_text="More than 50,000 events: the later ones are left out.")
 
+    def to_representation(self, instance: service.Timeline) -> dict[str, Any]:
+        """The core's timeline as it gives it, its commits with their effective timestamps."""
+        return {**instance.answer, "commits": SchemaCommitSerializer(instance.commits, many=True).data}
+
 
 class FromToModeSerializer(serializers.Serializer):
     to = serializers.ChoiceField(choices=MAPPING_MODES)
@@ -166,6 +192,13 @@ class SchemaDiffSerializer(serializers.Serializer):
     changes = SchemaChangeEventSerializer(many=True)
     partitionColumns = FromToListSerializer()
     columnMapping = FromToModeSerializer()
+
+    def to_representation(self, instance: service.SchemaDiff) -> dict[str, Any]:
+        """The core's comparison as it gives it, then the pin each side was read from."""
+        return {
+            **instance.diff,
+            "readFrom": {"from": pin_source(instance.from_pin), "to": pin_source(instance.to_pin)},
+        }
 
 
 add_field(SchemaDiffSerializer, "from", serializers.IntegerField(), before="to")
@@ -192,7 +225,7 @@ class TableSchemaView(_SchemaView):
         `ddl`: Spark SQL's CREATE TABLE ... USING delta. 404 version_not_found outside the log."""
         table = self.table(id)
         q = validated_query(SchemaQuerySerializer, request)
-        return Response(service.schema_as_of(table, q.get("version")))
+        return Response(SchemaAsOfSerializer(service.schema_as_of(table, q.get("version"))).data)
 
 
 class SchemaTimelineView(_SchemaView):
@@ -204,7 +237,7 @@ class SchemaTimelineView(_SchemaView):
     def get(self, request, id: str):
         """Read from the log's metaData actions. Renames are told by column mapping's id (else a
         new name is a drop and an add); widenings by the protocol's rules or delta.typeChanges."""
-        return Response(service.schema_timeline(self.table(id)))
+        return Response(SchemaTimelineSerializer(service.schema_timeline(self.table(id))).data)
 
 
 class SchemaDiffView(_SchemaView):
@@ -218,4 +251,4 @@ class SchemaDiffView(_SchemaView):
         versions, else by name. 400 invalid_range when from > to."""
         table = self.table(id)
         q = validated_query(RangeQuerySerializer, request)
-        return Response(service.schema_diff(table, q["from"], q["to"]))
+        return Response(SchemaDiffSerializer(service.schema_diff(table, q["from"], q["to"])).data)

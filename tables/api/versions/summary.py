@@ -3,6 +3,8 @@ size and commitInfo (GET tables/{id}/versions/{version}/), and its active files.
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
@@ -10,7 +12,9 @@ from rest_framework.response import Response
 
 from tables.api.base.common import READ_ERRORS, TABLE_ID, VERSION, _errors, version_param
 from tables.api.base.fields import StoredDateTimeField
+from tables.api.versions.reachability import pin_source
 from tables.services.versions import read as versions
+from tables.services.versions.read import VersionSummary
 
 
 class ProtocolSerializer(serializers.Serializer):
@@ -70,6 +74,20 @@ class VersionSummarySerializer(serializers.Serializer):
     )
     checksum = ChecksumStateSerializer()
 
+    def to_representation(self, instance: VersionSummary) -> dict[str, Any]:
+        """The core's summary as it gives it (a managed table's `managed`, `stalenessWarning`
+        and `owner` after domainMetadata), then where it was read from, its checksum check and
+        its cached commit."""
+        return {
+            **instance.state,
+            "summaryFrom": instance.summary_from,
+            "readFrom": pin_source(instance.pin),
+            "checksum": ChecksumStateSerializer(instance.checksum).data,
+            "commitInfo": instance.commit_info,
+            "timestamp": instance.timestamp,
+            "timestampSource": instance.timestamp_source,
+        }
+
 
 class DeletionVectorSerializer(serializers.Serializer):
     storageType = serializers.CharField()
@@ -101,9 +119,7 @@ class VersionActions:
         """Replays the log to the version (cached per version). 404 version_not_found names the versions
         that are available; 422 when the log cannot be read."""
         table = self.get_object()
-        out = versions.version_summary(table, version_param(version))
-        out["checksum"] = ChecksumStateSerializer(out["checksum"]).data
-        return Response(out)
+        return Response(VersionSummarySerializer(versions.version_summary(table, version_param(version))).data)
 
     @extend_schema(
         summary="The active files of a version (paged with limit/offset)",

@@ -74,7 +74,7 @@ def _version(table: Table, ref: Reference) -> tuple[int, Pin | None]:
         from tables.services.versions.read import resolve
 
         try:
-            version = int(resolve(table, str(ref.value))["version"])
+            version = int(resolve(table, str(ref.value)).version)
         except ServiceError as exc:
             raise QueryRefused(f"{ref.text}: {exc.message}", ref.text) from None
     elif ref.by == "version":

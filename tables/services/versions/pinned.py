@@ -15,15 +15,17 @@ def table_gives(entry: dict[str, Any]) -> bool:
 
 
 def mark_pin(entry: dict[str, Any], pins: dict[int, Any]) -> dict[str, Any]:
-    """The entry as the app answers it: `readFrom` null while the table gives the version;
-    a version the table lost (files vacuumed, log cleaned up) that a pin in `pins` ({version:
-    pin}) keeps is readable, `readFrom: {"pin": id, "name": name}`. The rest (reason,
-    missingFiles, restorable) still says what the table itself lost. The core's runs stay
-    free of pins: this is the service's word over them."""
+    """The entry as the app answers it: the core's entry with `pin`, the Pin a version the
+    table lost (files vacuumed, log cleaned up) is read from: None while the table gives the
+    version; a version a pin in `pins` ({version: pin}) keeps is readable from it. The rest
+    (reason, missingFiles, restorable) still says what the table itself lost. The core's
+    runs stay free of pins: this is the service's word over them. (An entry stays the core's
+    dict, made per request from the cached runs: lists of versions read thousands of them, and
+    the API's VersionReachabilitySerializer writes its `readFrom` from `pin`.)"""
     pin = pins.get(entry["version"])
     if pin is None or table_gives(entry):
-        return {**entry, "readFrom": None}
-    return {**entry, "readable": True, "readFrom": {"pin": pin.pk, "name": pin.name}}
+        return {**entry, "pin": None}
+    return {**entry, "readable": True, "pin": pin}
 
 
 class PinnedRuns:

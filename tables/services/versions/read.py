@@ -20,7 +20,7 @@ from tables.delta.snapshot.checksum import summary_if_unchanged
 from tables.delta.snapshot.diff import snapshot_diff
 from tables.delta.snapshot.state import Snapshot, load_snapshot
 from tables.delta.storage.opening import as_storage
-from tables.models import Commit, Table, VersionChecksum
+from tables.models import Commit, Pin, Table, VersionChecksum
 from tables.services.errors import ServiceError
 from tables.services.history.stored_times import resolve_stored
 from tables.services.owner.access import owner_of
@@ -83,37 +83,54 @@ def _cached(key: tuple[str, int], load: Callable[[], Snapshot]) -> Snapshot:
     return snap
 
 
-def read_from(source: Source | None) -> dict[str, Any] | None:
-    """What the API and pages say of where a version was read from: the pin, or None (the table)."""
-    if source is None or source.pin is None:
-        return None
-    return {"pin": source.pin.pk, "name": source.pin.name}
+def read_from(source: Source | None) -> Pin | None:
+    """The pin a version was read from, or None (the table)."""
+    return None if source is None else source.pin
 
 
-def version_summary(table: Table, version: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class VersionSummary:
+    """A version's summary: the core's (`state`, as `Snapshot.summary(files=False)` or the
+    checksum's fast path shape it; a managed table's commit-owner state too), where it came
+    from (`summary_from`: "replay", "checksum" or "pin", `pin` the pin it is read from), its
+    checksum check, and its cached commit (None before a sync). The API's
+    VersionSummarySerializer and the version page each show it."""
+
+    state: dict[str, Any]
+    summary_from: str
+    pin: Pin | None
+    checksum: ChecksumState
+    commit_info: dict[str, Any] | None
+    timestamp: int | None
+    timestamp_source: str | None
+
+
+def version_summary(table: Table, version: int) -> VersionSummary:
     """A version's protocol, metadata, size and (from the cache) its commitInfo and timestamp,
-    with what its checksum file said (`checksum`: a ChecksumState). A version whose checksum was found to agree with the
-    log is answered from the checksum (`summaryFrom: "checksum"`), without a replay. A version
-    the table lost and a pin keeps is its pin's (`summaryFrom: "pin"`, `readFrom` names it):
-    its files are the kept ones, which a reader can open."""
+    with what its checksum file said. A version whose checksum was found to agree with the
+    log is answered from the checksum ("checksum"), without a replay. A version the table lost
+    and a pin keeps is its pin's ("pin", `pin` names it): its files are the kept ones, which a
+    reader can open."""
     source = source_of(table, version)
-    out = None
+    state = None
     if not source.from_pin and owner_of(table) is None:
-        out = verified_summary(table, version)
-    out_from = "checksum" if out is not None else "replay"
-    if out is None:
+        state = verified_summary(table, version)
+    summary_from = "checksum" if state is not None else "replay"
+    if state is None:
         snap, source = snapshot_and_source(table, version)
-        out = snap.summary(files=False)
+        state = snap.summary(files=False)
         if source is not None and source.from_pin:
-            out_from = "pin"
-    out["summaryFrom"] = out_from
-    out["readFrom"] = read_from(source)
-    out["checksum"] = checksum_state(table, version)  # data: the API and the page each render it
+            summary_from = "pin"
     row = Commit.objects.filter(table=table, version=version).first()
-    out["commitInfo"] = row.commit_info if row else None
-    out["timestamp"] = row.timestamp if row else None
-    out["timestampSource"] = row.timestamp_source if row else None
-    return out
+    return VersionSummary(
+        state,
+        summary_from,
+        read_from(source),
+        checksum_state(table, version),
+        row.commit_info if row else None,
+        row.timestamp if row else None,
+        row.timestamp_source if row else None,
+    )
 
 
 def version_files(table: Table, version: int, offset: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
@@ -123,9 +140,21 @@ def version_files(table: Table, version: int, offset: int, limit: int) -> tuple[
     return snap.num_files, snap.file_dicts(offset, limit)
 
 
-def resolve(
-    table: Table, timestamp_text: str, allow_latest: bool = False, allow_earliest: bool = False
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Resolution:
+    """TIMESTAMP AS OF's answer: the core's (`answer`: the version, its commit timestamp, the
+    rule applied, the alternatives) and the version's reachability entry (None while a long
+    log's answer is still computed). The API's ResolveSerializer shows it."""
+
+    answer: dict[str, Any]
+    reachability: dict[str, Any] | None  # its entry (tables.services.versions.pinned.mark_pin)
+
+    @property
+    def version(self) -> int:
+        return self.answer["version"]
+
+
+def resolve(table: Table, timestamp_text: str, allow_latest: bool = False, allow_earliest: bool = False) -> Resolution:
     """TIMESTAMP AS OF: the version current at a time, with the rule applied; allow_latest and
     allow_earliest answer the last / first version for a time after / before every commit."""
     try:
@@ -142,8 +171,22 @@ def resolve(
         raise ServiceError(str(exc), "timestamp_out_of_range", 400) from exc
     # the answer says before anyone tries whether that version can still be read
     # (null while a long log's answer is still computed: resolving never waits for it)
-    out["reachability"] = version_reachability(table, out["version"], wait=False)
-    return out
+    return Resolution(out, version_reachability(table, out["version"], wait=False))
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    """What changed between two versions: the core's comparison (`changes`: schema,
+    partitioning, properties, protocol, files, counts), the pin each side was read from (None:
+    the table), and the cached commits in between (rows of `diff_commits`; None when not
+    asked). The API's DiffSerializer and the Compare page each show it."""
+
+    v_from: int
+    v_to: int
+    changes: dict[str, Any]
+    from_pin: Pin | None
+    to_pin: Pin | None
+    commits: list[dict[str, Any]] | None = None
 
 
 def diff(
@@ -155,14 +198,14 @@ def diff(
     added_from: int = 0,
     removed_from: int = 0,
     with_commits: bool = True,
-) -> dict[str, Any]:
+) -> VersionDiff:
     """What changed between two versions: schema, properties, protocol, files (`sample` of each
     side, from `added_from` / `removed_from` on), and the first 500 commits in between (a page
     that lists them in pages of its own asks `diff_commits` instead: with_commits=False)."""
     if v_from > v_to:
         raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
     (a, a_source), (b, b_source) = snapshot_and_source(table, v_from), snapshot_and_source(table, v_to)
-    out = snapshot_diff(
+    changes = snapshot_diff(
         a,
         b,
         sample,
@@ -171,11 +214,8 @@ def diff(
         added_from=added_from,
         removed_from=removed_from,
     )
-    out["from"], out["to"] = v_from, v_to
-    out["readFrom"] = {"from": read_from(a_source), "to": read_from(b_source)}
-    if with_commits:
-        out["commits"] = diff_commits(table, v_from, v_to, 0, 500)[0]
-    return out
+    commits = diff_commits(table, v_from, v_to, 0, 500)[0] if with_commits else None
+    return VersionDiff(v_from, v_to, changes, read_from(a_source), read_from(b_source), commits)
 
 
 def diff_commits(table: Table, v_from: int, v_to: int, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:

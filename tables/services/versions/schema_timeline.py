@@ -12,12 +12,13 @@ history when it has them, so they read as they do on the History tab.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from threading import Lock
 from typing import Any
 
 from tables.delta.history import schema_timeline as core
 from tables.delta.text_bounds import MAX_ECHOED_VALUE, cut
-from tables.models import Commit, Table
+from tables.models import Commit, Pin, Table
 from tables.services.errors import ServiceError
 from tables.services.owner.access import owner_of
 from tables.services.versions.source import Source, source_of
@@ -51,7 +52,50 @@ def forget(table: Table | None = None) -> None:
             del _timelines[key]
 
 
-def _with_cached_times(table: Table, commits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SchemaCommit:
+    """A commit the answers show: the core's (`info`: its commitInfo's timestamps, operation
+    and user) with its effective timestamp and that timestamp's source, the cached history's
+    when the sync has stored them (else the commitInfo's, source `commitInfo`)."""
+
+    info: dict[str, Any]
+    timestamp: int | None
+    timestamp_source: str | None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every column's history: the core's answer (`answer`, tables.delta.history.schema_timeline
+    .timeline_answer) and the commits it happened in, with their effective timestamps."""
+
+    answer: dict[str, Any]
+    commits: list[SchemaCommit]
+
+
+@dataclass(frozen=True)
+class SchemaAsOf:
+    """The schema as of a version: the core's (`schema`, `schema_at`: columns, partitioning,
+    properties, the CREATE TABLE), the commit that set it, the log's earliest and latest
+    versions, and the pin a version the table lost is read from (None: the table)."""
+
+    schema: dict[str, Any]
+    commit: SchemaCommit | None
+    earliest: int
+    latest: int
+    pin: Pin | None = None
+
+
+@dataclass(frozen=True)
+class SchemaDiff:
+    """Two versions' schemas compared: the core's comparison (`diff`) and the pin each side
+    was read from (None: the table)."""
+
+    diff: dict[str, Any]
+    from_pin: Pin | None = None
+    to_pin: Pin | None = None
+
+
+def _with_cached_times(table: Table, commits: list[dict[str, Any]]) -> list[SchemaCommit]:
     """The commits with the cached history's effective timestamp and its source, when the
     sync has stored them (else the commitInfo's, source `commitInfo`)."""
     rows = {
@@ -65,40 +109,37 @@ def _with_cached_times(table: Table, commits: list[dict[str, Any]]) -> list[dict
         ts, source = rows.get(c["version"], (None, None))
         if ts is None:
             ts, source = c["timestamp"], "commitInfo" if c["timestamp"] is not None else None
-        out.append({**c, "timestamp": ts, "timestampSource": source})
+        out.append(SchemaCommit(c, ts, source))
     return out
 
 
-def schema_timeline(table: Table) -> dict[str, Any]:
+def _commit(table: Table, commit: dict[str, Any] | None) -> SchemaCommit | None:
+    return None if commit is None else _with_cached_times(table, [commit])[0]
+
+
+def schema_timeline(table: Table) -> Timeline:
     """Every column's events (added, renamed, type_widened, type_changed, nullability_changed,
     dropped) with the version they happened at, the table's own (partitioning, column mapping
     mode, replaced), and those versions' commits."""
-    out = core.timeline_answer(_timeline(table))
-    out["commits"] = _with_cached_times(table, out["commits"])
-    return out
+    answer = core.timeline_answer(_timeline(table))
+    return Timeline(answer, _with_cached_times(table, answer["commits"]))
 
 
-def schema_as_of(table: Table, version: int | None = None) -> dict[str, Any]:
+def schema_as_of(table: Table, version: int | None = None) -> SchemaAsOf:
     """The schema as of `version` (the latest when None): columns, partitioning, properties,
     the commit that set it, and the CREATE TABLE that recreates it under the table's name. A
     version the table lost and a pin keeps (tables.services.versions.source) is its pin's
-    (`pinned`, `readFrom`)."""
+    (`pin`)."""
     tl = _timeline(table)
     if version is not None:
         source = source_of(table, version)
         if source.pin is not None:
-            pinned = _pinned_schema(table, version, source)
-            pinned["latestVersion"], pinned["earliestVersion"] = tl.latest, tl.start
+            commit = None
             if tl.start <= version <= tl.latest:  # the log still has its commit
-                commit = core.schema_at(tl, version, table.name)["commit"]
-                pinned["commit"] = _with_cached_times(table, [commit])[0] if commit is not None else None
-            return pinned
-    out = core.schema_at(tl, tl.latest if version is None else version, table.name)
-    if out["commit"] is not None:
-        out["commit"] = _with_cached_times(table, [out["commit"]])[0]
-    out["latestVersion"], out["earliestVersion"] = tl.latest, tl.start
-    out["readFrom"] = None
-    return out
+                commit = _commit(table, core.schema_at(tl, version, table.name)["commit"])
+            return SchemaAsOf(_pinned_schema(table, version, source), commit, tl.start, tl.latest, source.pin)
+    schema = core.schema_at(tl, tl.latest if version is None else version, table.name)
+    return SchemaAsOf(schema, _commit(table, schema["commit"]), tl.start, tl.latest)
 
 
 def _pinned_schema(table: Table, version: int, source: Source) -> dict[str, Any]:
@@ -109,21 +150,19 @@ def _pinned_schema(table: Table, version: int, source: Source) -> dict[str, Any]
     out["ddl"] = out["ddl"].replace(
         f"{kept.location} at version {out['schemaVersion']}", f"{table.location} at version {version}"
     )
-    pin = source.pin
-    out.update(version=version, schemaVersion=version, commit=None, pinned=pin.name)
-    out["readFrom"] = {"pin": pin.pk, "name": pin.name}
+    out.update(version=version, schemaVersion=version, commit=None)
     return out
 
 
-def schema_diff(table: Table, v_from: int, v_to: int) -> dict[str, Any]:
+def schema_diff(table: Table, v_from: int, v_to: int) -> SchemaDiff:
     """Two versions' schemas compared, renames named when column mapping is on at both. A side
-    the table lost and a pin keeps is its pin's (`readFrom` says which side)."""
+    the table lost and a pin keeps is its pin's (`from_pin`, `to_pin`)."""
     if v_from > v_to:
         raise ServiceError(f"'from' ({v_from}) must not be after 'to' ({v_to}).", "invalid_range")
     tl = _timeline(table)
     sources = {side: source_of(table, v) for side, v in (("from", v_from), ("to", v_to))}
     if all(s.pin is None for s in sources.values()):
-        return {**core.diff_versions(tl, v_from, v_to), "readFrom": {"from": None, "to": None}}
+        return SchemaDiff(core.diff_versions(tl, v_from, v_to))
     states = {}
     for side, version in (("from", v_from), ("to", v_to)):
         if sources[side].pin is not None:
@@ -140,7 +179,7 @@ def schema_diff(table: Table, v_from: int, v_to: int) -> dict[str, Any]:
         core.parse_schema(b.metadata, f"{where} {b_version}"),
         b.mode,
     )
-    return {
+    diff = {
         "from": v_from,
         "to": v_to,
         "fromSchemaVersion": a_version,
@@ -151,7 +190,5 @@ def schema_diff(table: Table, v_from: int, v_to: int) -> dict[str, Any]:
             "to": [cut(c, MAX_ECHOED_VALUE) for c in b.metadata.partition_columns],
         },
         "columnMapping": {"from": a.mode, "to": b.mode},
-        "readFrom": {
-            side: {"pin": s.pin.pk, "name": s.pin.name} if s.pin is not None else None for side, s in sources.items()
-        },
     }
+    return SchemaDiff(diff, sources["from"].pin, sources["to"].pin)

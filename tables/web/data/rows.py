@@ -307,7 +307,7 @@ def _columns_of(table: Table, version: int | None) -> list[str]:
     if version is None:
         return []
     try:
-        schema = version_summary(table, version)["metadata"].get("schema") or {}
+        schema = version_summary(table, version).state["metadata"].get("schema") or {}
     except (ServiceError, DeltaError):
         return []
     return [f["name"] for f in schema.get("fields") or [] if isinstance(f, dict) and isinstance(f.get("name"), str)]

@@ -44,7 +44,7 @@ def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
     if entry is None:
         return None
     reason = entry.get("reason")
-    pin = entry.get("readFrom")
+    pin = entry.get("pin")
     if pin:  # the table lost it; the pin that keeps it answers (tables.services.versions.pinned.mark_pin)
         lost = {
             "files_missing": "its data files were removed from the table (VACUUM)",
@@ -52,8 +52,8 @@ def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
         }.get(reason or "", "the table alone cannot give it whole")
         return {
             "ok": True,
-            "text": f"kept by pin {pin['name']}",
-            "title": f"{lost}; it is read from pin {pin['name']}, which keeps it whole",
+            "text": f"kept by pin {pin.name}",
+            "title": f"{lost}; it is read from pin {pin.name}, which keeps it whole",
             "pin": pin,
         }
     if entry.get("readable"):

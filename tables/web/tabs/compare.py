@@ -129,19 +129,20 @@ def _change_counts(request: HttpRequest, ctx: dict[str, Any]) -> None:
     ctx["change_counts"] = None
 
 
-def _sides(table, v_from: int, v_to: int, read_from: dict[str, Any]) -> dict[str, Any]:
+def _sides(table, v_from: int, v_to: int, pins: dict[str, Any]) -> dict[str, Any]:
     """What the page says of each side before a row diff or change data is started: the
-    pin a side is read from, and a side that can be read neither from the table nor from a
-    pin (its job would be refused), with why and which pin could have kept it."""
+    pin a side is read from (`pins`: {side: Pin}), and a side that can be read neither from
+    the table nor from a pin (its job would be refused), with why and which pin could have
+    kept it."""
     unreadable = []
     for side, version in (("from", v_from), ("to", v_to)):
-        if read_from.get(side):
+        if pins.get(side):
             continue
         why = unreadable_why(table, version)
         if why is not None:
             unreadable.append({"side": side, **why, "fix": unreadable_fix(why)})
-    kept = [{"side": side, "version": v, **read_from[side]} for side, v in (("from", v_from), ("to", v_to))
-            if read_from.get(side)]  # fmt: skip
+    kept = [{"side": side, "version": v, "pin": pins[side].pk, "name": pins[side].name}
+            for side, v in (("from", v_from), ("to", v_to)) if pins.get(side)]  # fmt: skip
     return {"sides_unreadable": unreadable, "sides_kept": kept}
 
 
@@ -164,7 +165,7 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         ctx["notice"] = "The table has not been synced yet: enter two versions to compare."
         return render(request, "tables/diff.html", ctx)
     try:
-        result = diff(
+        found = diff(
             table,
             v_from,
             v_to,
@@ -179,6 +180,7 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         if lost and isinstance(exc, delta_errors.VersionNotFoundError | delta_errors.StateReconstructionError):
             raise PageError(" ".join(f"{w['text']}" for w in lost) + f" {lost[0]['fix']}", 404, table) from exc
         raise page_error(exc, table) from exc
+    result = found.changes  # the core's comparison
     added, removed = result["filesAdded"], result["filesRemoved"]
     ctx.update(
         result=result,
@@ -194,7 +196,7 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
         **_commits(request, table, v_from, v_to),
     )
     ctx.update(diff_rows_context(request, table, v_from, v_to))
-    ctx.update(_sides(table, v_from, v_to, result.get("readFrom") or {}))
+    ctx.update(_sides(table, v_from, v_to, {"from": found.from_pin, "to": found.to_pin}))
     _change_counts(request, ctx)
     return render(request, "tables/diff.html", ctx)
 

@@ -77,7 +77,7 @@ def reach_by_version(table: Table) -> pinned.PinnedRuns | dict[int, Any] | None:
     """One reachability answer for a whole page, looked up with `.get(version)`; empty when
     the log cannot be read now: the cached history still shows, its column blank. None while
     a long log's answer is computed by a worker (the page does not wait for it). A version a
-    pin keeps reads as readable from its pin (`readFrom`), as the API says it."""
+    pin keeps reads as readable from its pin (`pin`), as the API says it."""
     try:
         return pinned.with_pins(table, table_reachability(table, wait=False))
     except (ServiceError, delta_errors.DeltaError):

@@ -59,10 +59,10 @@ def _reach_summary(table: Table) -> list[dict[str, Any]] | None:
     kept = []  # the versions the table lost that a pin keeps: readable, from the pin
     for version in sorted(getattr(reach, "pins", None) or {}):
         entry = reach.get(version)
-        if entry is not None and entry.get("readFrom"):
+        if entry is not None and entry.get("pin"):
             state = charts.band_state({**entry, "readable": False})
             counts[state] = counts.get(state, 0) - 1
-            kept.append({"version": version, "name": entry["readFrom"]["name"]})
+            kept.append({"version": version, "name": entry["pin"].name})
     out = [
         {"state": state, "label": label, "count": counts[state]}
         for state, (label, _rgb) in charts.BAND_STATES.items()

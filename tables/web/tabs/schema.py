@@ -76,19 +76,20 @@ def table_event_text(e: dict[str, Any]) -> str:
     return "the table was replaced (a new table id)"
 
 
-def _commit_row(c: dict[str, Any] | None) -> dict[str, Any]:
-    c = c or {}
+def _commit_row(c: service.SchemaCommit | None) -> dict[str, Any]:
+    info = c.info if c is not None else {}
     return {
-        "timestamp": format_ms(c.get("timestamp")) or "",
-        "source": c.get("timestampSource") or "",
-        "operation": c.get("operation") or "",
-        "user": c.get("userName") or c.get("userId") or "",
+        "timestamp": format_ms(c.timestamp if c is not None else None) or "",
+        "source": (c.timestamp_source if c is not None else None) or "",
+        "operation": info.get("operation") or "",
+        "user": info.get("userName") or info.get("userId") or "",
     }
 
 
-def timeline_rows(answer: dict[str, Any]) -> list[dict[str, Any]]:
+def timeline_rows(timeline: service.Timeline) -> list[dict[str, Any]]:
     """The timeline as the page shows it: one entry per version that changed the schema,
     newest first, with its commit and its changes in words."""
+    answer = timeline.answer
     by_version: dict[int, list[dict[str, Any]]] = {}
     for col in answer["columns"]:
         for e in col["events"]:
@@ -98,7 +99,7 @@ def timeline_rows(answer: dict[str, Any]) -> list[dict[str, Any]]:
             )
     for e in answer["tableEvents"]:
         by_version.setdefault(e["version"], []).append({"path": "", "kind": e["kind"], "text": table_event_text(e)})
-    commits = {c["version"]: c for c in answer["commits"]}
+    commits = {c.info["version"]: c for c in timeline.commits}
     return [
         {"version": v, **_commit_row(commits.get(v)), "changes": by_version[v]}
         for v in sorted(by_version, reverse=True)
@@ -136,11 +137,13 @@ def _as_of(table: Table, version: int | None) -> dict[str, Any]:
         schema = service.schema_as_of(table, version)
     except _READ_ERRORS as exc:
         return {"as_of_error": _message(exc, table)}
+    shown = schema.schema  # the core's: columns, partitioning, properties, the CREATE TABLE
     return {
-        "as_of": schema,
-        "as_of_commit": _commit_row(schema["commit"]),
-        "as_of_columns": [{**c, "path_text": path_text(c["path"]), "indent": c["depth"]} for c in schema["columns"]],
-        "ddl": [{"label": f"Spark SQL: CREATE TABLE as of version {schema['version']}", "sql": schema["ddl"]}],
+        "as_of": shown,
+        "as_of_range": (schema.earliest, schema.latest),
+        "as_of_commit": _commit_row(schema.commit),
+        "as_of_columns": [{**c, "path_text": path_text(c["path"]), "indent": c["depth"]} for c in shown["columns"]],
+        "ddl": [{"label": f"Spark SQL: CREATE TABLE as of version {shown['version']}", "sql": shown["ddl"]}],
     }
 
 
@@ -151,8 +154,8 @@ def _compared(table: Table, v_from: int | None, v_to: int | None) -> dict[str, A
         diff = service.schema_diff(table, v_from, v_to)
     except _READ_ERRORS as exc:
         return {"diff_error": _message(exc, table)}
-    rows = [{"path": path_text(c["path"]), "kind": c["kind"], "text": change_text(c)} for c in diff["changes"]]
-    return {"diff": diff, "diff_rows": rows}
+    rows = [{"path": path_text(c["path"]), "kind": c["kind"], "text": change_text(c)} for c in diff.diff["changes"]]
+    return {"diff": diff.diff, "diff_rows": rows}
 
 
 @page
@@ -169,11 +172,12 @@ def table_schema(request: HttpRequest, slug: str) -> HttpResponse:
     ctx = tab_context(request, table, "schema")
     ctx.update(_as_of(table, version), requested_version=version, v_from=v_from, v_to=v_to, changes_open=CHANGES_OPEN)
     try:
-        answer = service.schema_timeline(table)
+        timeline = service.schema_timeline(table)
     except _READ_ERRORS as exc:
         ctx["timeline_error"] = _message(exc, table)
     else:
-        rows = timeline_rows(answer)
+        answer = timeline.answer  # the core's: columns, the table's events
+        rows = timeline_rows(timeline)
         ctx.update(timeline=answer, timeline_rows=rows[:VERSIONS_SHOWN], column_rows=column_history_rows(answer))
         ctx["versions_hidden"] = max(0, len(rows) - VERSIONS_SHOWN)
         ctx["columns_hidden"] = max(0, len(answer["columns"]) - COLUMNS_SHOWN)

@@ -47,9 +47,8 @@ def _time_travel(request: HttpRequest, table: Table) -> dict[str, Any]:
     result = error = None
     if form.is_valid():
         try:
-            result = resolve(
-                table, form.cleaned_data["as_of"], allow_latest=allow_latest, allow_earliest=allow_earliest
-            )
+            found = resolve(table, form.cleaned_data["as_of"], allow_latest=allow_latest, allow_earliest=allow_earliest)
+            result = {**found.answer, "reachability": found.reachability}
         except ServiceError as exc:
             error = public_message(exc.message, table)
         except delta_errors.DeltaError as exc:
@@ -130,7 +129,7 @@ class _VersionList:
     def __init__(self, reach: Any) -> None:
         self.reach = reach
         self.segments: list[tuple[int, int, bool]] = []  # (newest, oldest, one row each), newest first
-        pinned = {v for v in getattr(reach, "pins", {}) if (reach.get(v) or {}).get("readFrom")}
+        pinned = {v for v in getattr(reach, "pins", {}) if (reach.get(v) or {}).get("pin")}
         for first, last, state in reach.runs():
             each = bool(state["readable"])
             if each:
@@ -275,33 +274,34 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         # the log lost it and no pin keeps it: say why, and which pin could have kept it
         why = unreadable_why(table, version) if version <= (table.last_synced_version or -1) else None
         raise PageError(why["text"] if why else str(exc), 404, table) from exc
-    md = summary["metadata"]
-    protocol = summary["protocol"]
-    files = _VersionFiles(table, version, summary["numFiles"])
+    state = summary.state  # the core's summary: protocol, metadata, size
+    md = state["metadata"]
+    protocol = state["protocol"]
+    files = _VersionFiles(table, version, state["numFiles"])
     page_obj = Paginator(files, FILES_PAGE_SIZE).get_page(request.GET.get("page"))
     commit = Commit.objects.filter(table=table, version=version).first()
     reach = (reach_by_version(table) or {}).get(version)  # {} while a long log's answer is computed
-    kept_by = summary.get("readFrom") or (reach or {}).get("readFrom")  # the pin it is read from
+    kept_by = summary.pin or (reach or {}).get("pin")  # the pin it is read from
     unreadable = bool(reach) and not reach.get("readable") and not kept_by
     ctx = context(
         request,
         table=table,
         tab="versions",
         version=version,
-        summary=summary,
+        summary=state,
         commit=history_row(commit) if commit else None,
-        timestamp=format_ms(summary.get("timestamp")),
-        timestamp_source=summary.get("timestampSource") or None,  # |source_label in the template
+        timestamp=format_ms(summary.timestamp),
+        timestamp_source=summary.timestamp_source or None,  # |source_label in the template
         **metadata_context(md.get("schema"), md.get("partitionColumns") or [], md.get("configuration") or {}),
-        sql_snippets=sql_snippets(table.location, version, summary.get("timestamp")),
+        sql_snippets=sql_snippets(table.location, version, summary.timestamp),
         protocol=protocol,
         reader_features=protocol.get("readerFeatures"),
         writer_features=protocol.get("writerFeatures"),
         created_time=format_ms(md.get("createdTime")),
-        commit_info=summary.get("commitInfo"),  # |pretty_json in the template
-        checksum=summary["checksum"],  # each mismatch's values |compact_json in the template
-        set_transactions=summary.get("setTransactions") or [],  # each |compact_json
-        domain_metadata=summary.get("domainMetadata") or [],
+        commit_info=summary.commit_info,  # |pretty_json in the template
+        checksum=summary.checksum,  # each mismatch's values |compact_json in the template
+        set_transactions=state.get("setTransactions") or [],  # each |compact_json
+        domain_metadata=state.get("domainMetadata") or [],
         page_obj=page_obj,
         seen=state_of(table, version),
         reach=reach_text(reach),

@@ -34,11 +34,10 @@ def _live(path: Path, t: int, **flags: bool) -> dict | str:
 
 def _served(table, t: int, **flags: bool) -> dict | str:
     try:
-        out = versions.resolve(table, _iso(t), **flags)
+        found = versions.resolve(table, _iso(t), **flags)
     except ServiceError as exc:
         return exc.message
-    out.pop("reachability")
-    return out
+    return found.answer  # the core's answer (its reachability entry aside)
 
 
 def _synced(tmp_path: Path, settings, build) -> tuple[Path, object]:
