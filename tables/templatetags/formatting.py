@@ -1,14 +1,22 @@
 """Values as text in a template (`{% load formatting %}`): `{{ value|compact_json }}`,
 `{{ value|pretty_json }}`, `{{ values|partition_text }}`, `{{ n|human_count }}`,
-`{{ n|human_bytes }}`, `{{ ms|human_ms }}`, `{{ source|source_label }}`. The functions are the pages' own
-(tables/web/base/formatting.py), so a value reads the same whether a view or a template
-formats it; the output is plain text, escaped like any other."""
+`{{ n|human_bytes }}`, `{{ ms|human_ms }}`, `{{ source|source_label }}`, `{{ ms|ms_time }}`
+(an epoch-milliseconds time as ISO 8601, for `|when`), `{{ value|property_text:key }}` and
+`{{ value|property_title:key }}` (a table property, a time as a date with the raw value in the
+title) and `{{ field|field_text }}` (a schema field's type). The functions are the pages' own
+(tables/web/base/formatting.py, metadata.py), so a value reads the same whether Python or a
+template formats it. Every filter returns plain text, which the template escapes like any other
+value; none marks anything safe."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import template
 
+from tables.delta.history.timestamps import format_ms
 from tables.web.base import formatting
+from tables.web.base.metadata import field_text
 
 register = template.Library()
 
@@ -22,3 +30,28 @@ for _name in (
     "source_label",
 ):
     register.filter(_name, getattr(formatting, _name))
+register.filter("field_text", field_text)
+
+
+@register.filter
+def ms_time(ms: Any) -> str:
+    """Epoch milliseconds (a commit's time, a file's modificationTime) as ISO 8601 in UTC with
+    milliseconds, for `|when`; "" for none, and a value that is not a whole number as given."""
+    if ms is None or ms == "":
+        return ""
+    if isinstance(ms, bool) or not isinstance(ms, int | float):
+        return formatting.compact_json(ms)
+    return format_ms(ms) or ""
+
+
+@register.filter
+def property_text(value: Any, key: str) -> str:
+    """A table property's (or protocol field's) value as text; a time in epoch milliseconds
+    under a key naming a time as its UTC date."""
+    return formatting.epoch_title(str(key), value)[0]
+
+
+@register.filter
+def property_title(value: Any, key: str) -> str:
+    """The title of property_text: the raw epoch milliseconds when the text is a date, else ""."""
+    return formatting.epoch_title(str(key), value)[1]
