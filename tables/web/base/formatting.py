@@ -1,9 +1,8 @@
 """Values as a page shows them: JSON compact or pretty, partition values, counts, bytes and
 durations, a Delta metric with its unit, a JSON object as chips, an epoch-milliseconds property
-as a date. Pure text from plain values; templates escape what they print. The counts, bytes,
-durations, JSON and timestamp sources are template filters too
-(tables/templatetags/formatting.py): pages format in their templates; Python callers (exports,
-chips, the admin) call these functions."""
+as a date, a version's reachability in words. Pure text from plain values; templates escape what
+they print. Each is a template filter too (tables/templatetags/formatting.py): pages format in
+their templates; Python callers (exports, the admin) call these functions."""
 
 from __future__ import annotations
 
@@ -126,3 +125,44 @@ def epoch_title(key: str, value: Any) -> tuple[str, str]:
     if key.lower().endswith(_EPOCH_KEYS) and text.isdigit() and 9 <= len(text) <= 16:
         return format_ms(int(text)) or text, f"{text} (epoch milliseconds)"
     return text, ""
+
+
+def reach_text(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A version's reachability (the core's entry) in words for the history's "readable"
+    column: ok, the words and a longer title; None when unknown."""
+    if entry is None:
+        return None
+    reason = entry.get("reason")
+    pin = entry.get("pin")
+    if pin:  # the table lost it; the pin that keeps it answers (tables.services.versions.pinned.mark_pin)
+        lost = {
+            "files_missing": "its data files were removed from the table (VACUUM)",
+            "log_expired": "log cleanup removed its commits from the table",
+        }.get(reason or "", "the table alone cannot give it whole")
+        return {
+            "ok": True,
+            "text": f"kept by pin {pin.name}",
+            "title": f"{lost}; it is read from pin {pin.name}, which keeps it whole",
+            "pin": pin,
+        }
+    if entry.get("readable"):
+        if reason == "beyond_retention":
+            return {"ok": True, "text": "beyond retention", "title": "readable, but VACUUM may delete its files now"}
+        return {"ok": True, "text": "", "title": "its state and every file it needs are there"}
+    if reason == "files_missing":
+        n = entry["missingFiles"]["count"]
+        restore = "; a restore to it is still possible" if entry.get("restorable") else ""
+        return {
+            "ok": False,
+            "text": f"{n} file{'' if n == 1 else 's'} vacuumed",
+            "title": f"data files deleted{restore}",
+        }
+    if reason == "log_expired":
+        return {"ok": False, "text": "log expired", "title": "log cleanup removed the commits needed to rebuild it"}
+    if reason == "checkpoint_mismatch":
+        return {
+            "ok": False,
+            "text": "checkpoint disagrees",
+            "title": "it is read from a checkpoint that is not the state its commits give (another table's, or rewritten)",
+        }
+    return {"ok": False, "text": "not reproducible", "title": "its state cannot be rebuilt from the log"}

@@ -1,14 +1,15 @@
 """A version's metaData as pages show it (its columns, partitioning and properties), its files,
-and what changed between two versions' metadata (the Compare tab, a restore's plan)."""
+and what changed between two versions' metadata (the Compare tab, a restore's plan). Values are
+handed as they are; the templates write them with the formatting filters
+(tables/templatetags/formatting.py)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from tables.delta.history.timestamps import format_ms
 from tables.delta.snapshot.schema.schema_diff import type_text
-from tables.web.base.formatting import compact_json, epoch_title
+from tables.web.base.formatting import compact_json
 
 
 def schema_rows(schema: dict[str, Any] | None, partition_columns: list[str]) -> list[dict[str, Any]]:
@@ -36,10 +37,8 @@ def metadata_context(
     return {
         "schema": schema_rows(schema, partition_columns),
         "partition_columns": partition_columns,
-        "properties": [
-            dict(zip(("key", "text", "title"), (k, *epoch_title(k, v)), strict=True))
-            for k, v in sorted((configuration or {}).items())
-        ],
+        # each value |property_text:key, |property_title:key in the template (a time as a date)
+        "properties": [{"key": k, "value": v} for k, v in sorted((configuration or {}).items())],
     }
 
 
@@ -64,7 +63,7 @@ def file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "path": f.get("path"),
             "size": f.get("size"),
             "partition_values": f.get("partitionValues"),  # |compact_json in the template
-            "modification_time": format_ms(f.get("modificationTime")),
+            "modification_time": f.get("modificationTime"),  # |ms_time in the template
             "deletion_vector": (f.get("deletionVector") or {}).get("uniqueId"),
         }
         for f in files
@@ -72,35 +71,23 @@ def file_rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def change_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Property and protocol changes from tables.services.versions.read.diff, values as text."""
-    out = []
-    for c in changes:
-        (f_text, f_title), (t_text, t_title) = epoch_title(c["key"], c["from"]), epoch_title(c["key"], c["to"])
-        out.append(
-            {
-                "key": c["key"],
-                "change": c["change"],
-                "from": f_text,
-                "to": t_text,
-                "from_title": f_title,
-                "to_title": t_title,
-            }
-        )
-    return out
+    """Property and protocol changes from tables.services.versions.read.diff, values as they
+    are: the template writes each with |property_text:key and |property_title:key."""
+    return [{"key": c["key"], "change": c["change"], "from": c["from"], "to": c["to"]} for c in changes]
+
+
+def field_text(f: dict[str, Any] | None) -> str:
+    """A schema field as a column's change shows it: its type, `not null`, its metadata as JSON."""
+    if not isinstance(f, dict) or not f:
+        return ""
+    text = type_text(f.get("type"))
+    if f.get("nullable") is False:
+        text += " not null"
+    if f.get("metadata"):
+        text += " " + compact_json(f.get("metadata"))
+    return text
 
 
 def schema_change_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    def field_text(f: dict[str, Any] | None) -> str:
-        if not f:
-            return ""
-        text = type_text(f.get("type"))
-        if f.get("nullable") is False:
-            text += " not null"
-        if f.get("metadata"):
-            text += " " + compact_json(f.get("metadata"))
-        return text
-
-    return [
-        {"column": c["column"], "change": c["change"], "from": field_text(c["from"]), "to": field_text(c["to"])}
-        for c in changes
-    ]
+    """Column changes as they are: the template writes each side with |field_text."""
+    return [{"column": c["column"], "change": c["change"], "from": c["from"], "to": c["to"]} for c in changes]

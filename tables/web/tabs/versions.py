@@ -187,7 +187,7 @@ def _version_rows(table: Table, rows: list[tuple[int, int]], reach: Any) -> list
                 {
                     "range": False,
                     "version": hi,
-                    **(history_row(c, entry) if c else {"reach": reach_text(entry)}),
+                    **(history_row(c, entry) if c else {"reach": entry}),  # |reach_text in the template
                 }
             )
             continue
