@@ -24,7 +24,7 @@ from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync
 from tests.core.builders import writable
-from tests.web.restore_tables import log_versions, people, restore_table
+from tests.web.restore_tables import log_versions, restore_table
 from tests.web.restores.test_restores import api_client
 
 deltalake = pytest.importorskip("deltalake")
@@ -65,11 +65,6 @@ def vacuum_and_clean(path: Path) -> None:
     dt.create_checkpoint()
     _age_log(path)
     dt.cleanup_metadata()
-
-
-@pytest.fixture
-def users() -> dict:
-    return people()
 
 
 @pytest.fixture
