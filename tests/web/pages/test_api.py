@@ -25,6 +25,7 @@ from tables.services.access.roles import ANALYST
 from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tables.services.versions import read as versions
+from tests.web.ui_tables import DESCRIBE_HISTORY_DETAILS
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
@@ -329,19 +330,7 @@ HISTORY_KEYS = [
     "timestampSource",
     "inCommitTimestamp",
     "fileModificationTime",
-    "userId",
-    "userName",
-    "operation",
-    "operationParameters",
-    "job",
-    "notebook",
-    "clusterId",
-    "readVersion",
-    "isolationLevel",
-    "isBlindAppend",
-    "operationMetrics",
-    "userMetadata",
-    "engineInfo",
+    *DESCRIBE_HISTORY_DETAILS,
     "numFiles",
     "sizeBytes",
     "logExpired",
