@@ -24,10 +24,6 @@ def table_path(settings, tmp_path) -> Path:
 
 @pytest.fixture
 def table(table_path) -> Table:
-    from tables.services.catalog import registration
-    from tables.services.sync import store as sync
+    from tests.web.kept_tables import register
 
-    t = registration.register_table("events", str(table_path))
-    sync.sync_table(t.pk)
-    t.refresh_from_db()
-    return t
+    return register(table_path)
