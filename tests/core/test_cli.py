@@ -19,6 +19,7 @@ import pytest
 
 from tables.delta.snapshot.state import load_snapshot
 from tests.core.builders import writable
+from tests.web.ui_tables import DESCRIBE_HISTORY_DETAILS
 
 REPO = Path(__file__).resolve().parents[2]
 LOG = "_delta_log"
@@ -36,24 +37,7 @@ SNAPSHOT_KEYS = {
 }
 METADATA_KEYS = {"id", "name", "description", "schema", "partitionColumns", "configuration", "createdTime"}
 FILE_KEYS = {"path", "size", "partitionValues", "modificationTime", "deletionVector"}
-HISTORY_KEYS = {
-    "version",
-    "timestamp",
-    "userId",
-    "userName",
-    "operation",
-    "operationParameters",
-    "job",
-    "notebook",
-    "clusterId",
-    "readVersion",
-    "isolationLevel",
-    "isBlindAppend",
-    "operationMetrics",
-    "userMetadata",
-    "engineInfo",
-    "fileModificationTime",
-}
+HISTORY_KEYS = {"version", "timestamp", *DESCRIBE_HISTORY_DETAILS, "fileModificationTime"}
 
 
 # the console script pip installs next to the interpreter (`delta = "tables.delta.cli:script"`)

@@ -16,7 +16,8 @@ from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM
 from tests.e2e.test_workbench_third import browser, expect, page_of, shot, user  # noqa: F401 (browser: a fixture)
-from tests.web.versions.test_kept_version_pages import LOST, PIN_NAME, PINNED, _write
+from tests.web.kept_tables import orders_table, pin_place
+from tests.web.versions.test_kept_version_pages import LOST, PIN_NAME, PINNED
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (install Debian's chromium package)"),
@@ -27,16 +28,12 @@ pytestmark = [
 @pytest.fixture
 def kept(live_server, transactional_db, settings, tmp_path, django_user_model):
     """Orders pinned at PINNED, vacuumed by delta-rs with retention 0, synced; an analyst."""
-    src = tmp_path / "tables"
-    src.mkdir()
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
-    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
-    _write(src / "orders")
-    table = registration.register_table("orders", str(src / "orders"))
+    path = orders_table(pin_place(settings, tmp_path) / "orders")
+    table = registration.register_table("orders", str(path))
     sync.sync_table(table.pk)
     analyst = user(django_user_model, "ana", roles.ANALYST)
     pins.create_pin(table, PINNED, PIN_NAME, "Q3 close", analyst)
-    DeltaTable(str(src / "orders")).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    DeltaTable(str(path)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     sync.sync_table(table.pk)
     table.refresh_from_db()
     return live_server.url, table

@@ -19,6 +19,7 @@ from tables.services.sync import store as sync
 from tests.e2e.test_browser import CHROMIUM, SHOTS
 from tests.e2e.test_workbench_third import browser, page_of, shot, user  # noqa: F401  (the module's Chromium)
 from tests.web.history.test_history_fourth import COMMITS, spark_like_table
+from tests.web.ui_tables import DESCRIBE_HISTORY_DETAILS
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (install Debian's chromium package)"),
@@ -138,21 +139,7 @@ def test_57_06_filters_columns_and_compare_two(browser, spark_history) -> None: 
         page.goto(f"{base}/t/events/history/")
         page.locator("#column-chooser summary").click()
         offered = page.locator('#column-chooser input[name="cols"]').evaluate_all("bs => bs.map(b => b.value)")
-        for name in (
-            "userId",
-            "userName",
-            "operation",
-            "operationParameters",
-            "job",
-            "notebook",
-            "clusterId",
-            "readVersion",
-            "isolationLevel",
-            "isBlindAppend",
-            "operationMetrics",
-            "userMetadata",
-            "engineInfo",
-        ):
+        for name in DESCRIBE_HISTORY_DETAILS:
             assert name in offered, name
         for name in ("userId", "clusterId", "notebook"):
             page.locator(f'#column-chooser input[value="{name}"]').check()

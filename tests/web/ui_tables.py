@@ -12,6 +12,24 @@ import pyarrow as pa
 
 EVIL = "<script>alert('x')</script>"
 
+# DESCRIBE HISTORY's columns after version and timestamp, in its order: what the history tab,
+# the API and the `delta history` command each show of a commit
+DESCRIBE_HISTORY_DETAILS = (
+    "userId",
+    "userName",
+    "operation",
+    "operationParameters",
+    "job",
+    "notebook",
+    "clusterId",
+    "readVersion",
+    "isolationLevel",
+    "isBlindAppend",
+    "operationMetrics",
+    "userMetadata",
+    "engineInfo",
+)
+
 
 def history_table(path: Path) -> Path:
     """v0 create (partitioned by p), v1..v2 appends, v3 a delete: WRITE x3 then DELETE."""

@@ -27,6 +27,7 @@ from tables.services.chain import look as chain
 from tables.services.chain import seen as seen_store
 from tables.services.sync import store as sync
 from tests.conftest import s3_buckets
+from tests.web.history.test_vacuum_record import synced
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import write_deltalake  # noqa: E402
@@ -82,13 +83,6 @@ def log(request, settings, tmp_path):
     for i in range(4):
         write_deltalake(out.location, pa.table({"id": pa.array([i, i + 10], pa.int64())}), mode="append", **out.options)
     return out
-
-
-def synced(table: Table, capture) -> Table:
-    with capture(execute=True):  # the alert fires when the look's transaction commits
-        sync.sync_table(table.pk)
-    table.refresh_from_db()
-    return table
 
 
 def first_sync(log, capture) -> Table:

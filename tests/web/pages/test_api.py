@@ -25,6 +25,8 @@ from tables.services.access.roles import ANALYST
 from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tables.services.versions import read as versions
+from tests.web.kept_tables import register
+from tests.web.ui_tables import DESCRIBE_HISTORY_DETAILS
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
@@ -72,10 +74,7 @@ def table_path(roots) -> Path:
 
 @pytest.fixture
 def table(table_path) -> Table:
-    t = registration.register_table("events", str(table_path))
-    sync.sync_table(t.pk)
-    t.refresh_from_db()
-    return t
+    return register(table_path)
 
 
 def make_user(username: str, *, staff: bool = False, group: str | None = None, superuser: bool = False) -> User:
@@ -329,19 +328,7 @@ HISTORY_KEYS = [
     "timestampSource",
     "inCommitTimestamp",
     "fileModificationTime",
-    "userId",
-    "userName",
-    "operation",
-    "operationParameters",
-    "job",
-    "notebook",
-    "clusterId",
-    "readVersion",
-    "isolationLevel",
-    "isBlindAppend",
-    "operationMetrics",
-    "userMetadata",
-    "engineInfo",
+    *DESCRIBE_HISTORY_DETAILS,
     "numFiles",
     "sizeBytes",
     "logExpired",

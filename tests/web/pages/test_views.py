@@ -16,7 +16,7 @@ from tables.services.catalog import registration
 from tables.services.sync import store as sync
 from tables.web.tabs import history as history_views
 from tables.web.tabs import versions as versions_views
-from tests.web.ui_tables import EVIL, evil_commit, history_table, ict_table
+from tests.web.ui_tables import DESCRIBE_HISTORY_DETAILS, EVIL, evil_commit, history_table, ict_table
 
 EVERY_HISTORY_COLUMN = ["readable", "timestamp", *(c.name for c in SHOWN_COLUMNS)]
 
@@ -130,24 +130,7 @@ def test_table_page_shows_history_as_describe_history(browser, table) -> None:
     assert r.status_code == 200
     head = page.split('class="grid history"')[1].split("</thead>")[0]
     headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th scope=\"col\"[^>]*>(.*?)</th>", head)]
-    assert headers == [
-        "version",
-        "readable",
-        "timestamp",
-        "userId",
-        "userName",
-        "operation",
-        "operationParameters",
-        "job",
-        "notebook",
-        "clusterId",
-        "readVersion",
-        "isolationLevel",
-        "isBlindAppend",
-        "operationMetrics",
-        "userMetadata",
-        "engineInfo",
-    ]
+    assert headers == ["version", "readable", "timestamp", *DESCRIBE_HISTORY_DETAILS]
     assert versions_listed(r, table) == {0, 1, 2, 3}
     assert "Commits 1–4 of 4, newest first." in page
     assert "DELETE" in page and "WRITE" in page and "delta-rs:py-" in page

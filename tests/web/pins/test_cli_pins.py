@@ -8,7 +8,6 @@ reads only the path it is given."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,31 +16,19 @@ from django.core.management import call_command
 
 from tables.delta import cli
 from tables.models import Table
-from tables.services.catalog import registration
 from tables.services.pins import lifecycle as pins
 from tables.services.pins import queries as pin_queries
 from tables.services.sync import store as sync
+from tests.web.kept_tables import orders_table, pin_place, register
 
 deltalake = pytest.importorskip("deltalake")
-from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from deltalake import DeltaTable  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 PINNED = 3  # kept by a pin; its files are removed by the overwrite at version 4
 LOST = 1  # no pin: its files are removed by the overwrite at version 2
 PIN_NAME = "quarter-end"
 DESCRIBING = ("version", "numFiles", "sizeBytes", "metadata", "protocol", "files")
-
-
-def _write(path: Path) -> None:
-    """Versions 0-5 by delta-rs: appends, and overwrites at 2 and 4; the log keeps no history
-    past a checkpoint, so cleanup_metadata removes every older commit."""
-    for i in range(6):
-        mode = "overwrite" if i in (2, 4) else "append"
-        ids = pa.array(range(i * 100, i * 100 + 8 + i), pa.int64())
-        config = {"delta.logRetentionDuration": "interval 0 seconds"} if i == 0 else None
-        write_deltalake(str(path), pa.table({"id": ids, "name": pa.array([f"r{v}" for v in ids.to_pylist()])}),
-                        mode=mode, configuration=config)  # fmt: skip
-    time.sleep(0.05)  # a VACUUM with retention 0 "now" lies after every removal
 
 
 def _manage_delta(capsys, *args: str) -> tuple[int, str, str]:
@@ -60,14 +47,9 @@ def _manage_delta(capsys, *args: str) -> tuple[int, str, str]:
 def vacuumed(settings, tmp_path, analyst, capsys) -> tuple[Table, Path, dict, str]:
     """The table pinned at PINNED; the snapshots of PINNED and LOST before; then delta-rs's
     zero-retention VACUUM, checkpoint and log cleanup, and a sync."""
-    src = tmp_path / "tables"
-    src.mkdir()
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
-    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
-    path = src / "orders"
-    _write(path)
-    table = registration.register_table("orders", str(path))
-    sync.sync_table(table.pk)
+    # the log keeps no history past a checkpoint, so cleanup_metadata removes every older commit
+    path = orders_table(pin_place(settings, tmp_path) / "orders", {"delta.logRetentionDuration": "interval 0 seconds"})
+    table = register(path)
     before = {}
     for v in (PINNED, LOST):
         code, out, err = _manage_delta(capsys, "snapshot", str(path), "--version", str(v), "--json")

@@ -27,6 +27,19 @@ pytestmark = pytest.mark.django_db
 BUCKET = "pins-holds-first"
 
 
+def _object_lock_bucket(s3_server, monkeypatch, settings):
+    """The bucket with Object Lock (made once), its `allowed/` the allowed root and
+    a pin store of its own under it (a new one each run): the bucket's boto3 client."""
+    from tests.conftest import s3_buckets
+
+    client = s3_buckets(s3_server, monkeypatch, settings)
+    if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
+    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
+    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins-{uuid.uuid4().hex[:8]}"  # a new store each run
+    return client
+
+
 def _rows(table) -> list[dict]:
     return sorted(pa.table(table).to_pylist(), key=lambda r: r["id"])
 
@@ -38,15 +51,10 @@ def test_holds_hold_when_vacuum_checkpoint_and_cleanup_run_before_a_sync(
     users,  # noqa: F811
     django_capture_on_commit_callbacks,
 ):
-    from tests.conftest import s3_buckets
     from tests.core.test_keep_s3 import rows as s3_rows
     from tests.core.test_keep_s3 import write_table
 
-    client = s3_buckets(s3_server, monkeypatch, settings)
-    if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
-        client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
-    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
-    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins-{uuid.uuid4().hex[:8]}"  # a new store each run
+    _object_lock_bucket(s3_server, monkeypatch, settings)
     location = f"s3://{BUCKET}/allowed/t-{uuid.uuid4().hex[:8]}"
     write_table(s3_server, location)
     expected = s3_rows(s3_server, location, 1)
@@ -100,7 +108,7 @@ def test_a_held_version_with_deletion_vectors_settles_self_contained(
     from tables.delta.snapshot.files import log_add_actions
     from tables.delta.snapshot.state import load_snapshot
     from tables.delta.storage.opening import as_storage, open_storage
-    from tests.conftest import golden_path, s3_buckets
+    from tests.conftest import golden_path
 
     golden = golden_path("dv-with-columnmapping")
     settings.DELTAWEB_ALLOWED_ROOTS = [str(golden)]
@@ -110,11 +118,7 @@ def test_a_held_version_with_deletion_vectors_settles_self_contained(
     deleted = {p: read_deletion_vector(source, a.get("deletionVector")).tolist() for p, a in want_adds.items()}
     data = {p: (golden / p).read_bytes() for p in want_adds}
 
-    client = s3_buckets(s3_server, monkeypatch, settings)
-    if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
-        client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
-    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
-    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins-{uuid.uuid4().hex[:8]}"  # a new store each run
+    client = _object_lock_bucket(s3_server, monkeypatch, settings)
     prefix = f"allowed/dv-{uuid.uuid4().hex[:8]}"
     for path in sorted(p for p in golden.rglob("*") if p.is_file()):
         client.put_object(Bucket=BUCKET, Key=f"{prefix}/{path.relative_to(golden).as_posix()}", Body=path.read_bytes())
@@ -155,14 +159,9 @@ def test_a_hold_refused_leaves_the_pin_not_protected_and_no_hold_behind(s3_serve
     fails as "not protected", saying why, and the holds already placed are released."""
     from tables.delta.errors import ObjectStoreAccessError
     from tables.delta.storage.backends.s3_versions import S3VersionedBucket
-    from tests.conftest import s3_buckets
     from tests.core.test_keep_s3 import write_table
 
-    client = s3_buckets(s3_server, monkeypatch, settings)
-    if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
-        client.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
-    settings.DELTAWEB_ALLOWED_ROOTS = [f"s3://{BUCKET}/allowed"]
-    settings.DELTAWEB_PIN_STORE = f"s3://{BUCKET}/allowed/pins-{uuid.uuid4().hex[:8]}"  # a new store each run
+    client = _object_lock_bucket(s3_server, monkeypatch, settings)
     location = f"s3://{BUCKET}/allowed/t-{uuid.uuid4().hex[:8]}"
     write_table(s3_server, location)
     table = registration.register_table(f"refused-{uuid.uuid4().hex[:6]}", location)

@@ -27,6 +27,7 @@ from tables.services.pins import queries as pin_queries
 from tables.services.pins import store as pin_store
 from tables.services.sync import store as sync
 from tests.core.builders import writable
+from tests.web.kept_tables import pin_place
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -72,10 +73,7 @@ def users(django_user_model) -> dict:
 
 @pytest.fixture
 def table(settings, tmp_path, golden_copy) -> Table:
-    src = tmp_path / "tables"
-    src.mkdir()
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
-    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
+    src = pin_place(settings, tmp_path)
     path = writable(golden_copy("basic-with-inserts-deletes-checkpoint"))
     path = path.rename(src / "events")
     t = registration.register_table("events", str(path))

@@ -18,7 +18,6 @@ from tables.services.sync.store import sync_table
 from tests.conftest import s3_buckets
 
 from ..pages.test_api import assert_error, token_client
-from ..restore_tables import people
 
 deltalake = pytest.importorskip("deltalake")
 pytest.importorskip("obstore")
@@ -73,11 +72,6 @@ def object_versions(s3, bucket: str, uri: str) -> dict[str, list[dict]]:
         for d in page.get("DeleteMarkers") or []:
             out.setdefault(d["Key"], []).append({**d, "marker": True})
     return out
-
-
-@pytest.fixture
-def users() -> dict:
-    return people()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import uuid
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -18,7 +17,7 @@ from tables.services.errors import ServiceError
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync
-from tests.web.restore_tables import people, restore_table
+from tests.web.restore_tables import restore_table
 from tests.web.restores.test_restores import api_client, assert_error
 
 deltalake = pytest.importorskip("deltalake")
@@ -26,25 +25,6 @@ from deltalake import DeltaTable  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 S = RestoreStatus
-
-
-@pytest.fixture
-def users() -> dict:
-    return people()
-
-
-@pytest.fixture
-def table_path(settings, tmp_path) -> Path:
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
-    return restore_table(tmp_path / "events")
-
-
-@pytest.fixture
-def table(table_path) -> Table:
-    t = registration.register_table("events", str(table_path))
-    sync.sync_table(t.pk)
-    t.refresh_from_db()
-    return t
 
 
 def request(table: Table, user, version: int = 2) -> RestoreRequest:

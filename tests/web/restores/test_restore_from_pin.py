@@ -24,7 +24,8 @@ from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync
 from tests.core.builders import writable
-from tests.web.restore_tables import log_versions, people, restore_table
+from tests.web.kept_tables import pin_place
+from tests.web.restore_tables import log_versions, restore_table
 from tests.web.restores.test_restores import api_client
 
 deltalake = pytest.importorskip("deltalake")
@@ -68,17 +69,8 @@ def vacuum_and_clean(path: Path) -> None:
 
 
 @pytest.fixture
-def users() -> dict:
-    return people()
-
-
-@pytest.fixture
 def roots(settings, tmp_path) -> Path:
-    src = tmp_path / "tables"
-    src.mkdir()
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
-    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
-    return src
+    return pin_place(settings, tmp_path)
 
 
 def register(path: Path, name: str) -> Table:

@@ -18,11 +18,9 @@ from pathlib import Path
 import pytest
 
 from tables.models import Commit, Job, RestoreRequest, RestoreStatus, Table
-from tables.services.catalog import registration
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
-from tables.services.sync import store as sync
-from tests.web.restore_tables import log_versions, people, restore_table, rs_ids, rs_paths
+from tests.web.restore_tables import log_versions, people, rs_ids, rs_paths
 
 pytest.importorskip("deltalake")
 pytest.importorskip("pyspark")
@@ -49,16 +47,6 @@ def wait_for(req: RestoreRequest, done, what: str, timeout: float = 180) -> Rest
 
 def finished(req: RestoreRequest) -> RestoreRequest:
     return wait_for(req, lambda r: r.is_terminal or r.status == S.STALE, "to an end")
-
-
-@pytest.fixture
-def table(settings, tmp_path) -> Table:
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
-    path = restore_table(tmp_path / "events")
-    t = registration.register_table("events", str(path))
-    sync.sync_table(t.pk)
-    t.refresh_from_db()
-    return t
 
 
 def approve(table: Table, users: dict) -> RestoreRequest:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import os
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -16,36 +15,16 @@ from django.utils import timezone
 from tables.delta.restore.plan import plan_restore
 from tables.models import Commit, Job, RestoreEvent, RestoreRequest, RestoreStatus, Table
 from tables.services import errors
-from tables.services.catalog import registration
 from tables.services.restores import requests as restore_requests
 from tables.services.restores import runs as restore_runs
 from tables.services.sync import store as sync
-from tests.web.restore_tables import log_versions, people, restore_table, rows, rs_ids, rs_paths
+from tests.web.restore_tables import log_versions, rows, rs_ids, rs_paths
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 S = RestoreStatus
-
-
-@pytest.fixture
-def users() -> dict:
-    return people()
-
-
-@pytest.fixture
-def table_path(settings, tmp_path) -> Path:
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
-    return restore_table(tmp_path / "events")
-
-
-@pytest.fixture
-def table(table_path) -> Table:
-    t = registration.register_table("events", str(table_path))
-    sync.sync_table(t.pk)
-    t.refresh_from_db()
-    return t
 
 
 def request(table: Table, user, version: int = 2, **kw) -> RestoreRequest:

@@ -21,7 +21,7 @@ from tables.services.sharing import file_urls
 from tests.conftest import golden_path
 from tests.core.builders import writable
 
-from ..kept_tables import peer_table, register, vacuum
+from ..kept_tables import peer_table, pin_place, register, vacuum
 from ..sharing_site import assert_same_rows, share_tables
 
 delta_sharing = pytest.importorskip("delta_sharing")
@@ -38,11 +38,7 @@ GOLDEN = {
 
 @pytest.fixture
 def place(settings, tmp_path) -> Path:
-    src = tmp_path / "tables"
-    src.mkdir()
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
-    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
-    return src
+    return pin_place(settings, tmp_path)
 
 
 @pytest.fixture

@@ -17,29 +17,19 @@ import pyarrow as pa
 import pytest
 
 from tables.models import Job, Pin, Table
-from tables.services.catalog import registration
 from tables.services.data import jobs as data_jobs
 from tables.services.errors import ServiceError
 from tables.services.pins import lifecycle as pins
 from tables.services.sync import store as sync
+from tests.web.kept_tables import orders_table, pin_place, register
 
 deltalake = pytest.importorskip("deltalake")
-from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from deltalake import DeltaTable  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 PINNED = 3  # kept by a pin; its files are removed by the overwrite at version 4
 LOST = 1  # no pin: its files are removed by the overwrite at version 2
 PIN_NAME = "quarter-end"
-
-
-def _write(path: Path) -> None:
-    """Versions 0-5: appends, and overwrites at 2 and 4 (what they replace VACUUM deletes)."""
-    for i in range(6):
-        mode = "overwrite" if i in (2, 4) else "append"
-        ids = pa.array(range(i * 100, i * 100 + 8 + i), pa.int64())
-        write_deltalake(str(path), pa.table({"id": ids, "name": pa.array([f"r{v}" for v in ids.to_pylist()])}),
-                        mode=mode)  # fmt: skip
-    time.sleep(0.05)  # a VACUUM with retention 0 "now" lies after every removal
 
 
 def _delta_rs_view(path: Path, version: int) -> dict:
@@ -59,14 +49,8 @@ def _delta_rs_view(path: Path, version: int) -> dict:
 @pytest.fixture
 def kept(settings, tmp_path, analyst) -> tuple[Table, dict, Pin, int]:
     """The table pinned at PINNED, vacuumed by delta-rs with retention 0, then synced."""
-    src = tmp_path / "tables"
-    src.mkdir()
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
-    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
-    path = src / "orders"
-    _write(path)
-    table = registration.register_table("orders", str(path))
-    sync.sync_table(table.pk)
+    path = orders_table(pin_place(settings, tmp_path) / "orders")
+    table = register(path)
     before = _delta_rs_view(path, PINNED)
     pin = pins.create_pin(table, PINNED, PIN_NAME, "Q3 close", analyst)
     deleted = DeltaTable(str(path)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
@@ -200,14 +184,8 @@ def cleaned(settings, tmp_path, analyst) -> tuple[Table, dict, Pin]:
     (retention 0) and log cleanup by delta-rs: the table lost versions 0-4 whole; a sync."""
     import os
 
-    src = tmp_path / "tables"
-    src.mkdir()
-    settings.DELTAWEB_ALLOWED_ROOTS = [str(src)]
-    settings.DELTAWEB_PIN_STORE = str(tmp_path / "pins")
-    path = src / "orders"
-    _write(path)
-    table = registration.register_table("orders", str(path))
-    sync.sync_table(table.pk)
+    path = orders_table(pin_place(settings, tmp_path) / "orders")
+    table = register(path)
     before = _delta_rs_view(path, PINNED)
     pin = pins.create_pin(table, PINNED, PIN_NAME, "Q3 close", analyst)
     dt = DeltaTable(str(path))
