@@ -26,6 +26,7 @@ from tables.api.base.permissions import CanApprove, CanBrowse, CanRequestRestore
 from tables.models import Pin, PinState
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.pins import lifecycle as pins
+from tables.services.pins import queries as pin_queries
 
 LISTED = 500  # a table's pins in one answer, newest first
 
@@ -68,6 +69,8 @@ add_field(PinEventSerializer, "from", BlankAsNullCharField(source="from_state", 
 
 
 def _decision_comment(pin: Pin) -> str | None:
+    if hasattr(pin, "decision_note"):  # annotated by the query that listed it (pin_queries.listed)
+        return pin.decision_note
     return (pins.decisions([pin.pk]).get(pin.pk) or {}).get("note")
 
 
@@ -130,9 +133,7 @@ def _pin_or_404(pk: str) -> Pin:
 
 
 def _body(pin: Pin) -> dict:
-    return PinSerializer(
-        Pin.objects.select_related("created_by", "removal_requested_by", "decided_by").get(pk=pin.pk)
-    ).data
+    return PinSerializer(pin_queries.listed(Pin.objects.filter(pk=pin.pk)).get()).data
 
 
 class TablePinsView(APIView):
@@ -146,7 +147,7 @@ class TablePinsView(APIView):
     @extend_schema(parameters=[TABLE_ID], responses={200: PinTableListSerializer, **_errors(401, 403, 404)})
     def get(self, request, id: str):
         table = table_or_404(id)
-        rows = Pin.objects.filter(table=table).select_related("created_by", "removal_requested_by", "decided_by")
+        rows = pin_queries.listed(Pin.objects.filter(table=table))  # a few queries, however many pins
         body = {"pins": rows[:LISTED], "note": pins.store_note(table)}
         return Response(PinTableListSerializer(body).data)
 
