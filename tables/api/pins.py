@@ -27,6 +27,7 @@ from tables.models import Pin, PinState
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.pins import lifecycle as pins
 from tables.services.pins import queries as pin_queries
+from tables.services.versions.unreadable import refuse_pin
 
 LISTED = 500  # a table's pins in one answer, newest first
 
@@ -164,11 +165,14 @@ class TablePinsView(APIView):
         """Pin a version: on local disk it is written into the pin store at once (hard links where
         the store shares the table's file system), 201; where the table or the store is an
         object store a worker writes it, 202 with state `writing` (poll pins/{id}/ until
-        `active`, or `failed` with `error`). 409 pin_exists for a name the table's pins have."""
+        `active`, or `failed` with `error`). 409 pin_exists for a name the table's pins have;
+        422 version_unreadable for a version the table no longer gives whole (its files
+        vacuumed or its commits cleaned up): nothing is left to keep."""
         table = table_or_404(id)
         ser = PinCreateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
+        refuse_pin(table, d["version"])  # a version the table no longer gives whole: 422, nothing made
         pin = pins.create_pin(table, d["version"], d["name"], d["reason"], request.user, d.get("expiresAt"))
         code = status.HTTP_202_ACCEPTED if pin.state == PinState.WRITING else status.HTTP_201_CREATED
         return Response(_body(pin), status=code)
