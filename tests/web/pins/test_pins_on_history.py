@@ -1,7 +1,7 @@
-"""The History tab's Readable column follows the pins at once, within one reachability window:
-a version the table lost reads "kept by pin NAME" as soon as its pin holds it (written by a
-worker, as on an object store), and "N files vacuumed" again as soon as the pin's removal is
-approved, with no sync and no new window in between."""
+"""The History tab's Readable column follows the pins, with no new reachability window: a
+version pinned (written by a worker, as on an object store) reads plain readable while the table
+gives it, "kept by pin NAME" once a VACUUM took its files, still so while its removal awaits an
+approver, and "N files vacuumed" as soon as the removal is approved, with no sync between."""
 
 from __future__ import annotations
 
