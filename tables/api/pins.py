@@ -26,6 +26,8 @@ from tables.api.base.permissions import CanApprove, CanBrowse, CanRequestRestore
 from tables.models import Pin, PinState
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.pins import lifecycle as pins
+from tables.services.pins import queries as pin_queries
+from tables.services.versions.unreadable import refuse_pin
 
 LISTED = 500  # a table's pins in one answer, newest first
 
@@ -68,6 +70,8 @@ add_field(PinEventSerializer, "from", BlankAsNullCharField(source="from_state", 
 
 
 def _decision_comment(pin: Pin) -> str | None:
+    if hasattr(pin, "decision_note"):  # annotated by the query that listed it (pin_queries.listed)
+        return pin.decision_note
     return (pins.decisions([pin.pk]).get(pin.pk) or {}).get("note")
 
 
@@ -130,9 +134,7 @@ def _pin_or_404(pk: str) -> Pin:
 
 
 def _body(pin: Pin) -> dict:
-    return PinSerializer(
-        Pin.objects.select_related("created_by", "removal_requested_by", "decided_by").get(pk=pin.pk)
-    ).data
+    return PinSerializer(pin_queries.listed(Pin.objects.filter(pk=pin.pk)).get()).data
 
 
 class TablePinsView(APIView):
@@ -146,7 +148,7 @@ class TablePinsView(APIView):
     @extend_schema(parameters=[TABLE_ID], responses={200: PinTableListSerializer, **_errors(401, 403, 404)})
     def get(self, request, id: str):
         table = table_or_404(id)
-        rows = Pin.objects.filter(table=table).select_related("created_by", "removal_requested_by", "decided_by")
+        rows = pin_queries.listed(Pin.objects.filter(table=table))  # a few queries, however many pins
         body = {"pins": rows[:LISTED], "note": pins.store_note(table)}
         return Response(PinTableListSerializer(body).data)
 
@@ -163,11 +165,14 @@ class TablePinsView(APIView):
         """Pin a version: on local disk it is written into the pin store at once (hard links where
         the store shares the table's file system), 201; where the table or the store is an
         object store a worker writes it, 202 with state `writing` (poll pins/{id}/ until
-        `active`, or `failed` with `error`). 409 pin_exists for a name the table's pins have."""
+        `active`, or `failed` with `error`). 409 pin_exists for a name the table's pins have;
+        422 version_unreadable for a version the table no longer gives whole (its files
+        vacuumed or its commits cleaned up): nothing is left to keep."""
         table = table_or_404(id)
         ser = PinCreateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
+        refuse_pin(table, d["version"])  # a version the table no longer gives whole: 422, nothing made
         pin = pins.create_pin(table, d["version"], d["name"], d["reason"], request.user, d.get("expiresAt"))
         code = status.HTTP_202_ACCEPTED if pin.state == PinState.WRITING else status.HTTP_201_CREATED
         return Response(_body(pin), status=code)

@@ -23,6 +23,7 @@ from tables.delta.errors import DeltaError
 from tables.services.catalog.lookup import table_by_key
 from tables.services.errors import ServiceError
 from tables.services.pins import lifecycle as pins
+from tables.services.versions.unreadable import refuse_pin
 
 
 class Command(BaseCommand):
@@ -60,6 +61,7 @@ class Command(BaseCommand):
             self._fail(f"no user {options['user'][:80]!r}")
         expires = self._expiry(options["expires"])
         try:
+            refuse_pin(table, options["version"])  # a version the table no longer gives whole
             pin = pins.create_pin(table, options["version"], options["name"], options["reason"], user, expires)
         except (ServiceError, DeltaError) as exc:
             self._fail(str(exc))

@@ -34,6 +34,7 @@ from tables.services.access import roles
 from tables.services.catalog.lookup import INT64_MAX
 from tables.services.errors import ServiceError, from_delta
 from tables.services.jobs import lifecycle as jobs
+from tables.services.pins.queries import decision_events
 from tables.services.pins.store import (
     MAX_TEXT,
     NOT_PROTECTED,
@@ -206,17 +207,12 @@ def withdraw_unpin(pin: Pin, user: Any) -> Pin:
     return pin
 
 
-DECISIONS = ("removal approved", "removal rejected")
-
-
 def decisions(pin_ids: list[int]) -> dict[int, dict[str, str]]:
     """{pin id: {"by", "note"}}: the last approver's decision on each pin's removal (the note
     says approved or rejected, with the approver's comment), one query."""
-    from django.db.models import Q
-
-    which = Q(note__startswith=DECISIONS[0]) | Q(note__startswith=DECISIONS[1])
     out: dict[int, dict[str, str]] = {}
-    for e in PinEvent.objects.filter(which, pin_id__in=pin_ids).select_related("actor").order_by("at", "pk"):
+    found = PinEvent.objects.filter(decision_events(), pin_id__in=pin_ids).select_related("actor")
+    for e in found.order_by("at", "pk"):
         out[e.pin_id] = {"by": e.actor.get_username() if e.actor else "—", "note": e.note}
     return out
 

@@ -6,9 +6,31 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
+
 from tables.delta import errors as delta_errors
 from tables.delta.snapshot.state import Snapshot, load_snapshot
-from tables.models import Pin, PinState, Table
+from tables.models import Pin, PinEvent, PinState, Table
+
+DECISIONS = ("removal approved", "removal rejected")  # how an approver's decision's event begins
+
+
+def decision_events() -> Q:
+    """The events that are an approver's decision on a pin's removal."""
+    return Q(note__startswith=DECISIONS[0]) | Q(note__startswith=DECISIONS[1])
+
+
+def listed(pins: QuerySet[Pin]) -> QuerySet[Pin]:
+    """Pins as a list of them shows them, in a constant number of queries however many: who
+    made, asked and decided joined in, the last decision's note annotated (`decision_note`),
+    the audit trail and its actors fetched once for all the pins."""
+    last = PinEvent.objects.filter(decision_events(), pin=OuterRef("pk")).order_by("-at", "-pk").values("note")[:1]
+    trail = PinEvent.objects.select_related("actor").order_by("at", "id")
+    return (
+        pins.select_related("created_by", "removal_requested_by", "decided_by")
+        .annotate(decision_note=Subquery(last))
+        .prefetch_related(Prefetch("events", queryset=trail))
+    )
 
 
 def holding_pins(table: Table) -> list[Pin]:

@@ -6,6 +6,7 @@ life; tables.services.pins.queries which pins hold what)."""
 from __future__ import annotations
 
 import logging
+import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -61,9 +62,14 @@ def check_store(look: bool = True) -> None:
 
 
 def store_location(table: Table, pin: Pin) -> str:
-    """Where a pin's kept table lives: <store>/<table id>/<pin id>-v<version>."""
+    """Where a new pin's kept table lives: <store>/<table id>/<pin id>-v<version>-<random>.
+    The ids alone are not enough: after the database is reset (or restored from a backup) they
+    are given again, and a new pin would meet a kept table a lost row left behind (refused as
+    another's, or worse, written beside its files). The path is stored on the pin
+    (`Pin.store_location`) and read from there, never derived again: pins made before the
+    random part still find theirs."""
     root = str(settings.DELTAWEB_PIN_STORE).rstrip("/")
-    return f"{root}/{table.pk}/{pin.pk}-v{pin.version}"
+    return f"{root}/{table.pk}/{pin.pk}-v{pin.version}-{secrets.token_hex(8)}"
 
 
 def _protection(placed: dict[str, int]) -> str:

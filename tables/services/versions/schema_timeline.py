@@ -21,6 +21,7 @@ from tables.delta.text_bounds import MAX_ECHOED_VALUE, cut
 from tables.models import Commit, Pin, Table
 from tables.services.errors import ServiceError
 from tables.services.owner.access import owner_of
+from tables.services.pins.queries import holding_pin
 from tables.services.versions.source import Source, source_of
 
 _KEPT = 8  # tables whose timeline this process keeps
@@ -133,6 +134,11 @@ def schema_as_of(table: Table, version: int | None = None) -> SchemaAsOf:
     tl = _timeline(table)
     if version is not None:
         source = source_of(table, version)
+        if source.pin is None and not tl.start <= version <= tl.latest:
+            # the log lost the version since the reachability answer was made (a log cleanup
+            # the next sync has not seen): a pin may keep it, as snapshots fall back to it
+            pin = holding_pin(table, version)
+            source = Source(pin.store_location, None, pin) if pin is not None else source
         if source.pin is not None:
             commit = None
             if tl.start <= version <= tl.latest:  # the log still has its commit

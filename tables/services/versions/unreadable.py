@@ -100,3 +100,43 @@ def unreadable_why(table: Table, version: int, entry: dict[str, Any] | None = No
         "pinHint": hint,
         "text": f"Version {version} of {table.name} cannot be read: {why}, and {hint}.",
     }
+
+
+def pin_refusal(table: Table, version: int, entry: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Why no pin of `version` can be made, or None when one can (or while a long log's answer
+    is computed: the pin then says what it finds). A pin copies the version from the table, so
+    a version the table no longer gives whole cannot be kept: its files were removed (VACUUM)
+    or its commits cleaned up, time travel to it is impossible, and a pin would keep nothing.
+    `entry` is its reachability entry with the pins marked (`version_reachability`).
+    `{"why", "text", "keptBy"}`: the short reason a page shows, the refusal's sentence, and
+    the pin that keeps the version already, if one does."""
+    if entry is None:
+        entry = version_reachability(table, version, wait=False)
+    if entry is None:
+        return None
+    kept_by = entry.get("readFrom")
+    if entry.get("readable") and not kept_by:
+        return None
+    reason = entry.get("reason")
+    lost = {
+        "files_missing": "its data files were removed from the table (VACUUM)",
+        "log_expired": "log cleanup removed the commits that rebuild it",
+    }.get(reason or "", "the table cannot rebuild it")
+    if kept_by:
+        why = f"{lost}; pin {kept_by['name']} already keeps it"
+        text = f"Version {version} of {table.name} cannot be pinned again: {why}, and a new pin copies from the table."
+        return {"why": why, "text": text, "keptBy": kept_by}
+    said = unreadable_why(table, version, entry) or {}
+    why = f"{said.get('why') or lost}, so time travel to it is impossible"
+    after = said.get("readableAfter")
+    then = f" The oldest readable version after it is version {after}." if after is not None else ""
+    text = f"Version {version} of {table.name} cannot be pinned: {why} and a pin would keep nothing.{then}"
+    return {"why": f"{lost}; time travel to it is impossible", "text": text, "keptBy": None}
+
+
+def refuse_pin(table: Table, version: int) -> None:
+    """ServiceError (422 `version_unreadable`) before a pin of a version the table no longer
+    gives whole is made (`pin_refusal`); nothing is written, no pin row is left."""
+    refusal = pin_refusal(table, version)
+    if refusal is not None:
+        raise ServiceError(refusal["text"], "version_unreadable", 422, version=version)

@@ -19,6 +19,7 @@ from tables.models import Pin, PinState, Table
 from tables.services.access import roles
 from tables.services.errors import ServiceError
 from tables.services.pins import lifecycle as pins
+from tables.services.versions.unreadable import refuse_pin
 from tables.web.base.ui import MAX_ID, PageError, page, table_of
 
 
@@ -34,9 +35,12 @@ class PinTextForm(forms.Form):
     text = forms.CharField(required=False, max_length=pins.MAX_TEXT)
 
 
-def pins_context(request: HttpRequest, table: Table, version: int | None = None) -> dict[str, Any]:
+def pins_context(
+    request: HttpRequest, table: Table, version: int | None = None, refused: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The pins a page lists (of a version, or all of the table's that hold one), what the
-    user may do with them, and the store's note."""
+    user may do with them, and the store's note. `refused`: why this version cannot be pinned
+    (`pin_refusal`), said instead of the form."""
     rows = Pin.objects.filter(table=table).select_related("created_by", "removal_requested_by")
     rows = rows.filter(version=version) if version is not None else rows.filter(state__in=PinState.holding())
     user = request.user
@@ -57,7 +61,9 @@ def pins_context(request: HttpRequest, table: Table, version: int | None = None)
     ]
     return {
         "pins": listed,
-        "pin_form": PinForm() if version is not None and roles.can_request_restore(user) else None,
+        "pin_form": PinForm() if version is not None and not refused and roles.can_request_restore(user) else None,
+        "pin_refused": refused if version is not None else None,
+        "pins_of_version": version is not None,
         "pin_note": pins.store_note(table),
     }
 
@@ -81,6 +87,8 @@ def pin_new(request: HttpRequest, slug: str, version: int) -> HttpResponse:
     d = form.cleaned_data
     expires = datetime.combine(d["expires"], time.max, tzinfo=UTC) if d.get("expires") else None
     try:
+        if roles.can_request_restore(request.user):  # one without the role is refused as such (403)
+            refuse_pin(table, version)
         pin = pins.create_pin(table, version, d["name"], d["reason"], request.user, expires)
     except ServiceError as exc:
         if exc.status in (401, 403, 404):

@@ -21,7 +21,7 @@ from tables.services.history.query import history
 from tables.services.pins.queries import held_bytes, holding_pins
 from tables.services.versions.reachability import parse_retention, table_reachability
 from tables.services.versions.read import resolve, snapshot_at, version_files, version_summary
-from tables.services.versions.unreadable import unreadable_why
+from tables.services.versions.unreadable import pin_refusal, unreadable_why
 from tables.web.approvals.pins import pins_context
 from tables.web.base.forms import TimeTravelForm
 from tables.web.base.metadata import file_rows, metadata_context
@@ -318,5 +318,7 @@ def version_detail(request: HttpRequest, slug: str, version: int) -> HttpRespons
         else None,
     )
     ctx.update(version_rows_context(request, table, version))
-    ctx.update(pins_context(request, table, version))
+    # a version the table no longer gives whole cannot be pinned: said instead of the form
+    refused = pin_refusal(table, version, reach) if reach else None
+    ctx.update(pins_context(request, table, version, refused=refused))
     return render(request, "tables/version_detail.html", ctx)
