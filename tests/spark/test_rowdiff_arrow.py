@@ -261,6 +261,7 @@ LAYOUTS = {  # (before, after): how each version's rows are ordered in its file;
     "after in key order": (("shuffled", "sorted"), 1),
     "in key order but one row": (("one row out", "sorted"), 1),
     "descending": (("descending", "descending"), 0),
+    "blocks of key order out of order": (("blocks", "blocks"), 2),  # as delta-rs spreads rows
     "both shuffled": (("shuffled", "shuffled"), 2),
 }
 KEY_TYPES = {
@@ -313,6 +314,9 @@ def _laid_out(t: pa.Table, layout: str, seed: int) -> pa.Table:
         return t.take(np.random.default_rng(seed).permutation(n))
     if layout == "one row out":  # the last row written first
         return t.take(np.concatenate([[n - 1], np.arange(n - 1)]))
+    if layout == "blocks":  # four blocks of rows in key order, the blocks out of order
+        cuts = [0, n // 4, n // 2, 3 * n // 4, n]
+        return t.take(np.concatenate([np.arange(cuts[i], cuts[i + 1]) for i in (2, 0, 3, 1)]))
     if layout == "descending":
         return t.take(np.arange(n - 1, -1, -1))
     return t

@@ -9,7 +9,9 @@ and row numbers, nulls matching nulls), which also finds repeated keys, the keys
 only and the pairs to compare; the pairs' columns are compared by Arrow's kernels, and only
 the differing rows' values taken. A version already in key order (a table written in key
 order, the usual case; checked on its keys, one pass) is neither sorted nor gathered: its
-paired values are taken by a filter, one sequential pass over each column.
+paired values are taken by a filter, one sequential pass over each column. A version whose
+key order is a few blocks of rows (delta-rs spreads a table written in key order over its
+files in blocks) is put in that order by reordering the blocks' slices, then filtered too.
 
 It answers exactly what the Spark route answers (the same file of rows, sorted as Spark
 sorts them), so it takes only what it can answer the same way, else `Declined` and Spark
@@ -32,6 +34,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,9 @@ __all__ = [
 ARROW_BYTES = 512 << 20
 ARROW_ROWS = 25_000_000
 READ_THREADS = 4
+# A side whose key order is fewer blocks of consecutive rows than this is put in key order by
+# reordering the blocks' slices (gathering its columns by row numbers costs more).
+MAX_RUNS = 1024
 
 _INTS = {"byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64()}
 _FLAT = {
@@ -370,15 +376,35 @@ def _key_order(keys: np.ndarray) -> np.ndarray | None:
     return np.argsort(keys, kind="stable")
 
 
-def _match_sorted(a: pa.Table, b: pa.Table, key: str) -> tuple[Match | None, tuple[int, int]]:
-    """Rows of both sides matched on one sortable key: each side in key order (sorted unless
-    it already is), then found in the other by binary search; the repeated values counted from
-    the ordered keys. The pairs come in key order, which is a sorted side's own row order."""
-    ka = a.column(key).to_numpy()
-    kb = b.column(key).to_numpy()
-    sa, sb = _key_order(ka), _key_order(kb)
-    ka_s = ka if sa is None else ka[sa]
-    kb_s = kb if sb is None else kb[sb]
+def _in_key_order(t: pa.Table, key: str) -> tuple[pa.Table, np.ndarray, np.ndarray | None]:
+    """The side, its keys in ascending order and its row numbers in that order (None: the rows'
+    own). A side whose key order is a few blocks of consecutive rows (delta-rs writes a table
+    in key order as blocks spread over its files) is put in key order by reordering the blocks'
+    slices, no row copied: its order is then its rows' own."""
+    keys = t.column(key).to_numpy()
+    order = _key_order(keys)
+    if order is None:
+        return t, keys, None
+    ordered = keys[order]
+    starts = np.flatnonzero(np.diff(order) != 1) + 1
+    if len(starts) >= MAX_RUNS:
+        return t, ordered, order
+    bounds = np.concatenate([[0], starts, [len(order)]])
+    blocks = [t.slice(order[s], e - s) for s, e in pairwise(bounds)]
+    return pa.concat_tables(blocks), ordered, None
+
+
+def _match_sorted(
+    a: pa.Table,
+    b: pa.Table,
+    sorted_a: tuple[np.ndarray, np.ndarray | None],
+    sorted_b: tuple[np.ndarray, np.ndarray | None],
+) -> tuple[Match | None, tuple[int, int]]:
+    """Rows of both sides matched on one sortable key, each side's keys given in key order with
+    its row numbers in that order (`_in_key_order`): each side's keys found in the other's by
+    binary search; the repeated values counted from the ordered keys. The pairs come in key
+    order, which is a side's own row order when its order is None."""
+    (ka_s, sa), (kb_s, sb) = sorted_a, sorted_b
     repeated = (_runs(ka_s), _runs(kb_s))
     if any(repeated):
         return None, repeated
@@ -448,7 +474,9 @@ def _differing(a: pa.Table, b: pa.Table, match: Match, compared: list[str]) -> t
 def arrow_diff(a: pa.Table, b: pa.Table, keys: list[str], compared: list[str]) -> Outcome:
     """The keyed diff of two versions' rows, as `tables.spark.jobs.rowdiff` writes it."""
     if _sortable_key(a, b, keys):
-        match, repeated = _match_sorted(a, b, keys[0])
+        a, *sorted_a = _in_key_order(a, keys[0])
+        b, *sorted_b = _in_key_order(b, keys[0])
+        match, repeated = _match_sorted(a, b, tuple(sorted_a), tuple(sorted_b))
     else:
         match, repeated = _match_joined(a, b, keys)
     if match is None:
