@@ -363,7 +363,7 @@ def _diff_by_arrow(
         rowdiff_arrow.check_size(files)
         if small_inputs([p.as_uri() for side_files in files for p in dict.fromkeys(side_files)]):
             return None
-        a, b = (rowdiff_arrow.read_side(s, f) for s, f in zip(sides, files, strict=True))
+        a, b = rowdiff_arrow.read_sides(sides, files, keys[0] if len(keys) == 1 else None)
         compared = [c for c in a.column_names if c not in keys and c in b.column_names]
         outcome = rowdiff_arrow.arrow_diff(a, b, keys, compared)
     except (rowdiff_arrow.Declined, pa.ArrowNotImplementedError):  # a key type Arrow's join lacks

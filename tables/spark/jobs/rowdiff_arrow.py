@@ -2,11 +2,16 @@
 
 A keyed diff on Spark reads both versions twice and shuffles a fingerprint of every row (see
 `tables.spark.jobs.rowdiff`): on two cores, a 10 M-row diff took 1.9x a pyarrow join over
-delta-rs's reads. Here each version's files are read once, by pyarrow; the rows of both
-versions are matched on the keys (one integer, date or timestamp key without nulls by sorting
-with numpy, other keys by a hash join of the keys and row numbers, nulls matching nulls),
-which also finds repeated keys, the keys of one side only and the pairs to compare; the pairs'
-columns are compared by Arrow's kernels, and only the differing rows' values taken.
+delta-rs's reads. Here each version's files are read once, by pyarrow (both versions' files
+in one pool of threads); the rows of both versions are matched on the keys (one integer, date
+or timestamp key without nulls by sorting with numpy, other keys by a hash join of the keys
+and row numbers, nulls matching nulls), which also finds repeated keys, the keys of one side
+only and the pairs to compare; the pairs' columns are compared by Arrow's kernels, and only
+the differing rows' values taken. A version already in key order (a table written in key
+order, the usual case; checked on its keys, one pass) is neither sorted nor gathered: its
+paired values are taken by a filter, one sequential pass over each column. A version whose
+key order is a few blocks of rows (delta-rs spreads a table written in key order over its
+files in blocks) is put in that order by reordering the blocks' slices, then filtered too.
 
 It answers exactly what the Spark route answers (the same file of rows, sorted as Spark
 sorts them), so it takes only what it can answer the same way, else `Declined` and Spark
@@ -29,6 +34,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,7 @@ __all__ = [
     "check_types",
     "local_files",
     "read_side",
+    "read_sides",
 ]
 
 # Both versions' data files together up to this many bytes and rows take this route: their
@@ -60,6 +67,9 @@ __all__ = [
 ARROW_BYTES = 512 << 20
 ARROW_ROWS = 25_000_000
 READ_THREADS = 4
+# A side whose key order is fewer blocks of consecutive rows than this is put in key order by
+# reordering the blocks' slices (gathering its columns by row numbers costs more).
+MAX_RUNS = 1024
 
 _INTS = {"byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64()}
 _FLAT = {
@@ -199,31 +209,61 @@ def _read_file(side: Side, entry: ScanEntry, path: Path, types: dict[str, pa.Dat
     return out
 
 
-def read_side(side: Side, files: list[Path]) -> pa.Table:
-    """A version's rows as one Arrow table (its files read in parallel); Declined when pyarrow
-    cannot read one of them (Spark's route then names it)."""
-    types = _types(side)
-    schema = pa.schema([pa.field(c, t) for c, t in types.items()])
-    if not side.entries:
-        return schema.empty_table()
+def read_sides(sides: Sequence[Side], files: Sequence[list[Path]], key: str | None = None) -> list[pa.Table]:
+    """Each version's rows as one Arrow table, the files of both versions read in one pool of
+    threads (a version of one or two files is read beside the other, not after it), each
+    version's files in the order of their least `key` value when one is given (a table written
+    in key order into several files is then in key order, whatever the order of its log's
+    entries); Declined when pyarrow cannot read one of them (Spark's route then names it)."""
+    types = [_types(s) for s in sides]
+    jobs = [(i, j) for i, side in enumerate(sides) for j in range(len(side.entries))]
 
-    def one(i: int) -> pa.Table:
-        return _read_file(side, side.entries[i], files[i], types)
+    def one(job: tuple[int, int]) -> pa.Table:
+        i, j = job
+        return _read_file(sides[i], sides[i].entries[j], files[i][j], types[i])
 
     try:
-        if len(files) == 1:
-            tables = [one(0)]
+        if len(jobs) <= 1:
+            tables = [one(job) for job in jobs]
         else:
-            with ThreadPoolExecutor(min(READ_THREADS, len(files), os.cpu_count() or 1)) as pool:
-                tables = list(pool.map(one, range(len(files))))
+            with ThreadPoolExecutor(min(READ_THREADS, len(jobs), os.cpu_count() or 1)) as pool:
+                tables = list(pool.map(one, jobs))
     except (OSError, pa.ArrowException) as exc:
         raise Declined(f"unreadable: {exc}") from None
-    return pa.concat_tables(tables)
+    out, start = [], 0
+    for side, side_types in zip(sides, types, strict=True):
+        end = start + len(side.entries)
+        schema = pa.schema([pa.field(c, t) for c, t in side_types.items()])
+        parts = tables[start:end]
+        if key is not None and len(parts) > 1 and _ordered_type(side_types[key]):
+            parts.sort(key=lambda t: _least(t.column(key)))
+        out.append(pa.concat_tables(parts) if parts else schema.empty_table())
+        start = end
+    return out
+
+
+def _ordered_type(t: pa.DataType) -> bool:
+    """Whether a key of this type is matched by sorting (`_sortable_key`)."""
+    return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+
+
+def _least(column: pa.ChunkedArray) -> tuple[bool, Any]:
+    """A file's least key value, for ordering its files (those without one first)."""
+    least = pc.min(column).as_py()
+    return (least is not None, least)
+
+
+def read_side(side: Side, files: list[Path]) -> pa.Table:
+    """A version's rows as one Arrow table (`read_sides` of one version)."""
+    return read_sides([side], [files])[0]
 
 
 def _same(x: pa.ChunkedArray, y: pa.ChunkedArray) -> pa.ChunkedArray:
     """Null-safe equality as Spark's `<=>` (NaN equals NaN, -0.0 equals 0.0)."""
-    same = pc.or_(pc.fill_null(pc.equal(x, y), False), pc.and_(pc.is_null(x), pc.is_null(y)))
+    if x.null_count or y.null_count:
+        same = pc.or_(pc.fill_null(pc.equal(x, y), False), pc.and_(pc.is_null(x), pc.is_null(y)))
+    else:  # a column without nulls, the usual one: one kernel instead of five
+        same = pc.equal(x, y)
     if pa.types.is_floating(x.type):
         both_nan = pc.and_(pc.fill_null(pc.is_nan(x), False), pc.fill_null(pc.is_nan(y), False))
         same = pc.or_(same, both_nan)
@@ -247,6 +287,22 @@ class Outcome:
 
     table: pa.Table | None
     repeated: tuple[int, int]
+
+
+@dataclass(slots=True)
+class Match:
+    """The rows of both sides matched on the keys: the pairs (a's and b's row numbers, in one
+    order) and each side's rows alone. A side whose pairs are in its rows' own order (a side
+    already in key order, matched by sorting) has the mask of its paired rows too: filtering
+    its columns by it takes the pairs' values in one sequential pass, where gathering them by
+    their numbers jumps about."""
+
+    pair_a: np.ndarray
+    pair_b: np.ndarray
+    alone_a: np.ndarray
+    alone_b: np.ndarray
+    mask_a: np.ndarray | None = None
+    mask_b: np.ndarray | None = None
 
 
 def _repeated(t: pa.Table, keys: list[str]) -> int:
@@ -297,10 +353,7 @@ def _sortable_key(a: pa.Table, b: pa.Table, keys: list[str]) -> bool:
     if len(keys) != 1:
         return False
     x, y = a.column(keys[0]), b.column(keys[0])
-    t = x.type
-    return not (x.null_count or y.null_count) and (
-        pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
-    )
+    return not (x.null_count or y.null_count) and _ordered_type(x.type)
 
 
 def _runs(sorted_keys: np.ndarray) -> int:
@@ -309,25 +362,69 @@ def _runs(sorted_keys: np.ndarray) -> int:
     return int(np.count_nonzero(dup[1:] & ~dup[:-1]) + (1 if len(dup) and dup[0] else 0))
 
 
-Match = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # pairs (a, b), a alone, b alone
+def _key_order(keys: np.ndarray) -> np.ndarray | None:
+    """A side's row numbers in ascending key order, or None when its rows already are in that
+    order (a table written in key order, the usual case: then neither a sort nor a gather by
+    it); a side in strictly descending order is read backwards rather than sorted."""
+    if len(keys) < 2:
+        return None
+    ascending = keys[1:] >= keys[:-1]
+    if ascending.all():
+        return None
+    if not ascending.any():
+        return np.arange(len(keys) - 1, -1, -1)
+    return np.argsort(keys, kind="stable")
 
 
-def _match_sorted(a: pa.Table, b: pa.Table, key: str) -> tuple[Match | None, tuple[int, int]]:
-    """Rows of both sides matched on one sortable key: each side sorted, then found in the
-    other by binary search; the repeated values counted from the sorted keys."""
-    ka = a.column(key).to_numpy()
-    kb = b.column(key).to_numpy()
-    sa, sb = np.argsort(ka, kind="stable"), np.argsort(kb, kind="stable")
-    ka_s, kb_s = ka[sa], kb[sb]
+def _in_key_order(t: pa.Table, key: str) -> tuple[pa.Table, np.ndarray, np.ndarray | None]:
+    """The side, its keys in ascending order and its row numbers in that order (None: the rows'
+    own). A side whose key order is a few blocks of consecutive rows (delta-rs writes a table
+    in key order as blocks spread over its files) is put in key order by reordering the blocks'
+    slices, no row copied: its order is then its rows' own."""
+    keys = t.column(key).to_numpy()
+    order = _key_order(keys)
+    if order is None:
+        return t, keys, None
+    ordered = keys[order]
+    starts = np.flatnonzero(np.diff(order) != 1) + 1
+    if len(starts) >= MAX_RUNS:
+        return t, ordered, order
+    bounds = np.concatenate([[0], starts, [len(order)]])
+    blocks = [t.slice(order[s], e - s) for s, e in pairwise(bounds)]
+    return pa.concat_tables(blocks), ordered, None
+
+
+def _match_sorted(
+    a: pa.Table,
+    b: pa.Table,
+    sorted_a: tuple[np.ndarray, np.ndarray | None],
+    sorted_b: tuple[np.ndarray, np.ndarray | None],
+) -> tuple[Match | None, tuple[int, int]]:
+    """Rows of both sides matched on one sortable key, each side's keys given in key order with
+    its row numbers in that order (`_in_key_order`): each side's keys found in the other's by
+    binary search; the repeated values counted from the ordered keys. The pairs come in key
+    order, which is a side's own row order when its order is None."""
+    (ka_s, sa), (kb_s, sb) = sorted_a, sorted_b
     repeated = (_runs(ka_s), _runs(kb_s))
     if any(repeated):
         return None, repeated
     pos = np.searchsorted(kb_s, ka_s)
-    found = pos < len(kb_s)
-    found[found] = kb_s[pos[found]] == ka_s[found]
+    found = kb_s[np.minimum(pos, len(kb_s) - 1)] == ka_s if len(kb_s) else np.zeros(len(ka_s), dtype=bool)
+    at_b = pos[found]
     in_b = np.zeros(len(kb_s), dtype=bool)
-    in_b[pos[found]] = True
-    return (sa[found], sb[pos[found]], sa[~found], sb[~in_b]), (0, 0)
+    in_b[at_b] = True
+
+    def rows(order: np.ndarray | None, at: np.ndarray) -> np.ndarray:
+        return at if order is None else order[at]
+
+    return Match(
+        rows(sa, np.flatnonzero(found)),
+        rows(sb, at_b),
+        rows(sa, np.flatnonzero(~found)),
+        rows(sb, np.flatnonzero(~in_b)),
+        found if sa is None else None,
+        in_b if sb is None else None,
+    ), (0, 0)
 
 
 def _match_joined(a: pa.Table, b: pa.Table, keys: list[str]) -> tuple[Match | None, tuple[int, int]]:
@@ -338,7 +435,7 @@ def _match_joined(a: pa.Table, b: pa.Table, keys: list[str]) -> tuple[Match | No
         return None, (_repeated(a, keys), _repeated(b, keys))
     ja, jb = joined.column("__ia"), joined.column("__ib")
     both = pc.and_(pc.is_valid(ja), pc.is_valid(jb))
-    return (
+    return Match(
         pc.filter(ja, both).to_numpy(),
         pc.filter(jb, both).to_numpy(),
         pc.filter(ja, pc.is_null(jb)).to_numpy(),
@@ -346,32 +443,78 @@ def _match_joined(a: pa.Table, b: pa.Table, keys: list[str]) -> tuple[Match | No
     ), (0, 0)
 
 
+def _differing(a: pa.Table, b: pa.Table, match: Match, compared: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Which pairs differ (their places among the pairs) and, for each of them, which compared
+    columns differ. A side's paired values are filtered by its mask when it has one, else
+    taken; the columns' equalities are combined as Arrow's bitmaps, and only the differing
+    pairs' flags are expanded."""
+    if not compared or not len(match.pair_a):
+        return np.zeros(0, dtype=np.int64), np.zeros((0, len(compared)), dtype=bool)
+
+    def picker(t: pa.Table, rows: np.ndarray, mask: np.ndarray | None):
+        if mask is not None:
+            keep = pa.array(mask)
+            return lambda c: t.column(c).filter(keep)
+        at = pa.array(rows, pa.int64())
+        return lambda c: t.column(c).take(at)
+
+    pick_a, pick_b = picker(a, match.pair_a, match.mask_a), picker(b, match.pair_b, match.mask_b)
+    sames = [_same(pick_a(c), pick_b(c)) for c in compared]
+    all_same = sames[0]
+    for s in sames[1:]:
+        all_same = pc.and_(all_same, s)
+    changed = np.flatnonzero(~all_same.to_numpy(zero_copy_only=False))
+    at = pa.array(changed, pa.int64())
+    flags = np.zeros((len(changed), len(compared)), dtype=bool)
+    for j, s in enumerate(sames):
+        flags[:, j] = ~s.take(at).to_numpy(zero_copy_only=False)
+    return changed, flags
+
+
 def arrow_diff(a: pa.Table, b: pa.Table, keys: list[str], compared: list[str]) -> Outcome:
     """The keyed diff of two versions' rows, as `tables.spark.jobs.rowdiff` writes it."""
     if _sortable_key(a, b, keys):
-        match, repeated = _match_sorted(a, b, keys[0])
+        a, *sorted_a = _in_key_order(a, keys[0])
+        b, *sorted_b = _in_key_order(b, keys[0])
+        match, repeated = _match_sorted(a, b, tuple(sorted_a), tuple(sorted_b))
     else:
         match, repeated = _match_joined(a, b, keys)
     if match is None:
         return Outcome(None, repeated)
-    pair_a, pair_b, alone_a, alone_b = match
-    pa_idx, pb_idx = pa.array(pair_a, pa.int64()), pa.array(pair_b, pa.int64())
-    differs = np.zeros((len(pair_a), len(compared)), dtype=bool)
-    for j, c in enumerate(compared):
-        same = _same(a.column(c).take(pa_idx), b.column(c).take(pb_idx))
-        differs[:, j] = ~same.to_numpy()
-    changed_rows = np.flatnonzero(differs.any(axis=1))
-    n_changed, n_a, n_b = len(changed_rows), len(alone_a), len(alone_b)
+    changed_rows, changed_flags = _differing(a, b, match, compared)
+    return Outcome(_written(a, b, keys, compared, match, changed_rows, changed_flags), (0, 0))
+
+
+def _written(
+    a: pa.Table,
+    b: pa.Table,
+    keys: list[str],
+    compared: list[str],
+    match: Match,
+    changed_rows: np.ndarray,
+    changed_flags: np.ndarray,
+) -> pa.Table:
+    """The diff's rows as Spark writes them: the changed pairs, then the rows of one side only,
+    sorted by the keys (nulls first) and the kind."""
+    n_changed, n_a, n_b = len(changed_rows), len(match.alone_a), len(match.alone_b)
     idx_a = pa.concat_arrays(
-        [pa.array(pair_a[changed_rows], pa.int64()), pa.array(alone_a, pa.int64()), pa.nulls(n_b, pa.int64())]
+        [
+            pa.array(match.pair_a[changed_rows], pa.int64()),
+            pa.array(match.alone_a, pa.int64()),
+            pa.nulls(n_b, pa.int64()),
+        ]
     )
     idx_b = pa.concat_arrays(
-        [pa.array(pair_b[changed_rows], pa.int64()), pa.nulls(n_a, pa.int64()), pa.array(alone_b, pa.int64())]
+        [
+            pa.array(match.pair_b[changed_rows], pa.int64()),
+            pa.nulls(n_a, pa.int64()),
+            pa.array(match.alone_b, pa.int64()),
+        ]
     )
     key_values = [pc.coalesce(a.column(k).take(idx_a), b.column(k).take(idx_b)) for k in keys]
     kind = pc.if_else(pc.is_null(idx_a), "added", pc.if_else(pc.is_null(idx_b), "removed", pa.scalar("changed")))
     flags = np.zeros((n_changed + n_a + n_b, len(compared)), dtype=bool)
-    flags[:n_changed] = differs[changed_rows]
+    flags[:n_changed] = changed_flags
     offsets = np.concatenate([[0], np.cumsum(flags.sum(axis=1))]).astype(np.int32)
     names = np.array(compared, dtype=object)[np.nonzero(flags)[1]] if compared else np.array([], dtype=object)
     changed_columns = pa.ListArray.from_arrays(pa.array(offsets), pa.array(names.tolist(), pa.string()))
@@ -390,4 +533,4 @@ def arrow_diff(a: pa.Table, b: pa.Table, keys: list[str], compared: list[str]) -
     out = pa.Table.from_arrays(columns, schema=schema)
     # Spark's order: keys ascending, nulls first (strings and binary by their bytes, as Arrow)
     order = pc.sort_indices(out, sort_keys=[(k, "ascending", "at_start") for k in [*keys, "_diff"]])
-    return Outcome(out.take(order), (0, 0))
+    return out.take(order)
