@@ -114,7 +114,7 @@ def pin_refusal(table: Table, version: int, entry: dict[str, Any] | None = None)
         entry = version_reachability(table, version, wait=False)
     if entry is None:
         return None
-    kept_by = entry.get("readFrom")
+    kept_by = entry.get("pin")  # the Pin that keeps it (versions/pinned.py's mark_pin)
     if entry.get("readable") and not kept_by:
         return None
     reason = entry.get("reason")
@@ -123,7 +123,7 @@ def pin_refusal(table: Table, version: int, entry: dict[str, Any] | None = None)
         "log_expired": "log cleanup removed the commits that rebuild it",
     }.get(reason or "", "the table cannot rebuild it")
     if kept_by:
-        why = f"{lost}; pin {kept_by['name']} already keeps it"
+        why = f"{lost}; pin {kept_by.name} already keeps it"
         text = f"Version {version} of {table.name} cannot be pinned again: {why}, and a new pin copies from the table."
         return {"why": why, "text": text, "keptBy": kept_by}
     said = unreadable_why(table, version, entry) or {}
