@@ -327,7 +327,7 @@ def _arrow_type(dt: DataType) -> pa.DataType:
         return pa.map_(
             pa.field("key", _arrow_type(dt.keyType), False), pa.field("value", _arrow_type(dt.valueType), True)
         )
-    return to_arrow_type(dt)
+    return to_arrow_type(dt, timezone="UTC")  # instants in UTC (PySpark 4.3 asks for the zone by name)
 
 
 def _nullable(t: Any) -> Any:

@@ -324,7 +324,8 @@ def rows_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Any) ->
     """`small_frame` of Python rows in a Spark schema (the entries table of a scan)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    arrow_schema = to_arrow_schema(schema)
+    # instants in UTC, as PySpark 4.0's default was (4.3 asks for the zone by name)
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
     columns = list(zip(*rows, strict=True)) if rows else [[] for _ in arrow_schema]
     table = pa.Table.from_arrays(
         [pa.array(list(c), f.type) for c, f in zip(columns, arrow_schema, strict=True)], schema=arrow_schema
