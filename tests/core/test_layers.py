@@ -49,7 +49,7 @@ CLI: tuple[tuple[str, ...], ...] = tuple(
     for layer in (
         ("base",),  # exit statuses, the `error:` line, the text table
         # the options beside one module per subcommand or group of them (its payload, its text)
-        ("parser", "snapshot", "history", "restore", "reachability", "keep", "row_history", "verify", "audit"),
+        ("parser", "snapshot", "history", "restore", "reachability", "row_history", "verify", "audit"),
         ("entry",),  # main, script, execute: a subcommand's module is imported once it runs
         ("__main__",),  # python -m tables.delta.cli
     )

@@ -127,7 +127,7 @@ def run(sub: str, opts: Mapping[str, Any], version_source: VersionSource | None 
 
         return reachability_payload(path, opts)
     if sub == "keep":
-        from tables.delta.cli.keep import keep_payload
+        from tables.delta.cli.restore import keep_payload
 
         return keep_payload(path, opts)
     if sub == "row-history":
@@ -176,7 +176,7 @@ def as_text(sub: str, p: Any) -> str:
 
         return row_history_text(p)
     if sub == "keep":
-        from tables.delta.cli.keep import keep_text
+        from tables.delta.cli.restore import keep_text
 
         return keep_text(p)
     if sub == "verify":

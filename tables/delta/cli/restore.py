@@ -1,4 +1,6 @@
-"""`delta restore`: RESTORE TO VERSION / TIMESTAMP AS OF, the plan (--dry-run) or the commit."""
+"""`delta restore`: RESTORE TO VERSION / TIMESTAMP AS OF, the plan (--dry-run) or the commit;
+and `delta keep`: a version written as a new table's version 0 (kept through the VACUUM of
+its own)."""
 
 from __future__ import annotations
 
@@ -83,3 +85,22 @@ def restore_text(p: dict[str, Any]) -> str:
         if more:
             text += f"... and {more} more file actions (--json lists them all)\n"
     return text
+
+
+def keep_payload(path: str, opts: Mapping[str, Any]) -> Any:
+    """Keep --version into --into (--hold: legal holds on S3 with Object Lock)."""
+    from tables.delta.write.keep import keep_version
+
+    if opts["version"] < 0:
+        raise ValueError("--version must be >= 0")
+    return keep_version(path, opts["version"], opts["into"], hold=bool(opts.get("hold"))).to_dict()
+
+
+def keep_text(p: dict[str, Any]) -> str:
+    placed = ", ".join(f"{n} {how}" for how, n in p["placed"].items()) or "none"
+    return (
+        f"kept version {p['version']} of {p['source']}\n"
+        f"into         {p['into']} (version 0)\n"
+        f"files        {p['files']} ({p['bytes']} bytes), {p['deletionVectors']} deletion vector files\n"
+        f"placed       {placed}; {p['bytesCopied']} bytes copied\n"
+    )
