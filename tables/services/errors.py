@@ -209,7 +209,14 @@ def is_spark_error(exc: BaseException) -> bool:
 
 
 # a data file's URI or path as Spark's Java exceptions write it
-_DATA_FILE = re.compile(r"((?:file:|[a-z0-9]+://)?/?[^\s'\"\[\],;()]+\.parquet)", re.IGNORECASE)
+_DATA_FILE = re.compile(
+    r"""
+    (?<![^\s'"\[\],;()])     # from a token's start, never from inside one ("o2546" -> "2546")
+    (?!o\d+\.\w+\b(?!/))     # never py4j's call name: "calling o2546.parquet." names no file
+    ((?:file:|[a-z0-9]+://)?/?[^\s'"\[\],;()]+\.parquet)
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
 DATA_FILE_FIX = "Restore it from a backup or restore the table to a version that does not use it."
 
 

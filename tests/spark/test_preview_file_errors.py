@@ -181,3 +181,51 @@ def test_a_spark_failure_on_a_data_file_keeps_sparks_words_for_staff(tmp_path, s
     assert "errorDetail" not in client.get(f"/api/jobs/{job.pk}/").json()["result"]
     client.force_login(User.objects.create_user("boss", password="pw-boss-1", is_staff=True))
     assert client.get(f"/api/jobs/{job.pk}/").json()["result"]["errorDetail"] == detail
+
+
+def test_py4j_call_names_are_never_taken_for_the_data_file(tmp_path, settings) -> None:
+    """py4j begins every Java failure with the call it made ("An error occurred while calling
+    o2546.parquet."): the job's message names the file Spark names later in the text, relative
+    to the table, or no file at all, never "o2546.parquet" (texts as py4j formats them)."""
+    from types import SimpleNamespace
+
+    from tables.delta.storage import api as storage_api
+    from tables.delta.storage.opening import as_storage
+    from tables.services.errors import public_message, spark_failure
+    from tables.spark.jobs import file_errors
+
+    class Py4JJavaError(Exception):  # what py4j raises: the Java exception's text
+        pass
+
+    settings.DELTAWEB_ALLOWED_ROOTS = [str(tmp_path)]
+    storage_api.set_roots_provider(lambda: settings.DELTAWEB_ALLOWED_ROOTS)  # the fixture puts it back
+    root = tmp_path / "events"
+    name = write_table(root, partitioned=True)
+    (root / name).unlink()
+    gone = f"java.io.FileNotFoundException: File file:{root / name} does not exist"
+    texts = [
+        f"An error occurred while calling o2546.parquet.\n: {gone}\n\tat org.apache.hadoop.fs.RawLocalFileSystem",
+        "An error occurred while calling o812.collectToPython.\n: org.apache.spark.SparkException: Job aborted "
+        f"due to stage failure: [FAILED_READ_FILE.NO_HINT] Error while reading file file:{root / name}. "
+        f"SQLSTATE: KD001\nCaused by: {gone}",
+    ]
+    storage = as_storage(str(root))
+    table = SimpleNamespace(name="events", location=str(root))
+    for text in texts:
+        mapped = file_errors.named(Py4JJavaError(text), storage, 2, "previewed")
+        assert str(mapped) == (
+            f"Version 2 cannot be previewed: data file {name} is missing (FileNotFound: removed by VACUUM or by "
+            f"hand?). {FIX}"
+        )
+        code, message, _ = spark_failure(Py4JJavaError(text))
+        assert code == "spark_missing_file" and public_message(message, table) == (
+            f"a data file of the table is missing (removed by VACUUM or by hand?): events/{name}. {FIX}"
+        )
+    # no file in the text: the failure is told without naming one
+    bare = "An error occurred while calling o2546.parquet.\n: java.io.FileNotFoundException: no such data file"
+    assert str(file_errors.named(Py4JJavaError(bare), storage, 2, "previewed")) == (
+        f"Version 2 cannot be previewed: a data file is missing (FileNotFound: removed by VACUUM or by hand?). {FIX}"
+    )
+    assert (
+        spark_failure(Py4JJavaError(bare))[1] == "a data file of the table is missing (removed by VACUUM or by hand?)"
+    )

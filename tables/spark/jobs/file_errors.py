@@ -37,7 +37,14 @@ _NOT_PARQUET = (
     "ParquetDecodingException",
 )
 # a file's URI or path as Spark and pyarrow write it in their messages
-_PATH = re.compile(r"((?:file:|[a-z0-9]+://)?/?[^\s'\"\[\],;()]+\.parquet)", re.IGNORECASE)
+_PATH = re.compile(
+    r"""
+    (?<![^\s'"\[\],;()])     # from a token's start, never from inside one ("o2546" -> "2546")
+    (?!o\d+\.\w+\b(?!/))     # never py4j's call name: "calling o2546.parquet." names no file
+    ((?:file:|[a-z0-9]+://)?/?[^\s'"\[\],;()]+\.parquet)
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
 
 
 class DataFileError(StorageError):
